@@ -1,0 +1,23 @@
+{
+  "targets": [
+    {
+      "target_name": "etna",
+      "sources": [
+        "<!@(node scripts/native-sources.cjs core kernels backends addon)"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")",
+        "native",
+        "native/core"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NAPI_CPP_EXCEPTIONS",
+        "NODE_API_NO_EXTERNAL_BUFFERS_ALLOWED"
+      ],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++1y", "-std=gnu++17"],
+      "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra"],
+      "libraries": ["-lXNNPACK", "-lpthreadpool", "-lpthread"]
+    }
+  ]
+}

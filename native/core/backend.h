@@ -1,0 +1,76 @@
+// Delegate backends: a registry keyed by BackendDelegate.id ("XnnpackBackend").
+//
+// A backend turns a delegate payload into a handle once, when a method loads,
+// and runs it on every DelegateCall. State that should exist once per Module
+// (packed weights, scratch workspace) lives in a BackendModuleContext that the
+// Module creates once per backend and hands to every init.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bytes.h"
+#include "evalue.h"
+#include "status.h"
+
+namespace etna {
+
+class Program;
+
+struct CompileSpecView {
+  std::string_view key;
+  ByteSpan value;
+};
+
+// Module-wide options a backend may use.
+struct BackendOptions {
+  int num_threads = 1;
+  bool share_workspace = false;  // one workspace for the whole module (shareMemoryArenas on)
+};
+
+// Bytes a backend holds for a module, for memoryReport().
+struct BackendMemory {
+  uint64_t packed_weight_bytes = 0;
+  uint64_t workspace_bytes = 0;
+};
+
+// Per-Module, per-backend shared state. Lives as long as the Module.
+class BackendModuleContext {
+ public:
+  virtual ~BackendModuleContext() = default;
+  virtual BackendMemory memory() const = 0;
+};
+
+// One initialised delegate instance (one BackendDelegate entry of one method).
+class DelegateHandle {
+ public:
+  virtual ~DelegateHandle() = default;
+  // `args` are the DelegateCall's values: inputs then outputs.
+  virtual Status execute(EValue* const* args, size_t count) = 0;
+};
+
+struct DelegateInitContext {
+  const Program& program;                  // named_data lookups
+  BackendModuleContext* module_context;    // from Backend::create_module_context
+  std::string method_name;                 // for messages
+  size_t delegate_index = 0;               // for messages
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view id() const = 0;
+  virtual std::unique_ptr<BackendModuleContext> create_module_context(const BackendOptions& options) const = 0;
+  virtual Result<std::unique_ptr<DelegateHandle>> init(ByteSpan payload, const std::vector<CompileSpecView>& specs,
+                                                       DelegateInitContext& context) const = 0;
+};
+
+// The backends etna ships, keyed by id; nullptr when unknown.
+const Backend* find_backend(std::string_view id);
+
+}  // namespace etna

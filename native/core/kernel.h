@@ -1,0 +1,47 @@
+// Operator kernels: the signature every kernel has, and the registry that
+// maps "namespace::op.overload" to a kernel.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "evalue.h"
+#include "status.h"
+
+namespace etna {
+
+// The arguments of one KernelCall, in the serialized order: schema arguments
+// (defaults materialized), out arguments, then one return slot (pte spec 5.4).
+struct KernelArgs {
+  EValue* const* values;
+  size_t count;
+  EValue& operator[](size_t i) const { return *values[i]; }
+  size_t size() const { return count; }
+};
+
+// Returns an error naming what is wrong with the arguments (the executor adds
+// the method and instruction); never throws, never reads out of bounds.
+using KernelFn = Status (*)(KernelArgs args);
+
+struct KernelEntry {
+  KernelFn fn = nullptr;
+  int arity = -1;  // exact argument count including the return slot; -1 = checked by the kernel
+};
+
+class KernelRegistry {
+ public:
+  void add(std::string key, KernelFn fn, int arity);
+  const KernelEntry* find(std::string_view key) const;
+  std::vector<std::string> keys() const;
+
+ private:
+  std::unordered_map<std::string, KernelEntry> entries_;
+};
+
+// Every kernel etna ships (portable kernels and prim ops), built on first use.
+const KernelRegistry& kernel_registry();
+
+}  // namespace etna

@@ -1,0 +1,80 @@
+// A loaded, verified, immutable ExecuTorch program (.pte).
+//
+// Loading runs the FlatBuffers verifier and then checks every index, offset,
+// size and enum the runtime will later follow, so code that reads a Program
+// afterwards may index without re-checking. A Program may be shared by any
+// number of Modules; all mutable memory belongs to them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bytes.h"
+#include "generated/program_generated.h"
+#include "status.h"
+
+namespace etna {
+
+namespace fb = ::etna::pte;
+
+// The optional `eh00` header spliced in after the file identifier.
+struct ExtendedHeader {
+  uint32_t header_length = 0;
+  uint64_t program_size = 0;
+  uint64_t segment_base_offset = 0;
+  std::optional<uint64_t> segment_data_size;  // present when header_length >= 32
+};
+
+class Program {
+ public:
+  static Result<std::shared_ptr<const Program>> load_file(const std::string& path);
+  static Result<std::shared_ptr<const Program>> load_bytes(const uint8_t* data, size_t size);
+  // Takes ownership of already-owned bytes (e.g. a mapping).
+  static Result<std::shared_ptr<const Program>> load(std::unique_ptr<ByteSource> bytes);
+
+  const fb::Program& root() const { return *root_; }
+  size_t file_size() const { return bytes_->size(); }
+  const std::optional<ExtendedHeader>& extended_header() const { return header_; }
+
+  size_t method_count() const;
+  const fb::ExecutionPlan& method(size_t index) const;
+  // First plan with this name (the format's lookup rule).
+  std::optional<size_t> find_method(std::string_view name) const;
+
+  // Bytes of segment `index`; nullopt when the file has no segment data for it.
+  std::optional<ByteSpan> segment(uint32_t index) const;
+  // Bytes of constant `buffer_index` (Tensor.data_buffer_idx); at least `nbytes` long.
+  Result<ByteSpan> constant_data(uint32_t buffer_index, uint64_t nbytes) const;
+  // Initial value of a planned mutable tensor, from mutable_data_segments[0].
+  Result<ByteSpan> mutable_initial_data(uint32_t buffer_index, uint64_t nbytes) const;
+  // Named data blob by exact key.
+  std::optional<ByteSpan> named_data(std::string_view key) const;
+  // A delegate's payload (inline or in a segment); verified at load.
+  ByteSpan delegate_payload(const fb::BackendDelegate& delegate) const;
+
+ private:
+  Program() = default;
+  Status parse();
+
+  std::unique_ptr<ByteSource> bytes_;
+  std::optional<ExtendedHeader> header_;
+  uint64_t program_size_ = 0;
+  const fb::Program* root_ = nullptr;
+  std::vector<std::optional<ByteSpan>> segments_;
+};
+
+// Bytes a tensor occupies at its stored (upper-bound) sizes, or nullopt on
+// overflow / unknown dtype. Rank 0 counts as one element.
+std::optional<uint64_t> tensor_nbytes(const fb::Tensor& tensor);
+
+// "name.overload", or "name" for the default overload.
+std::string operator_key(const fb::Operator& op);
+
+// A planned tensor's arena byte offset.
+uint64_t planned_offset(const fb::AllocationDetails& allocation);
+
+}  // namespace etna

@@ -1,0 +1,59 @@
+// A plain description of a Program for `etna inspect` and method metadata:
+// what each method takes and returns, which operators and delegates it uses,
+// and its memory plan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "program.h"
+
+namespace etna {
+
+struct ValueInfo {
+  std::string kind;  // "tensor", "int", "double", "bool", "string", "none", "int_list", ...
+  // Tensor fields (kind == "tensor").
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string dynamism;  // "static", "bound", "unbound"
+  bool planned = false;
+  // arena placement of a tensor, when planned in an arena
+  std::optional<uint32_t> memory_id;
+  uint64_t memory_offset = 0;
+  uint64_t nbytes = 0;
+};
+
+struct DelegateInfo {
+  std::string id;
+  std::string location;  // "inline" or "segment"
+  uint64_t bytes = 0;
+};
+
+struct MethodInfo {
+  std::string name;
+  std::vector<ValueInfo> inputs;
+  std::vector<ValueInfo> outputs;
+  std::vector<std::string> operators;  // "name.overload", first use first, no duplicates
+  std::vector<std::string> delegates;  // backend ids, in table order
+  std::vector<std::pair<std::string, uint64_t>> instructions;  // kind -> count, kinds that occur
+  std::vector<int64_t> memory_plan;                            // non_const_buffer_sizes as stored
+  uint64_t constant_bytes = 0;                                 // distinct constants this method reads
+};
+
+struct ProgramInfo {
+  std::string identifier;
+  std::optional<ExtendedHeader> extended_header;
+  uint64_t segments = 0;
+  uint64_t named_data_keys = 0;
+  std::vector<DelegateInfo> delegates;  // every delegate entry of every method
+  std::vector<MethodInfo> methods;
+};
+
+ValueInfo describe_value(const fb::ExecutionPlan& plan, int32_t index);
+MethodInfo describe_method(const Program& program, size_t method_index);
+ProgramInfo describe_program(const Program& program);
+
+}  // namespace etna
