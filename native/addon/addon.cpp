@@ -4,14 +4,14 @@
 #include "addon_data.h"
 #include "program_wrap.h"
 
-namespace etna::addon {
+namespace {
 
-Napi::Object init(Napi::Env env, Napi::Object exports) {
-  env.SetInstanceData(new AddonData());
-  ProgramWrap::init(env, exports);
+Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
+  env.SetInstanceData(new etna::addon::AddonData());
+  etna::addon::ProgramWrap::init(env, exports);
   return exports;
 }
 
-}  // namespace etna::addon
+}  // namespace
 
-NODE_API_MODULE(etna, etna::addon::init)
+NODE_API_MODULE(etna, init_etna)

@@ -199,7 +199,7 @@ Result<ByteSpan> Program::constant_data(uint32_t buffer_index, uint64_t nbytes) 
       return invalid("constant_segment.segment_index " + std::to_string(constant_segment->segment_index()) +
                      " does not name a segment with data");
     }
-    const uint64_t offset = offsets->Get(buffer_index);
+    const uint64_t offset = element(offsets, buffer_index);
     if (offset > segment->size || nbytes > segment->size - offset) {
       return invalid("constant " + std::to_string(buffer_index) + ": bytes [" + std::to_string(offset) + ", " +
                      std::to_string(offset + nbytes) + ") run past the constant segment's " +
@@ -237,7 +237,7 @@ Result<ByteSpan> Program::mutable_initial_data(uint32_t buffer_index, uint64_t n
     return invalid("mutable_data_segments[0].segment_index " + std::to_string(entry->segment_index()) +
                    " does not name a segment with data");
   }
-  const uint64_t offset = offsets->Get(buffer_index);
+  const uint64_t offset = element(offsets, buffer_index);
   if (offset > segment->size || nbytes > segment->size - offset) {
     return invalid("initial value " + std::to_string(buffer_index) + ": bytes [" + std::to_string(offset) + ", " +
                    std::to_string(offset + nbytes) + ") run past its segment's " + std::to_string(segment->size) +

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +40,8 @@ class Program {
 
   const fb::Program& root() const { return *root_; }
   size_t file_size() const { return bytes_->size(); }
+  // The whole file's bytes (read-only; mapped when loaded from a path).
+  ByteSpan bytes() const { return bytes_->span(); }
   const std::optional<ExtendedHeader>& extended_header() const { return header_; }
 
   size_t method_count() const;
@@ -66,6 +70,17 @@ class Program {
   const fb::Program* root_ = nullptr;
   std::vector<std::optional<ByteSpan>> segments_;
 };
+
+// Element i of a FlatBuffer vector of 8-byte scalars. The format does not
+// promise 8-byte alignment for these (real files have misaligned IntLists), so
+// they are read with memcpy rather than through the generated accessors.
+template <typename T>
+T element(const flatbuffers::Vector<T>* vec, size_t i) {
+  static_assert(std::is_arithmetic_v<T>, "scalar vectors only");
+  T value;
+  std::memcpy(&value, vec->Data() + i * sizeof(T), sizeof(T));
+  return value;
+}
 
 // Bytes a tensor occupies at its stored (upper-bound) sizes, or nullopt on
 // overflow / unknown dtype. Rank 0 counts as one element.

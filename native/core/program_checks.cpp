@@ -63,8 +63,8 @@ class Checker {
                   "data (segments: " + num(root_.segments() ? root_.segments()->size() : 0u) + ")");
     }
     for (flatbuffers::uoffset_t i = 0; i < segment->offsets()->size(); ++i) {
-      if (segment->offsets()->Get(i) > bytes->size) {
-        return fail("constant_segment.offsets[" + num(i) + "] = " + num(segment->offsets()->Get(i)) +
+      if (element(segment->offsets(), i) > bytes->size) {
+        return fail("constant_segment.offsets[" + num(i) + "] = " + num(element(segment->offsets(), i)) +
                     " is past the end of its " + num(uint64_t{bytes->size}) + "-byte segment");
       }
     }
@@ -83,9 +83,9 @@ class Checker {
       }
       if (!entry->offsets()) continue;
       for (flatbuffers::uoffset_t i = 0; i < entry->offsets()->size(); ++i) {
-        if (entry->offsets()->Get(i) > bytes->size) {
+        if (element(entry->offsets(), i) > bytes->size) {
           return fail("mutable_data_segments[" + num(j) + "].offsets[" + num(i) + "] = " +
-                      num(entry->offsets()->Get(i)) + " is past the end of its " + num(uint64_t{bytes->size}) +
+                      num(element(entry->offsets(), i)) + " is past the end of its " + num(uint64_t{bytes->size}) +
                       "-byte segment");
         }
       }
@@ -125,8 +125,8 @@ class Checker {
 
     const auto* sizes = plan.non_const_buffer_sizes();
     for (flatbuffers::uoffset_t i = 1; i < sizes->size(); ++i) {
-      if (sizes->Get(i) < 0) {
-        return fail(where_ + ": non_const_buffer_sizes[" + num(i) + "] = " + num(sizes->Get(i)) + " is negative");
+      if (element(sizes, i) < 0) {
+        return fail(where_ + ": non_const_buffer_sizes[" + num(i) + "] = " + num(element(sizes, i)) + " is negative");
       }
     }
     if (const auto* devices = plan.non_const_buffer_device()) {
@@ -192,7 +192,7 @@ class Checker {
         const auto* items = value->val_as_IntList()->items();
         if (!items) return fail(where_ + ": " + at + " (IntList) has no items");
         for (flatbuffers::uoffset_t k = 0; k < items->size(); ++k) {
-          ETNA_TRY(check_index_of(at + ".items[" + num(k) + "]", items->Get(k), {fb::KernelTypes::IntValue}));
+          ETNA_TRY(check_index_of(at + ".items[" + num(k) + "]", element(items, k), {fb::KernelTypes::IntValue}));
         }
         return Status::ok();
       }
@@ -271,7 +271,7 @@ class Checker {
                     num(arenas->size()) + " entries)");
       }
       const uint64_t offset = planned_offset(*allocation);
-      const uint64_t arena = static_cast<uint64_t>(arenas->Get(id));
+      const uint64_t arena = static_cast<uint64_t>(element(arenas, id));
       if (offset > arena || *nbytes > arena - offset) {
         return fail(t + ": planned bytes [" + num(offset) + ", " + num(offset + *nbytes) + ") exceed arena " + num(id) +
                     " of " + num(arena) + " bytes");

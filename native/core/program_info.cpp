@@ -75,7 +75,8 @@ MethodInfo describe_method(const Program& program, size_t method_index) {
   for (int32_t index : *plan.inputs()) info.inputs.push_back(describe_value(plan, index));
   for (int32_t index : *plan.outputs()) info.outputs.push_back(describe_value(plan, index));
   for (const fb::BackendDelegate* delegate : *plan.delegates()) info.delegates.push_back(delegate->id()->str());
-  for (int64_t size : *plan.non_const_buffer_sizes()) info.memory_plan.push_back(size);
+  const auto* sizes = plan.non_const_buffer_sizes();
+  for (uint32_t i = 0; i < sizes->size(); ++i) info.memory_plan.push_back(element(sizes, i));
 
   std::vector<bool> operator_used(plan.operators() ? plan.operators()->size() : 0, false);
   for (const fb::Chain* chain : *plan.chains()) {

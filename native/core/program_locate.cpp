@@ -27,19 +27,19 @@ class Locator {
     const fb::Program* program = fb::GetProgram(data_);
     if (!table_start_ok(program)) return "root Program table at byte " + at(program) + ": its vtable is out of range";
     using P = fb::Program;
-    if (auto e = table_vector("execution_plan", program, P::VT_EXECUTION_PLAN, program->execution_plan(),
+    if (auto e = table_vector("execution_plan", program, P::VT_EXECUTION_PLAN, [&] { return program->execution_plan(); },
                               [&](const std::string& path, const fb::ExecutionPlan* plan) { return in_plan(path, plan); }))
       return *e;
-    if (auto e = table_vector("constant_buffer", program, P::VT_CONSTANT_BUFFER, program->constant_buffer())) return *e;
+    if (auto e = table_vector("constant_buffer", program, P::VT_CONSTANT_BUFFER, [&] { return program->constant_buffer(); })) return *e;
     if (auto e = table_vector("backend_delegate_data", program, P::VT_BACKEND_DELEGATE_DATA,
-                              program->backend_delegate_data()))
+                              [&] { return program->backend_delegate_data(); }))
       return *e;
-    if (auto e = table_vector("segments", program, P::VT_SEGMENTS, program->segments())) return *e;
-    if (auto e = table_field("constant_segment", program, P::VT_CONSTANT_SEGMENT, program->constant_segment())) return *e;
+    if (auto e = table_vector("segments", program, P::VT_SEGMENTS, [&] { return program->segments(); })) return *e;
+    if (auto e = table_field("constant_segment", program, P::VT_CONSTANT_SEGMENT, [&] { return program->constant_segment(); })) return *e;
     if (auto e = table_vector("mutable_data_segments", program, P::VT_MUTABLE_DATA_SEGMENTS,
-                              program->mutable_data_segments()))
+                              [&] { return program->mutable_data_segments(); }))
       return *e;
-    if (auto e = table_vector("named_data", program, P::VT_NAMED_DATA, program->named_data())) return *e;
+    if (auto e = table_vector("named_data", program, P::VT_NAMED_DATA, [&] { return program->named_data(); })) return *e;
     return "a nested table, vector or string is out of range or misaligned (program region " + std::to_string(size_) +
            " bytes)";
   }
@@ -58,11 +58,14 @@ class Locator {
   }
 
   // A sub-table field: offset in range and the table itself sound.
-  template <typename Owner, typename T>
+  // Accessors are passed as getters: reading a field before its offset is
+  // verified could itself read out of bounds.
+  template <typename Owner, typename Get>
   std::optional<std::string> table_field(const std::string& path, const Owner* owner, flatbuffers::voffset_t field,
-                                         const T* value) const {
+                                         Get get) const {
     Verifier v = fresh();
     if (!table(owner)->VerifyOffset(v, field)) return path + ": offset field points outside the program region";
+    const auto* value = get();
     if (value == nullptr) return std::nullopt;
     Verifier w = fresh();
     if (!value->Verify(w)) return path + " (table at byte " + at(value) + ") is malformed";
@@ -70,11 +73,13 @@ class Locator {
   }
 
   // A scalar vector or string field.
-  template <typename Owner, typename V>
+  template <typename Owner, typename Get>
   std::optional<std::string> plain_field(const std::string& path, const Owner* owner, flatbuffers::voffset_t field,
-                                         const V* value) const {
+                                         Get get) const {
+    using V = std::remove_cv_t<std::remove_pointer_t<decltype(get())>>;
     Verifier v = fresh();
     if (!table(owner)->VerifyOffset(v, field)) return path + ": offset field points outside the program region";
+    const V* value = get();
     if (value == nullptr) return std::nullopt;
     Verifier w = fresh();
     bool ok;
@@ -87,11 +92,11 @@ class Locator {
     return std::nullopt;
   }
 
-  template <typename Owner, typename T, typename Deeper>
+  template <typename Owner, typename Get, typename Deeper>
   std::optional<std::string> table_vector(const std::string& path, const Owner* owner, flatbuffers::voffset_t field,
-                                          const flatbuffers::Vector<flatbuffers::Offset<T>>* vec,
-                                          Deeper&& deeper) const {
-    if (auto e = plain_field(path, owner, field, vec)) return e;
+                                          Get get, Deeper&& deeper) const {
+    if (auto e = plain_field(path, owner, field, get)) return e;
+    const auto* vec = get();
     if (vec == nullptr) return std::nullopt;
     for (flatbuffers::uoffset_t i = 0; i < vec->size(); ++i) {
       const std::string item = path + "[" + std::to_string(i) + "]";
@@ -100,7 +105,7 @@ class Locator {
       if (rel > size_ - static_cast<size_t>(slot - data_)) {
         return item + ": offset at byte " + at(slot) + " points outside the program region";
       }
-      const T* element = vec->Get(i);
+      const auto* element = vec->Get(i);
       Verifier v = fresh();
       if (element->Verify(v)) continue;
       if (!table_start_ok(element)) return item + " (table at byte " + at(element) + "): vtable out of range";
@@ -110,34 +115,34 @@ class Locator {
     return std::nullopt;
   }
 
-  template <typename Owner, typename T>
+  template <typename Owner, typename Get>
   std::optional<std::string> table_vector(const std::string& path, const Owner* owner, flatbuffers::voffset_t field,
-                                          const flatbuffers::Vector<flatbuffers::Offset<T>>* vec) const {
-    return table_vector(path, owner, field, vec, [](const std::string&, const T*) { return std::optional<std::string>(); });
+                                          Get get) const {
+    return table_vector(path, owner, field, get, [](const std::string&, const auto*) { return std::optional<std::string>(); });
   }
 
   std::optional<std::string> in_plan(const std::string& path, const fb::ExecutionPlan* plan) const {
     using E = fb::ExecutionPlan;
-    if (auto e = plain_field(path + ".name", plan, E::VT_NAME, plan->name())) return e;
+    if (auto e = plain_field(path + ".name", plan, E::VT_NAME, [&] { return plan->name(); })) return e;
     const std::string named = plan->name() ? path + " ('" + plan->name()->str() + "')" : path;
-    if (auto e = table_field(named + ".container_meta_type", plan, E::VT_CONTAINER_META_TYPE, plan->container_meta_type()))
+    if (auto e = table_field(named + ".container_meta_type", plan, E::VT_CONTAINER_META_TYPE, [&] { return plan->container_meta_type(); }))
       return e;
-    if (auto e = table_vector(named + ".values", plan, E::VT_VALUES, plan->values())) return e;
-    if (auto e = plain_field(named + ".inputs", plan, E::VT_INPUTS, plan->inputs())) return e;
-    if (auto e = plain_field(named + ".outputs", plan, E::VT_OUTPUTS, plan->outputs())) return e;
-    if (auto e = table_vector(named + ".chains", plan, E::VT_CHAINS, plan->chains(),
+    if (auto e = table_vector(named + ".values", plan, E::VT_VALUES, [&] { return plan->values(); })) return e;
+    if (auto e = plain_field(named + ".inputs", plan, E::VT_INPUTS, [&] { return plan->inputs(); })) return e;
+    if (auto e = plain_field(named + ".outputs", plan, E::VT_OUTPUTS, [&] { return plan->outputs(); })) return e;
+    if (auto e = table_vector(named + ".chains", plan, E::VT_CHAINS, [&] { return plan->chains(); },
                               [&](const std::string& chain_path, const fb::Chain* chain) {
                                 return table_vector(chain_path + ".instructions", chain, fb::Chain::VT_INSTRUCTIONS,
-                                                    chain->instructions());
+                                                    [&] { return chain->instructions(); });
                               }))
       return e;
-    if (auto e = table_vector(named + ".operators", plan, E::VT_OPERATORS, plan->operators())) return e;
-    if (auto e = table_vector(named + ".delegates", plan, E::VT_DELEGATES, plan->delegates())) return e;
+    if (auto e = table_vector(named + ".operators", plan, E::VT_OPERATORS, [&] { return plan->operators(); })) return e;
+    if (auto e = table_vector(named + ".delegates", plan, E::VT_DELEGATES, [&] { return plan->delegates(); })) return e;
     if (auto e = plain_field(named + ".non_const_buffer_sizes", plan, E::VT_NON_CONST_BUFFER_SIZES,
-                             plan->non_const_buffer_sizes()))
+                             [&] { return plan->non_const_buffer_sizes(); }))
       return e;
     return table_vector(named + ".non_const_buffer_device", plan, E::VT_NON_CONST_BUFFER_DEVICE,
-                        plan->non_const_buffer_device());
+                        [&] { return plan->non_const_buffer_device(); });
   }
 
   const uint8_t* data_;

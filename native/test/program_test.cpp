@@ -94,8 +94,9 @@ TEST(Program, RejectsOtherVersions) {
 // out-of-bounds read happens on the way.
 TEST(Program, TruncatedAndCorruptedFilesNeverCrash) {
   REQUIRE_TESTDATA();
-  const char* files[] = {"et_add.pte", "et_arduino_add_model.pte", "et_ModuleLinear-no-constant-segment.pte",
-                         "npr_multi_method.pte", "djl_conv_xnnpack.pte", "et_xor_training.pte"};
+  const char* files[] = {"et_add.pte",           "et_arduino_add_model.pte", "et_ModuleLinear-no-constant-segment.pte",
+                         "npr_multi_method.pte", "djl_conv_xnnpack.pte",     "et_xor_training.pte",
+                         "npr_dtypes.pte",       "djl_lin129_planned.pte",   "et_model_constant_buffer.pte"};
   size_t rejected = 0;
   for (const char* name : files) {
     const std::vector<uint8_t> original = read_file(testdata_dir() + "/" + name);
@@ -111,12 +112,16 @@ TEST(Program, TruncatedAndCorruptedFilesNeverCrash) {
       }
     }
     uint32_t seed = 12345;
-    for (int trial = 0; trial < 600; ++trial) {
+    for (int trial = 0; trial < 3000; ++trial) {
       std::vector<uint8_t> bytes = original;
       seed = seed * 1664525u + 1013904223u;
-      const size_t position = seed % bytes.size();
-      seed = seed * 1664525u + 1013904223u;
-      bytes[position] ^= static_cast<uint8_t>(1 + seed % 255);
+      const int flips = 1 + static_cast<int>(seed % 4);
+      for (int k = 0; k < flips; ++k) {
+        seed = seed * 1664525u + 1013904223u;
+        const size_t position = seed % bytes.size();
+        seed = seed * 1664525u + 1013904223u;
+        bytes[position] ^= static_cast<uint8_t>(1 + seed % 255);
+      }
       auto program = Program::load_bytes(bytes.data(), bytes.size());
       if (!program) {
         ++rejected;

@@ -1,0 +1,20 @@
+// Runs the compiled CLI (dist/cli/etna.js) as a user would.
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import { repoRoot } from './testdata.js';
+
+export interface CliResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], options: { cwd?: string; timeoutMs?: number } = {}): CliResult {
+  const result = spawnSync(process.execPath, [path.join(repoRoot, 'dist/cli/etna.js'), ...args], {
+    cwd: options.cwd ?? repoRoot,
+    encoding: 'utf8',
+    timeout: options.timeoutMs ?? 60_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
