@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import type { MemoryReport } from './module.js';
 import type { ProgramDescription } from './program-types.js';
 
 export interface NativeProgram {
@@ -11,8 +12,28 @@ export interface NativeProgram {
   readonly fileSize: number;
 }
 
+/** A tensor result: its bytes are in the output buffer passed to the call. */
+export interface NativeTensorOutput {
+  dtype: string;
+  shape: number[];
+  byteLength: number;
+}
+
+export type NativeOutput = NativeTensorOutput | bigint | number | boolean | string | null;
+
+export interface NativeModule {
+  readonly methodNames: string[];
+  memoryReport(): MemoryReport;
+  outputCapacities(method: string): number[];
+  loadMethod(method: string): void;
+  execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
+  executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
+  dispose(): void;
+}
+
 export interface NativeAddon {
   NativeProgram: new (source: string | Uint8Array) => NativeProgram;
+  loadModule(program: NativeProgram, options: { share: string; numThreads: number }): Promise<NativeModule>;
 }
 
 const require = createRequire(import.meta.url);

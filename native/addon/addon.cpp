@@ -2,6 +2,7 @@
 #include <napi.h>
 
 #include "addon_data.h"
+#include "module_wrap.h"
 #include "program_wrap.h"
 
 namespace {
@@ -9,6 +10,7 @@ namespace {
 Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new etna::addon::AddonData());
   etna::addon::ProgramWrap::init(env, exports);
+  etna::addon::ModuleWrap::init(env, exports);
   return exports;
 }
 

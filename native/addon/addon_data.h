@@ -7,6 +7,7 @@ namespace etna::addon {
 
 struct AddonData {
   Napi::FunctionReference program_constructor;
+  Napi::FunctionReference module_constructor;
 };
 
 inline AddonData& addon_data(Napi::Env env) { return *env.GetInstanceData<AddonData>(); }

@@ -109,3 +109,134 @@ Napi::Object to_js(Napi::Env env, const ProgramInfo& info) {
 }
 
 }  // namespace etna::addon
+
+namespace etna::addon {
+
+Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("mode", report.mode);
+  out.Set("reason", report.reason);
+  Napi::Array arenas = Napi::Array::New(env, report.arenas.size());
+  for (uint32_t i = 0; i < report.arenas.size(); ++i) {
+    const ArenaReport& arena = report.arenas[i];
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("memoryId", Napi::Number::New(env, arena.memory_id));
+    entry.Set("bytes", Napi::Number::New(env, static_cast<double>(arena.bytes)));
+    entry.Set("shared", Napi::Boolean::New(env, arena.shared));
+    Napi::Array methods = Napi::Array::New(env, arena.methods.size());
+    for (uint32_t k = 0; k < arena.methods.size(); ++k) methods.Set(k, arena.methods[k]);
+    entry.Set("methods", methods);
+    arenas.Set(i, entry);
+  }
+  out.Set("arenas", arenas);
+  out.Set("plannedBytes", Napi::Number::New(env, static_cast<double>(report.planned_bytes)));
+  out.Set("unsharedPlannedBytes", Napi::Number::New(env, static_cast<double>(report.unshared_planned_bytes)));
+  out.Set("constantBytes", Napi::Number::New(env, static_cast<double>(report.constant_bytes)));
+  out.Set("packedWeightBytes", Napi::Number::New(env, static_cast<double>(report.packed_weight_bytes)));
+  out.Set("workspaceBytes", Napi::Number::New(env, static_cast<double>(report.workspace_bytes)));
+  return out;
+}
+
+namespace {
+
+Error bad_input(uint32_t index, const std::string& what) {
+  return Error{ErrorCode::kInvalidInput, "input " + std::to_string(index) + ": " + what};
+}
+
+}  // namespace
+
+Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
+                     std::vector<Napi::ObjectReference>& keep_alive) {
+  if (value.IsNull() || value.IsUndefined()) {
+    out.kind = InputValue::Kind::kNone;
+  } else if (value.IsBoolean()) {
+    out.kind = InputValue::Kind::kBool;
+    out.bool_value = value.As<Napi::Boolean>().Value();
+  } else if (value.IsBigInt()) {
+    bool lossless = false;
+    out.kind = InputValue::Kind::kInt;
+    out.int_value = value.As<Napi::BigInt>().Int64Value(&lossless);
+    if (!lossless) return bad_input(index, "integer does not fit in int64");
+  } else if (value.IsNumber()) {
+    out.kind = InputValue::Kind::kDouble;
+    out.double_value = value.As<Napi::Number>().DoubleValue();
+  } else if (value.IsString()) {
+    out.kind = InputValue::Kind::kString;
+    out.string_value = value.As<Napi::String>().Utf8Value();
+  } else if (value.IsObject()) {
+    Napi::Object object = value.As<Napi::Object>();
+    Napi::Value dtype = object.Get("dtype");
+    Napi::Value shape = object.Get("shape");
+    Napi::Value data = object.Get("data");
+    if (!dtype.IsString() || !shape.IsArray() || !data.IsTypedArray()) {
+      return bad_input(index, "a tensor needs dtype (string), shape (array) and data (TypedArray)");
+    }
+    auto parsed = dtype_from_name(dtype.As<Napi::String>().Utf8Value());
+    if (!parsed) return bad_input(index, "unknown dtype '" + dtype.As<Napi::String>().Utf8Value() + "'");
+    out.kind = InputValue::Kind::kTensor;
+    out.tensor.dtype = *parsed;
+    Napi::Array dims = shape.As<Napi::Array>();
+    for (uint32_t d = 0; d < dims.Length(); ++d) {
+      Napi::Value dim = dims.Get(d);
+      if (!dim.IsNumber()) return bad_input(index, "shape[" + std::to_string(d) + "] is not a number");
+      const double size = dim.As<Napi::Number>().DoubleValue();
+      if (!(size >= 0) || size != static_cast<double>(static_cast<int64_t>(size))) {
+        return bad_input(index, "shape[" + std::to_string(d) + "] is not a non-negative integer");
+      }
+      out.tensor.shape.push_back(static_cast<int64_t>(size));
+    }
+    Napi::TypedArray array = data.As<Napi::TypedArray>();
+    Napi::ArrayBuffer buffer = array.ArrayBuffer();
+    out.tensor.data = static_cast<const uint8_t*>(buffer.Data()) + array.ByteOffset();
+    out.tensor.nbytes = array.ByteLength();
+    keep_alive.push_back(Napi::Persistent(array.As<Napi::Object>()));
+  } else {
+    return bad_input(index, "unsupported value (expected a tensor, number, bigint, boolean, string or null)");
+  }
+  return Status::ok();
+}
+
+Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuffer& out,
+                             std::vector<Napi::ObjectReference>& keep_alive) {
+  if (value.IsNull() || value.IsUndefined()) return Status::ok();
+  if (value.IsArrayBuffer()) {
+    Napi::ArrayBuffer buffer = value.As<Napi::ArrayBuffer>();
+    out.data = buffer.Data();
+    out.capacity = buffer.ByteLength();
+  } else if (value.IsTypedArray()) {
+    Napi::TypedArray array = value.As<Napi::TypedArray>();
+    out.data = static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+    out.capacity = array.ByteLength();
+  } else {
+    return Error{ErrorCode::kInvalidInput, "output " + std::to_string(index) + ": destination is not an ArrayBuffer or TypedArray"};
+  }
+  keep_alive.push_back(Napi::Persistent(value.As<Napi::Object>()));
+  return Status::ok();
+}
+
+Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs) {
+  Napi::Array array = Napi::Array::New(env, outputs.size());
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    const OutputValue& value = outputs[i];
+    switch (value.kind) {
+      case OutputValue::Kind::kTensor: {
+        Napi::Object tensor = Napi::Object::New(env);
+        tensor.Set("dtype", std::string(dtype_name(value.dtype)));
+        Napi::Array shape = Napi::Array::New(env, value.shape.size());
+        for (uint32_t d = 0; d < value.shape.size(); ++d) shape.Set(d, Napi::Number::New(env, static_cast<double>(value.shape[d])));
+        tensor.Set("shape", shape);
+        tensor.Set("byteLength", Napi::Number::New(env, static_cast<double>(value.nbytes)));
+        array.Set(i, tensor);
+        break;
+      }
+      case OutputValue::Kind::kInt: array.Set(i, Napi::BigInt::New(env, value.int_value)); break;
+      case OutputValue::Kind::kDouble: array.Set(i, Napi::Number::New(env, value.double_value)); break;
+      case OutputValue::Kind::kBool: array.Set(i, Napi::Boolean::New(env, value.bool_value)); break;
+      case OutputValue::Kind::kString: array.Set(i, Napi::String::New(env, value.string_value)); break;
+      default: array.Set(i, env.Null()); break;
+    }
+  }
+  return array;
+}
+
+}  // namespace etna::addon

@@ -5,6 +5,8 @@
 
 #include <functional>
 
+#include "core/io.h"
+#include "core/module.h"
 #include "core/program_info.h"
 #include "core/status.h"
 
@@ -20,5 +22,17 @@ Napi::Value guard(Napi::Env env, const std::function<Napi::Value()>& body);
 Napi::Object to_js(Napi::Env env, const ValueInfo& info);
 Napi::Object to_js(Napi::Env env, const MethodInfo& info);
 Napi::Object to_js(Napi::Env env, const ProgramInfo& info);
+Napi::Object to_js(Napi::Env env, const MemoryReport& report);
+
+// One call argument: null/undefined (None), boolean, bigint (Int), number
+// (Double), string, or a tensor { dtype, shape, data: TypedArray }. Arrays
+// whose memory the call reads are added to keep_alive.
+Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
+                     std::vector<Napi::ObjectReference>& keep_alive);
+// One output destination: an ArrayBuffer or TypedArray, or null for a non-tensor output.
+Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuffer& out,
+                             std::vector<Napi::ObjectReference>& keep_alive);
+// Results as JS: tensors as { dtype, shape, byteLength }, other kinds as plain values.
+Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs);
 
 }  // namespace etna::addon

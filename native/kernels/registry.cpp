@@ -1,4 +1,5 @@
 #include "core/kernel.h"
+#include "kernels/kernel_groups.h"
 
 namespace etna {
 
@@ -19,6 +20,16 @@ std::vector<std::string> KernelRegistry::keys() const {
 const KernelRegistry& kernel_registry() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
+    kernels::register_binary_kernels(r);
+    kernels::register_unary_kernels(r);
+    kernels::register_reduction_kernels(r);
+    kernels::register_normalization_kernels(r);
+    kernels::register_matmul_kernels(r);
+    kernels::register_shape_kernels(r);
+    kernels::register_copy_kernels(r);
+    kernels::register_indexing_kernels(r);
+    kernels::register_factory_kernels(r);
+    kernels::register_prim_kernels(r);
     return r;
   }();
   return registry;

@@ -8,24 +8,14 @@
 
 #include "core/program.h"
 #include "core/program_info.h"
+#include "test_support.h"
 
 namespace etna {
 namespace {
 
-std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
-
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-bool have_testdata() { return !read_file(testdata_dir() + "/et_add.pte").empty(); }
-
-#define REQUIRE_TESTDATA()                                                      \
-  if (!have_testdata()) GTEST_SKIP() << "no testdata at " << testdata_dir();
+using test::read_file;
+using test::testdata_dir;
+#define REQUIRE_TESTDATA() ETNA_REQUIRE_TESTDATA()
 
 TEST(Program, LoadsAddFromFile) {
   REQUIRE_TESTDATA();

@@ -1,0 +1,84 @@
+// The JSON form of method values used by `etna run`: a tensor is
+// {"dtype", "shape", "data": [...]} (int64 data as numbers or decimal
+// strings); a primitive is a bare number, boolean, string or null.
+import { EtnaError } from '../errors.js';
+import type { InputValue, Value } from '../module.js';
+import type { ValueDescription } from '../program-types.js';
+import { isDType, numel, Tensor, type DType } from '../tensor.js';
+
+export type JsonValue = number | string | boolean | null | { dtype: string; shape: number[]; data: (number | string | boolean | null)[] };
+
+const BIG_TYPES = new Set<DType>(['int64', 'uint64']);
+
+function element(dtype: DType, raw: unknown, where: string): number | bigint {
+  if (BIG_TYPES.has(dtype)) {
+    if (typeof raw === 'number' && Number.isInteger(raw)) return BigInt(raw);
+    if (typeof raw === 'string' && /^-?\d+$/.test(raw)) return BigInt(raw);
+    throw new EtnaError('INVALID_INPUT', `${where}: ${JSON.stringify(raw)} is not an integer`);
+  }
+  if (typeof raw === 'boolean') return raw ? 1 : 0;
+  if (typeof raw === 'number') return raw;
+  if (raw === 'NaN') return NaN;
+  if (raw === 'Infinity') return Infinity;
+  if (raw === '-Infinity') return -Infinity;
+  throw new EtnaError('INVALID_INPUT', `${where}: ${JSON.stringify(raw)} is not a number`);
+}
+
+export function valueFromJson(json: unknown, where: string): InputValue {
+  if (json === null || typeof json === 'number' || typeof json === 'boolean' || typeof json === 'string') return json;
+  if (typeof json !== 'object' || Array.isArray(json)) throw new EtnaError('INVALID_INPUT', `${where}: expected a tensor object or a primitive`);
+  const { dtype, shape, data } = json as Record<string, unknown>;
+  if (!isDType(dtype)) throw new EtnaError('INVALID_INPUT', `${where}: unknown dtype ${JSON.stringify(dtype)}`);
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
+    throw new EtnaError('INVALID_INPUT', `${where}: shape must be an array of non-negative integers`);
+  }
+  if (!Array.isArray(data) || data.length !== numel(shape as number[])) {
+    throw new EtnaError('INVALID_INPUT', `${where}: data must be an array of ${numel(shape as number[])} elements`);
+  }
+  const tensor = Tensor.zeros(dtype, shape as number[]);
+  const target = tensor.data as unknown as { [i: number]: number | bigint };
+  data.forEach((raw, i) => (target[i] = element(dtype, raw, `${where}: data[${i}]`)));
+  return tensor;
+}
+
+function jsonNumber(value: number | bigint): number | string {
+  if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value.toString();
+  if (Number.isNaN(value)) return 'NaN';
+  if (!Number.isFinite(value)) return value > 0 ? 'Infinity' : '-Infinity';
+  return value;
+}
+
+export function valueToJson(value: Value): JsonValue {
+  if (value instanceof Tensor) {
+    const data = Array.from(value.data as ArrayLike<number | bigint>, (v) => (value.dtype === 'bool' ? v !== 0 : jsonNumber(v)));
+    return { dtype: value.dtype, shape: [...value.shape], data };
+  }
+  if (typeof value === 'bigint') return jsonNumber(value);
+  if (typeof value === 'number') return jsonNumber(value);
+  return value;
+}
+
+export type Fill = 'zeros' | 'ones' | 'random';
+
+/** Inputs generated from a method's metadata (tensors at their bound shape). */
+export function generateInputs(method: string, inputs: ValueDescription[], fill: Fill, seed: number): InputValue[] {
+  let state = seed >>> 0;
+  const random = (): number => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+  return inputs.map((input, i) => {
+    if (input.kind === 'none') return null;
+    if (input.kind !== 'tensor' || !isDType(input.dtype)) {
+      throw new EtnaError('INVALID_INPUT', `method '${method}': input ${i} is a ${input.kind}; pass it with --inputs`);
+    }
+    const tensor = Tensor.zeros(input.dtype, input.shape ?? []);
+    const target = tensor.data as unknown as { [k: number]: number | bigint };
+    const big = BIG_TYPES.has(input.dtype);
+    for (let k = 0; k < tensor.size; k++) {
+      const value = fill === 'zeros' ? 0 : fill === 'ones' ? 1 : input.dtype === 'bool' ? (random() < 0.5 ? 0 : 1) : big || input.dtype.startsWith('int') || input.dtype.startsWith('uint') ? Math.floor(random() * 10) : random() * 2 - 1;
+      target[k] = big ? BigInt(value) : value;
+    }
+    return tensor;
+  });
+}

@@ -1,0 +1,149 @@
+// Element types an authored program can use, and how their bytes are laid out.
+import { EtnaError } from '../errors.js';
+import { ScalarType } from '../generated/program/program_generated.js';
+
+export type DType =
+  | 'float32'
+  | 'float64'
+  | 'float16'
+  | 'bfloat16'
+  | 'int8'
+  | 'uint8'
+  | 'int16'
+  | 'int32'
+  | 'int64'
+  | 'uint16'
+  | 'uint32'
+  | 'uint64'
+  | 'bool';
+
+export type DTypeKind = 'float' | 'int' | 'bool';
+
+export interface DTypeInfo {
+  readonly scalarType: ScalarType;
+  readonly byteSize: number;
+  readonly kind: DTypeKind;
+}
+
+const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = {
+  float32: { scalarType: ScalarType.FLOAT, byteSize: 4, kind: 'float' },
+  float64: { scalarType: ScalarType.DOUBLE, byteSize: 8, kind: 'float' },
+  float16: { scalarType: ScalarType.HALF, byteSize: 2, kind: 'float' },
+  bfloat16: { scalarType: ScalarType.BFLOAT16, byteSize: 2, kind: 'float' },
+  int8: { scalarType: ScalarType.CHAR, byteSize: 1, kind: 'int' },
+  uint8: { scalarType: ScalarType.BYTE, byteSize: 1, kind: 'int' },
+  int16: { scalarType: ScalarType.SHORT, byteSize: 2, kind: 'int' },
+  int32: { scalarType: ScalarType.INT, byteSize: 4, kind: 'int' },
+  int64: { scalarType: ScalarType.LONG, byteSize: 8, kind: 'int' },
+  uint16: { scalarType: ScalarType.UINT16, byteSize: 2, kind: 'int' },
+  uint32: { scalarType: ScalarType.UINT32, byteSize: 4, kind: 'int' },
+  uint64: { scalarType: ScalarType.UINT64, byteSize: 8, kind: 'int' },
+  bool: { scalarType: ScalarType.BOOL, byteSize: 1, kind: 'bool' },
+};
+
+export const DTYPES: readonly DType[] = Object.keys(DTYPE_INFO) as DType[];
+
+export function isDType(value: unknown): value is DType {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_INFO, value);
+}
+
+export function dtypeInfo(dtype: DType): DTypeInfo {
+  const info = DTYPE_INFO[dtype];
+  if (info === undefined) {
+    throw new EtnaError('INVALID_INPUT', `unknown dtype '${String(dtype)}' (expected one of ${DTYPES.join(', ')})`);
+  }
+  return info;
+}
+
+/** Data accepted for a constant or an initial value: a matching typed array, raw bytes, or plain numbers. */
+export type TensorData = ArrayBufferView | readonly number[] | readonly bigint[];
+
+type TypedArrayConstructor =
+  | Float32ArrayConstructor
+  | Float64ArrayConstructor
+  | Int8ArrayConstructor
+  | Uint8ArrayConstructor
+  | Int16ArrayConstructor
+  | Uint16ArrayConstructor
+  | Int32ArrayConstructor
+  | Uint32ArrayConstructor
+  | BigInt64ArrayConstructor
+  | BigUint64ArrayConstructor;
+
+// The typed array whose elements are exactly this dtype's elements (16-bit floats travel as raw bits).
+const MATCHING_ARRAY: Readonly<Record<DType, TypedArrayConstructor>> = {
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: Uint16Array,
+  bfloat16: Uint16Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+};
+
+/**
+ * Little-endian bytes of a tensor of `dtype` and `elementCount` elements.
+ * A Uint8Array is taken as raw bytes for any dtype; other typed arrays must
+ * match the dtype; plain arrays are converted element by element.
+ */
+export function encodeTensorData(dtype: DType, elementCount: number, data: TensorData, what: string): Uint8Array {
+  const info = dtypeInfo(dtype);
+  const expectedBytes = elementCount * info.byteSize;
+  if (ArrayBuffer.isView(data)) {
+    const isRawBytes = data instanceof Uint8Array && !(dtype === 'uint8' || dtype === 'bool');
+    if (!isRawBytes && !(data instanceof MATCHING_ARRAY[dtype])) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${what}: ${data.constructor.name} does not hold ${dtype} elements (use ${MATCHING_ARRAY[dtype].name} or raw bytes in a Uint8Array)`,
+      );
+    }
+    if (data.byteLength !== expectedBytes) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${what}: expected ${expectedBytes} bytes (${elementCount} ${dtype} elements), got ${data.byteLength}`,
+      );
+    }
+    return new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+  }
+  if (!Array.isArray(data)) {
+    throw new EtnaError('INVALID_INPUT', `${what}: data must be a typed array or an array of numbers`);
+  }
+  const values = data as readonly (number | bigint)[];
+  if (values.length !== elementCount) {
+    throw new EtnaError('INVALID_INPUT', `${what}: expected ${elementCount} elements, got ${values.length}`);
+  }
+  if (dtype === 'float16' || dtype === 'bfloat16') {
+    throw new EtnaError('INVALID_INPUT', `${what}: pass ${dtype} data as raw bits in a Uint16Array`);
+  }
+  const ArrayType = MATCHING_ARRAY[dtype];
+  if (ArrayType === BigInt64Array || ArrayType === BigUint64Array) {
+    const out = new ArrayType(elementCount);
+    values.forEach((v, i) => {
+      if (typeof v === 'number' && !Number.isInteger(v)) {
+        throw new EtnaError('INVALID_INPUT', `${what}: element ${i} (${v}) is not an integer`);
+      }
+      out[i] = BigInt(v);
+    });
+    return new Uint8Array(out.buffer);
+  }
+  const out = new (ArrayType as Float64ArrayConstructor)(elementCount);
+  values.forEach((v, i) => {
+    if (info.kind === 'int' && !Number.isInteger(Number(v))) {
+      throw new EtnaError('INVALID_INPUT', `${what}: element ${i} (${v}) is not an integer`);
+    }
+    out[i] = dtype === 'bool' ? (v ? 1 : 0) : Number(v);
+  });
+  return new Uint8Array(out.buffer);
+}
+
+/** Bytes per element of every ScalarType code a .pte may carry (spec section 3). */
+export const SCALAR_TYPE_BYTES: Readonly<Record<number, number>> = {
+  0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1, 13: 1, 14: 4, 15: 2,
+  16: 1, 17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 2, 23: 1, 24: 1, 25: 1, 26: 1, 27: 2, 28: 4, 29: 8,
+};

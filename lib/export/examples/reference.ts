@@ -1,0 +1,223 @@
+// Plain-TypeScript reference implementations share these types and float32
+// helpers. Every op stores its result as float32 (accumulating in double inside
+// an op), which is what a portable kernel computes up to summation order.
+import { EtnaError } from '../../errors.js';
+import type { DType } from '../dtype.js';
+import { formatShape, numel, sameShape } from '../shape.js';
+
+export interface ReferenceTensor {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly data: Float32Array | BigInt64Array;
+}
+
+/** One call of a method: what a runtime test passes to `execute(method, inputs)`. */
+export interface ExampleCall {
+  readonly method: string;
+  readonly inputs: readonly ReferenceTensor[];
+}
+
+export interface ExampleReference {
+  readonly example: string;
+  readonly methods: readonly string[];
+  /** Runs one method on the reference state, exactly like the program's method of the same name. */
+  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[];
+  /**
+   * A fixed sequence of calls exercising the state (including reset). Feed each
+   * call to a fresh reference and to the runtime, in order, and compare outputs.
+   */
+  session(): ExampleCall[];
+}
+
+export function float32Tensor(shape: readonly number[], data: Float32Array | readonly number[]): ReferenceTensor {
+  const values = data instanceof Float32Array ? data : Float32Array.from(data);
+  if (values.length !== numel(shape)) throw new EtnaError('INVALID_INPUT', `float32 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
+  return { dtype: 'float32', shape: [...shape], data: values };
+}
+
+export function int64Tensor(shape: readonly number[], values: readonly (number | bigint)[]): ReferenceTensor {
+  if (values.length !== numel(shape)) throw new EtnaError('INVALID_INPUT', `int64 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
+  return { dtype: 'int64', shape: [...shape], data: BigInt64Array.from(values, (v) => BigInt(v)) };
+}
+
+/** Checks one input against the method signature, naming the method and input. */
+export function expectInput(method: string, inputs: readonly ReferenceTensor[], index: number, name: string, dtype: DType, shape: readonly number[]): ReferenceTensor {
+  const tensor = inputs[index];
+  if (tensor === undefined) throw new EtnaError('INVALID_INPUT', `${method}: missing input ${index} '${name}' (${dtype}${formatShape(shape)})`);
+  if (tensor.dtype !== dtype || !sameShape(tensor.shape, shape)) {
+    throw new EtnaError('INVALID_INPUT', `${method}: input ${index} '${name}' must be ${dtype}${formatShape(shape)}, got ${tensor.dtype}${formatShape(tensor.shape)}`);
+  }
+  return tensor;
+}
+
+export function expectInputCount(method: string, inputs: readonly ReferenceTensor[], count: number): void {
+  if (inputs.length !== count) throw new EtnaError('INVALID_INPUT', `${method}: expected ${count} inputs, got ${inputs.length}`);
+}
+
+export function unknownMethod(example: string, method: string, methods: readonly string[]): never {
+  throw new EtnaError('METHOD_NOT_FOUND', `${example}: no method '${method}' (have ${methods.join(', ')})`);
+}
+
+// ------------------------------------------------------------------ deterministic weights
+
+/** xorshift32: a small deterministic generator so every run builds the same weights. */
+export class SeededRandom {
+  private state: number;
+
+  constructor(seed: number) {
+    this.state = seed >>> 0 || 0x9e3779b9;
+  }
+
+  /** Uniform in [0, 1). */
+  next(): number {
+    let x = this.state;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.state = x >>> 0;
+    return this.state / 0x1_0000_0000;
+  }
+
+  /** `count` float32 values uniform in [-scale, scale). */
+  uniform(count: number, scale: number): Float32Array {
+    const out = new Float32Array(count);
+    for (let i = 0; i < count; i++) out[i] = (this.next() * 2 - 1) * scale;
+    return out;
+  }
+
+  /** `count` float32 values uniform in [center - spread, center + spread). */
+  around(count: number, center: number, spread: number): Float32Array {
+    const out = this.uniform(count, spread);
+    for (let i = 0; i < count; i++) out[i] = out[i]! + center;
+    return out;
+  }
+
+  integer(limit: number): number {
+    return Math.floor(this.next() * limit);
+  }
+}
+
+/** Weights of a linear layer y = x W^T + b, W stored [out, in] row-major. */
+export interface LinearWeights {
+  readonly weight: Float32Array;
+  readonly bias: Float32Array;
+  readonly inFeatures: number;
+  readonly outFeatures: number;
+}
+
+/** PyTorch-style init: uniform in +-1/sqrt(in_features). */
+export function randomLinear(random: SeededRandom, inFeatures: number, outFeatures: number): LinearWeights {
+  const bound = 1 / Math.sqrt(inFeatures);
+  return { weight: random.uniform(outFeatures * inFeatures, bound), bias: random.uniform(outFeatures, bound), inFeatures, outFeatures };
+}
+
+export interface NormWeights {
+  readonly weight: Float32Array;
+  readonly bias: Float32Array;
+}
+
+export function randomNorm(random: SeededRandom, dim: number): NormWeights {
+  return { weight: random.around(dim, 1, 0.1), bias: random.uniform(dim, 0.1) };
+}
+
+// ------------------------------------------------------------------ float32 math on row-major data
+
+/** rows x in  ->  rows x out, y = x W^T + b. */
+export function linearRows(x: Float32Array, rows: number, layer: LinearWeights): Float32Array {
+  const { weight, bias, inFeatures, outFeatures } = layer;
+  const out = new Float32Array(rows * outFeatures);
+  for (let r = 0; r < rows; r++) {
+    for (let o = 0; o < outFeatures; o++) {
+      let sum = 0;
+      for (let i = 0; i < inFeatures; i++) sum += x[r * inFeatures + i]! * weight[o * inFeatures + i]!;
+      out[r * outFeatures + o] = sum + bias[o]!;
+    }
+  }
+  return out;
+}
+
+/** (rows x inner) times (inner x cols), no transpose. */
+export function matmulRows(a: Float32Array, rows: number, inner: number, b: Float32Array, cols: number): Float32Array {
+  const out = new Float32Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      let sum = 0;
+      for (let k = 0; k < inner; k++) sum += a[r * inner + k]! * b[k * cols + c]!;
+      out[r * cols + c] = sum;
+    }
+  }
+  return out;
+}
+
+export function layerNormRows(x: Float32Array, rows: number, dim: number, norm: NormWeights, eps: number): Float32Array {
+  const out = new Float32Array(rows * dim);
+  for (let r = 0; r < rows; r++) {
+    let mean = 0;
+    for (let i = 0; i < dim; i++) mean += x[r * dim + i]!;
+    mean /= dim;
+    let variance = 0;
+    for (let i = 0; i < dim; i++) variance += (x[r * dim + i]! - mean) ** 2;
+    variance /= dim;
+    const rstd = 1 / Math.sqrt(variance + eps);
+    for (let i = 0; i < dim; i++) out[r * dim + i] = (x[r * dim + i]! - mean) * rstd * norm.weight[i]! + norm.bias[i]!;
+  }
+  return out;
+}
+
+export function addInto(target: Float32Array, addend: Float32Array): void {
+  for (let i = 0; i < target.length; i++) target[i] = target[i]! + addend[i]!;
+}
+
+export function map(x: Float32Array, f: (v: number) => number): Float32Array {
+  const out = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) out[i] = f(x[i]!);
+  return out;
+}
+
+export function sigmoid(v: number): number {
+  return 1 / (1 + Math.exp(-v));
+}
+
+export function relu(v: number): number {
+  return v > 0 ? v : 0;
+}
+
+/** Softmax of `values[start .. start+length)` in place (max-subtracted). */
+export function softmaxInPlace(values: Float32Array, start = 0, length = values.length - start): void {
+  let max = -Infinity;
+  for (let i = start; i < start + length; i++) max = Math.max(max, values[i]!);
+  let sum = 0;
+  for (let i = start; i < start + length; i++) {
+    const e = Math.exp(values[i]! - max);
+    values[i] = e;
+    sum += e;
+  }
+  for (let i = start; i < start + length; i++) values[i] = values[i]! / sum;
+}
+
+// Series for small |x| and a continued fraction for erfc beyond, both to ~1e-15.
+export function erf(x: number): number {
+  const ax = Math.abs(x);
+  if (ax < 2.5) {
+    let term = ax;
+    let sum = ax;
+    for (let n = 1; n < 80; n++) {
+      term *= (-ax * ax) / n;
+      const next = term / (2 * n + 1);
+      sum += next;
+      if (Math.abs(next) < 1e-17 * Math.abs(sum)) break;
+    }
+    return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  if (ax > 6) return Math.sign(x);
+  // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+  let fraction = ax;
+  for (let n = 60; n >= 1; n--) fraction = ax + n / 2 / fraction;
+  const erfc = Math.exp(-ax * ax) / Math.sqrt(Math.PI) / fraction;
+  return Math.sign(x) * (1 - erfc);
+}
+
+/** Exact GELU: x * Phi(x). */
+export function gelu(v: number): number {
+  return 0.5 * v * (1 + erf(v / Math.SQRT2));
+}

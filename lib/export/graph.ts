@@ -1,0 +1,219 @@
+// The authoring IR: one MethodGraph per method, held by a ProgramGraph with the
+// program-wide constants, shared buffers, delegate payloads and named data.
+// Values and instructions mirror the .pte values table and KernelCall/DelegateCall
+// instructions one to one, so lowering passes, the planner and the writer all
+// work on the same indices.
+import { EtnaError } from '../errors.js';
+import type { DType } from './dtype.js';
+import { dtypeInfo } from './dtype.js';
+import { formatShape, numel, type Shape } from './shape.js';
+
+/** A weight declared once per program; every method that reads it refers to the same stored bytes. */
+export class ConstantTensor {
+  readonly kind = 'constant' as const;
+
+  /** @internal */
+  constructor(
+    readonly owner: object,
+    readonly name: string,
+    readonly dtype: DType,
+    readonly shape: Shape,
+    readonly bytes: Uint8Array,
+  ) {}
+
+  get nbytes(): number {
+    return this.bytes.byteLength;
+  }
+
+  toString(): string {
+    return `constant '${this.name}' ${this.dtype}${formatShape(this.shape)}`;
+  }
+}
+
+/** Mutable state declared once per program, placed at one offset of mem_id 2 for every method. */
+export class SharedBuffer {
+  readonly kind = 'shared' as const;
+
+  /** @internal */
+  constructor(
+    readonly owner: object,
+    readonly name: string,
+    readonly dtype: DType,
+    readonly shape: Shape,
+    /** Initial bytes (serialized as a mutable-data segment entry), or undefined for zeros. */
+    readonly init: Uint8Array | undefined,
+  ) {}
+
+  get nbytes(): number {
+    return numel(this.shape) * dtypeInfo(this.dtype).byteSize;
+  }
+
+  toString(): string {
+    return `shared buffer '${this.name}' ${this.dtype}${formatShape(this.shape)}`;
+  }
+}
+
+/** Where a tensor value's bytes come from. */
+export type TensorOrigin =
+  | { readonly kind: 'activation' }
+  | { readonly kind: 'input' }
+  | { readonly kind: 'constant'; readonly constant: ConstantTensor }
+  | { readonly kind: 'shared'; readonly buffer: SharedBuffer };
+
+export interface TensorNode {
+  readonly kind: 'tensor';
+  readonly dtype: DType;
+  readonly shape: Shape;
+  readonly origin: TensorOrigin;
+  /** Set for method inputs: a name for error messages and docs. */
+  readonly label?: string;
+}
+
+export type GraphValue =
+  | TensorNode
+  | { readonly kind: 'null' }
+  | { readonly kind: 'int'; readonly value: bigint }
+  | { readonly kind: 'double'; readonly value: number }
+  | { readonly kind: 'bool'; readonly value: boolean }
+  | { readonly kind: 'string'; readonly value: string }
+  /** Items are indices of Int values. */
+  | { readonly kind: 'intList'; readonly items: readonly number[] }
+  | { readonly kind: 'doubleList'; readonly items: readonly number[] }
+  | { readonly kind: 'boolList'; readonly items: readonly boolean[] }
+  /** Items are indices of Tensor values. */
+  | { readonly kind: 'tensorList'; readonly items: readonly number[] }
+  /** Items are indices of Tensor or Null values. */
+  | { readonly kind: 'optionalTensorList'; readonly items: readonly number[] };
+
+export type GraphInstruction =
+  | { readonly kind: 'kernel'; readonly name: string; readonly overload: string; readonly args: readonly number[] }
+  | { readonly kind: 'delegate'; readonly delegate: number; readonly args: readonly number[] };
+
+export interface CompileSpec {
+  readonly key: string;
+  readonly value: Uint8Array;
+}
+
+export interface GraphDelegate {
+  readonly backendId: string;
+  /** Index into ProgramGraph.delegatePayloads. */
+  readonly payload: number;
+  readonly compileSpecs: readonly CompileSpec[];
+}
+
+export interface NamedBlob {
+  readonly key: string;
+  readonly data: Uint8Array;
+  /** Alignment the consumer needs for the blob's first byte (the segment is aligned to lcm(128, this)). */
+  readonly alignment: number;
+}
+
+/** A typed handle on a tensor value of one method. */
+export class TensorValue {
+  /** @internal */
+  constructor(
+    readonly graph: MethodGraph,
+    readonly index: number,
+    readonly dtype: DType,
+    readonly shape: Shape,
+  ) {}
+
+  get rank(): number {
+    return this.shape.length;
+  }
+
+  toString(): string {
+    return `v${this.index}: ${this.dtype}${formatShape(this.shape)}`;
+  }
+}
+
+export class MethodGraph {
+  readonly values: GraphValue[] = [];
+  readonly instructions: GraphInstruction[] = [];
+  readonly inputs: number[] = [];
+  readonly outputs: number[] = [];
+  readonly delegates: GraphDelegate[] = [];
+  /**
+   * Extra bytes appended to every planned arena of this method; a backend that
+   * reads past tensor ends (XNNPACK: 64) sets it during lowering.
+   */
+  arenaPaddingBytes = 0;
+  private readonly programTensors = new Map<ConstantTensor | SharedBuffer, TensorValue>();
+
+  constructor(readonly name: string) {}
+
+  addValue(value: GraphValue): number {
+    this.values.push(value);
+    return this.values.length - 1;
+  }
+
+  value(index: number): GraphValue {
+    const value = this.values[index];
+    if (value === undefined) {
+      throw new EtnaError('INTERNAL', `method '${this.name}': value index ${index} is out of range (${this.values.length} values)`);
+    }
+    return value;
+  }
+
+  tensorNode(index: number): TensorNode {
+    const value = this.value(index);
+    if (value.kind !== 'tensor') {
+      throw new EtnaError('INTERNAL', `method '${this.name}': value ${index} is a ${value.kind}, not a tensor`);
+    }
+    return value;
+  }
+
+  /** A new tensor value; activations are written by the instruction that names them as an out argument. */
+  addTensor(dtype: DType, shape: Shape, origin: TensorOrigin = { kind: 'activation' }, label?: string): TensorValue {
+    const node: TensorNode = label === undefined ? { kind: 'tensor', dtype, shape, origin } : { kind: 'tensor', dtype, shape, origin, label };
+    return new TensorValue(this, this.addValue(node), dtype, shape);
+  }
+
+  /** The method's tensor value for a program-level constant or shared buffer, created on first use. */
+  programTensor(handle: ConstantTensor | SharedBuffer): TensorValue {
+    let tensor = this.programTensors.get(handle);
+    if (tensor === undefined) {
+      const origin: TensorOrigin = handle.kind === 'constant' ? { kind: 'constant', constant: handle } : { kind: 'shared', buffer: handle };
+      tensor = this.addTensor(handle.dtype, handle.shape, origin);
+      this.programTensors.set(handle, tensor);
+    }
+    return tensor;
+  }
+
+  addKernelCall(qualifiedName: string, args: readonly number[]): void {
+    const dot = qualifiedName.indexOf('.', qualifiedName.indexOf('::') + 2);
+    const name = dot < 0 ? qualifiedName : qualifiedName.slice(0, dot);
+    const overload = dot < 0 ? '' : qualifiedName.slice(dot + 1);
+    if (!/^[A-Za-z_][\w]*::[A-Za-z_]\w*$/.test(name)) {
+      throw new EtnaError('INVALID_INPUT', `'${qualifiedName}' is not an operator name of the form namespace::op[.overload]`);
+    }
+    this.instructions.push({ kind: 'kernel', name, overload, args: [...args] });
+  }
+
+  /** Value indices an instruction reads or writes, with list values expanded to their items. */
+  instructionOperands(instruction: GraphInstruction): number[] {
+    const operands: number[] = [];
+    for (const arg of instruction.args) {
+      operands.push(arg);
+      const value = this.value(arg);
+      if (value.kind === 'tensorList' || value.kind === 'optionalTensorList' || value.kind === 'intList') {
+        for (const item of value.items) if (item >= 0) operands.push(item);
+      }
+    }
+    return operands;
+  }
+}
+
+export class ProgramGraph {
+  readonly methods: MethodGraph[] = [];
+  readonly constants: ConstantTensor[] = [];
+  readonly sharedBuffers: SharedBuffer[] = [];
+  readonly delegatePayloads: Uint8Array[] = [];
+  readonly namedData: NamedBlob[] = [];
+
+  method(name: string): MethodGraph {
+    const method = this.methods.find((m) => m.name === name);
+    if (method === undefined) throw new EtnaError('METHOD_NOT_FOUND', `no method '${name}' (have ${this.methods.map((m) => m.name).join(', ')})`);
+    return method;
+  }
+}

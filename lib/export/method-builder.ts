@@ -1,0 +1,524 @@
+// Graph builder for one method. Every op emits one ExecuTorch portable kernel
+// call (or a short fixed sequence) with the argument convention of the .pte
+// format: schema arguments in order with defaults materialized as values,
+// then the out argument(s), then one extra slot for the return value.
+import { EtnaError } from '../errors.js';
+import { dtypeInfo, type DType } from './dtype.js';
+import { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from './graph.js';
+import { checkShape, formatShape, normalizeDim, numel, sameShape, type Shape } from './shape.js';
+import {
+  advancedIndexShape,
+  bmmShape,
+  broadcastShapes,
+  broadcastsTo,
+  catShape,
+  conv2dShape,
+  expandShape,
+  layerNormShapes,
+  mmShape,
+  permuteShape,
+  selectShape,
+  sliceShape,
+  transposeShape,
+  unsqueezeShape,
+  viewShape,
+} from './shape-inference.js';
+
+/** Anything an op accepts as a tensor operand. */
+export type TensorInput = TensorValue | ConstantTensor | SharedBuffer;
+
+export type GeluApproximation = 'none' | 'tanh';
+
+export interface Conv2dOptions {
+  stride?: number | [number, number];
+  padding?: number | [number, number];
+  dilation?: number | [number, number];
+  groups?: number;
+}
+
+/** A literal argument for `kernel()`: how a value that is not a tensor is serialized. */
+export type KernelArgument =
+  | TensorInput
+  | { int: number | bigint }
+  | { double: number }
+  | { bool: boolean }
+  | { string: string }
+  | { intList: readonly number[] }
+  | { tensorList: readonly TensorInput[] }
+  | null;
+
+// Internally an operand may also be a value that already exists (e.g. a list built by the caller).
+type Operand = KernelArgument | { valueIndex: number };
+
+function invalid(message: string): never {
+  throw new EtnaError('INVALID_INPUT', message);
+}
+
+export class MethodBuilder {
+  /** @internal */
+  constructor(
+    readonly graph: MethodGraph,
+    private readonly owner: object,
+  ) {}
+
+  get name(): string {
+    return this.graph.name;
+  }
+
+  // ---------------------------------------------------------------- inputs and outputs
+
+  /** Declares the next user input (planned in the activation arena; the runtime copies it in). */
+  input(name: string, dtype: DType, shape: Shape): TensorValue {
+    dtypeInfo(dtype);
+    const checked = checkShape(shape, `method '${this.name}' input '${name}'`);
+    const tensor = this.graph.addTensor(dtype, checked, { kind: 'input' }, name);
+    this.graph.inputs.push(tensor.index);
+    return tensor;
+  }
+
+  /** Appends user outputs, in order. */
+  output(...tensors: TensorInput[]): void {
+    for (const tensor of tensors) this.graph.outputs.push(this.use(tensor).index);
+  }
+
+  /** The method's value for a tensor operand (constants and shared buffers become values on first use). */
+  use(tensor: TensorInput): TensorValue {
+    if (tensor instanceof TensorValue) {
+      if (tensor.graph !== this.graph) {
+        invalid(`method '${this.name}': ${tensor.toString()} belongs to method '${tensor.graph.name}'; pass constants or shared buffers across methods, not values`);
+      }
+      return tensor;
+    }
+    if (tensor instanceof ConstantTensor || tensor instanceof SharedBuffer) {
+      if (tensor.owner !== this.owner) invalid(`method '${this.name}': ${tensor.toString()} was declared by another ProgramBuilder`);
+      return this.graph.programTensor(tensor);
+    }
+    return invalid(`method '${this.name}': expected a tensor, got ${String(tensor)}`);
+  }
+
+  // ---------------------------------------------------------------- elementwise arithmetic
+
+  /** a + b: `aten::add.out` for two tensors, `aten::add.Scalar_out` with a number. */
+  add(a: TensorInput | number, b: TensorInput | number): TensorValue {
+    if (typeof a === 'number') [a, b] = [b, a];
+    if (typeof a === 'number') return invalid('add: at least one operand must be a tensor');
+    return this.arithmetic('add', a, b, true);
+  }
+
+  /** a - b: `aten::sub.out`, `aten::sub.Scalar_out`, or `aten::rsub.Scalar_out` for number - tensor. */
+  sub(a: TensorInput | number, b: TensorInput | number): TensorValue {
+    if (typeof a === 'number') {
+      if (typeof b === 'number') return invalid('sub: at least one operand must be a tensor');
+      const self = this.use(b);
+      const out = this.graph.addTensor(self.dtype, self.shape);
+      this.emit('aten::rsub.Scalar_out', [self, this.scalarFor('rsub', self, a), { int: 1 }, out], out);
+      return out;
+    }
+    return this.arithmetic('sub', a, b, true);
+  }
+
+  /** a * b: `aten::mul.out` or `aten::mul.Scalar_out`. */
+  mul(a: TensorInput | number, b: TensorInput | number): TensorValue {
+    if (typeof a === 'number') [a, b] = [b, a];
+    if (typeof a === 'number') return invalid('mul: at least one operand must be a tensor');
+    return this.arithmetic('mul', a, b, false);
+  }
+
+  /** a / b (true division, floating dtypes): `aten::div.out` or `aten::div.Scalar_out`. */
+  div(a: TensorInput, b: TensorInput | number): TensorValue {
+    const self = this.use(a);
+    if (dtypeInfo(self.dtype).kind !== 'float') invalid(`div: true division needs a floating dtype, got ${self.dtype} (cast first)`);
+    return this.arithmetic('div', self, b, false);
+  }
+
+  private arithmetic(op: 'add' | 'sub' | 'mul' | 'div', a: TensorInput, b: TensorInput | number, hasAlpha: boolean): TensorValue {
+    const self = this.use(a);
+    const alpha = hasAlpha ? [{ int: 1 }] : [];
+    if (typeof b === 'number') {
+      const out = this.graph.addTensor(self.dtype, self.shape);
+      this.emit(`aten::${op}.Scalar_out`, [self, this.scalarFor(op, self, b), ...alpha, out], out);
+      return out;
+    }
+    const other = this.use(b);
+    if (other.dtype !== self.dtype) invalid(`${op}: dtypes differ (${self.dtype} vs ${other.dtype}); cast one operand first`);
+    const out = this.graph.addTensor(self.dtype, broadcastShapes(op, self.shape, other.shape));
+    this.emit(`aten::${op}.out`, [self, other, ...alpha, out], out);
+    return out;
+  }
+
+  // A Scalar operand is an Int for integer tensors and a Double for floating ones.
+  private scalarFor(op: string, tensor: TensorValue, value: number): KernelArgument {
+    if (!Number.isFinite(value)) invalid(`${op}: scalar ${value} is not finite`);
+    if (dtypeInfo(tensor.dtype).kind === 'float') return { double: value };
+    if (!Number.isInteger(value)) invalid(`${op}: scalar ${value} is not an integer, but the tensor is ${tensor.dtype}`);
+    return { int: value };
+  }
+
+  // ---------------------------------------------------------------- activations
+
+  relu(x: TensorInput): TensorValue {
+    return this.unary('aten::relu.out', x, false);
+  }
+
+  tanh(x: TensorInput): TensorValue {
+    return this.unary('aten::tanh.out', x, true);
+  }
+
+  sigmoid(x: TensorInput): TensorValue {
+    return this.unary('aten::sigmoid.out', x, true);
+  }
+
+  silu(x: TensorInput): TensorValue {
+    return this.unary('aten::silu.out', x, true);
+  }
+
+  /** `aten::gelu.out` [self, approximate, out, out]; 'none' is the exact erf form. */
+  gelu(x: TensorInput, approximate: GeluApproximation = 'none'): TensorValue {
+    if (approximate !== 'none' && approximate !== 'tanh') invalid(`gelu: approximate must be 'none' or 'tanh', got '${String(approximate)}'`);
+    const self = this.floating('gelu', x);
+    const out = this.graph.addTensor(self.dtype, self.shape);
+    this.emit('aten::gelu.out', [self, { string: approximate }, out], out);
+    return out;
+  }
+
+  private unary(op: string, x: TensorInput, needsFloat: boolean): TensorValue {
+    const self = needsFloat ? this.floating(op, x) : this.use(x);
+    const out = this.graph.addTensor(self.dtype, self.shape);
+    this.emit(op, [self, out], out);
+    return out;
+  }
+
+  private floating(op: string, x: TensorInput): TensorValue {
+    const self = this.use(x);
+    if (dtypeInfo(self.dtype).kind !== 'float') invalid(`${op}: needs a floating tensor, got ${self.toString()}`);
+    return self;
+  }
+
+  /** `aten::_softmax.out` [self, dim, half_to_float=false, out, out]. */
+  softmax(x: TensorInput, dim: number): TensorValue {
+    const self = this.floating('softmax', x);
+    const d = normalizeDim('softmax', dim, Math.max(self.rank, 1));
+    const out = this.graph.addTensor(self.dtype, self.shape);
+    this.emit('aten::_softmax.out', [self, { int: d }, { bool: false }, out], out);
+    return out;
+  }
+
+  /**
+   * `aten::native_layer_norm.out` [input, normalized_shape, weight?, bias?, eps,
+   * out, mean, rstd, TensorList[out, mean, rstd]]; returns the normalized tensor.
+   */
+  layerNorm(x: TensorInput, normalizedShape: readonly number[], weight?: TensorInput | null, bias?: TensorInput | null, eps = 1e-5): TensorValue {
+    const op = 'layer_norm';
+    const input = this.floating(op, x);
+    const { stats } = layerNormShapes(op, input.shape, normalizedShape);
+    const affine = (t: TensorInput | null | undefined, what: string): TensorValue | null => {
+      if (t === null || t === undefined) return null;
+      const v = this.use(t);
+      if (!sameShape(v.shape, normalizedShape)) invalid(`${op}: ${what} has shape ${formatShape(v.shape)}, expected normalized_shape ${formatShape(normalizedShape)}`);
+      if (v.dtype !== input.dtype) invalid(`${op}: ${what} is ${v.dtype}, input is ${input.dtype}`);
+      return v;
+    };
+    const w = affine(weight, 'weight');
+    const b = affine(bias, 'bias');
+    if (!(eps > 0)) invalid(`${op}: eps must be positive, got ${eps}`);
+    const out = this.graph.addTensor(input.dtype, input.shape);
+    const mean = this.graph.addTensor(input.dtype, stats);
+    const rstd = this.graph.addTensor(input.dtype, stats);
+    const results = this.graph.addValue({ kind: 'tensorList', items: [out.index, mean.index, rstd.index] });
+    this.emit('aten::native_layer_norm.out', [input, { intList: normalizedShape }, w, b, { double: eps }, out, mean, rstd], results);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- matrix products
+
+  /** `aten::mm.out` for matrices, `aten::bmm.out` for rank 3; higher ranks with equal batch dims are viewed as rank 3. A rank>2 left operand with a matrix on the right is viewed as a matrix. */
+  matmul(a: TensorInput, b: TensorInput): TensorValue {
+    const left = this.floating('matmul', a);
+    const right = this.use(b);
+    if (right.dtype !== left.dtype) invalid(`matmul: dtypes differ (${left.dtype} vs ${right.dtype})`);
+    if (left.rank === 2 && right.rank === 2) return this.mm(left, right);
+    if (left.rank === 3 && right.rank === 3) return this.bmm(left, right);
+    if (left.rank > 2 && right.rank === 2) {
+      const rows = numel(left.shape.slice(0, -1));
+      const flat = this.reshape(left, [rows, left.shape[left.rank - 1]!]);
+      const product = this.mm(flat, right);
+      return this.reshape(product, [...left.shape.slice(0, -1), right.shape[1]!]);
+    }
+    if (left.rank > 3 && right.rank === left.rank) {
+      const batch = left.shape.slice(0, -2);
+      if (!sameShape(batch, right.shape.slice(0, -2))) {
+        invalid(`matmul: batch dims differ: ${formatShape(left.shape)} x ${formatShape(right.shape)} (broadcast batch dims are not supported)`);
+      }
+      const count = numel(batch);
+      const l3 = this.reshape(left, [count, ...left.shape.slice(-2)]);
+      const r3 = this.reshape(right, [count, ...right.shape.slice(-2)]);
+      const product = this.bmm(l3, r3);
+      return this.reshape(product, [...batch, ...product.shape.slice(-2)]);
+    }
+    return invalid(`matmul: unsupported operand ranks ${formatShape(left.shape)} x ${formatShape(right.shape)}`);
+  }
+
+  private mm(a: TensorValue, b: TensorValue): TensorValue {
+    const out = this.graph.addTensor(a.dtype, mmShape('mm', a.shape, b.shape));
+    this.emit('aten::mm.out', [a, b, out], out);
+    return out;
+  }
+
+  private bmm(a: TensorValue, b: TensorValue): TensorValue {
+    const out = this.graph.addTensor(a.dtype, bmmShape('bmm', a.shape, b.shape));
+    this.emit('aten::bmm.out', [a, b, out], out);
+    return out;
+  }
+
+  /**
+   * y = x W^T + b for weight [out, in]. Emitted like the reference exporter's
+   * decomposition: `aten::permute_copy.out` of the weight, then
+   * `aten::addmm.out` (or `aten::mm.out` without bias); inputs of rank != 2 are
+   * viewed as a matrix and the result viewed back.
+   */
+  linear(x: TensorInput, weight: TensorInput, bias?: TensorInput | null): TensorValue {
+    const op = 'linear';
+    const input = this.floating(op, x);
+    const w = this.use(weight);
+    if (w.rank !== 2) invalid(`${op}: weight must be [out_features, in_features], got ${formatShape(w.shape)}`);
+    const [outFeatures, inFeatures] = w.shape as [number, number];
+    if (input.rank === 0 || input.shape[input.rank - 1] !== inFeatures) {
+      invalid(`${op}: input ${formatShape(input.shape)} must end in in_features ${inFeatures} (weight ${formatShape(w.shape)})`);
+    }
+    if (w.dtype !== input.dtype) invalid(`${op}: weight is ${w.dtype}, input is ${input.dtype}`);
+    const rows = numel(input.shape.slice(0, -1));
+    const matrix = input.rank === 2 ? input : this.reshape(input, [rows, inFeatures]);
+    const weightT = this.permute(w, [1, 0]);
+    let product: TensorValue;
+    if (bias === null || bias === undefined) {
+      product = this.mm(matrix, weightT);
+    } else {
+      const b = this.use(bias);
+      if (!sameShape(b.shape, [outFeatures]) || b.dtype !== input.dtype) {
+        invalid(`${op}: bias must be ${input.dtype}[${outFeatures}], got ${b.toString()}`);
+      }
+      product = this.graph.addTensor(input.dtype, [rows, outFeatures]);
+      this.emit('aten::addmm.out', [b, matrix, weightT, { int: 1 }, { int: 1 }, product], product);
+    }
+    return input.rank === 2 ? product : this.reshape(product, [...input.shape.slice(0, -1), outFeatures]);
+  }
+
+  /** `aten::convolution.out` [input, weight, bias?, stride, padding, dilation, transposed=false, output_padding=[0,0], groups, out, out]. */
+  conv2d(x: TensorInput, weight: TensorInput, bias?: TensorInput | null, options: Conv2dOptions = {}): TensorValue {
+    const op = 'conv2d';
+    const input = this.floating(op, x);
+    const w = this.use(weight);
+    if (w.dtype !== input.dtype) invalid(`${op}: weight is ${w.dtype}, input is ${input.dtype}`);
+    const pair = (v: number | [number, number] | undefined, fallback: number): [number, number] =>
+      v === undefined ? [fallback, fallback] : typeof v === 'number' ? [v, v] : [v[0], v[1]];
+    const params = { stride: pair(options.stride, 1), padding: pair(options.padding, 0), dilation: pair(options.dilation, 1), groups: options.groups ?? 1 };
+    const shape = conv2dShape(op, input.shape, w.shape, params);
+    let b: TensorValue | null = null;
+    if (bias !== null && bias !== undefined) {
+      b = this.use(bias);
+      if (!sameShape(b.shape, [shape[1]!])) invalid(`${op}: bias must have shape [${shape[1]}], got ${formatShape(b.shape)}`);
+    }
+    const out = this.graph.addTensor(input.dtype, shape);
+    this.emit('aten::convolution.out', [
+      input, w, b, { intList: params.stride }, { intList: params.padding }, { intList: params.dilation },
+      { bool: false }, { intList: [0, 0] }, { int: params.groups }, out,
+    ], out);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- lookups
+
+  /** `aten::embedding.out` [weight, indices, padding_idx=-1, scale_grad_by_freq=false, sparse=false, out, out]. */
+  embedding(weight: TensorInput, indices: TensorInput): TensorValue {
+    const op = 'embedding';
+    const table = this.use(weight);
+    const idx = this.use(indices);
+    if (table.rank !== 2) invalid(`${op}: weight must be [num_embeddings, dim], got ${formatShape(table.shape)}`);
+    if (idx.dtype !== 'int64' && idx.dtype !== 'int32') invalid(`${op}: indices must be int64 or int32, got ${idx.toString()}`);
+    const out = this.graph.addTensor(table.dtype, [...idx.shape, table.shape[1]!]);
+    this.emit('aten::embedding.out', [table, idx, { int: -1 }, { bool: false }, { bool: false }, out], out);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- shape ops
+
+  /** `aten::view_copy.out` [self, size, out, out]; one size may be -1. */
+  reshape(x: TensorInput, shape: readonly number[]): TensorValue {
+    const self = this.use(x);
+    const target = viewShape('reshape', self.shape, shape);
+    const out = this.graph.addTensor(self.dtype, target);
+    this.emit('aten::view_copy.out', [self, { intList: target }, out], out);
+    return out;
+  }
+
+  /** `aten::permute_copy.out` [self, dims, out, out]. */
+  permute(x: TensorInput, dims: readonly number[]): TensorValue {
+    const self = this.use(x);
+    const p = permuteShape('permute', self.shape, dims);
+    const out = this.graph.addTensor(self.dtype, p.shape);
+    this.emit('aten::permute_copy.out', [self, { intList: p.dims }, out], out);
+    return out;
+  }
+
+  /** `aten::transpose_copy.int_out` [self, dim0, dim1, out, out]. */
+  transpose(x: TensorInput, dim0: number, dim1: number): TensorValue {
+    const self = this.use(x);
+    const t = transposeShape('transpose', self.shape, dim0, dim1);
+    const out = this.graph.addTensor(self.dtype, t.shape);
+    this.emit('aten::transpose_copy.int_out', [self, { int: t.dim0 }, { int: t.dim1 }, out], out);
+    return out;
+  }
+
+  /** `aten::slice_copy.Tensor_out` [self, dim, start, end, step, out, out] with Python slice clamping. */
+  slice(x: TensorInput, dim: number, start: number, end: number, step = 1): TensorValue {
+    const self = this.use(x);
+    const s = sliceShape('slice', self.shape, dim, start, end, step);
+    const out = this.graph.addTensor(self.dtype, s.shape);
+    this.emit('aten::slice_copy.Tensor_out', [self, { int: s.dim }, { int: s.start }, { int: s.end }, { int: step }, out], out);
+    return out;
+  }
+
+  /** `aten::select_copy.int_out` [self, dim, index, out, out]; drops `dim`. */
+  select(x: TensorInput, dim: number, index: number): TensorValue {
+    const self = this.use(x);
+    const s = selectShape('select', self.shape, dim, index);
+    const out = this.graph.addTensor(self.dtype, s.shape);
+    this.emit('aten::select_copy.int_out', [self, { int: s.dim }, { int: s.index }, out], out);
+    return out;
+  }
+
+  /** `aten::cat.out` [tensors, dim, out, out]. */
+  cat(tensors: readonly TensorInput[], dim: number): TensorValue {
+    const values = tensors.map((t) => this.use(t));
+    const c = catShape('cat', values.map((v) => v.shape), dim);
+    const dtype = values[0]!.dtype;
+    const odd = values.find((v) => v.dtype !== dtype);
+    if (odd !== undefined) invalid(`cat: all tensors must be ${dtype}, got ${odd.toString()}`);
+    const out = this.graph.addTensor(dtype, c.shape);
+    this.emit('aten::cat.out', [{ tensorList: values }, { int: c.dim }, out], out);
+    return out;
+  }
+
+  /** `aten::unsqueeze_copy.out` [self, dim, out, out]. */
+  unsqueeze(x: TensorInput, dim: number): TensorValue {
+    const self = this.use(x);
+    const u = unsqueezeShape('unsqueeze', self.shape, dim);
+    const out = this.graph.addTensor(self.dtype, u.shape);
+    this.emit('aten::unsqueeze_copy.out', [self, { int: u.dim }, out], out);
+    return out;
+  }
+
+  /** `aten::expand_copy.out` [self, size, implicit=false, out, out]. */
+  expand(x: TensorInput, shape: readonly number[]): TensorValue {
+    const self = this.use(x);
+    const target = expandShape('expand', self.shape, shape);
+    const out = this.graph.addTensor(self.dtype, target);
+    this.emit('aten::expand_copy.out', [self, { intList: target }, { bool: false }, out], out);
+    return out;
+  }
+
+  /** `dim_order_ops::_to_dim_order_copy.out` [self, non_blocking=false, dim_order, out, out]: dtype conversion. */
+  cast(x: TensorInput, dtype: DType): TensorValue {
+    const self = this.use(x);
+    dtypeInfo(dtype);
+    const out = this.graph.addTensor(dtype, self.shape);
+    const contiguous = self.shape.map((_, i) => i);
+    this.emit('dim_order_ops::_to_dim_order_copy.out', [self, { bool: false }, { intList: contiguous }, out], out);
+    return out;
+  }
+
+  // ---------------------------------------------------------------- writes into buffers
+
+  /**
+   * target[indices] = values, in place: `aten::index_put_` [self, indices,
+   * values, accumulate=false, ret=self]. `null` index entries keep a dim.
+   * This is how a KV cache row is written into a shared buffer.
+   */
+  indexPutInPlace(target: TensorInput, indices: readonly (TensorInput | null)[], values: TensorInput): TensorValue {
+    const self = this.writable('index_put_', target);
+    const { list, src } = this.indexPutOperands('index_put_', self, indices, values);
+    this.emit('aten::index_put_', [self, { valueIndex: list }, src, { bool: false }], self.index);
+    return self;
+  }
+
+  /** Functional form: `aten::index_put.out` [self, indices, values, accumulate=false, out, out]. */
+  indexPut(target: TensorInput, indices: readonly (TensorInput | null)[], values: TensorInput): TensorValue {
+    const self = this.use(target);
+    const { list, src } = this.indexPutOperands('index_put', self, indices, values);
+    const out = this.graph.addTensor(self.dtype, self.shape);
+    this.emit('aten::index_put.out', [self, { valueIndex: list }, src, { bool: false }, out], out);
+    return out;
+  }
+
+  private indexPutOperands(op: string, self: TensorValue, indices: readonly (TensorInput | null)[], values: TensorInput): { list: number; src: TensorValue } {
+    const resolved = indices.map((index) => (index === null ? null : this.use(index)));
+    for (const index of resolved) {
+      if (index !== null && index.dtype !== 'int64' && index.dtype !== 'int32') invalid(`${op}: index tensors must be int64 or int32, got ${index.toString()}`);
+    }
+    const indexed = advancedIndexShape(op, self.shape, resolved.map((i) => (i === null ? null : i.shape)));
+    const src = this.use(values);
+    if (src.dtype !== self.dtype) invalid(`${op}: values are ${src.dtype}, target is ${self.dtype}`);
+    if (!broadcastsTo(src.shape, indexed)) {
+      invalid(`${op}: values ${formatShape(src.shape)} do not broadcast to the indexed shape ${formatShape(indexed)} of ${formatShape(self.shape)}`);
+    }
+    const items = resolved.map((index) => (index === null ? this.graph.addValue({ kind: 'null' }) : index.index));
+    const list = this.graph.addValue({ kind: 'optionalTensorList', items });
+    return { list, src };
+  }
+
+  /** dst := src (broadcast, converting dtype), in place: `aten::copy_` [self, src, non_blocking=false, ret=self]. Used to write state back. */
+  copyInto(target: TensorInput, source: TensorInput): TensorValue {
+    const self = this.writable('copy_', target);
+    const src = this.use(source);
+    if (!broadcastsTo(src.shape, self.shape)) invalid(`copy_: source ${formatShape(src.shape)} does not broadcast to target ${formatShape(self.shape)}`);
+    this.emit('aten::copy_', [self, src, { bool: false }], self.index);
+    return self;
+  }
+
+  private writable(op: string, target: TensorInput): TensorValue {
+    const self = this.use(target);
+    const origin = this.graph.tensorNode(self.index).origin;
+    if (origin.kind === 'constant') invalid(`${op}: ${origin.constant.toString()} is read-only`);
+    return self;
+  }
+
+  // ---------------------------------------------------------------- escape hatch
+
+  /**
+   * Emits a kernel call with explicit arguments, for operators the builder has
+   * no helper for. Pass every schema argument (defaults included) and the out
+   * tensor(s); the extra return slot is added here (the single out tensor, or
+   * `returnValue` when given).
+   */
+  kernel(qualifiedName: string, args: readonly KernelArgument[], returnValue?: TensorValue): void {
+    const indices = args.map((arg) => this.argument(arg));
+    const last = args[args.length - 1];
+    const ret = returnValue !== undefined ? this.use(returnValue).index : last instanceof TensorValue ? last.index : undefined;
+    if (ret === undefined) invalid(`kernel ${qualifiedName}: cannot infer the return slot; pass returnValue`);
+    this.graph.addKernelCall(qualifiedName, [...indices, ret]);
+  }
+
+  // Serializes `args` in order and appends the return slot.
+  private emit(qualifiedName: string, args: readonly Operand[], returnValue: TensorValue | number): void {
+    const ret = typeof returnValue === 'number' ? returnValue : returnValue.index;
+    this.graph.addKernelCall(qualifiedName, [...args.map((arg) => this.argument(arg)), ret]);
+  }
+
+  private argument(arg: Operand): number {
+    if (arg === null) return this.graph.addValue({ kind: 'null' });
+    if ('valueIndex' in arg) return arg.valueIndex;
+    if (arg instanceof TensorValue || arg instanceof ConstantTensor || arg instanceof SharedBuffer) return this.use(arg).index;
+    if ('int' in arg) return this.intValue(arg.int);
+    if ('double' in arg) return this.graph.addValue({ kind: 'double', value: arg.double });
+    if ('bool' in arg) return this.graph.addValue({ kind: 'bool', value: arg.bool });
+    if ('string' in arg) return this.graph.addValue({ kind: 'string', value: arg.string });
+    if ('intList' in arg) return this.graph.addValue({ kind: 'intList', items: arg.intList.map((v) => this.intValue(v)) });
+    if ('tensorList' in arg) return this.graph.addValue({ kind: 'tensorList', items: arg.tensorList.map((t) => this.use(t).index) });
+    return invalid(`unsupported kernel argument ${JSON.stringify(arg)}`);
+  }
+
+  private intValue(value: number | bigint): number {
+    if (typeof value === 'number' && !Number.isSafeInteger(value)) invalid(`${value} is not an integer`);
+    return this.graph.addValue({ kind: 'int', value: BigInt(value) });
+  }
+}

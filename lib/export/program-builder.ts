@@ -1,0 +1,127 @@
+// Authoring entry point: declare constants and shared buffers once, add methods,
+// then lower, plan and write the program.
+import { EtnaError } from '../errors.js';
+import { assembleProgram } from './assemble.js';
+import { dtypeInfo, encodeTensorData, type DType, type TensorData } from './dtype.js';
+import { ConstantTensor, MethodGraph, ProgramGraph, SharedBuffer } from './graph.js';
+import { runLoweringPasses, type LoweringPass } from './lowering.js';
+import { MethodBuilder } from './method-builder.js';
+import { planProgram, type PlannerOptions, type ProgramMemoryPlan } from './planner.js';
+import { checkShape, numel, type Shape } from './shape.js';
+import { serializePte, type PteLayout, type PteProgram, type PteWriteOptions } from './writer.js';
+
+export interface ExportOptions {
+  /** Passes run on every method before planning (the seam for backend lowering). */
+  lowering?: readonly LoweringPass[];
+  planner?: PlannerOptions;
+  writer?: PteWriteOptions;
+}
+
+export interface ExportResult {
+  bytes: Uint8Array;
+  plan: ProgramMemoryPlan;
+  /** The wire-level description that was serialized. */
+  program: PteProgram;
+  layout: PteLayout;
+}
+
+const NAME_PATTERN = /^[A-Za-z_][\w.\-/]*$/;
+
+export class ProgramBuilder {
+  private readonly graph = new ProgramGraph();
+  private readonly constantNames = new Set<string>();
+  private readonly sharedNames = new Set<string>();
+  private exported = false;
+
+  /**
+   * Declares a constant (a weight). It is stored once in the constant segment
+   * and every method that uses it refers to the same entry.
+   */
+  constant(name: string, dtype: DType, shape: Shape, data: TensorData): ConstantTensor {
+    this.checkOpen();
+    const what = `constant '${name}'`;
+    this.checkName(name, 'constant', this.constantNames);
+    dtypeInfo(dtype);
+    const checked = checkShape(shape, what);
+    const bytes = encodeTensorData(dtype, numel(checked), data, what);
+    const constant = new ConstantTensor(this, name, dtype, checked, bytes);
+    this.graph.constants.push(constant);
+    this.constantNames.add(name);
+    return constant;
+  }
+
+  /**
+   * Declares mutable state shared by all methods: placed once in mem_id 2 at
+   * the same offset for every method, read and written in place. With `init`
+   * the runtime copies those bytes in when a method using it is loaded;
+   * without, it starts as zeros.
+   */
+  sharedBuffer(name: string, dtype: DType, shape: Shape, init?: TensorData): SharedBuffer {
+    this.checkOpen();
+    const what = `shared buffer '${name}'`;
+    this.checkName(name, 'shared buffer', this.sharedNames);
+    dtypeInfo(dtype);
+    const checked = checkShape(shape, what);
+    const bytes = init === undefined ? undefined : encodeTensorData(dtype, numel(checked), init, `${what} init`);
+    const buffer = new SharedBuffer(this, name, dtype, checked, bytes);
+    this.graph.sharedBuffers.push(buffer);
+    this.sharedNames.add(name);
+    return buffer;
+  }
+
+  /** Adds a method; `build` declares inputs, emits ops and sets outputs. */
+  method(name: string, build: (method: MethodBuilder) => void): this {
+    this.checkOpen();
+    if (typeof name !== 'string' || name.length === 0) throw new EtnaError('INVALID_INPUT', 'a method needs a non-empty name');
+    if (this.graph.methods.some((m) => m.name === name)) throw new EtnaError('INVALID_INPUT', `method '${name}' is already defined`);
+    const graph = new MethodGraph(name);
+    build(new MethodBuilder(graph, this));
+    this.graph.methods.push(graph);
+    return this;
+  }
+
+  get methodNames(): string[] {
+    return this.graph.methods.map((m) => m.name);
+  }
+
+  /** The program graph as authored so far (read it; do not keep building through it). */
+  get programGraph(): ProgramGraph {
+    return this.graph;
+  }
+
+  /** Memory plan of the program as authored (no lowering). */
+  plan(options?: PlannerOptions): ProgramMemoryPlan {
+    return planProgram(this.graph, options);
+  }
+
+  /**
+   * Lowers, plans and serializes the program. Lowering passes rewrite the
+   * graphs, so a builder exports once.
+   */
+  export(options: ExportOptions = {}): ExportResult {
+    this.checkOpen();
+    if (this.graph.methods.length === 0) throw new EtnaError('INVALID_INPUT', 'a program needs at least one method');
+    this.exported = true;
+    runLoweringPasses(this.graph, options.lowering ?? []);
+    const plan = planProgram(this.graph, options.planner);
+    const program = assembleProgram(this.graph, plan);
+    const { bytes, layout } = serializePte(program, options.writer);
+    return { bytes, plan, program, layout };
+  }
+
+  /** Shorthand for `export(options).bytes`: the .pte file. */
+  toPte(options?: ExportOptions): Uint8Array {
+    return this.export(options).bytes;
+  }
+
+  private checkOpen(): void {
+    if (this.exported) throw new EtnaError('INVALID_INPUT', 'this ProgramBuilder has been exported; create a new one to author another program');
+  }
+
+  private checkName(name: string, what: string, taken: Set<string>): void {
+    if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
+      throw new EtnaError('INVALID_INPUT', `${what} name '${String(name)}' must start with a letter or '_' and contain only letters, digits, '_', '.', '-', '/'`);
+    }
+    if (taken.has(name)) throw new EtnaError('INVALID_INPUT', `${what} '${name}' is already declared`);
+  }
+}

@@ -1,0 +1,289 @@
+import { EtnaError, toEtnaError } from './errors.js';
+import { native, type NativeModule, type NativeOutput } from './native.js';
+import { Program } from './program.js';
+import type { MethodDescription, ValueDescription } from './program-types.js';
+import { arrayTypeName, isDType, numel, Tensor, tensorOver, type DType, type TensorData } from './tensor.js';
+
+/**
+ * How methods share planned memory.
+ * - `true`: one activation arena (mem_id 1) and one state arena (mem_id 2) for the whole module.
+ * - `false`: every method its own arenas (ExecuTorch's default); state does not carry across methods.
+ * - `'state'`: share only mem_id 2 (for programs that keep per-method buffers in mem_id 1).
+ * - `'auto'` (default): `true` when two or more methods plan a mem_id 2 arena, else `false`.
+ */
+export type ShareMemoryArenas = boolean | 'state' | 'auto';
+
+export interface ModuleOptions {
+  shareMemoryArenas?: ShareMemoryArenas;
+  /** Threads for XNNPACK work (default 1: calls of different modules already run in parallel). */
+  numThreads?: number;
+}
+
+/** A method result. Int outputs come back as bigint, doubles as number. */
+export type Value = Tensor | number | bigint | boolean | string | null;
+
+/** A tensor argument: a Tensor, or any object with the same three fields. */
+export type TensorLike = { dtype: DType; shape: readonly number[]; data: TensorData };
+
+/** A method argument. Int inputs may be given as number or bigint. */
+export type InputValue = Value | TensorLike;
+
+export interface ExecuteOptions {
+  /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
+  outputs?: (TensorData | null | undefined)[];
+}
+
+export interface ArenaReport {
+  memoryId: number;
+  bytes: number;
+  shared: boolean;
+  methods: string[];
+}
+
+export interface MemoryReport {
+  /** 'shared', 'state' or 'unshared'. */
+  mode: 'shared' | 'state' | 'unshared';
+  /** Why that mode was chosen. */
+  reason: string;
+  arenas: ArenaReport[];
+  /** Arena bytes allocated now. */
+  plannedBytes: number;
+  /** What one set of arenas per method would need. */
+  unsharedPlannedBytes: number;
+  /** Constant bytes, mapped from the program rather than copied. */
+  constantBytes: number;
+  /** Delegate weights packed for this module. */
+  packedWeightBytes: number;
+  /** Delegate scratch memory. */
+  workspaceBytes: number;
+}
+
+function shareMode(value: ShareMemoryArenas | undefined): string {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (value === true) return 'on';
+  if (value === false) return 'off';
+  if (value === 'state') return 'state';
+  throw new EtnaError('INVALID_INPUT', `shareMemoryArenas must be true, false, 'state' or 'auto', got ${JSON.stringify(value)}`);
+}
+
+function describeExpected(value: ValueDescription): string {
+  return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]` : value.kind;
+}
+
+function isTensorLike(value: unknown): value is TensorLike {
+  return typeof value === 'object' && value !== null && 'dtype' in value && 'shape' in value && 'data' in value;
+}
+
+/**
+ * A program loaded with its own memory. Calls run on the libuv thread pool,
+ * one at a time per module, in the order they were made; every output is
+ * copied into a JS-owned array before the next call starts.
+ */
+export class Module {
+  readonly program: Program;
+  private readonly handle: NativeModule;
+  private readonly methods: Map<string, MethodDescription>;
+  private readonly capacities = new Map<string, number[]>();
+  private tail: Promise<unknown> = Promise.resolve();
+  private pending = 0;
+  private disposed = false;
+
+  private constructor(program: Program, handle: NativeModule) {
+    this.program = program;
+    this.handle = handle;
+    this.methods = new Map(program.describe().methods.map((method) => [method.name, method]));
+  }
+
+  /** Loads a program from a path, bytes or a loaded Program, and allocates its memory. */
+  static async load(source: string | Uint8Array | Program, options: ModuleOptions = {}): Promise<Module> {
+    const share = shareMode(options.shareMemoryArenas);
+    const numThreads = options.numThreads ?? 1;
+    if (!Number.isInteger(numThreads) || numThreads < 1) {
+      throw new EtnaError('INVALID_INPUT', `numThreads must be a positive integer, got ${numThreads}`);
+    }
+    const program = source instanceof Program ? source : Program.load(source);
+    try {
+      const handle = await native().loadModule(program.handle, { share, numThreads });
+      return new Module(program, handle);
+    } catch (error) {
+      throw toEtnaError(error);
+    }
+  }
+
+  get methodNames(): string[] {
+    return [...this.methods.keys()];
+  }
+
+  /** Inputs, outputs, memory plan, operators and delegates of one method. */
+  methodMeta(name: string): MethodDescription {
+    const method = this.methods.get(name);
+    if (method === undefined) {
+      throw new EtnaError('METHOD_NOT_FOUND', `no method named '${name}' (this program has ${this.methodNames.map((n) => `'${n}'`).join(', ') || 'no methods'})`);
+    }
+    return method;
+  }
+
+  /** Runs `name` on the thread pool. Calls queue behind each other (FIFO). */
+  execute(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Promise<Value[]> {
+    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`));
+    let prepared: PreparedCall;
+    try {
+      prepared = this.prepare(name, inputs, options);
+    } catch (error) {
+      return Promise.reject(toEtnaError(error));
+    }
+    this.pending++;
+    const run = async (): Promise<Value[]> => {
+      try {
+        if (this.disposed) throw new EtnaError('DISPOSED', `'${name}' did not run: module was disposed while the call was queued`);
+        const buffers = this.outputBuffers(name, options);
+        const results = await this.handle.execute(name, prepared.inputs, buffers);
+        return this.finish(name, results, buffers);
+      } catch (error) {
+        throw toEtnaError(error);
+      } finally {
+        this.pending--;
+      }
+    };
+    const call = this.tail.then(run, run);
+    this.tail = call.catch(() => undefined);
+    return call;
+  }
+
+  /** Runs `name` on the calling thread. Meant for tiny models and scripts. */
+  executeSync(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Value[] {
+    if (this.disposed) throw new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`);
+    if (this.pending > 0) {
+      throw new EtnaError('INTERNAL', `cannot run '${name}' synchronously while ${this.pending} call(s) are queued on this module; await them first`);
+    }
+    try {
+      const prepared = this.prepare(name, inputs, options);
+      const buffers = this.outputBuffers(name, options);
+      return this.finish(name, this.handle.executeSync(name, prepared.inputs, buffers), buffers);
+    } catch (error) {
+      throw toEtnaError(error);
+    }
+  }
+
+  /** `execute('forward', inputs)`. */
+  forward(inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Promise<Value[]> {
+    return this.execute('forward', inputs, options);
+  }
+
+  memoryReport(): MemoryReport {
+    if (this.disposed) throw new EtnaError('DISPOSED', 'module has been disposed');
+    try {
+      return this.handle.memoryReport();
+    } catch (error) {
+      throw toEtnaError(error);
+    }
+  }
+
+  /**
+   * Frees the module's memory once the running call (if any) finishes. Calls
+   * still queued reject with DISPOSED.
+   */
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    await this.tail;
+    this.handle.dispose();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
+  }
+
+  // Validates every input against the method's metadata before any byte moves.
+  private prepare(name: string, inputs: readonly InputValue[], options: ExecuteOptions): PreparedCall {
+    const method = this.methodMeta(name);
+    if (!Array.isArray(inputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': inputs must be an array`);
+    if (inputs.length !== method.inputs.length) {
+      throw new EtnaError('INVALID_INPUT', `method '${name}' takes ${method.inputs.length} input${method.inputs.length === 1 ? '' : 's'}, got ${inputs.length}`);
+    }
+    const converted = inputs.map((value, i) => convertInput(name, i, value, method.inputs[i] as ValueDescription));
+    if (options.outputs !== undefined) {
+      for (const [i, out] of options.outputs.entries()) {
+        if (out === null || out === undefined) continue;
+        const expected = method.outputs[i];
+        if (expected === undefined || expected.kind !== 'tensor' || !isDType(expected.dtype)) {
+          throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} is not a tensor output`);
+        }
+        const typeName = arrayTypeName(expected.dtype);
+        if (out.constructor.name !== typeName) {
+          throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} needs a ${typeName} for ${expected.dtype}, got ${out.constructor.name}`);
+        }
+      }
+    }
+    return { inputs: converted };
+  }
+
+  private outputBuffers(name: string, options: ExecuteOptions): (ArrayBuffer | TensorData | null)[] {
+    let capacities = this.capacities.get(name);
+    if (capacities === undefined) {
+      capacities = this.handle.outputCapacities(name);
+      this.capacities.set(name, capacities);
+    }
+    return capacities.map((bytes, i) => options.outputs?.[i] ?? (bytes > 0 ? new ArrayBuffer(bytes) : null));
+  }
+
+  private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {
+    return results.map((result, i) => {
+      if (result === null || typeof result !== 'object') return result;
+      if (!isDType(result.dtype)) throw new EtnaError('INTERNAL', `method '${name}': output ${i} has dtype ${result.dtype}, which JS cannot hold`);
+      const buffer = buffers[i];
+      if (buffer instanceof ArrayBuffer) return tensorOver(result.dtype, result.shape, buffer);
+      if (buffer === null || buffer === undefined) throw new EtnaError('INTERNAL', `method '${name}': output ${i} had no buffer`);
+      return tensorOver(result.dtype, result.shape, buffer.buffer, buffer.byteOffset);
+    });
+  }
+}
+
+interface PreparedCall {
+  inputs: unknown[];
+}
+
+function convertInput(method: string, index: number, value: InputValue, expected: ValueDescription): unknown {
+  const at = `method '${method}': input ${index}`;
+  switch (expected.kind) {
+    case 'tensor': {
+      if (!isTensorLike(value)) {
+        throw new EtnaError('INVALID_INPUT', `${at}: expected a tensor ${describeExpected(expected)}, got ${value === null ? 'null' : typeof value}`);
+      }
+      if (!isDType(value.dtype)) throw new EtnaError('INVALID_INPUT', `${at}: unknown dtype '${String(value.dtype)}'`);
+      if (value.dtype !== expected.dtype) {
+        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${value.dtype}[${value.shape.join(', ')}] (dtype differs)`);
+      }
+      const tensor = value instanceof Tensor ? value : new Tensor(value.dtype, value.shape, value.data);
+      const bound = expected.shape ?? [];
+      if (tensor.shape.length !== bound.length) {
+        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`);
+      }
+      const fits = expected.dynamism === 'static' ? tensor.shape.every((size, d) => size === bound[d]) : numel(tensor.shape) <= numel(bound);
+      if (!fits) {
+        const rule = expected.dynamism === 'static' ? 'shape differs' : `more elements than the bound allows`;
+        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (${rule})`);
+      }
+      return { dtype: tensor.dtype, shape: [...tensor.shape], data: tensor.data };
+    }
+    case 'int':
+      if (typeof value === 'bigint') return value;
+      if (typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
+      throw new EtnaError('INVALID_INPUT', `${at}: expected an integer, got ${typeof value}`);
+    case 'double':
+      if (typeof value === 'number') return value;
+      if (typeof value === 'bigint') return Number(value);
+      throw new EtnaError('INVALID_INPUT', `${at}: expected a number, got ${typeof value}`);
+    case 'bool':
+      if (typeof value === 'boolean') return value;
+      throw new EtnaError('INVALID_INPUT', `${at}: expected a boolean, got ${typeof value}`);
+    case 'string':
+      if (typeof value === 'string') return value;
+      throw new EtnaError('INVALID_INPUT', `${at}: expected a string, got ${typeof value}`);
+    case 'none':
+      if (value === null || value === undefined) return null;
+      throw new EtnaError('INVALID_INPUT', `${at}: expected null, got ${typeof value}`);
+    default:
+      throw new EtnaError('INVALID_INPUT', `${at}: ${expected.kind} inputs are not supported`);
+  }
+}

@@ -1,0 +1,241 @@
+#include "module_wrap.h"
+
+#include <utility>
+#include <vector>
+
+#include "addon_data.h"
+#include "convert.h"
+#include "program_wrap.h"
+
+namespace etna::addon {
+namespace {
+
+// Everything one call needs, converted on the JS thread; the worker thread
+// touches only this (and the Module it keeps alive).
+struct CallBaton {
+  std::shared_ptr<Module> module;
+  std::string method;
+  std::vector<InputValue> inputs;
+  std::vector<OutputBuffer> outputs;
+  std::vector<Napi::ObjectReference> keep_alive;  // caller arrays and output buffers
+};
+
+Status convert_call(const Napi::CallbackInfo& info, CallBaton& baton) {
+  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray()) {
+    return make_error(ErrorCode::kInvalidInput, "execute expects (method name, inputs array, output buffers array)");
+  }
+  baton.method = info[0].As<Napi::String>().Utf8Value();
+  Napi::Array inputs = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < inputs.Length(); ++i) {
+    InputValue value;
+    ETNA_TRY(input_from_js(inputs.Get(i), i, value, baton.keep_alive));
+    baton.inputs.push_back(std::move(value));
+  }
+  Napi::Array outputs = info[2].As<Napi::Array>();
+  for (uint32_t i = 0; i < outputs.Length(); ++i) {
+    OutputBuffer buffer;
+    ETNA_TRY(output_buffer_from_js(outputs.Get(i), i, buffer, baton.keep_alive));
+    baton.outputs.push_back(buffer);
+  }
+  return Status::ok();
+}
+
+class LoadWorker : public Napi::AsyncWorker {
+ public:
+  LoadWorker(Napi::Env env, std::shared_ptr<const Program> program, ModuleOptions options)
+      : Napi::AsyncWorker(env, "etna:load"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        program_(std::move(program)),
+        options_(options),
+        result_(make_error(ErrorCode::kInternal, "module load did not run")) {}
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      result_ = Module::load(program_, options_);
+    } catch (const std::exception& e) {
+      result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!result_) {
+      deferred_.Reject(make_js_error(env, result_.error()).Value());
+      return;
+    }
+    std::shared_ptr<Module> module(std::move(*result_));
+    auto* holder = new std::shared_ptr<Module>(std::move(module));
+    Napi::External<std::shared_ptr<Module>> external = Napi::External<std::shared_ptr<Module>>::New(
+        env, holder, [](Napi::Env, std::shared_ptr<Module>* data) { delete data; });
+    Napi::Object wrap = addon_data(env).module_constructor.New({external});
+    deferred_.Resolve(wrap);
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  std::shared_ptr<const Program> program_;
+  ModuleOptions options_;
+  Result<std::unique_ptr<Module>> result_;
+};
+
+class ExecuteWorker : public Napi::AsyncWorker {
+ public:
+  ExecuteWorker(Napi::Env env, CallBaton baton)
+      : Napi::AsyncWorker(env, "etna:execute"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        baton_(std::move(baton)),
+        result_(make_error(ErrorCode::kInternal, "call did not run")) {}
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      result_ = baton_.module->execute(baton_.method, baton_.inputs, baton_.outputs);
+    } catch (const std::exception& e) {
+      result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!result_) {
+      deferred_.Reject(make_js_error(env, result_.error()).Value());
+    } else {
+      deferred_.Resolve(outputs_to_js(env, *result_));
+    }
+  }
+
+  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+  CallBaton baton_;
+  Result<std::vector<OutputValue>> result_;
+};
+
+}  // namespace
+
+void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
+  Napi::Function ctor = DefineClass(env, "NativeModule",
+                                    {
+                                        InstanceAccessor<&ModuleWrap::method_names>("methodNames"),
+                                        InstanceMethod<&ModuleWrap::memory_report>("memoryReport"),
+                                        InstanceMethod<&ModuleWrap::output_capacities>("outputCapacities"),
+                                        InstanceMethod<&ModuleWrap::load_method>("loadMethod"),
+                                        InstanceMethod<&ModuleWrap::execute>("execute"),
+                                        InstanceMethod<&ModuleWrap::execute_sync>("executeSync"),
+                                        InstanceMethod<&ModuleWrap::dispose>("dispose"),
+                                    });
+  addon_data(env).module_constructor = Napi::Persistent(ctor);
+  exports.Set("loadModule", Napi::Function::New(env, &ModuleWrap::load_module, "loadModule"));
+}
+
+ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModuleWrap>(info) {
+  if (info.Length() != 1 || !info[0].IsExternal()) {
+    throw make_js_error(info.Env(), Error{ErrorCode::kInternal, "NativeModule is created by loadModule()"});
+  }
+  module_ = *info[0].As<Napi::External<std::shared_ptr<Module>>>().Data();
+}
+
+Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    ProgramWrap* program = info.Length() >= 1 ? ProgramWrap::unwrap(info[0]) : nullptr;
+    if (program == nullptr) throw make_js_error(env, Error{ErrorCode::kInternal, "loadModule expects a NativeProgram"});
+    ModuleOptions options;
+    if (info.Length() >= 2 && info[1].IsObject()) {
+      Napi::Object object = info[1].As<Napi::Object>();
+      Napi::Value share = object.Get("share");
+      if (share.IsString()) {
+        bool ok = false;
+        options.sharing = parse_sharing(share.As<Napi::String>().Utf8Value(), &ok);
+        if (!ok) throw make_js_error(env, Error{ErrorCode::kInvalidInput, "unknown sharing mode"});
+      }
+      Napi::Value threads = object.Get("numThreads");
+      if (threads.IsNumber()) options.num_threads = threads.As<Napi::Number>().Int32Value();
+    }
+    auto* worker = new LoadWorker(env, program->program(), options);
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+  });
+}
+
+std::shared_ptr<Module> ModuleWrap::live_module(Napi::Env env) const {
+  if (!module_) throw make_js_error(env, Error{ErrorCode::kDisposed, "module has been disposed"});
+  return module_;
+}
+
+Napi::Value ModuleWrap::method_names(const Napi::CallbackInfo& info) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    const auto& names = live_module(info.Env())->method_names();
+    Napi::Array array = Napi::Array::New(info.Env(), names.size());
+    for (uint32_t i = 0; i < names.size(); ++i) array.Set(i, names[i]);
+    return array;
+  });
+}
+
+Napi::Value ModuleWrap::memory_report(const Napi::CallbackInfo& info) {
+  return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), live_module(info.Env())->memory_report()); });
+}
+
+Napi::Value ModuleWrap::output_capacities(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsString()) throw make_js_error(env, Error{ErrorCode::kInternal, "method name expected"});
+    auto capacities = live_module(env)->output_capacities(info[0].As<Napi::String>().Utf8Value());
+    if (!capacities) throw make_js_error(env, capacities.error());
+    Napi::Array array = Napi::Array::New(env, capacities->size());
+    for (uint32_t i = 0; i < capacities->size(); ++i) array.Set(i, Napi::Number::New(env, static_cast<double>((*capacities)[i])));
+    return array;
+  });
+}
+
+Napi::Value ModuleWrap::load_method(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    if (info.Length() < 1 || !info[0].IsString()) throw make_js_error(env, Error{ErrorCode::kInternal, "method name expected"});
+    Status status = live_module(env)->load_method(info[0].As<Napi::String>().Utf8Value());
+    if (!status) throw make_js_error(env, status.error());
+    return env.Undefined();
+  });
+}
+
+Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    CallBaton baton;
+    baton.module = live_module(env);
+    Status converted = convert_call(info, baton);
+    if (!converted) throw make_js_error(env, converted.error());
+    auto* worker = new ExecuteWorker(env, std::move(baton));
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+  });
+}
+
+Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    CallBaton baton;
+    baton.module = live_module(env);
+    Status converted = convert_call(info, baton);
+    if (!converted) throw make_js_error(env, converted.error());
+    auto result = baton.module->execute(baton.method, baton.inputs, baton.outputs);
+    if (!result) throw make_js_error(env, result.error());
+    return outputs_to_js(env, *result);
+  });
+}
+
+Napi::Value ModuleWrap::dispose(const Napi::CallbackInfo& info) {
+  // A call in flight keeps its own reference; memory goes when it finishes.
+  module_.reset();
+  return info.Env().Undefined();
+}
+
+}  // namespace etna::addon

@@ -1,0 +1,36 @@
+// JS handle for a Module. Loading and execution run on the libuv pool; the
+// JS thread only converts arguments and results (no runtime logic here).
+#pragma once
+
+#include <napi.h>
+
+#include <memory>
+
+#include "core/module.h"
+
+namespace etna::addon {
+
+class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
+ public:
+  static void init(Napi::Env env, Napi::Object exports);
+  // Constructed only by loadModule, with the native Module as an External.
+  explicit ModuleWrap(const Napi::CallbackInfo& info);
+
+ private:
+  // loadModule(program, { share, numThreads }) -> Promise<NativeModule>
+  static Napi::Value load_module(const Napi::CallbackInfo& info);
+  Napi::Value method_names(const Napi::CallbackInfo& info);
+  Napi::Value memory_report(const Napi::CallbackInfo& info);
+  Napi::Value output_capacities(const Napi::CallbackInfo& info);
+  Napi::Value load_method(const Napi::CallbackInfo& info);
+  // execute(name, inputs, outputBuffers) -> Promise<outputs>
+  Napi::Value execute(const Napi::CallbackInfo& info);
+  Napi::Value execute_sync(const Napi::CallbackInfo& info);
+  Napi::Value dispose(const Napi::CallbackInfo& info);
+
+  std::shared_ptr<Module> live_module(Napi::Env env) const;
+
+  std::shared_ptr<Module> module_;
+};
+
+}  // namespace etna::addon

@@ -1,0 +1,433 @@
+#include "backends/xnnpack/delegate.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/xnnpack/memory_plan.h"
+#include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/shapes.h"
+
+namespace etna::xnn {
+namespace {
+
+constexpr uint64_t kMaxWorkspaceBytes = uint64_t{1} << 48;
+
+// Element types an argument tensor may have for a value of this datatype.
+bool dtype_matches(Datatype datatype, ScalarType dtype, bool argmax_index) {
+  if (argmax_index) {
+    return dtype == ScalarType::kLong || dtype == ScalarType::kInt || dtype == ScalarType::kUInt32 ||
+           dtype == ScalarType::kFloat;
+  }
+  switch (datatype) {
+    case Datatype::fp32:
+      return dtype == ScalarType::kFloat;
+    case Datatype::fp16:
+      return dtype == ScalarType::kHalf;
+    case Datatype::qint8:
+      return dtype == ScalarType::kChar || dtype == ScalarType::kQInt8;
+    case Datatype::quint8:
+      return dtype == ScalarType::kByte || dtype == ScalarType::kQUInt8;
+    case Datatype::qint32:
+      return dtype == ScalarType::kInt || dtype == ScalarType::kQInt32;
+    default:
+      return false;
+  }
+}
+
+// A tensor's dims in memory order (its dim order), which is the order
+// XNNPACK sees. A one-element tensor may differ in rank from its value (the
+// exporter writes [1] for 0-d tensors); it then takes the declared shape.
+Result<Shape> physical_shape(const Tensor& tensor, const Shape& declared, const std::string& what) {
+  if (tensor.rank() != declared.rank) {
+    if (tensor.numel() == 1 && declared.numel() == 1) return declared;
+    return make_error(ErrorCode::kInvalidInput, what + " has shape " + tensor.describe() + ", expected rank " +
+                                                    std::to_string(declared.rank) + " like " + declared.to_string());
+  }
+  Shape shape;
+  shape.rank = tensor.rank();
+  const uint8_t* order = tensor.dim_order();
+  for (size_t i = 0; i < shape.rank; ++i) {
+    const int64_t size = tensor.size(order[i]);
+    if (size < 0) return make_error(ErrorCode::kInvalidInput, what + " has a negative size");
+    shape.dims[i] = static_cast<size_t>(size);
+  }
+  return shape;
+}
+
+Status resize_to_physical(Tensor& tensor, const Shape& shape, const std::string& what) {
+  if (tensor.rank() != shape.rank) {
+    if (tensor.numel() == 1 && shape.numel() == 1) return Status::ok();
+    return make_error(ErrorCode::kInvalidInput, what + " has rank " + std::to_string(tensor.rank()) +
+                                                    ", the delegate computes " + shape.to_string());
+  }
+  int64_t sizes[kMaxRank] = {};
+  const uint8_t* order = tensor.dim_order();
+  for (size_t i = 0; i < shape.rank; ++i) sizes[order[i]] = static_cast<int64_t>(shape.dims[i]);
+  Status status = tensor.resize(shape.rank, sizes);
+  if (!status) {
+    return make_error(ErrorCode::kInvalidInput, what + " cannot take the computed shape " + shape.to_string() + ": " +
+                                                    status.error().message);
+  }
+  return Status::ok();
+}
+
+std::string arg_name(const Graph& graph, uint32_t index, const char* role) {
+  return std::string("arg ") + std::to_string(graph.values[index].external_id) + " (" + role + " " +
+         graph.describe_value(index) + ")";
+}
+
+// Releases the workspace when a call ends, however it ends.
+class WorkspaceLease {
+ public:
+  explicit WorkspaceLease(Workspace& workspace) : workspace_(workspace), held_(workspace.acquire()) {}
+  ~WorkspaceLease() {
+    if (held_) workspace_.release();
+  }
+  WorkspaceLease(const WorkspaceLease&) = delete;
+  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  Workspace& workspace_;
+  bool held_;
+};
+
+}  // namespace
+
+Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
+  return make_error(code, label_ + ": " + message);
+}
+
+Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(ParsedPayload parsed, XnnpackModuleContext& context,
+                                                                 std::string label) {
+  std::unique_ptr<XnnpackDelegate> delegate(new XnnpackDelegate());
+  delegate->label_ = std::move(label);
+  delegate->graph_ = std::move(parsed.graph);
+  Graph& graph = delegate->graph_;
+  auto fail = [&](const Error& e) { return make_error(e.code, delegate->label_ + ": " + e.message); };
+
+  Status checked = check_graph(graph);
+  if (!checked) return fail(checked.error());
+
+  // Declared shapes must be consistent before anything packs or indexes by them.
+  std::vector<Shape> shapes = declared_shapes(graph);
+  Status inferred = infer_shapes(graph, shapes, true);
+  if (!inferred) return fail(make_error(ErrorCode::kInvalidProgram, inferred.error().message));
+  for (const Node& node : graph.nodes) {
+    for (uint32_t index : node.outputs) {
+      if (shapes[index] != graph.values[index].shape) {
+        return fail(make_error(ErrorCode::kInvalidProgram,
+                               node.describe() + ": output " + graph.describe_value(index) + " is declared " +
+                                   graph.values[index].shape.to_string() + " but its inputs give " +
+                                   shapes[index].to_string()));
+      }
+    }
+  }
+
+  delegate->workspace_ = context.workspace_for_delegate();
+  delegate->threadpool_ = context.threadpool();
+  Status staged = delegate->build_stages(context);
+  if (!staged) return fail(staged.error());
+
+  std::vector<size_t> signature;
+  for (uint32_t index : graph.inputs) {
+    const Shape& shape = graph.values[index].shape;
+    signature.insert(signature.end(), shape.dims.begin(), shape.dims.begin() + shape.rank);
+  }
+  auto plan = delegate->build_plan(std::move(signature), true);
+  if (!plan) return fail(plan.error());
+  delegate->declared_plan_ = std::move(*plan);
+  Status reserved = delegate->workspace_->reserve(delegate->declared_plan_->workspace_bytes);
+  if (!reserved) return fail(reserved.error());
+
+  // Constant bytes belong to the program; nothing may read them after init.
+  for (Value& value : graph.values) value.constant = ByteSpan{};
+  return delegate;
+}
+
+Status XnnpackDelegate::build_stages(XnnpackModuleContext& context) {
+  const size_t value_count = graph_.values.size();
+  read_by_xnnpack_.assign(value_count, false);
+  argmax_index_.assign(value_count, false);
+  std::vector<bool> needs_copy(value_count, false);
+
+  for (const Node& node : graph_.nodes) {
+    const Engine engine = engine_for(node.type);
+    if (engine == Engine::kSubgraph && !stages_.empty() && stages_.back().engine == Engine::kSubgraph) {
+      stages_.back().subgraph.nodes.push_back(node.index);
+    } else {
+      Stage stage;
+      stage.engine = engine;
+      stage.subgraph.nodes.push_back(node.index);
+      stages_.push_back(std::move(stage));
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const uint32_t index = node.inputs[i];
+      if (index == kNoValue) continue;
+      if (engine != Engine::kOwnKernel) read_by_xnnpack_[index] = true;
+      // Packed operators read filter and bias only while packing.
+      const bool packed_weight = engine == Engine::kPackedOperator && i >= 1;
+      if (graph_.values[index].is_constant && !packed_weight) needs_copy[index] = true;
+    }
+    if (node.type == NodeType::kArgMaxPooling2d) argmax_index_[node.outputs[1]] = true;
+  }
+
+  for (Stage& stage : stages_) {
+    if (stage.engine == Engine::kSubgraph) collect_stage_externals(graph_, stage.subgraph);
+    if (stage.engine == Engine::kPackedOperator) {
+      auto packed = context.packed_operator(graph_, graph_.nodes[stage.subgraph.nodes[0]]);
+      if (!packed) return packed.error();
+      stage.packed = std::move(*packed);
+    }
+  }
+
+  constants_.assign(value_count, nullptr);
+  constant_data_.assign(value_count, nullptr);
+  for (size_t v = 0; v < value_count; ++v) {
+    if (!needs_copy[v]) continue;
+    auto copy = context.constant_copy(graph_.values[v]);
+    if (!copy) return copy.error();
+    constants_[v] = std::move(*copy);
+    constant_data_[v] = constants_[v]->data();
+  }
+
+  workspace_value_.assign(value_count, false);
+  copy_out_.assign(value_count, false);
+  for (size_t v = 0; v < value_count; ++v) {
+    const Value& value = graph_.values[v];
+    if (value.producer < 0) continue;
+    copy_out_[v] = value.is_output && !value.consumers.empty();
+    workspace_value_[v] = !value.is_output || copy_out_[v];
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(std::vector<size_t> signature,
+                                                                                bool declared) {
+  auto plan = std::make_unique<ShapePlan>();
+  plan->shapes = declared_shapes(graph_);
+  if (!declared) {
+    size_t cursor = 0;
+    for (uint32_t index : graph_.inputs) {
+      Shape& shape = plan->shapes[index];
+      for (size_t d = 0; d < shape.rank; ++d) shape.dims[d] = signature[cursor++];
+    }
+    ETNA_TRY(infer_shapes(graph_, plan->shapes, false));
+  }
+  // (The declared pass was inferred and compared in create().)
+  plan->signature = std::move(signature);
+
+  std::vector<BufferLifetime> buffers;
+  std::vector<uint32_t> owners;
+  uint64_t total_bytes = 0;
+  for (size_t v = 0; v < graph_.values.size(); ++v) {
+    if (!workspace_value_[v]) continue;
+    const Value& value = graph_.values[v];
+    BufferLifetime buffer;
+    buffer.bytes = plan->shapes[v].numel() * datatype_size(value.datatype) + kReadPadding;
+    // Shapes are capped per tensor; the sum over many tensors is capped here.
+    total_bytes += round_up(buffer.bytes, kWorkspaceAlignment);
+    if (total_bytes > kMaxWorkspaceBytes) {
+      return make_error(declared ? ErrorCode::kInvalidProgram : ErrorCode::kInvalidInput,
+                        "intermediates would need more than " + std::to_string(kMaxWorkspaceBytes) + " bytes");
+    }
+    buffer.first = static_cast<size_t>(value.producer);
+    buffer.last = buffer.first;
+    for (uint32_t consumer : value.consumers) buffer.last = std::max<size_t>(buffer.last, consumer);
+    if (copy_out_[v]) buffer.last = graph_.nodes.size();
+    buffers.push_back(buffer);
+    owners.push_back(static_cast<uint32_t>(v));
+  }
+  const BufferPlacement placement = place_buffers(buffers);
+  plan->offsets.assign(graph_.values.size(), kNotInWorkspace);
+  for (size_t i = 0; i < owners.size(); ++i) plan->offsets[owners[i]] = placement.offsets[i];
+  plan->workspace_bytes = placement.total_bytes;
+
+  plan->runtimes.resize(stages_.size());
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (stages_[s].engine != Engine::kSubgraph) continue;
+    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, threadpool_->get());
+    if (!runtime) return runtime.error();
+    plan->runtimes[s] = std::move(*runtime);
+  }
+  return plan;
+}
+
+Result<XnnpackDelegate::ShapePlan*> XnnpackDelegate::plan_for(const std::vector<size_t>& signature) {
+  if (signature == declared_plan_->signature) return declared_plan_.get();
+  for (auto& plan : dynamic_plans_) {
+    if (plan->signature == signature) {
+      plan->last_used = calls_;
+      return plan.get();
+    }
+  }
+  // A new input shape: infer, plan and build XNNPACK runtimes for it. Packed
+  // operators take shapes at setup, so their weights are not packed again.
+  auto built = build_plan(signature, false);
+  if (!built) return error(built.error().code, built.error().message);
+  (*built)->last_used = calls_;
+  if (dynamic_plans_.size() >= kMaxDynamicPlans) {
+    auto oldest = std::min_element(dynamic_plans_.begin(), dynamic_plans_.end(),
+                                   [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+    dynamic_plans_.erase(oldest);
+  }
+  dynamic_plans_.push_back(std::move(*built));
+  return dynamic_plans_.back().get();
+}
+
+Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
+  WorkspaceLease lease(*workspace_);
+  if (!lease.held()) {
+    return error(ErrorCode::kInternal, "another call is using this module's XNNPACK workspace; a module runs one call at a time");
+  }
+  ++calls_;
+  if (count != graph_.num_externs) {
+    return error(ErrorCode::kInvalidInput, "called with " + std::to_string(count) + " arguments, the delegate has " +
+                                               std::to_string(graph_.num_externs) + " inputs and outputs");
+  }
+  auto tensor_arg = [&](uint32_t index, const char* role) -> Result<Tensor*> {
+    const Value& value = graph_.values[index];
+    EValue* arg = args[value.external_id];
+    if (!arg || !arg->is_tensor()) {
+      return error(ErrorCode::kInvalidInput, arg_name(graph_, index, role) + " is not a tensor");
+    }
+    Tensor& tensor = arg->to_tensor();
+    if (!dtype_matches(value.datatype, tensor.dtype(), argmax_index_[index])) {
+      return error(ErrorCode::kInvalidInput, arg_name(graph_, index, role) + " has dtype " +
+                                                 std::string(dtype_name(tensor.dtype())) + ", expected " +
+                                                 datatype_name(value.datatype) + " data");
+    }
+    return &tensor;
+  };
+
+  signature_.clear();
+  for (uint32_t index : graph_.inputs) {
+    auto tensor = tensor_arg(index, "input");
+    if (!tensor) return tensor.error();
+    auto shape = physical_shape(**tensor, graph_.values[index].shape, arg_name(graph_, index, "input"));
+    if (!shape) return error(shape.error().code, shape.error().message);
+    // Checked before a plan is built for the shape: the bytes must exist.
+    const size_t bytes = shape->numel() * datatype_size(graph_.values[index].datatype);
+    if (bytes && (!(*tensor)->data() || (*tensor)->capacity() < bytes)) {
+      return error(ErrorCode::kInvalidInput, arg_name(graph_, index, "input") + " has " +
+                                                 std::to_string((*tensor)->data() ? (*tensor)->capacity() : 0) +
+                                                 " bytes of data, needs " + std::to_string(bytes));
+    }
+    signature_.insert(signature_.end(), shape->dims.begin(), shape->dims.begin() + shape->rank);
+  }
+  for (uint32_t index : graph_.outputs) {
+    auto tensor = tensor_arg(index, "output");
+    if (!tensor) return tensor.error();
+  }
+  auto plan = plan_for(signature_);
+  if (!plan) return plan.error();
+  return run(**plan, args);
+}
+
+Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args) {
+  const size_t value_count = graph_.values.size();
+
+  // Inputs XNNPACK reads may be over-read by XNN_EXTRA_BYTES; caller buffers
+  // without that slack are staged into the workspace.
+  size_t staging_bytes = 0;
+  for (uint32_t index : graph_.inputs) {
+    const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const size_t bytes = plan.shapes[index].numel() * datatype_size(graph_.values[index].datatype);
+    if (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES) {
+      staging_bytes += round_up(bytes + kReadPadding, kWorkspaceAlignment);
+    }
+  }
+  Status reserved = workspace_->reserve(plan.workspace_bytes + staging_bytes);
+  if (!reserved) return error(reserved.error().code, reserved.error().message);
+  uint8_t* base = workspace_->data();
+
+  data_.assign(value_count, nullptr);
+  for (size_t v = 0; v < value_count; ++v) {
+    if (constant_data_[v]) data_[v] = const_cast<void*>(constant_data_[v]);
+    if (plan.offsets[v] != kNotInWorkspace) data_[v] = base + plan.offsets[v];
+  }
+  size_t staging_cursor = plan.workspace_bytes;
+  for (uint32_t index : graph_.inputs) {
+    Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const size_t bytes = plan.shapes[index].numel() * datatype_size(graph_.values[index].datatype);
+    data_[index] = tensor.data();
+    if (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES) {
+      uint8_t* staged = base + staging_cursor;
+      if (bytes) std::memcpy(staged, tensor.data(), bytes);
+      data_[index] = staged;
+      staging_cursor += round_up(bytes + kReadPadding, kWorkspaceAlignment);
+    }
+  }
+  for (uint32_t index : graph_.outputs) {
+    Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const std::string what = arg_name(graph_, index, "output");
+    Status resized = resize_to_physical(tensor, plan.shapes[index], what);
+    if (!resized) return error(resized.error().code, resized.error().message);
+    const size_t bytes = plan.shapes[index].numel() * std::max(tensor.element_size(), datatype_size(graph_.values[index].datatype));
+    if (bytes && (!tensor.data() || tensor.capacity() < bytes)) {
+      return error(ErrorCode::kInvalidInput, what + " has " + std::to_string(tensor.data() ? tensor.capacity() : 0) +
+                                                 " bytes of room, needs " + std::to_string(bytes));
+    }
+    if (!copy_out_[index]) data_[index] = tensor.data();
+  }
+
+  pthreadpool_t pool = threadpool_->get();
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    Stage& stage = stages_[s];
+    const Node& first = graph_.nodes[stage.subgraph.nodes[0]];
+    switch (stage.engine) {
+      case Engine::kSubgraph: {
+        const auto& externals = stage.subgraph.externals;
+        externals_.resize(externals.size());
+        for (size_t k = 0; k < externals.size(); ++k) {
+          externals_[k].id = static_cast<uint32_t>(k);
+          externals_[k].data = data_[externals[k]];
+        }
+        xnn_runtime_t runtime = plan.runtimes[s].runtime.get();
+        xnn_status status = xnn_setup_runtime(runtime, externals_.size(), externals_.data());
+        if (status != xnn_status_success) {
+          const Error e = xnnpack_error(first.describe(), "xnn_setup_runtime", status);
+          return error(e.code, e.message);
+        }
+        status = xnn_invoke_runtime(runtime);
+        if (status != xnn_status_success) {
+          const Error e = xnnpack_error(first.describe(), "xnn_invoke_runtime", status);
+          return error(e.code, e.message);
+        }
+        break;
+      }
+      case Engine::kPackedOperator: {
+        Status ran = stage.packed->run(first, plan.shapes[first.inputs[0]], data_[first.inputs[0]],
+                                       data_[first.outputs[0]], pool);
+        if (!ran) return error(ran.error().code, ran.error().message);
+        break;
+      }
+      case Engine::kOwnKernel: {
+        Status ran = run_own_kernel(graph_, first, plan.shapes, data_.data());
+        if (!ran) return error(ran.error().code, ran.error().message);
+        break;
+      }
+    }
+  }
+
+  for (uint32_t index : graph_.outputs) {
+    Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const size_t count = plan.shapes[index].numel();
+    if (copy_out_[index] && count) {
+      std::memcpy(tensor.data(), data_[index], count * datatype_size(graph_.values[index].datatype));
+    }
+    // XNNPACK writes argmax indices as uint32; widen in place, last first.
+    if (argmax_index_[index] && tensor.dtype() == ScalarType::kLong) {
+      uint8_t* bytes = static_cast<uint8_t*>(tensor.data());
+      for (size_t i = count; i-- > 0;) {
+        uint32_t narrow = 0;
+        std::memcpy(&narrow, bytes + i * 4, 4);
+        const int64_t wide = narrow;
+        std::memcpy(bytes + i * 8, &wide, 8);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace etna::xnn

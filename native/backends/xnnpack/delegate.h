@@ -1,0 +1,81 @@
+// One initialised XNNPACK delegate instance: the checked graph split into a
+// sequence of stages (XNNPACK subgraph runtimes, shared packed operators and
+// etna's own kernels), with a plan per input-shape signature saying where
+// every intermediate lives in the workspace.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/graph_checks.h"
+#include "backends/xnnpack/module_context.h"
+#include "backends/xnnpack/packed_operator.h"
+#include "backends/xnnpack/payload.h"
+#include "backends/xnnpack/subgraph_stage.h"
+#include "core/backend.h"
+
+namespace etna::xnn {
+
+class XnnpackDelegate final : public DelegateHandle {
+ public:
+  // `label` prefixes every message ("method 'forward', delegate 0 (XnnpackBackend)").
+  static Result<std::unique_ptr<XnnpackDelegate>> create(ParsedPayload parsed, XnnpackModuleContext& context,
+                                                         std::string label);
+
+  Status execute(EValue* const* args, size_t count) override;
+
+  // For tests: how many shape plans (declared one included) are cached.
+  size_t cached_plans() const { return 1 + dynamic_plans_.size(); }
+
+ private:
+  struct Stage {
+    Engine engine = Engine::kSubgraph;
+    SubgraphStage subgraph;                  // nodes (all engines) and externals (subgraph)
+    std::shared_ptr<PackedOperator> packed;  // kPackedOperator
+  };
+
+  // Everything that depends on the input shapes.
+  struct ShapePlan {
+    std::vector<size_t> signature;      // physical dims of every external input, in order
+    std::vector<Shape> shapes;          // per value
+    std::vector<size_t> offsets;        // per value: workspace offset, or kNotInWorkspace
+    size_t workspace_bytes = 0;
+    std::vector<StageRuntime> runtimes;  // per stage; empty for non-subgraph stages
+    uint64_t last_used = 0;
+  };
+  static constexpr size_t kNotInWorkspace = SIZE_MAX;
+  static constexpr size_t kMaxDynamicPlans = 8;
+
+  XnnpackDelegate() = default;
+
+  Status build_stages(XnnpackModuleContext& context);
+  Result<std::unique_ptr<ShapePlan>> build_plan(std::vector<size_t> signature, bool declared);
+  Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
+  Status run(ShapePlan& plan, EValue* const* args);
+  Error error(ErrorCode code, const std::string& message) const;
+
+  std::string label_;
+  Graph graph_;
+  std::vector<Stage> stages_;
+  std::vector<std::shared_ptr<const AlignedBuffer>> constants_;  // per value; null unless XNNPACK reads it in place
+  std::vector<const void*> constant_data_;                       // per value
+  std::vector<bool> workspace_value_;     // per value: lives in the workspace
+  std::vector<bool> copy_out_;            // per value: external output also consumed inside, copied out at the end
+  std::vector<bool> read_by_xnnpack_;     // per value: read by an XNNPACK stage (may be read past its end)
+  std::vector<bool> argmax_index_;        // per value: holds uint32 indices
+  std::shared_ptr<Workspace> workspace_;
+  std::shared_ptr<Threadpool> threadpool_;
+  std::unique_ptr<ShapePlan> declared_plan_;
+  std::vector<std::unique_ptr<ShapePlan>> dynamic_plans_;
+  uint64_t calls_ = 0;
+  // Per-call scratch, kept to avoid allocating on every execute.
+  std::vector<void*> data_;
+  std::vector<size_t> signature_;
+  std::vector<xnn_external_value> externals_;
+};
+
+}  // namespace etna::xnn

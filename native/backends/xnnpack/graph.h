@@ -1,0 +1,168 @@
+// The delegate's own model of an XNNPACK payload: values and nodes with every
+// id resolved to a dense index and every constant resolved to bytes. Built
+// once by parse_payload() and checked by check_graph(); everything after that
+// indexes it without re-checking.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "generated/xnnpack_generated.h"
+
+namespace etna::xnn {
+
+using Datatype = ::etna::xnnpack::Datatype;
+
+// The serialized "no value" id (also XNNPACK's XNN_INVALID_VALUE_ID).
+constexpr uint32_t kInvalidId = 0xFFFFFFFFu;
+// Dense index standing for an absent optional input (e.g. no bias).
+constexpr uint32_t kNoValue = 0xFFFFFFFFu;
+// The XNNPACK release we link supports up to 6 dims (XNN_MAX_TENSOR_DIMS).
+constexpr size_t kMaxRank = 6;
+// Upstream rejects graphs with more external values than this.
+constexpr uint32_t kMaxExterns = 4096;
+
+// Wire codes of XNodeUnion.
+enum class NodeType : uint8_t {
+  kAdd = 1,
+  kFullyConnected = 2,
+  kSoftmax = 3,
+  kSigmoid = 4,
+  kStaticTranspose = 5,
+  kClamp = 6,
+  kConv2d = 7,
+  kDiv = 8,
+  kStaticResizeBilinear2d = 9,
+  kStaticConstantPad = 10,
+  kAvgPooling2d = 11,
+  kMinimum = 12,
+  kDepthwiseConv2d = 13,
+  kMaxPooling2d = 14,
+  kMultiply = 15,
+  kSubtract = 16,
+  kFloor = 17,
+  kConvert = 18,
+  kGlobalAvgPooling2d = 19,
+  kStaticReshape = 20,
+  kArgMaxPooling2d = 21,
+  kSquareRoot = 22,
+  kCeiling = 23,
+  kHardswish = 24,
+  kLeakyRelu = 25,
+  kMaximum = 26,
+  kNegate = 27,
+  kSquare = 28,
+  kElu = 29,
+  kAbs = 30,
+  kPRelu = 31,
+  kConcatenate2 = 32,
+  kConcatenate3 = 33,
+  kConcatenate4 = 34,
+  kStaticSlice = 35,
+  kScaledDotProductAttention = 36,
+  kBatchMatrixMultiply = 37,
+  kConcatenate5 = 38,
+  kConvTranspose2d = 39,
+  kReciprocalSquareRoot = 40,
+  kLog = 41,
+  kGelu = 42,
+  kTanh = 43,
+  kExp = 44,
+  kSin = 45,
+  kCopy = 46,
+  kCos = 47,
+};
+constexpr uint8_t kLastNodeType = 47;
+
+// "XNNConv2d"; "code 93" for codes outside the union.
+std::string node_type_name(uint8_t code);
+inline std::string node_type_name(NodeType type) { return node_type_name(static_cast<uint8_t>(type)); }
+// "fp32"; "code 77" for codes outside the enum.
+std::string datatype_name(Datatype type);
+// Bytes per element for the datatypes the linked XNNPACK knows (0..7); 0 otherwise.
+size_t datatype_size(Datatype type);
+
+struct Shape {
+  size_t rank = 0;
+  std::array<size_t, kMaxRank> dims{};
+
+  size_t numel() const;
+  bool operator==(const Shape& other) const;
+  bool operator!=(const Shape& other) const { return !(*this == other); }
+  std::string to_string() const;  // "[1, 3, 16, 16]"
+};
+
+struct Quantization {
+  enum class Kind : uint8_t {
+    kNone,
+    kPerTensor,
+    kPerChannel,
+    kUnsupported,  // per-token dynamic or per-group: nothing the linked library can run
+  };
+  Kind kind = Kind::kNone;
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+  std::vector<float> channel_scales;
+  size_t channel_dim = 0;
+  std::string unsupported_name;  // for messages, e.g. "PerChannelGroupQuant"
+};
+
+struct Value {
+  uint32_t id = 0;  // the serialized id_out, used in messages
+  Datatype datatype = Datatype::invalid;
+  Shape shape;  // as declared (the upper bound for dynamic inputs)
+  Quantization quant;
+
+  bool is_constant = false;
+  ByteSpan constant;         // valid during init only (points into the program)
+  std::string constant_key;  // "name:<named key>" or "sha256:<hex of bytes>"
+
+  bool is_input = false;
+  bool is_output = false;
+  uint32_t external_id = kInvalidId;  // index into the DelegateCall args
+
+  int producer = -1;               // node index; -1 for inputs, constants, unused values
+  std::vector<uint32_t> consumers;  // node indices, ascending, may repeat
+};
+
+struct Node {
+  size_t index = 0;
+  NodeType type = NodeType::kAdd;
+  std::vector<uint32_t> inputs;   // dense value indices; kNoValue for an absent optional input
+  std::vector<uint32_t> outputs;  // dense value indices
+  float output_min = 0;
+  float output_max = 0;
+  uint32_t flags = 0;
+
+  // Geometry of convolutions and poolings (unused fields stay 0).
+  uint32_t padding_top = 0, padding_right = 0, padding_bottom = 0, padding_left = 0;
+  uint32_t kernel_height = 0, kernel_width = 0;  // pooling size for poolings
+  uint32_t stride_height = 0, stride_width = 0;  // "subsampling" for convolutions
+  uint32_t dilation_height = 0, dilation_width = 0;
+  uint32_t adjustment_height = 0, adjustment_width = 0;
+  uint32_t groups = 0, group_input_channels = 0, group_output_channels = 0;
+
+  uint32_t axis = 0;                           // concatenation
+  uint32_t new_height = 0, new_width = 0;      // bilinear resize
+  float scalar = 0;                            // ELU alpha, leaky slope, padding value
+  std::vector<size_t> list1;                   // perm, new_shape, slice offsets, pre_paddings
+  std::vector<size_t> list2;                   // slice sizes, post_paddings
+
+  std::string describe() const;  // "node 3 (XNNConv2d)"
+};
+
+struct Graph {
+  uint32_t num_externs = 0;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<uint32_t> inputs;   // dense value indices of external inputs
+  std::vector<uint32_t> outputs;  // dense value indices of external outputs
+
+  std::string describe_value(uint32_t index) const;  // "value 5 (fp32[1, 8, 16, 16])"
+};
+
+}  // namespace etna::xnn

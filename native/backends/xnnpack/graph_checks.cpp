@@ -1,0 +1,370 @@
+#include "backends/xnnpack/graph_checks.h"
+
+#include <initializer_list>
+
+namespace etna::xnn {
+namespace {
+
+Error unsupported(const Node& node, const std::string& what) {
+  return make_error(ErrorCode::kUnsupportedOperator, node.describe() + ": " + what);
+}
+Error invalid(const Node& node, const std::string& what) {
+  return make_error(ErrorCode::kInvalidProgram, node.describe() + ": " + what);
+}
+
+using Types = std::initializer_list<Datatype>;
+const Types kFloat = {Datatype::fp32};
+const Types kFloatOrQ8 = {Datatype::fp32, Datatype::qint8, Datatype::quint8};
+const Types kFloatOrQs8 = {Datatype::fp32, Datatype::qint8};
+const Types kMovable = {Datatype::fp32, Datatype::fp16, Datatype::qint8, Datatype::quint8, Datatype::qint32};
+
+std::string list_types(Types types) {
+  std::string text;
+  for (Datatype type : types) text += (text.empty() ? "" : ", ") + datatype_name(type);
+  return text;
+}
+
+bool contains(Types types, Datatype type) {
+  for (Datatype t : types) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+class NodeChecker {
+ public:
+  NodeChecker(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+
+  const Value& value(uint32_t index) const { return graph_.values[index]; }
+
+  Status arity(size_t inputs, size_t outputs) const {
+    if (node_.inputs.size() != inputs || node_.outputs.size() != outputs) {
+      return invalid(node_, "expects " + std::to_string(inputs) + " inputs and " + std::to_string(outputs) +
+                                " outputs, has " + std::to_string(node_.inputs.size()) + " and " +
+                                std::to_string(node_.outputs.size()));
+    }
+    return Status::ok();
+  }
+
+  // The quantization a value of this datatype must carry.
+  Status quantization_matches(uint32_t index, const char* role) const {
+    const Value& v = value(index);
+    if (v.quant.kind == Quantization::Kind::kUnsupported) {
+      return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) + " uses " +
+                                    v.quant.unsupported_name + " quantization, which the linked XNNPACK cannot run");
+    }
+    const bool per_tensor = v.datatype == Datatype::qint8 || v.datatype == Datatype::quint8 || v.datatype == Datatype::qint32;
+    const bool per_channel = v.datatype == Datatype::qcint8 || v.datatype == Datatype::qcint32;
+    if (per_tensor && v.quant.kind != Quantization::Kind::kPerTensor) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
+                                " needs per-tensor quantization parameters");
+    }
+    if (per_channel && v.quant.kind != Quantization::Kind::kPerChannel) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
+                                " needs per-channel quantization parameters");
+    }
+    if (!per_tensor && !per_channel && v.quant.kind != Quantization::Kind::kNone) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
+                                " carries quantization parameters its datatype does not use");
+    }
+    if (v.datatype == Datatype::qint8 && (v.quant.zero_point < -128 || v.quant.zero_point > 127)) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) + " has zero point " +
+                                std::to_string(v.quant.zero_point) + " outside int8");
+    }
+    if (v.datatype == Datatype::quint8 && (v.quant.zero_point < 0 || v.quant.zero_point > 255)) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) + " has zero point " +
+                                std::to_string(v.quant.zero_point) + " outside uint8");
+    }
+    return Status::ok();
+  }
+
+  Status type_in(uint32_t index, Types allowed, const char* role) const {
+    const Datatype type = value(index).datatype;
+    if (!contains(allowed, type)) {
+      return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) + " has datatype " +
+                                    datatype_name(type) + "; supported: " + list_types(allowed));
+    }
+    return quantization_matches(index, role);
+  }
+
+  // Every input and output has one datatype from `allowed`, the same for all.
+  Status uniform(Types allowed) const {
+    const uint32_t first = node_.inputs.empty() ? node_.outputs[0] : node_.inputs[0];
+    ETNA_TRY(type_in(first, allowed, node_.inputs.empty() ? "output" : "input"));
+    const Datatype type = value(first).datatype;
+    auto same = [&](uint32_t index, const char* role) -> Status {
+      if (index == kNoValue) return Status::ok();
+      if (value(index).datatype != type) {
+        return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) + " has datatype " +
+                                      datatype_name(value(index).datatype) + ", expected " + datatype_name(type) +
+                                      " like the first input");
+      }
+      return quantization_matches(index, role);
+    };
+    for (uint32_t index : node_.inputs) ETNA_TRY(same(index, "input"));
+    for (uint32_t index : node_.outputs) ETNA_TRY(same(index, "output"));
+    return Status::ok();
+  }
+
+  // Data movement copies bytes, so quantized inputs and outputs must agree exactly.
+  Status same_quantization() const {
+    const Value& reference = value(node_.outputs[0]);
+    if (reference.quant.kind != Quantization::Kind::kPerTensor) return Status::ok();
+    for (uint32_t index : node_.inputs) {
+      const Quantization& q = value(index).quant;
+      if (q.scale != reference.quant.scale || q.zero_point != reference.quant.zero_point) {
+        return unsupported(node_, "input " + graph_.describe_value(index) +
+                                      " is quantized differently from the output; requantizing copies are not supported");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status constant(uint32_t index, const char* role) const {
+    if (index != kNoValue && !value(index).is_constant) {
+      return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) +
+                                    " must be a constant (the linked XNNPACK packs it at init)");
+    }
+    return Status::ok();
+  }
+
+  Status flags_within(uint32_t allowed) const {
+    if (node_.flags & ~allowed) {
+      return unsupported(node_, "flags 0x" + to_hex(node_.flags) + " are not supported (allowed: 0x" + to_hex(allowed) + ")");
+    }
+    return Status::ok();
+  }
+
+  // Filter/bias datatypes of fully-connected and convolution nodes.
+  Status weights(bool allow_per_channel) const {
+    const uint32_t input = node_.inputs[0], filter = node_.inputs[1], bias = node_.inputs[2];
+    const uint32_t output = node_.outputs[0];
+    ETNA_TRY(type_in(input, kFloatOrQ8, "input"));
+    const Datatype type = value(input).datatype;
+    if (value(output).datatype != type) {
+      return unsupported(node_, "output " + graph_.describe_value(output) + " has datatype " +
+                                    datatype_name(value(output).datatype) + ", expected " + datatype_name(type));
+    }
+    ETNA_TRY(quantization_matches(output, "output"));
+    ETNA_TRY(constant(filter, "filter"));
+    ETNA_TRY(constant(bias, "bias"));
+    if (type == Datatype::fp32) {
+      ETNA_TRY(type_in(filter, kFloat, "filter"));
+      if (bias != kNoValue) ETNA_TRY(type_in(bias, kFloat, "bias"));
+    } else if (type == Datatype::qint8) {
+      const Types filters = allow_per_channel ? Types{Datatype::qint8, Datatype::qcint8} : Types{Datatype::qint8};
+      ETNA_TRY(type_in(filter, filters, "filter"));
+      if (value(filter).datatype == Datatype::qint8 && value(filter).quant.zero_point != 0) {
+        return unsupported(node_, "filter " + graph_.describe_value(filter) + " has zero point " +
+                                      std::to_string(value(filter).quant.zero_point) + "; signed 8-bit filters need 0");
+      }
+      if (bias != kNoValue) ETNA_TRY(type_in(bias, {Datatype::qint32, Datatype::qcint32}, "bias"));
+    } else {
+      ETNA_TRY(type_in(filter, {Datatype::quint8}, "filter"));
+      if (bias != kNoValue) ETNA_TRY(type_in(bias, {Datatype::qint32}, "bias"));
+    }
+    return Status::ok();
+  }
+
+  static std::string to_hex(uint32_t v) {
+    static const char kDigits[] = "0123456789abcdef";
+    std::string text;
+    do {
+      text.insert(text.begin(), kDigits[v & 15]);
+      v >>= 4;
+    } while (v);
+    return text;
+  }
+
+ private:
+  const Graph& graph_;
+  const Node& node_;
+};
+
+Status check_node_types(const Graph& graph, const Node& node) {
+  NodeChecker check(graph, node);
+  switch (node.type) {
+    case NodeType::kAdd:
+    case NodeType::kMultiply:
+    case NodeType::kSubtract:
+      ETNA_TRY(check.arity(2, 1));
+      return check.uniform(kFloatOrQ8);
+    case NodeType::kDiv:
+    case NodeType::kMinimum:
+    case NodeType::kMaximum:
+      ETNA_TRY(check.arity(2, 1));
+      return check.uniform(kFloat);
+    case NodeType::kPRelu:
+      ETNA_TRY(check.arity(2, 1));
+      ETNA_TRY(check.uniform(kFloat));
+      return check.constant(node.inputs[1], "slope");
+    case NodeType::kClamp:
+    case NodeType::kSigmoid:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloatOrQ8);
+    case NodeType::kElu:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloatOrQs8);
+    case NodeType::kSoftmax:
+    case NodeType::kFloor:
+    case NodeType::kCeiling:
+    case NodeType::kSquareRoot:
+    case NodeType::kHardswish:
+    case NodeType::kLeakyRelu:
+    case NodeType::kNegate:
+    case NodeType::kSquare:
+    case NodeType::kAbs:
+    case NodeType::kReciprocalSquareRoot:
+    case NodeType::kLog:
+    case NodeType::kGelu:
+    case NodeType::kTanh:
+    case NodeType::kExp:
+    case NodeType::kSin:
+    case NodeType::kCos:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloat);
+    case NodeType::kMaxPooling2d:
+    case NodeType::kGlobalAvgPooling2d:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloatOrQ8);
+    case NodeType::kStaticConstantPad:
+    case NodeType::kStaticResizeBilinear2d:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloatOrQ8);
+    case NodeType::kAvgPooling2d:
+      ETNA_TRY(check.arity(1, 1));
+      return check.uniform(kFloat);
+    case NodeType::kArgMaxPooling2d:
+      ETNA_TRY(check.arity(1, 2));
+      // The index output is declared fp32 and receives uint32 indices.
+      return check.uniform(kFloat);
+    case NodeType::kStaticTranspose:
+    case NodeType::kStaticSlice:
+    case NodeType::kStaticReshape:
+    case NodeType::kCopy:
+      ETNA_TRY(check.arity(1, 1));
+      ETNA_TRY(check.uniform(kMovable));
+      return check.same_quantization();
+    case NodeType::kConcatenate2:
+    case NodeType::kConcatenate3:
+    case NodeType::kConcatenate4:
+    case NodeType::kConcatenate5:
+      ETNA_TRY(check.uniform(kMovable));
+      return check.same_quantization();
+    case NodeType::kBatchMatrixMultiply:
+      ETNA_TRY(check.arity(2, 1));
+      ETNA_TRY(check.flags_within(0x1));
+      return check.uniform(kFloat);
+    case NodeType::kConvert: {
+      ETNA_TRY(check.arity(1, 1));
+      const Datatype from = check.value(node.inputs[0]).datatype;
+      const Datatype to = check.value(node.outputs[0]).datatype;
+      const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
+      const bool ok = (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
+      if (!ok) {
+        return unsupported(node, "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
+                                     " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
+      }
+      ETNA_TRY(check.quantization_matches(node.inputs[0], "input"));
+      return check.quantization_matches(node.outputs[0], "output");
+    }
+    case NodeType::kFullyConnected:
+      ETNA_TRY(check.arity(3, 1));
+      ETNA_TRY(check.flags_within(0x1));
+      return check.weights(true);
+    case NodeType::kConv2d:
+    case NodeType::kDepthwiseConv2d:
+      ETNA_TRY(check.arity(3, 1));
+      ETNA_TRY(check.flags_within(0x4));
+      return check.weights(true);
+    case NodeType::kConvTranspose2d:
+      ETNA_TRY(check.arity(3, 1));
+      ETNA_TRY(check.flags_within(0));
+      return check.weights(false);
+    case NodeType::kScaledDotProductAttention:
+      return unsupported(node, "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)");
+  }
+  return unsupported(node, "unhandled node type");
+}
+
+}  // namespace
+
+bool is_quantized(Datatype type) {
+  return type == Datatype::qint8 || type == Datatype::quint8 || type == Datatype::qint32 || type == Datatype::qcint8 ||
+         type == Datatype::qcint32;
+}
+
+Engine engine_for(NodeType type) {
+  switch (type) {
+    case NodeType::kFullyConnected:
+    case NodeType::kConv2d:
+    case NodeType::kDepthwiseConv2d:
+    case NodeType::kConvTranspose2d:
+      return Engine::kPackedOperator;
+    case NodeType::kStaticTranspose:
+    case NodeType::kConcatenate2:
+    case NodeType::kConcatenate3:
+    case NodeType::kConcatenate4:
+    case NodeType::kConcatenate5:
+    case NodeType::kStaticSlice:
+    case NodeType::kStaticReshape:
+    case NodeType::kCopy:
+    case NodeType::kBatchMatrixMultiply:
+    case NodeType::kReciprocalSquareRoot:
+    case NodeType::kLog:
+    case NodeType::kGelu:
+    case NodeType::kTanh:
+    case NodeType::kExp:
+    case NodeType::kSin:
+    case NodeType::kCos:
+    case NodeType::kScaledDotProductAttention:
+      return Engine::kOwnKernel;
+    default:
+      return Engine::kSubgraph;
+  }
+}
+
+Status check_graph(Graph& graph) {
+  for (Value& value : graph.values) {
+    value.producer = -1;
+    value.consumers.clear();
+  }
+  for (Node& node : graph.nodes) {
+    for (uint32_t index : node.inputs) {
+      if (index == kNoValue) continue;
+      Value& value = graph.values[index];
+      if (!value.is_constant && !value.is_input && value.producer < 0) {
+        return invalid(node, "input " + graph.describe_value(index) + " is used before any node produces it");
+      }
+      if (value.consumers.empty() || value.consumers.back() != node.index) {
+        value.consumers.push_back(static_cast<uint32_t>(node.index));
+      }
+    }
+    for (uint32_t index : node.outputs) {
+      Value& value = graph.values[index];
+      if (value.is_constant || value.is_input) {
+        return invalid(node, "output " + graph.describe_value(index) + " is a constant or an external input");
+      }
+      if (value.producer >= 0) {
+        return invalid(node, "output " + graph.describe_value(index) + " is already produced by node " +
+                                 std::to_string(value.producer));
+      }
+      value.producer = static_cast<int>(node.index);
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      for (size_t j = i + 1; j < node.outputs.size(); ++j) {
+        if (node.outputs[i] == node.outputs[j]) return invalid(node, "writes the same value twice");
+      }
+    }
+    ETNA_TRY(check_node_types(graph, node));
+  }
+  for (uint32_t index : graph.outputs) {
+    if (graph.values[index].producer < 0) {
+      return make_error(ErrorCode::kInvalidProgram,
+                        "external output " + graph.describe_value(index) + " is produced by no node");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,252 @@
+#include "backends/xnnpack/own_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace etna::xnn {
+namespace {
+
+// Row-major strides in elements.
+void contiguous_strides(const Shape& shape, size_t* strides) {
+  size_t stride = 1;
+  for (size_t d = shape.rank; d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape.dims[d];
+  }
+}
+
+template <typename Element>
+void transpose_elements(const Element* input, Element* output, const Shape& out_shape, const size_t* in_strides_by_out) {
+  // Odometer over the output; the innermost output dim walks the input with one stride.
+  const size_t rank = out_shape.rank;
+  const size_t inner = out_shape.dims[rank - 1];
+  const size_t inner_stride = in_strides_by_out[rank - 1];
+  size_t index[kMaxRank] = {};
+  size_t outer = out_shape.numel() / inner;
+  for (size_t row = 0; row < outer; ++row) {
+    size_t source = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides_by_out[d];
+    for (size_t i = 0; i < inner; ++i) output[i] = input[source + i * inner_stride];
+    output += inner;
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < out_shape.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+  const Shape& in_shape = shapes[node.inputs[0]];
+  const Shape& out_shape = shapes[node.outputs[0]];
+  const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
+  uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
+  if (out_shape.numel() == 0) return Status::ok();
+  if (out_shape.rank == 0) {
+    std::memcpy(output, input, element_size);
+    return Status::ok();
+  }
+  size_t in_strides[kMaxRank];
+  contiguous_strides(in_shape, in_strides);
+  size_t by_out[kMaxRank];
+  for (size_t i = 0; i < out_shape.rank; ++i) by_out[i] = in_strides[node.list1[i]];
+
+  // When the innermost dim stays innermost, copy contiguous runs.
+  if (node.list1[out_shape.rank - 1] == out_shape.rank - 1) {
+    const size_t rank = out_shape.rank;
+    const size_t run = out_shape.dims[rank - 1] * element_size;
+    size_t index[kMaxRank] = {};
+    const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
+    for (size_t row = 0; row < rows; ++row) {
+      size_t source = 0;
+      for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
+      std::memcpy(output, input + source * element_size, run);
+      output += run;
+      for (size_t d = rank - 1; d-- > 0;) {
+        if (++index[d] < out_shape.dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    return Status::ok();
+  }
+  switch (element_size) {
+    case 1:
+      transpose_elements(input, output, out_shape, by_out);
+      break;
+    case 2:
+      transpose_elements(reinterpret_cast<const uint16_t*>(input), reinterpret_cast<uint16_t*>(output), out_shape, by_out);
+      break;
+    case 4:
+      transpose_elements(reinterpret_cast<const uint32_t*>(input), reinterpret_cast<uint32_t*>(output), out_shape, by_out);
+      break;
+    default:
+      return make_error(ErrorCode::kInternal, node.describe() + ": element size " + std::to_string(element_size));
+  }
+  return Status::ok();
+}
+
+void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+  const Shape& out_shape = shapes[node.outputs[0]];
+  size_t outer = 1;
+  for (size_t d = 0; d < node.axis; ++d) outer *= out_shape.dims[d];
+  size_t out_row = element_size;
+  for (size_t d = node.axis; d < out_shape.rank; ++d) out_row *= out_shape.dims[d];
+  uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
+  size_t column = 0;
+  for (uint32_t input_index : node.inputs) {
+    const Shape& shape = shapes[input_index];
+    size_t row = element_size;
+    for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
+    const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
+    if (row) {
+      for (size_t i = 0; i < outer; ++i) std::memcpy(output + i * out_row + column, input + i * row, row);
+    }
+    column += row;
+  }
+}
+
+void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+  const Shape& in_shape = shapes[node.inputs[0]];
+  const Shape& out_shape = shapes[node.outputs[0]];
+  const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
+  uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
+  if (out_shape.numel() == 0) return;
+  if (out_shape.rank == 0) {
+    std::memcpy(output, input, element_size);
+    return;
+  }
+  size_t in_strides[kMaxRank];
+  contiguous_strides(in_shape, in_strides);
+  const size_t rank = out_shape.rank;
+  size_t base = 0;
+  for (size_t d = 0; d < rank; ++d) base += node.list1[d] * in_strides[d];
+  const size_t run = out_shape.dims[rank - 1] * element_size;
+  const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
+  size_t index[kMaxRank] = {};
+  for (size_t row = 0; row < rows; ++row) {
+    size_t source = base;
+    for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
+    std::memcpy(output, input + source * element_size, run);
+    output += run;
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < out_shape.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* const* data) {
+  const Shape& a_shape = shapes[node.inputs[0]];
+  const Shape& out_shape = shapes[node.outputs[0]];
+  const size_t r = a_shape.rank;
+  const size_t m = a_shape.dims[r - 2];
+  const size_t k = a_shape.dims[r - 1];
+  const size_t n = out_shape.dims[r - 1];
+  size_t batches = 1;
+  for (size_t d = 0; d + 2 < r; ++d) batches *= a_shape.dims[d];
+  const bool transposed = node.flags & 0x1;
+  const float* a = static_cast<const float*>(data[node.inputs[0]]);
+  const float* b = static_cast<const float*>(data[node.inputs[1]]);
+  float* c = static_cast<float*>(data[node.outputs[0]]);
+  for (size_t batch = 0; batch < batches; ++batch) {
+    const float* a_batch = a + batch * m * k;
+    const float* b_batch = b + batch * k * n;
+    float* c_batch = c + batch * m * n;
+    for (size_t i = 0; i < m; ++i) {
+      float* c_row = c_batch + i * n;
+      const float* a_row = a_batch + i * k;
+      if (transposed) {
+        // b is [n, k]: dot products of rows.
+        for (size_t j = 0; j < n; ++j) {
+          const float* b_row = b_batch + j * k;
+          float sum = 0;
+          for (size_t p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
+          c_row[j] = sum;
+        }
+      } else {
+        // b is [k, n]: accumulate scaled rows so the inner loop is contiguous.
+        for (size_t j = 0; j < n; ++j) c_row[j] = 0;
+        for (size_t p = 0; p < k; ++p) {
+          const float scale = a_row[p];
+          const float* b_row = b_batch + p * n;
+          for (size_t j = 0; j < n; ++j) c_row[j] += scale * b_row[j];
+        }
+      }
+    }
+  }
+}
+
+template <typename Fn>
+void elementwise(const Node& node, const std::vector<Shape>& shapes, void* const* data, Fn fn) {
+  const size_t count = shapes[node.outputs[0]].numel();
+  const float* input = static_cast<const float*>(data[node.inputs[0]]);
+  float* output = static_cast<float*>(data[node.outputs[0]]);
+  for (size_t i = 0; i < count; ++i) output[i] = fn(input[i]);
+}
+
+}  // namespace
+
+Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data) {
+  for (uint32_t index : node.inputs) {
+    if (index != kNoValue && !data[index]) {
+      return make_error(ErrorCode::kInternal, node.describe() + ": input " + graph.describe_value(index) + " is unbound");
+    }
+  }
+  for (uint32_t index : node.outputs) {
+    if (!data[index]) {
+      return make_error(ErrorCode::kInternal, node.describe() + ": output " + graph.describe_value(index) + " is unbound");
+    }
+  }
+  const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
+  switch (node.type) {
+    case NodeType::kStaticTranspose:
+      return transpose(node, shapes, data, element_size);
+    case NodeType::kConcatenate2:
+    case NodeType::kConcatenate3:
+    case NodeType::kConcatenate4:
+    case NodeType::kConcatenate5:
+      concatenate(node, shapes, data, element_size);
+      return Status::ok();
+    case NodeType::kStaticSlice:
+      slice(node, shapes, data, element_size);
+      return Status::ok();
+    case NodeType::kStaticReshape:
+    case NodeType::kCopy: {
+      const size_t bytes = shapes[node.outputs[0]].numel() * element_size;
+      if (bytes && data[node.outputs[0]] != data[node.inputs[0]]) {
+        std::memmove(data[node.outputs[0]], data[node.inputs[0]], bytes);
+      }
+      return Status::ok();
+    }
+    case NodeType::kBatchMatrixMultiply:
+      batch_matmul(node, shapes, data);
+      return Status::ok();
+    case NodeType::kReciprocalSquareRoot:
+      elementwise(node, shapes, data, [](float x) { return 1.0f / std::sqrt(x); });
+      return Status::ok();
+    case NodeType::kLog:
+      elementwise(node, shapes, data, [](float x) { return std::log(x); });
+      return Status::ok();
+    case NodeType::kGelu:
+      // Exact (erf) form; the tanh approximation differs by up to ~1e-3.
+      elementwise(node, shapes, data, [](float x) {
+        return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+      });
+      return Status::ok();
+    case NodeType::kTanh:
+      elementwise(node, shapes, data, [](float x) { return std::tanh(x); });
+      return Status::ok();
+    case NodeType::kExp:
+      elementwise(node, shapes, data, [](float x) { return std::exp(x); });
+      return Status::ok();
+    case NodeType::kSin:
+      elementwise(node, shapes, data, [](float x) { return std::sin(x); });
+      return Status::ok();
+    case NodeType::kCos:
+      elementwise(node, shapes, data, [](float x) { return std::cos(x); });
+      return Status::ok();
+    default:
+      return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
+  }
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,402 @@
+#include "backends/xnnpack/packed_operator.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace etna::xnn {
+namespace {
+
+// Appends fields to a binary key.
+class KeyWriter {
+ public:
+  template <typename T>
+  KeyWriter& add(const T& value) {
+    key_.append(reinterpret_cast<const char*>(&value), sizeof(T));
+    return *this;
+  }
+  KeyWriter& add_text(const std::string& text) {
+    add(text.size());
+    key_ += text;
+    return *this;
+  }
+  std::string take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+void add_value(KeyWriter& key, const Value& value) {
+  key.add(static_cast<int16_t>(value.datatype)).add(value.shape.rank);
+  for (size_t d = 0; d < value.shape.rank; ++d) key.add(value.shape.dims[d]);
+  key.add(static_cast<uint8_t>(value.quant.kind)).add(value.quant.scale).add(value.quant.zero_point);
+  key.add(value.quant.channel_dim).add(value.quant.channel_scales.size());
+  for (float scale : value.quant.channel_scales) key.add(scale);
+  key.add_text(value.constant_key);
+}
+
+// Constant bytes at an address aligned for their element type; copies only
+// when the source is misaligned.
+class AlignedConstant {
+ public:
+  explicit AlignedConstant(ByteSpan bytes) {
+    if (reinterpret_cast<uintptr_t>(bytes.data) % 16 == 0 || bytes.size == 0) {
+      data_ = bytes.data;
+      return;
+    }
+    copy_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes.size + 63) / 64 * 64)));
+    if (copy_) std::memcpy(copy_.get(), bytes.data, bytes.size);
+    data_ = copy_.get();
+  }
+  const void* data() const { return data_; }
+  bool ok() const { return data_ != nullptr; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  const void* data_ = nullptr;
+  std::unique_ptr<uint8_t, Free> copy_;
+};
+
+int8_t quantized_bound_s8(float bound, const Quantization& q) {
+  if (std::isinf(bound)) return bound < 0 ? -128 : 127;
+  const float v = std::nearbyint(bound / q.scale) + static_cast<float>(q.zero_point);
+  return static_cast<int8_t>(v < -128 ? -128 : v > 127 ? 127 : v);
+}
+
+uint8_t quantized_bound_u8(float bound, const Quantization& q) {
+  if (std::isinf(bound)) return bound < 0 ? 0 : 255;
+  const float v = std::nearbyint(bound / q.scale) + static_cast<float>(q.zero_point);
+  return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+}  // namespace
+
+std::string PackedOperator::cache_key(const Graph& graph, const Node& node) {
+  KeyWriter key;
+  key.add(static_cast<uint8_t>(node.type)).add(node.flags).add(node.output_min).add(node.output_max);
+  const uint32_t geometry[] = {node.padding_top,     node.padding_right,       node.padding_bottom,
+                               node.padding_left,    node.kernel_height,       node.kernel_width,
+                               node.stride_height,   node.stride_width,        node.dilation_height,
+                               node.dilation_width,  node.adjustment_height,   node.adjustment_width,
+                               node.groups,          node.group_input_channels, node.group_output_channels};
+  for (uint32_t g : geometry) key.add(g);
+  // Input and output contribute datatype and quantization only: shapes vary per call.
+  for (uint32_t index : {node.inputs[0], node.outputs[0]}) {
+    const Value& v = graph.values[index];
+    key.add(static_cast<int16_t>(v.datatype)).add(v.quant.scale).add(v.quant.zero_point);
+  }
+  add_value(key, graph.values[node.inputs[1]]);
+  if (node.inputs[2] == kNoValue) {
+    key.add_text("no bias");
+  } else {
+    add_value(key, graph.values[node.inputs[2]]);
+  }
+  return key.take();
+}
+
+Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& graph, const Node& node) {
+  const Value& input = graph.values[node.inputs[0]];
+  const Value& filter = graph.values[node.inputs[1]];
+  const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
+  const Value& output = graph.values[node.outputs[0]];
+  const std::string where = node.describe();
+
+  std::unique_ptr<PackedOperator> packed(new PackedOperator());
+  switch (node.type) {
+    case NodeType::kFullyConnected:
+      packed->kind_ = Kind::kFullyConnected;
+      break;
+    case NodeType::kConv2d:
+    case NodeType::kDepthwiseConv2d:
+      packed->kind_ = Kind::kConvolution;
+      break;
+    case NodeType::kConvTranspose2d:
+      packed->kind_ = Kind::kDeconvolution;
+      break;
+    default:
+      return make_error(ErrorCode::kInternal, where + " is not a packed operator");
+  }
+  switch (input.datatype) {
+    case Datatype::fp32:
+      packed->arithmetic_ = Arithmetic::kF32;
+      break;
+    case Datatype::qint8:
+      packed->arithmetic_ = filter.datatype == Datatype::qcint8 ? Arithmetic::kQC8 : Arithmetic::kQS8;
+      break;
+    case Datatype::quint8:
+      packed->arithmetic_ = Arithmetic::kQU8;
+      break;
+    default:
+      return make_error(ErrorCode::kUnsupportedOperator,
+                        where + ": input datatype " + datatype_name(input.datatype) + " is not supported");
+  }
+
+  AlignedConstant filter_data(filter.constant);
+  AlignedConstant bias_data(bias ? bias->constant : ByteSpan{});
+  if (!filter_data.ok() || (bias && bias->constant.size && !bias_data.ok())) {
+    return make_error(ErrorCode::kInternal, where + ": out of memory aligning constants");
+  }
+  const void* kernel = filter_data.data();
+  const void* bias_pointer = bias ? bias_data.data() : nullptr;
+
+  const float min = node.output_min;
+  const float max = node.output_max;
+  const int8_t min_s8 = quantized_bound_s8(min, output.quant), max_s8 = quantized_bound_s8(max, output.quant);
+  const uint8_t min_u8 = quantized_bound_u8(min, output.quant), max_u8 = quantized_bound_u8(max, output.quant);
+  const int8_t input_zero_s8 = static_cast<int8_t>(input.quant.zero_point);
+  const int8_t output_zero_s8 = static_cast<int8_t>(output.quant.zero_point);
+  const uint8_t input_zero_u8 = static_cast<uint8_t>(input.quant.zero_point);
+  const uint8_t output_zero_u8 = static_cast<uint8_t>(output.quant.zero_point);
+  const uint8_t kernel_zero_u8 = static_cast<uint8_t>(filter.quant.zero_point);
+
+  xnn_operator_t op = nullptr;
+  xnn_status status = xnn_status_success;
+  const char* call = "";
+  AllocationMeter meter;
+
+  if (packed->kind_ == Kind::kFullyConnected) {
+    const bool transposed = node.flags & 0x1;
+    const size_t k = transposed ? filter.shape.dims[0] : filter.shape.dims[1];
+    const size_t n = transposed ? filter.shape.dims[1] : filter.shape.dims[0];
+    packed->input_channels_ = k;
+    const uint32_t flags = transposed ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0;
+    switch (packed->arithmetic_) {
+      case Arithmetic::kF32:
+        call = "xnn_create_fully_connected_nc_f32";
+        status = xnn_create_fully_connected_nc_f32(k, n, k, n, static_cast<const float*>(kernel),
+                                                   static_cast<const float*>(bias_pointer), min, max, flags, &op);
+        break;
+      case Arithmetic::kQS8:
+        call = "xnn_create_fully_connected_nc_qs8";
+        status = xnn_create_fully_connected_nc_qs8(k, n, k, n, input_zero_s8, input.quant.scale, filter.quant.scale,
+                                                   static_cast<const int8_t*>(kernel),
+                                                   static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+                                                   output.quant.scale, min_s8, max_s8, flags, &op);
+        break;
+      case Arithmetic::kQU8:
+        call = "xnn_create_fully_connected_nc_qu8";
+        status = xnn_create_fully_connected_nc_qu8(k, n, k, n, input_zero_u8, input.quant.scale, kernel_zero_u8,
+                                                   filter.quant.scale, static_cast<const uint8_t*>(kernel),
+                                                   static_cast<const int32_t*>(bias_pointer), output_zero_u8,
+                                                   output.quant.scale, min_u8, max_u8, flags, &op);
+        break;
+      case Arithmetic::kQC8: {
+        // No per-channel fully-connected operator in this release: a 1x1
+        // convolution over [batch, 1, 1, K] computes the same thing with
+        // the filter as [N, 1, 1, K].
+        const size_t expected_channel_dim = transposed ? 1 : 0;
+        if (filter.quant.channel_dim != expected_channel_dim) {
+          return make_error(ErrorCode::kUnsupportedOperator,
+                            where + ": per-channel filter quantized along dim " +
+                                std::to_string(filter.quant.channel_dim) + ", expected the output-channel dim " +
+                                std::to_string(expected_channel_dim));
+        }
+        std::vector<int8_t> rows;
+        const int8_t* kernel_rows = static_cast<const int8_t*>(kernel);
+        if (transposed) {
+          rows.resize(k * n);
+          for (size_t i = 0; i < k; ++i) {
+            for (size_t j = 0; j < n; ++j) rows[j * k + i] = kernel_rows[i * n + j];
+          }
+          kernel_rows = rows.data();
+        }
+        packed->fully_connected_as_convolution_ = true;
+        call = "xnn_create_convolution2d_nhwc_qc8";
+        status = xnn_create_convolution2d_nhwc_qc8(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k, n, k, n, input_zero_s8,
+                                                   input.quant.scale, filter.quant.channel_scales.data(), kernel_rows,
+                                                   static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+                                                   output.quant.scale, min_s8, max_s8, 0, &op);
+        break;
+      }
+    }
+  } else {
+    const bool depthwise = node.type == NodeType::kDepthwiseConv2d;
+    const uint32_t groups = node.groups;
+    const size_t group_in = node.group_input_channels;
+    const size_t group_out = node.group_output_channels;
+    const size_t in_stride = groups * group_in;
+    const size_t out_stride = groups * group_out;
+    // Only SAME padding (0x4) passes the checks; depthwise adds the layout flag.
+    const uint32_t flags = (node.flags & 0x4) | (depthwise ? XNN_FLAG_DEPTHWISE_CONVOLUTION : 0);
+    if (packed->kind_ == Kind::kConvolution) {
+      switch (packed->arithmetic_) {
+        case Arithmetic::kF32:
+          call = "xnn_create_convolution2d_nhwc_f32";
+          status = xnn_create_convolution2d_nhwc_f32(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, static_cast<const float*>(kernel),
+              static_cast<const float*>(bias_pointer), min, max, flags, &op);
+          break;
+        case Arithmetic::kQS8:
+          call = "xnn_create_convolution2d_nhwc_qs8";
+          status = xnn_create_convolution2d_nhwc_qs8(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
+              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+              output.quant.scale, min_s8, max_s8, flags, &op);
+          break;
+        case Arithmetic::kQU8:
+          call = "xnn_create_convolution2d_nhwc_qu8";
+          status = xnn_create_convolution2d_nhwc_qu8(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8,
+              filter.quant.scale, static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
+              output_zero_u8, output.quant.scale, min_u8, max_u8, flags, &op);
+          break;
+        case Arithmetic::kQC8: {
+          const size_t expected_channel_dim = depthwise ? 3 : 0;
+          if (filter.quant.channel_dim != expected_channel_dim) {
+            return make_error(ErrorCode::kUnsupportedOperator,
+                              where + ": per-channel filter quantized along dim " +
+                                  std::to_string(filter.quant.channel_dim) + ", expected the output-channel dim " +
+                                  std::to_string(expected_channel_dim));
+          }
+          call = "xnn_create_convolution2d_nhwc_qc8";
+          status = xnn_create_convolution2d_nhwc_qc8(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale,
+              filter.quant.channel_scales.data(), static_cast<const int8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags,
+              &op);
+          break;
+        }
+      }
+    } else {
+      packed->adjustment_height_ = node.adjustment_height;
+      packed->adjustment_width_ = node.adjustment_width;
+      switch (packed->arithmetic_) {
+        case Arithmetic::kF32:
+          call = "xnn_create_deconvolution2d_nhwc_f32";
+          status = xnn_create_deconvolution2d_nhwc_f32(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, static_cast<const float*>(kernel),
+              static_cast<const float*>(bias_pointer), min, max, 0, &op);
+          break;
+        case Arithmetic::kQS8:
+          call = "xnn_create_deconvolution2d_nhwc_qs8";
+          status = xnn_create_deconvolution2d_nhwc_qs8(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
+              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+              output.quant.scale, min_s8, max_s8, 0, &op);
+          break;
+        case Arithmetic::kQU8:
+          call = "xnn_create_deconvolution2d_nhwc_qu8";
+          status = xnn_create_deconvolution2d_nhwc_qu8(
+              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
+              groups, group_in, group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8,
+              filter.quant.scale, static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
+              output_zero_u8, output.quant.scale, min_u8, max_u8, 0, &op);
+          break;
+        case Arithmetic::kQC8:
+          return make_error(ErrorCode::kUnsupportedOperator,
+                            where + ": per-channel quantized filters are not supported for transposed convolution");
+      }
+    }
+  }
+  packed->op_.reset(op);
+  if (status != xnn_status_success) return xnnpack_error(where, call, status, ErrorCode::kInvalidProgram);
+  packed->packed_bytes_ = AllocationMeter::available()
+                              ? meter.bytes()
+                              : filter.constant.size + (bias ? bias->constant.size : 0);
+  return packed;
+}
+
+Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
+                           pthreadpool_t threadpool) {
+  xnn_operator_t op = op_.get();
+  xnn_status status = xnn_status_success;
+  const char* call = "";
+  if (kind_ == Kind::kFullyConnected && !fully_connected_as_convolution_) {
+    const size_t batch = input_channels_ ? input_shape.numel() / input_channels_ : 0;
+    switch (arithmetic_) {
+      case Arithmetic::kF32:
+        call = "xnn_setup_fully_connected_nc_f32";
+        status = xnn_setup_fully_connected_nc_f32(op, batch, static_cast<const float*>(input), static_cast<float*>(output),
+                                                  threadpool);
+        break;
+      case Arithmetic::kQS8:
+        call = "xnn_setup_fully_connected_nc_qs8";
+        status = xnn_setup_fully_connected_nc_qs8(op, batch, static_cast<const int8_t*>(input),
+                                                  static_cast<int8_t*>(output), threadpool);
+        break;
+      case Arithmetic::kQU8:
+        call = "xnn_setup_fully_connected_nc_qu8";
+        status = xnn_setup_fully_connected_nc_qu8(op, batch, static_cast<const uint8_t*>(input),
+                                                  static_cast<uint8_t*>(output), threadpool);
+        break;
+      case Arithmetic::kQC8:
+        return make_error(ErrorCode::kInternal, node.describe() + ": per-channel FC without convolution form");
+    }
+  } else if (kind_ == Kind::kConvolution || fully_connected_as_convolution_) {
+    size_t batch = 0, height = 1, width = 1;
+    if (fully_connected_as_convolution_) {
+      batch = input_channels_ ? input_shape.numel() / input_channels_ : 0;
+    } else {
+      batch = input_shape.dims[0];
+      height = input_shape.dims[1];
+      width = input_shape.dims[2];
+    }
+    switch (arithmetic_) {
+      case Arithmetic::kF32:
+        call = "xnn_setup_convolution2d_nhwc_f32";
+        status = xnn_setup_convolution2d_nhwc_f32(op, batch, height, width, static_cast<const float*>(input),
+                                                  static_cast<float*>(output), threadpool);
+        break;
+      case Arithmetic::kQS8:
+        call = "xnn_setup_convolution2d_nhwc_qs8";
+        status = xnn_setup_convolution2d_nhwc_qs8(op, batch, height, width, static_cast<const int8_t*>(input),
+                                                  static_cast<int8_t*>(output), threadpool);
+        break;
+      case Arithmetic::kQU8:
+        call = "xnn_setup_convolution2d_nhwc_qu8";
+        status = xnn_setup_convolution2d_nhwc_qu8(op, batch, height, width, static_cast<const uint8_t*>(input),
+                                                  static_cast<uint8_t*>(output), threadpool);
+        break;
+      case Arithmetic::kQC8:
+        call = "xnn_setup_convolution2d_nhwc_qc8";
+        status = xnn_setup_convolution2d_nhwc_qc8(op, batch, height, width, static_cast<const int8_t*>(input),
+                                                  static_cast<int8_t*>(output), threadpool);
+        break;
+    }
+  } else {
+    const size_t batch = input_shape.dims[0], height = input_shape.dims[1], width = input_shape.dims[2];
+    switch (arithmetic_) {
+      case Arithmetic::kF32:
+        call = "xnn_setup_deconvolution2d_nhwc_f32";
+        status = xnn_setup_deconvolution2d_nhwc_f32(op, batch, height, width, adjustment_height_, adjustment_width_,
+                                                    static_cast<const float*>(input), static_cast<float*>(output),
+                                                    threadpool);
+        break;
+      case Arithmetic::kQS8:
+        call = "xnn_setup_deconvolution2d_nhwc_qs8";
+        status = xnn_setup_deconvolution2d_nhwc_qs8(op, batch, height, width, adjustment_height_, adjustment_width_,
+                                                    static_cast<const int8_t*>(input), static_cast<int8_t*>(output),
+                                                    threadpool);
+        break;
+      case Arithmetic::kQU8:
+        call = "xnn_setup_deconvolution2d_nhwc_qu8";
+        status = xnn_setup_deconvolution2d_nhwc_qu8(op, batch, height, width, adjustment_height_, adjustment_width_,
+                                                    static_cast<const uint8_t*>(input), static_cast<uint8_t*>(output),
+                                                    threadpool);
+        break;
+      case Arithmetic::kQC8:
+        return make_error(ErrorCode::kInternal, node.describe() + ": per-channel deconvolution");
+    }
+  }
+  if (status != xnn_status_success) return xnnpack_error(node.describe(), call, status);
+  status = xnn_run_operator(op, threadpool);
+  if (status != xnn_status_success) return xnnpack_error(node.describe(), "xnn_run_operator", status);
+  return Status::ok();
+}
+
+}  // namespace etna::xnn

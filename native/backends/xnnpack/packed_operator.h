@@ -1,0 +1,55 @@
+// Fully-connected, convolution, depthwise-convolution and transposed-
+// convolution nodes run as XNNPACK operators (the 2022 operator API) rather
+// than subgraph nodes: an operator packs its weights once when created and
+// takes the batch and spatial size at each setup. So one operator serves
+// every delegate instance, method and input shape of a module that has the
+// same node over the same constants: packed weights exist once per module.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/xnn_library.h"
+#include "core/status.h"
+
+namespace etna::xnn {
+
+class PackedOperator {
+ public:
+  // Everything that decides the packed weights and the operator's fixed
+  // parameters, as bytes: node kind, datatypes, geometry, flags, bounds,
+  // quantization, and the identities of the filter and bias constants.
+  static std::string cache_key(const Graph& graph, const Node& node);
+
+  // Creates the operator, packing the node's constant filter and bias (their
+  // spans must be valid now; they are not referenced afterwards).
+  static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node);
+
+  // Sets the operator up for this input shape and buffers, then runs it.
+  Status run(const Node& node, const Shape& input_shape, const void* input, void* output, pthreadpool_t threadpool);
+
+  // Bytes XNNPACK allocated when creating the operator (the packed weights
+  // plus the operator object), or the unpacked constant size when the
+  // allocation meter is unavailable.
+  size_t packed_bytes() const { return packed_bytes_; }
+
+ private:
+  enum class Kind : uint8_t { kFullyConnected, kConvolution, kDeconvolution };
+  enum class Arithmetic : uint8_t { kF32, kQS8, kQU8, kQC8 };
+
+  PackedOperator() = default;
+
+  Kind kind_ = Kind::kFullyConnected;
+  Arithmetic arithmetic_ = Arithmetic::kF32;
+  bool fully_connected_as_convolution_ = false;  // per-channel int8 FC runs as a 1x1 convolution
+  size_t input_channels_ = 0;
+  uint32_t adjustment_height_ = 0;
+  uint32_t adjustment_width_ = 0;
+  size_t packed_bytes_ = 0;
+  OperatorPtr op_;
+};
+
+}  // namespace etna::xnn

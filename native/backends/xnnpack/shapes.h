@@ -1,0 +1,24 @@
+// Shape inference over the node list (spec section 6 rules). The linked
+// XNNPACK fixes shapes when a graph is defined, so the delegate computes every
+// intermediate and output shape itself: once at init from the declared input
+// shapes (and compares with the declared ones), and again for each new input
+// shape a call brings.
+#pragma once
+
+#include <vector>
+
+#include "backends/xnnpack/graph.h"
+#include "core/status.h"
+
+namespace etna::xnn {
+
+// Fills shapes[output] for every node output, in node order. On entry,
+// shapes holds the shapes of external inputs and constants; `at_declared`
+// says they are the declared ones (the init pass), which lets nodes whose
+// serialized output dims are authoritative (reshape) use them.
+Status infer_shapes(const Graph& graph, std::vector<Shape>& shapes, bool at_declared);
+
+// Declared shapes of every value (the init pass starts from these).
+std::vector<Shape> declared_shapes(const Graph& graph);
+
+}  // namespace etna::xnn

@@ -1,0 +1,295 @@
+#include "backends/xnnpack/subgraph_stage.h"
+
+#include <unordered_map>
+
+namespace etna::xnn {
+namespace {
+
+constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked release does not know it
+
+xnn_datatype to_xnn(Datatype type) { return static_cast<xnn_datatype>(static_cast<int>(type)); }
+
+class StageBuilder {
+ public:
+  StageBuilder(const Graph& graph, const SubgraphStage& stage, const std::vector<Shape>& shapes,
+               const std::vector<const void*>& constant_data)
+      : graph_(graph), stage_(stage), shapes_(shapes), constant_data_(constant_data) {}
+
+  Result<StageRuntime> build(pthreadpool_t threadpool) {
+    const std::string where = stage_.nodes.empty() ? "XNNPACK stage" : graph_.nodes[stage_.nodes.front()].describe();
+    xnn_subgraph_t raw = nullptr;
+    xnn_status status = xnn_create_subgraph(static_cast<uint32_t>(stage_.externals.size()), 0, &raw);
+    if (status != xnn_status_success) return xnnpack_error(where, "xnn_create_subgraph", status);
+    subgraph_.reset(raw);
+
+    for (size_t k = 0; k < stage_.externals.size(); ++k) {
+      const uint32_t flags = stage_.produced_here[k] ? XNN_VALUE_FLAG_EXTERNAL_OUTPUT : XNN_VALUE_FLAG_EXTERNAL_INPUT;
+      ETNA_TRY(define_value(stage_.externals[k], static_cast<uint32_t>(k), flags, nullptr, where));
+    }
+    for (size_t node_index : stage_.nodes) ETNA_TRY(define_node(graph_.nodes[node_index]));
+
+    xnn_runtime_t runtime = nullptr;
+    status = xnn_create_runtime_v2(subgraph_.get(), threadpool, 0, &runtime);
+    if (status != xnn_status_success) return xnnpack_error(where, "xnn_create_runtime_v2", status, ErrorCode::kInvalidProgram);
+    result_.runtime.reset(runtime);
+    return std::move(result_);
+  }
+
+ private:
+  Status define_value(uint32_t index, uint32_t external_id, uint32_t flags, const void* data, const std::string& where) {
+    const Value& value = graph_.values[index];
+    const Shape& shape = shapes_[index];
+    size_t dims[kMaxRank];
+    for (size_t d = 0; d < shape.rank; ++d) dims[d] = shape.dims[d];
+    uint32_t id = kInvalidId;
+    xnn_status status = xnn_status_success;
+    const char* call = "";
+    switch (value.quant.kind) {
+      case Quantization::Kind::kPerTensor:
+        call = "xnn_define_quantized_tensor_value";
+        status = xnn_define_quantized_tensor_value(subgraph_.get(), to_xnn(value.datatype), value.quant.zero_point,
+                                                   value.quant.scale, shape.rank, dims, data, external_id, flags, &id);
+        break;
+      case Quantization::Kind::kPerChannel:
+        call = "xnn_define_channelwise_quantized_tensor_value";
+        status = xnn_define_channelwise_quantized_tensor_value(subgraph_.get(), to_xnn(value.datatype),
+                                                               value.quant.channel_scales.data(), shape.rank,
+                                                               value.quant.channel_dim, dims, data, external_id, flags,
+                                                               &id);
+        break;
+      default:
+        call = "xnn_define_tensor_value";
+        status = xnn_define_tensor_value(subgraph_.get(), to_xnn(value.datatype), shape.rank, dims, data, external_id,
+                                         flags, &id);
+        break;
+    }
+    if (status != xnn_status_success) {
+      return xnnpack_error(where + ", " + graph_.describe_value(index), call, status, ErrorCode::kInvalidProgram);
+    }
+    ids_[index] = id;
+    return Status::ok();
+  }
+
+  // The XNNPACK id of value `index`; constants are defined on first use.
+  Result<uint32_t> id_of(uint32_t index, const Node& node) {
+    auto it = ids_.find(index);
+    if (it != ids_.end()) return it->second;
+    const Value& value = graph_.values[index];
+    if (!value.is_constant || !constant_data_[index]) {
+      return make_error(ErrorCode::kInternal, node.describe() + ": " + graph_.describe_value(index) + " is not bound");
+    }
+    ETNA_TRY(define_value(index, XNN_INVALID_VALUE_ID, 0, constant_data_[index], node.describe()));
+    return ids_[index];
+  }
+
+  // PReLU needs one slope per channel; a single broadcast slope is expanded.
+  Result<uint32_t> prelu_slope(const Node& node) {
+    const uint32_t index = node.inputs[1];
+    const Shape& input = shapes_[node.inputs[0]];
+    const size_t channels = input.dims[input.rank - 1];
+    if (shapes_[index].numel() == channels && shapes_[index].rank == 1) return id_of(index, node);
+    const float* slope = static_cast<const float*>(constant_data_[index]);
+    if (!slope) return make_error(ErrorCode::kInternal, node.describe() + ": slope is not bound");
+    // Allocation failure is an error value, not an exception: channels come from the input shape.
+    std::unique_ptr<float, FreeDeleter> expanded(
+        static_cast<float*>(std::calloc(channels + kReadPadding / sizeof(float), sizeof(float))));
+    if (!expanded) {
+      return make_error(ErrorCode::kInternal,
+                        node.describe() + ": out of memory expanding the slope to " + std::to_string(channels) + " channels");
+    }
+    const bool single = shapes_[index].numel() == 1;
+    for (size_t c = 0; c < channels; ++c) expanded.get()[c] = single ? slope[0] : slope[c];
+    const size_t dims[1] = {channels};
+    uint32_t id = kInvalidId;
+    const xnn_status status = xnn_define_tensor_value(subgraph_.get(), xnn_datatype_fp32, 1, dims, expanded.get(),
+                                                      XNN_INVALID_VALUE_ID, 0, &id);
+    if (status != xnn_status_success) {
+      return xnnpack_error(node.describe() + " slope", "xnn_define_tensor_value", status, ErrorCode::kInvalidProgram);
+    }
+    result_.owned.push_back(std::move(expanded));
+    return id;
+  }
+
+  Status define_node(const Node& node) {
+    std::vector<uint32_t> in;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.type == NodeType::kPRelu && i == 1) {
+        auto id = prelu_slope(node);
+        if (!id) return id.error();
+        in.push_back(*id);
+        continue;
+      }
+      auto id = id_of(node.inputs[i], node);
+      if (!id) return id.error();
+      in.push_back(*id);
+    }
+    std::vector<uint32_t> out;
+    for (uint32_t index : node.outputs) out.push_back(ids_.at(index));
+
+    const float min = node.output_min;
+    const float max = node.output_max;
+    const uint32_t flags = node.flags;
+    xnn_subgraph_t sg = subgraph_.get();
+    xnn_status status = xnn_status_success;
+    const char* call = "";
+    switch (node.type) {
+      case NodeType::kAdd:
+        call = "xnn_define_add2";
+        status = xnn_define_add2(sg, min, max, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kSubtract:
+        call = "xnn_define_subtract";
+        status = xnn_define_subtract(sg, min, max, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kMultiply:
+        call = "xnn_define_multiply2";
+        status = xnn_define_multiply2(sg, min, max, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kDiv:
+        call = "xnn_define_divide";
+        status = xnn_define_divide(sg, min, max, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kMinimum:
+        call = "xnn_define_minimum2";
+        status = xnn_define_minimum2(sg, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kMaximum:
+        call = "xnn_define_maximum2";
+        status = xnn_define_maximum2(sg, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kPRelu:
+        call = "xnn_define_prelu";
+        status = xnn_define_prelu(sg, in[0], in[1], out[0], flags);
+        break;
+      case NodeType::kClamp:
+        call = "xnn_define_clamp";
+        status = xnn_define_clamp(sg, min, max, in[0], out[0], flags);
+        break;
+      case NodeType::kSoftmax:
+        call = "xnn_define_softmax";
+        status = xnn_define_softmax(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kSigmoid:
+        call = "xnn_define_sigmoid";
+        status = xnn_define_sigmoid(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kFloor:
+        call = "xnn_define_floor";
+        status = xnn_define_floor(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kCeiling:
+        call = "xnn_define_ceiling";
+        status = xnn_define_ceiling(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kSquareRoot:
+        call = "xnn_define_square_root";
+        status = xnn_define_square_root(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kHardswish:
+        call = "xnn_define_hardswish";
+        status = xnn_define_hardswish(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kNegate:
+        call = "xnn_define_negate";
+        status = xnn_define_negate(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kSquare:
+        call = "xnn_define_square";
+        status = xnn_define_square(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kAbs:
+        call = "xnn_define_abs";
+        status = xnn_define_abs(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kConvert:
+        call = "xnn_define_convert";
+        status = xnn_define_convert(sg, in[0], out[0], flags);
+        break;
+      case NodeType::kLeakyRelu:
+        call = "xnn_define_leaky_relu";
+        status = xnn_define_leaky_relu(sg, node.scalar, in[0], out[0], flags);
+        break;
+      case NodeType::kElu:
+        call = "xnn_define_elu";
+        status = xnn_define_elu(sg, node.scalar, in[0], out[0], flags);
+        break;
+      case NodeType::kGlobalAvgPooling2d:
+        call = "xnn_define_global_average_pooling_2d";
+        status = xnn_define_global_average_pooling_2d(sg, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
+        break;
+      case NodeType::kAvgPooling2d:
+        call = "xnn_define_average_pooling_2d";
+        status = xnn_define_average_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
+                                               node.padding_left, node.kernel_height, node.kernel_width,
+                                               node.stride_height, node.stride_width, min, max, in[0], out[0],
+                                               flags & ~kKeepDimsFlag);
+        break;
+      case NodeType::kMaxPooling2d:
+        call = "xnn_define_max_pooling_2d";
+        status = xnn_define_max_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
+                                           node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
+                                           node.stride_width, node.dilation_height ? node.dilation_height : 1,
+                                           node.dilation_width ? node.dilation_width : 1, min, max, in[0], out[0],
+                                           flags & ~kKeepDimsFlag);
+        break;
+      case NodeType::kArgMaxPooling2d:
+        call = "xnn_define_argmax_pooling_2d";
+        status = xnn_define_argmax_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
+                                              node.padding_left, node.kernel_height, node.kernel_width, in[0], out[0],
+                                              out[1], flags & ~kKeepDimsFlag);
+        break;
+      case NodeType::kStaticConstantPad: {
+        size_t pre[kMaxRank] = {}, post[kMaxRank] = {};
+        for (size_t d = 0; d < node.list1.size() && d < kMaxRank; ++d) pre[d] = node.list1[d];
+        for (size_t d = 0; d < node.list2.size() && d < kMaxRank; ++d) post[d] = node.list2[d];
+        call = "xnn_define_static_constant_pad";
+        status = xnn_define_static_constant_pad(sg, pre, post, node.scalar, in[0], out[0], flags);
+        break;
+      }
+      case NodeType::kStaticResizeBilinear2d:
+        call = "xnn_define_static_resize_bilinear_2d";
+        status = xnn_define_static_resize_bilinear_2d(sg, node.new_height, node.new_width, in[0], out[0], flags);
+        break;
+      default:
+        return make_error(ErrorCode::kInternal, node.describe() + " is not an XNNPACK subgraph node");
+    }
+    if (status != xnn_status_success) return xnnpack_error(node.describe(), call, status, ErrorCode::kInvalidProgram);
+    return Status::ok();
+  }
+
+  const Graph& graph_;
+  const SubgraphStage& stage_;
+  const std::vector<Shape>& shapes_;
+  const std::vector<const void*>& constant_data_;
+  SubgraphPtr subgraph_;
+  std::unordered_map<uint32_t, uint32_t> ids_;
+  StageRuntime result_;
+};
+
+}  // namespace
+
+void collect_stage_externals(const Graph& graph, SubgraphStage& stage) {
+  stage.externals.clear();
+  stage.produced_here.clear();
+  auto add = [&](uint32_t index, bool produced) {
+    if (index == kNoValue || graph.values[index].is_constant) return;
+    for (uint32_t existing : stage.externals) {
+      if (existing == index) return;
+    }
+    stage.externals.push_back(index);
+    stage.produced_here.push_back(produced);
+  };
+  for (size_t node_index : stage.nodes) {
+    const Node& node = graph.nodes[node_index];
+    for (uint32_t index : node.inputs) add(index, false);
+    for (uint32_t index : node.outputs) add(index, true);
+  }
+}
+
+Result<StageRuntime> build_stage_runtime(const Graph& graph, const SubgraphStage& stage, const std::vector<Shape>& shapes,
+                                         const std::vector<const void*>& constant_data, pthreadpool_t threadpool) {
+  StageBuilder builder(graph, stage, shapes, constant_data);
+  return builder.build(threadpool);
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,90 @@
+// One loaded method: its values bound to memory, kernels resolved, delegates
+// initialised, and the instruction loop.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "evalue.h"
+#include "io.h"
+#include "kernel.h"
+#include "memory.h"
+#include "program.h"
+#include "status.h"
+
+namespace etna {
+
+// Gives a method the module-wide context of a backend (created once per Module).
+using BackendContextProvider = std::function<BackendModuleContext*(const Backend&)>;
+
+class Method {
+ public:
+  // `memory.arenas` must cover every planned arena of the method (index
+  // mem_id - 1), each at least as large as the method's plan says.
+  static Result<std::unique_ptr<Method>> load(std::shared_ptr<const Program> program, size_t method_index,
+                                              MethodMemory memory, const BackendContextProvider& backends);
+  ~Method();
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+
+  const std::string& name() const { return name_; }
+  size_t input_count() const { return input_indices_.size(); }
+  size_t output_count() const { return output_indices_.size(); }
+
+  // Checks every input against the method's metadata without touching memory.
+  Status validate_inputs(const std::vector<InputValue>& inputs) const;
+  // validate_inputs, then binds them: planned tensors copied in, unplanned used in place.
+  Status set_inputs(const std::vector<InputValue>& inputs);
+  Status execute();
+  // Copies output i into `buffer` (tensors) and describes it.
+  Result<OutputValue> read_output(size_t index, const OutputBuffer& buffer) const;
+  // Bytes an output tensor occupies at its upper bound (0 for non-tensors).
+  size_t output_capacity(size_t index) const;
+  // Forgets caller buffers bound to unplanned inputs, once a call is over.
+  void release_inputs();
+
+ private:
+  struct Step {
+    fb::InstructionArguments kind;
+    uint32_t arg_begin = 0;  // into arg_storage_
+    uint32_t arg_count = 0;
+    KernelFn kernel = nullptr;
+    std::string label;  // operator key or delegate id, for messages
+    DelegateHandle* delegate = nullptr;
+    int32_t a = 0;  // MoveCall from / JumpFalse condition / FreeCall value
+    int32_t b = 0;  // MoveCall to / JumpFalse destination
+  };
+
+  Method() = default;
+  Status bind_values(MethodMemory& memory);
+  Status bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodMemory& memory);
+  Status prepare_steps(const BackendContextProvider& backends);
+  Status validate_input(size_t i, const InputValue& input) const;
+  std::string where(size_t step) const;
+
+  std::shared_ptr<const Program> program_;
+  const fb::ExecutionPlan* plan_ = nullptr;
+  std::string name_;
+  MethodMemory memory_;
+
+  std::vector<EValue> values_;
+  std::vector<Tensor> tensors_;
+  std::vector<EValue*> list_storage_;  // boxed list items, stable addresses
+  std::vector<double> double_storage_;
+  std::unique_ptr<bool[]> bool_storage_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_outputs_;  // unplanned output tensors
+  std::vector<bool> planned_;                              // per value: tensor has planned or constant data
+  std::vector<int32_t> input_indices_;
+  std::vector<int32_t> output_indices_;
+
+  std::vector<EValue*> arg_storage_;
+  std::vector<Step> steps_;
+  std::vector<uint32_t> chain_begin_;  // steps_ index where each chain starts, plus the end
+  std::vector<std::unique_ptr<DelegateHandle>> delegates_;
+};
+
+}  // namespace etna

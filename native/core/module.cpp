@@ -1,0 +1,311 @@
+#include "module.h"
+
+#include <algorithm>
+
+#include "program_info.h"
+
+namespace etna {
+namespace {
+
+std::vector<int64_t> plan_of(const fb::ExecutionPlan& plan) {
+  std::vector<int64_t> sizes;
+  const auto* stored = plan.non_const_buffer_sizes();
+  for (uint32_t i = 0; i < stored->size(); ++i) sizes.push_back(element(stored, i));
+  return sizes;
+}
+
+// A tensor placed in the state arena (mem_id 2) by one method.
+struct StateTensor {
+  size_t method = 0;
+  uint32_t value = 0;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  int dtype = 0;
+  std::string name;  // fully qualified name, when the exporter wrote one
+};
+
+std::string range_text(uint64_t offset, uint64_t nbytes) {
+  return "[" + std::to_string(offset) + ", " + std::to_string(offset + nbytes) + ")";
+}
+
+}  // namespace
+
+ArenaSharing parse_sharing(const std::string& text, bool* ok) {
+  *ok = true;
+  if (text == "auto") return ArenaSharing::kAuto;
+  if (text == "true" || text == "on") return ArenaSharing::kOn;
+  if (text == "false" || text == "off") return ArenaSharing::kOff;
+  if (text == "state") return ArenaSharing::kState;
+  *ok = false;
+  return ArenaSharing::kAuto;
+}
+
+Module::~Module() {
+  // Methods hold delegate handles that point into backend contexts.
+  methods_.clear();
+  backend_contexts_.clear();
+}
+
+Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> program, const ModuleOptions& options) {
+  std::unique_ptr<Module> module(new Module());
+  module->program_ = std::move(program);
+  module->options_ = options;
+  const Program& p = *module->program_;
+  const size_t count = p.method_count();
+  for (size_t m = 0; m < count; ++m) module->method_names_.push_back(p.method(m).name()->str());
+  module->methods_.resize(count);
+  module->method_memory_.resize(count);
+
+  size_t state_planners = 0;
+  for (size_t m = 0; m < count; ++m) {
+    const auto sizes = plan_of(p.method(m));
+    if (sizes.size() > 2 && sizes[2] > 0) ++state_planners;
+  }
+  switch (options.sharing) {
+    case ArenaSharing::kAuto:
+      if (state_planners >= 2) {
+        module->sharing_ = ArenaSharing::kOn;
+        module->reason_ = std::to_string(state_planners) +
+                          " methods plan a mem_id 2 state arena: the program was exported with shared state";
+      } else {
+        module->sharing_ = ArenaSharing::kOff;
+        module->reason_ = state_planners == 1 ? "only one method plans a mem_id 2 arena: nothing to share"
+                                              : "no method plans a mem_id 2 state arena";
+      }
+      break;
+    case ArenaSharing::kOn: module->sharing_ = ArenaSharing::kOn; module->reason_ = "shareMemoryArenas: true"; break;
+    case ArenaSharing::kOff: module->sharing_ = ArenaSharing::kOff; module->reason_ = "shareMemoryArenas: false"; break;
+    case ArenaSharing::kState:
+      module->sharing_ = ArenaSharing::kState;
+      module->reason_ = "shareMemoryArenas: \"state\"";
+      break;
+  }
+
+  if (module->sharing_ != ArenaSharing::kOff) {
+    ETNA_TRY(module->check_shared_plans());
+    uint64_t activations = 0;
+    uint64_t state = 0;
+    for (size_t m = 0; m < count; ++m) {
+      const auto sizes = plan_of(p.method(m));
+      if (sizes.size() > 1) activations = std::max<uint64_t>(activations, static_cast<uint64_t>(sizes[1]));
+      if (sizes.size() > 2) state = std::max<uint64_t>(state, static_cast<uint64_t>(sizes[2]));
+    }
+    if (module->sharing_ == ArenaSharing::kOn) {
+      auto arena = Arena::allocate(static_cast<size_t>(activations));
+      if (!arena) return arena.error();
+      module->shared_activations_ = std::move(*arena);
+    }
+    auto arena = Arena::allocate(static_cast<size_t>(state));
+    if (!arena) return arena.error();
+    module->shared_state_ = std::move(*arena);
+    // Load everything now so no later load re-initialises live state.
+    for (const std::string& name : module->method_names_) ETNA_TRY(module->load_method(name));
+  }
+  return module;
+}
+
+Status Module::check_shared_plans() const {
+  const Program& p = *program_;
+  std::vector<StateTensor> state;
+  std::optional<std::pair<size_t, int64_t>> state_size;  // first method with a state arena, its size
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    const fb::ExecutionPlan& plan = p.method(m);
+    if (const auto* devices = plan.non_const_buffer_device()) {
+      for (const fb::NonConstBufferDevice* device : *devices) {
+        if (device->device_type() != fb::DeviceType::CPU) {
+          return make_error(ErrorCode::kMemoryPlanConflict,
+                            "method '" + method_names_[m] + "' places arena " + std::to_string(device->buffer_idx()) +
+                                " on a non-CPU device; such arenas cannot be shared (use shareMemoryArenas: false)");
+        }
+      }
+    }
+    const auto sizes = plan_of(plan);
+    if (sizes.size() > 2) {
+      if (!state_size) {
+        state_size = std::make_pair(m, sizes[2]);
+      } else if (state_size->second != sizes[2]) {
+        return make_error(ErrorCode::kMemoryPlanConflict,
+                          "methods '" + method_names_[state_size->first] + "' and '" + method_names_[m] +
+                              "' plan different state arenas (mem_id 2: " + std::to_string(state_size->second) + " vs " +
+                              std::to_string(sizes[2]) + " bytes); they were not exported to share state");
+      }
+    }
+    const auto* values = plan.values();
+    for (uint32_t i = 0; i < values->size(); ++i) {
+      const fb::Tensor* tensor = values->Get(i)->val_as_Tensor();
+      if (!tensor || !tensor->allocation_info() || tensor->allocation_info()->memory_id() != 2) continue;
+      StateTensor entry;
+      entry.method = m;
+      entry.value = i;
+      entry.offset = planned_offset(*tensor->allocation_info());
+      entry.nbytes = tensor_nbytes(*tensor).value_or(0);
+      entry.dtype = static_cast<int>(tensor->scalar_type());
+      if (const auto* extra = tensor->extra_tensor_info()) {
+        if (extra->fully_qualified_name()) entry.name = extra->fully_qualified_name()->str();
+      }
+      if (entry.nbytes > 0) state.push_back(std::move(entry));
+    }
+  }
+  // Same bytes must mean the same tensor in every method: overlapping state
+  // tensors of different methods agree on offset, size and dtype.
+  std::sort(state.begin(), state.end(), [](const StateTensor& a, const StateTensor& b) { return a.offset < b.offset; });
+  auto describe = [&](const StateTensor& t) {
+    return "'" + method_names_[t.method] + "' values[" + std::to_string(t.value) + "]" +
+           (t.name.empty() ? "" : " ('" + t.name + "')") + " " +
+           std::string(dtype_name(static_cast<ScalarType>(t.dtype))) + " at " + range_text(t.offset, t.nbytes);
+  };
+  for (size_t a = 0; a < state.size(); ++a) {
+    for (size_t b = a + 1; b < state.size() && state[b].offset < state[a].offset + state[a].nbytes; ++b) {
+      if (state[a].method == state[b].method) continue;
+      const bool same = state[a].offset == state[b].offset && state[a].nbytes == state[b].nbytes &&
+                        state[a].dtype == state[b].dtype;
+      if (!same) {
+        return make_error(ErrorCode::kMemoryPlanConflict, "state tensors overlap without matching: " +
+                                                              describe(state[a]) + " and " + describe(state[b]) +
+                                                              " share bytes of mem_id 2 but differ in offset, size or "
+                                                              "dtype; sharing state would corrupt it");
+      }
+    }
+  }
+  for (size_t a = 0; a < state.size(); ++a) {
+    for (size_t b = a + 1; b < state.size(); ++b) {
+      if (state[a].name.empty() || state[a].name != state[b].name) continue;
+      if (state[a].offset != state[b].offset || state[a].nbytes != state[b].nbytes || state[a].dtype != state[b].dtype) {
+        return make_error(ErrorCode::kMemoryPlanConflict, "state '" + state[a].name + "' is placed differently: " +
+                                                              describe(state[a]) + " vs " + describe(state[b]));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Result<MethodMemory> Module::memory_for(size_t method_index) {
+  const auto sizes = plan_of(program_->method(method_index));
+  MethodMemory memory;
+  for (size_t id = 1; id < sizes.size(); ++id) {
+    if (id == 1 && sharing_ == ArenaSharing::kOn) {
+      memory.arenas.push_back(shared_activations_);
+    } else if (id == 2 && sharing_ != ArenaSharing::kOff) {
+      memory.arenas.push_back(shared_state_);
+    } else {
+      auto arena = Arena::allocate(static_cast<size_t>(sizes[id]));
+      if (!arena) return arena.error();
+      memory.arenas.push_back(std::move(*arena));
+    }
+  }
+  return memory;
+}
+
+BackendModuleContext* Module::backend_context(const Backend& backend) {
+  auto& context = backend_contexts_[std::string(backend.id())];
+  if (!context) {
+    BackendOptions options;
+    options.num_threads = options_.num_threads;
+    options.share_workspace = sharing_ == ArenaSharing::kOn;
+    context = backend.create_module_context(options);
+  }
+  return context.get();
+}
+
+Status Module::load_method(const std::string& name) {
+  auto index = program_->find_method(name);
+  if (!index) {
+    std::string names;
+    for (const std::string& n : method_names_) names += (names.empty() ? "'" : ", '") + n + "'";
+    return make_error(ErrorCode::kMethodNotFound, "no method named '" + name + "' (this program has " +
+                                                      (names.empty() ? "no methods" : names) + ")");
+  }
+  if (methods_[*index]) return Status::ok();
+  auto memory = memory_for(*index);
+  if (!memory) return memory.error();
+  method_memory_[*index] = *memory;
+  auto method = Method::load(program_, *index, std::move(*memory),
+                             [this](const Backend& backend) { return backend_context(backend); });
+  if (!method) {
+    method_memory_[*index] = MethodMemory();
+    return method.error();
+  }
+  methods_[*index] = std::move(*method);
+  return Status::ok();
+}
+
+Result<Method*> Module::method(const std::string& name) {
+  ETNA_TRY(load_method(name));
+  return methods_[*program_->find_method(name)].get();
+}
+
+Result<std::vector<size_t>> Module::output_capacities(const std::string& name) {
+  auto loaded = method(name);
+  if (!loaded) return loaded.error();
+  std::vector<size_t> capacities;
+  for (size_t i = 0; i < (*loaded)->output_count(); ++i) capacities.push_back((*loaded)->output_capacity(i));
+  return capacities;
+}
+
+Result<std::vector<OutputValue>> Module::execute(const std::string& name, const std::vector<InputValue>& inputs,
+                                                 const std::vector<OutputBuffer>& outputs) {
+  std::unique_lock<std::mutex> lock(call_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    return make_error(ErrorCode::kInternal, "module is already running a call; calls must be serialized");
+  }
+  auto loaded = method(name);
+  if (!loaded) return loaded.error();
+  Method& method = **loaded;
+  if (outputs.size() != method.output_count()) {
+    return make_error(ErrorCode::kInternal, "method '" + name + "' has " + std::to_string(method.output_count()) +
+                                                " outputs; " + std::to_string(outputs.size()) + " buffers given");
+  }
+  ETNA_TRY(method.set_inputs(inputs));
+  Status status = method.execute();
+  std::vector<OutputValue> results;
+  if (status) {
+    for (size_t i = 0; i < method.output_count(); ++i) {
+      auto value = method.read_output(i, outputs[i]);
+      if (!value) {
+        status = value.error();
+        break;
+      }
+      results.push_back(std::move(*value));
+    }
+  }
+  method.release_inputs();
+  if (!status) return status.error();
+  return results;
+}
+
+MemoryReport Module::memory_report() const {
+  MemoryReport report;
+  report.mode = sharing_ == ArenaSharing::kOn ? "shared" : sharing_ == ArenaSharing::kState ? "state" : "unshared";
+  report.reason = reason_;
+  const Program& p = *program_;
+  std::map<const Arena*, size_t> seen;  // arena -> index in report.arenas
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    const auto sizes = plan_of(p.method(m));
+    for (size_t id = 1; id < sizes.size(); ++id) report.unshared_planned_bytes += static_cast<uint64_t>(sizes[id]);
+    report.constant_bytes += describe_method(p, m).constant_bytes;
+    const MethodMemory& memory = method_memory_[m];
+    for (size_t k = 0; k < memory.arenas.size(); ++k) {
+      const Arena* arena = memory.arenas[k].get();
+      auto it = seen.find(arena);
+      if (it == seen.end()) {
+        ArenaReport entry;
+        entry.memory_id = static_cast<uint32_t>(k + 1);
+        entry.bytes = arena->size();
+        entry.shared = (k == 0 && sharing_ == ArenaSharing::kOn) || (k == 1 && sharing_ != ArenaSharing::kOff);
+        seen[arena] = report.arenas.size();
+        report.arenas.push_back(entry);
+        report.planned_bytes += arena->size();
+        it = seen.find(arena);
+      }
+      report.arenas[it->second].methods.push_back(method_names_[m]);
+    }
+  }
+  for (const auto& [id, context] : backend_contexts_) {
+    const BackendMemory memory = context->memory();
+    report.packed_weight_bytes += memory.packed_weight_bytes;
+    report.workspace_bytes += memory.workspace_bytes;
+  }
+  return report;
+}
+
+}  // namespace etna

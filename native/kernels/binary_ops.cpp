@@ -1,0 +1,380 @@
+// Elementwise operators with two or three operands: arithmetic, comparisons,
+// where, masked_fill and pow. Operands broadcast; the result dtype follows
+// PyTorch's type promotion and is converted to the out tensor's dtype.
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/iteration.h"
+#include "kernels/kernel_groups.h"
+
+namespace etna::kernels {
+namespace {
+
+// The second operand of a binary operator: a tensor or a Scalar.
+struct Operand {
+  const Tensor* tensor = nullptr;
+  Scalar scalar;
+  std::string_view name;
+};
+
+Result<Operand> read_operand(const OpArgs& op, size_t index, std::string_view name, bool is_tensor) {
+  Operand operand;
+  operand.name = name;
+  if (is_tensor) {
+    ETNA_KERNEL_ASSIGN(operand.tensor, op.strided_input(index, name));
+  } else {
+    ETNA_KERNEL_ASSIGN(operand.scalar, op.scalar_arg(index, name));
+  }
+  return operand;
+}
+
+Result<ScalarType> operands_result_type(const OpArgs& op, const Tensor& self, const Operand& other) {
+  ResultType result;
+  result.add(self);
+  if (other.tensor) result.add(*other.tensor);
+  else result.add(other.scalar);
+  if (auto type = result.get()) return *type;
+  std::string message = "unsupported dtypes: self " + std::string(dtype_name(self.dtype()));
+  if (other.tensor) message += ", " + std::string(other.name) + " " + std::string(dtype_name(other.tensor->dtype()));
+  return op.unsupported(message + " (supported: uint8, int8, int16, int32, int64, float32, float64, bool)");
+}
+
+// Shapes the output: the broadcast of self and other (or self's shape).
+Status prepare_binary_output(const OpArgs& op, const Tensor& self, const Operand& other, Tensor& out) {
+  Shape shape = Shape::of(self);
+  if (other.tensor) {
+    ETNA_KERNEL_ASSIGN(shape, op.broadcast_shapes(shape, "self", Shape::of(*other.tensor), other.name));
+  }
+  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  return op.prepare_output(out, shape, "out", /*row_major=*/false);
+}
+
+// Applies f(a, b) in compute type C to self and other, writing out.
+template <typename C, typename R, typename F>
+void apply_binary(const Tensor& self, const Operand& other, Tensor& out, F f) {
+  if (other.tensor) {
+    map_elements<C, R, 2>({&self, other.tensor}, out, f);
+  } else {
+    const C b = other.scalar.to<C>();
+    map_elements<C, R, 1>({&self}, out, [f, b](C a) { return f(a, b); });
+  }
+}
+
+// --- add, sub, rsub, mul ---------------------------------------------------
+
+enum class Arith { kAdd, kSub, kReverseSub, kMul };
+
+Status arithmetic(const OpArgs& op, bool other_is_tensor, Arith kind, bool has_alpha) {
+  const size_t out_index = has_alpha ? 3 : 2;
+  ETNA_TRY(op.expect_count(out_index + 2));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
+  Scalar alpha = Scalar::from_int(1);
+  if (has_alpha) {
+    ETNA_KERNEL_ASSIGN(alpha, op.scalar_arg(2, "alpha"));
+  }
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(out_index, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
+  if (result == ScalarType::kBool && (kind == Arith::kSub || kind == Arith::kReverseSub)) {
+    return op.program_error("subtracting bool tensors is not supported (use logical_xor)");
+  }
+  if (has_alpha) {
+    if (is_integral_dtype(result, true) && alpha.is_double()) {
+      return op.program_error("alpha " + alpha.describe() + " must be an integer for " +
+                              std::string(dtype_name(result)) + " operands");
+    }
+    if (alpha.is_bool() && result != ScalarType::kBool) {
+      return op.program_error("a Bool alpha is only allowed for bool operands");
+    }
+  }
+  ETNA_TRY(op.expect_castable(result, *out));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  visit_compute_type(result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    const C a_scale = alpha.to<C>();
+    switch (kind) {
+      case Arith::kAdd:
+        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_add(a, wrapping_mul(a_scale, b)); });
+        break;
+      case Arith::kSub:
+        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_sub(a, wrapping_mul(a_scale, b)); });
+        break;
+      case Arith::kReverseSub:
+        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_sub(b, wrapping_mul(a_scale, a)); });
+        break;
+      case Arith::kMul:
+        apply_binary<C, C>(*self, other, *out, [](C a, C b) { return wrapping_mul(a, b); });
+        break;
+    }
+  });
+  return Status::ok();
+}
+
+// --- div ----------------------------------------------------------------------
+
+enum class Rounding { kNone, kTrunc, kFloor };
+
+template <typename C>
+C floor_divide_floating(C a, C b) {
+  if (b == 0) return a / b;  // inf or nan, like PyTorch
+  const C remainder = std::fmod(a, b);
+  C quotient = (a - remainder) / b;
+  if (remainder != 0 && ((b < 0) != (remainder < 0))) quotient -= 1;
+  if (quotient == 0) return std::copysign(C(0), a / b);
+  C floored = std::floor(quotient);
+  if (quotient - floored > C(0.5)) floored += 1;
+  return floored;
+}
+
+// Integer quotient rounded toward zero or down; division by zero sets the flag.
+int64_t divide_integers(int64_t a, int64_t b, Rounding rounding, bool& divided_by_zero) {
+  if (b == 0) {
+    divided_by_zero = true;
+    return 0;
+  }
+  if (a == std::numeric_limits<int64_t>::min() && b == -1) return a;  // wraps, as two's complement would
+  int64_t quotient = a / b;
+  if (rounding == Rounding::kFloor && a % b != 0 && ((a < 0) != (b < 0))) quotient -= 1;
+  return quotient;
+}
+
+Status divide(const OpArgs& op, bool other_is_tensor, bool has_mode) {
+  const size_t out_index = has_mode ? 3 : 2;
+  ETNA_TRY(op.expect_count(out_index + 2));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
+  Rounding rounding = Rounding::kNone;
+  if (has_mode) {
+    ETNA_KERNEL_ASSIGN(std::optional<std::string_view> mode, op.optional_string_arg(2, "rounding_mode"));
+    if (mode && *mode == "trunc") rounding = Rounding::kTrunc;
+    else if (mode && *mode == "floor") rounding = Rounding::kFloor;
+    else if (mode) {
+      return op.program_error("rounding_mode must be None, 'trunc' or 'floor', got '" + std::string(*mode) + "'");
+    }
+  }
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(out_index, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
+  // True division of integers produces the default float dtype.
+  const ScalarType result =
+      rounding == Rounding::kNone && !is_floating_dtype(common) ? ScalarType::kFloat : common;
+  ETNA_TRY(op.expect_castable(result, *out));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  bool divided_by_zero = false;
+  if (rounding == Rounding::kNone) {
+    const bool wide = result == ScalarType::kDouble || out->dtype() == ScalarType::kDouble;
+    visit_floating_dtype(wide ? ScalarType::kDouble : ScalarType::kFloat, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      apply_binary<C, C>(*self, other, *out, [](C a, C b) { return a / b; });
+    });
+  } else if (is_floating_dtype(result)) {
+    visit_floating_dtype(result, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      if (rounding == Rounding::kTrunc) {
+        apply_binary<C, C>(*self, other, *out, [](C a, C b) { return std::trunc(a / b); });
+      } else {
+        apply_binary<C, C>(*self, other, *out, [](C a, C b) { return floor_divide_floating(a, b); });
+      }
+    });
+  } else {
+    apply_binary<int64_t, int64_t>(*self, other, *out, [rounding, &divided_by_zero](int64_t a, int64_t b) {
+      return divide_integers(a, b, rounding, divided_by_zero);
+    });
+  }
+  if (divided_by_zero) return op.input_error("integer division by zero");
+  return Status::ok();
+}
+
+// --- comparisons -------------------------------------------------------------------
+
+enum class Compare { kEq, kNe, kLt, kGt, kLe, kGe };
+
+template <typename C>
+bool compare_values(Compare kind, C a, C b) {
+  switch (kind) {
+    case Compare::kEq: return a == b;
+    case Compare::kNe: return a != b;
+    case Compare::kLt: return a < b;
+    case Compare::kGt: return a > b;
+    case Compare::kLe: return a <= b;
+    case Compare::kGe: return a >= b;
+  }
+  return false;
+}
+
+Status comparison(const OpArgs& op, bool other_is_tensor, Compare kind) {
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  visit_compute_type(common, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    apply_binary<C, bool>(*self, other, *out, [kind](C a, C b) { return compare_values(kind, a, b); });
+  });
+  return Status::ok();
+}
+
+// --- where, masked_fill, pow ---------------------------------------------------------
+
+Status where_self_out(KernelArgs args) {
+  OpArgs op("aten::where.self_out", args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * condition, op.strided_input(0, "condition"));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(1, "self"));
+  ETNA_KERNEL_ASSIGN(Tensor * other, op.strided_input(2, "other"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
+  if (condition->dtype() != ScalarType::kBool && condition->dtype() != ScalarType::kByte) {
+    return op.program_error("condition must be bool (or uint8), got " + condition->describe());
+  }
+  ResultType result_type;
+  result_type.add(*self);
+  result_type.add(*other);
+  const auto result = result_type.get();
+  if (!result) {
+    return op.unsupported("unsupported dtypes: self " + self->describe() + ", other " + other->describe());
+  }
+  ETNA_TRY(op.expect_castable(*result, *out));
+  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  ETNA_KERNEL_ASSIGN(Shape values_shape, op.broadcast_shapes(Shape::of(*self), "self", Shape::of(*other), "other"));
+  ETNA_KERNEL_ASSIGN(Shape shape, op.broadcast_shapes(Shape::of(*condition), "condition", values_shape, "self/other"));
+  ETNA_TRY(op.prepare_output(*out, shape, "out", false));
+  visit_compute_type(*result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    map_elements<C, C, 3>({condition, self, other}, *out, [](C c, C a, C b) { return c != C(0) ? a : b; });
+  });
+  return Status::ok();
+}
+
+Status masked_fill_scalar_out(KernelArgs args) {
+  OpArgs op("aten::masked_fill.Scalar_out", args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Tensor * mask, op.strided_input(1, "mask"));
+  ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(2, "value"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
+  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  ETNA_TRY(op.expect_dtype(*mask, "mask", ScalarType::kBool));
+  if (!value.fits(self->dtype())) {
+    return op.input_error("value " + value.describe() + " does not fit self's dtype " +
+                          std::string(dtype_name(self->dtype())));
+  }
+  ETNA_TRY(op.expect_castable(self->dtype(), *out));
+  ETNA_KERNEL_ASSIGN(Shape shape, op.broadcast_shapes(Shape::of(*self), "self", Shape::of(*mask), "mask"));
+  if (shape != Shape::of(*self)) {
+    return op.input_error("mask " + mask->describe() + " must broadcast to self " + self->describe());
+  }
+  ETNA_TRY(op.prepare_output(*out, shape, "out", false));
+  visit_compute_type(self->dtype(), [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    // The fill value is first converted to self's dtype (what PyTorch stores).
+    C fill = 0;
+    visit_real_dtype(self->dtype(), [&](auto self_tag) {
+      fill = convert_value<C>(value.to<typename decltype(self_tag)::type>());
+    });
+    map_elements<C, C, 2>({self, mask}, *out, [fill](C a, C m) { return m != C(0) ? fill : a; });
+  });
+  return Status::ok();
+}
+
+int64_t integer_power(int64_t base, int64_t exponent) {
+  int64_t result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = wrapping_mul(result, base);
+    base = wrapping_mul(base, base);
+    exponent >>= 1;
+  }
+  return result;
+}
+
+Status pow_tensor_scalar_out(KernelArgs args) {
+  OpArgs op("aten::pow.Tensor_Scalar_out", args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand exponent, read_operand(op, 1, "exponent", false));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, exponent));
+  ETNA_TRY(op.expect_castable(result, *out));
+  if (!is_floating_dtype(result) && exponent.scalar.to<int64_t>() < 0) {
+    return op.input_error("integers to negative integer powers are not allowed (exponent " +
+                          exponent.scalar.describe() + ")");
+  }
+  ETNA_TRY(prepare_binary_output(op, *self, exponent, *out));
+  if (is_floating_dtype(result)) {
+    visit_floating_dtype(result, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      apply_binary<C, C>(*self, exponent, *out, [](C a, C b) { return static_cast<C>(std::pow(a, b)); });
+    });
+  } else {
+    apply_binary<int64_t, int64_t>(*self, exponent, *out, [](int64_t a, int64_t b) { return integer_power(a, b); });
+  }
+  return Status::ok();
+}
+
+// --- registered entry points ------------------------------------------------------
+
+#define ETNA_ARITH_KERNEL(fn, key, tensor_other, kind, has_alpha) \
+  Status fn(KernelArgs args) { return arithmetic(OpArgs(key, args), tensor_other, kind, has_alpha); }
+ETNA_ARITH_KERNEL(add_out, "aten::add.out", true, Arith::kAdd, true)
+ETNA_ARITH_KERNEL(add_scalar_out, "aten::add.Scalar_out", false, Arith::kAdd, true)
+ETNA_ARITH_KERNEL(sub_out, "aten::sub.out", true, Arith::kSub, true)
+ETNA_ARITH_KERNEL(sub_scalar_out, "aten::sub.Scalar_out", false, Arith::kSub, true)
+ETNA_ARITH_KERNEL(rsub_scalar_out, "aten::rsub.Scalar_out", false, Arith::kReverseSub, true)
+ETNA_ARITH_KERNEL(mul_out, "aten::mul.out", true, Arith::kMul, false)
+ETNA_ARITH_KERNEL(mul_scalar_out, "aten::mul.Scalar_out", false, Arith::kMul, false)
+#undef ETNA_ARITH_KERNEL
+
+Status div_out(KernelArgs args) { return divide(OpArgs("aten::div.out", args), true, false); }
+Status div_scalar_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_out", args), false, false); }
+Status div_out_mode(KernelArgs args) { return divide(OpArgs("aten::div.out_mode", args), true, true); }
+Status div_scalar_mode_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_mode_out", args), false, true); }
+
+#define ETNA_COMPARE_KERNELS(name, kind)                                                        \
+  Status name##_scalar_out(KernelArgs args) {                                                   \
+    return comparison(OpArgs("aten::" #name ".Scalar_out", args), false, kind);                 \
+  }                                                                                             \
+  Status name##_tensor_out(KernelArgs args) {                                                   \
+    return comparison(OpArgs("aten::" #name ".Tensor_out", args), true, kind);                  \
+  }
+ETNA_COMPARE_KERNELS(eq, Compare::kEq)
+ETNA_COMPARE_KERNELS(ne, Compare::kNe)
+ETNA_COMPARE_KERNELS(lt, Compare::kLt)
+ETNA_COMPARE_KERNELS(gt, Compare::kGt)
+ETNA_COMPARE_KERNELS(le, Compare::kLe)
+ETNA_COMPARE_KERNELS(ge, Compare::kGe)
+#undef ETNA_COMPARE_KERNELS
+
+}  // namespace
+
+void register_binary_kernels(KernelRegistry& registry) {
+  registry.add("aten::add.out", add_out, 5);
+  registry.add("aten::add.Scalar_out", add_scalar_out, 5);
+  registry.add("aten::sub.out", sub_out, 5);
+  registry.add("aten::sub.Scalar_out", sub_scalar_out, 5);
+  registry.add("aten::rsub.Scalar_out", rsub_scalar_out, 5);
+  registry.add("aten::mul.out", mul_out, 4);
+  registry.add("aten::mul.Scalar_out", mul_scalar_out, 4);
+  registry.add("aten::div.out", div_out, 4);
+  registry.add("aten::div.Scalar_out", div_scalar_out, 4);
+  registry.add("aten::div.out_mode", div_out_mode, 5);
+  registry.add("aten::div.Scalar_mode_out", div_scalar_mode_out, 5);
+  registry.add("aten::eq.Scalar_out", eq_scalar_out, 4);
+  registry.add("aten::eq.Tensor_out", eq_tensor_out, 4);
+  registry.add("aten::ne.Scalar_out", ne_scalar_out, 4);
+  registry.add("aten::ne.Tensor_out", ne_tensor_out, 4);
+  registry.add("aten::lt.Scalar_out", lt_scalar_out, 4);
+  registry.add("aten::lt.Tensor_out", lt_tensor_out, 4);
+  registry.add("aten::gt.Scalar_out", gt_scalar_out, 4);
+  registry.add("aten::gt.Tensor_out", gt_tensor_out, 4);
+  registry.add("aten::le.Scalar_out", le_scalar_out, 4);
+  registry.add("aten::le.Tensor_out", le_tensor_out, 4);
+  registry.add("aten::ge.Scalar_out", ge_scalar_out, 4);
+  registry.add("aten::ge.Tensor_out", ge_tensor_out, 4);
+  registry.add("aten::where.self_out", where_self_out, 5);
+  registry.add("aten::masked_fill.Scalar_out", masked_fill_scalar_out, 5);
+  registry.add("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out, 4);
+}
+
+}  // namespace etna::kernels

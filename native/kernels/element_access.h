@@ -1,0 +1,174 @@
+// Reading, writing and converting tensor elements whose dtype is only known
+// at run time, and dispatching a generic lambda on a dtype.
+//
+// Conversions never invoke undefined behaviour: float -> integer saturates
+// (NaN becomes 0), anything -> bool is "!= 0", and bool bytes are read as
+// "non-zero" so arbitrary caller bytes cannot produce an invalid bool.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "core/dtype.h"
+
+namespace etna::kernels {
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// The element type stored for a dtype the kernels compute with.
+template <typename T>
+constexpr ScalarType dtype_of();
+template <>
+constexpr ScalarType dtype_of<uint8_t>() { return ScalarType::kByte; }
+template <>
+constexpr ScalarType dtype_of<int8_t>() { return ScalarType::kChar; }
+template <>
+constexpr ScalarType dtype_of<int16_t>() { return ScalarType::kShort; }
+template <>
+constexpr ScalarType dtype_of<int32_t>() { return ScalarType::kInt; }
+template <>
+constexpr ScalarType dtype_of<int64_t>() { return ScalarType::kLong; }
+template <>
+constexpr ScalarType dtype_of<float>() { return ScalarType::kFloat; }
+template <>
+constexpr ScalarType dtype_of<double>() { return ScalarType::kDouble; }
+template <>
+constexpr ScalarType dtype_of<bool>() { return ScalarType::kBool; }
+
+// Value conversion with defined results for every input.
+template <typename To, typename From>
+inline To convert_value(From value) {
+  if constexpr (std::is_same_v<To, From>) {
+    return value;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return value != From(0);
+  } else if constexpr (std::is_same_v<From, bool>) {
+    return value ? To(1) : To(0);
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if (std::isnan(value)) return To(0);
+    // The bounds round to at most 2^N, so values strictly between them convert
+    // without overflow.
+    constexpr From low = static_cast<From>(std::numeric_limits<To>::min());
+    constexpr From high = static_cast<From>(std::numeric_limits<To>::max());
+    if (value <= low) return std::numeric_limits<To>::min();
+    if (value >= high) return std::numeric_limits<To>::max();
+    return static_cast<To>(value);
+  } else {
+    // Integer narrowing wraps modulo 2^N (what PyTorch does); float narrowing rounds.
+    return static_cast<To>(value);
+  }
+}
+
+// Element `index` of a buffer of T. Bools are read as bytes so that any byte
+// value is a valid input.
+template <typename T>
+inline T load_element(const void* base, int64_t index) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return static_cast<const uint8_t*>(base)[index] != 0;
+  } else {
+    return static_cast<const T*>(base)[index];
+  }
+}
+
+template <typename T>
+inline void store_element(void* base, int64_t index, T value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    static_cast<uint8_t*>(base)[index] = value ? 1 : 0;
+  } else {
+    static_cast<T*>(base)[index] = value;
+  }
+}
+
+// Calls f(TypeTag<T>{}) for the dtypes the computing kernels support (uint8,
+// int8, int16, int32, int64, float32, float64, bool). Returns false for others.
+template <typename F>
+inline bool visit_real_dtype(ScalarType type, F&& f) {
+  switch (type) {
+    case ScalarType::kByte: f(TypeTag<uint8_t>{}); return true;
+    case ScalarType::kChar: f(TypeTag<int8_t>{}); return true;
+    case ScalarType::kShort: f(TypeTag<int16_t>{}); return true;
+    case ScalarType::kInt: f(TypeTag<int32_t>{}); return true;
+    case ScalarType::kLong: f(TypeTag<int64_t>{}); return true;
+    case ScalarType::kFloat: f(TypeTag<float>{}); return true;
+    case ScalarType::kDouble: f(TypeTag<double>{}); return true;
+    case ScalarType::kBool: f(TypeTag<bool>{}); return true;
+    default: return false;
+  }
+}
+
+// Reads element `index` of a buffer of some dtype, converted to To.
+template <typename To>
+using ReadFn = To (*)(const void* base, int64_t index);
+// Writes a From value, converted, into element `index` of a buffer.
+template <typename From>
+using WriteFn = void (*)(void* base, int64_t index, From value);
+
+template <typename To, typename Stored>
+To read_converted(const void* base, int64_t index) {
+  return convert_value<To>(load_element<Stored>(base, index));
+}
+
+template <typename From, typename Stored>
+void write_converted(void* base, int64_t index, From value) {
+  store_element<Stored>(base, index, convert_value<Stored>(value));
+}
+
+// nullptr when the dtype is not one of the supported ones.
+template <typename To>
+ReadFn<To> reader_for(ScalarType type) {
+  ReadFn<To> fn = nullptr;
+  visit_real_dtype(type, [&](auto tag) { fn = &read_converted<To, typename decltype(tag)::type>; });
+  return fn;
+}
+
+template <typename From>
+WriteFn<From> writer_for(ScalarType type) {
+  WriteFn<From> fn = nullptr;
+  visit_real_dtype(type, [&](auto tag) { fn = &write_converted<From, typename decltype(tag)::type>; });
+  return fn;
+}
+
+// Integer arithmetic that wraps instead of overflowing (PyTorch semantics for
+// integer tensors, and no undefined behaviour); plain arithmetic otherwise.
+template <typename T>
+inline T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+inline T wrapping_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+  } else {
+    return a - b;
+  }
+}
+
+template <typename T>
+inline T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+inline T wrapping_neg(T a) {
+  return wrapping_sub(T(0), a);
+}
+
+}  // namespace etna::kernels

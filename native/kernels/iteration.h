@@ -1,0 +1,173 @@
+// Walking tensors element by element: strided/broadcast iteration, the
+// generic elementwise map with dtype conversion, reductions and dim splits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/kernel_support.h"
+
+namespace etna::kernels {
+
+using Strides = std::array<int64_t, kMaxTensorRank>;
+
+// The tensor's own strides in a Strides array.
+Strides strides_of(const Tensor& tensor);
+
+// Strides of `tensor` viewed at shape `target` (right-aligned; dims that are
+// broadcast get stride 0). The caller has checked broadcastability.
+Strides broadcast_strides(const Tensor& tensor, const Shape& target);
+
+// Calls f(offsets) once per element of `shape`, in row-major order, where
+// offsets[k] = base[k] + sum_d index[d] * strides[k][d] (element units).
+template <size_t N, typename F>
+void for_each_offset(const Shape& shape, const std::array<const int64_t*, N>& strides,
+                     const std::array<int64_t, N>& base, F&& f) {
+  for (size_t d = 0; d < shape.rank; ++d) {
+    if (shape[d] == 0) return;
+  }
+  if (shape.rank == 0) {
+    f(base);
+    return;
+  }
+  const size_t last = shape.rank - 1;
+  const int64_t inner = shape[last];
+  std::array<int64_t, N> inner_strides;
+  for (size_t k = 0; k < N; ++k) inner_strides[k] = strides[k][last];
+  std::array<int64_t, kMaxTensorRank> counter{};
+  std::array<int64_t, N> row = base;
+  for (;;) {
+    std::array<int64_t, N> offsets = row;
+    for (int64_t i = 0; i < inner; ++i) {
+      f(static_cast<const std::array<int64_t, N>&>(offsets));
+      for (size_t k = 0; k < N; ++k) offsets[k] += inner_strides[k];
+    }
+    // Advance the outer dims like an odometer.
+    size_t d = last;
+    for (;;) {
+      if (d == 0) return;
+      --d;
+      if (++counter[d] < shape[d]) {
+        for (size_t k = 0; k < N; ++k) row[k] += strides[k][d];
+        break;
+      }
+      for (size_t k = 0; k < N; ++k) row[k] -= strides[k][d] * (shape[d] - 1);
+      counter[d] = 0;
+    }
+  }
+}
+
+template <size_t N, typename F>
+void for_each_offset(const Shape& shape, const std::array<const int64_t*, N>& strides, F&& f) {
+  for_each_offset<N>(shape, strides, std::array<int64_t, N>{}, std::forward<F>(f));
+}
+
+namespace detail {
+
+template <typename C, size_t N, typename F, size_t... I>
+auto apply_read(F& f, const std::array<ReadFn<C>, N>& readers, const std::array<const void*, N>& data,
+                const std::array<int64_t, N + 1>& offsets, std::index_sequence<I...>) {
+  return f(readers[I](data[I], offsets[I])...);
+}
+
+template <typename C, size_t N, typename F, size_t... I>
+auto apply_typed(F& f, const std::array<const void*, N>& data, int64_t index, std::index_sequence<I...>) {
+  return f(load_element<C>(data[I], index)...);
+}
+
+}  // namespace detail
+
+// out[i] = f(inputs[0][i], ..., inputs[N-1][i]) with broadcasting. Inputs are
+// read converted to C, f returns R, which is converted to out's dtype. `out`
+// must already have the broadcast shape, and every dtype must be supported
+// (the caller checked). Same-dtype, same-shape row-major operands take a
+// direct typed loop.
+template <typename C, typename R, size_t N, typename F>
+void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
+  const Shape shape = Shape::of(out);
+  std::array<const void*, N> data;
+  bool direct = out.dtype() == dtype_of<R>() && is_row_major(out);
+  for (size_t k = 0; k < N; ++k) {
+    data[k] = inputs[k]->data();
+    direct = direct && inputs[k]->dtype() == dtype_of<C>() && Shape::of(*inputs[k]) == shape && is_row_major(*inputs[k]);
+  }
+  if (direct) {
+    void* out_data = out.data();
+    const int64_t n = shape.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      store_element<R>(out_data, i, detail::apply_typed<C, N>(f, data, i, std::make_index_sequence<N>{}));
+    }
+    return;
+  }
+  std::array<ReadFn<C>, N> readers;
+  std::array<Strides, N + 1> strides;
+  std::array<const int64_t*, N + 1> stride_ptrs;
+  for (size_t k = 0; k < N; ++k) {
+    readers[k] = reader_for<C>(inputs[k]->dtype());
+    strides[k] = broadcast_strides(*inputs[k], shape);
+    stride_ptrs[k] = strides[k].data();
+  }
+  for (size_t d = 0; d < shape.rank; ++d) strides[N][d] = out.stride(d);
+  stride_ptrs[N] = strides[N].data();
+  const WriteFn<R> writer = writer_for<R>(out.dtype());
+  void* out_data = out.data();
+  for_each_offset<N + 1>(shape, stride_ptrs, [&](const std::array<int64_t, N + 1>& offsets) {
+    writer(out_data, offsets[N], detail::apply_read<C, N>(f, readers, data, offsets, std::make_index_sequence<N>{}));
+  });
+}
+
+// Copies `src` into `dst`, broadcasting src to dst's shape and converting
+// dtypes, through both tensors' strides. The caller checked that src
+// broadcasts to dst and, when the dtypes differ, that both are supported.
+void copy_broadcast(const Tensor& src, Tensor& dst);
+
+// Copies `shape` elements between strided layouts, converting from
+// src_type to dst_type (equal dtypes of any kind, or two supported ones).
+void copy_strided(const Shape& shape, ScalarType src_type, const void* src, const int64_t* src_strides,
+                  int64_t src_base, ScalarType dst_type, void* dst, const int64_t* dst_strides, int64_t dst_base);
+
+// Copies `shape` elements of `element_size` bytes between strided layouts.
+void copy_strided_bytes(const Shape& shape, size_t element_size, const void* src, const int64_t* src_strides,
+                        int64_t src_base, void* dst, const int64_t* dst_strides, int64_t dst_base);
+
+// Writes `value`, converted to out's dtype (supported, checked by the
+// caller), into every element of `out`.
+void fill_tensor(Tensor& out, const Scalar& value);
+
+// How a reduction walks its input: the result shape, the kept dims (outer
+// loop, in order, so results come out row-major) and the reduced dims.
+struct ReductionLayout {
+  Shape out_shape;
+  Shape kept;
+  Strides kept_strides{};
+  Shape reduced;
+  Strides reduced_strides{};
+  int64_t reduced_count = 1;
+};
+ReductionLayout make_reduction_layout(const Tensor& input, const std::array<bool, kMaxTensorRank>& reduce_dim,
+                                      bool keepdim);
+
+// Calls visit(out_index, reduce) once per result element, where
+// reduce(g) calls g(input_offset) for each reduced element.
+template <typename Visit>
+void for_each_reduction(const ReductionLayout& layout, Visit&& visit) {
+  int64_t out_index = 0;
+  for_each_offset<1>(layout.kept, {layout.kept_strides.data()}, [&](const std::array<int64_t, 1>& base) {
+    auto reduce = [&](auto&& g) {
+      for_each_offset<1>(layout.reduced, {layout.reduced_strides.data()}, base,
+                         [&](const std::array<int64_t, 1>& offset) { g(offset[0]); });
+    };
+    visit(out_index++, reduce);
+  });
+}
+
+// A row-major shape seen as [outer, size, inner] around one dim.
+struct DimSplit {
+  int64_t outer = 1;
+  int64_t size = 1;
+  int64_t inner = 1;
+};
+DimSplit split_at_dim(const Shape& shape, size_t dim);
+
+}  // namespace etna::kernels

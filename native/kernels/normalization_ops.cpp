@@ -1,0 +1,152 @@
+// Normalizations along dims: softmax, log_softmax and layer norm.
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/iteration.h"
+#include "kernels/kernel_groups.h"
+
+namespace etna::kernels {
+namespace {
+
+template <bool kLog>
+Status softmax_family(KernelArgs args, const char* key) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(bool half_to_float, op.bool_arg(2, "half_to_float"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
+  ETNA_TRY(op.expect_floating(*self, "self"));
+  if (half_to_float) return op.program_error("half_to_float applies only to float16 input, got " + self->describe());
+  ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
+  ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
+  const Shape shape = Shape::of(*self);
+  ETNA_TRY(op.prepare_output(*out, shape));
+  const DimSplit split = split_at_dim(shape, self->rank() == 0 ? 0 : d);
+  visit_floating_dtype(self->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = self->data_as<T>();
+    T* result = out->data_as<T>();
+    for (int64_t o = 0; o < split.outer; ++o) {
+      for (int64_t i = 0; i < split.inner; ++i) {
+        const int64_t base = o * split.size * split.inner + i;
+        const int64_t step = split.inner;
+        // Subtracting the maximum keeps exp() from overflowing.
+        T max_value = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < split.size; ++k) {
+          const T v = in[base + k * step];
+          if (std::isnan(v) || v > max_value) max_value = v;
+          if (std::isnan(max_value)) break;
+        }
+        if (std::isinf(max_value) && max_value < 0) max_value = 0;  // all -inf: avoid inf - inf
+        double sum = 0;
+        for (int64_t k = 0; k < split.size; ++k) sum += std::exp(static_cast<double>(in[base + k * step] - max_value));
+        if (kLog) {
+          const T log_sum = static_cast<T>(std::log(sum));
+          for (int64_t k = 0; k < split.size; ++k) {
+            result[base + k * step] = in[base + k * step] - max_value - log_sum;
+          }
+        } else {
+          for (int64_t k = 0; k < split.size; ++k) {
+            result[base + k * step] = static_cast<T>(std::exp(static_cast<double>(in[base + k * step] - max_value)) / sum);
+          }
+        }
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status softmax_out(KernelArgs args) { return softmax_family<false>(args, "aten::_softmax.out"); }
+Status log_softmax_out(KernelArgs args) { return softmax_family<true>(args, "aten::_log_softmax.out"); }
+
+// A weight or bias of layer norm: None, or a tensor shaped like the
+// normalized dims with input's dtype.
+Status check_affine(const OpArgs& op, const Tensor* param, std::string_view name, const Tensor& input,
+                    const Shape& normalized) {
+  if (!param) return Status::ok();
+  ETNA_TRY(op.expect_dtype(*param, name, input.dtype()));
+  if (Shape::of(*param) != normalized) {
+    return op.input_error(std::string(name) + " " + param->describe() + " must have the normalized shape " +
+                          normalized.to_string());
+  }
+  return Status::ok();
+}
+
+Status native_layer_norm_out(KernelArgs args) {
+  OpArgs op("aten::native_layer_norm.out", args);
+  ETNA_TRY(op.expect_count(9));
+  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
+  ETNA_KERNEL_ASSIGN(std::vector<int64_t> normalized_sizes, op.int_list_arg(1, "normalized_shape"));
+  ETNA_KERNEL_ASSIGN(Tensor * weight, op.optional_input(2, "weight"));
+  ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(3, "bias"));
+  ETNA_KERNEL_ASSIGN(double eps, op.double_arg(4, "eps"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(5, "out0"));
+  ETNA_KERNEL_ASSIGN(Tensor * mean_out, op.output(6, "out1"));
+  ETNA_KERNEL_ASSIGN(Tensor * rstd_out, op.output(7, "out2"));
+  ETNA_TRY(op.expect_floating(*input, "input"));
+  const size_t k = normalized_sizes.size();
+  const Shape shape = Shape::of(*input);
+  if (k == 0 || k > shape.rank) {
+    return op.input_error("normalized_shape must name 1.." + std::to_string(shape.rank) + " trailing dims of input " +
+                          input->describe() + ", got " + std::to_string(k));
+  }
+  Shape normalized;
+  normalized.rank = k;
+  for (size_t i = 0; i < k; ++i) {
+    normalized[i] = normalized_sizes[i];
+    if (shape[shape.rank - k + i] != normalized_sizes[i]) {
+      return op.input_error("normalized_shape " + std::string(normalized.to_string()) +
+                            " does not match the trailing dims of input " + input->describe());
+    }
+  }
+  ETNA_TRY(check_affine(op, weight, "weight", *input, normalized));
+  ETNA_TRY(check_affine(op, bias, "bias", *input, normalized));
+  ETNA_TRY(op.expect_dtype(*out, "out0", input->dtype()));
+  ETNA_TRY(op.expect_dtype(*mean_out, "out1", input->dtype()));
+  ETNA_TRY(op.expect_dtype(*rstd_out, "out2", input->dtype()));
+  Shape stats_shape = shape;
+  for (size_t i = shape.rank - k; i < shape.rank; ++i) stats_shape[i] = 1;
+  ETNA_TRY(op.prepare_output(*out, shape, "out0"));
+  ETNA_TRY(op.prepare_output(*mean_out, stats_shape, "out1"));
+  ETNA_TRY(op.prepare_output(*rstd_out, stats_shape, "out2"));
+  const int64_t row_size = normalized.numel();
+  const int64_t rows = stats_shape.numel();
+  visit_floating_dtype(input->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = input->data_as<T>();
+    const T* w = weight ? weight->data_as<T>() : nullptr;
+    const T* b = bias ? bias->data_as<T>() : nullptr;
+    T* result = out->data_as<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* x = in + r * row_size;
+      double mean = 0;
+      for (int64_t j = 0; j < row_size; ++j) mean += x[j];
+      mean = row_size > 0 ? mean / static_cast<double>(row_size) : 0.0;
+      double variance = 0;
+      for (int64_t j = 0; j < row_size; ++j) variance += (x[j] - mean) * (x[j] - mean);
+      variance = row_size > 0 ? variance / static_cast<double>(row_size) : 0.0;
+      const double rstd = 1.0 / std::sqrt(variance + eps);
+      for (int64_t j = 0; j < row_size; ++j) {
+        double y = (x[j] - mean) * rstd;
+        if (w) y *= w[j];
+        if (b) y += b[j];
+        result[r * row_size + j] = static_cast<T>(y);
+      }
+      mean_out->data_as<T>()[r] = static_cast<T>(mean);
+      rstd_out->data_as<T>()[r] = static_cast<T>(rstd);
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_normalization_kernels(KernelRegistry& registry) {
+  registry.add("aten::_softmax.out", softmax_out, 5);
+  registry.add("aten::_log_softmax.out", log_softmax_out, 5);
+  registry.add("aten::native_layer_norm.out", native_layer_norm_out, 9);
+}
+
+}  // namespace etna::kernels

@@ -1,0 +1,295 @@
+// Primitive ops the exporter emits for symbolic shapes and views: scalar
+// arithmetic and comparisons on Int/Double/Bool slots, tensor size queries,
+// and et_view, which makes an unplanned tensor alias another's data.
+// Results are written into the op's return slot.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/iteration.h"
+#include "kernels/kernel_groups.h"
+
+namespace etna::kernels {
+namespace {
+
+// An Int/Double/Bool operand; Bool takes part as an Int (Python's rule).
+struct Number {
+  bool is_int = true;
+  int64_t i = 0;
+  double d = 0;
+  double as_double() const { return is_int ? static_cast<double>(i) : d; }
+};
+
+Result<Number> number_arg(const OpArgs& op, size_t index, std::string_view name) {
+  ETNA_KERNEL_ASSIGN(Scalar s, op.scalar_arg(index, name));
+  Number n;
+  n.is_int = !s.is_double();
+  n.i = s.to<int64_t>();
+  n.d = s.to<double>();
+  return n;
+}
+
+Status write_int(const OpArgs& op, size_t index, int64_t value) {
+  ETNA_KERNEL_ASSIGN(EValue * slot, op.scalar_result_slot(index, "out"));
+  *slot = EValue::from_int(value);
+  return Status::ok();
+}
+
+Status write_double(const OpArgs& op, size_t index, double value) {
+  ETNA_KERNEL_ASSIGN(EValue * slot, op.scalar_result_slot(index, "out"));
+  *slot = EValue::from_double(value);
+  return Status::ok();
+}
+
+Status write_bool(const OpArgs& op, size_t index, bool value) {
+  ETNA_KERNEL_ASSIGN(EValue * slot, op.scalar_result_slot(index, "out"));
+  *slot = EValue::from_bool(value);
+  return Status::ok();
+}
+
+Status write_number(const OpArgs& op, size_t index, const Number& value) {
+  return value.is_int ? write_int(op, index, value.i) : write_double(op, index, value.d);
+}
+
+enum class Arith { kAdd, kSub, kMul, kTrueDiv, kFloorDiv, kMod, kMax, kMin };
+
+// Python semantics: floor division and a modulo with the divisor's sign.
+Result<Number> apply_arith(const OpArgs& op, Arith kind, const Number& a, const Number& b) {
+  Number r;
+  if (kind == Arith::kTrueDiv) {
+    r.is_int = false;
+    r.d = a.as_double() / b.as_double();
+    return r;
+  }
+  if (a.is_int && b.is_int) {
+    const int64_t x = a.i, y = b.i;
+    switch (kind) {
+      case Arith::kAdd: r.i = wrapping_add(x, y); break;
+      case Arith::kSub: r.i = wrapping_sub(x, y); break;
+      case Arith::kMul: r.i = wrapping_mul(x, y); break;
+      case Arith::kMax: r.i = x > y ? x : y; break;
+      case Arith::kMin: r.i = x < y ? x : y; break;
+      case Arith::kFloorDiv:
+      case Arith::kMod: {
+        if (y == 0) return op.input_error("integer division by zero");
+        if (y == -1) {
+          // Avoids INT64_MIN / -1; the remainder is always 0.
+          r.i = kind == Arith::kMod ? 0 : wrapping_neg(x);
+          break;
+        }
+        int64_t quotient = x / y;
+        int64_t remainder = x % y;
+        if (remainder != 0 && ((remainder < 0) != (y < 0))) {
+          quotient -= 1;
+          remainder += y;
+        }
+        r.i = kind == Arith::kMod ? remainder : quotient;
+        break;
+      }
+      case Arith::kTrueDiv: break;
+    }
+    return r;
+  }
+  const double x = a.as_double(), y = b.as_double();
+  r.is_int = false;
+  switch (kind) {
+    case Arith::kAdd: r.d = x + y; break;
+    case Arith::kSub: r.d = x - y; break;
+    case Arith::kMul: r.d = x * y; break;
+    case Arith::kMax: r.d = (std::isnan(x) || x > y) ? x : y; break;
+    case Arith::kMin: r.d = (std::isnan(x) || x < y) ? x : y; break;
+    case Arith::kFloorDiv: r.d = std::floor(x / y); break;
+    case Arith::kMod: {
+      double remainder = std::fmod(x, y);
+      if (remainder != 0 && ((remainder < 0) != (y < 0))) remainder += y;
+      r.d = remainder;
+      break;
+    }
+    case Arith::kTrueDiv: break;
+  }
+  return r;
+}
+
+Status binary_arith(KernelArgs args, const char* key, Arith kind) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
+  ETNA_KERNEL_ASSIGN(Number b, number_arg(op, 1, "b"));
+  ETNA_KERNEL_ASSIGN(Number result, apply_arith(op, kind, a, b));
+  return write_number(op, 2, result);
+}
+
+enum class Compare { kEq, kGt, kLt, kGe, kLe };
+
+Status binary_compare(KernelArgs args, const char* key, Compare kind) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
+  ETNA_KERNEL_ASSIGN(Number b, number_arg(op, 1, "b"));
+  auto compare = [kind](auto x, auto y) {
+    switch (kind) {
+      case Compare::kEq: return x == y;
+      case Compare::kGt: return x > y;
+      case Compare::kLt: return x < y;
+      case Compare::kGe: return x >= y;
+      case Compare::kLe: return x <= y;
+    }
+    return false;
+  };
+  const bool result = a.is_int && b.is_int ? compare(a.i, b.i) : compare(a.as_double(), b.as_double());
+  return write_bool(op, 2, result);
+}
+
+#define ETNA_PRIM_ARITH(fn, key, kind) \
+  Status fn(KernelArgs args) { return binary_arith(args, key, kind); }
+ETNA_PRIM_ARITH(prim_add, "executorch_prim::add.Scalar", Arith::kAdd)
+ETNA_PRIM_ARITH(prim_sub, "executorch_prim::sub.Scalar", Arith::kSub)
+ETNA_PRIM_ARITH(prim_mul, "executorch_prim::mul.Scalar", Arith::kMul)
+ETNA_PRIM_ARITH(prim_truediv, "executorch_prim::truediv.Scalar", Arith::kTrueDiv)
+ETNA_PRIM_ARITH(prim_floordiv, "executorch_prim::floordiv.Scalar", Arith::kFloorDiv)
+ETNA_PRIM_ARITH(prim_floordiv_int, "executorch_prim::floordiv.int", Arith::kFloorDiv)
+ETNA_PRIM_ARITH(prim_mod, "executorch_prim::mod.Scalar", Arith::kMod)
+ETNA_PRIM_ARITH(prim_mod_int, "executorch_prim::mod.int", Arith::kMod)
+ETNA_PRIM_ARITH(prim_sym_max, "executorch_prim::sym_max.Scalar", Arith::kMax)
+ETNA_PRIM_ARITH(prim_sym_min, "executorch_prim::sym_min.Scalar", Arith::kMin)
+#undef ETNA_PRIM_ARITH
+
+#define ETNA_PRIM_COMPARE(fn, key, kind) \
+  Status fn(KernelArgs args) { return binary_compare(args, key, kind); }
+ETNA_PRIM_COMPARE(prim_eq, "executorch_prim::eq.Scalar", Compare::kEq)
+ETNA_PRIM_COMPARE(prim_gt, "executorch_prim::gt.Scalar", Compare::kGt)
+ETNA_PRIM_COMPARE(prim_lt, "executorch_prim::lt.Scalar", Compare::kLt)
+ETNA_PRIM_COMPARE(prim_ge, "executorch_prim::ge.Scalar", Compare::kGe)
+ETNA_PRIM_COMPARE(prim_le, "executorch_prim::le.Scalar", Compare::kLe)
+#undef ETNA_PRIM_COMPARE
+
+Status prim_neg(KernelArgs args) {
+  OpArgs op("executorch_prim::neg.Scalar", args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
+  return a.is_int ? write_int(op, 1, wrapping_neg(a.i)) : write_double(op, 1, -a.d);
+}
+
+Status prim_sym_float(KernelArgs args) {
+  OpArgs op("executorch_prim::sym_float.Scalar", args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
+  return write_double(op, 1, a.as_double());
+}
+
+// Double -> Int conversions (sym_int truncates; ceil/round/trunc as named).
+template <typename Round>
+Status to_int_kernel(KernelArgs args, const char* key, Round round) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
+  if (a.is_int) return write_int(op, 1, a.i);
+  const double rounded = round(a.d);
+  if (!std::isfinite(rounded) || rounded < -9.2233720368547758e18 || rounded >= 9.2233720368547758e18) {
+    return op.input_error("cannot convert " + std::to_string(a.d) + " to an Int");
+  }
+  return write_int(op, 1, static_cast<int64_t>(rounded));
+}
+
+Status prim_sym_int(KernelArgs args) {
+  return to_int_kernel(args, "executorch_prim::sym_int.Scalar", [](double v) { return std::trunc(v); });
+}
+Status prim_trunc(KernelArgs args) {
+  return to_int_kernel(args, "executorch_prim::trunc.Scalar", [](double v) { return std::trunc(v); });
+}
+Status prim_ceil(KernelArgs args) {
+  return to_int_kernel(args, "executorch_prim::ceil.Scalar", [](double v) { return std::ceil(v); });
+}
+Status prim_round(KernelArgs args) {
+  // Python rounds halves to even, which is the default floating rounding mode.
+  return to_int_kernel(args, "executorch_prim::round.Scalar", [](double v) { return std::nearbyint(v); });
+}
+
+Status prim_sym_not(KernelArgs args) {
+  OpArgs op("executorch_prim::sym_not.Scalar", args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(bool a, op.bool_arg(0, "a"));
+  return write_bool(op, 1, !a);
+}
+
+// --- tensor queries and views --------------------------------------------------------
+
+Status sym_size_int(KernelArgs args) {
+  OpArgs op("aten::sym_size.int", args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
+  if (self->rank() == 0) return op.input_error("a rank-0 tensor has no dims");
+  ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
+  return write_int(op, 2, self->size(d));
+}
+
+Status sym_numel(KernelArgs args) {
+  OpArgs op("aten::sym_numel", args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
+  return write_int(op, 1, static_cast<int64_t>(self->numel()));
+}
+
+Status local_scalar_dense(KernelArgs args) {
+  OpArgs op("aten::_local_scalar_dense", args);
+  ETNA_TRY(op.expect_count(2));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  if (self->numel() != 1) return op.input_error("self " + self->describe() + " must hold exactly one element");
+  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  if (self->dtype() == ScalarType::kBool) return write_bool(op, 1, load_element<bool>(self->data(), 0));
+  if (is_floating_dtype(self->dtype())) return write_double(op, 1, reader_for<double>(self->dtype())(self->data(), 0));
+  return write_int(op, 1, reader_for<int64_t>(self->dtype())(self->data(), 0));
+}
+
+Status et_view(KernelArgs args) {
+  OpArgs op("executorch_prim::et_view.default", args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
+  ETNA_KERNEL_ASSIGN(std::vector<int64_t> sizes, op.int_list_arg(1, "size"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
+  ETNA_KERNEL_ASSIGN(Shape shape, shape_from_sizes(op, sizes, "size", static_cast<int64_t>(self->numel())));
+  if (shape.numel() != static_cast<int64_t>(self->numel())) {
+    return op.input_error("size " + shape.to_string() + " does not match the " + std::to_string(self->numel()) +
+                          " elements of self " + self->describe());
+  }
+  if (out == self) return op.program_error("out must be a different tensor than self");
+  // Point out at self's bytes first, so the resize is checked against them.
+  out->set_data(self->data(), self->capacity());
+  return op.prepare_output(*out, shape);
+}
+
+}  // namespace
+
+void register_prim_kernels(KernelRegistry& registry) {
+  registry.add("executorch_prim::add.Scalar", prim_add, 3);
+  registry.add("executorch_prim::sub.Scalar", prim_sub, 3);
+  registry.add("executorch_prim::mul.Scalar", prim_mul, 3);
+  registry.add("executorch_prim::truediv.Scalar", prim_truediv, 3);
+  registry.add("executorch_prim::floordiv.Scalar", prim_floordiv, 3);
+  registry.add("executorch_prim::floordiv.int", prim_floordiv_int, 3);
+  registry.add("executorch_prim::mod.Scalar", prim_mod, 3);
+  registry.add("executorch_prim::mod.int", prim_mod_int, 3);
+  registry.add("executorch_prim::sym_max.Scalar", prim_sym_max, 3);
+  registry.add("executorch_prim::sym_min.Scalar", prim_sym_min, 3);
+  registry.add("executorch_prim::eq.Scalar", prim_eq, 3);
+  registry.add("executorch_prim::gt.Scalar", prim_gt, 3);
+  registry.add("executorch_prim::lt.Scalar", prim_lt, 3);
+  registry.add("executorch_prim::ge.Scalar", prim_ge, 3);
+  registry.add("executorch_prim::le.Scalar", prim_le, 3);
+  registry.add("executorch_prim::neg.Scalar", prim_neg, 2);
+  registry.add("executorch_prim::sym_float.Scalar", prim_sym_float, 2);
+  registry.add("executorch_prim::sym_int.Scalar", prim_sym_int, 2);
+  registry.add("executorch_prim::trunc.Scalar", prim_trunc, 2);
+  registry.add("executorch_prim::ceil.Scalar", prim_ceil, 2);
+  registry.add("executorch_prim::round.Scalar", prim_round, 2);
+  registry.add("executorch_prim::sym_not.Scalar", prim_sym_not, 2);
+  registry.add("aten::sym_size.int", sym_size_int, 3);
+  registry.add("aten::sym_numel", sym_numel, 2);
+  registry.add("aten::_local_scalar_dense", local_scalar_dense, 2);
+  registry.add("executorch_prim::et_view.default", et_view, 3);
+}
+
+}  // namespace etna::kernels

@@ -1,0 +1,239 @@
+// Elementwise operators with one tensor operand: math functions,
+// activations, clamps and logical_not.
+
+#include <cmath>
+
+#include "kernels/iteration.h"
+#include "kernels/kernel_groups.h"
+
+namespace etna::kernels {
+namespace {
+
+struct UnaryOperands {
+  Tensor* self = nullptr;
+  Tensor* out = nullptr;
+};
+
+// Reads self (argument 0) and out (argument out_index) of an operator with
+// `count` arguments, checking dtypes are supported.
+Result<UnaryOperands> read_unary(const OpArgs& op, size_t count, size_t out_index) {
+  ETNA_TRY(op.expect_count(count));
+  UnaryOperands operands;
+  ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(operands.out, op.output(out_index, "out"));
+  ETNA_TRY(op.expect_supported_dtype(*operands.self, "self"));
+  ETNA_TRY(op.expect_supported_dtype(*operands.out, "out"));
+  return operands;
+}
+
+// Operators whose result is floating: integer and bool inputs produce float32.
+template <typename Fn>
+Status floating_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
+  const Tensor& self = *operands.self;
+  Tensor& out = *operands.out;
+  const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;
+  ETNA_TRY(op.expect_castable(result, out));
+  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
+  visit_floating_dtype(result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
+  });
+  return Status::ok();
+}
+
+template <typename Fn>
+Status floating_unary_kernel(KernelArgs args, const char* key, Fn fn) {
+  OpArgs op(key, args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+  return floating_unary(op, operands, fn);
+}
+
+// Operators whose result keeps self's dtype (bool is rejected).
+template <typename Fn>
+Status same_dtype_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
+  const Tensor& self = *operands.self;
+  Tensor& out = *operands.out;
+  if (self.dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self.describe());
+  ETNA_TRY(op.expect_castable(self.dtype(), out));
+  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
+  visit_compute_type(self.dtype(), [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
+  });
+  return Status::ok();
+}
+
+template <typename Fn>
+Status same_dtype_unary_kernel(KernelArgs args, const char* key, Fn fn) {
+  OpArgs op(key, args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+  return same_dtype_unary(op, operands, fn);
+}
+
+template <typename T>
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+Status exp_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::exp.out", [](auto x) { return std::exp(x); });
+}
+Status log_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::log.out", [](auto x) { return std::log(x); });
+}
+Status sqrt_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::sqrt.out", [](auto x) { return std::sqrt(x); });
+}
+Status rsqrt_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::rsqrt.out", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+}
+Status sin_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::sin.out", [](auto x) { return std::sin(x); });
+}
+Status cos_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::cos.out", [](auto x) { return std::cos(x); });
+}
+Status tanh_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::tanh.out", [](auto x) { return std::tanh(x); });
+}
+Status sigmoid_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::sigmoid.out", [](auto x) { return sigmoid(x); });
+}
+Status silu_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::silu.out", [](auto x) { return x * sigmoid(x); });
+}
+
+Status gelu_out(KernelArgs args) {
+  OpArgs op("aten::gelu.out", args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 4, 2));
+  ETNA_KERNEL_ASSIGN(std::optional<std::string_view> approximate, op.optional_string_arg(1, "approximate"));
+  if (!approximate || *approximate == "none") {
+    return floating_unary(op, operands, [](auto x) {
+      using T = decltype(x);
+      return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    });
+  }
+  if (*approximate == "tanh") {
+    return floating_unary(op, operands, [](auto x) {
+      using T = decltype(x);
+      const T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);  // sqrt(2/pi)
+      return T(0.5) * x * (T(1) + std::tanh(inner));
+    });
+  }
+  return op.program_error("approximate must be 'none' or 'tanh', got '" + std::string(*approximate) + "'");
+}
+
+Status neg_out(KernelArgs args) {
+  return same_dtype_unary_kernel(args, "aten::neg.out", [](auto x) { return wrapping_neg(x); });
+}
+Status relu_out(KernelArgs args) {
+  // NaN compares false, so it passes through unchanged as in PyTorch.
+  return same_dtype_unary_kernel(args, "aten::relu.out", [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+}
+Status abs_out(KernelArgs args) {
+  return same_dtype_unary_kernel(args, "aten::abs.out", [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
+}
+
+Status logical_not_out(KernelArgs args) {
+  OpArgs op("aten::logical_not.out", args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+  ETNA_TRY(op.prepare_output(*operands.out, Shape::of(*operands.self), "out", false));
+  visit_compute_type(operands.self->dtype(), [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    map_elements<C, bool, 1>({operands.self}, *operands.out, [](C x) { return x == C(0); });
+  });
+  return Status::ok();
+}
+
+Status leaky_relu_out(KernelArgs args) {
+  OpArgs op("aten::leaky_relu.out", args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 4, 2));
+  ETNA_KERNEL_ASSIGN(Scalar slope, op.scalar_arg(1, "negative_slope"));
+  ETNA_TRY(op.expect_floating(*operands.self, "self"));
+  const double slope_value = slope.to<double>();
+  return floating_unary(op, operands, [slope_value](auto x) {
+    using T = decltype(x);
+    return x > T(0) ? x : x * static_cast<T>(slope_value);
+  });
+}
+
+// Clamps to [low, high] in compute type C; a NaN bound or input gives NaN.
+template <typename C>
+C clamp_value(C x, bool has_low, C low, bool has_high, C high) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(x)) return x;
+    if (has_low && std::isnan(low)) return low;
+    if (has_high && std::isnan(high)) return high;
+  }
+  if (has_low && x < low) x = low;
+  if (has_high && x > high) x = high;
+  return x;
+}
+
+Status clamp_to_range(const OpArgs& op, const UnaryOperands& operands, ScalarType result,
+                      const std::optional<Scalar>& low, const std::optional<Scalar>& high) {
+  ETNA_TRY(op.expect_castable(result, *operands.out));
+  ETNA_TRY(op.prepare_output(*operands.out, Shape::of(*operands.self), "out", false));
+  visit_compute_type(result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    const C low_value = low ? low->to<C>() : C(0);
+    const C high_value = high ? high->to<C>() : C(0);
+    const bool has_low = low.has_value();
+    const bool has_high = high.has_value();
+    map_elements<C, C, 1>({operands.self}, *operands.out, [=](C x) {
+      return clamp_value(x, has_low, low_value, has_high, high_value);
+    });
+  });
+  return Status::ok();
+}
+
+Status clamp_out(KernelArgs args) {
+  OpArgs op("aten::clamp.out", args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 5, 3));
+  ETNA_KERNEL_ASSIGN(std::optional<Scalar> low, op.optional_scalar_arg(1, "min"));
+  ETNA_KERNEL_ASSIGN(std::optional<Scalar> high, op.optional_scalar_arg(2, "max"));
+  if (!low && !high) return op.program_error("at least one of min and max must not be None");
+  ResultType result_type;
+  result_type.add(*operands.self);
+  if (low) result_type.add(*low);
+  if (high) result_type.add(*high);
+  const auto result = result_type.get();
+  if (!result) return op.unsupported("unsupported dtype " + operands.self->describe());
+  return clamp_to_range(op, operands, *result, low, high);
+}
+
+Status hardtanh_out(KernelArgs args) {
+  OpArgs op("aten::hardtanh.out", args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 5, 3));
+  ETNA_KERNEL_ASSIGN(Scalar low, op.scalar_arg(1, "min_val"));
+  ETNA_KERNEL_ASSIGN(Scalar high, op.scalar_arg(2, "max_val"));
+  if (operands.self->dtype() == ScalarType::kBool) {
+    return op.program_error("self must not be bool, got " + operands.self->describe());
+  }
+  // hardtanh keeps self's dtype; the bounds are converted to it.
+  return clamp_to_range(op, operands, operands.self->dtype(), low, high);
+}
+
+}  // namespace
+
+void register_unary_kernels(KernelRegistry& registry) {
+  registry.add("aten::exp.out", exp_out, 3);
+  registry.add("aten::log.out", log_out, 3);
+  registry.add("aten::sqrt.out", sqrt_out, 3);
+  registry.add("aten::rsqrt.out", rsqrt_out, 3);
+  registry.add("aten::sin.out", sin_out, 3);
+  registry.add("aten::cos.out", cos_out, 3);
+  registry.add("aten::tanh.out", tanh_out, 3);
+  registry.add("aten::sigmoid.out", sigmoid_out, 3);
+  registry.add("aten::silu.out", silu_out, 3);
+  registry.add("aten::gelu.out", gelu_out, 4);
+  registry.add("aten::neg.out", neg_out, 3);
+  registry.add("aten::relu.out", relu_out, 3);
+  registry.add("aten::abs.out", abs_out, 3);
+  registry.add("aten::logical_not.out", logical_not_out, 3);
+  registry.add("aten::leaky_relu.out", leaky_relu_out, 4);
+  registry.add("aten::clamp.out", clamp_out, 5);
+  registry.add("aten::hardtanh.out", hardtanh_out, 5);
+}
+
+}  // namespace etna::kernels

@@ -1,0 +1,432 @@
+#include <cmath>
+#include <limits>
+
+#include "kernel_test_support.h"
+
+namespace etna::kernel_test {
+namespace {
+
+// Row-major linear index of `target` position `index` inside a tensor of
+// `sizes` broadcast to `target` (dims of size 1 repeat; shapes right-aligned).
+int64_t broadcast_source(const std::vector<int64_t>& sizes, const std::vector<int64_t>& target, int64_t index) {
+  std::vector<int64_t> position(target.size());
+  for (size_t d = target.size(); d-- > 0;) {
+    position[d] = index % target[d];
+    index /= target[d];
+  }
+  int64_t source = 0;
+  const size_t offset = target.size() - sizes.size();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const int64_t p = sizes[d] == 1 ? 0 : position[offset + d];
+    source = source * sizes[d] + p;
+  }
+  return source;
+}
+
+int64_t count(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+TEST(KernelBinary, AddOutAddsWithAlpha) {
+  TensorStore store;
+  Tensor& a = store.make<float>({2, 2}, {1, 2, 3, 4});
+  Tensor& b = store.make<float>({2, 2}, {10, 20, 30, 40});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 2});
+  Args args;
+  args.tensor(a).tensor(b).integer(2).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{21, 42, 63, 84}));
+}
+
+TEST(KernelBinary, BroadcastingMatchesIndependentIndexing) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{1}, {2, 3}}, {{}, {3, 2}}, {{5, 1, 1, 2}, {1, 3, 1}}, {{2, 0, 3}, {3}}};
+  Lcg rng(7);
+  for (const auto& [shape_a, shape_b] : cases) {
+    std::vector<int64_t> target(std::max(shape_a.size(), shape_b.size()));
+    for (size_t i = 0; i < target.size(); ++i) {
+      const int64_t da = i < shape_a.size() ? shape_a[shape_a.size() - 1 - i] : 1;
+      const int64_t db = i < shape_b.size() ? shape_b[shape_b.size() - 1 - i] : 1;
+      target[target.size() - 1 - i] = da == 1 ? db : da;
+    }
+    TensorStore store;
+    const auto va = rng.floats(static_cast<size_t>(count(shape_a)));
+    const auto vb = rng.floats(static_cast<size_t>(count(shape_b)));
+    Tensor& a = store.make<float>(shape_a, va);
+    Tensor& b = store.make<float>(shape_b, vb);
+    Tensor& out = store.make_empty(ScalarType::kFloat, target);
+    Args args;
+    args.tensor(a).tensor(b).tensor(out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel("aten::mul.out", args)));
+    const auto got = values_of<float>(out);
+    for (int64_t i = 0; i < count(target); ++i) {
+      const float expected = va[broadcast_source(shape_a, target, i)] * vb[broadcast_source(shape_b, target, i)];
+      EXPECT_EQ(got[i], expected) << "element " << i;
+    }
+  }
+}
+
+TEST(KernelBinary, PromotesInt64PlusFloatToFloat) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({3}, {1, -2, 3});
+  Tensor& b = store.make<float>({3}, {0.5f, 0.25f, 2.0f});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  Args args;
+  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.5f, -1.75f, 5.0f}));
+}
+
+TEST(KernelBinary, IntegerAddKeepsIntegersAndWraps) {
+  TensorStore store;
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  Tensor& a = store.make<int64_t>({2}, {big, 5});
+  Tensor& b = store.make<int64_t>({2}, {1, 7});
+  Tensor& out = store.make_empty(ScalarType::kLong, {2});
+  Args args;
+  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 12}));
+}
+
+TEST(KernelBinary, ZeroDimFloatDoesNotWidenFloatTensorButPromotesInts) {
+  TensorStore store;
+  // float32[2] + float64 rank-0: result float32 (so out float32 is fine).
+  Tensor& f = store.make<float>({2}, {1, 2});
+  Tensor& d = store.make<double>({}, {0.5});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2});
+  Args args;
+  args.tensor(f).tensor(d).integer(1).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.5f, 2.5f}));
+  // int64[2] + float64 rank-0: result is floating, so an int64 out is rejected.
+  Tensor& i = store.make<int64_t>({2}, {1, 2});
+  Tensor& int_out = store.make_empty(ScalarType::kLong, {2});
+  Args bad;
+  bad.tensor(i).tensor(d).integer(1).tensor(int_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", bad), {"aten::add.out", "float64", "int64"}));
+}
+
+TEST(KernelBinary, ScalarFormsAndReverseSub) {
+  TensorStore store;
+  Tensor& a = store.make<float>({3}, {1, 2, 3});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  {
+    Args args;
+    args.tensor(a).real(0.5).integer(2).tensor(out).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::add.Scalar_out", args)));
+    EXPECT_EQ(values_of<float>(out), (std::vector<float>{2, 3, 4}));
+  }
+  {
+    Args args;
+    args.tensor(a).integer(1).integer(1).tensor(out).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::sub.Scalar_out", args)));
+    EXPECT_EQ(values_of<float>(out), (std::vector<float>{0, 1, 2}));
+  }
+  {
+    // rsub: other - alpha * self = 10 - 2 * x
+    Args args;
+    args.tensor(a).integer(10).integer(2).tensor(out).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::rsub.Scalar_out", args)));
+    EXPECT_EQ(values_of<float>(out), (std::vector<float>{8, 6, 4}));
+  }
+  {
+    Args args;
+    args.tensor(a).real(2.0).tensor(out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel("aten::mul.Scalar_out", args)));
+    EXPECT_EQ(values_of<float>(out), (std::vector<float>{2, 4, 6}));
+  }
+  {
+    Args args;
+    args.tensor(a).integer(4).tensor(out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel("aten::div.Scalar_out", args)));
+    EXPECT_EQ(values_of<float>(out), (std::vector<float>{0.25f, 0.5f, 0.75f}));
+  }
+}
+
+TEST(KernelBinary, IntTensorTimesDoubleScalarIsFloat) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({2}, {3, -4});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2});
+  Args args;
+  args.tensor(a).real(0.5).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::mul.Scalar_out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.5f, -2.0f}));
+  Tensor& int_out = store.make_empty(ScalarType::kLong, {2});
+  Args bad;
+  bad.tensor(a).real(0.5).tensor(int_out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::mul.Scalar_out", bad), {"cannot be cast", "int64"}));
+}
+
+TEST(KernelBinary, SubtractsWithAlphaAndRejectsBoolAndFloatAlphaForInts) {
+  TensorStore store;
+  Tensor& a = store.make<float>({2}, {5, 6});
+  Tensor& b = store.make<float>({2}, {1, 2});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2});
+  Args args;
+  args.tensor(a).tensor(b).real(0.5).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::sub.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{4.5f, 5.0f}));
+
+  Tensor& flags = store.make<bool>({2}, {true, false});
+  Tensor& bool_out = store.make_empty(ScalarType::kBool, {2});
+  Args bools;
+  bools.tensor(flags).tensor(flags).integer(1).tensor(bool_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::sub.out", bools), {"aten::sub.out", "bool"}));
+
+  Tensor& ints = store.make<int32_t>({2}, {1, 2});
+  Tensor& int_out = store.make_empty(ScalarType::kInt, {2});
+  Args float_alpha;
+  float_alpha.tensor(ints).tensor(ints).real(1.5).tensor(int_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::sub.out", float_alpha), {"alpha", "Double(1.5)", "int32"}));
+}
+
+TEST(KernelBinary, TrueDivisionOfIntegersIsFloat) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({3}, {7, -7, 1});
+  Tensor& b = store.make<int64_t>({3}, {2, 2, 0});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  Args args;
+  args.tensor(a).tensor(b).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::div.out", args)));
+  const auto got = values_of<float>(out);
+  EXPECT_EQ(got[0], 3.5f);
+  EXPECT_EQ(got[1], -3.5f);
+  EXPECT_TRUE(std::isinf(got[2]) && got[2] > 0);
+}
+
+TEST(KernelBinary, DivisionRoundingModes) {
+  TensorStore store;
+  const std::vector<int64_t> a_values = {7, -7, 7, -7, 6};
+  const std::vector<int64_t> b_values = {2, 2, -2, -2, 3};
+  Tensor& a = store.make<int64_t>({5}, a_values);
+  Tensor& b = store.make<int64_t>({5}, b_values);
+  Tensor& out = store.make_empty(ScalarType::kLong, {5});
+  {
+    Args args;
+    args.tensor(a).tensor(b).string("trunc").tensor(out).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::div.out_mode", args)));
+    EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{3, -3, -3, 3, 2}));
+  }
+  {
+    Args args;
+    args.tensor(a).tensor(b).string("floor").tensor(out).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::div.out_mode", args)));
+    EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{3, -4, -4, 3, 2}));
+  }
+  Tensor& fa = store.make<float>({4}, {7.5f, -7.5f, 1.0f, -0.5f});
+  Tensor& fb = store.make<float>({4}, {2.0f, 2.0f, 0.0f, 4.0f});
+  Tensor& fout = store.make_empty(ScalarType::kFloat, {4});
+  {
+    Args args;
+    args.tensor(fa).tensor(fb).string("floor").tensor(fout).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::div.out_mode", args)));
+    const auto got = values_of<float>(fout);
+    EXPECT_EQ(got[0], 3.0f);
+    EXPECT_EQ(got[1], -4.0f);
+    EXPECT_TRUE(std::isinf(got[2]));
+    EXPECT_EQ(got[3], -1.0f);
+  }
+  {
+    Args args;
+    args.tensor(fa).tensor(fb).none().tensor(fout).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::div.out_mode", args)));
+    EXPECT_EQ(values_of<float>(fout)[1], -3.75f);
+  }
+}
+
+TEST(KernelBinary, IntegerDivisionByZeroAndBadModeAreErrors) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({2}, {1, 2});
+  Tensor& b = store.make<int64_t>({2}, {1, 0});
+  Tensor& out = store.make_empty(ScalarType::kLong, {2});
+  Args args;
+  args.tensor(a).tensor(b).string("floor").tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::div.out_mode", args), {"aten::div.out_mode", "division by zero"}));
+  Args mode;
+  mode.tensor(a).tensor(b).string("round").tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::div.out_mode", mode), {"rounding_mode", "round"}));
+}
+
+TEST(KernelBinary, ComparisonsScalarAndTensor) {
+  TensorStore store;
+  Tensor& a = store.make<float>({4}, {0, 1, 2, 3});
+  Tensor& b = store.make<float>({4}, {0, 2, 2, 1});
+  Tensor& out = store.make_empty(ScalarType::kBool, {4});
+  struct Case {
+    const char* key;
+    bool tensor_other;
+    std::vector<bool> expected;
+  };
+  const std::vector<Case> cases = {
+      {"aten::eq.Scalar_out", false, {false, false, true, false}},
+      {"aten::ne.Scalar_out", false, {true, true, false, true}},
+      {"aten::lt.Scalar_out", false, {true, true, false, false}},
+      {"aten::gt.Scalar_out", false, {false, false, false, true}},
+      {"aten::le.Scalar_out", false, {true, true, true, false}},
+      {"aten::ge.Scalar_out", false, {false, false, true, true}},
+      {"aten::eq.Tensor_out", true, {true, false, true, false}},
+      {"aten::ne.Tensor_out", true, {false, true, false, true}},
+      {"aten::lt.Tensor_out", true, {false, true, false, false}},
+      {"aten::gt.Tensor_out", true, {false, false, false, true}},
+      {"aten::le.Tensor_out", true, {true, true, true, false}},
+      {"aten::ge.Tensor_out", true, {true, false, true, true}},
+  };
+  for (const Case& c : cases) {
+    Args args;
+    args.tensor(a);
+    if (c.tensor_other) args.tensor(b);
+    else args.integer(2);
+    args.tensor(out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel(c.key, args))) << c.key;
+    EXPECT_EQ(values_of<bool>(out), c.expected) << c.key;
+  }
+}
+
+TEST(KernelBinary, CompareIntTensorWithFractionalScalarPromotes) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({3}, {1, 2, 3});
+  Tensor& out = store.make_empty(ScalarType::kBool, {3});
+  Args args;
+  args.tensor(a).real(1.5).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::gt.Scalar_out", args)));
+  EXPECT_EQ(values_of<bool>(out), (std::vector<bool>{false, true, true}));
+}
+
+TEST(KernelBinary, WhereSelectsWithBroadcasting) {
+  // The shape of et_model_constant_buffer.pte: where(m == 0, 1.1, m).
+  TensorStore store;
+  Tensor& condition = store.make<bool>({3}, {true, false, true});
+  Tensor& constant = store.make<float>({}, {1.1f});
+  Tensor& m = store.make<float>({3}, {0, 5, 0});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  Args args;
+  args.tensor(condition).tensor(constant).tensor(m).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::where.self_out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.1f, 5.0f, 1.1f}));
+
+  Tensor& bad_condition = store.make<float>({3}, {1, 0, 1});
+  Args bad;
+  bad.tensor(bad_condition).tensor(constant).tensor(m).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::where.self_out", bad), {"condition", "bool"}));
+}
+
+TEST(KernelBinary, MaskedFillBroadcastsMask) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& mask = store.make<bool>({3}, {true, false, true});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args args;
+  args.tensor(self).tensor(mask).real(-1.0).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::masked_fill.Scalar_out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{-1, 2, -1, -1, 5, -1}));
+
+  Tensor& bytes = store.make<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& byte_out = store.make_empty(ScalarType::kByte, {2, 3});
+  Args overflow;
+  overflow.tensor(bytes).tensor(mask).integer(300).tensor(byte_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::masked_fill.Scalar_out", overflow), {"Int(300)", "uint8"}));
+}
+
+TEST(KernelBinary, PowTensorScalar) {
+  TensorStore store;
+  Tensor& f = store.make<float>({3}, {2, 3, 4});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  Args args;
+  args.tensor(f).real(0.5).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::pow.Tensor_Scalar_out", args)));
+  const auto got = values_of<float>(out);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], std::sqrt(static_cast<float>(i + 2)));
+
+  Tensor& ints = store.make<int64_t>({3}, {2, -3, 5});
+  Tensor& int_out = store.make_empty(ScalarType::kLong, {3});
+  Args cube;
+  cube.tensor(ints).integer(3).tensor(int_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::pow.Tensor_Scalar_out", cube)));
+  EXPECT_EQ(values_of<int64_t>(int_out), (std::vector<int64_t>{8, -27, 125}));
+
+  Args negative;
+  negative.tensor(ints).integer(-1).tensor(int_out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::pow.Tensor_Scalar_out", negative), {"negative"}));
+}
+
+TEST(KernelBinary, BadShapesAndOutputsAreReported) {
+  TensorStore store;
+  Tensor& a = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& b = store.make<float>({4}, {1, 2, 3, 4});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args mismatch;
+  mismatch.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", mismatch), {"aten::add.out", "broadcast", "[2, 3]", "[4]"}));
+
+  // A static out of a different shape cannot be resized.
+  Tensor& c = store.make<float>({3}, {1, 2, 3});
+  Tensor& static_out = store.make_empty(ScalarType::kFloat, {4});
+  Args wrong_static;
+  wrong_static.tensor(c).tensor(c).integer(1).tensor(static_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", wrong_static), {"aten::add.out", "out", "[3]"}));
+
+  // A bounded out takes the smaller shape.
+  TensorOptions bound;
+  bound.dynamism = ShapeDynamism::kBound;
+  Tensor& dynamic_out = store.make_empty(ScalarType::kFloat, {8}, bound);
+  Args fits;
+  fits.tensor(c).tensor(c).integer(1).tensor(dynamic_out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", fits)));
+  EXPECT_EQ(shape_of(dynamic_out), (std::vector<int64_t>{3}));
+  EXPECT_EQ(values_of<float>(dynamic_out), (std::vector<float>{2, 4, 6}));
+
+  // Kind errors name the argument.
+  Args kinds;
+  kinds.tensor(c).integer(3).integer(1).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", kinds), {"argument 1 (other)", "Tensor", "Int"}));
+
+  // Missing arguments are reported, not read.
+  Args short_args;
+  short_args.tensor(c).tensor(c);
+  EXPECT_TRUE(fails_with(call_kernel_fn("aten::add.out", short_args), {"aten::add.out", "5 arguments"}));
+
+  // Unsupported dtypes are named.
+  Tensor& halves = store.make_empty(ScalarType::kHalf, {3});
+  Args half;
+  half.tensor(halves).tensor(halves).integer(1).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", half), {"float16"}));
+}
+
+TEST(KernelBinary, MissingDataIsAnErrorNotACrash) {
+  TensorStore store;
+  Tensor& a = store.make<float>({3}, {1, 2, 3});
+  Tensor& no_data = store.make_empty(ScalarType::kFloat, {3});
+  no_data.set_data(nullptr, 0);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3});
+  Args args;
+  args.tensor(a).tensor(no_data).integer(1).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", args), {"other", "no data"}));
+
+  TensorOptions small;
+  small.capacity_elements = 2;
+  Tensor& short_out = store.make_empty(ScalarType::kFloat, {3}, small);
+  Args too_small;
+  too_small.tensor(a).tensor(a).integer(1).tensor(short_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", too_small), {"out", "bytes"}));
+}
+
+TEST(KernelBinary, NonContiguousInputsAreReadThroughStrides) {
+  TensorStore store;
+  // A 2x3 tensor stored channels-last style: dim order [1, 0], so memory is
+  // column-major: logical [[1, 2, 3], [4, 5, 6]] is stored 1, 4, 2, 5, 3, 6.
+  TensorOptions column_major;
+  column_major.dim_order = {1, 0};
+  Tensor& a = store.make<float>({2, 3}, {1, 4, 2, 5, 3, 6}, column_major);
+  Tensor& b = store.make<float>({2, 3}, {10, 20, 30, 40, 50, 60});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args args;
+  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{11, 22, 33, 44, 55, 66}));
+}
+
+}  // namespace
+}  // namespace etna::kernel_test

@@ -1,0 +1,148 @@
+#include <cmath>
+#include <limits>
+
+#include "kernel_test_support.h"
+
+namespace etna::kernel_test {
+namespace {
+
+// Softmax of `values` viewed as [outer, size, inner] along the middle dim.
+std::vector<double> reference_softmax(const std::vector<float>& values, int64_t outer, int64_t size, int64_t inner,
+                                      bool log) {
+  std::vector<double> result(values.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      double total = 0;
+      for (int64_t k = 0; k < size; ++k) total += std::exp(static_cast<double>(values[(o * size + k) * inner + i]));
+      for (int64_t k = 0; k < size; ++k) {
+        const size_t at = static_cast<size_t>((o * size + k) * inner + i);
+        result[at] = log ? values[at] - std::log(total) : std::exp(static_cast<double>(values[at])) / total;
+      }
+    }
+  }
+  return result;
+}
+
+TEST(KernelNormalization, SoftmaxAndLogSoftmaxOverEachDim) {
+  Lcg rng(5);
+  const auto values = rng.floats(3 * 4 * 5, -4, 4);
+  const std::vector<int64_t> sizes = {3, 4, 5};
+  for (bool log : {false, true}) {
+    for (int64_t dim = 0; dim < 3; ++dim) {
+      TensorStore store;
+      Tensor& self = store.make<float>(sizes, values);
+      Tensor& out = store.make_empty(ScalarType::kFloat, sizes);
+      Args args;
+      args.tensor(self).integer(dim).boolean(false).tensor(out).same_as(3);
+      const char* key = log ? "aten::_log_softmax.out" : "aten::_softmax.out";
+      ASSERT_TRUE(is_ok(run_kernel(key, args)));
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < dim; ++d) outer *= sizes[d];
+      for (int64_t d = dim + 1; d < 3; ++d) inner *= sizes[d];
+      const auto expected = reference_softmax(values, outer, sizes[dim], inner, log);
+      const auto got = values_of<float>(out);
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << key << " dim " << dim;
+    }
+  }
+}
+
+TEST(KernelNormalization, SoftmaxIsStableForLargeInputsLikeTheSoftmaxModel) {
+  // et_softmax_pr17248.pte runs _softmax over float32[2, 4096]; large values
+  // must not overflow.
+  TensorStore store;
+  std::vector<float> values(2 * 4096);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 4096) * 0.5f + 500.0f;
+  Tensor& self = store.make<float>({2, 4096}, values);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 4096});
+  Args args;
+  args.tensor(self).integer(-1).boolean(false).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::_softmax.out", args)));
+  const auto got = values_of<float>(out);
+  double row_sum = 0;
+  for (size_t i = 0; i < 4096; ++i) {
+    ASSERT_TRUE(std::isfinite(got[i]));
+    row_sum += got[i];
+  }
+  EXPECT_NEAR(row_sum, 1.0, 1e-4);
+  // The largest element gets exp(0) / sum_k exp(-0.5 k) = 1 - exp(-0.5) (geometric series).
+  const double expected_top = 1.0 - std::exp(-0.5);
+  EXPECT_NEAR(got[4095], expected_top, 1e-4);
+  EXPECT_EQ(got[4095], got[4096 + 4095]);
+}
+
+TEST(KernelNormalization, SoftmaxRejectsIntsAndHalfToFloat) {
+  TensorStore store;
+  Tensor& ints = store.make<int64_t>({2}, {1, 2});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2});
+  Args int_args;
+  int_args.tensor(ints).integer(0).boolean(false).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::_softmax.out", int_args), {"aten::_softmax.out", "self", "int64"}));
+  Tensor& floats = store.make<float>({2}, {1, 2});
+  Args half;
+  half.tensor(floats).integer(0).boolean(true).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::_softmax.out", half), {"half_to_float"}));
+  Args range;
+  range.tensor(floats).integer(1).boolean(false).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::_softmax.out", range), {"dim", "out of range"}));
+}
+
+TEST(KernelNormalization, LayerNormWithWeightAndBias) {
+  TensorStore store;
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0, 1, 6};
+  Tensor& input = store.make<float>({2, 4}, x);
+  Tensor& weight = store.make<float>({4}, {1, 2, 0.5f, -1});
+  Tensor& bias = store.make<float>({4}, {0, 1, 0, 0.5f});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 4});
+  Tensor& mean = store.make_empty(ScalarType::kFloat, {2, 1});
+  Tensor& rstd = store.make_empty(ScalarType::kFloat, {2, 1});
+  Args args;
+  args.tensor(input).ints({4}).tensor(weight).tensor(bias).real(1e-5).tensor(out).tensor(mean).tensor(rstd);
+  args.tensors({&out, &mean, &rstd});
+  ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", args)));
+  const auto got = values_of<float>(out);
+  const std::vector<float> w = {1, 2, 0.5f, -1}, b = {0, 1, 0, 0.5f};
+  for (int row = 0; row < 2; ++row) {
+    double m = 0, v = 0;
+    for (int j = 0; j < 4; ++j) m += x[row * 4 + j];
+    m /= 4;
+    for (int j = 0; j < 4; ++j) v += (x[row * 4 + j] - m) * (x[row * 4 + j] - m);
+    v /= 4;
+    const double r = 1 / std::sqrt(v + 1e-5);
+    EXPECT_NEAR(values_of<float>(mean)[row], m, 1e-6);
+    EXPECT_NEAR(values_of<float>(rstd)[row], r, 1e-5);
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_NEAR(got[row * 4 + j], (x[row * 4 + j] - m) * r * w[j] + b[j], 1e-5) << row << "," << j;
+    }
+  }
+}
+
+TEST(KernelNormalization, LayerNormWithoutAffineAndBadShapes) {
+  TensorStore store;
+  Tensor& input = store.make<float>({1, 2, 2}, {1, 3, 5, 7});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2});
+  Tensor& mean = store.make_empty(ScalarType::kFloat, {1, 1, 1});
+  Tensor& rstd = store.make_empty(ScalarType::kFloat, {1, 1, 1});
+  Args args;
+  args.tensor(input).ints({2, 2}).none().none().real(0.0).tensor(out).tensor(mean).tensor(rstd);
+  args.tensors({&out, &mean, &rstd});
+  ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", args)));
+  EXPECT_EQ(values_of<float>(mean), (std::vector<float>{4}));
+  const float r = static_cast<float>(1 / std::sqrt(5.0));  // variance of 1,3,5,7 is 5
+  const auto got = values_of<float>(out);
+  EXPECT_NEAR(got[0], -3 * r, 1e-6);
+  EXPECT_NEAR(got[3], 3 * r, 1e-6);
+
+  Args mismatch;
+  mismatch.tensor(input).ints({3}).none().none().real(1e-5).tensor(out).tensor(mean).tensor(rstd);
+  mismatch.tensors({&out, &mean, &rstd});
+  EXPECT_TRUE(fails_with(run_kernel("aten::native_layer_norm.out", mismatch), {"normalized_shape", "[3]"}));
+
+  Tensor& short_weight = store.make<float>({3}, {1, 1, 1});
+  Args bad_weight;
+  bad_weight.tensor(input).ints({2}).tensor(short_weight).none().real(1e-5).tensor(out).tensor(mean).tensor(rstd);
+  bad_weight.tensors({&out, &mean, &rstd});
+  EXPECT_TRUE(fails_with(run_kernel("aten::native_layer_norm.out", bad_weight), {"weight", "[2]"}));
+}
+
+}  // namespace
+}  // namespace etna::kernel_test

@@ -1,0 +1,248 @@
+#include <limits>
+#include <numeric>
+#include <optional>
+
+#include "kernel_test_support.h"
+
+namespace etna::kernel_test {
+namespace {
+
+std::vector<float> iota_floats(size_t n) {
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  return v;
+}
+
+TEST(KernelShape, ViewCopyInfersMinusOne) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 6}, iota_floats(12));
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3, 4});
+  Args args;
+  args.tensor(self).ints({-1, 4}).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::view_copy.out", args)));
+  EXPECT_EQ(shape_of(out), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(values_of<float>(out), iota_floats(12));
+
+  Args bad;
+  bad.tensor(self).ints({5, -1}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::view_copy.out", bad), {"aten::view_copy.out", "size", "12"}));
+  Args two_unknown;
+  two_unknown.tensor(self).ints({-1, -1}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::view_copy.out", two_unknown), {"more than one -1"}));
+}
+
+TEST(KernelShape, PermuteCopyMatchesIndexing) {
+  TensorStore store;
+  const auto values = iota_floats(2 * 3 * 4);
+  Tensor& self = store.make<float>({2, 3, 4}, values);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {4, 2, 3});
+  Args args;
+  args.tensor(self).ints({2, 0, -2}).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::permute_copy.out", args)));
+  const auto got = values_of<float>(out);
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 3; ++j) EXPECT_EQ(got[(k * 2 + i) * 3 + j], values[(i * 3 + j) * 4 + k]);
+    }
+  }
+  Args repeated;
+  repeated.tensor(self).ints({0, 0, 1}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::permute_copy.out", repeated), {"dims", "more than once"}));
+}
+
+TEST(KernelShape, TransposeCopy) {
+  TensorStore store;
+  Tensor& self = store.make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& out = store.make_empty(ScalarType::kLong, {3, 2});
+  Args args;
+  args.tensor(self).integer(0).integer(-1).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::transpose_copy.int_out", args)));
+  EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(KernelShape, UnsqueezeAndSqueeze) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 3}, iota_floats(6));
+  Tensor& unsqueezed = store.make_empty(ScalarType::kFloat, {2, 3, 1});
+  Args unsqueeze;
+  unsqueeze.tensor(self).integer(-1).tensor(unsqueezed).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::unsqueeze_copy.out", unsqueeze)));
+  EXPECT_EQ(shape_of(unsqueezed), (std::vector<int64_t>{2, 3, 1}));
+
+  Tensor& padded = store.make<float>({1, 3, 1}, {7, 8, 9});
+  Tensor& first_dim = store.make_empty(ScalarType::kFloat, {3, 1});
+  Args dims;
+  dims.tensor(padded).ints({0, 1}).tensor(first_dim).same_as(2);  // dim 1 has size 3: kept
+  ASSERT_TRUE(is_ok(run_kernel("aten::squeeze_copy.dims_out", dims)));
+  EXPECT_EQ(values_of<float>(first_dim), (std::vector<float>{7, 8, 9}));
+
+  Tensor& last_dim = store.make_empty(ScalarType::kFloat, {1, 3});
+  Args dim;
+  dim.tensor(padded).integer(2).tensor(last_dim).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::squeeze_copy.dim_out", dim)));
+  EXPECT_EQ(shape_of(last_dim), (std::vector<int64_t>{1, 3}));
+
+  Tensor& all = store.make_empty(ScalarType::kFloat, {3});
+  Args every;
+  every.tensor(padded).tensor(all).same_as(1);
+  ASSERT_TRUE(is_ok(run_kernel("aten::squeeze_copy.out", every)));
+  EXPECT_EQ(values_of<float>(all), (std::vector<float>{7, 8, 9}));
+
+  Args range;
+  range.tensor(self).integer(2).tensor(unsqueezed).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::unsqueeze_copy.out", range)));  // dim == rank appends a dim
+  Args too_far;
+  too_far.tensor(self).integer(3).tensor(unsqueezed).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::unsqueeze_copy.out", too_far), {"dim", "3", "out of range"}));
+}
+
+TEST(KernelShape, ExpandCopyBroadcasts) {
+  TensorStore store;
+  Tensor& self = store.make<float>({3, 1}, {1, 2, 3});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3, 2});
+  Args args;
+  args.tensor(self).ints({2, -1, 2}).boolean(false).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::expand_copy.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}));
+  Args bad;
+  bad.tensor(self).ints({4, 2}).boolean(false).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::expand_copy.out", bad), {"aten::expand_copy.out", "expand dim 0"}));
+}
+
+TEST(KernelShape, SelectCopy) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 3}, iota_floats(6));
+  Tensor& column = store.make_empty(ScalarType::kFloat, {2});
+  Args args;
+  args.tensor(self).integer(1).integer(-1).tensor(column).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::select_copy.int_out", args)));
+  EXPECT_EQ(values_of<float>(column), (std::vector<float>{2, 5}));
+  Args bad;
+  bad.tensor(self).integer(0).integer(2).tensor(column).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::select_copy.int_out", bad), {"index 2", "out of range", "size 2"}));
+}
+
+TEST(KernelShape, SliceCopyFollowsPythonRules) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 6}, iota_floats(12));
+  struct Case {
+    std::optional<int64_t> start, end;
+    int64_t step;
+    std::vector<float> expected_row0;
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, std::nullopt, 1, {0, 1, 2, 3, 4, 5}},
+      {1, 5, 2, {1, 3}},
+      {-2, std::nullopt, 1, {4, 5}},
+      {0, std::numeric_limits<int64_t>::max(), 4, {0, 4}},
+      {-100, 2, 1, {0, 1}},
+      {4, 2, 1, {}},
+  };
+  for (const Case& c : cases) {
+    TensorOptions bound;
+    bound.dynamism = ShapeDynamism::kBound;
+    Tensor& out = store.make_empty(ScalarType::kFloat, {2, 6}, bound);
+    Args args;
+    args.tensor(self).integer(1);
+    if (c.start) args.integer(*c.start);
+    else args.none();
+    if (c.end) args.integer(*c.end);
+    else args.none();
+    args.integer(c.step).tensor(out).same_as(5);
+    ASSERT_TRUE(is_ok(run_kernel("aten::slice_copy.Tensor_out", args)));
+    const int64_t width = static_cast<int64_t>(c.expected_row0.size());
+    EXPECT_EQ(shape_of(out), (std::vector<int64_t>{2, width}));
+    const auto got = values_of<float>(out);
+    for (int64_t j = 0; j < width; ++j) {
+      EXPECT_EQ(got[j], c.expected_row0[j]);
+      EXPECT_EQ(got[width + j], c.expected_row0[j] + 6);
+    }
+  }
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 6});
+  Args zero_step;
+  zero_step.tensor(self).integer(1).none().none().integer(0).tensor(out).same_as(5);
+  EXPECT_TRUE(fails_with(run_kernel("aten::slice_copy.Tensor_out", zero_step), {"step", "positive"}));
+}
+
+TEST(KernelShape, CatAlongDimsSkipsLegacyEmpty) {
+  TensorStore store;
+  Tensor& a = store.make<float>({2, 2}, {1, 2, 3, 4});
+  Tensor& b = store.make<float>({2, 1}, {5, 6});
+  Tensor& empty = store.make_empty(ScalarType::kFloat, {0});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args args;
+  args.tensors({&a, &empty, &b}).integer(-1).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::cat.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1, 2, 5, 3, 4, 6}));
+
+  Tensor& rows = store.make_empty(ScalarType::kFloat, {4, 2});
+  Args dim0;
+  dim0.tensors({&a, &a}).integer(0).tensor(rows).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::cat.out", dim0)));
+  EXPECT_EQ(values_of<float>(rows), (std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4}));
+
+  // Mixed dtypes promote; out's dtype is used.
+  Tensor& ints = store.make<int64_t>({2, 1}, {7, 8});
+  Tensor& mixed = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args promote;
+  promote.tensors({&a, &ints}).integer(1).tensor(mixed).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::cat.out", promote)));
+  EXPECT_EQ(values_of<float>(mixed), (std::vector<float>{1, 2, 7, 3, 4, 8}));
+
+  Args mismatch;
+  mismatch.tensors({&a, &b}).integer(0).tensor(rows).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::cat.out", mismatch), {"aten::cat.out", "does not match"}));
+}
+
+TEST(KernelShape, StackInsertsADim) {
+  TensorStore store;
+  Tensor& a = store.make<float>({2}, {1, 2});
+  Tensor& b = store.make<float>({2}, {3, 4});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 2});
+  Args rows;
+  rows.tensors({&a, &b}).integer(0).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::stack.out", rows)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1, 2, 3, 4}));
+  Args cols;
+  cols.tensors({&a, &b}).integer(-1).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::stack.out", cols)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{1, 3, 2, 4}));
+}
+
+TEST(KernelShape, SplitWithSizesCopy) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 5}, iota_floats(10));
+  Tensor& first = store.make_empty(ScalarType::kFloat, {2, 2});
+  Tensor& second = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args args;
+  args.tensor(self).ints({2, 3}).integer(1).tensors({&first, &second}).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::split_with_sizes_copy.out", args)));
+  EXPECT_EQ(values_of<float>(first), (std::vector<float>{0, 1, 5, 6}));
+  EXPECT_EQ(values_of<float>(second), (std::vector<float>{2, 3, 4, 7, 8, 9}));
+  Args wrong_total;
+  wrong_total.tensor(self).ints({2, 2}).integer(1).tensors({&first, &second}).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::split_with_sizes_copy.out", wrong_total), {"add up to 4", "size 5"}));
+}
+
+TEST(KernelShape, ConstantPadNdPadsAndCrops) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 2}, {1, 2, 3, 4});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3, 4});
+  Args args;
+  args.tensor(self).ints({1, 1, 0, 1}).real(9.0).tensor(out).same_as(3);  // last dim (1, 1), first dim (0, 1)
+  ASSERT_TRUE(is_ok(run_kernel("aten::constant_pad_nd.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{9, 1, 2, 9, 9, 3, 4, 9, 9, 9, 9, 9}));
+
+  Tensor& cropped = store.make_empty(ScalarType::kFloat, {2, 2});
+  Args crop;
+  crop.tensor(self).ints({-1, 1}).integer(0).tensor(cropped).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::constant_pad_nd.out", crop)));
+  EXPECT_EQ(values_of<float>(cropped), (std::vector<float>{2, 0, 4, 0}));
+
+  Args odd;
+  odd.tensor(self).ints({1}).integer(0).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::constant_pad_nd.out", odd), {"pad", "even"}));
+}
+
+}  // namespace
+}  // namespace etna::kernel_test

@@ -1,0 +1,264 @@
+// The executor on the real programs: results from their README, sharing
+// semantics, and load-time errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/module.h"
+#include "core/program.h"
+#include "test_support.h"
+
+namespace etna {
+namespace {
+
+using test::testdata;
+
+std::shared_ptr<const Program> load_program(const std::string& name) {
+  auto program = Program::load_file(testdata(name));
+  EXPECT_TRUE(program) << (program ? "" : program.error().message);
+  return program ? *program : nullptr;
+}
+
+InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
+  InputValue value;
+  value.kind = InputValue::Kind::kTensor;
+  value.tensor.dtype = ScalarType::kFloat;
+  value.tensor.shape = std::move(shape);
+  value.tensor.data = data.data();
+  value.tensor.nbytes = data.size() * sizeof(float);
+  return value;
+}
+
+InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int64_t>& data) {
+  InputValue value;
+  value.kind = InputValue::Kind::kTensor;
+  value.tensor.dtype = ScalarType::kLong;
+  value.tensor.shape = std::move(shape);
+  value.tensor.data = data.data();
+  value.tensor.nbytes = data.size() * sizeof(int64_t);
+  return value;
+}
+
+// Runs one method and returns each tensor output's bytes.
+struct Outputs {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<OutputValue> values;
+
+  std::vector<float> floats(size_t i) const {
+    std::vector<float> out(values[i].nbytes / sizeof(float));
+    std::memcpy(out.data(), bytes[i].data(), values[i].nbytes);
+    return out;
+  }
+  std::vector<int64_t> longs(size_t i) const {
+    std::vector<int64_t> out(values[i].nbytes / sizeof(int64_t));
+    std::memcpy(out.data(), bytes[i].data(), values[i].nbytes);
+    return out;
+  }
+};
+
+Result<Outputs> run(Module& module, const std::string& method, const std::vector<InputValue>& inputs) {
+  auto capacities = module.output_capacities(method);
+  if (!capacities) return capacities.error();
+  Outputs out;
+  std::vector<OutputBuffer> buffers;
+  for (size_t capacity : *capacities) out.bytes.emplace_back(capacity);
+  for (auto& bytes : out.bytes) buffers.push_back(OutputBuffer{bytes.data(), bytes.size()});
+  auto values = module.execute(method, inputs, buffers);
+  if (!values) return values.error();
+  out.values = std::move(*values);
+  return out;
+}
+
+std::unique_ptr<Module> load_module(const std::string& name, ArenaSharing sharing = ArenaSharing::kAuto) {
+  auto program = load_program(name);
+  if (!program) return nullptr;
+  ModuleOptions options;
+  options.sharing = sharing;
+  auto module = Module::load(program, options);
+  EXPECT_TRUE(module) << (module ? "" : module.error().message);
+  return module ? std::move(*module) : nullptr;
+}
+
+TEST(Module, AddsTwoTensors) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_add.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> a{1.5f}, b{2.25f};
+  auto out = run(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->floats(0), std::vector<float>{3.75f});
+}
+
+TEST(Module, LinearFromDeprecatedConstantBuffer) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_ModuleLinear-no-constant-segment.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> x{1, -2, 0.5f, 4};
+  auto out = run(*module, "forward", {float_tensor({2, 2}, x)});
+  ASSERT_TRUE(out) << out.error().message;
+  const auto y = out->floats(0);
+  ASSERT_EQ(y.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y[i], 3 * x[i] + 2);
+}
+
+TEST(Module, ArduinoAddsSegmentConstant) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_arduino_add_model.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> x{1, 2, -3};
+  auto out = run(*module, "forward", {float_tensor({3}, x)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->floats(0), (std::vector<float>{2, 3, -2}));
+}
+
+TEST(Module, MeanThenWhere) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_model_constant_buffer.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> x{1, 3};
+  auto out = run(*module, "forward", {float_tensor({1, 2}, x)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FLOAT_EQ(out->floats(0)[0], 2.0f);
+  std::vector<float> zero{-1, 1};
+  out = run(*module, "forward", {float_tensor({1, 2}, zero)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FLOAT_EQ(out->floats(0)[0], 1.1f);
+}
+
+TEST(Module, SoftmaxRowsSumToOne) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_softmax_pr17248.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> x(2 * 4096);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f) * 5;
+  auto out = run(*module, "forward", {float_tensor({2, 4096}, x)});
+  ASSERT_TRUE(out) << out.error().message;
+  const auto y = out->floats(0);
+  for (int row = 0; row < 2; ++row) {
+    double max = -1e30, sum = 0, total = 0;
+    for (int j = 0; j < 4096; ++j) max = std::max<double>(max, x[row * 4096 + j]);
+    for (int j = 0; j < 4096; ++j) sum += std::exp(x[row * 4096 + j] - max);
+    for (int j = 0; j < 4096; ++j) {
+      const double expected = std::exp(x[row * 4096 + j] - max) / sum;
+      EXPECT_NEAR(y[row * 4096 + j], expected, 1e-6);
+      total += y[row * 4096 + j];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-4);
+  }
+}
+
+TEST(Module, MixedDtypes) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("npr_dtypes.pte");
+  ASSERT_TRUE(module);
+  std::vector<int64_t> a{21};
+  std::vector<float> b{1.25f};
+  auto out = run(*module, "forward", {long_tensor({1}, a), float_tensor({1}, b)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->values[0].dtype, ScalarType::kLong);
+  EXPECT_EQ(out->longs(0), std::vector<int64_t>{42});
+  EXPECT_EQ(out->floats(1), std::vector<float>{2.5f});
+}
+
+TEST(Module, BothMethodsOfAMultiMethodProgram) {
+  ETNA_REQUIRE_TESTDATA();
+  for (ArenaSharing sharing : {ArenaSharing::kOff, ArenaSharing::kOn}) {
+    auto module = load_module("npr_multi_method.pte", sharing);
+    ASSERT_TRUE(module);
+    std::vector<float> x{1, -4};
+    for (const char* method : {"double", "forward", "double"}) {
+      auto out = run(*module, method, {float_tensor({2}, x)});
+      ASSERT_TRUE(out) << out.error().message;
+      EXPECT_EQ(out->floats(0), (std::vector<float>{2, -3})) << method;
+    }
+  }
+}
+
+TEST(Module, MultiplyOfNodeExecutorchFixture) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("nodeet_mul.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> a{1, 2, 3, 4, 5, 6}, b{2, 2, 2, -1, 0.5f, 0};
+  auto out = run(*module, "forward", {float_tensor({3, 2}, a), float_tensor({3, 2}, b)});
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_EQ(out->floats(0), (std::vector<float>{2, 4, 6, -4, 2.5f, 0}));
+}
+
+TEST(Module, BadInputsAreRefusedWithReasons) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_add.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> one{1};
+  std::vector<float> two{1, 2};
+  std::vector<int64_t> wrong{1};
+  auto count = run(*module, "forward", {float_tensor({1}, one)});
+  ASSERT_FALSE(count);
+  EXPECT_EQ(count.error().code, ErrorCode::kInvalidInput);
+  EXPECT_NE(count.error().message.find("takes 2 inputs, got 1"), std::string::npos) << count.error().message;
+  auto dtype = run(*module, "forward", {float_tensor({1}, one), long_tensor({1}, wrong)});
+  ASSERT_FALSE(dtype);
+  EXPECT_NE(dtype.error().message.find("input 1: expected float32[1], got int64[1]"), std::string::npos)
+      << dtype.error().message;
+  auto shape = run(*module, "forward", {float_tensor({2}, two), float_tensor({1}, one)});
+  ASSERT_FALSE(shape);
+  EXPECT_NE(shape.error().message.find("input 0: expected float32[1], got float32[2] (shape differs)"),
+            std::string::npos)
+      << shape.error().message;
+  auto missing = run(*module, "backward", {});
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ErrorCode::kMethodNotFound);
+}
+
+TEST(Module, MissingOperatorsAreListedAtLoad) {
+  ETNA_REQUIRE_TESTDATA();
+  auto bytes = test::read_file(testdata("et_ModuleLinear-no-constant-segment.pte"));
+  ASSERT_TRUE(test::patch_bytes(bytes, "aten::mul", "aten::zzz"));
+  ASSERT_TRUE(test::patch_bytes(bytes, "aten::add", "aten::yyy"));
+  auto program = Program::load_bytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(program) << program.error().message;
+  ModuleOptions options;
+  auto module = Module::load(*program, options);
+  ASSERT_TRUE(module);
+  Status status = (*module)->load_method("forward");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().code, ErrorCode::kUnsupportedOperator);
+  EXPECT_NE(status.error().message.find("aten::zzz.out, aten::yyy.out"), std::string::npos) << status.error().message;
+}
+
+TEST(Module, UnknownBackendIsNamed) {
+  ETNA_REQUIRE_TESTDATA();
+  auto bytes = test::read_file(testdata("npr_add_xnnpack.pte"));
+  ASSERT_TRUE(test::patch_bytes(bytes, "XnnpackBackend", "QnnBackendXXXX"));
+  auto program = Program::load_bytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(program) << program.error().message;
+  auto module = Module::load(*program, ModuleOptions{});
+  ASSERT_TRUE(module);
+  Status status = (*module)->load_method("forward");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().code, ErrorCode::kUnsupportedBackend);
+  EXPECT_NE(status.error().message.find("'QnnBackendXXXX'"), std::string::npos) << status.error().message;
+}
+
+TEST(Module, MemoryReportSaysWhy) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("npr_multi_method.pte", ArenaSharing::kAuto);
+  ASSERT_TRUE(module);
+  ASSERT_TRUE(module->load_method("double"));
+  ASSERT_TRUE(module->load_method("forward"));
+  MemoryReport report = module->memory_report();
+  EXPECT_EQ(report.mode, "unshared");
+  EXPECT_NE(report.reason.find("no method plans a mem_id 2"), std::string::npos);
+  EXPECT_EQ(report.planned_bytes, 96u);
+  EXPECT_EQ(report.unshared_planned_bytes, 96u);
+  auto shared = load_module("npr_multi_method.pte", ArenaSharing::kOn);
+  ASSERT_TRUE(shared);
+  MemoryReport shared_report = shared->memory_report();
+  EXPECT_EQ(shared_report.mode, "shared");
+  EXPECT_EQ(shared_report.planned_bytes, 48u);
+  ASSERT_EQ(shared_report.arenas.size(), 1u);
+  EXPECT_EQ(shared_report.arenas[0].methods, (std::vector<std::string>{"double", "forward"}));
+}
+
+}  // namespace
+}  // namespace etna
