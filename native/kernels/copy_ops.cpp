@@ -49,16 +49,16 @@ Status to_copy_out(KernelArgs args) {
 
 // Checks that out is laid out in the requested dim order: its strides must
 // be those the order gives (dims of size 1 may differ).
-Status check_dim_order(const OpArgs& op, const std::optional<std::vector<int64_t>>& dim_order, const Tensor& self,
-                       const Tensor& out) {
-  if (!dim_order) return Status::ok();
+Status check_dim_order(const OpArgs& op, const OptionalIntList& dim_order, const Tensor& self, const Tensor& out) {
+  if (!dim_order.present) return Status::ok();
+  const std::vector<int64_t>& order = dim_order.items;
   const size_t rank = self.rank();
-  if (dim_order->size() != rank) {
-    return op.input_error("dim_order has " + std::to_string(dim_order->size()) + " entries but self " +
+  if (order.size() != rank) {
+    return op.input_error("dim_order has " + std::to_string(order.size()) + " entries but self " +
                           self.describe() + " has rank " + std::to_string(rank));
   }
   std::array<bool, kMaxTensorRank> seen{};
-  for (int64_t d : *dim_order) {
+  for (int64_t d : order) {
     if (d < 0 || static_cast<size_t>(d) >= rank || seen[static_cast<size_t>(d)]) {
       return op.input_error("dim_order is not a permutation of 0.." + std::to_string(rank == 0 ? 0 : rank - 1));
     }
@@ -67,7 +67,7 @@ Status check_dim_order(const OpArgs& op, const std::optional<std::vector<int64_t
   Strides expected{};
   int64_t stride = 1;
   for (size_t k = rank; k-- > 0;) {
-    const auto d = static_cast<size_t>((*dim_order)[k]);
+    const auto d = static_cast<size_t>(order[k]);
     expected[d] = stride;
     stride *= self.size(d) == 0 ? 1 : self.size(d);
   }
@@ -84,7 +84,7 @@ Status dim_order_copy(const OpArgs& op, bool same_dtype) {
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(bool non_blocking, op.bool_arg(1, "non_blocking"));
   (void)non_blocking;  // copies are synchronous on the CPU
-  ETNA_KERNEL_ASSIGN(std::optional<std::vector<int64_t>> dim_order, op.optional_int_list_arg(2, "dim_order"));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dim_order, op.optional_int_list_arg(2, "dim_order"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
   if (same_dtype) ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
   ETNA_TRY(op.expect_convertible(*self, "self", *out, "out"));

@@ -348,12 +348,13 @@ Result<std::vector<int64_t>> OpArgs::int_list_arg(size_t index, std::string_view
   return items;
 }
 
-Result<std::optional<std::vector<int64_t>>> OpArgs::optional_int_list_arg(size_t index,
-                                                                         std::string_view arg) const {
+Result<OptionalIntList> OpArgs::optional_int_list_arg(size_t index, std::string_view arg) const {
   ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
-  if (v->is_none()) return std::optional<std::vector<int64_t>>();
-  ETNA_KERNEL_ASSIGN(std::vector<int64_t> items, int_list_arg(index, arg));
-  return std::optional<std::vector<int64_t>>(std::move(items));
+  OptionalIntList list;
+  if (v->is_none()) return list;
+  ETNA_KERNEL_ASSIGN(list.items, int_list_arg(index, arg));
+  list.present = true;
+  return list;
 }
 
 Result<std::optional<ScalarType>> OpArgs::optional_dtype_arg(size_t index, std::string_view arg) const {

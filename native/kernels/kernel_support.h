@@ -121,6 +121,13 @@ class ResultType {
   bool unsupported_ = false;
 };
 
+// An `int[]?` argument. (A plain struct: std::optional<std::vector> trips a
+// false -Wmaybe-uninitialized in g++ 12 release builds.)
+struct OptionalIntList {
+  bool present = false;
+  std::vector<int64_t> items;
+};
+
 // "Tensor", "Int", "IntList", ... for messages.
 const char* kind_name(EValue::Kind kind);
 
@@ -165,7 +172,7 @@ class OpArgs {
   Result<Scalar> scalar_arg(size_t index, std::string_view arg) const;
   Result<std::optional<Scalar>> optional_scalar_arg(size_t index, std::string_view arg) const;
   Result<std::vector<int64_t>> int_list_arg(size_t index, std::string_view arg) const;
-  Result<std::optional<std::vector<int64_t>>> optional_int_list_arg(size_t index, std::string_view arg) const;
+  Result<OptionalIntList> optional_int_list_arg(size_t index, std::string_view arg) const;
   Result<std::optional<ScalarType>> optional_dtype_arg(size_t index, std::string_view arg) const;
   // An optional memory_format Int: contiguous 0, preserve 1, channels_last 2,
   // channels_last_3d 3. Kernels write whatever layout out already has.

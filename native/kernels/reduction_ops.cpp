@@ -66,13 +66,13 @@ Status sum_intlist_out(KernelArgs args) {
   OpArgs op("aten::sum.IntList_out", args);
   ETNA_TRY(op.expect_count(6));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(std::optional<std::vector<int64_t>> dims, op.optional_int_list_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
   ETNA_TRY(op.expect_supported_dtype(*self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
-  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.value_or(std::vector<int64_t>{}), self->rank(), "dim"));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
   return sum_into(op, *self, mask, keepdim, *out, false);
 }
 
@@ -91,12 +91,12 @@ Status mean_out(KernelArgs args) {
   OpArgs op("aten::mean.out", args);
   ETNA_TRY(op.expect_count(6));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(std::optional<std::vector<int64_t>> dims, op.optional_int_list_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
   ETNA_TRY(check_mean_dtypes(op, *self, dtype, *out, 3));
-  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.value_or(std::vector<int64_t>{}), self->rank(), "dim"));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
   return sum_into(op, *self, mask, keepdim, *out, true);
 }
 

@@ -90,13 +90,14 @@ Shape squeeze_shape(const Shape& shape, const std::array<bool, kMaxTensorRank>& 
   return result;
 }
 
-Status squeeze_kernel(const OpArgs& op, size_t count, std::optional<std::vector<int64_t>> dims) {
+// Squeezes the listed dims, or every dim when `dims` is absent.
+Status squeeze_kernel(const OpArgs& op, size_t count, const OptionalIntList& dims) {
   ETNA_TRY(op.expect_count(count));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(count - 2, "out"));
   std::array<bool, kMaxTensorRank> mask{};
-  if (dims) {
-    for (int64_t dim : *dims) {
+  if (dims.present) {
+    for (int64_t dim : dims.items) {
       ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
       if (self->rank() > 0) mask[d] = true;
     }
@@ -108,17 +109,24 @@ Status squeeze_kernel(const OpArgs& op, size_t count, std::optional<std::vector<
 
 Status squeeze_copy_dims_out(KernelArgs args) {
   OpArgs op("aten::squeeze_copy.dims_out", args);
-  ETNA_KERNEL_ASSIGN(std::vector<int64_t> dims, op.int_list_arg(1, "dim"));
+  OptionalIntList dims;
+  dims.present = true;
+  ETNA_KERNEL_ASSIGN(dims.items, op.int_list_arg(1, "dim"));
   return squeeze_kernel(op, 4, dims);
 }
 
 Status squeeze_copy_dim_out(KernelArgs args) {
   OpArgs op("aten::squeeze_copy.dim_out", args);
+  OptionalIntList dims;
+  dims.present = true;
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
-  return squeeze_kernel(op, 4, std::vector<int64_t>{dim});
+  dims.items.push_back(dim);
+  return squeeze_kernel(op, 4, dims);
 }
 
-Status squeeze_copy_out(KernelArgs args) { return squeeze_kernel(OpArgs("aten::squeeze_copy.out", args), 3, {}); }
+Status squeeze_copy_out(KernelArgs args) {
+  return squeeze_kernel(OpArgs("aten::squeeze_copy.out", args), 3, OptionalIntList{});
+}
 
 // out[i...] = self[permuted index]: the dims of out are self's dims in `order`.
 Status permute_into(const OpArgs& op, const Tensor& self, const std::vector<size_t>& order, Tensor& out) {
