@@ -17,6 +17,8 @@ export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
   /** Threads for XNNPACK work (default 1: calls of different modules already run in parallel). */
   numThreads?: number;
+  /** The program's external data (a .ptd file path or its bytes), for programs that name tensors stored outside. */
+  externalData?: string | Uint8Array;
 }
 
 /** A method result. Int outputs come back as bigint, doubles as number. */
@@ -103,7 +105,7 @@ export class Module {
     }
     const program = source instanceof Program ? source : Program.load(source);
     try {
-      const handle = await native().loadModule(program.handle, { share, numThreads });
+      const handle = await native().loadModule(program.handle, { share, numThreads, externalData: options.externalData });
       return new Module(program, handle);
     } catch (error) {
       throw toEtnaError(error);

@@ -33,7 +33,10 @@ export interface NativeModule {
 
 export interface NativeAddon {
   NativeProgram: new (source: string | Uint8Array) => NativeProgram;
-  loadModule(program: NativeProgram, options: { share: string; numThreads: number }): Promise<NativeModule>;
+  loadModule(
+    program: NativeProgram,
+    options: { share: string; numThreads: number; externalData?: string | Uint8Array },
+  ): Promise<NativeModule>;
 }
 
 const require = createRequire(import.meta.url);

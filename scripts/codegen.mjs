@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const schemas = ['program', 'xnnpack'].filter((name) => fs.existsSync(path.join(root, 'schema', `${name}.fbs`)));
+const schemas = ['program', 'xnnpack', 'flat_tensor'].filter((name) => fs.existsSync(path.join(root, 'schema', `${name}.fbs`)));
 
 function listFiles(dir) {
   if (!fs.existsSync(dir)) return [];

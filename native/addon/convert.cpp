@@ -186,8 +186,7 @@ Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
       out.tensor.shape.push_back(static_cast<int64_t>(size));
     }
     Napi::TypedArray array = data.As<Napi::TypedArray>();
-    Napi::ArrayBuffer buffer = array.ArrayBuffer();
-    out.tensor.data = static_cast<const uint8_t*>(buffer.Data()) + array.ByteOffset();
+    out.tensor.data = typed_array_bytes(array);
     out.tensor.nbytes = array.ByteLength();
     keep_alive.push_back(Napi::Persistent(array.As<Napi::Object>()));
   } else {

@@ -12,6 +12,11 @@
 
 namespace etna::addon {
 
+// First byte a typed array views.
+inline const uint8_t* typed_array_bytes(const Napi::TypedArray& array) {
+  return static_cast<const uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+}
+
 // A JS Error carrying `code` (an EtnaError code); lib/ rewraps it as EtnaError.
 Napi::Error make_js_error(Napi::Env env, const Error& error);
 

@@ -157,6 +157,14 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
       }
       Napi::Value threads = object.Get("numThreads");
       if (threads.IsNumber()) options.num_threads = threads.As<Napi::Number>().Int32Value();
+      Napi::Value external = object.Get("externalData");
+      if (external.IsString() || external.IsTypedArray()) {
+        auto map = external.IsString() ? DataMap::load_file(external.As<Napi::String>().Utf8Value())
+                                       : DataMap::load_bytes(typed_array_bytes(external.As<Napi::TypedArray>()),
+                                                             external.As<Napi::TypedArray>().ByteLength());
+        if (!map) throw make_js_error(env, map.error());
+        options.external_data = std::move(*map);
+      }
     }
     auto* worker = new LoadWorker(env, program->program(), options);
     Napi::Promise promise = worker->promise();

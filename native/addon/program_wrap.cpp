@@ -24,8 +24,8 @@ ProgramWrap::ProgramWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Prog
     if (info.Length() >= 1 && info[0].IsString()) {
       loaded = Program::load_file(info[0].As<Napi::String>().Utf8Value());
     } else if (info.Length() >= 1 && info[0].IsTypedArray()) {
-      Napi::Uint8Array bytes = info[0].As<Napi::Uint8Array>();
-      loaded = Program::load_bytes(bytes.Data(), bytes.ByteLength());
+      Napi::TypedArray bytes = info[0].As<Napi::TypedArray>();
+      loaded = Program::load_bytes(typed_array_bytes(bytes), bytes.ByteLength());
     }
     if (!loaded) throw make_js_error(env, loaded.error());
     program_ = std::move(*loaded);

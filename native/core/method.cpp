@@ -48,9 +48,11 @@ const char* slot_kind_name(EValue::Kind kind) {
 Method::~Method() = default;
 
 Result<std::unique_ptr<Method>> Method::load(std::shared_ptr<const Program> program, size_t method_index,
-                                             MethodMemory memory, const BackendContextProvider& backends) {
+                                             MethodMemory memory, const BackendContextProvider& backends,
+                                             std::shared_ptr<const DataMap> external_data) {
   std::unique_ptr<Method> method(new Method());
   method->program_ = std::move(program);
+  method->external_data_ = std::move(external_data);
   method->plan_ = &method->program_->method(method_index);
   method->name_ = method->plan_->name()->str();
 
@@ -166,9 +168,9 @@ Status Method::bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodM
 
   const fb::ExtraTensorInfo* extra = tensor.extra_tensor_info();
   if (extra && extra->location() == fb::TensorDataLocation::EXTERNAL) {
-    return make_error(ErrorCode::kInvalidProgram, at + " takes its data from an external file ('" +
-                                                      extra->fully_qualified_name()->str() +
-                                                      "'); external .ptd data is not supported");
+    ETNA_TRY(bind_external(at, tensor, nbytes, t, memory));
+    planned_[value_index] = true;
+    return Status::ok();
   }
   if (const fb::AllocationDetails* allocation = tensor.allocation_info()) {
     uint8_t* base = memory.arenas[allocation->memory_id() - 1]->data();
@@ -185,6 +187,48 @@ Status Method::bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodM
     // Constants are read-only; kernels never write their inputs.
     t.set_data(const_cast<uint8_t*>(constant->data), static_cast<size_t>(nbytes));
     planned_[value_index] = true;
+  }
+  return Status::ok();
+}
+
+Status Method::bind_external(const std::string& at, const fb::Tensor& tensor, uint64_t nbytes, Tensor& t,
+                             MethodMemory& memory) {
+  const std::string key = tensor.extra_tensor_info()->fully_qualified_name()->str();
+  if (!external_data_) {
+    return make_error(ErrorCode::kInvalidProgram, at + " takes its data from external data ('" + key +
+                                                      "'); load the module with its .ptd file (externalData)");
+  }
+  auto blob = external_data_->find(key);
+  if (!blob) return make_error(ErrorCode::kInvalidProgram, at + ": the external data has no tensor '" + key + "'");
+  if (blob->has_layout) {
+    const bool same_dtype = blob->scalar_type == static_cast<int>(tensor.scalar_type());
+    bool same_sizes = blob->sizes.size() == tensor.sizes()->size();
+    for (size_t d = 0; same_sizes && d < blob->sizes.size(); ++d) {
+      same_sizes = blob->sizes[d] == tensor.sizes()->Get(static_cast<uint32_t>(d));
+    }
+    bool same_order = blob->dim_order.empty() || blob->dim_order.size() == tensor.dim_order()->size();
+    for (size_t d = 0; same_order && d < blob->dim_order.size(); ++d) {
+      same_order = blob->dim_order[d] == tensor.dim_order()->Get(static_cast<uint32_t>(d));
+    }
+    if (!same_dtype || !same_sizes || !same_order) {
+      return make_error(ErrorCode::kInvalidProgram, at + ": external tensor '" + key + "' is stored as " +
+                                                        std::string(dtype_name(static_cast<ScalarType>(blob->scalar_type))) +
+                                                        " with another shape or dim order than the program's " +
+                                                        t.describe());
+    }
+  }
+  if (blob->bytes.size < nbytes) {
+    return make_error(ErrorCode::kInvalidProgram, at + ": external tensor '" + key + "' holds " +
+                                                      std::to_string(blob->bytes.size) + " bytes; " + t.describe() +
+                                                      " needs " + std::to_string(nbytes));
+  }
+  if (const fb::AllocationDetails* allocation = tensor.allocation_info()) {
+    // Mutable (e.g. trainable) tensor: planned memory, initialised from the file.
+    uint8_t* data = memory.arenas[allocation->memory_id() - 1]->data() + planned_offset(*allocation);
+    t.set_data(data, static_cast<size_t>(nbytes));
+    if (nbytes > 0) std::memcpy(data, blob->bytes.data, static_cast<size_t>(nbytes));
+  } else {
+    t.set_data(const_cast<uint8_t*>(blob->bytes.data), static_cast<size_t>(nbytes));
   }
   return Status::ok();
 }

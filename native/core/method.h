@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "data_map.h"
 #include "evalue.h"
 #include "io.h"
 #include "kernel.h"
@@ -25,8 +26,10 @@ class Method {
  public:
   // `memory.arenas` must cover every planned arena of the method (index
   // mem_id - 1), each at least as large as the method's plan says.
+  // `external_data` (may be null) supplies tensors the program stores outside itself.
   static Result<std::unique_ptr<Method>> load(std::shared_ptr<const Program> program, size_t method_index,
-                                              MethodMemory memory, const BackendContextProvider& backends);
+                                              MethodMemory memory, const BackendContextProvider& backends,
+                                              std::shared_ptr<const DataMap> external_data = nullptr);
   ~Method();
   Method(const Method&) = delete;
   Method& operator=(const Method&) = delete;
@@ -62,11 +65,14 @@ class Method {
   Method() = default;
   Status bind_values(MethodMemory& memory);
   Status bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodMemory& memory);
+  Status bind_external(const std::string& at, const fb::Tensor& tensor, uint64_t nbytes, Tensor& t,
+                       MethodMemory& memory);
   Status prepare_steps(const BackendContextProvider& backends);
   Status validate_input(size_t i, const InputValue& input) const;
   std::string where(size_t step) const;
 
   std::shared_ptr<const Program> program_;
+  std::shared_ptr<const DataMap> external_data_;
   const fb::ExecutionPlan* plan_ = nullptr;
   std::string name_;
   MethodMemory memory_;

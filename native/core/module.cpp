@@ -219,8 +219,9 @@ Status Module::load_method(const std::string& name) {
   auto memory = memory_for(*index);
   if (!memory) return memory.error();
   method_memory_[*index] = *memory;
-  auto method = Method::load(program_, *index, std::move(*memory),
-                             [this](const Backend& backend) { return backend_context(backend); });
+  auto method = Method::load(
+      program_, *index, std::move(*memory), [this](const Backend& backend) { return backend_context(backend); },
+      options_.external_data);
   if (!method) {
     method_memory_[*index] = MethodMemory();
     return method.error();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "data_map.h"
 #include "io.h"
 #include "memory.h"
 #include "method.h"
@@ -32,6 +33,7 @@ enum class ArenaSharing {
 struct ModuleOptions {
   ArenaSharing sharing = ArenaSharing::kAuto;
   int num_threads = 1;
+  std::shared_ptr<const DataMap> external_data;  // a .ptd file's tensors, when the program names some
 };
 
 struct ArenaReport {

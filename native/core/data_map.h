@@ -1,0 +1,44 @@
+// External named data (.ptd files, "FlatTensor"): tensors a program names by
+// fully qualified name instead of storing them itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bytes.h"
+#include "status.h"
+
+namespace etna {
+
+struct NamedBlob {
+  ByteSpan bytes;
+  // The layout the file declares for the blob, when it declares one.
+  bool has_layout = false;
+  int scalar_type = 0;
+  std::vector<int64_t> sizes;
+  std::vector<uint8_t> dim_order;
+};
+
+class DataMap {
+ public:
+  static Result<std::shared_ptr<const DataMap>> load_file(const std::string& path);
+  static Result<std::shared_ptr<const DataMap>> load_bytes(const uint8_t* data, size_t size);
+  static Result<std::shared_ptr<const DataMap>> load(std::unique_ptr<ByteSource> bytes);
+
+  std::optional<NamedBlob> find(std::string_view key) const;
+  size_t size() const { return blobs_.size(); }
+  std::vector<std::string> keys() const;
+
+ private:
+  DataMap() = default;
+  Status parse();
+
+  std::unique_ptr<ByteSource> bytes_;
+  std::vector<std::pair<std::string, NamedBlob>> blobs_;
+};
+
+}  // namespace etna
