@@ -54,6 +54,8 @@ class DelegateHandle {
   virtual Status execute(EValue* const* args, size_t count) = 0;
 };
 
+// Errors from init and execute start with the method and delegate they concern
+// (from DelegateInitContext), e.g. "method 'forward', delegate 0 (XnnpackBackend): ...".
 struct DelegateInitContext {
   const Program& program;                  // named_data lookups
   BackendModuleContext* module_context;    // from Backend::create_module_context

@@ -253,10 +253,7 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
     }
     DelegateInitContext context{*program_, backends(*backend), name_, d};
     auto handle = backend->init(program_->delegate_payload(*entry), specs, context);
-    if (!handle) {
-      return make_error(handle.error().code, "method '" + name_ + "': delegate " + std::to_string(d) + " (" + id +
-                                                 "): " + handle.error().message);
-    }
+    if (!handle) return handle.error();  // backends name the method and delegate themselves
     delegates_.push_back(std::move(*handle));
   }
 
@@ -503,7 +500,7 @@ Status Method::execute() {
         }
         case fb::InstructionArguments::DelegateCall: {
           Status status = step.delegate->execute(arg_storage_.data() + step.arg_begin, step.arg_count);
-          if (!status) return make_error(status.error().code, where(index) + ": " + status.error().message);
+          if (!status) return status.error();  // already names the method and delegate
           break;
         }
         case fb::InstructionArguments::MoveCall:

@@ -116,8 +116,8 @@ class PayloadBuilder {
   static constexpr uint32_t kNone = 0xFFFFFFFFu;
 
   // A tensor value; returns its id. `constant` (if any) holds its bytes.
-  uint32_t tensor(fbx::Datatype datatype, std::vector<uint32_t> dims, uint32_t external_id = kNone,
-                  uint32_t flags = 0, const std::vector<float>* constant = nullptr) {
+  uint32_t tensor(fbx::Datatype datatype, std::vector<uint32_t> dims, uint32_t external_id = kNone, uint32_t flags = 0,
+                  const std::vector<float>* constant = nullptr) {
     const uint32_t buffer_index = constant ? add_constant(constant->data(), constant->size() * sizeof(float)) : 0;
     const uint32_t id = next_id_++;
     auto value = make_tensor_value(datatype, dims, buffer_index, external_id, flags, id);
@@ -163,9 +163,7 @@ class PayloadBuilder {
     if (bounds) min_max = fbx::CreateOutputMinMax(fbb_, bounds->first, bounds->second);
     nodes_.push_back(fbx::CreateNode(fbb_, type, table, 0, min_max));
   }
-  void unary(fbx::NodeUnion type, uint32_t in, uint32_t out) {
-    node(type, fbx::CreateUnary(fbb_, in, out, 0).Union());
-  }
+  void unary(fbx::NodeUnion type, uint32_t in, uint32_t out) { node(type, fbx::CreateUnary(fbb_, in, out, 0).Union()); }
   void binary(fbx::NodeUnion type, uint32_t a, uint32_t b, uint32_t out,
               std::optional<std::pair<float, float>> bounds = {}, uint32_t flags = 0) {
     node(type, fbx::CreateBinary(fbb_, a, b, out, flags).Union(), bounds);
@@ -277,7 +275,8 @@ class PayloadBuilder {
   }
   void pooling(fbx::NodeUnion type, uint32_t pad, uint32_t size, uint32_t stride, uint32_t in, uint32_t out,
                uint32_t flags = 0x40) {
-    node(type, fbx::CreatePooling2d(fbb_, pad, pad, pad, pad, size, size, stride, stride, 1, 1, in, out, flags).Union());
+    node(type,
+         fbx::CreatePooling2d(fbb_, pad, pad, pad, pad, size, size, stride, stride, 1, 1, in, out, flags).Union());
   }
 
   static void put(std::vector<uint8_t>& bytes, size_t offset, uint64_t value, size_t width) {

@@ -172,11 +172,13 @@ TEST(XnnpackNodes, Poolings) {
   b.pooling(NodeUnion::XNNMaxPooling2d, 0, 2, 2, x, maxp);
   b.pooling(NodeUnion::XNNAvgPooling2d, 1, 3, 1, x, avgp);
   b.unary(NodeUnion::XNNGlobalAvgPooling2d, x, gap);
-  b.node(NodeUnion::XNNArgMaxPooling2d, fbx::CreateArgMaxPooling2d(b.fbb(), 0, 0, 0, 0, 2, 2, x, amax, aidx, 0).Union());
+  b.node(NodeUnion::XNNArgMaxPooling2d,
+         fbx::CreateArgMaxPooling2d(b.fbb(), 0, 0, 0, 0, 2, 2, x, amax, aidx, 0).Union());
   const auto xv = pseudo_random(32, 5, 3.0f);
   auto at = [&](size_t y, size_t xx, size_t c) { return xv[(y * 4 + xx) * 2 + c]; };
   Io index_io{{1, 2, 2, 2}, {}, ScalarType::kLong};
-  auto r = run_graph(b, {{{1, 4, 4, 2}, xv}}, {{{1, 2, 2, 2}}, {{1, 4, 4, 2}}, {{1, 1, 1, 2}}, {{1, 2, 2, 2}}, index_io});
+  auto r =
+      run_graph(b, {{{1, 4, 4, 2}, xv}}, {{{1, 2, 2, 2}}, {{1, 4, 4, 2}}, {{1, 1, 1, 2}}, {{1, 2, 2, 2}}, index_io});
   ASSERT_EQ(r.size(), 5u);
   std::vector<float> e_max(8), e_idx(8), e_avg(32), e_gap(2, 0.0f);
   for (size_t oy = 0; oy < 2; ++oy) {
@@ -355,7 +357,8 @@ TEST(XnnpackNodes, TransposedConvolution) {
           if (oy < 0 || ox < 0 || oy >= 6 || ox >= 6) continue;
           for (size_t oc = 0; oc < 4; ++oc) {
             for (size_t ic = 0; ic < 2; ++ic) {
-              acc[(oy * 6 + ox) * 4 + oc] += double(xv[(iy * 3 + ix) * 2 + ic]) * filter[((oc * 3 + ky) * 3 + kx) * 2 + ic];
+              acc[(oy * 6 + ox) * 4 + oc] +=
+                  double(xv[(iy * 3 + ix) * 2 + ic]) * filter[((oc * 3 + ky) * 3 + kx) * 2 + ic];
             }
           }
         }
@@ -408,8 +411,8 @@ TEST(XnnpackNodes, QuantizedAddBetweenConverts) {
 void quantized_fully_connected(bool per_channel) {
   const float x_scale = 0.02f, out_scale = 0.05f;
   const int x_zero = 1, out_zero = -3;
-  const std::vector<float> w_scales = per_channel ? std::vector<float>{0.01f, 0.02f, 0.005f, 0.015f}
-                                                  : std::vector<float>{0.01f, 0.01f, 0.01f, 0.01f};
+  const std::vector<float> w_scales =
+      per_channel ? std::vector<float>{0.01f, 0.02f, 0.005f, 0.015f} : std::vector<float>{0.01f, 0.01f, 0.01f, 0.01f};
   std::vector<int8_t> wq(4 * 8);
   const auto wf = pseudo_random(32, 20, 1.0f);
   for (size_t i = 0; i < 32; ++i) wq[i] = static_cast<int8_t>(std::nearbyint(wf[i] * 100.0f));
@@ -440,7 +443,8 @@ void quantized_fully_connected(bool per_channel) {
   for (size_t row = 0; row < 2; ++row) {
     for (size_t o = 0; o < 4; ++o) {
       int64_t acc = bq[o];
-      for (size_t k = 0; k < 8; ++k) acc += int64_t(quantize(xv[row * 8 + k], x_scale, x_zero) - x_zero) * wq[o * 8 + k];
+      for (size_t k = 0; k < 8; ++k)
+        acc += int64_t(quantize(xv[row * 8 + k], x_scale, x_zero) - x_zero) * wq[o * 8 + k];
       const float real = float(acc) * x_scale * w_scales[o];
       const float expected = (quantize(real, out_scale, out_zero) - out_zero) * out_scale;
       EXPECT_NEAR(r[0][row * 4 + o], expected, out_scale * 1.01f) << "row " << row << " channel " << o;

@@ -274,7 +274,8 @@ TEST(XnnpackPayload, SemanticErrorsNameTheirSubject) {
     const uint32_t x = builder.input({3}, 0);
     const uint32_t y = builder.output({3}, 1);
     builder.unary(NodeUnion::XNNAbs, x + 40, y);
-    expect_message(init_error(builder.finish(Layout::kConstantRegion, 2)), {"node 0 (XNNAbs)", "input_id 40 names no value"});
+    expect_message(init_error(builder.finish(Layout::kConstantRegion, 2)),
+                   {"node 0 (XNNAbs)", "input_id 40 names no value"});
   }
   {
     PayloadBuilder builder;
@@ -344,7 +345,8 @@ TEST(XnnpackPayload, SemanticErrorsNameTheirSubject) {
     const uint32_t w = builder.input({3, 4}, 1);
     const uint32_t y = builder.output({2, 3}, 2);
     builder.fully_connected(x, w, PayloadBuilder::kNone, y);
-    expect_message(init_error(builder.finish(Layout::kConstantRegion, 3)), {"node 0 (XNNFullyConnected)", "filter", "constant"});
+    expect_message(init_error(builder.finish(Layout::kConstantRegion, 3)),
+                   {"node 0 (XNNFullyConnected)", "filter", "constant"});
   }
   {
     // Rank above XNNPACK's limit.

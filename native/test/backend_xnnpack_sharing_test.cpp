@@ -3,6 +3,8 @@
 // sized to the largest need when sharing is on, one per instance otherwise.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "backend_test_support.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "core/program.h"
@@ -212,6 +214,41 @@ TEST(XnnpackSharing, ThreadpoolGivesSameResults) {
   auto delegate = make_delegate(linear_payload(w, b, 16, true), context);
   ASSERT_TRUE(delegate) << delegate.error().message;
   ASSERT_TRUE(run_linear(**delegate, 16, 60, w, b, 2.0f));
+}
+
+TEST(XnnpackSharing, SeparateModulesRunInParallel) {
+  const auto w = pseudo_random(32 * 64, 15), b = pseudo_random(32, 16);
+  const auto payload = linear_payload(w, b, 8, true);
+  auto work = [&](uint32_t seed) {
+    BackendOptions options;
+    options.share_workspace = true;
+    xnn::XnnpackModuleContext context(options);
+    auto delegate = make_delegate(payload, context);
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    for (uint32_t round = 0; round < 40; ++round) {
+      ASSERT_TRUE(run_linear(**delegate, 8, seed + round, w, b, 2.0f));
+    }
+  };
+  std::thread first(work, 100), second(work, 200);
+  first.join();
+  second.join();
+}
+
+TEST(XnnpackSharing, CallWhileTheWorkspaceIsInUseIsRefused) {
+  const auto w = pseudo_random(32 * 64, 17), b = pseudo_random(32, 18);
+  BackendOptions options;
+  options.share_workspace = true;
+  xnn::XnnpackModuleContext context(options);
+  auto delegate = make_delegate(linear_payload(w, b, 2, true), context);
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  std::shared_ptr<xnn::Workspace> workspace = context.workspace_for_delegate();  // the shared one
+  ASSERT_TRUE(workspace->acquire());  // as if another delegate of the module were mid-call
+  LocalTensor x(ScalarType::kFloat, {2, 64}), y(ScalarType::kFloat, {2, 32});
+  Status refused = run_delegate(**delegate, {&x, &y});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("one call at a time"), std::string::npos) << refused.error().message;
+  workspace->release();
+  ASSERT_TRUE(run_linear(**delegate, 2, 70, w, b, 2.0f));
 }
 
 // Through the Backend interface with a real program: two instances of the

@@ -122,8 +122,8 @@ TEST(XnnpackStages, StagesAreSplitByEngine) {
   ASSERT_TRUE(parsed) << parsed.error().message;
   const auto& nodes = parsed->graph.nodes;
   ASSERT_EQ(nodes.size(), 8u);
-  const xnn::Engine expected[] = {xnn::Engine::kOwnKernel, xnn::Engine::kSubgraph,       xnn::Engine::kOwnKernel,
-                                  xnn::Engine::kSubgraph,  xnn::Engine::kOwnKernel,      xnn::Engine::kPackedOperator,
+  const xnn::Engine expected[] = {xnn::Engine::kOwnKernel, xnn::Engine::kSubgraph,  xnn::Engine::kOwnKernel,
+                                  xnn::Engine::kSubgraph,  xnn::Engine::kOwnKernel, xnn::Engine::kPackedOperator,
                                   xnn::Engine::kOwnKernel, xnn::Engine::kSubgraph};
   for (size_t i = 0; i < nodes.size(); ++i) EXPECT_EQ(xnn::engine_for(nodes[i].type), expected[i]) << "node " << i;
 }
@@ -132,8 +132,13 @@ TEST(XnnpackStages, StagesAreSplitByEngine) {
 TEST(XnnpackStages, OwnMathKernelsAndBatchMatmul) {
   PayloadBuilder builder;
   const uint32_t x = builder.input({4, 5}, 0);
-  const NodeUnion unary_types[] = {NodeUnion::XNNReciprocalSquareRoot, NodeUnion::XNNLog, NodeUnion::XNNGelu,
-                                   NodeUnion::XNNExp, NodeUnion::XNNSin, NodeUnion::XNNCos, NodeUnion::XNNCopy,
+  const NodeUnion unary_types[] = {NodeUnion::XNNReciprocalSquareRoot,
+                                   NodeUnion::XNNLog,
+                                   NodeUnion::XNNGelu,
+                                   NodeUnion::XNNExp,
+                                   NodeUnion::XNNSin,
+                                   NodeUnion::XNNCos,
+                                   NodeUnion::XNNCopy,
                                    NodeUnion::XNNTanh};
   std::vector<uint32_t> outs;
   for (size_t i = 0; i < 8; ++i) outs.push_back(builder.output({4, 5}, static_cast<uint32_t>(1 + i)));

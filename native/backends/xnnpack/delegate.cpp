@@ -37,10 +37,12 @@ bool dtype_matches(Datatype datatype, ScalarType dtype, bool argmax_index) {
 // A tensor's dims in memory order (its dim order), which is the order
 // XNNPACK sees. A one-element tensor may differ in rank from its value (the
 // exporter writes [1] for 0-d tensors); it then takes the declared shape.
-Result<Shape> physical_shape(const Tensor& tensor, const Shape& declared, const std::string& what) {
+// `what()` names the argument; it is only called to build a message.
+template <typename Describe>
+Result<Shape> physical_shape(const Tensor& tensor, const Shape& declared, const Describe& what) {
   if (tensor.rank() != declared.rank) {
     if (tensor.numel() == 1 && declared.numel() == 1) return declared;
-    return make_error(ErrorCode::kInvalidInput, what + " has shape " + tensor.describe() + ", expected rank " +
+    return make_error(ErrorCode::kInvalidInput, what() + " has shape " + tensor.describe() + ", expected rank " +
                                                     std::to_string(declared.rank) + " like " + declared.to_string());
   }
   Shape shape;
@@ -48,16 +50,17 @@ Result<Shape> physical_shape(const Tensor& tensor, const Shape& declared, const 
   const uint8_t* order = tensor.dim_order();
   for (size_t i = 0; i < shape.rank; ++i) {
     const int64_t size = tensor.size(order[i]);
-    if (size < 0) return make_error(ErrorCode::kInvalidInput, what + " has a negative size");
+    if (size < 0) return make_error(ErrorCode::kInvalidInput, what() + " has a negative size");
     shape.dims[i] = static_cast<size_t>(size);
   }
   return shape;
 }
 
-Status resize_to_physical(Tensor& tensor, const Shape& shape, const std::string& what) {
+template <typename Describe>
+Status resize_to_physical(Tensor& tensor, const Shape& shape, const Describe& what) {
   if (tensor.rank() != shape.rank) {
     if (tensor.numel() == 1 && shape.numel() == 1) return Status::ok();
-    return make_error(ErrorCode::kInvalidInput, what + " has rank " + std::to_string(tensor.rank()) +
+    return make_error(ErrorCode::kInvalidInput, what() + " has rank " + std::to_string(tensor.rank()) +
                                                     ", the delegate computes " + shape.to_string());
   }
   int64_t sizes[kMaxRank] = {};
@@ -65,8 +68,8 @@ Status resize_to_physical(Tensor& tensor, const Shape& shape, const std::string&
   for (size_t i = 0; i < shape.rank; ++i) sizes[order[i]] = static_cast<int64_t>(shape.dims[i]);
   Status status = tensor.resize(shape.rank, sizes);
   if (!status) {
-    return make_error(ErrorCode::kInvalidInput, what + " cannot take the computed shape " + shape.to_string() + ": " +
-                                                    status.error().message);
+    return make_error(ErrorCode::kInvalidInput,
+                      what() + " cannot take the computed shape " + shape.to_string() + ": " + status.error().message);
   }
   return Status::ok();
 }
@@ -110,16 +113,16 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(ParsedPayload p
   if (!checked) return fail(checked.error());
 
   // Declared shapes must be consistent before anything packs or indexes by them.
+  // Node by node, so the first inconsistent node is the one named.
   std::vector<Shape> shapes = declared_shapes(graph);
-  Status inferred = infer_shapes(graph, shapes, true);
-  if (!inferred) return fail(make_error(ErrorCode::kInvalidProgram, inferred.error().message));
   for (const Node& node : graph.nodes) {
+    Status inferred = infer_node_shapes(graph, node, shapes, true);
+    if (!inferred) return fail(make_error(ErrorCode::kInvalidProgram, inferred.error().message));
     for (uint32_t index : node.outputs) {
       if (shapes[index] != graph.values[index].shape) {
-        return fail(make_error(ErrorCode::kInvalidProgram,
-                               node.describe() + ": output " + graph.describe_value(index) + " is declared " +
-                                   graph.values[index].shape.to_string() + " but its inputs give " +
-                                   shapes[index].to_string()));
+        return fail(make_error(ErrorCode::kInvalidProgram, node.describe() + ": output " + graph.describe_value(index) +
+                                                               " is declared " + graph.values[index].shape.to_string() +
+                                                               " but its inputs give " + shapes[index].to_string()));
       }
     }
   }
@@ -278,7 +281,8 @@ Result<XnnpackDelegate::ShapePlan*> XnnpackDelegate::plan_for(const std::vector<
 Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
   WorkspaceLease lease(*workspace_);
   if (!lease.held()) {
-    return error(ErrorCode::kInternal, "another call is using this module's XNNPACK workspace; a module runs one call at a time");
+    return error(ErrorCode::kInternal,
+                 "another call is using this module's XNNPACK workspace; a module runs one call at a time");
   }
   ++calls_;
   if (count != graph_.num_externs) {
@@ -304,7 +308,7 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
   for (uint32_t index : graph_.inputs) {
     auto tensor = tensor_arg(index, "input");
     if (!tensor) return tensor.error();
-    auto shape = physical_shape(**tensor, graph_.values[index].shape, arg_name(graph_, index, "input"));
+    auto shape = physical_shape(**tensor, graph_.values[index].shape, [&] { return arg_name(graph_, index, "input"); });
     if (!shape) return error(shape.error().code, shape.error().message);
     // Checked before a plan is built for the shape: the bytes must exist.
     const size_t bytes = shape->numel() * datatype_size(graph_.values[index].datatype);
@@ -360,12 +364,13 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args) {
   }
   for (uint32_t index : graph_.outputs) {
     Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
-    const std::string what = arg_name(graph_, index, "output");
+    auto what = [&] { return arg_name(graph_, index, "output"); };
     Status resized = resize_to_physical(tensor, plan.shapes[index], what);
     if (!resized) return error(resized.error().code, resized.error().message);
-    const size_t bytes = plan.shapes[index].numel() * std::max(tensor.element_size(), datatype_size(graph_.values[index].datatype));
+    const size_t bytes =
+        plan.shapes[index].numel() * std::max(tensor.element_size(), datatype_size(graph_.values[index].datatype));
     if (bytes && (!tensor.data() || tensor.capacity() < bytes)) {
-      return error(ErrorCode::kInvalidInput, what + " has " + std::to_string(tensor.data() ? tensor.capacity() : 0) +
+      return error(ErrorCode::kInvalidInput, what() + " has " + std::to_string(tensor.data() ? tensor.capacity() : 0) +
                                                  " bytes of room, needs " + std::to_string(bytes));
     }
     if (!copy_out_[index]) data_[index] = tensor.data();

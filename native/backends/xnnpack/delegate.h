@@ -40,9 +40,9 @@ class XnnpackDelegate final : public DelegateHandle {
 
   // Everything that depends on the input shapes.
   struct ShapePlan {
-    std::vector<size_t> signature;      // physical dims of every external input, in order
-    std::vector<Shape> shapes;          // per value
-    std::vector<size_t> offsets;        // per value: workspace offset, or kNotInWorkspace
+    std::vector<size_t> signature;  // physical dims of every external input, in order
+    std::vector<Shape> shapes;      // per value
+    std::vector<size_t> offsets;    // per value: workspace offset, or kNotInWorkspace
     size_t workspace_bytes = 0;
     std::vector<StageRuntime> runtimes;  // per stage; empty for non-subgraph stages
     uint64_t last_used = 0;
@@ -63,10 +63,10 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<Stage> stages_;
   std::vector<std::shared_ptr<const AlignedBuffer>> constants_;  // per value; null unless XNNPACK reads it in place
   std::vector<const void*> constant_data_;                       // per value
-  std::vector<bool> workspace_value_;     // per value: lives in the workspace
-  std::vector<bool> copy_out_;            // per value: external output also consumed inside, copied out at the end
-  std::vector<bool> read_by_xnnpack_;     // per value: read by an XNNPACK stage (may be read past its end)
-  std::vector<bool> argmax_index_;        // per value: holds uint32 indices
+  std::vector<bool> workspace_value_;                            // per value: lives in the workspace
+  std::vector<bool> copy_out_;         // per value: external output also consumed inside, copied out at the end
+  std::vector<bool> read_by_xnnpack_;  // per value: read by an XNNPACK stage (may be read past its end)
+  std::vector<bool> argmax_index_;     // per value: holds uint32 indices
   std::shared_ptr<Workspace> workspace_;
   std::shared_ptr<Threadpool> threadpool_;
   std::unique_ptr<ShapePlan> declared_plan_;

@@ -125,7 +125,7 @@ struct Value {
   bool is_output = false;
   uint32_t external_id = kInvalidId;  // index into the DelegateCall args
 
-  int producer = -1;               // node index; -1 for inputs, constants, unused values
+  int producer = -1;                // node index; -1 for inputs, constants, unused values
   std::vector<uint32_t> consumers;  // node indices, ascending, may repeat
 };
 
@@ -146,11 +146,11 @@ struct Node {
   uint32_t adjustment_height = 0, adjustment_width = 0;
   uint32_t groups = 0, group_input_channels = 0, group_output_channels = 0;
 
-  uint32_t axis = 0;                           // concatenation
-  uint32_t new_height = 0, new_width = 0;      // bilinear resize
-  float scalar = 0;                            // ELU alpha, leaky slope, padding value
-  std::vector<size_t> list1;                   // perm, new_shape, slice offsets, pre_paddings
-  std::vector<size_t> list2;                   // slice sizes, post_paddings
+  uint32_t axis = 0;                       // concatenation
+  uint32_t new_height = 0, new_width = 0;  // bilinear resize
+  float scalar = 0;                        // ELU alpha, leaky slope, padding value
+  std::vector<size_t> list1;               // perm, new_shape, slice offsets, pre_paddings
+  std::vector<size_t> list2;               // slice sizes, post_paddings
 
   std::string describe() const;  // "node 3 (XNNConv2d)"
 };

@@ -53,15 +53,16 @@ class NodeChecker {
       return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) + " uses " +
                                     v.quant.unsupported_name + " quantization, which the linked XNNPACK cannot run");
     }
-    const bool per_tensor = v.datatype == Datatype::qint8 || v.datatype == Datatype::quint8 || v.datatype == Datatype::qint32;
+    const bool per_tensor =
+        v.datatype == Datatype::qint8 || v.datatype == Datatype::quint8 || v.datatype == Datatype::qint32;
     const bool per_channel = v.datatype == Datatype::qcint8 || v.datatype == Datatype::qcint32;
     if (per_tensor && v.quant.kind != Quantization::Kind::kPerTensor) {
-      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
-                                " needs per-tensor quantization parameters");
+      return invalid(
+          node_, std::string(role) + " " + graph_.describe_value(index) + " needs per-tensor quantization parameters");
     }
     if (per_channel && v.quant.kind != Quantization::Kind::kPerChannel) {
-      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
-                                " needs per-channel quantization parameters");
+      return invalid(
+          node_, std::string(role) + " " + graph_.describe_value(index) + " needs per-channel quantization parameters");
     }
     if (!per_tensor && !per_channel && v.quant.kind != Quantization::Kind::kNone) {
       return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
@@ -113,8 +114,9 @@ class NodeChecker {
     for (uint32_t index : node_.inputs) {
       const Quantization& q = value(index).quant;
       if (q.scale != reference.quant.scale || q.zero_point != reference.quant.zero_point) {
-        return unsupported(node_, "input " + graph_.describe_value(index) +
-                                      " is quantized differently from the output; requantizing copies are not supported");
+        return unsupported(node_,
+                           "input " + graph_.describe_value(index) +
+                               " is quantized differently from the output; requantizing copies are not supported");
       }
     }
     return Status::ok();
@@ -130,7 +132,8 @@ class NodeChecker {
 
   Status flags_within(uint32_t allowed) const {
     if (node_.flags & ~allowed) {
-      return unsupported(node_, "flags 0x" + to_hex(node_.flags) + " are not supported (allowed: 0x" + to_hex(allowed) + ")");
+      return unsupported(node_,
+                         "flags 0x" + to_hex(node_.flags) + " are not supported (allowed: 0x" + to_hex(allowed) + ")");
     }
     return Status::ok();
   }
@@ -260,10 +263,12 @@ Status check_node_types(const Graph& graph, const Node& node) {
       const Datatype from = check.value(node.inputs[0]).datatype;
       const Datatype to = check.value(node.outputs[0]).datatype;
       const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
-      const bool ok = (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
+      const bool ok =
+          (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
       if (!ok) {
-        return unsupported(node, "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
-                                     " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
+        return unsupported(node,
+                           "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
+                               " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
       }
       ETNA_TRY(check.quantization_matches(node.inputs[0], "input"));
       return check.quantization_matches(node.outputs[0], "output");
@@ -282,7 +287,8 @@ Status check_node_types(const Graph& graph, const Node& node) {
       ETNA_TRY(check.flags_within(0));
       return check.weights(false);
     case NodeType::kScaledDotProductAttention:
-      return unsupported(node, "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)");
+      return unsupported(node,
+                         "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)");
   }
   return unsupported(node, "unhandled node type");
 }

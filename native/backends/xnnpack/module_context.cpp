@@ -23,8 +23,8 @@ Status Workspace::reserve(size_t bytes) {
   if (bytes <= buffer_.size() && buffer_.data()) return Status::ok();
   AlignedBuffer bigger(bytes);
   if (!bigger.data()) {
-    return make_error(ErrorCode::kInternal, "out of memory growing the XNNPACK workspace to " + std::to_string(bytes) +
-                                                " bytes");
+    return make_error(ErrorCode::kInternal,
+                      "out of memory growing the XNNPACK workspace to " + std::to_string(bytes) + " bytes");
   }
   buffer_ = std::move(bigger);
   return Status::ok();
@@ -69,9 +69,8 @@ Result<std::shared_ptr<const AlignedBuffer>> XnnpackModuleContext::constant_copy
   }
   auto copy = std::make_shared<AlignedBuffer>(value.constant.size);
   if (!copy->data()) {
-    return make_error(ErrorCode::kInternal,
-                      "out of memory copying constant value " + std::to_string(value.id) + " (" +
-                          std::to_string(value.constant.size) + " bytes)");
+    return make_error(ErrorCode::kInternal, "out of memory copying constant value " + std::to_string(value.id) + " (" +
+                                                std::to_string(value.constant.size) + " bytes)");
   }
   if (value.constant.size) std::memcpy(copy->data(), value.constant.data, value.constant.size);
   constants_[std::move(key)] = copy;

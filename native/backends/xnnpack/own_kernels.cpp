@@ -16,7 +16,8 @@ void contiguous_strides(const Shape& shape, size_t* strides) {
 }
 
 template <typename Element>
-void transpose_elements(const Element* input, Element* output, const Shape& out_shape, const size_t* in_strides_by_out) {
+void transpose_elements(const Element* input, Element* output, const Shape& out_shape,
+                        const size_t* in_strides_by_out) {
   // Odometer over the output; the innermost output dim walks the input with one stride.
   const size_t rank = out_shape.rank;
   const size_t inner = out_shape.dims[rank - 1];
@@ -73,10 +74,12 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
       transpose_elements(input, output, out_shape, by_out);
       break;
     case 2:
-      transpose_elements(reinterpret_cast<const uint16_t*>(input), reinterpret_cast<uint16_t*>(output), out_shape, by_out);
+      transpose_elements(reinterpret_cast<const uint16_t*>(input), reinterpret_cast<uint16_t*>(output), out_shape,
+                         by_out);
       break;
     case 4:
-      transpose_elements(reinterpret_cast<const uint32_t*>(input), reinterpret_cast<uint32_t*>(output), out_shape, by_out);
+      transpose_elements(reinterpret_cast<const uint32_t*>(input), reinterpret_cast<uint32_t*>(output), out_shape,
+                         by_out);
       break;
     default:
       return make_error(ErrorCode::kInternal, node.describe() + ": element size " + std::to_string(element_size));
@@ -188,12 +191,14 @@ void elementwise(const Node& node, const std::vector<Shape>& shapes, void* const
 Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data) {
   for (uint32_t index : node.inputs) {
     if (index != kNoValue && !data[index]) {
-      return make_error(ErrorCode::kInternal, node.describe() + ": input " + graph.describe_value(index) + " is unbound");
+      return make_error(ErrorCode::kInternal,
+                        node.describe() + ": input " + graph.describe_value(index) + " is unbound");
     }
   }
   for (uint32_t index : node.outputs) {
     if (!data[index]) {
-      return make_error(ErrorCode::kInternal, node.describe() + ": output " + graph.describe_value(index) + " is unbound");
+      return make_error(ErrorCode::kInternal,
+                        node.describe() + ": output " + graph.describe_value(index) + " is unbound");
     }
   }
   const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
@@ -228,9 +233,7 @@ Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Sh
       return Status::ok();
     case NodeType::kGelu:
       // Exact (erf) form; the tanh approximation differs by up to ~1e-3.
-      elementwise(node, shapes, data, [](float x) {
-        return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-      });
+      elementwise(node, shapes, data, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
       return Status::ok();
     case NodeType::kTanh:
       elementwise(node, shapes, data, [](float x) { return std::tanh(x); });

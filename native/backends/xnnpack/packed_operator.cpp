@@ -76,11 +76,11 @@ uint8_t quantized_bound_u8(float bound, const Quantization& q) {
 std::string PackedOperator::cache_key(const Graph& graph, const Node& node) {
   KeyWriter key;
   key.add(static_cast<uint8_t>(node.type)).add(node.flags).add(node.output_min).add(node.output_max);
-  const uint32_t geometry[] = {node.padding_top,     node.padding_right,       node.padding_bottom,
-                               node.padding_left,    node.kernel_height,       node.kernel_width,
-                               node.stride_height,   node.stride_width,        node.dilation_height,
-                               node.dilation_width,  node.adjustment_height,   node.adjustment_width,
-                               node.groups,          node.group_input_channels, node.group_output_channels};
+  const uint32_t geometry[] = {node.padding_top,    node.padding_right,        node.padding_bottom,
+                               node.padding_left,   node.kernel_height,        node.kernel_width,
+                               node.stride_height,  node.stride_width,         node.dilation_height,
+                               node.dilation_width, node.adjustment_height,    node.adjustment_width,
+                               node.groups,         node.group_input_channels, node.group_output_channels};
   for (uint32_t g : geometry) key.add(g);
   // Input and output contribute datatype and quantization only: shapes vary per call.
   for (uint32_t index : {node.inputs[0], node.outputs[0]}) {
@@ -170,10 +170,9 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         break;
       case Arithmetic::kQS8:
         call = "xnn_create_fully_connected_nc_qs8";
-        status = xnn_create_fully_connected_nc_qs8(k, n, k, n, input_zero_s8, input.quant.scale, filter.quant.scale,
-                                                   static_cast<const int8_t*>(kernel),
-                                                   static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-                                                   output.quant.scale, min_s8, max_s8, flags, &op);
+        status = xnn_create_fully_connected_nc_qs8(
+            k, n, k, n, input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags, &op);
         break;
       case Arithmetic::kQU8:
         call = "xnn_create_fully_connected_nc_qu8";
@@ -188,10 +187,10 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         // the filter as [N, 1, 1, K].
         const size_t expected_channel_dim = transposed ? 1 : 0;
         if (filter.quant.channel_dim != expected_channel_dim) {
-          return make_error(ErrorCode::kUnsupportedOperator,
-                            where + ": per-channel filter quantized along dim " +
-                                std::to_string(filter.quant.channel_dim) + ", expected the output-channel dim " +
-                                std::to_string(expected_channel_dim));
+          return make_error(ErrorCode::kUnsupportedOperator, where + ": per-channel filter quantized along dim " +
+                                                                 std::to_string(filter.quant.channel_dim) +
+                                                                 ", expected the output-channel dim " +
+                                                                 std::to_string(expected_channel_dim));
         }
         std::vector<int8_t> rows;
         const int8_t* kernel_rows = static_cast<const int8_t*>(kernel);
@@ -251,10 +250,10 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         case Arithmetic::kQC8: {
           const size_t expected_channel_dim = depthwise ? 3 : 0;
           if (filter.quant.channel_dim != expected_channel_dim) {
-            return make_error(ErrorCode::kUnsupportedOperator,
-                              where + ": per-channel filter quantized along dim " +
-                                  std::to_string(filter.quant.channel_dim) + ", expected the output-channel dim " +
-                                  std::to_string(expected_channel_dim));
+            return make_error(ErrorCode::kUnsupportedOperator, where + ": per-channel filter quantized along dim " +
+                                                                   std::to_string(filter.quant.channel_dim) +
+                                                                   ", expected the output-channel dim " +
+                                                                   std::to_string(expected_channel_dim));
           }
           call = "xnn_create_convolution2d_nhwc_qc8";
           status = xnn_create_convolution2d_nhwc_qc8(
@@ -305,9 +304,8 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   }
   packed->op_.reset(op);
   if (status != xnn_status_success) return xnnpack_error(where, call, status, ErrorCode::kInvalidProgram);
-  packed->packed_bytes_ = AllocationMeter::available()
-                              ? meter.bytes()
-                              : filter.constant.size + (bias ? bias->constant.size : 0);
+  packed->packed_bytes_ =
+      AllocationMeter::available() ? meter.bytes() : filter.constant.size + (bias ? bias->constant.size : 0);
   return packed;
 }
 
@@ -321,8 +319,8 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
     switch (arithmetic_) {
       case Arithmetic::kF32:
         call = "xnn_setup_fully_connected_nc_f32";
-        status = xnn_setup_fully_connected_nc_f32(op, batch, static_cast<const float*>(input), static_cast<float*>(output),
-                                                  threadpool);
+        status = xnn_setup_fully_connected_nc_f32(op, batch, static_cast<const float*>(input),
+                                                  static_cast<float*>(output), threadpool);
         break;
       case Arithmetic::kQS8:
         call = "xnn_setup_fully_connected_nc_qs8";

@@ -1,6 +1,7 @@
 #include "backends/xnnpack/payload.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -160,8 +161,8 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     case fbx::ValueUnion::NONE:
       return invalid(where + " has no tensor (value type NONE)");
     default:
-      return make_error(ErrorCode::kUnsupportedOperator,
-                        where + " has unknown value type code " + std::to_string(static_cast<int>(serialized.value_type())));
+      return make_error(ErrorCode::kUnsupportedOperator, where + " has unknown value type code " +
+                                                             std::to_string(static_cast<int>(serialized.value_type())));
   }
   if (!tensor) return invalid(where + " has no tensor table");
 
@@ -170,13 +171,14 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
   if (value.id == kInvalidId) return invalid(where + " uses the reserved id 0xFFFFFFFF");
   const int16_t datatype_code = static_cast<int16_t>(tensor->datatype());
   if (datatype_code < 0 || datatype_code > static_cast<int16_t>(Datatype::MAX)) {
-    return make_error(ErrorCode::kUnsupportedOperator, named + " has unknown datatype code " + std::to_string(datatype_code));
+    return make_error(ErrorCode::kUnsupportedOperator,
+                      named + " has unknown datatype code " + std::to_string(datatype_code));
   }
   value.datatype = tensor->datatype();
   if (tensor->dq_datatype() != Datatype::invalid) {
-    return make_error(ErrorCode::kUnsupportedOperator,
-                      named + " uses legacy dynamic quantization (dq_datatype " + datatype_name(tensor->dq_datatype()) +
-                          "), which the linked XNNPACK cannot run");
+    return make_error(ErrorCode::kUnsupportedOperator, named + " uses legacy dynamic quantization (dq_datatype " +
+                                                           datatype_name(tensor->dq_datatype()) +
+                                                           "), which the linked XNNPACK cannot run");
   }
 
   // Upstream passes num_dims with the dims array, so num_dims may not exceed it.
@@ -186,9 +188,8 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     return invalid(named + " declares " + std::to_string(num_dims) + " dims but lists " + std::to_string(dims_count));
   }
   if (num_dims > kMaxRank) {
-    return make_error(ErrorCode::kUnsupportedOperator,
-                      named + " has rank " + std::to_string(num_dims) + "; XNNPACK supports up to " +
-                          std::to_string(kMaxRank));
+    return make_error(ErrorCode::kUnsupportedOperator, named + " has rank " + std::to_string(num_dims) +
+                                                           "; XNNPACK supports up to " + std::to_string(kMaxRank));
   }
   value.shape.rank = num_dims;
   uint64_t elements = 1;
@@ -221,8 +222,9 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     if (!bytes) return bytes.error();
     const uint64_t needed = elements * element_size;
     if (bytes->size < needed) {
-      return invalid(named + " needs " + std::to_string(needed) + " constant bytes for " + datatype_name(value.datatype) +
-                     value.shape.to_string() + ", its buffer has " + std::to_string(bytes->size));
+      return invalid(named + " needs " + std::to_string(needed) + " constant bytes for " +
+                     datatype_name(value.datatype) + value.shape.to_string() + ", its buffer has " +
+                     std::to_string(bytes->size));
     }
     value.is_constant = true;
     // Only the bytes the tensor covers take part in its identity.
@@ -514,8 +516,9 @@ Result<PayloadLayout> split_payload(ByteSpan payload) {
       return invalid("XH00 flatbuffer_size " + std::to_string(flatbuffer_size) + " is below the 8-byte minimum");
     }
     if (flatbuffer_offset > payload.size || flatbuffer_size > payload.size - flatbuffer_offset) {
-      return invalid("XH00 graph bytes [" + std::to_string(flatbuffer_offset) + ", +" + std::to_string(flatbuffer_size) +
-                     ") exceed the " + std::to_string(payload.size) + "-byte payload");
+      return invalid("XH00 graph bytes [" + std::to_string(flatbuffer_offset) + ", +" +
+                     std::to_string(flatbuffer_size) + ") exceed the " + std::to_string(payload.size) +
+                     "-byte payload");
     }
     if (constant_offset > payload.size || constant_size > payload.size - constant_offset) {
       return invalid("XH00 constant bytes [" + std::to_string(constant_offset) + ", +" + std::to_string(constant_size) +
@@ -558,7 +561,8 @@ Result<ParsedPayload> parse_payload(ByteSpan payload, const NamedDataLookup& nam
   }
   flatbuffers::Verifier verifier(layout.flatbuffer.data, layout.flatbuffer.size);
   if (!verifier.VerifyBuffer<fbx::Graph>(nullptr)) {
-    return invalid("XNNPACK graph (" + std::to_string(layout.flatbuffer.size) + " bytes) fails FlatBuffers verification");
+    return invalid("XNNPACK graph (" + std::to_string(layout.flatbuffer.size) +
+                   " bytes) fails FlatBuffers verification");
   }
   const fbx::Graph& serialized = *flatbuffers::GetRoot<fbx::Graph>(layout.flatbuffer.data);
   Graph& graph = parsed.graph;
@@ -587,7 +591,8 @@ Result<ParsedPayload> parse_payload(ByteSpan payload, const NamedDataLookup& nam
                        " but the graph has " + std::to_string(graph.num_externs) + " external values");
       }
       if (!external_ids.insert(value.external_id).second) {
-        return invalid("value " + std::to_string(value.id) + " reuses external_id " + std::to_string(value.external_id));
+        return invalid("value " + std::to_string(value.id) + " reuses external_id " +
+                       std::to_string(value.external_id));
       }
       (value.is_input ? graph.inputs : graph.outputs).push_back(static_cast<uint32_t>(i));
     }
@@ -613,8 +618,8 @@ Result<ParsedPayload> parse_payload(ByteSpan payload, const NamedDataLookup& nam
       node.output_min = bounds->output_min();
       node.output_max = bounds->output_max();
       if (!(node.output_min <= node.output_max)) {
-        return invalid(node.describe() + ": output_min " + std::to_string(node.output_min) + " is not below output_max " +
-                       std::to_string(node.output_max));
+        return invalid(node.describe() + ": output_min " + std::to_string(node.output_min) +
+                       " is not below output_max " + std::to_string(node.output_max));
       }
     }
     NodeReader reader(index_of_id, node);

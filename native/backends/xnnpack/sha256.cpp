@@ -27,7 +27,8 @@ void compress(std::array<uint32_t, 8>& state, const uint8_t* block) {
                   (uint32_t{block[4 * i + 2]} << 8) | uint32_t{block[4 * i + 3]};
   }
   for (size_t i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotate_right(schedule[i - 15], 7) ^ rotate_right(schedule[i - 15], 18) ^ (schedule[i - 15] >> 3);
+    const uint32_t s0 =
+        rotate_right(schedule[i - 15], 7) ^ rotate_right(schedule[i - 15], 18) ^ (schedule[i - 15] >> 3);
     const uint32_t s1 = rotate_right(schedule[i - 2], 17) ^ rotate_right(schedule[i - 2], 19) ^ (schedule[i - 2] >> 10);
     schedule[i] = schedule[i - 16] + s0 + schedule[i - 7] + s1;
   }

@@ -40,8 +40,8 @@ class ShapeRules {
 
   Status rank_is(const Shape& shape, size_t rank, const char* role) const {
     if (shape.rank != rank) {
-      return shape_error(node_, std::string(role) + " has shape " + shape.to_string() + ", expected rank " +
-                                    std::to_string(rank));
+      return shape_error(
+          node_, std::string(role) + " has shape " + shape.to_string() + ", expected rank " + std::to_string(rank));
     }
     return Status::ok();
   }
@@ -114,8 +114,8 @@ class ShapeRules {
                                     std::to_string(input_channels));
     }
     if (has_input(2) && in(2).numel() != output_channels) {
-      return shape_error(node_, "bias " + in(2).to_string() + " does not hold " + std::to_string(output_channels) +
-                                    " values");
+      return shape_error(node_,
+                         "bias " + in(2).to_string() + " does not hold " + std::to_string(output_channels) + " values");
     }
     Shape out = input;
     out.dims[out.rank - 1] = output_channels;
@@ -157,16 +157,19 @@ class ShapeRules {
       return shape_error(node_, "filter has shape " + filter.to_string() + ", expected " + expected_filter.to_string());
     }
     if (has_input(2) && in(2).numel() != out_channels) {
-      return shape_error(node_, "bias " + in(2).to_string() + " does not hold " + std::to_string(out_channels) + " values");
+      return shape_error(node_,
+                         "bias " + in(2).to_string() + " does not hold " + std::to_string(out_channels) + " values");
     }
     if (transposed) {
       if (node_.adjustment_height >= node_.stride_height || node_.adjustment_width >= node_.stride_width) {
         return shape_error(node_, "adjustment must be smaller than the stride");
       }
-      if (input.dims[1] == 0 || input.dims[2] == 0) return shape_error(node_, "input " + input.to_string() + " is empty");
+      if (input.dims[1] == 0 || input.dims[2] == 0)
+        return shape_error(node_, "input " + input.to_string() + " is empty");
       auto size = [&](size_t input_size, uint32_t stride, uint32_t adjustment, uint32_t kernel, uint32_t dilation,
                       uint32_t pad_a, uint32_t pad_b, const char* axis) -> Result<size_t> {
-        const int64_t full = int64_t{stride} * (int64_t(input_size) - 1) + adjustment + int64_t{kernel - 1} * dilation + 1;
+        const int64_t full =
+            int64_t{stride} * (int64_t(input_size) - 1) + adjustment + int64_t{kernel - 1} * dilation + 1;
         const int64_t out = full - pad_a - pad_b;
         if (out <= 0) {
           return shape_error(node_, std::string(axis) + " padding " + std::to_string(pad_a + int64_t{pad_b}) +
@@ -262,8 +265,8 @@ class ShapeRules {
   Status transpose() {
     const Shape& input = in(0);
     if (node_.list1.size() != input.rank) {
-      return shape_error(node_, "perm has " + std::to_string(node_.list1.size()) + " entries for input " +
-                                    input.to_string());
+      return shape_error(node_,
+                         "perm has " + std::to_string(node_.list1.size()) + " entries for input " + input.to_string());
     }
     Shape out;
     out.rank = input.rank;
@@ -329,7 +332,8 @@ class ShapeRules {
     }
     Shape out = input;
     for (size_t d = 0; d < input.rank; ++d) {
-      if (node_.list1[d] > kMaxElements || node_.list2[d] > kMaxElements) return shape_error(node_, "padding too large");
+      if (node_.list1[d] > kMaxElements || node_.list2[d] > kMaxElements)
+        return shape_error(node_, "padding too large");
       out.dims[d] = input.dims[d] + node_.list1[d] + node_.list2[d];
     }
     return set_out(0, out);
@@ -454,11 +458,13 @@ std::vector<Shape> declared_shapes(const Graph& graph) {
   return shapes;
 }
 
+Status infer_node_shapes(const Graph& graph, const Node& node, std::vector<Shape>& shapes, bool at_declared) {
+  ShapeRules rules(graph, node, shapes, at_declared);
+  return rules.run();
+}
+
 Status infer_shapes(const Graph& graph, std::vector<Shape>& shapes, bool at_declared) {
-  for (const Node& node : graph.nodes) {
-    ShapeRules rules(graph, node, shapes, at_declared);
-    ETNA_TRY(rules.run());
-  }
+  for (const Node& node : graph.nodes) ETNA_TRY(infer_node_shapes(graph, node, shapes, at_declared));
   return Status::ok();
 }
 

@@ -17,6 +17,8 @@ namespace etna::xnn {
 // says they are the declared ones (the init pass), which lets nodes whose
 // serialized output dims are authoritative (reshape) use them.
 Status infer_shapes(const Graph& graph, std::vector<Shape>& shapes, bool at_declared);
+// The same for one node.
+Status infer_node_shapes(const Graph& graph, const Node& node, std::vector<Shape>& shapes, bool at_declared);
 
 // Declared shapes of every value (the init pass starts from these).
 std::vector<Shape> declared_shapes(const Graph& graph);

@@ -30,13 +30,15 @@ class StageBuilder {
 
     xnn_runtime_t runtime = nullptr;
     status = xnn_create_runtime_v2(subgraph_.get(), threadpool, 0, &runtime);
-    if (status != xnn_status_success) return xnnpack_error(where, "xnn_create_runtime_v2", status, ErrorCode::kInvalidProgram);
+    if (status != xnn_status_success)
+      return xnnpack_error(where, "xnn_create_runtime_v2", status, ErrorCode::kInvalidProgram);
     result_.runtime.reset(runtime);
     return std::move(result_);
   }
 
  private:
-  Status define_value(uint32_t index, uint32_t external_id, uint32_t flags, const void* data, const std::string& where) {
+  Status define_value(uint32_t index, uint32_t external_id, uint32_t flags, const void* data,
+                      const std::string& where) {
     const Value& value = graph_.values[index];
     const Shape& shape = shapes_[index];
     size_t dims[kMaxRank];
@@ -52,10 +54,9 @@ class StageBuilder {
         break;
       case Quantization::Kind::kPerChannel:
         call = "xnn_define_channelwise_quantized_tensor_value";
-        status = xnn_define_channelwise_quantized_tensor_value(subgraph_.get(), to_xnn(value.datatype),
-                                                               value.quant.channel_scales.data(), shape.rank,
-                                                               value.quant.channel_dim, dims, data, external_id, flags,
-                                                               &id);
+        status = xnn_define_channelwise_quantized_tensor_value(
+            subgraph_.get(), to_xnn(value.datatype), value.quant.channel_scales.data(), shape.rank,
+            value.quant.channel_dim, dims, data, external_id, flags, &id);
         break;
       default:
         call = "xnn_define_tensor_value";
@@ -94,8 +95,8 @@ class StageBuilder {
     std::unique_ptr<float, FreeDeleter> expanded(
         static_cast<float*>(std::calloc(channels + kReadPadding / sizeof(float), sizeof(float))));
     if (!expanded) {
-      return make_error(ErrorCode::kInternal,
-                        node.describe() + ": out of memory expanding the slope to " + std::to_string(channels) + " channels");
+      return make_error(ErrorCode::kInternal, node.describe() + ": out of memory expanding the slope to " +
+                                                  std::to_string(channels) + " channels");
     }
     const bool single = shapes_[index].numel() == 1;
     for (size_t c = 0; c < channels; ++c) expanded.get()[c] = single ? slope[0] : slope[c];
@@ -219,18 +220,16 @@ class StageBuilder {
         break;
       case NodeType::kAvgPooling2d:
         call = "xnn_define_average_pooling_2d";
-        status = xnn_define_average_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
-                                               node.padding_left, node.kernel_height, node.kernel_width,
-                                               node.stride_height, node.stride_width, min, max, in[0], out[0],
-                                               flags & ~kKeepDimsFlag);
+        status = xnn_define_average_pooling_2d(
+            sg, node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+            node.kernel_width, node.stride_height, node.stride_width, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
         break;
       case NodeType::kMaxPooling2d:
         call = "xnn_define_max_pooling_2d";
-        status = xnn_define_max_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
-                                           node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
-                                           node.stride_width, node.dilation_height ? node.dilation_height : 1,
-                                           node.dilation_width ? node.dilation_width : 1, min, max, in[0], out[0],
-                                           flags & ~kKeepDimsFlag);
+        status = xnn_define_max_pooling_2d(
+            sg, node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+            node.kernel_width, node.stride_height, node.stride_width, node.dilation_height ? node.dilation_height : 1,
+            node.dilation_width ? node.dilation_width : 1, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
         break;
       case NodeType::kArgMaxPooling2d:
         call = "xnn_define_argmax_pooling_2d";
@@ -286,7 +285,8 @@ void collect_stage_externals(const Graph& graph, SubgraphStage& stage) {
   }
 }
 
-Result<StageRuntime> build_stage_runtime(const Graph& graph, const SubgraphStage& stage, const std::vector<Shape>& shapes,
+Result<StageRuntime> build_stage_runtime(const Graph& graph, const SubgraphStage& stage,
+                                         const std::vector<Shape>& shapes,
                                          const std::vector<const void*>& constant_data, pthreadpool_t threadpool) {
   StageBuilder builder(graph, stage, shapes, constant_data);
   return builder.build(threadpool);

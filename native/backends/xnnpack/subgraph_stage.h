@@ -20,8 +20,8 @@ namespace etna::xnn {
 
 struct SubgraphStage {
   std::vector<size_t> nodes;
-  std::vector<uint32_t> externals;   // value index of stage-local external id k
-  std::vector<bool> produced_here;   // per external: written by this stage
+  std::vector<uint32_t> externals;  // value index of stage-local external id k
+  std::vector<bool> produced_here;  // per external: written by this stage
 };
 
 // Lists the stage's external values (in first-use order).
@@ -38,7 +38,8 @@ struct StageRuntime {
 
 // Defines the stage's values and nodes at `shapes` and creates the runtime.
 // constant_data[v] is the padded copy of constant value v.
-Result<StageRuntime> build_stage_runtime(const Graph& graph, const SubgraphStage& stage, const std::vector<Shape>& shapes,
+Result<StageRuntime> build_stage_runtime(const Graph& graph, const SubgraphStage& stage,
+                                         const std::vector<Shape>& shapes,
                                          const std::vector<const void*>& constant_data, pthreadpool_t threadpool);
 
 }  // namespace etna::xnn

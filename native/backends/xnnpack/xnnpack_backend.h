@@ -18,15 +18,15 @@ const Backend& xnnpack_backend();
 
 // Detail behind BackendModuleContext::memory(), for tests and benchmarks.
 struct XnnpackStats {
-  uint64_t packed_operators = 0;        // live XNNPACK operators holding packed weights
-  uint64_t packed_operator_bytes = 0;   // bytes XNNPACK allocated for them
-  uint64_t operators_created = 0;       // packings done over the module's life
-  uint64_t operators_reused = 0;        // times an existing packing was shared instead
-  uint64_t constant_copies = 0;         // live padded constant copies (operands XNNPACK reads unpacked)
+  uint64_t packed_operators = 0;       // live XNNPACK operators holding packed weights
+  uint64_t packed_operator_bytes = 0;  // bytes XNNPACK allocated for them
+  uint64_t operators_created = 0;      // packings done over the module's life
+  uint64_t operators_reused = 0;       // times an existing packing was shared instead
+  uint64_t constant_copies = 0;        // live padded constant copies (operands XNNPACK reads unpacked)
   uint64_t constant_copy_bytes = 0;
-  uint64_t workspaces = 0;              // 1 when shared, one per delegate instance otherwise
+  uint64_t workspaces = 0;  // 1 when shared, one per delegate instance otherwise
   uint64_t workspace_bytes = 0;
-  bool allocation_metered = false;      // packed bytes measured (false: estimated from constant sizes)
+  bool allocation_metered = false;  // packed bytes measured (false: estimated from constant sizes)
 };
 
 // Stats of a context created by xnnpack_backend(); nullopt for any other.
