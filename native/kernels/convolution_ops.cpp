@@ -22,6 +22,8 @@ struct ConvGeometry {
 // Reads a per-spatial-dim list (one value applies to every dim).
 Result<std::vector<int64_t>> spatial_list(const OpArgs& op, size_t index, std::string_view name, size_t spatial,
                                           int64_t minimum) {
+  // Keeps the output-size arithmetic far from int64 overflow.
+  constexpr int64_t kLimit = int64_t(1) << 31;
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> values, op.int_list_arg(index, name));
   if (values.size() == 1) values.assign(spatial, values[0]);
   if (values.size() != spatial) {
@@ -29,8 +31,8 @@ Result<std::vector<int64_t>> spatial_list(const OpArgs& op, size_t index, std::s
                           std::to_string(values.size()));
   }
   for (int64_t v : values) {
-    if (v < minimum) {
-      return op.input_error(std::string(name) + " entries must be >= " + std::to_string(minimum) + ", got " +
+    if (v < minimum || v >= kLimit) {
+      return op.input_error(std::string(name) + " entries must be in [" + std::to_string(minimum) + ", 2^31), got " +
                             std::to_string(v));
     }
   }

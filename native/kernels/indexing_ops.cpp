@@ -4,6 +4,8 @@
 // is used.
 
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -215,7 +217,7 @@ struct IndexPlan {
   Shape result;
   Strides target_strides{};    // per result dim: target stride (0 on B dims)
   Strides position_strides{};  // per result dim: row-major stride into B (0 elsewhere)
-  std::vector<int64_t> offsets;  // per B position: offset from the indexed dims
+  std::unique_ptr<int64_t[]> offsets;  // per B position: offset from the indexed dims
 };
 
 // One indexed dim: its index values laid out row-major over `shape`.
@@ -319,13 +321,25 @@ Result<IndexPlan> plan_advanced_index(const OpArgs& op, const Tensor& target, co
   }
 
   IndexPlan plan;
-  plan.offsets.assign(static_cast<size_t>(broadcast.numel()), 0);
+  // B can be much larger than any index tensor (e.g. [n, 1] with [1, n]), so
+  // its size is checked and its table allocated without throwing.
+  uint64_t positions_count = 1;
+  for (size_t k = 0; k < broadcast.rank; ++k) {
+    if (__builtin_mul_overflow(positions_count, static_cast<uint64_t>(broadcast[k]), &positions_count) ||
+        positions_count > (uint64_t(1) << 40)) {
+      return op.input_error("the index tensors broadcast to " + broadcast.to_string() + ", too many positions");
+    }
+  }
+  plan.offsets.reset(new (std::nothrow) int64_t[positions_count]());
+  if (!plan.offsets) {
+    return op.input_error("not enough memory for the " + std::to_string(positions_count) + " index positions");
+  }
   const Strides positions = row_major_strides(broadcast);
   for (const DimIndex& entry : entries) {
     const Strides from = broadcast_shape_strides(entry.shape, broadcast);
     const int64_t stride = target.stride(entry.dim);
     for_each_offset<2>(broadcast, {from.data(), positions.data()}, [&](const std::array<int64_t, 2>& offsets) {
-      plan.offsets[static_cast<size_t>(offsets[1])] += entry.values[static_cast<size_t>(offsets[0])] * stride;
+      plan.offsets[offsets[1]] += entry.values[static_cast<size_t>(offsets[0])] * stride;
     });
   }
 
@@ -391,7 +405,7 @@ Status put_values(const OpArgs& op, Tensor& target, const std::vector<Tensor*>& 
     const void* src = values.data();
     for_each_offset<3>(plan.result, {plan.target_strides.data(), plan.position_strides.data(), value_strides.data()},
                        [&](const std::array<int64_t, 3>& offsets) {
-                         const int64_t at = offsets[0] + plan.offsets[static_cast<size_t>(offsets[1])];
+                         const int64_t at = offsets[0] + plan.offsets[offsets[1]];
                          const T v = load_element<T>(src, offsets[2]);
                          store_element<T>(dst, at, accumulate ? accumulate_value(load_element<T>(dst, at), v) : v);
                        });
@@ -441,7 +455,7 @@ Status index_tensor_out(KernelArgs args) {
   auto* dst = static_cast<uint8_t*>(out->data());
   for_each_offset<3>(plan.result, {plan.target_strides.data(), plan.position_strides.data(), out_strides.data()},
                      [&](const std::array<int64_t, 3>& offsets) {
-                       const int64_t at = offsets[0] + plan.offsets[static_cast<size_t>(offsets[1])];
+                       const int64_t at = offsets[0] + plan.offsets[offsets[1]];
                        std::memcpy(dst + offsets[2] * element_size, src + at * element_size, element_size);
                      });
   return Status::ok();

@@ -76,23 +76,32 @@ auto apply_typed(F& f, const std::array<const void*, N>& data, int64_t index, st
   return f(load_element<C>(data[I], index)...);
 }
 
+template <typename C, size_t N, typename F, size_t... I>
+auto apply_typed_strided(F& f, const std::array<const void*, N>& data, const std::array<int64_t, N + 1>& offsets,
+                         std::index_sequence<I...>) {
+  return f(load_element<C>(data[I], offsets[I])...);
+}
+
 }  // namespace detail
 
 // out[i] = f(inputs[0][i], ..., inputs[N-1][i]) with broadcasting. Inputs are
 // read converted to C, f returns R, which is converted to out's dtype. `out`
 // must already have the broadcast shape, and every dtype must be supported
-// (the caller checked). Same-dtype, same-shape row-major operands take a
-// direct typed loop.
+// (the caller checked). When the dtypes already are C and R the loops load
+// and store directly (flat when the shapes also match and are row-major);
+// otherwise each element goes through a dtype conversion function.
 template <typename C, typename R, size_t N, typename F>
 void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
   const Shape shape = Shape::of(out);
   std::array<const void*, N> data;
-  bool direct = out.dtype() == dtype_of<R>() && is_row_major(out);
+  bool typed = out.dtype() == dtype_of<R>();
+  bool direct = is_row_major(out);
   for (size_t k = 0; k < N; ++k) {
     data[k] = inputs[k]->data();
-    direct = direct && inputs[k]->dtype() == dtype_of<C>() && Shape::of(*inputs[k]) == shape && is_row_major(*inputs[k]);
+    typed = typed && inputs[k]->dtype() == dtype_of<C>();
+    direct = direct && Shape::of(*inputs[k]) == shape && is_row_major(*inputs[k]);
   }
-  if (direct) {
+  if (typed && direct) {
     void* out_data = out.data();
     const int64_t n = shape.numel();
     for (int64_t i = 0; i < n; ++i) {
@@ -110,8 +119,15 @@ void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f
   }
   for (size_t d = 0; d < shape.rank; ++d) strides[N][d] = out.stride(d);
   stride_ptrs[N] = strides[N].data();
-  const WriteFn<R> writer = writer_for<R>(out.dtype());
   void* out_data = out.data();
+  if (typed) {
+    for_each_offset<N + 1>(shape, stride_ptrs, [&](const std::array<int64_t, N + 1>& offsets) {
+      store_element<R>(out_data, offsets[N],
+                       detail::apply_typed_strided<C, N>(f, data, offsets, std::make_index_sequence<N>{}));
+    });
+    return;
+  }
+  const WriteFn<R> writer = writer_for<R>(out.dtype());
   for_each_offset<N + 1>(shape, stride_ptrs, [&](const std::array<int64_t, N + 1>& offsets) {
     writer(out_data, offsets[N], detail::apply_read<C, N>(f, readers, data, offsets, std::make_index_sequence<N>{}));
   });

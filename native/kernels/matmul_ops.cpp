@@ -27,6 +27,28 @@ void matmul(const T* a, const T* b, T* c, int64_t n, int64_t m, int64_t p) {
   }
 }
 
+// sum_k a[k] * b[k] over two contiguous rows.
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    // Independent partial sums break the serial dependency so the loop vectorizes.
+    constexpr int kLanes = 8;
+    T partial[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= n; k += kLanes) {
+      for (int u = 0; u < kLanes; ++u) partial[u] += a[k + u] * b[k + u];
+    }
+    T total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+              ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+    for (; k < n; ++k) total += a[k] * b[k];
+    return total;
+  } else {
+    T total = 0;
+    for (int64_t k = 0; k < n; ++k) total = wrapping_add(total, wrapping_mul(a[k], b[k]));
+    return total;
+  }
+}
+
 // Calls f(TypeTag<T>{}) for the dtypes matrix products support (not bool).
 template <typename F>
 bool visit_matmul_dtype(ScalarType type, F&& f) {
@@ -208,9 +230,7 @@ Status linear_out(KernelArgs args) {
       const T* x_row = x + r * in_features;
       for (int64_t j = 0; j < out_features; ++j) {
         // Rows of x and of weight are both contiguous: a streaming dot product.
-        const T* w_row = w + j * in_features;
-        T acc = T(0);
-        for (int64_t k = 0; k < in_features; ++k) acc = wrapping_add(acc, wrapping_mul(x_row[k], w_row[k]));
+        T acc = dot(x_row, w + j * in_features, in_features);
         if (b) acc = wrapping_add(acc, b[scalar_bias ? 0 : j]);
         y[r * out_features + j] = acc;
       }

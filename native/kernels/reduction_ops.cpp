@@ -39,6 +39,15 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
                 Tensor& out, bool average) {
   const ReductionLayout layout = make_reduction_layout(self, mask, keepdim);
   ETNA_TRY(op.prepare_output(out, layout.out_shape));
+  // Walk self in memory order, adding each element into its result's
+  // accumulator: cache-friendly whichever dims are reduced, and each result
+  // still sums its elements in index order.
+  const Shape shape = Shape::of(self);
+  const Strides in_strides = strides_of(self);
+  const Strides kept_strides = row_major_strides(layout.kept);
+  Strides acc_strides{};
+  for (size_t d = 0, k = 0; d < shape.rank; ++d) acc_strides[d] = mask[d] ? 0 : kept_strides[k++];
+  const auto results = static_cast<size_t>(layout.kept.numel());
   const void* in = self.data();
   void* result = out.data();
   const bool floating = is_floating_dtype(out.dtype());
@@ -46,15 +55,19 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
     using T = typename decltype(in_tag)::type;
     auto run = [&](auto acc_tag) {
       using Acc = typename decltype(acc_tag)::type;
-      const WriteFn<Acc> write = writer_for<Acc>(out.dtype());
-      for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
-        Acc acc = 0;
-        reduce([&](int64_t offset) { acc = wrapping_add(acc, convert_value<Acc>(load_element<T>(in, offset))); });
-        if constexpr (std::is_floating_point_v<Acc>) {
-          if (average) acc /= static_cast<Acc>(layout.reduced_count);
-        }
-        write(result, out_index, acc);
+      std::vector<Acc> acc(results, Acc(0));
+      for_each_offset<2>(shape, {in_strides.data(), acc_strides.data()}, [&](const std::array<int64_t, 2>& offsets) {
+        Acc& total = acc[static_cast<size_t>(offsets[1])];
+        total = wrapping_add(total, convert_value<Acc>(load_element<T>(in, offsets[0])));
       });
+      const WriteFn<Acc> write = writer_for<Acc>(out.dtype());
+      for (size_t i = 0; i < results; ++i) {
+        Acc value = acc[i];
+        if constexpr (std::is_floating_point_v<Acc>) {
+          if (average) value /= static_cast<Acc>(layout.reduced_count);
+        }
+        write(result, static_cast<int64_t>(i), value);
+      }
     };
     if (floating) run(TypeTag<double>{});
     else run(TypeTag<int64_t>{});

@@ -25,11 +25,13 @@ const KernelRegistry& kernel_registry() {
     kernels::register_reduction_kernels(r);
     kernels::register_normalization_kernels(r);
     kernels::register_matmul_kernels(r);
+    kernels::register_convolution_kernels(r);
     kernels::register_shape_kernels(r);
     kernels::register_copy_kernels(r);
     kernels::register_indexing_kernels(r);
     kernels::register_factory_kernels(r);
     kernels::register_prim_kernels(r);
+    kernels::register_onnx_support_kernels(r);
     return r;
   }();
   return registry;

@@ -1,0 +1,94 @@
+// Elementwise rounding and erf, needed by imported ONNX models (Floor, Ceil,
+// Round, Erf): aten::floor.out, aten::ceil.out, aten::round.out, aten::erf.out.
+// floor/ceil/round keep self's dtype (integers pass through unchanged); erf
+// gives float32 for integer inputs, like the other floating functions.
+
+#include <cfenv>
+#include <cmath>
+
+#include "kernels/iteration.h"
+#include "kernels/kernel_groups.h"
+
+namespace etna::kernels {
+namespace {
+
+struct Operands {
+  Tensor* self = nullptr;
+  Tensor* out = nullptr;
+};
+
+// Arguments are [self, out, ret]: three values.
+Result<Operands> read_operands(const OpArgs& op) {
+  ETNA_TRY(op.expect_count(3));
+  Operands operands;
+  ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(operands.out, op.output(1, "out"));
+  ETNA_TRY(op.expect_supported_dtype(*operands.self, "self"));
+  ETNA_TRY(op.expect_supported_dtype(*operands.out, "out"));
+  return operands;
+}
+
+template <typename Fn>
+Status rounding_kernel(KernelArgs args, const char* key, Fn fn) {
+  OpArgs op(key, args);
+  ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
+  const Tensor& self = *operands.self;
+  Tensor& out = *operands.out;
+  if (self.dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self.describe());
+  ETNA_TRY(op.expect_castable(self.dtype(), out));
+  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
+  visit_compute_type(self.dtype(), [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<C>) {
+      map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
+    } else {
+      map_elements<C, C, 1>({&self}, out, [](C x) { return x; });
+    }
+  });
+  return Status::ok();
+}
+
+Status floor_out(KernelArgs args) {
+  return rounding_kernel(args, "aten::floor.out", [](auto x) { return std::floor(x); });
+}
+
+Status ceil_out(KernelArgs args) {
+  return rounding_kernel(args, "aten::ceil.out", [](auto x) { return std::ceil(x); });
+}
+
+// Halves go to the even neighbour (round(2.5) = 2), as in ONNX and PyTorch.
+Status round_out(KernelArgs args) {
+  return rounding_kernel(args, "aten::round.out", [](auto x) {
+    const auto down = std::floor(x);
+    const auto fraction = x - down;
+    if (fraction > decltype(x)(0.5)) return down + 1;
+    if (fraction < decltype(x)(0.5)) return down;
+    return std::fmod(down, decltype(x)(2)) == 0 ? down : down + 1;
+  });
+}
+
+Status erf_out(KernelArgs args) {
+  OpArgs op("aten::erf.out", args);
+  ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
+  const Tensor& self = *operands.self;
+  Tensor& out = *operands.out;
+  const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;
+  ETNA_TRY(op.expect_castable(result, out));
+  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
+  visit_floating_dtype(result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    map_elements<C, C, 1>({&self}, out, [](C x) { return static_cast<C>(std::erf(x)); });
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_onnx_support_kernels(KernelRegistry& registry) {
+  registry.add("aten::floor.out", floor_out, 3);
+  registry.add("aten::ceil.out", ceil_out, 3);
+  registry.add("aten::round.out", round_out, 3);
+  registry.add("aten::erf.out", erf_out, 3);
+}
+
+}  // namespace etna::kernels
