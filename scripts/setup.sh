@@ -26,5 +26,7 @@ fi
 
 [ "${1:-}" = "--system" ] && exit 0
 
-npm ci --no-audit --no-fund
+# onnxruntime-node (a dev dependency, the benchmarks' peer) would otherwise
+# try to download GPU extras during its install.
+ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 npm run build

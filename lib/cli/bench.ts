@@ -1,0 +1,717 @@
+// `etna bench`: each program x configuration runs in its own child process so
+// that resident-memory figures do not mix. The same file is the child: run
+// with `--worker SPEC_JSON` it measures one configuration and prints one JSON
+// line.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+import {
+  buildExample,
+  exampleReference,
+  isExampleName,
+  ProgramBuilder,
+  SeededRandom,
+  type ExampleCall,
+  type ExampleReference,
+  type ReferenceTensor,
+} from '../export/index.js';
+import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from '../export/onnx/index.js';
+import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
+import { formatBytes, table } from './format.js';
+
+export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
+export type BenchConfig = (typeof CONFIGS)[number];
+
+/** What one child process is asked to measure. */
+export interface WorkerSpec {
+  /** An example name or a .pte path. */
+  readonly program: string;
+  readonly config: BenchConfig;
+  readonly threads: number;
+  /** Timed calls per method after warm-up; 0 skips the latency loop. */
+  readonly iterations: number;
+  readonly warmup: number;
+  /** Calls checked against the reference: the example's own session, or a generation run. */
+  readonly session: 'reference' | 'generate';
+  /** Decode steps of a generation session. */
+  readonly decodeSteps?: number;
+  /** Files written by the parent (see prepareArtifacts), so the child only loads. */
+  readonly artifacts?: ProgramArtifacts;
+}
+
+/** A built-in program written out: its .pte, and its ONNX models with a manifest. */
+export interface ProgramArtifacts {
+  readonly pte: string;
+  readonly onnxManifest: string;
+}
+
+interface OnnxManifest {
+  readonly methods: (Omit<OnnxMethodModel, 'bytes'> & { file: string })[];
+  readonly state: (Omit<OnnxStateBuffer, 'init'> & { init: string | null })[];
+}
+
+export interface LatencyFigures {
+  p50Ms: number;
+  p95Ms: number;
+}
+
+export interface BenchResult {
+  program: string;
+  config: BenchConfig;
+  plannedBytes: number | null;
+  peakRssBytes: number;
+  steadyRssBytes: number;
+  /** Resident memory of the child just before the load: node, the runtime's library and the program bytes. */
+  baselineRssBytes: number;
+  packedWeightBytes: number | null;
+  loadMs: number;
+  latency: Record<string, LatencyFigures>;
+  outputsMatch: boolean;
+  /** Largest absolute difference from the reference (the etna-shared outputs for .pte files). */
+  maxError: number;
+  /** Whether the program keeps state in shared buffers (mem_id 2). */
+  stateful: boolean;
+  /** Milliseconds of each checked call, by method (the generation run's per-token latency). */
+  sessionLatency: Record<string, LatencyFigures>;
+  /** Outputs of the checked calls, flattened, for programs without a reference. */
+  outputs?: number[][];
+}
+
+export interface BenchReport {
+  results: BenchResult[];
+  threads: number;
+  node: string;
+  cpu: string;
+}
+
+/** Largest |a - b| tolerated per unit of scale, as in the examples' own tests. */
+const MATCH_TOLERANCE = 1e-4;
+
+// ------------------------------------------------------------------ child side
+
+function procStatusBytes(field: 'VmHWM' | 'VmRSS'): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'));
+  return match === null ? process.memoryUsage().rss : Number(match[1]) * 1024;
+}
+
+export function percentile(sorted: readonly number[], fraction: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1));
+  return sorted[rank]!;
+}
+
+function summarize(samples: readonly number[]): LatencyFigures {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { p50Ms: percentile(sorted, 0.5), p95Ms: percentile(sorted, 0.95) };
+}
+
+function scaledError(actual: ArrayLike<number | bigint>, expected: ArrayLike<number | bigint>): number {
+  if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
+  let worst = 0;
+  for (let i = 0; i < expected.length; i++) {
+    const want = Number(expected[i]);
+    const diff = Math.abs(Number(actual[i]) - want) / Math.max(1, Math.abs(want));
+    worst = Math.max(worst, Number.isNaN(diff) ? Number.POSITIVE_INFINITY : diff);
+  }
+  return worst;
+}
+
+function argmax(values: ArrayLike<number>, from: number, count: number): number {
+  let best = from;
+  for (let i = from; i < from + count; i++) if (values[i]! > values[best]!) best = i;
+  return best - from;
+}
+
+/** A runtime under test, seen through one interface. */
+interface Runner {
+  execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>;
+  plannedBytes: number | null;
+  packedWeightBytes: number | null;
+  stateful: boolean;
+  release(): Promise<void>;
+}
+
+function toReference(values: readonly Value[]): ReferenceTensor[] {
+  return values.map((value) => {
+    const tensor = value as Tensor;
+    return { dtype: tensor.dtype as ReferenceTensor['dtype'], shape: [...tensor.shape], data: tensor.data as Float32Array };
+  });
+}
+
+async function etnaRunner(source: string | Uint8Array, config: BenchConfig, threads: number): Promise<Runner> {
+  const module = await Module.load(source, { shareMemoryArenas: config === 'etna-shared', numThreads: threads });
+  // Arenas of an unshared module are allocated per method on first use, so figures are read after the calls.
+  const stateful = module.methodNames.some((name) => (module.methodMeta(name).memoryPlan[2] ?? 0) > 0);
+  return {
+    execute: async (method, inputs) => toReference(await module.execute(method, inputs as unknown as InputValue[])),
+    get plannedBytes() {
+      return module.memoryReport().plannedBytes;
+    },
+    get packedWeightBytes() {
+      return module.memoryReport().packedWeightBytes;
+    },
+    stateful,
+    release: () => module.dispose(),
+  };
+}
+
+type OnnxExport = typeof import('../export/onnx/index.js');
+type OnnxTools = [Parameters<OnnxExport['OrtProgramRunner']['create']>[0], OnnxExport];
+
+async function loadOnnxTools(): Promise<OnnxTools> {
+  const [ort, tools] = await Promise.all([import('onnxruntime-node'), import('../export/onnx/index.js')]);
+  // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
+  return [(ort as unknown as { default?: OnnxTools[0] }).default ?? (ort as unknown as OnnxTools[0]), tools];
+}
+
+async function onnxRunner([ort, { OrtProgramRunner }]: OnnxTools, onnx: OnnxProgram, threads: number): Promise<Runner> {
+  const runner = await OrtProgramRunner.create(ort, onnx, { threads });
+  return {
+    execute: (method, inputs) => runner.execute(method, inputs),
+    plannedBytes: null,
+    packedWeightBytes: null,
+    stateful: onnx.state.length > 0,
+    release: () => runner.release(),
+  };
+}
+
+/** Deterministic inputs for a method of a program without a reference: random floats, zero integers. */
+function syntheticCalls(program: Program): ExampleCall[] {
+  const random = new SeededRandom(17);
+  return program.describe().methods.map((method) => ({
+    method: method.name,
+    inputs: method.inputs.map((input) => {
+      const shape = input.shape ?? [];
+      const count = shape.reduce((p, d) => p * d, 1);
+      if (input.kind !== 'tensor') throw new Error(`${method.name}: only tensor inputs can be generated, got ${input.kind}`);
+      if (input.dtype === 'float32') return { dtype: 'float32', shape, data: random.uniform(count, 1) } as ReferenceTensor;
+      if (input.dtype === 'int64') return { dtype: 'int64', shape, data: new BigInt64Array(count) } as ReferenceTensor;
+      throw new Error(`${method.name}: inputs of dtype ${input.dtype} cannot be generated`);
+    }),
+  }));
+}
+
+/** Prefill of the first 8 tokens, then greedy decoding: each next token is the reference's argmax. */
+function generationSession(steps: number): { calls: ExampleCall[]; next: (logits: ReferenceTensor, call: number) => ExampleCall | undefined } {
+  const random = new SeededRandom(23);
+  const prompt = Array.from({ length: 8 }, () => BigInt(random.integer(256)));
+  const first: ExampleCall[] = [
+    { method: 'reset', inputs: [] },
+    { method: 'prefill', inputs: [{ dtype: 'int64', shape: [1, 8], data: BigInt64Array.from(prompt) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(0n) }] },
+  ];
+  const next = (logits: ReferenceTensor, decoded: number): ExampleCall | undefined => {
+    if (decoded >= steps) return undefined;
+    const values = logits.data as Float32Array;
+    const vocab = logits.shape[logits.shape.length - 1]!;
+    const token = argmax(values, values.length - vocab, vocab);
+    return { method: 'decode', inputs: [{ dtype: 'int64', shape: [1, 1], data: BigInt64Array.of(BigInt(token)) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(BigInt(8 + decoded)) }] };
+  };
+  return { calls: first, next };
+}
+
+// ------------------------------------------------------------------ a larger decoder
+
+/**
+ * kv-decoder's architecture at a size where the memory plan shows in resident
+ * memory: a 1024-position context makes each method's copy of the KV cache
+ * 4 MiB. It has no TypeScript reference; etna-shared's outputs are the baseline.
+ */
+export const LARGE_DECODER = {
+  name: 'kv-decoder-large',
+  layers: 2,
+  modelDim: 256,
+  heads: 4,
+  feedForwardDim: 1024,
+  context: 1024,
+  vocab: 1024,
+  prefillLength: 8,
+  seed: 0x6c61_7267,
+} as const;
+
+export function buildLargeDecoder(): ProgramBuilder {
+  const C = LARGE_DECODER;
+  const d = C.modelDim;
+  const headDim = d / C.heads;
+  const random = new SeededRandom(C.seed);
+  const program = new ProgramBuilder();
+  let count = 0;
+  const linear = (inFeatures: number, outFeatures: number) => {
+    const bound = 1 / Math.sqrt(inFeatures);
+    const id = count++;
+    return {
+      weight: program.constant(`linear${id}.weight`, 'float32', [outFeatures, inFeatures], random.uniform(outFeatures * inFeatures, bound)),
+      bias: program.constant(`linear${id}.bias`, 'float32', [outFeatures], random.uniform(outFeatures, bound)),
+    };
+  };
+  const norm = () => {
+    const id = count++;
+    return {
+      weight: program.constant(`norm${id}.weight`, 'float32', [d], random.around(d, 1, 0.1)),
+      bias: program.constant(`norm${id}.bias`, 'float32', [d], random.uniform(d, 0.1)),
+    };
+  };
+  const mask = new Float32Array(C.context * C.context);
+  for (let p = 0; p < C.context; p++) for (let c = p + 1; c < C.context; c++) mask[p * C.context + c] = -1e9;
+  const tokenEmbedding = program.constant('token_embedding', 'float32', [C.vocab, d], random.uniform(C.vocab * d, 1));
+  const positionEmbedding = program.constant('position_embedding', 'float32', [C.context, d], random.uniform(C.context * d, 0.5));
+  const maskTable = program.constant('causal_mask', 'float32', [C.context, C.context], mask);
+  const offsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
+  const emptyCache = program.constant('empty_cache', 'float32', [C.context, d], new Float32Array(C.context * d));
+  const layers = Array.from({ length: C.layers }, (_, l) => ({
+    norm1: norm(),
+    query: linear(d, d),
+    key: linear(d, d),
+    value: linear(d, d),
+    out: linear(d, d),
+    norm2: norm(),
+    up: linear(d, C.feedForwardDim),
+    down: linear(C.feedForwardDim, d),
+    keyCache: program.sharedBuffer(`layers.${l}.key_cache`, 'float32', [C.context, d]),
+    valueCache: program.sharedBuffer(`layers.${l}.value_cache`, 'float32', [C.context, d]),
+  }));
+  const finalNorm = norm();
+  const head = linear(d, C.vocab);
+  const pass = (m: Parameters<Parameters<ProgramBuilder['method']>[1]>[0], tokens: ReturnType<typeof m.input>, positions: ReturnType<typeof m.input>, length: number) => {
+    let x = m.add(m.embedding(tokenEmbedding, m.reshape(tokens, [length])), m.embedding(positionEmbedding, positions));
+    const rowMask = m.embedding(maskTable, positions);
+    for (const layer of layers) {
+      const h = m.layerNorm(x, [d], layer.norm1.weight, layer.norm1.bias);
+      m.indexPutInPlace(layer.keyCache, [positions], m.linear(h, layer.key.weight, layer.key.bias));
+      m.indexPutInPlace(layer.valueCache, [positions], m.linear(h, layer.value.weight, layer.value.bias));
+      const q = m.permute(m.reshape(m.mul(m.linear(h, layer.query.weight, layer.query.bias), 1 / Math.sqrt(headDim)), [length, C.heads, headDim]), [1, 0, 2]);
+      const keys = m.permute(m.reshape(layer.keyCache, [C.context, C.heads, headDim]), [1, 2, 0]);
+      const values = m.permute(m.reshape(layer.valueCache, [C.context, C.heads, headDim]), [1, 0, 2]);
+      const attention = m.softmax(m.add(m.matmul(q, keys), rowMask), -1);
+      const context = m.reshape(m.permute(m.matmul(attention, values), [1, 0, 2]), [length, d]);
+      x = m.add(x, m.linear(context, layer.out.weight, layer.out.bias));
+      const h2 = m.layerNorm(x, [d], layer.norm2.weight, layer.norm2.bias);
+      x = m.add(x, m.linear(m.gelu(m.linear(h2, layer.up.weight, layer.up.bias)), layer.down.weight, layer.down.bias));
+    }
+    return m.reshape(m.linear(m.layerNorm(x, [d], finalNorm.weight, finalNorm.bias), head.weight, head.bias), [1, length, C.vocab]);
+  };
+  program.method('prefill', (m) => {
+    const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
+    m.output(pass(m, tokens, m.add(m.input('start_pos', 'int64', [1]), offsets), C.prefillLength));
+  });
+  program.method('decode', (m) => m.output(pass(m, m.input('token', 'int64', [1, 1]), m.input('pos', 'int64', [1]), 1)));
+  program.method('reset', (m) => {
+    for (const layer of layers) {
+      m.copyInto(layer.keyCache, emptyCache);
+      m.copyInto(layer.valueCache, emptyCache);
+    }
+  });
+  return program;
+}
+
+function largeDecoderSession(): ExampleCall[] {
+  const C = LARGE_DECODER;
+  const random = new SeededRandom(29);
+  const int64 = (shape: number[], values: number[]): ReferenceTensor => ({ dtype: 'int64', shape, data: BigInt64Array.from(values, BigInt) });
+  const prompt = Array.from({ length: C.prefillLength }, () => random.integer(C.vocab));
+  const decode = (pos: number): ExampleCall => ({ method: 'decode', inputs: [int64([1, 1], [random.integer(C.vocab)]), int64([1], [pos])] });
+  const prefill: ExampleCall = { method: 'prefill', inputs: [int64([1, C.prefillLength], prompt), int64([1], [0])] };
+  return [{ method: 'reset', inputs: [] }, prefill, decode(8), decode(9), decode(10), { method: 'reset', inputs: [] }, prefill];
+}
+
+/** A program the harness can build in memory: the examples, and the larger decoder. */
+interface BuiltInProgram {
+  build(): ProgramBuilder;
+  reference: ExampleReference | undefined;
+  calls(): ExampleCall[];
+}
+
+export function isBuiltInProgram(name: string): boolean {
+  return isExampleName(name) || name === LARGE_DECODER.name;
+}
+
+function builtInProgram(name: string): BuiltInProgram | undefined {
+  if (isExampleName(name)) {
+    const reference = exampleReference(name);
+    return { build: () => buildExample(name), reference, calls: () => reference.session() };
+  }
+  if (name === LARGE_DECODER.name) return { build: buildLargeDecoder, reference: undefined, calls: largeDecoderSession };
+  return undefined;
+}
+
+/** Writes a built-in program as .pte and as ONNX models into `dir`; children then load files like a user would. */
+export function prepareArtifacts(program: string, dir: string): ProgramArtifacts {
+  const builtIn = builtInProgram(program);
+  if (builtIn === undefined) throw new Error(`${program} is not a built-in program`);
+  const pte = join(dir, `${program}.pte`);
+  writeFileSync(pte, builtIn.build().toPte());
+  const onnx = builderToOnnx(builtIn.build());
+  const manifest: OnnxManifest = {
+    methods: onnx.methods.map(({ bytes, ...model }) => {
+      const file = join(dir, `${program}.${model.method}.onnx`);
+      writeFileSync(file, bytes);
+      return { ...model, file };
+    }),
+    state: onnx.state.map((buffer) => ({ ...buffer, init: buffer.init === undefined ? null : Buffer.from(buffer.init).toString('base64') })),
+  };
+  const onnxManifest = join(dir, `${program}.onnx.json`);
+  writeFileSync(onnxManifest, JSON.stringify(manifest));
+  return { pte, onnxManifest };
+}
+
+function readOnnxProgram(manifestPath: string): OnnxProgram {
+  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as OnnxManifest;
+  return {
+    methods: manifest.methods.map(({ file, ...model }) => ({ ...model, bytes: new Uint8Array(readFileSync(file)) })),
+    state: manifest.state.map((buffer) => ({ ...buffer, init: buffer.init === null ? undefined : new Uint8Array(Buffer.from(buffer.init, 'base64')) })),
+  };
+}
+
+/** Runs `use` with a temporary folder that is removed afterwards. */
+export async function withTemporaryDirectory<T>(use: (dir: string) => Promise<T>): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), 'etna-bench-'));
+  try {
+    return await use(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const builtIn = builtInProgram(spec.program);
+  if (builtIn === undefined && spec.config === 'onnxruntime') throw new Error(`onnxruntime runs the built-in programs only, not ${spec.program}`);
+  // Build (and load the runtime's library) first, and time only the load, as a user loading a file would see it.
+  const onnxTools = spec.config === 'onnxruntime' ? await loadOnnxTools() : undefined;
+  // The ONNX models' bytes are read before the load is timed, as etna's program is built or mapped before it.
+  let onnx: OnnxProgram | undefined;
+  if (onnxTools !== undefined && builtIn !== undefined) onnx = spec.artifacts !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
+  let source: string | Uint8Array = resolve(spec.program);
+  if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : builtIn.build().toPte();
+  gc?.();
+  const baselineRssBytes = procStatusBytes('VmRSS');
+  const start = performance.now();
+  const runner = onnxTools !== undefined && onnx !== undefined ? await onnxRunner(onnxTools, onnx, spec.threads) : await etnaRunner(source, spec.config, spec.threads);
+  const loadMs = performance.now() - start;
+  onnx = undefined;
+
+  const reference = builtIn?.reference;
+  let calls: ExampleCall[];
+  let following: ((logits: ReferenceTensor, decoded: number) => ExampleCall | undefined) | undefined;
+  if (spec.session === 'generate') {
+    const generation = generationSession(spec.decodeSteps ?? 32);
+    calls = generation.calls;
+    following = generation.next;
+  } else {
+    calls = builtIn !== undefined ? builtIn.calls() : syntheticCalls(Program.load(resolve(spec.program)));
+  }
+
+  let maxError = 0;
+  const sessionSamples: Record<string, number[]> = {};
+  const outputs: number[][] = [];
+  let decoded = 0;
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!;
+    const t0 = performance.now();
+    const got = await runner.execute(call.method, call.inputs);
+    (sessionSamples[call.method] ??= []).push(performance.now() - t0);
+    if (reference !== undefined) {
+      const want = reference.execute(call.method, call.inputs);
+      want.forEach((expected, k) => (maxError = Math.max(maxError, scaledError(got[k]?.data ?? [], expected.data))));
+      if (following !== undefined && want.length > 0) {
+        const next = following(want[0]!, decoded);
+        if (next !== undefined) {
+          calls.push(next);
+          decoded++;
+        }
+      }
+    } else {
+      for (const tensor of got) outputs.push(Array.from(tensor.data as ArrayLike<number | bigint>, Number));
+    }
+  }
+
+  const latency: Record<string, LatencyFigures> = {};
+  if (spec.iterations > 0) {
+    // One representative call per method, from the checked session.
+    const representative = new Map<string, ExampleCall>();
+    for (const call of calls) if (!representative.has(call.method)) representative.set(call.method, call);
+    for (const [method, call] of representative) {
+      for (let i = 0; i < spec.warmup; i++) await runner.execute(method, call.inputs);
+      const samples: number[] = [];
+      for (let i = 0; i < spec.iterations; i++) {
+        const t0 = performance.now();
+        await runner.execute(method, call.inputs);
+        samples.push(performance.now() - t0);
+      }
+      latency[method] = summarize(samples);
+    }
+  }
+  gc?.();
+  const steadyRssBytes = procStatusBytes('VmRSS');
+  const peakRssBytes = procStatusBytes('VmHWM');
+  const result: BenchResult = {
+    program: builtIn !== undefined ? spec.program : basename(spec.program),
+    config: spec.config,
+    plannedBytes: runner.plannedBytes,
+    peakRssBytes,
+    steadyRssBytes,
+    baselineRssBytes,
+    packedWeightBytes: runner.packedWeightBytes,
+    loadMs,
+    latency,
+    outputsMatch: reference !== undefined ? maxError <= MATCH_TOLERANCE : true,
+    maxError,
+    stateful: runner.stateful,
+    sessionLatency: Object.fromEntries(Object.entries(sessionSamples).map(([method, samples]) => [method, summarize(samples)])),
+  };
+  if (reference === undefined) result.outputs = outputs;
+  await runner.release();
+  return result;
+}
+
+// ------------------------------------------------------------------ parent side
+
+const SELF = fileURLToPath(import.meta.url);
+const PACKAGE_ROOT = resolve(dirname(SELF), '..', '..');
+
+/** Runs one configuration in a fresh node process (TypeScript sources run through tsx). */
+export function runInChild(spec: WorkerSpec): Promise<BenchResult> {
+  const loader = SELF.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const args = [...loader, '--expose-gc', SELF, '--worker', JSON.stringify(spec)];
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, args, { cwd: PACKAGE_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const line = stdout.trim().split('\n').pop() ?? '';
+      if (code !== 0 || !line.startsWith('{')) {
+        reject(new Error(`${spec.program} ${spec.config}: child exited with ${code}\n${stderr.trim()}`));
+        return;
+      }
+      resolvePromise(JSON.parse(line) as BenchResult);
+    });
+  });
+}
+
+function progressBar(done: number, total: number, label: string): void {
+  if (!process.stderr.isTTY && done < total) {
+    process.stderr.write(`[${done}/${total}] ${label}\n`);
+    return;
+  }
+  const width = 24;
+  const filled = Math.round((done / total) * width);
+  const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} ${label}`;
+  process.stderr.write(process.stderr.isTTY ? `\r${line.padEnd(79)}${done === total ? '\n' : ''}` : `${line}\n`);
+}
+
+export interface BenchOptions {
+  files: readonly string[];
+  examples?: readonly string[];
+  configs?: readonly BenchConfig[];
+  quick: boolean;
+  threads: number;
+  iterations?: number;
+  warmup?: number;
+  progress?: boolean;
+}
+
+export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
+  const examples = options.examples ?? (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER.name, 'gru-stream', 'encoder-decoder']);
+  const configs = options.configs ?? CONFIGS;
+  const iterations = options.iterations ?? (options.quick ? 50 : 300);
+  const warmup = options.warmup ?? (options.quick ? 5 : 30);
+  const specs: WorkerSpec[] = [];
+  for (const program of [...examples, ...options.files]) {
+    for (const config of configs) {
+      if (config === 'onnxruntime' && !isBuiltInProgram(program)) continue;
+      specs.push({ program, config, threads: options.threads, iterations, warmup, session: 'reference' });
+    }
+  }
+  const results = await withTemporaryDirectory(async (dir) => {
+    const artifacts = new Map<string, ProgramArtifacts>();
+    const collected: BenchResult[] = [];
+    for (const [i, spec] of specs.entries()) {
+      if (options.progress !== false) progressBar(i, specs.length, `${spec.program} ${spec.config}`);
+      if (isBuiltInProgram(spec.program) && !artifacts.has(spec.program)) artifacts.set(spec.program, prepareArtifacts(spec.program, dir));
+      collected.push(await runInChild({ ...spec, artifacts: artifacts.get(spec.program) }));
+    }
+    return collected;
+  });
+  if (options.progress !== false) progressBar(specs.length, specs.length, 'done');
+  // Programs without a reference are checked against etna-shared's outputs.
+  for (const result of results) {
+    if (result.outputs === undefined) continue;
+    const baseline = results.find((r) => r.program === result.program && r.config === 'etna-shared')?.outputs;
+    if (baseline === undefined) continue;
+    result.maxError = Math.max(0, ...result.outputs.map((values, k) => scaledError(values, baseline[k] ?? [])));
+    result.outputsMatch = result.outputs.length === baseline.length && result.maxError <= MATCH_TOLERANCE;
+  }
+  for (const result of results) delete result.outputs;
+  return { results, threads: options.threads, node: process.version, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)` };
+}
+
+// ------------------------------------------------------------------ reports
+
+const mib = (bytes: number | null): string => (bytes === null ? '-' : (bytes / (1024 * 1024)).toFixed(1));
+const ms = (value: number | undefined): string => (value === undefined || Number.isNaN(value) ? '-' : value < 1 ? value.toFixed(3) : value.toFixed(2));
+
+/** "yes", or why not: without shared arenas a stateful program's state does not carry over by design. */
+export function matchLabel(result: BenchResult): string {
+  if (result.outputsMatch) return 'yes';
+  if (result.config === 'etna-unshared' && result.stateful) return 'no: state not shared (expected)';
+  return `NO (max error ${result.maxError.toExponential(1)})`;
+}
+
+function methodsOf(results: readonly BenchResult[]): string[] {
+  const methods: string[] = [];
+  for (const result of results) for (const method of Object.keys(result.latency)) if (!methods.includes(method)) methods.push(method);
+  return methods;
+}
+
+function reportRows(report: BenchReport): string[][] {
+  const methods = methodsOf(report.results);
+  const header = ['program', 'config', 'planned', 'peak RSS MiB', 'steady RSS MiB', 'baseline RSS MiB', 'packed', 'load ms', ...methods.map((m) => `${m} p50/p95 ms`), 'outputs match'];
+  const rows = report.results.map((r) => [
+    r.program,
+    r.config,
+    r.plannedBytes === null ? '-' : formatBytes(r.plannedBytes),
+    mib(r.peakRssBytes),
+    mib(r.steadyRssBytes),
+    mib(r.baselineRssBytes),
+    r.packedWeightBytes === null ? '-' : formatBytes(r.packedWeightBytes),
+    ms(r.loadMs),
+    ...methods.map((m) => (r.latency[m] === undefined ? '-' : `${ms(r.latency[m]!.p50Ms)} / ${ms(r.latency[m]!.p95Ms)}`)),
+    matchLabel(r),
+  ]);
+  return [header, ...rows];
+}
+
+export function formatConsoleTable(report: BenchReport): string {
+  return table(reportRows(report));
+}
+
+export function formatMarkdown(report: BenchReport): string {
+  const [header, ...rows] = reportRows(report);
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  return [
+    `Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`,
+    '',
+    line(header!),
+    line(header!.map(() => '---')),
+    ...rows.map(line),
+    '',
+  ].join('\n');
+}
+
+export function formatJson(report: BenchReport): string {
+  return `${JSON.stringify(report, null, 2)}\n`;
+}
+
+function escapeXml(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+}
+
+const CONFIG_COLORS: Record<string, string> = { 'etna-shared': '#2b7bba', 'etna-unshared': '#8fbde0', onnxruntime: '#d9822b' };
+
+/**
+ * Per program, two panels side by side: resident memory (peak and steady) and
+ * p50 latency of each method. Each configuration's bars form one <g> group.
+ */
+export function formatSvg(report: BenchReport): string {
+  const programs = [...new Set(report.results.map((r) => r.program))];
+  const panelWidth = 360;
+  const panelHeight = 160;
+  const rowHeight = panelHeight + 70;
+  const width = 2 * panelWidth + 60;
+  const height = programs.length * rowHeight + 40;
+  const parts: string[] = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`);
+  parts.push(`<title>etna bench: memory and latency per configuration</title>`);
+  parts.push(`<rect width="${width}" height="${height}" fill="white"/>`);
+  // Legend
+  CONFIGS.forEach((config, i) => {
+    parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/><text x="${34 + i * 130}" y="19">${config}</text>`);
+  });
+  programs.forEach((program, row) => {
+    const results = report.results.filter((r) => r.program === program);
+    const top = 40 + row * rowHeight;
+    const methods = methodsOf(results);
+    const memoryMax = Math.max(1, ...results.map((r) => r.peakRssBytes));
+    const latencyMax = Math.max(1e-6, ...results.flatMap((r) => methods.map((m) => r.latency[m]?.p50Ms ?? 0)));
+    parts.push(`<text x="20" y="${top + 12}" font-weight="bold">${escapeXml(program)}</text>`);
+    parts.push(`<text x="20" y="${top + 28}">resident memory, MiB (peak, steady)</text>`);
+    parts.push(`<text x="${panelWidth + 40}" y="${top + 28}">p50 latency per method, ms</text>`);
+    const baseY = top + 40 + panelHeight - 20;
+    const memorySlots = 2;
+    const latencySlots = Math.max(1, methods.length);
+    const groupWidth = (panelWidth - 20) / results.length;
+    results.forEach((result, g) => {
+      const color = CONFIG_COLORS[result.config] ?? '#777';
+      parts.push(`<g class="bar-group" data-program="${escapeXml(program)}" data-config="${escapeXml(result.config)}">`);
+      const bar = (x: number, w: number, value: number, max: number, label: string, tooltip: string): void => {
+        const h = Math.max(1, (value / max) * (panelHeight - 40));
+        parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" fill="${color}"><title>${escapeXml(tooltip)}</title></rect>`);
+        parts.push(`<text x="${(x + w / 2).toFixed(1)}" y="${(baseY - h - 3).toFixed(1)}" text-anchor="middle" font-size="9">${escapeXml(label)}</text>`);
+      };
+      const memoryX = 20 + g * groupWidth;
+      const memoryBar = (groupWidth - 12) / memorySlots;
+      bar(memoryX, memoryBar - 2, result.peakRssBytes, memoryMax, mib(result.peakRssBytes), `${result.config} peak RSS ${mib(result.peakRssBytes)} MiB`);
+      bar(memoryX + memoryBar, memoryBar - 2, result.steadyRssBytes, memoryMax, mib(result.steadyRssBytes), `${result.config} steady RSS ${mib(result.steadyRssBytes)} MiB`);
+      const latencyX = panelWidth + 40 + g * groupWidth;
+      const latencyBar = (groupWidth - 12) / latencySlots;
+      methods.forEach((method, k) => {
+        const value = result.latency[method]?.p50Ms ?? 0;
+        bar(latencyX + k * latencyBar, latencyBar - 2, value, latencyMax, ms(value), `${result.config} ${method} p50 ${ms(value)} ms`);
+      });
+      parts.push(`<text x="${(memoryX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" text-anchor="middle">${escapeXml(result.config)}</text>`);
+      parts.push(`<text x="${(latencyX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" text-anchor="middle">${escapeXml(methods.join(' / '))}</text>`);
+      parts.push('</g>');
+    });
+    parts.push(`<line x1="20" y1="${baseY}" x2="${panelWidth}" y2="${baseY}" stroke="#333"/>`);
+    parts.push(`<line x1="${panelWidth + 40}" y1="${baseY}" x2="${2 * panelWidth + 20}" y2="${baseY}" stroke="#333"/>`);
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}
+
+// ------------------------------------------------------------------ command
+
+export const BENCH_USAGE = `usage: etna bench [FILES.pte...] [--quick] [--threads N] [--iterations N]
+                  [--json OUT] [--md OUT] [--svg OUT]
+
+Without files, benchmarks the built-in examples (kv-decoder, gru-stream,
+encoder-decoder) and kv-decoder-large (the same decoder with a 1024-position
+context) as etna-shared, etna-unshared and onnxruntime, each in its own child
+process. Files run as etna-shared and etna-unshared; their outputs are checked
+against etna-shared's.`;
+
+export interface BenchCommand {
+  files: string[];
+  quick: boolean;
+  threads: number;
+  iterations?: number;
+  json?: string;
+  md?: string;
+  svg?: string;
+}
+
+export async function runBench(command: BenchCommand): Promise<number> {
+  const report = await runBenchmarks({ files: command.files, quick: command.quick, threads: command.threads, iterations: command.iterations });
+  console.log(formatConsoleTable(report));
+  if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
+  if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report));
+  if (command.svg !== undefined) writeFileSync(command.svg, formatSvg(report));
+  const unexpected = report.results.filter((r) => !r.outputsMatch && !(r.config === 'etna-unshared' && r.stateful));
+  return unexpected.length === 0 ? 0 : 1;
+}
+
+if (process.argv[2] === '--worker' && process.argv[1] !== undefined && resolve(process.argv[1]) === SELF) {
+  runWorker(JSON.parse(process.argv[3] ?? '{}') as WorkerSpec).then(
+    (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
+    (error: unknown) => {
+      console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+      process.exitCode = 1;
+    },
+  );
+}

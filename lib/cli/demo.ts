@@ -1,0 +1,63 @@
+// `etna demo`: the kv-decoder example generating text greedily, with its
+// memory shared across methods and without, next to onnxruntime running the
+// same model as one session per method. Each configuration runs in its own
+// child process so their resident memory does not mix.
+import { formatBytes, table } from './format.js';
+import { CONFIGS, matchLabel, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from './bench.js';
+
+export const DEMO_USAGE = `usage: etna demo [--steps N] [--threads N]
+
+Builds the kv-decoder example in memory, runs prefill (8 tokens) and N greedy
+decode steps (default 32) with shareMemoryArenas true and false, and with
+onnxruntime (state passed as inputs and outputs), and compares every output
+with the TypeScript reference.`;
+
+export interface DemoOptions {
+  steps: number;
+  threads: number;
+}
+
+const ms = (value: number | undefined): string => (value === undefined ? '-' : `${value.toFixed(3)} ms`);
+
+export function formatDemoTable(results: readonly BenchResult[]): string {
+  const header = ['', ...results.map((r) => r.config)];
+  const row = (label: string, cell: (r: BenchResult) => string): string[] => [label, ...results.map(cell)];
+  return table([
+    header,
+    row('outputs match reference', (r) => (r.outputsMatch ? `yes (max error ${r.maxError.toExponential(1)})` : matchLabel(r))),
+    row('planned arena bytes', (r) => (r.plannedBytes === null ? '-' : formatBytes(r.plannedBytes))),
+    row('peak RSS', (r) => formatBytes(r.peakRssBytes)),
+    row('RSS before load', (r) => formatBytes(r.baselineRssBytes)),
+    row('packed-weight bytes', (r) => (r.packedWeightBytes === null ? '-' : formatBytes(r.packedWeightBytes))),
+    row('load time', (r) => ms(r.loadMs)),
+    row('prefill (8 tokens)', (r) => ms(r.sessionLatency.prefill?.p50Ms)),
+    row('per-token decode p50', (r) => ms(r.sessionLatency.decode?.p50Ms)),
+    row('per-token decode p95', (r) => ms(r.sessionLatency.decode?.p95Ms)),
+  ]);
+}
+
+export async function runDemo(options: DemoOptions): Promise<number> {
+  if (!Number.isInteger(options.steps) || options.steps < 1 || options.steps > 119) {
+    console.error('etna demo: --steps must be an integer from 1 to 119 (the context holds 128 positions)');
+    return 2;
+  }
+  const results = await withTemporaryDirectory(async (dir) => {
+    const artifacts = prepareArtifacts('kv-decoder', dir);
+    const collected: BenchResult[] = [];
+    for (const config of CONFIGS) {
+      process.stderr.write(`running kv-decoder as ${config}...\n`);
+      collected.push(
+        await runInChild({ program: 'kv-decoder', config, threads: options.threads, iterations: 0, warmup: 0, session: 'generate', decodeSteps: options.steps, artifacts }),
+      );
+    }
+    return collected;
+  });
+  console.log(`kv-decoder: prefill 8 tokens, then ${options.steps} greedy decode steps, ${options.threads} thread(s)\n`);
+  console.log(formatDemoTable(results));
+  console.log(
+    '\nWithout shared arenas every method has its own copy of the KV cache, so decode does not see what\n' +
+      'prefill wrote: its outputs differ from the reference by design (ExecuTorch semantics), not by error.',
+  );
+  const unexpected = results.filter((r) => !r.outputsMatch && !(r.config === 'etna-unshared' && r.stateful));
+  return unexpected.length === 0 ? 0 : 1;
+}

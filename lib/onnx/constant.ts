@@ -1,0 +1,155 @@
+// Import-time tensors: ONNX initializers, Constant nodes, bound inputs and the
+// results of folding, held as typed arrays with a static shape.
+import { EtnaError } from '../errors.js';
+import type { DType } from '../export/dtype.js';
+import type { OnnxTensorProto } from './proto.js';
+
+export type ConstData =
+  | Float32Array
+  | Float64Array
+  | BigInt64Array
+  | BigUint64Array
+  | Int32Array
+  | Uint32Array
+  | Int16Array
+  | Uint16Array
+  | Int8Array
+  | Uint8Array;
+
+export interface ConstTensor {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly data: ConstData;
+}
+
+/** ONNX TensorProto.DataType codes and the etna dtype each maps to. */
+const ONNX_DTYPES: Readonly<Record<number, DType>> = {
+  1: 'float32',
+  2: 'uint8',
+  3: 'int8',
+  4: 'uint16',
+  5: 'int16',
+  6: 'int32',
+  7: 'int64',
+  9: 'bool',
+  10: 'float16',
+  11: 'float64',
+  12: 'uint32',
+  13: 'uint64',
+  16: 'bfloat16',
+};
+
+export function dtypeFromOnnx(code: number, what: string): DType {
+  const dtype = ONNX_DTYPES[code];
+  if (dtype === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: ONNX element type ${code} is not supported`);
+  return dtype;
+}
+
+export function shapeSize(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+export function allocate(dtype: DType, length: number): ConstData {
+  switch (dtype) {
+    case 'float32': return new Float32Array(length);
+    case 'float64': return new Float64Array(length);
+    case 'int64': return new BigInt64Array(length);
+    case 'uint64': return new BigUint64Array(length);
+    case 'int32': return new Int32Array(length);
+    case 'uint32': return new Uint32Array(length);
+    case 'int16': return new Int16Array(length);
+    case 'uint16': case 'float16': case 'bfloat16': return new Uint16Array(length);
+    case 'int8': return new Int8Array(length);
+    case 'uint8': case 'bool': return new Uint8Array(length);
+  }
+}
+
+function isBigData(data: ConstData): data is BigInt64Array | BigUint64Array {
+  return data instanceof BigInt64Array || data instanceof BigUint64Array;
+}
+
+/** Element i as a JS number (int64 beyond 2^53 loses precision, which shape math tolerates). */
+export function elementAt(t: ConstTensor, i: number): number {
+  const v = t.data[i]!;
+  return typeof v === 'bigint' ? Number(v) : v;
+}
+
+export function toNumbers(t: ConstTensor): number[] {
+  const out = new Array<number>(t.data.length);
+  for (let i = 0; i < t.data.length; i++) out[i] = elementAt(t, i);
+  return out;
+}
+
+/** Builds a tensor of `dtype` from numbers, converting like a C cast (truncation for integers, 0/1 for bool). */
+export function fromNumbers(dtype: DType, shape: readonly number[], values: ArrayLike<number>): ConstTensor {
+  const data = allocate(dtype, values.length);
+  if (isBigData(data)) {
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i]!;
+      data[i] = Number.isFinite(v) ? BigInt(Math.trunc(v)) : v > 0 ? 2n ** 63n - 1n : -(2n ** 63n);
+    }
+  } else if (dtype === 'bool') {
+    for (let i = 0; i < values.length; i++) data[i] = values[i] !== 0 ? 1 : 0;
+  } else if (dtype === 'float32' || dtype === 'float64') {
+    for (let i = 0; i < values.length; i++) data[i] = values[i]!;
+  } else {
+    for (let i = 0; i < values.length; i++) data[i] = Math.trunc(values[i]!);
+  }
+  return { dtype, shape: [...shape], data };
+}
+
+export function scalarConst(dtype: DType, value: number): ConstTensor {
+  return fromNumbers(dtype, [], [value]);
+}
+
+/** Reads an initializer or Constant value. */
+export function constFromProto(proto: OnnxTensorProto, what: string): ConstTensor {
+  if (proto.external) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: tensors stored in external files are not supported`);
+  const dtype = dtypeFromOnnx(proto.dataType, what);
+  const shape = proto.dims;
+  const count = shapeSize(shape);
+  const data = allocate(dtype, count);
+  if (proto.rawData !== undefined && proto.rawData.length > 0) {
+    const bytes = new Uint8Array(data.buffer, 0, data.byteLength);
+    if (proto.rawData.length !== data.byteLength) {
+      throw new EtnaError('INVALID_INPUT', `${what}: raw data has ${proto.rawData.length} bytes, ${dtype}${JSON.stringify(shape)} needs ${data.byteLength}`);
+    }
+    bytes.set(proto.rawData);
+    return { dtype, shape, data };
+  }
+  const source: ArrayLike<number | bigint> =
+    dtype === 'float32' ? proto.floatData
+      : dtype === 'float64' ? proto.doubleData
+        : dtype === 'int64' ? proto.int64Data
+          : dtype === 'uint32' || dtype === 'uint64' ? proto.uint64Data
+            : proto.int32Data;
+  if (source.length !== count) throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);
+  for (let i = 0; i < count; i++) {
+    const v = source[i]!;
+    if (isBigData(data)) data[i] = BigInt(v);
+    else data[i] = Number(v);
+  }
+  return { dtype, shape, data };
+}
+
+/** Row-major strides. */
+export function stridesOf(shape: readonly number[]): number[] {
+  const strides = new Array<number>(shape.length).fill(1);
+  for (let d = shape.length - 2; d >= 0; d--) strides[d] = strides[d + 1]! * shape[d + 1]!;
+  return strides;
+}
+
+/** Copies elements of `t` picked by `sourceIndex(outFlat)` into a new tensor of `shape`. */
+export function gatherElements(t: ConstTensor, shape: readonly number[], sourceIndex: (outIndex: number[]) => number): ConstTensor {
+  const count = shapeSize(shape);
+  const data = allocate(t.dtype, count);
+  const index = new Array<number>(shape.length).fill(0);
+  for (let i = 0; i < count; i++) {
+    (data as unknown as unknown[])[i] = t.data[sourceIndex(index)];
+    for (let d = shape.length - 1; d >= 0; d--) {
+      if (++index[d]! < shape[d]!) break;
+      index[d] = 0;
+    }
+  }
+  return { dtype: t.dtype, shape: [...shape], data };
+}

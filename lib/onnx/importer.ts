@@ -1,0 +1,384 @@
+// ONNX model -> multi-method ExecuTorch program. The graph is specialised to
+// fixed input shapes and bound constant inputs, folded (shape arithmetic, If
+// on known conditions), and lowered op by op onto the authoring builder.
+// State pairs become shared buffers at mem_id 2 that the main method reads and
+// writes back in place; `reset` zeroes them.
+import { EtnaError } from '../errors.js';
+import type { DType } from '../export/dtype.js';
+import { TensorValue } from '../export/graph.js';
+import type { MethodBuilder } from '../export/method-builder.js';
+import { ProgramBuilder } from '../export/program-builder.js';
+import type { SharedBuffer } from '../export/graph.js';
+import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
+import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
+import { foldNode } from './fold.js';
+import { OP_HANDLERS } from './ops.js';
+import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
+
+/** The oldest default-domain opset the importer accepts. */
+export const MIN_ONNX_OPSET = 7;
+
+/**
+ * Ops whose definitions at opsets 1-6 read the same as the versions the
+ * importer lowers (their legacy attributes, such as consumed_inputs, change
+ * nothing at inference). A model below opset 7 that uses only these imports.
+ */
+const UNCHANGED_SINCE_OPSET_1_TO_6: ReadonlySet<string> = new Set([
+  'Elu', 'Selu', 'HardSigmoid', 'Softplus', 'Not', 'GlobalAveragePool', 'GlobalMaxPool', 'InstanceNormalization', 'LeakyRelu',
+  'Relu', 'Sigmoid', 'Tanh', 'Exp', 'Log', 'Sqrt', 'Neg', 'Abs', 'Reciprocal', 'Floor', 'Ceil', 'Identity', 'Transpose',
+]);
+
+function collectOpTypes(graph: OnnxGraph): string[] {
+  const ops = new Set<string>();
+  const visit = (g: OnnxGraph): void => {
+    for (const node of g.nodes) {
+      ops.add(node.opType);
+      for (const attr of node.attributes) if (attr.g !== undefined) visit(attr.g);
+    }
+  };
+  visit(graph);
+  return [...ops].sort();
+}
+
+export interface OnnxStatePair {
+  /** Graph input read as the old state. */
+  input: string;
+  /** Graph output holding the new state, written back into the same buffer. */
+  output: string;
+}
+
+/**
+ * State the model's callers usually keep themselves: the last `keep` elements
+ * (along the last dim) of input `input` from the previous call. The method
+ * then takes only the new part and prepends the kept context itself.
+ */
+export interface OnnxContextWindow {
+  input: string;
+  keep: number;
+}
+
+export type BoundValue = number | bigint | ConstTensor;
+
+export interface ImportOnnxOptions {
+  /** Concrete shapes of graph inputs whose shapes are symbolic (the full model shape, context included). */
+  shapes?: Readonly<Record<string, readonly number[]>>;
+  /** Graph inputs fixed at import time (e.g. Silero's `sr`). */
+  bind?: Readonly<Record<string, BoundValue>>;
+  state?: readonly OnnxStatePair[];
+  context?: readonly OnnxContextWindow[];
+  /** Name of the method that runs the graph (default 'forward'). */
+  method?: string;
+  /** Adds `reset()` zeroing every state buffer (default: when there is state). */
+  reset?: boolean;
+  /** Adds `get_state()` returning a copy of every state buffer (default: when there is state). */
+  stateAccessor?: boolean;
+  /**
+   * Computes float32 convolutions and matrix products in float64 and rounds
+   * the results back: closer to an exact result than float32 sums, at twice
+   * the weight bytes. Without it, long float32 dot products are split into
+   * blocks that are added pairwise.
+   */
+  wideAccumulation?: boolean;
+  /** Names of intermediate ONNX values to return after the graph outputs (for bisecting a mismatch). */
+  debugOutputs?: readonly string[];
+}
+
+export interface ImportedTensorInfo {
+  name: string;
+  dtype: DType;
+  shape: number[];
+}
+
+export interface ImportOnnxResult {
+  /** The .pte program. */
+  bytes: Uint8Array;
+  methods: string[];
+  inputs: ImportedTensorInfo[];
+  outputs: ImportedTensorInfo[];
+  /** Shared buffers in declaration order (state pairs first, then context windows); `get_state` returns them in this order. */
+  stateBuffers: ImportedTensorInfo[];
+  opset: number;
+  /** How many ONNX nodes were folded at import and how many were lowered to kernels. */
+  nodes: { folded: number; lowered: number };
+}
+
+function bufferName(prefix: string, onnxName: string): string {
+  return `${prefix}_${onnxName.replace(/[^\w.\-/]/g, '_')}`;
+}
+
+function staticShape(info: OnnxValueInfo, given: readonly number[] | undefined): number[] {
+  if (given !== undefined) return [...given];
+  const shape = info.shape;
+  if (shape === undefined || shape.some((d) => typeof d !== 'number' || d < 0)) {
+    throw new EtnaError('INVALID_INPUT', `ONNX input '${info.name}' has shape ${JSON.stringify(shape ?? '?')}; give a concrete shape (--shape ${info.name}=1x...)`);
+  }
+  return shape as number[];
+}
+
+function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
+  if (typeof value === 'object') return value;
+  const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
+  const shape = info.shape?.every((d) => typeof d === 'number') ? (info.shape as number[]) : [];
+  if (shapeSize(shape) !== 1) throw new EtnaError('INVALID_INPUT', `input '${info.name}' has shape ${JSON.stringify(shape)}; bind a scalar only to a one-element input`);
+  return fromNumbers(dtype, shape, [Number(value)]);
+}
+
+interface RunStats {
+  folded: number;
+  lowered: number;
+}
+
+/** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
+function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void {
+  for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
+  for (const node of graph.nodes) runNode(node, ctx, stats);
+}
+
+function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
+  const label = `node '${node.name || node.outputs[0] || '?'}' (${node.opType})`;
+  if (node.domain !== '' && node.domain !== 'ai.onnx') {
+    throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: operator domain '${node.domain}' is not supported`);
+  }
+  const inputs = node.inputs.map((name) => {
+    if (name === '') return undefined;
+    const value = ctx.values.get(name);
+    if (value === undefined) throw new EtnaError('INVALID_INPUT', `${label}: input '${name}' is not defined before the node`);
+    return value;
+  });
+  const view = new NodeView(node, inputs, ctx);
+  let results: (OnnxValue | undefined)[];
+  if (node.opType === 'Constant') {
+    results = [constantNode(view)];
+    stats.folded++;
+  } else if (node.opType === 'If') {
+    const condition = inputs[0];
+    if (condition === undefined || condition.kind !== 'const') {
+      throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: condition '${node.inputs[0]}' depends on runtime data; only an If whose condition is known at import time (from shapes or bound inputs) can be imported`);
+    }
+    const branch = view.graph(condition.tensor.data[0] ? 'then_branch' : 'else_branch');
+    runGraph(branch, ctx, stats);
+    results = branch.outputs.map((o) => ctx.values.get(o.name));
+    stats.folded++;
+  } else {
+    const known = inputs.every((v) => v === undefined || v.kind === 'const');
+    const folded = known && inputs.length > 0
+      ? foldNode(node.opType, inputs.map((v) => (v === undefined ? undefined : (v as { tensor: ConstTensor }).tensor)), view, ctx.opset)
+      : undefined;
+    if (folded !== undefined) {
+      results = folded.map(constValue);
+      stats.folded++;
+    } else {
+      const handler = OP_HANDLERS[node.opType];
+      if (handler === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: ONNX operator '${node.opType}' has no lowering`);
+      results = handler(view);
+      if (results.every((r) => r === undefined || r.kind === 'const')) stats.folded++;
+      else stats.lowered++;
+    }
+  }
+  node.outputs.forEach((name, i) => {
+    if (name === '') return;
+    const value = results[i];
+    if (value === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: output ${i} ('${name}') is not produced by the importer`);
+    ctx.values.set(name, value);
+    ctx.producers.set(name, label);
+  });
+}
+
+function constantNode(view: NodeView): OnnxValue {
+  const attr = view.node.attributes[0];
+  if (attr === undefined) view.fail('has no value');
+  switch (attr.name) {
+    case 'value':
+      return constValue(constFromProto(attr.t!, view.label));
+    case 'value_float':
+      return view.ctx.constant('float32', [], [attr.f ?? 0]);
+    case 'value_floats':
+      return view.ctx.constant('float32', [attr.floats.length], attr.floats);
+    case 'value_int':
+      return view.ctx.constant('int64', [], [Number(attr.i ?? 0n)]);
+    case 'value_ints':
+      return view.ctx.constant('int64', [attr.ints.length], attr.ints.map(Number));
+    default:
+      return view.fail(`attribute '${attr.name}' is not supported`);
+  }
+}
+
+/** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
+function ownedTensor(ctx: LoweringContext, value: OnnxValue): TensorValue {
+  const m = ctx.m;
+  if (value.kind === 'tensor' && value.tensor instanceof TensorValue && m.graph.tensorNode(value.tensor.index).origin.kind === 'activation') {
+    return value.tensor;
+  }
+  const out = ctx.out(dtypeOf(value), shapeOf(value));
+  ctx.kernel('aten::clone.out', [ctx.tensor(value), null, out]);
+  return out;
+}
+
+function zeroBuffers(m: MethodBuilder, buffers: readonly SharedBuffer[]): void {
+  for (const buffer of buffers) {
+    const zeros = m.graph.addTensor(buffer.dtype, buffer.shape);
+    const fill = buffer.dtype === 'float32' || buffer.dtype === 'float64' ? { double: 0 } : { int: 0 };
+    m.kernel('aten::full.out', [{ intList: buffer.shape }, fill, zeros]);
+    m.copyInto(buffer, zeros);
+  }
+}
+
+/** Parses an ONNX model without importing it. */
+export function readOnnxModel(bytes: Uint8Array): OnnxModel {
+  return decodeModel(bytes);
+}
+
+export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportOnnxResult {
+  const model = decodeModel(bytes);
+  const opset = model.opsets.get('');
+  if (opset === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', 'the model imports no default-domain (ai.onnx) opset');
+  if (opset < MIN_ONNX_OPSET) {
+    const changed = collectOpTypes(model.graph).filter((op) => !UNCHANGED_SINCE_OPSET_1_TO_6.has(op));
+    if (changed.length > 0) {
+      throw new EtnaError('UNSUPPORTED_OPERATOR', `opset ${opset} is older than ${MIN_ONNX_OPSET}, the oldest supported for ${changed.join(', ')} (their older versions differ)`);
+    }
+  }
+  const graph = model.graph;
+  const methodName = options.method ?? 'forward';
+  const bind = options.bind ?? {};
+  const shapes = options.shapes ?? {};
+  const statePairs = options.state ?? [];
+  const contexts = options.context ?? [];
+  const initializerNames = new Set(graph.initializers.map((t) => t.name));
+  const runtimeInputs = graph.inputs.filter((i) => !initializerNames.has(i.name));
+  const inputInfo = new Map(runtimeInputs.map((i) => [i.name, i]));
+  const outputNames = new Set(graph.outputs.map((o) => o.name));
+
+  for (const name of Object.keys(bind)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--bind ${name}: the model has no input named '${name}'`);
+  for (const name of Object.keys(shapes)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
+  for (const pair of statePairs) {
+    if (!inputInfo.has(pair.input)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no input named '${pair.input}'`);
+    if (!outputNames.has(pair.output)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no output named '${pair.output}'`);
+  }
+  for (const c of contexts) {
+    if (!inputInfo.has(c.input)) throw new EtnaError('INVALID_INPUT', `--context ${c.input}: the model has no input named '${c.input}'`);
+    if (!Number.isInteger(c.keep) || c.keep <= 0) throw new EtnaError('INVALID_INPUT', `--context ${c.input}: keep must be a positive integer`);
+  }
+
+  const program = new ProgramBuilder();
+  const stateBuffers: { buffer: SharedBuffer; info: ImportedTensorInfo }[] = [];
+  const stateByInput = new Map<string, SharedBuffer>();
+  for (const pair of statePairs) {
+    const info = inputInfo.get(pair.input)!;
+    const dtype = dtypeFromOnnx(info.elemType, `state input '${pair.input}'`);
+    const shape = staticShape(info, shapes[pair.input]);
+    const name = bufferName('state', pair.input);
+    const buffer = program.sharedBuffer(name, dtype, shape);
+    stateBuffers.push({ buffer, info: { name, dtype, shape } });
+    stateByInput.set(pair.input, buffer);
+  }
+  const contextByInput = new Map<string, { buffer: SharedBuffer; keep: number }>();
+  for (const c of contexts) {
+    const info = inputInfo.get(c.input)!;
+    const dtype = dtypeFromOnnx(info.elemType, `input '${c.input}'`);
+    const full = staticShape(info, shapes[c.input]);
+    const last = full[full.length - 1]!;
+    if (c.keep >= last) throw new EtnaError('INVALID_INPUT', `--context ${c.input}:${c.keep}: must be shorter than the input's last dim ${last}`);
+    const shape = [...full.slice(0, -1), c.keep];
+    const name = bufferName('context', c.input);
+    const buffer = program.sharedBuffer(name, dtype, shape);
+    stateBuffers.push({ buffer, info: { name, dtype, shape } });
+    contextByInput.set(c.input, { buffer, keep: c.keep });
+  }
+
+  const inputs: ImportedTensorInfo[] = [];
+  const outputs: ImportedTensorInfo[] = [];
+  const stats: RunStats = { folded: 0, lowered: 0 };
+  program.method(methodName, (m) => {
+    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true);
+    const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
+    for (const info of runtimeInputs) {
+      const bound = bind[info.name];
+      if (bound !== undefined) {
+        ctx.values.set(info.name, constValue(boundTensor(info, bound)));
+        continue;
+      }
+      const buffer = stateByInput.get(info.name);
+      if (buffer !== undefined) {
+        ctx.values.set(info.name, { kind: 'tensor', tensor: buffer, dtype: buffer.dtype, shape: buffer.shape });
+        continue;
+      }
+      const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
+      const full = staticShape(info, shapes[info.name]);
+      const context = contextByInput.get(info.name);
+      if (context !== undefined) {
+        const chunkShape = [...full.slice(0, -1), full[full.length - 1]! - context.keep];
+        const chunk = m.input(info.name, dtype, chunkShape);
+        inputs.push({ name: info.name, dtype, shape: chunkShape });
+        const joined = m.cat([context.buffer, chunk], full.length - 1);
+        ctx.values.set(info.name, tensorValue(joined));
+        contextWrites.push({ buffer: context.buffer, full: tensorValue(joined), keep: context.keep });
+        continue;
+      }
+      const tensor = m.input(info.name, dtype, full);
+      inputs.push({ name: info.name, dtype, shape: full });
+      ctx.values.set(info.name, tensorValue(tensor));
+    }
+    runGraph(graph, ctx, stats);
+    const stateOutputs = new Set(statePairs.map((p) => p.output));
+    const results: TensorValue[] = [];
+    for (const out of graph.outputs) {
+      if (stateOutputs.has(out.name)) continue;
+      const value = ctx.values.get(out.name);
+      if (value === undefined) throw new EtnaError('INVALID_INPUT', `graph output '${out.name}' is never produced`);
+      const tensor = ownedTensor(ctx, value);
+      results.push(tensor);
+      outputs.push({ name: out.name, dtype: tensor.dtype, shape: [...tensor.shape] });
+    }
+    for (const name of options.debugOutputs ?? []) {
+      const value = ctx.values.get(name);
+      if (value === undefined) throw new EtnaError('INVALID_INPUT', `debug output '${name}' is not a value of the main graph`);
+      const tensor = ownedTensor(ctx, value);
+      results.push(tensor);
+      outputs.push({ name, dtype: tensor.dtype, shape: [...tensor.shape] });
+    }
+    // State is written back after every read of the old value: all reads are above.
+    for (const pair of statePairs) {
+      const value = ctx.values.get(pair.output)!;
+      m.copyInto(stateByInput.get(pair.input)!, ctx.tensor(value));
+    }
+    for (const write of contextWrites) {
+      const fullShape = shapeOf(write.full);
+      const lastDim = fullShape.length - 1;
+      m.copyInto(write.buffer, m.slice(write.full.tensor as TensorValue, lastDim, fullShape[lastDim]! - write.keep, fullShape[lastDim]!));
+    }
+    m.output(...results);
+  });
+
+  const buffers = stateBuffers.map((s) => s.buffer);
+  const methods = [methodName];
+  if (buffers.length > 0 && options.reset !== false) {
+    program.method('reset', (m) => zeroBuffers(m, buffers));
+    methods.push('reset');
+  }
+  if (buffers.length > 0 && options.stateAccessor !== false) {
+    program.method('get_state', (m) => {
+      const copies = buffers.map((buffer) => {
+        const out = m.graph.addTensor(buffer.dtype, buffer.shape);
+        m.kernel('aten::clone.out', [buffer, null, out]);
+        return out;
+      });
+      m.output(...copies);
+    });
+    methods.push('get_state');
+  }
+  return {
+    bytes: program.toPte(),
+    methods,
+    inputs,
+    outputs,
+    stateBuffers: stateBuffers.map((s) => s.info),
+    opset,
+    nodes: stats,
+  };
+}
+
+/** Wraps typed data as an import-time tensor for `bind`. */
+export function boundConstant(dtype: DType, shape: readonly number[], data: ConstData): ConstTensor {
+  return { dtype, shape: [...shape], data };
+}

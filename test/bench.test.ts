@@ -1,0 +1,77 @@
+// The benchmark harness: each configuration in its own child process, a JSON
+// report of the documented shape, and an SVG with one bar group per configuration.
+import { describe, expect, it } from 'vitest';
+
+import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, runBenchmarks, type BenchReport } from '../lib/cli/bench.js';
+
+/** Well-formedness: every tag closes in order and attribute values are quoted. */
+function checkXml(text: string): void {
+  const stack: string[] = [];
+  const tag = /<(\/?)([A-Za-z][\w:-]*)((?:\s+[\w:-]+="[^"<]*")*)\s*(\/?)>|<\?[^>]*\?>|<!--[\s\S]*?-->/g;
+  let last = 0;
+  for (let match = tag.exec(text); match !== null; match = tag.exec(text)) {
+    expect(text.slice(last, match.index), 'stray markup between tags').not.toMatch(/[<>]/);
+    last = tag.lastIndex;
+    const [, closing, name, , selfClosing] = match;
+    if (name === undefined) continue;
+    if (closing === '/') expect(stack.pop(), `closing </${name}>`).toBe(name);
+    else if (selfClosing !== '/') stack.push(name);
+  }
+  expect(text.slice(last).trim()).toBe('');
+  expect(stack).toEqual([]);
+}
+
+describe('etna bench', () => {
+  let report: BenchReport;
+
+  it('runs gru-stream in three child processes and reports every figure', async () => {
+    report = await runBenchmarks({ files: [], examples: ['gru-stream'], quick: true, threads: 1, iterations: 5, warmup: 1, progress: false });
+    const json = JSON.parse(formatJson(report)) as BenchReport;
+    expect(json.threads).toBe(1);
+    expect(json.node).toBe(process.version);
+    expect(typeof json.cpu).toBe('string');
+    expect(json.results.map((r) => r.config)).toEqual([...CONFIGS]);
+    for (const r of json.results) {
+      expect(r.program).toBe('gru-stream');
+      expect(r.peakRssBytes).toBeGreaterThanOrEqual(r.steadyRssBytes);
+      expect(r.steadyRssBytes).toBeGreaterThan(10 * 1024 * 1024);
+      expect(r.loadMs).toBeGreaterThan(0);
+      expect(Object.keys(r.latency).sort()).toEqual(['reset', 'step']);
+      for (const figures of Object.values(r.latency)) expect(figures.p95Ms).toBeGreaterThanOrEqual(figures.p50Ms);
+      expect(typeof r.outputsMatch).toBe('boolean');
+      if (r.config === 'onnxruntime') {
+        expect(r.plannedBytes).toBeNull();
+        expect(r.packedWeightBytes).toBeNull();
+      } else {
+        expect(r.plannedBytes).toBeGreaterThan(0);
+        expect(typeof r.packedWeightBytes).toBe('number');
+      }
+    }
+    const byConfig = Object.fromEntries(json.results.map((r) => [r.config, r]));
+    // Shared state carries the GRU's hidden state across calls; unshared arenas cannot.
+    expect(byConfig['etna-shared']!.outputsMatch).toBe(true);
+    expect(byConfig['onnxruntime']!.outputsMatch).toBe(true);
+    expect(byConfig['etna-unshared']!.outputsMatch).toBe(false);
+    expect(byConfig['etna-shared']!.plannedBytes!).toBeLessThan(byConfig['etna-unshared']!.plannedBytes!);
+  }, 120_000);
+
+  it('draws valid SVG with one bar group per configuration', () => {
+    const svg = formatSvg(report);
+    checkXml(svg);
+    const groups = [...svg.matchAll(/<g class="bar-group" data-program="([^"]+)" data-config="([^"]+)">/g)].map((m) => m[2]);
+    expect(groups).toEqual([...CONFIGS]);
+  });
+
+  it('writes a Markdown table with a row per configuration', () => {
+    const lines = formatMarkdown(report).split('\n').filter((l) => l.startsWith('| gru-stream'));
+    expect(lines).toHaveLength(3);
+    expect(lines.find((l) => l.includes('etna-unshared'))).toContain('state not shared (expected)');
+  });
+
+  it('percentiles pick the nearest rank', () => {
+    const sorted = Array.from({ length: 20 }, (_, i) => i + 1);
+    expect(percentile(sorted, 0.5)).toBe(10);
+    expect(percentile(sorted, 0.95)).toBe(19);
+    expect(percentile([3], 0.95)).toBe(3);
+  });
+});
