@@ -42,6 +42,10 @@ export interface ArenaReport {
   methods: string[];
 }
 
+/**
+ * What a module holds. Without sharing, methods load on first use, so their
+ * arenas and delegate memory appear once each has run (or after `loadMethod`).
+ */
 export interface MemoryReport {
   /** 'shared', 'state' or 'unshared'. */
   mode: 'shared' | 'state' | 'unshared';

@@ -65,3 +65,4 @@ export type {
 } from './writer.js';
 export * from './examples/index.js';
 export { exampleMemoryTables } from './memory-tables.js';
+export * from './xnnpack/index.js';

@@ -9,10 +9,17 @@ import { MethodBuilder } from './method-builder.js';
 import { planProgram, type PlannerOptions, type ProgramMemoryPlan } from './planner.js';
 import { checkShape, numel, type Shape } from './shape.js';
 import { serializePte, type PteLayout, type PteProgram, type PteWriteOptions } from './writer.js';
+import { xnnpackLowering, type XnnpackLoweringOptions } from './xnnpack/lowering.js';
 
 export interface ExportOptions {
   /** Passes run on every method before planning (the seam for backend lowering). */
   lowering?: readonly LoweringPass[];
+  /**
+   * Runs the XNNPACK lowering pass after `lowering`: runs of supported
+   * operators become XnnpackBackend delegate calls. Off by default (every
+   * instruction stays a portable kernel call).
+   */
+  xnnpack?: boolean | XnnpackLoweringOptions;
   planner?: PlannerOptions;
   writer?: PteWriteOptions;
 }
@@ -102,7 +109,8 @@ export class ProgramBuilder {
     this.checkOpen();
     if (this.graph.methods.length === 0) throw new EtnaError('INVALID_INPUT', 'a program needs at least one method');
     this.exported = true;
-    runLoweringPasses(this.graph, options.lowering ?? []);
+    const xnnpack = options.xnnpack === undefined || options.xnnpack === false ? [] : [xnnpackLowering(options.xnnpack === true ? {} : options.xnnpack)];
+    runLoweringPasses(this.graph, [...(options.lowering ?? []), ...xnnpack]);
     const plan = planProgram(this.graph, options.planner);
     const program = assembleProgram(this.graph, plan);
     const { bytes, layout } = serializePte(program, options.writer);

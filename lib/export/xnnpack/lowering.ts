@@ -1,0 +1,415 @@
+// The XNNPACK lowering pass: every maximal run of consecutive instructions the
+// delegate can execute becomes one XnnpackBackend payload and one
+// DelegateCall (arguments: the run's inputs, then its outputs). Constants go
+// to program named data under the SHA-256 of their bytes, so the same weight
+// used by several delegates or methods is stored once and packed once.
+import { createHash } from 'node:crypto';
+
+import { EtnaError } from '../../errors.js';
+import type { ConstantTensor, GraphInstruction, MethodGraph } from '../graph.js';
+import type { LoweringContext, LoweringPass } from '../lowering.js';
+import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
+import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Operand } from './partition.js';
+import {
+  INVALID_VALUE_ID,
+  serializeXnnPayload,
+  TRANSPOSE_WEIGHTS_FLAG,
+  type XnnGraphSpec,
+  type XnnNodeSpec,
+  type XnnValueSpec,
+} from './payload.js';
+
+export const XNNPACK_BACKEND_ID = 'XnnpackBackend';
+/** XNNPACK may read up to 16 bytes past a tensor; planned arenas carry this much slack. */
+export const XNNPACK_ARENA_PADDING = 64;
+/** Alignment of named-data blobs holding delegate constants. */
+export const XNNPACK_CONSTANT_ALIGNMENT = 64;
+
+export interface XnnpackLoweringOptions {
+  /** Runs with fewer compute nodes (linear, arithmetic, activations, softmax, conv, bmm) stay portable. Default 1. */
+  minComputeNodes?: number;
+}
+
+/** Lowercase hex SHA-256: the named-data key of a constant. */
+export function constantKey(bytes: Uint8Array): string {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+const keyCache = new WeakMap<ConstantTensor, string>();
+
+function keyOfConstant(constant: ConstantTensor): string {
+  let key = keyCache.get(constant);
+  if (key === undefined) {
+    key = constantKey(constant.bytes);
+    keyCache.set(constant, key);
+  }
+  return key;
+}
+
+function float32Bytes(values: Float32Array): Uint8Array {
+  return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+}
+
+// Conv filters go from the method's [O, I, KH, KW] to the delegate's [O, KH, KW, I].
+function ohwiFilter(constant: ConstantTensor): Uint8Array {
+  const [o, i, kh, kw] = constant.shape as [number, number, number, number];
+  const source = new Float32Array(constant.bytes.slice().buffer);
+  const target = new Float32Array(source.length);
+  for (let oc = 0; oc < o; oc++) {
+    for (let ic = 0; ic < i; ic++) {
+      for (let y = 0; y < kh; y++) {
+        for (let x = 0; x < kw; x++) target[((oc * kh + y) * kw + x) * i + ic] = source[((oc * i + ic) * kh + y) * kw + x]!;
+      }
+    }
+  }
+  return float32Bytes(target);
+}
+
+const NCHW_TO_NHWC = [0, 2, 3, 1] as const;
+const NHWC_TO_NCHW = [0, 3, 1, 2] as const;
+
+interface RunValue {
+  dims: readonly number[];
+  role: XnnValueSpec['role'];
+  constant?: number;
+  /** Method value behind an external input or output. */
+  methodValue?: number;
+}
+
+/** Builds the delegate graph of one run. */
+class RunBuilder {
+  private readonly values: RunValue[] = [];
+  private readonly nodes: XnnNodeSpec[] = [];
+  private readonly inputs: number[] = [];
+  private readonly outputs: number[] = [];
+  private readonly constants: { key: string; size: number }[] = [];
+  private readonly constantIds = new Map<string, number>();
+  private readonly plain = new Map<number, number>();
+  private readonly channelsLast = new Map<number, number>();
+
+  constructor(
+    private readonly method: MethodGraph,
+    private readonly context: LoweringContext,
+    /** Values the run produces that something after it reads. */
+    private readonly runOutputs: ReadonlySet<number>,
+    private readonly debugHandle: () => number,
+  ) {}
+
+  private addValue(value: RunValue): number {
+    this.values.push(value);
+    return this.values.length - 1;
+  }
+
+  private constantValue(key: string, bytes: Uint8Array, dims: readonly number[]): number {
+    const id = `${key}/${dims.join('x')}`;
+    let valueId = this.constantIds.get(id);
+    if (valueId === undefined) {
+      this.context.addNamedData(key, bytes, XNNPACK_CONSTANT_ALIGNMENT);
+      let index = this.constants.findIndex((c) => c.key === key) + 1;
+      if (index === 0) {
+        this.constants.push({ key, size: bytes.byteLength });
+        index = this.constants.length;
+      }
+      valueId = this.addValue({ dims, role: 'constant', constant: index });
+      this.constantIds.set(id, valueId);
+    }
+    return valueId;
+  }
+
+  private emit(body: XnnNodeSpec['body'], minMax?: readonly [number, number]): void {
+    const node: XnnNodeSpec = { body, debugHandle: this.debugHandle() };
+    if (minMax !== undefined) node.minMax = minMax;
+    this.nodes.push(node);
+  }
+
+  /** A fresh value for method value `index` in its own layout. */
+  define(index: number): number {
+    const node = this.method.tensorNode(index);
+    const isOutput = this.runOutputs.has(index);
+    const id = this.addValue({ dims: node.shape, role: isOutput ? 'output' : 'internal', methodValue: index });
+    if (isOutput) this.outputs.push(index);
+    this.plain.set(index, id);
+    return id;
+  }
+
+  /** A fresh channels-last value holding method value `index` (an NCHW activation). */
+  defineChannelsLast(index: number): number {
+    const [n, c, h, w] = this.method.tensorNode(index).shape as [number, number, number, number];
+    const id = this.addValue({ dims: [n, h, w, c], role: 'internal' });
+    this.channelsLast.set(index, id);
+    return id;
+  }
+
+  /** The delegate value holding method value `index` in its own layout. */
+  operand(index: number): number {
+    const known = this.plain.get(index);
+    if (known !== undefined) return known;
+    const nhwc = this.channelsLast.get(index);
+    if (nhwc !== undefined) {
+      const id = this.define(index);
+      this.emit({ kind: 'transpose', perm: NHWC_TO_NCHW, input: nhwc, output: id });
+      return id;
+    }
+    const node = this.method.tensorNode(index);
+    if (node.origin.kind === 'constant') {
+      const id = this.constantValue(keyOfConstant(node.origin.constant), node.origin.constant.bytes, node.shape);
+      this.plain.set(index, id);
+      return id;
+    }
+    const id = this.addValue({ dims: node.shape, role: 'input', methodValue: index });
+    this.inputs.push(index);
+    this.plain.set(index, id);
+    return id;
+  }
+
+  /** The delegate value holding method value `index` channels-last. */
+  operandChannelsLast(index: number): number {
+    const known = this.channelsLast.get(index);
+    if (known !== undefined) return known;
+    const source = this.operand(index);
+    const id = this.defineChannelsLast(index);
+    this.emit({ kind: 'transpose', perm: NCHW_TO_NHWC, input: source, output: id });
+    return id;
+  }
+
+  private scalarOperand(operand: Operand): number {
+    if ('value' in operand) return this.operand(operand.value);
+    const bytes = float32Bytes(new Float32Array([operand.scalar]));
+    return this.constantValue(constantKey(bytes), bytes, [1]);
+  }
+
+  /** Adds one matched op; `fusedOut`/`minMax` come from a relu folded into it. */
+  add(op: MatchedOp, fusedOut: number | undefined, minMax: readonly [number, number] | undefined): void {
+    const resultOf = (out: number): number => this.define(fusedOut ?? out);
+    switch (op.kind) {
+      case 'weightTranspose':
+        return;
+      case 'fullyConnected': {
+        const input = this.operand(op.input);
+        const filter = this.operand(op.filter);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const flags = op.filterIsTransposed ? TRANSPOSE_WEIGHTS_FLAG : 0;
+        this.emit({ kind: 'fullyConnected', input, filter, bias, output: resultOf(op.out), flags }, minMax);
+        return;
+      }
+      case 'binary': {
+        const input1 = this.scalarOperand(op.a);
+        const input2 = this.scalarOperand(op.b);
+        this.emit({ kind: 'binary', code: op.code, input1, input2, output: resultOf(op.out) }, minMax);
+        return;
+      }
+      case 'relu':
+        this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operand(op.input), output: resultOf(op.out) }, [0, Infinity]);
+        return;
+      case 'unary':
+        this.emit({ kind: 'unary', code: op.code, input: this.operand(op.input), output: resultOf(op.out) });
+        return;
+      case 'transpose':
+        this.emit({ kind: 'transpose', perm: op.perm, input: this.operand(op.input), output: resultOf(op.out) });
+        return;
+      case 'reshape': {
+        const input = this.operand(op.input);
+        this.emit({ kind: 'reshape', newShape: this.method.tensorNode(op.out).shape, input, output: resultOf(op.out) });
+        return;
+      }
+      case 'slice': {
+        const input = this.operand(op.input);
+        this.emit({ kind: 'slice', offsets: op.offsets, sizes: this.method.tensorNode(op.out).shape, input, output: resultOf(op.out) });
+        return;
+      }
+      case 'conv2d': {
+        const input = this.operandChannelsLast(op.input);
+        const weight = this.method.tensorNode(op.weight);
+        if (weight.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: conv weight is not a constant');
+        const filterBytes = ohwiFilter(weight.origin.constant);
+        const [o, i, kh, kw] = weight.shape as [number, number, number, number];
+        const filter = this.constantValue(constantKey(filterBytes), filterBytes, [o, kh, kw, i]);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const output = this.defineChannelsLast(fusedOut ?? op.out);
+        this.emit({ kind: 'conv2d', geometry: op.geometry, input, filter, bias, output }, minMax);
+        return;
+      }
+    }
+  }
+
+  /** Finishes the graph: outputs still held channels-last are transposed back, external ids assigned. */
+  finish(): { payload: Uint8Array; args: number[] } {
+    for (const index of this.runOutputs) {
+      if (!this.plain.has(index)) this.operand(index);
+    }
+    const inputCount = this.inputs.length;
+    const externalId = (value: RunValue): number | undefined => {
+      if (value.role === 'input') return this.inputs.indexOf(value.methodValue!);
+      if (value.role === 'output') return inputCount + this.outputs.indexOf(value.methodValue!);
+      return undefined;
+    };
+    const values: XnnValueSpec[] = this.values.map((value) => {
+      const id = externalId(value);
+      return {
+        dims: value.dims,
+        role: value.role,
+        ...(value.constant === undefined ? {} : { constant: value.constant }),
+        ...(id === undefined ? {} : { externalId: id }),
+      };
+    });
+    const spec: XnnGraphSpec = {
+      values,
+      nodes: this.nodes,
+      numExterns: inputCount + this.outputs.length,
+      inputIds: this.inputs.map((index) => this.plain.get(index)!),
+      outputIds: this.outputs.map((index) => this.plain.get(index)!),
+      constants: this.constants,
+    };
+    return { payload: serializeXnnPayload(spec), args: [...this.inputs, ...this.outputs] };
+  }
+}
+
+// Ops whose node takes fused activation bounds.
+function takesBounds(op: MatchedOp): boolean {
+  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
+}
+
+function producedValue(op: MatchedOp): number {
+  return op.out;
+}
+
+interface Run {
+  readonly start: number;
+  readonly end: number; // exclusive
+}
+
+/** Lowers one method in place; returns the number of delegate calls it created. */
+export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringContext, options: XnnpackLoweringOptions = {}): number {
+  const minCompute = options.minComputeNodes ?? 1;
+  method.arenaPaddingBytes = Math.max(method.arenaPaddingBytes, XNNPACK_ARENA_PADDING);
+
+  const instructions = method.instructions;
+  const weightTransposeOf = new Map<number, number>();
+  const matches: (MatchedOp | undefined)[] = instructions.map((instruction) => {
+    const op = matchInstruction(method, instruction, weightTransposeOf);
+    if (op?.kind === 'weightTranspose') weightTransposeOf.set(op.out, op.source);
+    return op;
+  });
+
+  // Who reads each value: matched instructions read their operands, others everything they name.
+  const readers = new Map<number, number[]>();
+  const addReader = (value: number, step: number): void => {
+    const list = readers.get(value);
+    if (list === undefined) readers.set(value, [step]);
+    else list.push(step);
+  };
+  instructions.forEach((instruction, step) => {
+    const op = matches[step];
+    const reads = op === undefined ? method.instructionOperands(instruction) : operandsRead(op);
+    for (const value of new Set(reads)) addReader(value, step);
+  });
+  const methodOutputs = new Set(method.outputs);
+
+  const runs: Run[] = [];
+  for (let step = 0; step < instructions.length; ) {
+    if (matches[step] === undefined) {
+      step++;
+      continue;
+    }
+    let end = step;
+    while (end < instructions.length && matches[end] !== undefined) end++;
+    const compute = matches.slice(step, end).filter((op) => isComputeOp(op!)).length;
+    if (compute >= minCompute) runs.push({ start: step, end });
+    step = end;
+  }
+  if (runs.length === 0) return 0;
+
+  const rewritten: GraphInstruction[] = [];
+  let cursor = 0;
+  for (const run of runs) {
+    rewritten.push(...instructions.slice(cursor, run.start));
+    const inRun = (step: number): boolean => step >= run.start && step < run.end;
+    const readOutside = (value: number): boolean => methodOutputs.has(value) || (readers.get(value) ?? []).some((step) => !inRun(step));
+
+    // A relu folds into the node producing its input when nothing else reads that value.
+    const fused = new Map<number, number>(); // producer step -> relu output
+    const skipped = new Set<number>();
+    const producerStep = new Map<number, number>();
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      if (op.kind === 'relu') {
+        const producer = producerStep.get(op.input);
+        const readersOfInput = readers.get(op.input) ?? [];
+        if (producer !== undefined && !fused.has(producer) && takesBounds(matches[producer]!) && readersOfInput.length === 1 && !methodOutputs.has(op.input)) {
+          fused.set(producer, op.out);
+          skipped.add(step);
+          producerStep.set(op.out, producer);
+          continue;
+        }
+      }
+      producerStep.set(producedValue(op), step);
+    }
+
+    const runOutputs = new Set<number>();
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      if (op.kind === 'weightTranspose' || skipped.has(step)) continue;
+      const produced = fused.get(step) ?? op.out;
+      if (readOutside(produced)) runOutputs.add(produced);
+    }
+
+    let currentStep = run.start;
+    const builder = new RunBuilder(method, context, runOutputs, () => currentStep);
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      // Weight transposes stay as kernel calls (ahead of the delegate) in case something else reads them; unread ones are dropped below.
+      if (op.kind === 'weightTranspose') rewritten.push(instructions[step]!);
+      if (skipped.has(step)) continue;
+      currentStep = step;
+      const fusedOut = fused.get(step);
+      builder.add(op, fusedOut, fusedOut === undefined ? undefined : [0, Infinity]);
+    }
+    const { payload, args } = builder.finish();
+    const payloadIndex = context.addDelegatePayload(payload);
+    method.delegates.push({ backendId: XNNPACK_BACKEND_ID, payload: payloadIndex, compileSpecs: [] });
+    rewritten.push({ kind: 'delegate', delegate: method.delegates.length - 1, args });
+    cursor = run.end;
+  }
+  rewritten.push(...instructions.slice(cursor));
+  method.instructions.length = 0;
+  method.instructions.push(...removeUnreadWeightTransposes(method, rewritten, weightTransposeOf));
+  releaseUnusedConstants(method);
+  return runs.length;
+}
+
+function removeUnreadWeightTransposes(method: MethodGraph, list: GraphInstruction[], weightTransposeOf: ReadonlyMap<number, number>): GraphInstruction[] {
+  const transposeOutput = (instruction: GraphInstruction): number | undefined => {
+    if (instruction.kind !== 'kernel' || instruction.name !== 'aten::permute_copy') return undefined;
+    const out = instruction.args[2];
+    return out !== undefined && weightTransposeOf.has(out) ? out : undefined;
+  };
+  const read = new Set<number>(method.outputs);
+  for (const instruction of list) {
+    const own = transposeOutput(instruction);
+    for (const operand of method.instructionOperands(instruction)) if (operand !== own) read.add(operand);
+  }
+  return list.filter((instruction) => {
+    const own = transposeOutput(instruction);
+    return own === undefined || read.has(own);
+  });
+}
+
+// Constants only lowered nodes read now live in named data; dropping their
+// values keeps them out of the constant segment (stored once, not twice).
+function releaseUnusedConstants(method: MethodGraph): void {
+  const referenced = new Set<number>([...method.inputs, ...method.outputs]);
+  for (const instruction of method.instructions) for (const operand of method.instructionOperands(instruction)) referenced.add(operand);
+  method.values.forEach((value, index) => {
+    if (value.kind === 'tensor' && value.origin.kind === 'constant' && !referenced.has(index)) method.values[index] = { kind: 'null' };
+  });
+}
+
+/** The pass for ExportOptions.lowering (or `export({ xnnpack: true })`). */
+export function xnnpackLowering(options: XnnpackLoweringOptions = {}): LoweringPass {
+  return {
+    name: 'xnnpack',
+    run(method, context) {
+      lowerMethodToXnnpack(method, context, options);
+    },
+  };
+}

@@ -1,0 +1,232 @@
+// Recognizes the portable kernel calls the XNNPACK delegate can run and
+// describes each as a delegate node over method values. Anything not matched
+// here stays a portable kernel call.
+import type { GraphInstruction, MethodGraph, TensorNode } from '../graph.js';
+import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
+import type { BinaryCode, ConvolutionGeometry, UnaryCode } from './payload.js';
+
+/** A tensor operand: a method value, or a number turned into a one-element constant. */
+export type Operand = { readonly value: number } | { readonly scalar: number };
+
+export type MatchedOp =
+  /** permute_copy [1, 0] of a constant matrix: absorbed when a linear reads it as its weight. */
+  | { readonly kind: 'weightTranspose'; readonly source: number; readonly out: number }
+  | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly filterIsTransposed: boolean; readonly bias: number | undefined; readonly out: number }
+  | { readonly kind: 'binary'; readonly code: BinaryCode; readonly a: Operand; readonly b: Operand; readonly out: number }
+  | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly out: number }
+  | { readonly kind: 'relu'; readonly input: number; readonly out: number }
+  | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
+  | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly out: number }
+  | { readonly kind: 'reshape'; readonly input: number; readonly out: number }
+  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly input: number; readonly out: number };
+
+/** Nodes worth a delegate call on their own; data movement alone is not. */
+export function isComputeOp(op: MatchedOp): boolean {
+  return op.kind !== 'weightTranspose' && op.kind !== 'transpose' && op.kind !== 'reshape' && op.kind !== 'slice';
+}
+
+/** Method values the op reads (scalars and absorbed weights excluded). */
+export function operandsRead(op: MatchedOp): number[] {
+  switch (op.kind) {
+    case 'weightTranspose':
+      return [op.source];
+    case 'fullyConnected':
+      return op.bias === undefined ? [op.input, op.filter] : [op.input, op.filter, op.bias];
+    case 'binary':
+      return [op.a, op.b].flatMap((operand) => ('value' in operand ? [operand.value] : []));
+    case 'conv2d':
+      return op.bias === undefined ? [op.input, op.weight] : [op.input, op.weight, op.bias];
+    default:
+      return [op.input];
+  }
+}
+
+const MAX_RANK = 6;
+
+class Matcher {
+  constructor(private readonly method: MethodGraph) {}
+
+  private tensor(index: number): TensorNode | undefined {
+    const value = this.method.values[index];
+    return value?.kind === 'tensor' ? value : undefined;
+  }
+
+  // Every tensor a lowered node touches is fp32 of a rank the delegate takes.
+  float32(index: number): boolean {
+    const node = this.tensor(index);
+    return node !== undefined && node.dtype === 'float32' && node.shape.length <= MAX_RANK;
+  }
+
+  constant(index: number): boolean {
+    return this.tensor(index)?.origin.kind === 'constant';
+  }
+
+  shape(index: number): readonly number[] {
+    return this.tensor(index)!.shape;
+  }
+
+  int(index: number): number | undefined {
+    const value = this.method.values[index];
+    return value?.kind === 'int' ? Number(value.value) : undefined;
+  }
+
+  number(index: number): number | undefined {
+    const value = this.method.values[index];
+    if (value?.kind === 'int') return Number(value.value);
+    if (value?.kind === 'double') return value.value;
+    return undefined;
+  }
+
+  intList(index: number): number[] | undefined {
+    const value = this.method.values[index];
+    if (value?.kind !== 'intList') return undefined;
+    const items = value.items.map((item) => this.int(item));
+    return items.every((item) => item !== undefined) ? (items as number[]) : undefined;
+  }
+
+  isOne(index: number): boolean {
+    return this.number(index) === 1;
+  }
+}
+
+const BINARY_CODES: Readonly<Record<string, BinaryCode>> = {
+  add: NodeUnion.XNNAdd,
+  sub: NodeUnion.XNNSubtract,
+  mul: NodeUnion.XNNMultiply,
+  div: NodeUnion.XNNDiv,
+};
+
+const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
+  sigmoid: NodeUnion.XNNSigmoid,
+  tanh: NodeUnion.XNNTanh,
+};
+
+/**
+ * Describes one instruction as a delegate node, or returns undefined when the
+ * delegate cannot run it (other operators, dtypes, or argument values).
+ * `weightTransposeOf` maps outputs of absorbed weight transposes to their constant.
+ */
+export function matchInstruction(method: MethodGraph, instruction: GraphInstruction, weightTransposeOf: ReadonlyMap<number, number>): MatchedOp | undefined {
+  if (instruction.kind !== 'kernel') return undefined;
+  const m = new Matcher(method);
+  const a = instruction.args;
+  const op = instruction.name.slice('aten::'.length);
+  if (!instruction.name.startsWith('aten::')) return undefined;
+  const allFloat = (...indices: number[]): boolean => indices.every((index) => m.float32(index));
+
+  switch (`${op}.${instruction.overload}`) {
+    case 'permute_copy.out': {
+      const [self, dims, out] = a as [number, number, number];
+      const perm = m.intList(dims);
+      if (perm === undefined || !allFloat(self, out)) return undefined;
+      if (m.constant(self) && perm.length === 2 && perm[0] === 1 && perm[1] === 0) return { kind: 'weightTranspose', source: self, out };
+      return { kind: 'transpose', perm, input: self, out };
+    }
+    case 'view_copy.out': {
+      const [self, , out] = a as [number, number, number];
+      return allFloat(self, out) ? { kind: 'reshape', input: self, out } : undefined;
+    }
+    case 'slice_copy.Tensor_out': {
+      const [self, dim, start, , step, out] = a as [number, number, number, number, number, number];
+      const d = m.int(dim);
+      const first = m.int(start);
+      if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined) return undefined;
+      const offsets = m.shape(self).map((_, i) => (i === d ? first : 0));
+      return { kind: 'slice', offsets, input: self, out };
+    }
+    case 'mm.out':
+    case 'addmm.out': {
+      const withBias = op === 'addmm';
+      const [bias, input, weight, beta, alpha, out] = withBias ? (a as number[]) : [undefined, a[0]!, a[1]!, undefined, undefined, a[2]!];
+      if (!allFloat(input!, weight!, out!)) return undefined;
+      if (withBias && !(m.isOne(beta!) && m.isOne(alpha!))) return undefined;
+      const outFeatures = m.shape(out!)[1]!;
+      if (bias !== undefined && !(m.float32(bias) && m.constant(bias) && m.shape(bias).length === 1 && m.shape(bias)[0] === outFeatures)) return undefined;
+      const source = weightTransposeOf.get(weight!);
+      if (source !== undefined) return { kind: 'fullyConnected', input: input!, filter: source, filterIsTransposed: false, bias, out: out! };
+      if (m.constant(weight!)) return { kind: 'fullyConnected', input: input!, filter: weight!, filterIsTransposed: true, bias, out: out! };
+      return undefined;
+    }
+    case 'bmm.out': {
+      const [left, right, out] = a as [number, number, number];
+      if (!allFloat(left, right, out) || m.shape(left).length !== 3) return undefined;
+      return { kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, a: { value: left }, b: { value: right }, out };
+    }
+    case 'add.out':
+    case 'sub.out':
+    case 'mul.out':
+    case 'div.out': {
+      const hasAlpha = op === 'add' || op === 'sub';
+      const [left, right] = a as [number, number];
+      const out = a[hasAlpha ? 3 : 2]!;
+      if (!allFloat(left, right, out) || (hasAlpha && !m.isOne(a[2]!))) return undefined;
+      return { kind: 'binary', code: BINARY_CODES[op]!, a: { value: left }, b: { value: right }, out };
+    }
+    case 'add.Scalar_out':
+    case 'sub.Scalar_out':
+    case 'rsub.Scalar_out':
+    case 'mul.Scalar_out':
+    case 'div.Scalar_out': {
+      const hasAlpha = op === 'add' || op === 'sub' || op === 'rsub';
+      const [self, other] = a as [number, number];
+      const out = a[hasAlpha ? 3 : 2]!;
+      const scalar = m.number(other);
+      if (!allFloat(self, out) || scalar === undefined || (hasAlpha && !m.isOne(a[2]!))) return undefined;
+      if (op === 'rsub') return { kind: 'binary', code: NodeUnion.XNNSubtract, a: { scalar }, b: { value: self }, out };
+      return { kind: 'binary', code: BINARY_CODES[op]!, a: { value: self }, b: { scalar }, out };
+    }
+    case 'relu.out': {
+      const [self, out] = a as [number, number];
+      return allFloat(self, out) ? { kind: 'relu', input: self, out } : undefined;
+    }
+    case 'sigmoid.out':
+    case 'tanh.out': {
+      const [self, out] = a as [number, number];
+      return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;
+    }
+    case 'gelu.out': {
+      const [self, approximate, out] = a as [number, number, number];
+      const mode = method.values[approximate];
+      if (!allFloat(self, out) || mode?.kind !== 'string' || mode.value !== 'none') return undefined;
+      return { kind: 'unary', code: NodeUnion.XNNGelu, input: self, out };
+    }
+    case '_softmax.out': {
+      const [self, dim, halfToFloat, out] = a as [number, number, number, number];
+      const halves = method.values[halfToFloat];
+      const rank = m.float32(self) ? m.shape(self).length : 0;
+      if (!allFloat(self, out) || rank === 0 || m.int(dim) !== rank - 1 || halves?.kind !== 'bool' || halves.value) return undefined;
+      return { kind: 'unary', code: NodeUnion.XNNSoftmax, input: self, out };
+    }
+    case 'convolution.out': {
+      const [input, weight, bias, stride, padding, dilation, transposed, , groups, out] = a as number[];
+      const flag = method.values[transposed!];
+      const biasValue = method.values[bias!];
+      const hasBias = biasValue?.kind === 'tensor';
+      if (!allFloat(input!, weight!, out!) || flag?.kind !== 'bool' || flag.value || !m.constant(weight!)) return undefined;
+      if (hasBias && !(m.float32(bias!) && m.constant(bias!))) return undefined;
+      if (m.shape(input!).length !== 4 || m.shape(weight!).length !== 4) return undefined;
+      const pair = (index: number): [number, number] | undefined => {
+        const list = m.intList(index);
+        return list?.length === 2 ? [list[0]!, list[1]!] : undefined;
+      };
+      const s = pair(stride!);
+      const p = pair(padding!);
+      const d = pair(dilation!);
+      const g = m.int(groups!);
+      if (s === undefined || p === undefined || d === undefined || g === undefined || g < 1) return undefined;
+      const [outChannels, groupInputChannels, kh, kw] = m.shape(weight!) as [number, number, number, number];
+      const geometry: ConvolutionGeometry = {
+        padding: p,
+        kernel: [kh, kw],
+        stride: s,
+        dilation: d,
+        groupInputChannels,
+        groupOutputChannels: outChannels / g,
+        groups: g,
+      };
+      return { kind: 'conv2d', input: input!, weight: weight!, bias: hasBias ? bias! : undefined, geometry, out: out! };
+    }
+    default:
+      return undefined;
+  }
+}

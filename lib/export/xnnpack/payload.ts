@@ -1,0 +1,203 @@
+// Serializes one XnnpackBackend delegate payload: the 32-byte `XH00` header
+// followed by an `XN01` FlatBuffer (schema/xnnpack.fbs). Constants are never
+// stored in the payload: every constant names a program named-data entry, so
+// the constant region is always empty.
+import * as flatbuffers from 'flatbuffers';
+
+import { EtnaError } from '../../errors.js';
+import {
+  Binary,
+  ConstantDataOffset,
+  Convolution,
+  Datatype,
+  FullyConnected,
+  Graph,
+  Node,
+  NodeUnion,
+  OutputMinMax,
+  StaticReshape,
+  StaticSlice,
+  StaticTranspose,
+  TensorValue,
+  Unary,
+  Value,
+  ValueUnion,
+} from '../../generated/xnnpack/xnnpack_generated.js';
+
+/** The id XNNPACK uses for "no value" (an absent bias, an internal value's external id). */
+export const INVALID_VALUE_ID = 0xffff_ffff;
+export const EXTERNAL_INPUT_FLAG = 0x1;
+export const EXTERNAL_OUTPUT_FLAG = 0x2;
+/** FullyConnected flag: the filter is stored [K, N] instead of [N, K]. */
+export const TRANSPOSE_WEIGHTS_FLAG = 0x1;
+
+const HEADER_MAGIC = 'XH00';
+const HEADER_LENGTH = 30;
+const PAYLOAD_ALIGNMENT = 16;
+const HEADER_BYTES = 32;
+const NAMED_CONSTANT_OFFSET = 0xffff_ffff_ffff_ffffn;
+
+/** A fp32 tensor of the delegate graph. Ids are positions in XnnGraphSpec.values. */
+export interface XnnValueSpec {
+  readonly dims: readonly number[];
+  /** 1-based index into XnnGraphSpec.constants; absent for non-constants. */
+  readonly constant?: number;
+  /** Position in the DelegateCall arguments (inputs first, then outputs). */
+  readonly externalId?: number;
+  readonly role: 'input' | 'output' | 'internal' | 'constant';
+}
+
+export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XNNMultiply | NodeUnion.XNNDiv | NodeUnion.XNNBatchMatrixMultiply;
+export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax;
+
+export interface ConvolutionGeometry {
+  readonly padding: readonly [number, number];
+  readonly kernel: readonly [number, number];
+  readonly stride: readonly [number, number];
+  readonly dilation: readonly [number, number];
+  readonly groupInputChannels: number;
+  readonly groupOutputChannels: number;
+  readonly groups: number;
+}
+
+export type XnnNodeBody =
+  | { readonly kind: 'binary'; readonly code: BinaryCode; readonly input1: number; readonly input2: number; readonly output: number }
+  | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly output: number }
+  | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number; readonly flags: number }
+  | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
+  | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly output: number }
+  | { readonly kind: 'reshape'; readonly newShape: readonly number[]; readonly input: number; readonly output: number }
+  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number };
+
+export interface XnnNodeSpec {
+  readonly body: XnnNodeBody;
+  /** Fused activation bounds; absent means unbounded. */
+  minMax?: readonly [number, number];
+  /** Links the node back to the method instruction it came from. */
+  readonly debugHandle: number;
+}
+
+export interface XnnGraphSpec {
+  readonly values: readonly XnnValueSpec[];
+  readonly nodes: readonly XnnNodeSpec[];
+  readonly numExterns: number;
+  readonly inputIds: readonly number[];
+  readonly outputIds: readonly number[];
+  /** Named-data entries, in constant_data order starting at index 1 (index 0 is the reserved empty entry). */
+  readonly constants: readonly { readonly key: string; readonly size: number }[];
+}
+
+function checkDims(dims: readonly number[], what: string): readonly number[] {
+  if (dims.length > 6) throw new EtnaError('INVALID_INPUT', `${what}: rank ${dims.length} exceeds the delegate's limit of 6`);
+  // The format writes rank-0 tensors as [1].
+  return dims.length === 0 ? [1] : dims;
+}
+
+function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type: NodeUnion; table: flatbuffers.Offset } {
+  switch (body.kind) {
+    case 'binary':
+      return { type: body.code, table: Binary.createBinary(builder, body.input1, body.input2, body.output, 0) };
+    case 'unary':
+      return { type: body.code, table: Unary.createUnary(builder, body.input, body.output, 0) };
+    case 'fullyConnected':
+      return {
+        type: NodeUnion.XNNFullyConnected,
+        table: FullyConnected.createFullyConnected(builder, body.input, body.filter, body.bias, body.output, body.flags),
+      };
+    case 'conv2d': {
+      const g = body.geometry;
+      const table = Convolution.createConvolution(
+        builder,
+        g.padding[0], g.padding[1], g.padding[0], g.padding[1],
+        g.kernel[0], g.kernel[1],
+        g.stride[0], g.stride[1],
+        g.dilation[0], g.dilation[1],
+        g.groupInputChannels, g.groupOutputChannels, g.groups,
+        0, 0,
+        body.input, body.filter, body.bias, body.output, 0,
+      );
+      return { type: NodeUnion.XNNConv2d, table };
+    }
+    case 'transpose': {
+      const perm = StaticTranspose.createPermVector(builder, [...body.perm]);
+      return { type: NodeUnion.XNNStaticTranspose, table: StaticTranspose.createStaticTranspose(builder, body.perm.length, perm, body.input, body.output, 0) };
+    }
+    case 'reshape': {
+      const shape = StaticReshape.createNewShapeVector(builder, [...body.newShape]);
+      return { type: NodeUnion.XNNStaticReshape, table: StaticReshape.createStaticReshape(builder, body.newShape.length, shape, body.input, body.output, 0) };
+    }
+    case 'slice': {
+      const offsets = StaticSlice.createOffsetsVector(builder, [...body.offsets]);
+      const sizes = StaticSlice.createSizesVector(builder, [...body.sizes]);
+      return { type: NodeUnion.XNNStaticSlice, table: StaticSlice.createStaticSlice(builder, body.offsets.length, offsets, sizes, body.input, body.output, 0) };
+    }
+  }
+}
+
+/** The FlatBuffer region alone (identifier `XN01`). */
+export function buildXnnFlatbuffer(spec: XnnGraphSpec): Uint8Array {
+  const builder = new flatbuffers.Builder(1024);
+
+  const values = spec.values.map((value, id) => {
+    const dims = checkDims(value.dims, `delegate value ${id}`);
+    const dimsVector = TensorValue.createDimsVector(builder, [...dims]);
+    const flags = value.role === 'input' ? EXTERNAL_INPUT_FLAG : value.role === 'output' ? EXTERNAL_OUTPUT_FLAG : 0;
+    const external = value.role === 'input' || value.role === 'output' ? value.externalId! : INVALID_VALUE_ID;
+    const tensor = TensorValue.createTensorValue(builder, Datatype.fp32, dims.length, dimsVector, value.constant ?? 0, external, flags, id, Datatype.invalid);
+    return Value.createValue(builder, ValueUnion.TensorValue, tensor);
+  });
+
+  const nodes = spec.nodes.map((node) => {
+    const { type, table } = buildNodeTable(builder, node.body);
+    const bounds = node.minMax === undefined ? 0 : OutputMinMax.createOutputMinMax(builder, node.minMax[0], node.minMax[1]);
+    Node.startNode(builder);
+    Node.addNodeType(builder, type);
+    Node.addNode(builder, table);
+    Node.addDebugHandle(builder, node.debugHandle);
+    if (bounds !== 0) Node.addOutputMinMax(builder, bounds);
+    return Node.endNode(builder);
+  });
+
+  const reserved = ConstantDataOffset.createConstantDataOffset(builder, 0n, 0n, 0);
+  const constants = spec.constants.map((constant) => {
+    const key = builder.createString(constant.key);
+    return ConstantDataOffset.createConstantDataOffset(builder, NAMED_CONSTANT_OFFSET, BigInt(constant.size), key);
+  });
+
+  const version = builder.createString('0');
+  const nodesVector = Graph.createNodesVector(builder, nodes);
+  const valuesVector = Graph.createValuesVector(builder, values);
+  const inputIds = Graph.createInputIdsVector(builder, [...spec.inputIds]);
+  const outputIds = Graph.createOutputIdsVector(builder, [...spec.outputIds]);
+  const constantData = Graph.createConstantDataVector(builder, [reserved, ...constants]);
+  Graph.startGraph(builder);
+  Graph.addVersion(builder, version);
+  Graph.addNodes(builder, nodesVector);
+  Graph.addValues(builder, valuesVector);
+  Graph.addNumExterns(builder, spec.numExterns);
+  Graph.addInputIds(builder, inputIds);
+  Graph.addOutputIds(builder, outputIds);
+  Graph.addConstantData(builder, constantData);
+  Graph.finishGraphBuffer(builder, Graph.endGraph(builder));
+  return builder.asUint8Array();
+}
+
+function roundUp(value: number, alignment: number): number {
+  return Math.ceil(value / alignment) * alignment;
+}
+
+/** The whole delegate payload: header, FlatBuffer padded to 16 bytes, empty constant region. */
+export function serializeXnnPayload(spec: XnnGraphSpec): Uint8Array {
+  const flatbuffer = buildXnnFlatbuffer(spec);
+  const constantOffset = HEADER_BYTES + roundUp(flatbuffer.byteLength, PAYLOAD_ALIGNMENT);
+  const blob = new Uint8Array(constantOffset);
+  const view = new DataView(blob.buffer);
+  for (let i = 0; i < 4; i++) blob[4 + i] = HEADER_MAGIC.charCodeAt(i);
+  view.setUint16(8, HEADER_LENGTH, true);
+  view.setUint32(10, HEADER_BYTES, true);
+  view.setUint32(14, flatbuffer.byteLength, true);
+  view.setUint32(18, constantOffset, true);
+  view.setBigUint64(22, 0n, true);
+  blob.set(flatbuffer, HEADER_BYTES);
+  return blob;
+}
