@@ -44,7 +44,7 @@ export interface ArenaReport {
 
 /**
  * What a module holds. Without sharing, methods load on first use, so their
- * arenas and delegate memory appear once each has run (or after `loadMethod`).
+ * arenas and delegate memory appear once each has run.
  */
 export interface MemoryReport {
   /** 'shared', 'state' or 'unshared'. */
