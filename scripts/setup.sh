@@ -10,6 +10,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libxnnpack-dev libpthreadpool-dev libflatbuffers-dev flatbuffers-compiler
   libgtest-dev clang libclang-rt-14-dev
+  libonnx-testdata espeak-ng sox
 )
 
 missing=()

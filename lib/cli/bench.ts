@@ -4,6 +4,7 @@
 // line.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { cpus, tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -25,6 +26,24 @@ import { formatBytes, table } from './format.js';
 
 export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
 export type BenchConfig = (typeof CONFIGS)[number];
+
+/**
+ * onnxruntime-node is the comparison peer, not a dependency: an installed
+ * package may lack it, and then only etna's configurations run.
+ */
+export function onnxruntimeAvailable(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('onnxruntime-node');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The configurations this installation can run. */
+export function availableConfigs(): BenchConfig[] {
+  return CONFIGS.filter((config) => config !== 'onnxruntime' || onnxruntimeAvailable());
+}
 
 /** What one child process is asked to measure. */
 export interface WorkerSpec {
@@ -518,7 +537,7 @@ export interface BenchOptions {
 
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
   const examples = options.examples ?? (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER.name, 'gru-stream', 'encoder-decoder']);
-  const configs = options.configs ?? CONFIGS;
+  const configs = options.configs ?? availableConfigs();
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const specs: WorkerSpec[] = [];

@@ -3,7 +3,7 @@
 // same model as one session per method. Each configuration runs in its own
 // child process so their resident memory does not mix.
 import { formatBytes, table } from './format.js';
-import { CONFIGS, matchLabel, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from './bench.js';
+import { availableConfigs, matchLabel, onnxruntimeAvailable, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from './bench.js';
 
 export const DEMO_USAGE = `usage: etna demo [--steps N] [--threads N]
 
@@ -44,7 +44,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const results = await withTemporaryDirectory(async (dir) => {
     const artifacts = prepareArtifacts('kv-decoder', dir);
     const collected: BenchResult[] = [];
-    for (const config of CONFIGS) {
+    for (const config of availableConfigs()) {
       process.stderr.write(`running kv-decoder as ${config}...\n`);
       collected.push(
         await runInChild({ program: 'kv-decoder', config, threads: options.threads, iterations: 0, warmup: 0, session: 'generate', decodeSteps: options.steps, artifacts }),
@@ -54,6 +54,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   });
   console.log(`kv-decoder: prefill 8 tokens, then ${options.steps} greedy decode steps, ${options.threads} thread(s)\n`);
   console.log(formatDemoTable(results));
+  if (!onnxruntimeAvailable()) console.log('\n(onnxruntime-node is not installed, so its column is left out.)');
   console.log(
     '\nWithout shared arenas every method has its own copy of the KV cache, so decode does not see what\n' +
       'prefill wrote: its outputs differ from the reference by design (ExecuTorch semantics), not by error.',
