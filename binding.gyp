@@ -13,7 +13,8 @@
       "defines": [
         "NAPI_VERSION=8",
         "NAPI_CPP_EXCEPTIONS",
-        "NODE_API_NO_EXTERNAL_BUFFERS_ALLOWED"
+        "NODE_API_NO_EXTERNAL_BUFFERS_ALLOWED",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"
       ],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++1y", "-std=gnu++17"],
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra"],

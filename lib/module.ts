@@ -230,7 +230,9 @@ export class Module {
       capacities = this.handle.outputCapacities(name);
       this.capacities.set(name, capacities);
     }
-    return capacities.map((bytes, i) => options.outputs?.[i] ?? (bytes > 0 ? new ArrayBuffer(bytes) : null));
+    const outputs = this.methodMeta(name).outputs;
+    // Every tensor output gets a buffer, even an empty one (zero elements).
+    return capacities.map((bytes, i) => options.outputs?.[i] ?? (outputs[i]?.kind === 'tensor' ? new ArrayBuffer(bytes) : null));
   }
 
   private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {

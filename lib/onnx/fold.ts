@@ -94,7 +94,7 @@ export interface FoldAttributes {
 }
 
 /** Folds `op` over constant inputs, or returns undefined when there is no import-time evaluator for it. */
-export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[], attrs: FoldAttributes, opset: number): ConstTensor[] | undefined {
+export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[], attrs: FoldAttributes): ConstTensor[] | undefined {
   const [a, b] = inputs;
   if (a === undefined) return undefined;
   if (op in BINARY && b !== undefined) {
@@ -156,7 +156,6 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
     case 'Size':
       return [fromNumbers('int64', [], [shapeSize(a.shape)])];
     default:
-      void opset;
       return undefined;
   }
 }

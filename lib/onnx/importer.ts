@@ -162,7 +162,7 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
   } else {
     const known = inputs.every((v) => v === undefined || v.kind === 'const');
     const folded = known && inputs.length > 0
-      ? foldNode(node.opType, inputs.map((v) => (v === undefined ? undefined : (v as { tensor: ConstTensor }).tensor)), view, ctx.opset)
+      ? foldNode(node.opType, inputs.map((v) => (v === undefined ? undefined : (v as { tensor: ConstTensor }).tensor)), view)
       : undefined;
     if (folded !== undefined) {
       results = folded.map(constValue);

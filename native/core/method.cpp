@@ -122,7 +122,7 @@ Status Method::bind_values(MethodMemory& memory) {
       }
       case fb::KernelTypes::IntList: {
         const auto* items = value->val_as_IntList()->items();
-        EValue** begin = &list_storage_[next_item];
+        EValue** begin = list_storage_.data() + next_item;
         for (uint32_t k = 0; k < items->size(); ++k) list_storage_[next_item++] = &values_[element(items, k)];
         values_[i] = EValue::from_int_list(begin, items->size());
         break;

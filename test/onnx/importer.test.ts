@@ -1,0 +1,172 @@
+// importOnnx on small models written here: state pairs in shared buffers,
+// reset and get_state, folding, and the errors for what cannot be imported.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+import { EtnaError, Module, Tensor } from '../../lib/index.js';
+import { importOnnx } from '../../lib/onnx/index.js';
+import { runCli } from '../helpers/cli.js';
+import { onnxModel, type TestGraph } from './onnx-writer.js';
+
+const f32 = (name: string, shape: number[]) => ({ name, type: 1, shape });
+
+// total' = total + x * 2; output = total'
+const ACCUMULATOR: TestGraph = {
+  nodes: [
+    { op: 'Add', inputs: ['x', 'x'], outputs: ['twice'] },
+    { op: 'Add', inputs: ['total', 'twice'], outputs: ['total_next'] },
+    { op: 'Relu', inputs: ['total_next'], outputs: ['y'] },
+  ],
+  inputs: [f32('x', [1, 4]), f32('total', [1, 4])],
+  outputs: [f32('y', [1, 4]), f32('total_next', [1, 4])],
+};
+
+async function values(module: Module, method: string, inputs: Tensor[] = []): Promise<number[][]> {
+  return (await module.execute(method, inputs)).map((v) => (v as Tensor).toArray());
+}
+
+describe('importOnnx', () => {
+  it('keeps a state pair in a shared buffer that step updates and reset zeroes', async () => {
+    const imported = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step' });
+    expect(imported.methods).toEqual(['step', 'reset', 'get_state']);
+    expect(imported.inputs).toEqual([{ name: 'x', dtype: 'float32', shape: [1, 4] }]);
+    expect(imported.outputs.map((o) => o.name)).toEqual(['y']);
+    const module = await Module.load(imported.bytes, { shareMemoryArenas: true });
+    const x = Tensor.float32([1, 4], [1, 2, 3, 4]);
+    expect(await values(module, 'step', [x])).toEqual([[2, 4, 6, 8]]);
+    expect(await values(module, 'step', [x])).toEqual([[4, 8, 12, 16]]);
+    expect(await values(module, 'get_state')).toEqual([[4, 8, 12, 16]]);
+    await module.execute('reset', []);
+    expect(await values(module, 'get_state')).toEqual([[0, 0, 0, 0]]);
+    expect(await values(module, 'step', [x])).toEqual([[2, 4, 6, 8]]);
+    await module.dispose();
+  });
+
+  it('keeps a context window of an input between calls', async () => {
+    const model = onnxModel({
+      nodes: [{ op: 'Identity', inputs: ['signal'], outputs: ['echo'] }],
+      inputs: [f32('signal', [1, 6])],
+      outputs: [f32('echo', [1, 6])],
+    });
+    const imported = importOnnx(model, { context: [{ input: 'signal', keep: 2 }] });
+    expect(imported.inputs).toEqual([{ name: 'signal', dtype: 'float32', shape: [1, 4] }]);
+    const module = await Module.load(imported.bytes);
+    expect(await values(module, 'forward', [Tensor.float32([1, 4], [1, 2, 3, 4])])).toEqual([[0, 0, 1, 2, 3, 4]]);
+    expect(await values(module, 'forward', [Tensor.float32([1, 4], [5, 6, 7, 8])])).toEqual([[3, 4, 5, 6, 7, 8]]);
+    await module.dispose();
+  });
+
+  it('folds shape arithmetic and inlines an If whose condition is known', async () => {
+    // The If's condition comes from Shape/Size of x: known once the shape is fixed.
+    const model = onnxModel({
+      nodes: [
+        { op: 'Shape', inputs: ['x'], outputs: ['shape'] },
+        { op: 'Size', inputs: ['shape'], outputs: ['rank'] },
+        { op: 'Equal', inputs: ['rank', 'rank'], outputs: ['is2'] },
+        {
+          op: 'If', inputs: ['is2'], outputs: ['y'],
+          graphs: {
+            then_branch: { nodes: [{ op: 'Flatten', inputs: ['x'], outputs: ['flat'], int: { axis: 0 } }], inputs: [], outputs: [f32('flat', [1, 6])] },
+            else_branch: { nodes: [{ op: 'Identity', inputs: ['x'], outputs: ['same'] }], inputs: [], outputs: [f32('same', [2, 3])] },
+          },
+        },
+      ],
+      inputs: [f32('x', [2, 3])],
+      outputs: [f32('y', [1, 6])],
+    });
+    const imported = importOnnx(model);
+    expect(imported.outputs).toEqual([{ name: 'y', dtype: 'float32', shape: [1, 6] }]);
+    expect(imported.nodes.lowered).toBe(1);
+    const module = await Module.load(imported.bytes);
+    expect(await values(module, 'forward', [Tensor.float32([2, 3], [1, 2, 3, 4, 5, 6])])).toEqual([[1, 2, 3, 4, 5, 6]]);
+    await module.dispose();
+  });
+
+  it('computes long float32 products blocked, or in float64 with wideAccumulation', async () => {
+    const model = onnxModel({
+      nodes: [{ op: 'MatMul', inputs: ['a', 'b'], outputs: ['c'] }],
+      inputs: [f32('a', [2, 100]), f32('b', [100, 3])],
+      outputs: [f32('c', [2, 3])],
+    });
+    const a = Float32Array.from({ length: 200 }, (_, i) => Math.sin(i * 0.37) * 3);
+    const b = Float32Array.from({ length: 300 }, (_, i) => Math.cos(i * 0.11) * 2);
+    const exact = Array.from({ length: 6 }, (_, idx) => {
+      const [r, c] = [Math.floor(idx / 3), idx % 3];
+      let sum = 0;
+      for (let k = 0; k < 100; k++) sum += a[r * 100 + k]! * b[k * 3 + c]!;
+      return sum;
+    });
+    for (const wideAccumulation of [false, true]) {
+      const module = await Module.load(importOnnx(model, { wideAccumulation }).bytes);
+      const [c] = await values(module, 'forward', [new Tensor('float32', [2, 100], a), new Tensor('float32', [100, 3], b)]);
+      c!.forEach((v, i) => expect(Math.abs(v - exact[i]!)).toBeLessThan(wideAccumulation ? 4e-6 * Math.max(1, Math.abs(exact[i]!)) : 2e-5));
+      expect(module.methodMeta('forward').operators.includes('dim_order_ops::_to_dim_order_copy.out')).toBe(wideAccumulation);
+      await module.dispose();
+    }
+  });
+
+  it('names the node and op it cannot lower', () => {
+    const model = onnxModel({
+      nodes: [{ op: 'NonMaxSuppression', inputs: ['x'], outputs: ['y'], name: 'nms_1' }],
+      inputs: [f32('x', [1, 4])],
+      outputs: [f32('y', [1, 4])],
+    });
+    const error = (() => {
+      try {
+        importOnnx(model);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(EtnaError);
+    expect((error as EtnaError).code).toBe('UNSUPPORTED_OPERATOR');
+    expect((error as EtnaError).message).toContain("node 'nms_1' (NonMaxSuppression)");
+  });
+
+  it('refuses opsets before 7 for ops whose old versions differ, and data-dependent If', () => {
+    expect(() => importOnnx(onnxModel(ACCUMULATOR, 6))).toThrow(/opset 6 is older than 7.*Add/);
+    const dataIf = onnxModel({
+      nodes: [
+        { op: 'ReduceSum', inputs: ['x'], outputs: ['sum'], int: { keepdims: 0 } },
+        { op: 'Greater', inputs: ['sum', 'sum'], outputs: ['positive'] },
+        { op: 'If', inputs: ['positive'], outputs: ['y'], name: 'gate', graphs: {
+          then_branch: { nodes: [{ op: 'Identity', inputs: ['x'], outputs: ['a'] }], inputs: [], outputs: [f32('a', [1, 4])] },
+          else_branch: { nodes: [{ op: 'Neg', inputs: ['x'], outputs: ['b'] }], inputs: [], outputs: [f32('b', [1, 4])] },
+        } },
+      ],
+      inputs: [f32('x', [1, 4])],
+      outputs: [f32('y', [1, 4])],
+    }, 11);
+    expect(() => importOnnx(dataIf)).toThrow(/node 'gate' \(If\): condition 'positive' depends on runtime data/);
+  });
+
+  it('rejects bytes that are not an ONNX model', () => {
+    expect(() => importOnnx(Uint8Array.from([0x0a, 0xff]))).toThrow(EtnaError);
+    expect(() => importOnnx(new Uint8Array(0))).toThrow(/empty/);
+  });
+});
+
+describe('etna import-onnx', () => {
+  it('writes the same program as the API and prints the methods', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-onnx-'));
+    try {
+      const modelPath = path.join(dir, 'acc.onnx');
+      const outPath = path.join(dir, 'acc.pte');
+      fs.writeFileSync(modelPath, onnxModel(ACCUMULATOR));
+      const result = runCli(['import-onnx', modelPath, '-o', outPath, '--state', 'total:total_next', '--method', 'step', '--no-xnnpack']);
+      expect(result.stderr).toBe('');
+      expect(result.status).toBe(0);
+      expect(result.stdout).toContain('methods: step, reset, get_state');
+      const expected = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step' });
+      expect(new Uint8Array(fs.readFileSync(outPath))).toEqual(expected.bytes);
+      const bad = runCli(['import-onnx', modelPath, '-o', outPath, '--state', 'total:nope']);
+      expect(bad.status).toBe(1);
+      expect(bad.stderr).toContain("no output named 'nope'");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,85 @@
+// Writes small ONNX models for tests: protobuf wire format for the handful of
+// ModelProto fields the importer reads.
+const encoder = new TextEncoder();
+
+function varint(value: number | bigint): number[] {
+  let v = BigInt.asUintN(64, BigInt(value));
+  const out: number[] = [];
+  while (v > 127n) {
+    out.push(Number(v & 127n) | 128);
+    v >>= 7n;
+  }
+  out.push(Number(v));
+  return out;
+}
+
+function bytesField(field: number, payload: ArrayLike<number>): number[] {
+  return [...varint(field * 8 + 2), ...varint(payload.length), ...Array.from(payload)];
+}
+
+function intField(field: number, value: number | bigint): number[] {
+  return [...varint(field * 8), ...varint(value)];
+}
+
+function text(field: number, value: string): number[] {
+  return bytesField(field, encoder.encode(value));
+}
+
+export interface TestNode {
+  op: string;
+  inputs: string[];
+  outputs: string[];
+  name?: string;
+  ints?: Record<string, number[]>;
+  int?: Record<string, number>;
+  graphs?: Record<string, TestGraph>;
+}
+
+export interface TestValue {
+  name: string;
+  /** ONNX element type: 1 float, 7 int64, 9 bool. */
+  type: number;
+  shape: number[];
+}
+
+export interface TestGraph {
+  nodes: TestNode[];
+  inputs: TestValue[];
+  outputs: TestValue[];
+}
+
+function valueInfo(value: TestValue): number[] {
+  const dims = value.shape.flatMap((d) => bytesField(1, intField(1, d)));
+  const tensorType = [...intField(1, value.type), ...bytesField(2, dims)];
+  return [...text(1, value.name), ...bytesField(2, bytesField(1, tensorType))];
+}
+
+function node(n: TestNode): number[] {
+  const out: number[] = [];
+  for (const i of n.inputs) out.push(...text(1, i));
+  for (const o of n.outputs) out.push(...text(2, o));
+  out.push(...text(3, n.name ?? n.outputs[0] ?? n.op), ...text(4, n.op));
+  for (const [name, values] of Object.entries(n.ints ?? {})) {
+    out.push(...bytesField(5, [...text(1, name), ...values.flatMap((v) => intField(8, v)), ...intField(20, 7)]));
+  }
+  for (const [name, value] of Object.entries(n.int ?? {})) {
+    out.push(...bytesField(5, [...text(1, name), ...intField(3, value), ...intField(20, 2)]));
+  }
+  for (const [name, g] of Object.entries(n.graphs ?? {})) {
+    out.push(...bytesField(5, [...text(1, name), ...bytesField(6, graph(g)), ...intField(20, 5)]));
+  }
+  return out;
+}
+
+function graph(g: TestGraph): number[] {
+  return [
+    ...g.nodes.flatMap((n) => bytesField(1, node(n))),
+    ...text(2, 'test'),
+    ...g.inputs.flatMap((v) => bytesField(11, valueInfo(v))),
+    ...g.outputs.flatMap((v) => bytesField(12, valueInfo(v))),
+  ];
+}
+
+export function onnxModel(g: TestGraph, opset = 17): Uint8Array {
+  return Uint8Array.from([...intField(1, 8), ...bytesField(7, graph(g)), ...bytesField(8, intField(2, opset))]);
+}
