@@ -34,7 +34,7 @@ describe('build configuration', () => {
     const gyp = fs.readFileSync(path.join(repoRoot, 'binding.gyp'), 'utf8');
     expect(gyp).toContain('node scripts/native-sources.cjs core kernels backends addon');
     const cmake = fs.readFileSync(path.join(repoRoot, 'CMakeLists.txt'), 'utf8');
-    for (const group of ['core', 'kernels', 'backends', 'addon']) expect(cmake).toContain(`etna_sources(${group} `);
+    for (const group of ['core', 'kernels', 'backends', 'addon']) expect(cmake).toContain(`etna_sources("\${ETNA_ROOT}" ${group} `);
     const printed = execFileSync(process.execPath, ['scripts/native-sources.cjs', 'core', 'addon'], {
       cwd: repoRoot,
       encoding: 'utf8',
