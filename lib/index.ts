@@ -16,5 +16,6 @@ export type {
   ExtendedHeaderDescription,
   MethodDescription,
   ProgramDescription,
+  StateTensorDescription,
   ValueDescription,
 } from './program-types.js';

@@ -26,6 +26,21 @@ export interface MethodDescription {
   memoryPlan: number[];
   /** Bytes of distinct constants the method reads. */
   constantBytes: number;
+  /** Tensors in the state arena (mem_id 2), by offset. */
+  state: StateTensorDescription[];
+}
+
+/** A tensor placed in the state arena (mem_id 2), shared across methods when sharing is on. */
+export interface StateTensorDescription {
+  /** Index in the method's values table. */
+  value: number;
+  dtype: string;
+  shape: number[];
+  /** Byte offset in the mem_id 2 arena. */
+  offset: number;
+  bytes: number;
+  /** Fully qualified name, when the exporter wrote one. */
+  name?: string;
 }
 
 export interface ExtendedHeaderDescription {
@@ -40,6 +55,8 @@ export interface ProgramDescription {
   extendedHeader: ExtendedHeaderDescription | null;
   segments: number;
   namedDataKeys: number;
+  /** Constant tensors stored in the file (each stored once) and the bytes they occupy. */
+  constants: { count: number; bytes: number };
   delegates: { id: string; location: 'inline' | 'segment'; bytes: number }[];
   methods: MethodDescription[];
 }

@@ -28,6 +28,7 @@ export function inspectJson(file: string, description: ProgramDescription): obje
       : null,
     segments: description.segments,
     namedDataKeys: description.namedDataKeys,
+    constants: description.constants,
     delegates: description.delegates,
     methods: description.methods.map((method) => ({
       name: method.name,
@@ -38,6 +39,7 @@ export function inspectJson(file: string, description: ProgramDescription): obje
       instructions: method.instructions,
       memoryPlan: method.memoryPlan,
       constantBytes: method.constantBytes,
+      state: method.state,
     })),
   };
 }
@@ -47,7 +49,7 @@ export function inspectText(file: string, fileSize: number, description: Program
   const lines = [
     `${file}: ExecuTorch program (${description.identifier}), ${formatBytes(fileSize)}`,
     `  extended header: ${header ? `${header.headerLength} bytes, program ${formatBytes(header.programSize)}, segments at byte ${header.segmentBaseOffset}` : 'none'}`,
-    `  segments: ${description.segments}, named data keys: ${description.namedDataKeys}`,
+    `  segments: ${description.segments}, named data keys: ${description.namedDataKeys}, constants: ${description.constants.count} (${formatBytes(description.constants.bytes)})`,
   ];
   for (const delegate of description.delegates) {
     lines.push(`  delegate ${delegate.id}: ${formatBytes(delegate.bytes)} ${delegate.location}`);
@@ -70,6 +72,7 @@ export function inspectText(file: string, fileSize: number, description: Program
         ['  instructions', instructions || '(none)'],
         ['  memory plan', arenas || '(nothing planned)'],
         ['  constants', formatBytes(method.constantBytes)],
+        ...method.state.map((t, i) => [i === 0 ? '  state (mem_id 2)' : '', `${t.name ?? `values[${t.value}]`} ${t.dtype}[${t.shape.join('x')}] at ${t.offset}, ${formatBytes(t.bytes)}`]),
       ]),
     );
   }

@@ -73,6 +73,21 @@ Napi::Object to_js(Napi::Env env, const MethodInfo& info) {
   for (uint32_t i = 0; i < info.memory_plan.size(); ++i) plan.Set(i, number(env, info.memory_plan[i]));
   out.Set("memoryPlan", plan);
   out.Set("constantBytes", number(env, info.constant_bytes));
+  Napi::Array state = Napi::Array::New(env, info.state.size());
+  for (uint32_t i = 0; i < info.state.size(); ++i) {
+    const StateTensorInfo& tensor = info.state[i];
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("value", number(env, uint64_t{tensor.value}));
+    entry.Set("dtype", tensor.dtype);
+    Napi::Array shape = Napi::Array::New(env, tensor.shape.size());
+    for (uint32_t d = 0; d < tensor.shape.size(); ++d) shape.Set(d, number(env, tensor.shape[d]));
+    entry.Set("shape", shape);
+    entry.Set("offset", number(env, tensor.offset));
+    entry.Set("bytes", number(env, tensor.nbytes));
+    if (!tensor.name.empty()) entry.Set("name", tensor.name);
+    state.Set(i, entry);
+  }
+  out.Set("state", state);
   return out;
 }
 
@@ -93,6 +108,10 @@ Napi::Object to_js(Napi::Env env, const ProgramInfo& info) {
   }
   out.Set("segments", number(env, info.segments));
   out.Set("namedDataKeys", number(env, info.named_data_keys));
+  Napi::Object constants = Napi::Object::New(env);
+  constants.Set("count", number(env, info.constants));
+  constants.Set("bytes", number(env, info.constant_bytes));
+  out.Set("constants", constants);
   Napi::Array delegates = Napi::Array::New(env, info.delegates.size());
   for (uint32_t i = 0; i < info.delegates.size(); ++i) {
     Napi::Object d = Napi::Object::New(env);

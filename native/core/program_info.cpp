@@ -102,6 +102,23 @@ MethodInfo describe_method(const Program& program, size_t method_index) {
     if (!operator_used[op]) add_unique(info.operators, operator_key(*plan.operators()->Get(static_cast<uint32_t>(op))));
   }
 
+  for (uint32_t i = 0; i < plan.values()->size(); ++i) {
+    const fb::Tensor* tensor = plan.values()->Get(i)->val_as_Tensor();
+    if (!tensor || !tensor->allocation_info() || tensor->allocation_info()->memory_id() != 2) continue;
+    StateTensorInfo entry;
+    entry.value = i;
+    entry.dtype = std::string(dtype_name(static_cast<ScalarType>(tensor->scalar_type())));
+    for (int32_t dim : *tensor->sizes()) entry.shape.push_back(dim);
+    entry.offset = planned_offset(*tensor->allocation_info());
+    entry.nbytes = tensor_nbytes(*tensor).value_or(0);
+    if (const auto* extra = tensor->extra_tensor_info()) {
+      if (extra->fully_qualified_name()) entry.name = extra->fully_qualified_name()->str();
+    }
+    info.state.push_back(std::move(entry));
+  }
+  std::stable_sort(info.state.begin(), info.state.end(),
+                   [](const StateTensorInfo& a, const StateTensorInfo& b) { return a.offset < b.offset; });
+
   std::set<uint32_t> constants;
   for (const fb::EValue* value : *plan.values()) {
     const fb::Tensor* tensor = value->val_as_Tensor();
@@ -118,6 +135,16 @@ ProgramInfo describe_program(const Program& program) {
   const fb::Program& root = program.root();
   info.segments = root.segments() ? root.segments()->size() : 0;
   info.named_data_keys = root.named_data() ? root.named_data()->size() : 0;
+  const fb::SubsegmentOffsets* constant_segment = root.constant_segment();
+  if (constant_segment && constant_segment->offsets() && constant_segment->offsets()->size() > 0) {
+    info.constants = constant_segment->offsets()->size() - 1;
+    if (info.constants > 0) {
+      if (auto segment = program.segment(constant_segment->segment_index())) info.constant_bytes = segment->size;
+    }
+  } else if (const auto* buffers = root.constant_buffer()) {
+    info.constants = buffers->size() > 0 ? buffers->size() - 1 : 0;
+    for (const fb::Buffer* buffer : *buffers) info.constant_bytes += buffer->storage() ? buffer->storage()->size() : 0;
+  }
   for (size_t m = 0; m < program.method_count(); ++m) {
     const fb::ExecutionPlan& plan = program.method(m);
     for (const fb::BackendDelegate* delegate : *plan.delegates()) {

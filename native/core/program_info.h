@@ -26,6 +26,16 @@ struct ValueInfo {
   uint64_t nbytes = 0;
 };
 
+// A tensor placed in the state arena (mem_id 2).
+struct StateTensorInfo {
+  uint32_t value = 0;  // index in the method's values
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  std::string name;  // fully qualified name, when the file has one
+};
+
 struct DelegateInfo {
   std::string id;
   std::string location;  // "inline" or "segment"
@@ -41,6 +51,7 @@ struct MethodInfo {
   std::vector<std::pair<std::string, uint64_t>> instructions;  // kind -> count, kinds that occur
   std::vector<int64_t> memory_plan;                            // non_const_buffer_sizes as stored
   uint64_t constant_bytes = 0;                                 // distinct constants this method reads
+  std::vector<StateTensorInfo> state;                          // tensors at mem_id 2, by offset
 };
 
 struct ProgramInfo {
@@ -48,6 +59,8 @@ struct ProgramInfo {
   std::optional<ExtendedHeader> extended_header;
   uint64_t segments = 0;
   uint64_t named_data_keys = 0;
+  uint64_t constants = 0;       // constant tensors stored in the file (the reserved entry 0 not counted)
+  uint64_t constant_bytes = 0;  // bytes the constant storage occupies
   std::vector<DelegateInfo> delegates;  // every delegate entry of every method
   std::vector<MethodInfo> methods;
 };
