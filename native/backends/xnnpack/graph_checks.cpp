@@ -17,6 +17,9 @@ const Types kFloat = {Datatype::fp32};
 const Types kFloatOrQ8 = {Datatype::fp32, Datatype::qint8, Datatype::quint8};
 const Types kFloatOrQs8 = {Datatype::fp32, Datatype::qint8};
 const Types kMovable = {Datatype::fp32, Datatype::fp16, Datatype::qint8, Datatype::quint8, Datatype::qint32};
+// Named lists: an initializer_list made inside an expression dies with it.
+const Types kQs8Filters = {Datatype::qint8};
+const Types kQs8OrPerChannelFilters = {Datatype::qint8, Datatype::qcint8};
 
 std::string list_types(Types types) {
   std::string text;
@@ -155,7 +158,7 @@ class NodeChecker {
       ETNA_TRY(type_in(filter, kFloat, "filter"));
       if (bias != kNoValue) ETNA_TRY(type_in(bias, kFloat, "bias"));
     } else if (type == Datatype::qint8) {
-      const Types filters = allow_per_channel ? Types{Datatype::qint8, Datatype::qcint8} : Types{Datatype::qint8};
+      const Types filters = allow_per_channel ? kQs8OrPerChannelFilters : kQs8Filters;
       ETNA_TRY(type_in(filter, filters, "filter"));
       if (value(filter).datatype == Datatype::qint8 && value(filter).quant.zero_point != 0) {
         return unsupported(node_, "filter " + graph_.describe_value(filter) + " has zero point " +
