@@ -30,7 +30,11 @@ export type TensorData =
 
 interface DTypeInfo {
   bytes: number;
-  array: { new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TensorData; name: string };
+  array: {
+    new (length: number): TensorData;
+    new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TensorData;
+    name: string;
+  };
 }
 
 // float16/bfloat16 travel as raw 16-bit patterns; bool as one byte per element.
@@ -59,6 +63,10 @@ export function elementSize(dtype: DType): number {
 }
 
 /** The TypedArray class that holds `dtype` data. */
+export function arrayType(dtype: DType): DTypeInfo['array'] {
+  return DTYPES[dtype].array;
+}
+
 export function arrayTypeName(dtype: DType): string {
   return DTYPES[dtype].array.name;
 }

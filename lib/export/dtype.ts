@@ -1,21 +1,10 @@
 // Element types an authored program can use, and how their bytes are laid out.
 import { EtnaError } from '../errors.js';
 import { ScalarType } from '../generated/program/program_generated.js';
+import { arrayType, elementSize, type DType } from '../tensor.js';
 
-export type DType =
-  | 'float32'
-  | 'float64'
-  | 'float16'
-  | 'bfloat16'
-  | 'int8'
-  | 'uint8'
-  | 'int16'
-  | 'int32'
-  | 'int64'
-  | 'uint16'
-  | 'uint32'
-  | 'uint64'
-  | 'bool';
+export type { DType } from '../tensor.js';
+export { isDType } from '../tensor.js';
 
 export type DTypeKind = 'float' | 'int' | 'bool';
 
@@ -25,27 +14,28 @@ export interface DTypeInfo {
   readonly kind: DTypeKind;
 }
 
-const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = {
-  float32: { scalarType: ScalarType.FLOAT, byteSize: 4, kind: 'float' },
-  float64: { scalarType: ScalarType.DOUBLE, byteSize: 8, kind: 'float' },
-  float16: { scalarType: ScalarType.HALF, byteSize: 2, kind: 'float' },
-  bfloat16: { scalarType: ScalarType.BFLOAT16, byteSize: 2, kind: 'float' },
-  int8: { scalarType: ScalarType.CHAR, byteSize: 1, kind: 'int' },
-  uint8: { scalarType: ScalarType.BYTE, byteSize: 1, kind: 'int' },
-  int16: { scalarType: ScalarType.SHORT, byteSize: 2, kind: 'int' },
-  int32: { scalarType: ScalarType.INT, byteSize: 4, kind: 'int' },
-  int64: { scalarType: ScalarType.LONG, byteSize: 8, kind: 'int' },
-  uint16: { scalarType: ScalarType.UINT16, byteSize: 2, kind: 'int' },
-  uint32: { scalarType: ScalarType.UINT32, byteSize: 4, kind: 'int' },
-  uint64: { scalarType: ScalarType.UINT64, byteSize: 8, kind: 'int' },
-  bool: { scalarType: ScalarType.BOOL, byteSize: 1, kind: 'bool' },
+// Sizes and array types come from the runtime's dtype table (lib/tensor.ts).
+const FORMAT: Readonly<Record<DType, Omit<DTypeInfo, 'byteSize'>>> = {
+  float32: { scalarType: ScalarType.FLOAT, kind: 'float' },
+  float64: { scalarType: ScalarType.DOUBLE, kind: 'float' },
+  float16: { scalarType: ScalarType.HALF, kind: 'float' },
+  bfloat16: { scalarType: ScalarType.BFLOAT16, kind: 'float' },
+  int8: { scalarType: ScalarType.CHAR, kind: 'int' },
+  uint8: { scalarType: ScalarType.BYTE, kind: 'int' },
+  int16: { scalarType: ScalarType.SHORT, kind: 'int' },
+  int32: { scalarType: ScalarType.INT, kind: 'int' },
+  int64: { scalarType: ScalarType.LONG, kind: 'int' },
+  uint16: { scalarType: ScalarType.UINT16, kind: 'int' },
+  uint32: { scalarType: ScalarType.UINT32, kind: 'int' },
+  uint64: { scalarType: ScalarType.UINT64, kind: 'int' },
+  bool: { scalarType: ScalarType.BOOL, kind: 'bool' },
 };
 
-export const DTYPES: readonly DType[] = Object.keys(DTYPE_INFO) as DType[];
+const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = Object.fromEntries(
+  Object.entries(FORMAT).map(([dtype, info]) => [dtype, { ...info, byteSize: elementSize(dtype as DType) }]),
+) as Record<DType, DTypeInfo>;
 
-export function isDType(value: unknown): value is DType {
-  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_INFO, value);
-}
+export const DTYPES: readonly DType[] = Object.keys(DTYPE_INFO) as DType[];
 
 export function dtypeInfo(dtype: DType): DTypeInfo {
   const info = DTYPE_INFO[dtype];
@@ -58,35 +48,6 @@ export function dtypeInfo(dtype: DType): DTypeInfo {
 /** Data accepted for a constant or an initial value: a matching typed array, raw bytes, or plain numbers. */
 export type TensorData = ArrayBufferView | readonly number[] | readonly bigint[];
 
-type TypedArrayConstructor =
-  | Float32ArrayConstructor
-  | Float64ArrayConstructor
-  | Int8ArrayConstructor
-  | Uint8ArrayConstructor
-  | Int16ArrayConstructor
-  | Uint16ArrayConstructor
-  | Int32ArrayConstructor
-  | Uint32ArrayConstructor
-  | BigInt64ArrayConstructor
-  | BigUint64ArrayConstructor;
-
-// The typed array whose elements are exactly this dtype's elements (16-bit floats travel as raw bits).
-const MATCHING_ARRAY: Readonly<Record<DType, TypedArrayConstructor>> = {
-  float32: Float32Array,
-  float64: Float64Array,
-  float16: Uint16Array,
-  bfloat16: Uint16Array,
-  int8: Int8Array,
-  uint8: Uint8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: BigInt64Array,
-  uint16: Uint16Array,
-  uint32: Uint32Array,
-  uint64: BigUint64Array,
-  bool: Uint8Array,
-};
-
 /**
  * Little-endian bytes of a tensor of `dtype` and `elementCount` elements.
  * A Uint8Array is taken as raw bytes for any dtype; other typed arrays must
@@ -97,10 +58,10 @@ export function encodeTensorData(dtype: DType, elementCount: number, data: Tenso
   const expectedBytes = elementCount * info.byteSize;
   if (ArrayBuffer.isView(data)) {
     const isRawBytes = data instanceof Uint8Array && !(dtype === 'uint8' || dtype === 'bool');
-    if (!isRawBytes && !(data instanceof MATCHING_ARRAY[dtype])) {
+    if (!isRawBytes && !(data instanceof arrayType(dtype))) {
       throw new EtnaError(
         'INVALID_INPUT',
-        `${what}: ${data.constructor.name} does not hold ${dtype} elements (use ${MATCHING_ARRAY[dtype].name} or raw bytes in a Uint8Array)`,
+        `${what}: ${data.constructor.name} does not hold ${dtype} elements (use ${arrayType(dtype).name} or raw bytes in a Uint8Array)`,
       );
     }
     if (data.byteLength !== expectedBytes) {
@@ -121,9 +82,9 @@ export function encodeTensorData(dtype: DType, elementCount: number, data: Tenso
   if (dtype === 'float16' || dtype === 'bfloat16') {
     throw new EtnaError('INVALID_INPUT', `${what}: pass ${dtype} data as raw bits in a Uint16Array`);
   }
-  const ArrayType = MATCHING_ARRAY[dtype];
+  const ArrayType = arrayType(dtype);
   if (ArrayType === BigInt64Array || ArrayType === BigUint64Array) {
-    const out = new ArrayType(elementCount);
+    const out = new (ArrayType as BigInt64ArrayConstructor)(elementCount);
     values.forEach((v, i) => {
       if (typeof v === 'number' && !Number.isInteger(v)) {
         throw new EtnaError('INVALID_INPUT', `${what}: element ${i} (${v}) is not an integer`);
