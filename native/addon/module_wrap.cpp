@@ -40,61 +40,26 @@ Status convert_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   return Status::ok();
 }
 
-class LoadWorker : public Napi::AsyncWorker {
+// Runs `run()` on the libuv pool and settles a promise on the JS thread:
+// rejected with an EtnaError-shaped error, or resolved with `resolve(value)`.
+template <typename T>
+class PromiseWorker : public Napi::AsyncWorker {
  public:
-  LoadWorker(Napi::Env env, std::shared_ptr<const Program> program, ModuleOptions options)
-      : Napi::AsyncWorker(env, "etna:load"),
+  PromiseWorker(Napi::Env env, const char* name)
+      : Napi::AsyncWorker(env, name),
         deferred_(Napi::Promise::Deferred::New(env)),
-        program_(std::move(program)),
-        options_(options),
-        result_(make_error(ErrorCode::kInternal, "module load did not run")) {}
+        result_(make_error(ErrorCode::kInternal, std::string(name) + " did not run")) {}
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
-  void Execute() override {
-    try {
-      result_ = Module::load(program_, options_);
-    } catch (const std::exception& e) {
-      result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
-    }
-  }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!result_) {
-      deferred_.Reject(make_js_error(env, result_.error()).Value());
-      return;
-    }
-    std::shared_ptr<Module> module(std::move(*result_));
-    auto* holder = new std::shared_ptr<Module>(std::move(module));
-    Napi::External<std::shared_ptr<Module>> external = Napi::External<std::shared_ptr<Module>>::New(
-        env, holder, [](Napi::Env, std::shared_ptr<Module>* data) { delete data; });
-    Napi::Object wrap = addon_data(env).module_constructor.New({external});
-    deferred_.Resolve(wrap);
-  }
-
-  void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
+ protected:
+  virtual Result<T> run() = 0;
+  virtual Napi::Value resolve(Napi::Env env, T& value) = 0;
 
  private:
-  Napi::Promise::Deferred deferred_;
-  std::shared_ptr<const Program> program_;
-  ModuleOptions options_;
-  Result<std::unique_ptr<Module>> result_;
-};
-
-class ExecuteWorker : public Napi::AsyncWorker {
- public:
-  ExecuteWorker(Napi::Env env, CallBaton baton)
-      : Napi::AsyncWorker(env, "etna:execute"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        baton_(std::move(baton)),
-        result_(make_error(ErrorCode::kInternal, "call did not run")) {}
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
   void Execute() override {
     try {
-      result_ = baton_.module->execute(baton_.method, baton_.inputs, baton_.outputs);
+      result_ = run();
     } catch (const std::exception& e) {
       result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
     }
@@ -105,16 +70,49 @@ class ExecuteWorker : public Napi::AsyncWorker {
     if (!result_) {
       deferred_.Reject(make_js_error(env, result_.error()).Value());
     } else {
-      deferred_.Resolve(outputs_to_js(env, *result_));
+      deferred_.Resolve(resolve(env, *result_));
     }
   }
 
   void OnError(const Napi::Error& error) override { deferred_.Reject(error.Value()); }
 
- private:
   Napi::Promise::Deferred deferred_;
+  Result<T> result_;
+};
+
+class LoadWorker : public PromiseWorker<std::unique_ptr<Module>> {
+ public:
+  LoadWorker(Napi::Env env, std::shared_ptr<const Program> program, ModuleOptions options)
+      : PromiseWorker(env, "etna:load"), program_(std::move(program)), options_(std::move(options)) {}
+
+ protected:
+  Result<std::unique_ptr<Module>> run() override { return Module::load(program_, options_); }
+
+  Napi::Value resolve(Napi::Env env, std::unique_ptr<Module>& module) override {
+    auto* holder = new std::shared_ptr<Module>(std::move(module));
+    Napi::External<std::shared_ptr<Module>> external = Napi::External<std::shared_ptr<Module>>::New(
+        env, holder, [](Napi::Env, std::shared_ptr<Module>* data) { delete data; });
+    return addon_data(env).module_constructor.New({external});
+  }
+
+ private:
+  std::shared_ptr<const Program> program_;
+  ModuleOptions options_;
+};
+
+class ExecuteWorker : public PromiseWorker<std::vector<OutputValue>> {
+ public:
+  ExecuteWorker(Napi::Env env, CallBaton baton) : PromiseWorker(env, "etna:execute"), baton_(std::move(baton)) {}
+
+ protected:
+  Result<std::vector<OutputValue>> run() override {
+    return baton_.module->execute(baton_.method, baton_.inputs, baton_.outputs);
+  }
+
+  Napi::Value resolve(Napi::Env env, std::vector<OutputValue>& outputs) override { return outputs_to_js(env, outputs); }
+
+ private:
   CallBaton baton_;
-  Result<std::vector<OutputValue>> result_;
 };
 
 }  // namespace
