@@ -9,14 +9,10 @@ namespace {
 // Guards against programs that jump forever (the format allows loops).
 constexpr uint64_t kMaxInstructionsPerCall = 10'000'000;
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
+std::string shape_text(const std::vector<int64_t>& shape) { return etna::shape_text(shape.data(), shape.size()); }
 
 std::string tensor_text(ScalarType dtype, const std::vector<int64_t>& shape) {
-  return std::string(dtype_name(dtype)) + shape_text(shape);
+  return etna::tensor_text(dtype, shape.data(), shape.size());
 }
 
 const char* input_kind_name(InputValue::Kind kind) {

@@ -2,6 +2,19 @@
 
 namespace etna {
 
+std::string shape_text(const int64_t* sizes, size_t rank) {
+  std::string text = "[";
+  for (size_t i = 0; i < rank; ++i) {
+    if (i) text += ", ";
+    text += std::to_string(sizes[i]);
+  }
+  return text + "]";
+}
+
+std::string tensor_text(ScalarType dtype, const int64_t* sizes, size_t rank) {
+  return std::string(dtype_name(dtype)) + shape_text(sizes, rank);
+}
+
 bool Tensor::is_contiguous() const {
   for (size_t i = 0; i < rank_; ++i) {
     if (dim_order_[i] != i) return false;
@@ -54,9 +67,8 @@ Status Tensor::resize(size_t rank, const int64_t* sizes) {
   }
   if (same) return Status::ok();
   if (dynamism_ == ShapeDynamism::kStatic) {
-    std::string wanted = "[";
-    for (size_t i = 0; i < rank; ++i) wanted += (i ? ", " : "") + std::to_string(sizes[i]);
-    return make_error(ErrorCode::kInternal, "static tensor " + describe() + " cannot take shape " + wanted + "]");
+    return make_error(ErrorCode::kInternal,
+                      "static tensor " + describe() + " cannot take shape " + shape_text(sizes, rank));
   }
   if (elements * element_size() > capacity_ && data_ != nullptr) {
     return make_error(ErrorCode::kInternal, "resize of " + describe() + " exceeds its " + std::to_string(capacity_) +
@@ -67,14 +79,6 @@ Status Tensor::resize(size_t rank, const int64_t* sizes) {
   return Status::ok();
 }
 
-std::string Tensor::describe() const {
-  std::string text(dtype_name(dtype_));
-  text += '[';
-  for (size_t i = 0; i < rank_; ++i) {
-    if (i) text += ", ";
-    text += std::to_string(sizes_[i]);
-  }
-  return text + ']';
-}
+std::string Tensor::describe() const { return tensor_text(dtype_, sizes_.data(), rank_); }
 
 }  // namespace etna

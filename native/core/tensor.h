@@ -17,6 +17,10 @@ constexpr size_t kMaxTensorRank = 16;
 
 enum class ShapeDynamism : uint8_t { kStatic = 0, kBound = 1, kUnbound = 2 };
 
+// "[2, 3]" and "float32[2, 3]", as every message shows shapes.
+std::string shape_text(const int64_t* sizes, size_t rank);
+std::string tensor_text(ScalarType dtype, const int64_t* sizes, size_t rank);
+
 class Tensor {
  public:
   Tensor() = default;
