@@ -2,6 +2,7 @@
 // memory shared across methods and without, next to onnxruntime running the
 // same model as one session per method. Each configuration runs in its own
 // child process so their resident memory does not mix.
+import { KV_DECODER_CONFIG } from '../export/index.js';
 import { formatBytes, table } from './format.js';
 import { availableConfigs, matchLabel, onnxruntimeAvailable, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from './bench.js';
 
@@ -37,8 +38,10 @@ export function formatDemoTable(results: readonly BenchResult[]): string {
 }
 
 export async function runDemo(options: DemoOptions): Promise<number> {
-  if (!Number.isInteger(options.steps) || options.steps < 1 || options.steps > 119) {
-    console.error('etna demo: --steps must be an integer from 1 to 119 (the context holds 128 positions)');
+  // Prefill fills the first chunk; each decode step takes the next position.
+  const maxSteps = KV_DECODER_CONFIG.context - KV_DECODER_CONFIG.prefillLength;
+  if (!Number.isInteger(options.steps) || options.steps < 1 || options.steps > maxSteps) {
+    console.error(`etna demo: --steps must be an integer from 1 to ${maxSteps} (the context holds ${KV_DECODER_CONFIG.context} positions)`);
     return 2;
   }
   const results = await withTemporaryDirectory(async (dir) => {

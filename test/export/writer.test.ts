@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 
 import {
   exportExample,
+  KV_DECODER_CONFIG,
   EXAMPLE_NAMES,
   ProgramBuilder,
   serializePte,
@@ -240,7 +241,9 @@ describe('flatc decodes the written programs against schema/program.fbs', () => 
     expect(json.execution_plan.map((p) => p.name)).toEqual(['prefill', 'decode', 'reset']);
     for (const plan of json.execution_plan) {
       expect(plan.non_const_buffer_sizes).toHaveLength(3);
-      expect(plan.non_const_buffer_sizes[2]).toBe(4 * 128 * 64 * 4);
+      // Keys and values of each layer: layers x 2 caches x context x modelDim float32.
+      const { layers, context, modelDim } = KV_DECODER_CONFIG;
+      expect(plan.non_const_buffer_sizes[2]).toBe(layers * 2 * context * modelDim * 4);
     }
     const prefill = json.execution_plan[0]!;
     expect(prefill.inputs).toHaveLength(2);

@@ -3,7 +3,7 @@ import { EtnaError } from '../../errors.js';
 import type { ExportOptions, ProgramBuilder } from '../program-builder.js';
 import { buildEncoderDecoder, EncoderDecoderReference } from './encoder-decoder.js';
 import { buildGruStream, GruStreamReference } from './gru-stream.js';
-import { buildKvDecoder, KvDecoderReference } from './kv-decoder.js';
+import { buildKvDecoder, KV_DECODER_CONFIG as KV, KvDecoderReference } from './kv-decoder.js';
 import type { ExampleReference } from './reference.js';
 
 export interface ExampleInfo {
@@ -18,10 +18,10 @@ export interface ExampleInfo {
 export const EXAMPLES = {
   'kv-decoder': {
     name: 'kv-decoder',
-    summary: 'transformer decoder (2 layers, d=64, 4 heads, context 128, vocab 256) with a KV cache shared by its methods',
+    summary: `transformer decoder (${KV.layers} layers, d=${KV.modelDim}, ${KV.heads} heads, context ${KV.context}, vocab ${KV.vocab}) with a KV cache shared by its methods`,
     methods: [
-      'prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,256]',
-      'decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,256]',
+      `prefill(tokens int64[1,${KV.prefillLength}], start_pos int64[1]) -> logits float32[1,${KV.prefillLength},${KV.vocab}]`,
+      `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${KV.vocab}]`,
       'reset()',
     ],
     build: () => buildKvDecoder(),
@@ -80,10 +80,11 @@ export {
   causalMaskTable,
   createKvDecoderWeights,
   KV_DECODER_CONFIG,
+  KV_DECODER_LARGE_CONFIG,
   KvDecoderReference,
   kvDecoderFullSequence,
   kvDecoderSession,
 } from './kv-decoder.js';
-export type { KvDecoderLayerWeights, KvDecoderWeights } from './kv-decoder.js';
+export type { KvDecoderConfig, KvDecoderLayerWeights, KvDecoderWeights } from './kv-decoder.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

@@ -1,6 +1,6 @@
 // A small transformer decoder with a KV cache shared by its methods:
-//   prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,256]
-//   decode(token int64[1,1], pos int64[1])         -> logits float32[1,1,256]
+//   prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,512]
+//   decode(token int64[1,1], pos int64[1])         -> logits float32[1,1,512]
 //   reset()                                         (zeroes the caches)
 // Prefill takes a fixed chunk of 8 tokens at positions start_pos..start_pos+7;
 // longer prompts are fed chunk by chunk, and a short last chunk may be padded
@@ -33,22 +33,48 @@ import {
   type ReferenceTensor,
 } from './reference.js';
 
-export const KV_DECODER_CONFIG = {
+export interface KvDecoderConfig {
+  readonly layers: number;
+  readonly modelDim: number;
+  readonly heads: number;
+  readonly headDim: number;
+  readonly feedForwardDim: number;
+  readonly context: number;
+  readonly vocab: number;
+  readonly prefillLength: number;
+  readonly normEps: number;
+  /** Added to attention scores of positions a query must not see. */
+  readonly maskValue: number;
+  readonly seed: number;
+}
+
+export const KV_DECODER_CONFIG: KvDecoderConfig = {
   layers: 2,
-  modelDim: 64,
+  modelDim: 128,
   heads: 4,
-  headDim: 16,
-  feedForwardDim: 256,
-  context: 128,
-  vocab: 256,
+  headDim: 32,
+  feedForwardDim: 512,
+  context: 1024,
+  vocab: 512,
   prefillLength: 8,
   normEps: 1e-5,
-  /** Added to attention scores of positions a query must not see. */
   maskValue: -1e9,
   seed: 0x6b76_6463,
-} as const;
+};
 
-const C = KV_DECODER_CONFIG;
+/**
+ * The same architecture at the size of a small real decoder: 12 MiB of
+ * weights and 4 MiB of KV cache, for benchmarks.
+ */
+export const KV_DECODER_LARGE_CONFIG: KvDecoderConfig = {
+  ...KV_DECODER_CONFIG,
+  modelDim: 256,
+  headDim: 64,
+  feedForwardDim: 1024,
+  context: 1024,
+  vocab: 1024,
+  seed: 0x6c61_7267,
+};
 
 export interface KvDecoderLayerWeights {
   readonly norm1: NormWeights;
@@ -62,6 +88,7 @@ export interface KvDecoderLayerWeights {
 }
 
 export interface KvDecoderWeights {
+  readonly config: KvDecoderConfig;
   readonly tokenEmbedding: Float32Array;
   readonly positionEmbedding: Float32Array;
   readonly layers: readonly KvDecoderLayerWeights[];
@@ -69,10 +96,12 @@ export interface KvDecoderWeights {
   readonly head: LinearWeights;
 }
 
-export function createKvDecoderWeights(seed: number = C.seed): KvDecoderWeights {
+export function createKvDecoderWeights(config: KvDecoderConfig = KV_DECODER_CONFIG, seed: number = config.seed): KvDecoderWeights {
+  const C = config;
   const random = new SeededRandom(seed);
   const d = C.modelDim;
   return {
+    config,
     tokenEmbedding: random.uniform(C.vocab * d, 1),
     positionEmbedding: random.uniform(C.context * d, 0.5),
     layers: Array.from({ length: C.layers }, () => ({
@@ -91,7 +120,7 @@ export function createKvDecoderWeights(seed: number = C.seed): KvDecoderWeights 
 }
 
 /** Row p holds 0 for the positions a query at position p may attend to (<= p) and maskValue elsewhere. */
-export function causalMaskTable(): Float32Array {
+export function causalMaskTable(C: KvDecoderConfig = KV_DECODER_CONFIG): Float32Array {
   const table = new Float32Array(C.context * C.context);
   for (let p = 0; p < C.context; p++) {
     for (let c = 0; c < C.context; c++) table[p * C.context + c] = c <= p ? 0 : C.maskValue;
@@ -120,6 +149,7 @@ interface LayerConstants {
 }
 
 export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeights()): ProgramBuilder {
+  const C = weights.config;
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const linear = (name: string, w: LinearWeights): LinearConstants => ({
@@ -132,7 +162,7 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
   });
   const tokenEmbedding = program.constant('token_embedding', 'float32', [C.vocab, d], weights.tokenEmbedding);
   const positionEmbedding = program.constant('position_embedding', 'float32', [C.context, d], weights.positionEmbedding);
-  const maskTable = program.constant('causal_mask', 'float32', [C.context, C.context], causalMaskTable());
+  const maskTable = program.constant('causal_mask', 'float32', [C.context, C.context], causalMaskTable(C));
   const chunkOffsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
   const emptyCache = program.constant('empty_cache', 'float32', [C.context, d], new Float32Array(C.context * d));
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
@@ -199,14 +229,14 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
 
 // ------------------------------------------------------------------ reference
 
-function checkPosition(method: string, position: number): void {
+function checkPosition(C: KvDecoderConfig, method: string, position: number): void {
   if (!Number.isInteger(position) || position < 0 || position >= C.context) {
     throw new EtnaError('INVALID_INPUT', `${method}: position ${position} is outside the context 0..${C.context - 1}`);
   }
 }
 
 function embedRows(weights: KvDecoderWeights, tokens: readonly number[], positions: readonly number[]): Float32Array {
-  const d = C.modelDim;
+  const d = weights.config.modelDim;
   const x = new Float32Array(tokens.length * d);
   tokens.forEach((token, t) => {
     for (let i = 0; i < d; i++) x[t * d + i] = weights.tokenEmbedding[token * d + i]! + weights.positionEmbedding[positions[t]! * d + i]!;
@@ -214,13 +244,14 @@ function embedRows(weights: KvDecoderWeights, tokens: readonly number[], positio
   return x;
 }
 
-function feedForward(layer: KvDecoderLayerWeights, x: Float32Array, rows: number): void {
+function feedForward(C: KvDecoderConfig, layer: KvDecoderLayerWeights, x: Float32Array, rows: number): void {
   const h2 = layerNormRows(x, rows, C.modelDim, layer.norm2, C.normEps);
   const hidden = map(linearRows(h2, rows, layer.feedForwardIn), gelu);
   addInto(x, linearRows(hidden, rows, layer.feedForwardOut));
 }
 
 function headLogits(weights: KvDecoderWeights, x: Float32Array, rows: number): Float32Array {
+  const C = weights.config;
   return linearRows(layerNormRows(x, rows, C.modelDim, weights.finalNorm, C.normEps), rows, weights.head);
 }
 
@@ -234,14 +265,17 @@ export class KvDecoderReference implements ExampleReference {
   readonly methods = ['prefill', 'decode', 'reset'] as const;
   private readonly keyCaches: Float32Array[];
   private readonly valueCaches: Float32Array[];
-  private readonly mask = causalMaskTable();
+  private readonly mask: Float32Array;
 
   constructor(readonly weights: KvDecoderWeights = createKvDecoderWeights()) {
+    const C = weights.config;
+    this.mask = causalMaskTable(C);
     this.keyCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
     this.valueCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
   }
 
   execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+    const C = this.weights.config;
     switch (method) {
       case 'prefill': {
         expectInputCount(method, inputs, 2);
@@ -267,6 +301,7 @@ export class KvDecoderReference implements ExampleReference {
 
   /** Logits [8 x vocab] for a chunk of 8 tokens at positions start..start+7. */
   prefill(tokens: readonly number[], start: number): Float32Array {
+    const C = this.weights.config;
     if (tokens.length !== C.prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${C.prefillLength} tokens, got ${tokens.length}`);
     return this.pass(tokens, tokens.map((_, i) => start + i), 'prefill');
   }
@@ -281,10 +316,11 @@ export class KvDecoderReference implements ExampleReference {
   }
 
   private pass(tokens: readonly number[], positions: readonly number[], method: string): Float32Array {
+    const C = this.weights.config;
     for (const token of tokens) {
       if (!Number.isInteger(token) || token < 0 || token >= C.vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${C.vocab - 1}`);
     }
-    positions.forEach((p) => checkPosition(method, p));
+    positions.forEach((p) => checkPosition(C, method, p));
     const rows = tokens.length;
     const d = C.modelDim;
     const x = embedRows(this.weights, tokens, positions);
@@ -319,13 +355,13 @@ export class KvDecoderReference implements ExampleReference {
         }
       }
       addInto(x, linearRows(context, rows, layer.attentionOut));
-      feedForward(layer, x, rows);
+      feedForward(C, layer, x, rows);
     });
     return headLogits(this.weights, x, rows);
   }
 
   session(): ExampleCall[] {
-    return kvDecoderSession();
+    return kvDecoderSession(this.weights.config);
   }
 }
 
@@ -335,6 +371,7 @@ export class KvDecoderReference implements ExampleReference {
  * Returns logits [tokens.length x vocab].
  */
 export function kvDecoderFullSequence(weights: KvDecoderWeights, tokens: readonly number[]): Float32Array {
+  const C = weights.config;
   const n = tokens.length;
   if (n > C.context) throw new EtnaError('INVALID_INPUT', `kvDecoderFullSequence: ${n} tokens exceed the context ${C.context}`);
   const d = C.modelDim;
@@ -364,13 +401,13 @@ export function kvDecoderFullSequence(weights: KvDecoderWeights, tokens: readonl
       }
     }
     addInto(x, linearRows(context, n, layer.attentionOut));
-    feedForward(layer, x, n);
+    feedForward(C, layer, x, n);
   }
   return headLogits(weights, x, n);
 }
 
 /** reset, a 10-token prompt as two padded chunks, three decode steps, then reset and the first chunk again. */
-export function kvDecoderSession(seed = 7): ExampleCall[] {
+export function kvDecoderSession(C: KvDecoderConfig = KV_DECODER_CONFIG, seed = 7): ExampleCall[] {
   const random = new SeededRandom(seed);
   const prompt = Array.from({ length: 10 }, () => random.integer(C.vocab));
   const padding = Array.from({ length: 6 }, () => 0);
