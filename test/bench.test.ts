@@ -68,6 +68,22 @@ describe('etna bench', () => {
     expect(lines.find((l) => l.includes('etna-unshared'))).toContain('state not shared (expected)');
   });
 
+  it('runs Silero VAD imported from ONNX against the original file and the folded graph on onnxruntime', async () => {
+    const silero = await runBenchmarks({ files: [], examples: ['silero-vad'], quick: true, threads: 1, iterations: 5, warmup: 1, progress: false });
+    expect(silero.results.map((r) => r.config)).toEqual(['etna-shared', 'etna-unshared', 'onnxruntime', 'onnxruntime-folded']);
+    for (const r of silero.results) {
+      // Each configuration's 250 streamed probabilities agree with etna-shared's.
+      expect(r.outputsMatch, `${r.config} max error ${r.maxError}`).toBe(true);
+      expect(Object.keys(r.sessionLatency).sort()).toEqual(['reset', 'step']);
+      expect(r.sessionLatency['step']!.p95Ms).toBeGreaterThanOrEqual(r.sessionLatency['step']!.p50Ms);
+    }
+    const shared = silero.results.find((r) => r.config === 'etna-shared')!;
+    expect(shared.stateful).toBe(true);
+    expect(shared.packedWeightBytes).toBeGreaterThan(0);
+    const groups = [...formatSvg(silero).matchAll(/data-config="([^"]+)"/g)].map((m) => m[1]);
+    expect(groups).toEqual(['etna-shared', 'etna-unshared', 'onnxruntime', 'onnxruntime-folded']);
+  }, 120_000);
+
   it('percentiles pick the nearest rank', () => {
     const sorted = Array.from({ length: 20 }, (_, i) => i + 1);
     expect(percentile(sorted, 0.5)).toBe(10);

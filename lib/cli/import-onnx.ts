@@ -20,7 +20,8 @@ export const IMPORT_ONNX_USAGE = `usage: etna import-onnx MODEL.onnx -o OUT.pte 
                         calls; the method then takes only the new part
   --method NAME         name of the method running the graph (default forward)
   --wide-accumulation   compute float32 convolutions and matrix products in float64
-  --no-xnnpack          portable kernels only (the default for now)`;
+  --no-xnnpack          portable kernels only (by default float32 convolutions,
+                        matrix products and the ops around them run on XNNPACK)`;
 
 function splitPair(text: string, separator: string, flag: string): [string, string] {
   const at = text.lastIndexOf(separator);
@@ -96,6 +97,7 @@ export async function runImportOnnx(args: readonly string[]): Promise<number> {
       context,
       method: values.method,
       wideAccumulation: values['wide-accumulation'] === true,
+      xnnpack: values['no-xnnpack'] !== true,
     });
     fs.writeFileSync(values.output, result.bytes);
     const io = (list: { name: string; dtype: string; shape: number[] }[]): string => list.map((t) => `${t.name} ${t.dtype}[${t.shape.join(',')}]`).join(', ') || '-';

@@ -48,6 +48,8 @@ export class LoweringContext {
     private readonly constantPrefix: string,
     /** Run float32 convolutions and matrix products in float64 (more exact; weights stored twice as wide). */
     readonly wideAccumulation = false,
+    /** The program is lowered to XNNPACK: emit float32 products in the forms its partitioner takes, unsplit. */
+    readonly xnnpack = false,
   ) {}
 
   /** A tensor operand for a value; constants become program constants on first use. */

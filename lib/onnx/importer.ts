@@ -7,7 +7,7 @@ import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
 import { TensorValue } from '../export/graph.js';
 import type { MethodBuilder } from '../export/method-builder.js';
-import { ProgramBuilder } from '../export/program-builder.js';
+import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js';
 import type { SharedBuffer } from '../export/graph.js';
 import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
@@ -81,6 +81,12 @@ export interface ImportOnnxOptions {
   wideAccumulation?: boolean;
   /** Names of intermediate ONNX values to return after the graph outputs (for bisecting a mismatch). */
   debugOutputs?: readonly string[];
+  /**
+   * Lowers float32 convolutions, matrix products and the arithmetic around
+   * them to the XNNPACK delegate (default true). With false every op runs on
+   * portable kernels.
+   */
+  xnnpack?: boolean;
 }
 
 export interface ImportedTensorInfo {
@@ -228,7 +234,18 @@ export function readOnnxModel(bytes: Uint8Array): OnnxModel {
   return decodeModel(bytes);
 }
 
+/** An imported model before export: its graph (e.g. to write back as ONNX) and how importOnnx exports it. */
+export interface ImportedOnnxGraph extends Omit<ImportOnnxResult, 'bytes'> {
+  builder: ProgramBuilder;
+  exportOptions: ExportOptions;
+}
+
 export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportOnnxResult {
+  const { builder, exportOptions, ...info } = importOnnxGraph(bytes, options);
+  return { bytes: builder.toPte(exportOptions), ...info };
+}
+
+export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportedOnnxGraph {
   const model = decodeModel(bytes);
   const opset = model.opsets.get('');
   if (opset === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', 'the model imports no default-domain (ai.onnx) opset');
@@ -240,6 +257,8 @@ export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): 
   }
   const graph = model.graph;
   const methodName = options.method ?? 'forward';
+  // Wide accumulation runs in float64, which the delegate does not take.
+  const xnnpack = options.xnnpack !== false && options.wideAccumulation !== true;
   const bind = options.bind ?? {};
   const shapes = options.shapes ?? {};
   const statePairs = options.state ?? [];
@@ -290,7 +309,7 @@ export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): 
   const outputs: ImportedTensorInfo[] = [];
   const stats: RunStats = { folded: 0, lowered: 0 };
   program.method(methodName, (m) => {
-    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true);
+    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack);
     const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
     for (const info of runtimeInputs) {
       const bound = bind[info.name];
@@ -368,7 +387,8 @@ export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): 
     methods.push('get_state');
   }
   return {
-    bytes: program.toPte(),
+    builder: program,
+    exportOptions: { xnnpack },
     methods,
     inputs,
     outputs,

@@ -141,12 +141,21 @@ function where(ctx: LoweringContext, node: NodeView, cond: OnnxValue, x: OnnxVal
   return ctx.emit('aten::where.self_out', [ctx.tensor(cond), ctx.tensor(x), ctx.tensor(y)], dtypeOf(x), shape);
 }
 
+/**
+ * Whether a float32 product of runtime `x` with constant weights (and bias)
+ * goes to the XNNPACK delegate, which sums in order with fused multiply-adds
+ * as ONNX Runtime does; products left on portable kernels are split into blocks.
+ */
+function toDelegate(ctx: LoweringContext, x: OnnxValue, weight: OnnxValue, bias?: OnnxValue): boolean {
+  return ctx.xnnpack && dtypeOf(x) === 'float32' && dtypeOf(weight) === 'float32' && x.kind === 'tensor' && weight.kind === 'const' && (bias === undefined || bias.kind === 'const');
+}
+
 function mm(ctx: LoweringContext, a: OnnxValue, b: OnnxValue): OnnxValue {
   const [m, k] = shapeOf(a) as [number, number];
   const n = shapeOf(b)[1]!;
   const wide = widened(ctx, [a, b], ([wa, wb]) => ctx.emit('aten::mm.out', [ctx.tensor(wa!), ctx.tensor(wb!)], 'float64', [m, n]));
   if (wide !== undefined) return wide;
-  if (k > BLOCK_TERMS && isFloat(dtypeOf(a))) {
+  if (k > BLOCK_TERMS && isFloat(dtypeOf(a)) && !toDelegate(ctx, a, b)) {
     const parts: OnnxValue[] = [];
     for (let s = 0; s < k; s += BLOCK_TERMS) {
       const end = Math.min(k, s + BLOCK_TERMS);
@@ -339,7 +348,23 @@ function conv(node: NodeView): OnnxValue[] {
     { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: groups },
   ], 'float64', outShape));
   if (wideConv !== undefined) return [wideConv];
-  if (groups === 1 && shapeSize(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1)) {
+  if (toDelegate(ctx, x, w, bias)) {
+    if (spatial === 1 && groups === 1 && dilations[0] === 1 && outShape[2]! <= IM2COL_MAX_POSITIONS) {
+      return [im2colConv1d(ctx, node, constantPad(ctx, x, pads, 0), w, bias, strides[0]!, outShape)];
+    }
+    if (spatial === 1) {
+      // The delegate takes 2-D convolutions: a 1-D one is the same with H = 1.
+      const x4 = reshape(ctx, x, [inShape[0]!, inShape[1]!, 1, inShape[2]!]);
+      const w4 = reshape(ctx, w, [wShape[0]!, wShape[1]!, 1, wShape[2]!]);
+      const y4 = ctx.emit('aten::convolution.out', [
+        ctx.tensor(x4), ctx.tensor(w4), bias === undefined ? null : ctx.tensor(bias),
+        { intList: [1, strides[0]!] }, { intList: [0, pads[0]!] }, { intList: [1, dilations[0]!] },
+        { bool: false }, { intList: [0, 0] }, { int: groups },
+      ], 'float32', [outShape[0]!, outShape[1]!, 1, outShape[2]!]);
+      return [reshape(ctx, y4, outShape)];
+    }
+  }
+  if (groups === 1 && shapeSize(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1) && !toDelegate(ctx, x, w, bias)) {
     return [blockedConv(ctx, node, constantPad(ctx, x, pads, 0), w, bias, strides, kernel, outShape)];
   }
   return [ctx.emit('aten::convolution.out', [
@@ -347,6 +372,39 @@ function conv(node: NodeView): OnnxValue[] {
     { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },
     { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: groups },
   ], dtypeOf(x), outShape)];
+}
+
+// ONNX Runtime computes a 1-D convolution as im2col rows (channel-major,
+// tap-minor) times the weights, each sum accumulated in that order from zero,
+// with the bias added afterwards. XNNPACK's own convolution sums taps first
+// and starts from the bias; in recurrent models (Silero's LSTM state) that
+// rounding difference feeds back. For short outputs the importer therefore
+// builds the im2col rows from slices and runs the product as a fully
+// connected layer, which XNNPACK sums in row order from zero.
+const IM2COL_MAX_POSITIONS = 16;
+
+function im2colConv1d(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, stride: number, outShape: readonly number[]): OnnxValue {
+  const [batch, channels] = shapeOf(x) as [number, number, number];
+  const [outChannels, , taps] = shapeOf(w) as [number, number, number];
+  const positions = outShape[2]!;
+  const terms = channels * taps;
+  const rows: OnnxValue[] = [];
+  for (let l = 0; l < positions; l++) {
+    rows.push(reshape(ctx, slice(ctx, x, 2, l * stride, l * stride + taps), [batch, 1, terms]));
+  }
+  // One delegate node joins at most 5 inputs.
+  let level = rows;
+  while (level.length > 1) {
+    const next: OnnxValue[] = [];
+    for (let i = 0; i < level.length; i += 5) next.push(cat(ctx, level.slice(i, i + 5), 1));
+    level = next;
+  }
+  const columns = reshape(ctx, level[0]!, [batch * positions, terms]);
+  const weight = permute(ctx, reshape(ctx, w, [outChannels, terms]), [1, 0]);
+  let y = ctx.emit('aten::mm.out', [ctx.tensor(columns), ctx.tensor(weight)], 'float32', [batch * positions, outChannels]);
+  if (bias !== undefined) y = arith(ctx, node, 'add', y, bias);
+  if (positions === 1) return reshape(ctx, y, outShape);
+  return permute(ctx, reshape(ctx, y, [batch, positions, outChannels]), [0, 2, 1]);
 }
 
 /** float32 -> float64 (constants converted at import), or back. */
@@ -815,7 +873,8 @@ function gemm(node: NodeView): OnnxValue[] {
   const beta = node.float('beta', 1);
   const rows = shapeOf(a)[0]!;
   const cols = shapeOf(b)[1]!;
-  if (c !== undefined && alpha === 1 && beta === 1) {
+  // On the delegate the bias is added after the product (as ONNX Runtime does), not used as the starting sum.
+  if (c !== undefined && alpha === 1 && beta === 1 && !toDelegate(ctx, a, b)) {
     return [ctx.emit('aten::addmm.out', [ctx.tensor(c), ctx.tensor(a), ctx.tensor(b), { double: 1 }, { double: 1 }], dtypeOf(a), [rows, cols])];
   }
   let y = mm(ctx, a, b);
@@ -1126,11 +1185,13 @@ function lstm(node: NodeView): (OnnxValue | undefined)[] {
   for (let d = 0; d < setup.directions; d++) {
     const wT = directionWeight(ctx, node.input(1), d);
     const rT = directionWeight(ctx, node.input(2), d);
-    let projected = mm(ctx, xFlat, wT);
+    const projected = mm(ctx, xFlat, wT);
     const b = node.optional(3);
+    // Added after both products, the order ONNX Runtime uses.
+    let bias: OnnxValue | undefined;
     if (b !== undefined) {
       const row = reshape(ctx, slice(ctx, b, 0, d, d + 1), [8 * hidden]);
-      projected = arith(ctx, node, 'add', projected, arith(ctx, node, 'add', slice(ctx, row, 0, 0, 4 * hidden), slice(ctx, row, 0, 4 * hidden, 8 * hidden)));
+      bias = arith(ctx, node, 'add', slice(ctx, row, 0, 0, 4 * hidden), slice(ctx, row, 0, 4 * hidden, 8 * hidden));
     }
     const initial = (i: number): OnnxValue => {
       const v = node.optional(i);
@@ -1143,7 +1204,8 @@ function lstm(node: NodeView): (OnnxValue | undefined)[] {
     for (let step = 0; step < seq; step++) {
       const t = setup.reverse[d] ? seq - 1 - step : step;
       const xt = slice(ctx, projected, 0, t * batch, (t + 1) * batch);
-      const gates = arith(ctx, node, 'add', xt, mm(ctx, h, rT));
+      let gates = arith(ctx, node, 'add', xt, mm(ctx, h, rT));
+      if (bias !== undefined) gates = arith(ctx, node, 'add', gates, bias);
       const i = unary(ctx, 'aten::sigmoid.out', gate(ctx, gates, 0, hidden));
       const o = unary(ctx, 'aten::sigmoid.out', gate(ctx, gates, 1, hidden));
       const f = unary(ctx, 'aten::sigmoid.out', gate(ctx, gates, 2, hidden));

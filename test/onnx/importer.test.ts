@@ -107,6 +107,57 @@ describe('importOnnx', () => {
     }
   });
 
+  it('runs float32 convolutions and products with constant weights on XNNPACK unless xnnpack is false', async () => {
+    // Conv1d (k3, pad 1, stride 2) -> Relu -> Conv1d (k3, stride 1, as im2col) -> flatten -> Gemm -> Sigmoid.
+    const weights = (n: number, seed: number): number[] => Array.from({ length: n }, (_, i) => Math.sin(i * 0.7 + seed) * 0.3);
+    const model = onnxModel({
+      nodes: [
+        { op: 'Conv', inputs: ['x', 'w1', 'b1'], outputs: ['c1'], ints: { kernel_shape: [3], pads: [1, 1], strides: [2] } },
+        { op: 'Relu', inputs: ['c1'], outputs: ['r1'] },
+        { op: 'Conv', inputs: ['r1', 'w2'], outputs: ['c2'], ints: { kernel_shape: [3] } },
+        { op: 'Flatten', inputs: ['c2'], outputs: ['flat'] },
+        { op: 'Gemm', inputs: ['flat', 'wg', 'bg'], outputs: ['g'], int: { transB: 1 } },
+        { op: 'Sigmoid', inputs: ['g'], outputs: ['y'] },
+      ],
+      inputs: [f32('x', [1, 5, 12])],
+      outputs: [f32('y', [1, 3])],
+      initializers: [
+        { name: 'w1', dims: [6, 5, 3], floats: weights(90, 1) },
+        { name: 'b1', dims: [6], floats: weights(6, 2) },
+        { name: 'w2', dims: [4, 6, 3], floats: weights(72, 3) },
+        { name: 'wg', dims: [3, 16], floats: weights(48, 4) },
+        { name: 'bg', dims: [3], floats: weights(3, 5) },
+      ],
+    });
+    const x = Tensor.float32([1, 5, 12], Array.from({ length: 60 }, (_, i) => Math.cos(i * 0.31)));
+    const outputs: number[][] = [];
+    for (const xnnpack of [true, false]) {
+      const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
+      expect(module.methodMeta('forward').delegates.length > 0).toBe(xnnpack);
+      outputs.push((await values(module, 'forward', [x]))[0]!);
+      await module.dispose();
+    }
+    outputs[0]!.forEach((v, i) => expect(Math.abs(v - outputs[1]![i]!)).toBeLessThan(1e-6));
+
+    // More than 16 output positions: an XNNPACK convolution with H = 1 instead of im2col rows.
+    const long = onnxModel({
+      nodes: [{ op: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], ints: { kernel_shape: [3], pads: [1, 1] } }],
+      inputs: [f32('x', [1, 2, 40])],
+      outputs: [f32('y', [1, 4, 40])],
+      initializers: [{ name: 'w', dims: [4, 2, 3], floats: weights(24, 6) }, { name: 'b', dims: [4], floats: weights(4, 7) }],
+    });
+    const signal = Tensor.float32([1, 2, 40], Array.from({ length: 80 }, (_, i) => Math.sin(i * 0.23)));
+    const [onDelegate, onPortable] = await Promise.all([true, false].map(async (xnnpack) => {
+      const module = await Module.load(importOnnx(long, { xnnpack }).bytes);
+      expect(module.methodMeta('forward').delegates.length > 0).toBe(xnnpack);
+      const [y] = await values(module, 'forward', [signal]);
+      await module.dispose();
+      return y!;
+    }));
+    expect(onDelegate).toHaveLength(160);
+    onDelegate!.forEach((v, i) => expect(Math.abs(v - onPortable![i]!)).toBeLessThan(1e-6));
+  });
+
   it('names the node and op it cannot lower', () => {
     const model = onnxModel({
       nodes: [{ op: 'NonMaxSuppression', inputs: ['x'], outputs: ['y'], name: 'nms_1' }],
@@ -160,8 +211,12 @@ describe('etna import-onnx', () => {
       expect(result.stderr).toBe('');
       expect(result.status).toBe(0);
       expect(result.stdout).toContain('methods: step, reset, get_state');
-      const expected = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step' });
-      expect(new Uint8Array(fs.readFileSync(outPath))).toEqual(expected.bytes);
+      const portable = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step', xnnpack: false });
+      expect(new Uint8Array(fs.readFileSync(outPath))).toEqual(portable.bytes);
+      expect(runCli(['import-onnx', modelPath, '-o', outPath, '--state', 'total:total_next', '--method', 'step']).status).toBe(0);
+      const lowered = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step' });
+      expect(new Uint8Array(fs.readFileSync(outPath))).toEqual(lowered.bytes);
+      expect(lowered.bytes).not.toEqual(portable.bytes);
       const bad = runCli(['import-onnx', modelPath, '-o', outPath, '--state', 'total:nope']);
       expect(bad.status).toBe(1);
       expect(bad.stderr).toContain("no output named 'nope'");

@@ -42,10 +42,24 @@ export interface TestValue {
   shape: number[];
 }
 
+/** A float32 initializer (a weight). */
+export interface TestInitializer {
+  name: string;
+  dims: number[];
+  floats: number[];
+}
+
 export interface TestGraph {
   nodes: TestNode[];
   inputs: TestValue[];
   outputs: TestValue[];
+  initializers?: TestInitializer[];
+}
+
+// TensorProto: dims (1), data_type (2, 1 = float), name (8), raw_data (9, little-endian).
+function initializer(t: TestInitializer): number[] {
+  const raw = new Uint8Array(Float32Array.from(t.floats).buffer);
+  return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, 1), ...text(8, t.name), ...bytesField(9, raw)];
 }
 
 function valueInfo(value: TestValue): number[] {
@@ -75,6 +89,7 @@ function graph(g: TestGraph): number[] {
   return [
     ...g.nodes.flatMap((n) => bytesField(1, node(n))),
     ...text(2, 'test'),
+    ...(g.initializers ?? []).flatMap((t) => bytesField(5, initializer(t))),
     ...g.inputs.flatMap((v) => bytesField(11, valueInfo(v))),
     ...g.outputs.flatMap((v) => bytesField(12, valueInfo(v))),
   ];

@@ -434,6 +434,57 @@ class MethodEmitter {
       case 'dim_order_ops::_to_dim_order_copy.out':
         this.define(a[3]!, 'Cast', [this.name(a[0]!)], [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE[this.dtype(a[3]!)] }]);
         return;
+      case 'aten::index_select.out':
+        this.define(a[3]!, 'Gather', [this.name(a[0]!), this.name(a[2]!)], [{ name: 'axis', kind: 'int', value: this.int(a[1]!) }]);
+        return;
+      case 'aten::clone.out':
+        this.define(a[2]!, 'Identity', [this.name(a[0]!)]);
+        return;
+      case 'aten::full.out': {
+        const out = a[2]!;
+        this.define(out, 'Expand', [this.scalarConstant(this.dtype(out), this.scalar(a[1]!)), this.int64Vector(this.shape(out))]);
+        return;
+      }
+      case 'aten::mean.out': {
+        const rank = this.shape(a[0]!).length;
+        const dims = this.graph.value(a[1]!).kind === 'null' ? [] : this.ints(a[1]!);
+        const axes = dims.length === 0 ? Array.from({ length: rank }, (_, i) => i) : dims.map((d) => (d + rank) % rank);
+        const keep = this.graph.value(a[2]!);
+        this.define(a[4]!, 'ReduceMean', [this.name(a[0]!)], [
+          { name: 'axes', kind: 'ints', value: axes },
+          { name: 'keepdims', kind: 'int', value: keep.kind === 'bool' && keep.value ? 1 : 0 },
+        ]);
+        return;
+      }
+      case 'aten::constant_pad_nd.out': {
+        // ATen lists (begin, end) pairs from the last dim backwards; ONNX wants all begins, then all ends.
+        const pad = this.ints(a[1]!);
+        const rank = this.shape(a[0]!).length;
+        if (pad.some((p) => p < 0)) return unsupported(this.graph.name, 'constant_pad_nd with negative padding');
+        const begins = new Array<number>(rank).fill(0);
+        const ends = new Array<number>(rank).fill(0);
+        for (let k = 0; 2 * k < pad.length; k++) {
+          begins[rank - 1 - k] = pad[2 * k]!;
+          ends[rank - 1 - k] = pad[2 * k + 1] ?? 0;
+        }
+        const out = a[3]!;
+        this.define(out, 'Pad', [this.name(a[0]!), this.int64Vector([...begins, ...ends]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))]);
+        return;
+      }
+      case 'aten::convolution.out': {
+        const transposed = this.graph.value(a[6]!);
+        if (transposed.kind === 'bool' && transposed.value) return unsupported(this.graph.name, 'transposed convolution');
+        const padding = this.ints(a[4]!);
+        const inputs = [this.name(a[0]!), this.name(a[1]!)];
+        if (this.graph.value(a[2]!).kind !== 'null') inputs.push(this.name(a[2]!));
+        this.define(a[9]!, 'Conv', inputs, [
+          { name: 'strides', kind: 'ints', value: this.ints(a[3]!) },
+          { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
+          { name: 'dilations', kind: 'ints', value: this.ints(a[5]!) },
+          { name: 'group', kind: 'int', value: this.int(a[8]!) },
+        ]);
+        return;
+      }
       case 'aten::index_put_.':
       case 'aten::index_put.out': {
         const updated = this.scatterRows(a[0]!, a[1]!, a[2]!);

@@ -217,6 +217,26 @@ class RunBuilder {
         this.emit({ kind: 'slice', offsets: op.offsets, sizes: this.method.tensorNode(op.out).shape, input, output: resultOf(op.out) });
         return;
       }
+      case 'select': {
+        const input = this.operand(op.input);
+        const shape = this.method.tensorNode(op.input).shape;
+        const sizes = shape.map((d, k) => (k === op.dim ? 1 : d));
+        const offsets = shape.map((_, k) => (k === op.dim ? op.index : 0));
+        const picked = this.addValue({ dims: sizes, role: 'internal' });
+        this.emit({ kind: 'slice', offsets, sizes, input, output: picked });
+        this.emit({ kind: 'reshape', newShape: this.method.tensorNode(op.out).shape, input: picked, output: resultOf(op.out) });
+        return;
+      }
+      case 'concatenate': {
+        const inputs = op.inputs.map((index) => this.operand(index));
+        this.emit({ kind: 'concatenate', axis: op.axis, inputs, output: resultOf(op.out) });
+        return;
+      }
+      case 'constantPad': {
+        const input = this.operand(op.input);
+        this.emit({ kind: 'constantPad', before: op.before, after: op.after, value: op.value, input, output: resultOf(op.out) });
+        return;
+      }
       case 'conv2d': {
         const input = this.operandChannelsLast(op.input);
         const weight = this.method.tensorNode(op.weight);

@@ -3,7 +3,7 @@
 // here stays a portable kernel call.
 import type { GraphInstruction, MethodGraph, TensorNode } from '../graph.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
-import type { BinaryCode, ConvolutionGeometry, UnaryCode } from './payload.js';
+import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type UnaryCode } from './payload.js';
 
 /** A tensor operand: a method value, or a number turned into a one-element constant. */
 export type Operand = { readonly value: number } | { readonly scalar: number };
@@ -18,11 +18,17 @@ export type MatchedOp =
   | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly out: number }
   | { readonly kind: 'reshape'; readonly input: number; readonly out: number }
-  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly input: number; readonly out: number };
+  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly input: number; readonly out: number }
+  /** select_copy: a slice one wide along `dim`, then that dim dropped. */
+  | { readonly kind: 'select'; readonly dim: number; readonly index: number; readonly input: number; readonly out: number }
+  | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
+  | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly out: number };
+
+const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad']);
 
 /** Nodes worth a delegate call on their own; data movement alone is not. */
 export function isComputeOp(op: MatchedOp): boolean {
-  return op.kind !== 'weightTranspose' && op.kind !== 'transpose' && op.kind !== 'reshape' && op.kind !== 'slice';
+  return !DATA_MOVEMENT.has(op.kind);
 }
 
 /** Method values the op reads (scalars and absorbed weights excluded). */
@@ -36,6 +42,8 @@ export function operandsRead(op: MatchedOp): number[] {
       return [op.a, op.b].flatMap((operand) => ('value' in operand ? [operand.value] : []));
     case 'conv2d':
       return op.bias === undefined ? [op.input, op.weight] : [op.input, op.weight, op.bias];
+    case 'concatenate':
+      return [...op.inputs];
     default:
       return [op.input];
   }
@@ -99,6 +107,7 @@ const BINARY_CODES: Readonly<Record<string, BinaryCode>> = {
 const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
   sigmoid: NodeUnion.XNNSigmoid,
   tanh: NodeUnion.XNNTanh,
+  sqrt: NodeUnion.XNNSquareRoot,
 };
 
 /**
@@ -133,6 +142,45 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined) return undefined;
       const offsets = m.shape(self).map((_, i) => (i === d ? first : 0));
       return { kind: 'slice', offsets, input: self, out };
+    }
+    case 'select_copy.int_out': {
+      const [self, dim, index, out] = a as [number, number, number, number];
+      const rank = m.float32(self) ? m.shape(self).length : 0;
+      const d = m.int(dim);
+      const i = m.int(index);
+      // A rank-0 result has no delegate shape; it stays portable.
+      if (!allFloat(self, out) || d === undefined || i === undefined || rank < 2 || d < 0 || d >= rank) return undefined;
+      const size = m.shape(self)[d]!;
+      if (i < 0 || i >= size) return undefined;
+      return { kind: 'select', dim: d, index: i, input: self, out };
+    }
+    case 'cat.out': {
+      const [list, dim, out] = a as [number, number, number];
+      const items = method.values[list];
+      const d = m.int(dim);
+      if (items?.kind !== 'tensorList' || d === undefined || !allFloat(out, ...items.items)) return undefined;
+      const rank = m.shape(out).length;
+      const axis = d < 0 ? d + rank : d;
+      // One node joins at most 5 inputs; longer lists stay portable.
+      if (items.items.length < 2 || items.items.length > MAX_CONCATENATE_INPUTS || axis < 0 || axis >= rank) return undefined;
+      if (items.items.some((item) => m.shape(item).length !== rank)) return undefined;
+      return { kind: 'concatenate', axis, inputs: [...items.items], out };
+    }
+    case 'constant_pad_nd.out': {
+      const [self, pad, value, out] = a as [number, number, number, number];
+      const pads = m.intList(pad);
+      const fill = m.number(value);
+      if (!allFloat(self, out) || pads === undefined || fill === undefined || pads.length % 2 !== 0 || pads.some((p) => p < 0)) return undefined;
+      const rank = m.shape(self).length;
+      if (pads.length / 2 > rank) return undefined;
+      const before = new Array<number>(rank).fill(0);
+      const after = new Array<number>(rank).fill(0);
+      // aten lists (before, after) pairs starting from the last dim.
+      for (let k = 0; k < pads.length / 2; k++) {
+        before[rank - 1 - k] = pads[2 * k]!;
+        after[rank - 1 - k] = pads[2 * k + 1]!;
+      }
+      return { kind: 'constantPad', before, after, value: fill, input: self, out };
     }
     case 'mm.out':
     case 'addmm.out': {
@@ -180,6 +228,7 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       return allFloat(self, out) ? { kind: 'relu', input: self, out } : undefined;
     }
     case 'sigmoid.out':
+    case 'sqrt.out':
     case 'tanh.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;

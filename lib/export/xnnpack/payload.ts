@@ -7,6 +7,7 @@ import * as flatbuffers from 'flatbuffers';
 import { EtnaError } from '../../errors.js';
 import {
   Binary,
+  Concatenate,
   ConstantDataOffset,
   Convolution,
   Datatype,
@@ -15,6 +16,7 @@ import {
   Node,
   NodeUnion,
   OutputMinMax,
+  StaticConstantPad,
   StaticReshape,
   StaticSlice,
   StaticTranspose,
@@ -48,7 +50,7 @@ export interface XnnValueSpec {
 }
 
 export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XNNMultiply | NodeUnion.XNNDiv | NodeUnion.XNNBatchMatrixMultiply;
-export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax;
+export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot;
 
 export interface ConvolutionGeometry {
   readonly padding: readonly [number, number];
@@ -67,7 +69,14 @@ export type XnnNodeBody =
   | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'reshape'; readonly newShape: readonly number[]; readonly input: number; readonly output: number }
-  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number };
+  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number }
+  /** 2 to 5 inputs joined along `axis`. */
+  | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly output: number }
+  | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly output: number };
+
+const CONCATENATE_CODES: readonly NodeUnion[] = [NodeUnion.XNNConcatenate2, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate4, NodeUnion.XNNConcatenate5];
+/** The most inputs one Concatenate node takes. */
+export const MAX_CONCATENATE_INPUTS = 5;
 
 export interface XnnNodeSpec {
   readonly body: XnnNodeBody;
@@ -130,6 +139,18 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
       const offsets = StaticSlice.createOffsetsVector(builder, [...body.offsets]);
       const sizes = StaticSlice.createSizesVector(builder, [...body.sizes]);
       return { type: NodeUnion.XNNStaticSlice, table: StaticSlice.createStaticSlice(builder, body.offsets.length, offsets, sizes, body.input, body.output, 0) };
+    }
+    case 'concatenate': {
+      const count = body.inputs.length;
+      if (count < 2 || count > MAX_CONCATENATE_INPUTS) throw new EtnaError('INTERNAL', `xnnpack payload: concatenate of ${count} inputs`);
+      const id = (i: number): number => body.inputs[i] ?? INVALID_VALUE_ID;
+      const table = Concatenate.createConcatenate(builder, body.axis, id(0), id(1), id(2), id(3), body.output, 0, id(4));
+      return { type: CONCATENATE_CODES[count - 2]!, table };
+    }
+    case 'constantPad': {
+      const before = StaticConstantPad.createPrePaddingsVector(builder, [...body.before]);
+      const after = StaticConstantPad.createPostPaddingsVector(builder, [...body.after]);
+      return { type: NodeUnion.XNNStaticConstantPad, table: StaticConstantPad.createStaticConstantPad(builder, before, after, body.value, body.input, body.output, 0) };
     }
   }
 }
