@@ -52,7 +52,10 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
   module->options_ = options;
   const Program& p = *module->program_;
   const size_t count = p.method_count();
-  for (size_t m = 0; m < count; ++m) module->method_names_.push_back(p.method(m).name()->str());
+  for (size_t m = 0; m < count; ++m) {
+    module->method_names_.push_back(p.method(m).name()->str());
+    module->constant_bytes_ += describe_method(p, m).constant_bytes;
+  }
   module->methods_.resize(count);
   module->method_memory_.resize(count);
 
@@ -278,12 +281,12 @@ MemoryReport Module::memory_report() const {
   MemoryReport report;
   report.mode = sharing_ == ArenaSharing::kOn ? "shared" : sharing_ == ArenaSharing::kState ? "state" : "unshared";
   report.reason = reason_;
+  report.constant_bytes = constant_bytes_;
   const Program& p = *program_;
   std::map<const Arena*, size_t> seen;  // arena -> index in report.arenas
   for (size_t m = 0; m < p.method_count(); ++m) {
     const auto sizes = plan_of(p.method(m));
     for (size_t id = 1; id < sizes.size(); ++id) report.unshared_planned_bytes += static_cast<uint64_t>(sizes[id]);
-    report.constant_bytes += describe_method(p, m).constant_bytes;
     const MethodMemory& memory = method_memory_[m];
     for (size_t k = 0; k < memory.arenas.size(); ++k) {
       const Arena* arena = memory.arenas[k].get();

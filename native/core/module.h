@@ -87,6 +87,7 @@ class Module {
   ArenaSharing sharing_ = ArenaSharing::kOff;
   std::string reason_;
   std::vector<std::string> method_names_;
+  uint64_t constant_bytes_ = 0;  // summed over methods once at load; the program does not change
   std::shared_ptr<Arena> shared_activations_;  // mem_id 1 when sharing is kOn
   std::shared_ptr<Arena> shared_state_;        // mem_id 2 when sharing is kOn or kState
   std::map<std::string, std::unique_ptr<BackendModuleContext>> backend_contexts_;
