@@ -2,7 +2,7 @@
 // and output safety.
 import { expect, it } from 'vitest';
 
-import { EtnaError, Module, Tensor } from '../lib/index.js';
+import { EtnaError, Module, Program, Tensor } from '../lib/index.js';
 import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
 
 function f32(shape: number[], values: number[]): Tensor {
@@ -60,6 +60,15 @@ describeWithTestdata('Module on the real programs', () => {
       expect(report.plannedBytes).toBe(shareMemoryArenas === true ? 48 : 96);
       await m.dispose();
     }
+  });
+
+  it('reports the constant bytes its methods read, as inspect counts them', async () => {
+    const path = testdataPath('et_model_constant_buffer.pte');
+    const perMethod = Program.load(path).describe().methods.map((method) => method.constantBytes);
+    const m = await Module.load(path);
+    expect(m.memoryReport().constantBytes).toBeGreaterThan(0);
+    expect(m.memoryReport().constantBytes).toBe(perMethod.reduce((a, b) => a + b, 0));
+    await m.dispose();
   });
 
   it('keeps earlier outputs intact when the next call reuses the shared arena', async () => {
