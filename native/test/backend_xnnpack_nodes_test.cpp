@@ -3,6 +3,8 @@
 // the quantized paths the linked XNNPACK runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "backend_test_support.h"
 
 namespace etna::test {
@@ -146,6 +148,41 @@ TEST(XnnpackNodes, PReluPerChannelAndBroadcastSlope) {
   }
   EXPECT_TRUE(close_to(r[0], e3));
   EXPECT_TRUE(close_to(r[1], e1));
+}
+
+// Every permutation of a 4-D tensor whose dims are not multiples of the
+// transpose kernel's tile, against index arithmetic done here.
+TEST(XnnpackNodes, TransposeEveryPermutation) {
+  const std::vector<size_t> dims = {3, 5, 17, 19};
+  const size_t count = 3 * 5 * 17 * 19;
+  std::vector<float> x(count);
+  for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i);
+  std::vector<uint32_t> perm = {0, 1, 2, 3};
+  do {
+    PayloadBuilder b;
+    std::vector<uint32_t> out_dims;
+    for (uint32_t p : perm) out_dims.push_back(static_cast<uint32_t>(dims[p]));
+    const uint32_t in = b.input({3, 5, 17, 19}, 0);
+    const uint32_t out = b.output(out_dims, 1);
+    b.transpose(perm, in, out);
+    auto r = run_graph(b, {{{3, 5, 17, 19}, x}}, {{std::vector<int64_t>(out_dims.begin(), out_dims.end())}});
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].size(), count);
+    // Walk the output in order; the input index follows from the permutation.
+    const size_t in_strides[4] = {5 * 17 * 19, 17 * 19, 19, 1};
+    size_t index[4] = {};
+    bool same = true;
+    for (size_t k = 0; k < count && same; ++k) {
+      size_t source = 0;
+      for (size_t d = 0; d < 4; ++d) source += index[d] * in_strides[perm[d]];
+      same = r[0][k] == x[source];
+      for (size_t d = 4; d-- > 0;) {
+        if (++index[d] < static_cast<size_t>(out_dims[d])) break;
+        index[d] = 0;
+      }
+    }
+    EXPECT_TRUE(same) << "perm " << perm[0] << perm[1] << perm[2] << perm[3];
+  } while (std::next_permutation(perm.begin(), perm.end()));
 }
 
 TEST(XnnpackNodes, ConstantPadAndBilinearResize) {

@@ -1,5 +1,6 @@
 #include "backends/xnnpack/own_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -15,21 +16,48 @@ void contiguous_strides(const Shape& shape, size_t* strides) {
   }
 }
 
+// Moves 2-D tiles: rows along the output dim whose input stride is smallest
+// (the input's contiguous dim), columns along the output's innermost dim, so
+// reads and writes both stay within a few cache lines per tile.
 template <typename Element>
 void transpose_elements(const Element* input, Element* output, const Shape& out_shape,
                         const size_t* in_strides_by_out) {
-  // Odometer over the output; the innermost output dim walks the input with one stride.
+  constexpr size_t kTile = 16;
   const size_t rank = out_shape.rank;
-  const size_t inner = out_shape.dims[rank - 1];
-  const size_t inner_stride = in_strides_by_out[rank - 1];
-  size_t index[kMaxRank] = {};
-  size_t outer = out_shape.numel() / inner;
-  for (size_t row = 0; row < outer; ++row) {
+  size_t out_strides[kMaxRank];
+  contiguous_strides(out_shape, out_strides);
+  size_t row_dim = 0;
+  for (size_t d = 1; d + 1 < rank; ++d) {
+    if (in_strides_by_out[d] < in_strides_by_out[row_dim]) row_dim = d;
+  }
+  const size_t rows = out_shape.dims[row_dim];
+  const size_t cols = out_shape.dims[rank - 1];
+  const size_t row_in = in_strides_by_out[row_dim];
+  const size_t col_in = in_strides_by_out[rank - 1];
+  const size_t row_out = out_strides[row_dim];
+  size_t index[kMaxRank] = {};  // odometer over the dims other than row_dim and the innermost
+  const size_t blocks = out_shape.numel() / (rows * cols);
+  for (size_t block = 0; block < blocks; ++block) {
     size_t source = 0;
-    for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides_by_out[d];
-    for (size_t i = 0; i < inner; ++i) output[i] = input[source + i * inner_stride];
-    output += inner;
+    size_t target = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      if (d == row_dim) continue;
+      source += index[d] * in_strides_by_out[d];
+      target += index[d] * out_strides[d];
+    }
+    for (size_t r0 = 0; r0 < rows; r0 += kTile) {
+      const size_t r1 = std::min(rows, r0 + kTile);
+      for (size_t c0 = 0; c0 < cols; c0 += kTile) {
+        const size_t c1 = std::min(cols, c0 + kTile);
+        for (size_t i = r0; i < r1; ++i) {
+          Element* out_row = output + target + i * row_out;
+          const Element* in_row = input + source + i * row_in;
+          for (size_t j = c0; j < c1; ++j) out_row[j] = in_row[j * col_in];
+        }
+      }
+    }
     for (size_t d = rank - 1; d-- > 0;) {
+      if (d == row_dim) continue;
       if (++index[d] < out_shape.dims[d]) break;
       index[d] = 0;
     }
