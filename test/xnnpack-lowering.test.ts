@@ -6,7 +6,7 @@ import * as flatbuffers from 'flatbuffers';
 import { describe, expect, it } from 'vitest';
 
 import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, type ExportResult } from '../lib/export/index.js';
-import { Graph, NodeUnion, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
+import { Binary, Graph, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
 
 function randomValues(count: number, seed: number, scale = 1): Float32Array {
@@ -82,6 +82,20 @@ function buildDataMovementProgram(): ProgramBuilder {
   return program;
 }
 
+// Attention over a [context, heads, headDim] cache: keys permuted to [heads, headDim, context] feed bmm.
+function buildAttentionProgram(): ProgramBuilder {
+  const program = new ProgramBuilder();
+  const w = program.constant('w', 'float32', [6, 8], randomValues(48, 21, 0.3));
+  program.method('forward', (m) => {
+    const queries = m.input('q', 'float32', [4, 3, 8]);
+    const cache = m.input('cache', 'float32', [20, 4, 8]);
+    const probabilities = m.softmax(m.matmul(queries, m.permute(cache, [1, 2, 0])), -1); // [4, 3, 20]
+    const context = m.matmul(probabilities, m.permute(cache, [1, 0, 2])); // [4, 3, 8]
+    m.output(m.linear(context, w));
+  });
+  return program;
+}
+
 async function runBoth(build: () => ProgramBuilder, inputs: Tensor[]): Promise<{ lowered: ExportResult; worst: number }> {
   const portable = await Module.load(build().toPte());
   const lowered = build().export({ xnnpack: true });
@@ -148,6 +162,22 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     for (const type of [NodeUnion.XNNStaticConstantPad, NodeUnion.XNNStaticSlice, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate2, NodeUnion.XNNSquareRoot, NodeUnion.XNNFullyConnected]) {
       expect(types, NodeUnion[type]).toContain(type);
     }
+  });
+
+  it('bmm reading a permute that moves the innermost dim takes a row-copied operand with transposed B', async () => {
+    const inputs = [Tensor.float32([4, 3, 8], randomValues(96, 22)), Tensor.float32([20, 4, 8], randomValues(640, 23))];
+    const { lowered, worst } = await runBoth(buildAttentionProgram, inputs);
+    expect(worst).toBeLessThan(1e-5);
+    const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
+    const nodes = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!);
+    const perms = nodes.filter((n) => n.nodeType() === NodeUnion.XNNStaticTranspose).map((n) => Array.from((n.node(new StaticTranspose()) as StaticTranspose).permArray()!));
+    // Both permutes now keep the cache's innermost dim innermost.
+    expect(perms).toEqual([
+      [1, 0, 2],
+      [1, 0, 2],
+    ]);
+    const flags = nodes.filter((n) => n.nodeType() === NodeUnion.XNNBatchMatrixMultiply).map((n) => (n.node(new Binary()) as Binary).flags());
+    expect(flags).toEqual([1, 0]);
   });
 
   for (const name of EXAMPLE_NAMES) {

@@ -11,6 +11,7 @@ import type { LoweringContext, LoweringPass } from '../lowering.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Operand } from './partition.js';
 import {
+  BATCH_MATMUL_TRANSPOSE_B,
   INVALID_VALUE_ID,
   serializeXnnPayload,
   TRANSPOSE_WEIGHTS_FLAG,
@@ -170,6 +171,21 @@ class RunBuilder {
     const id = this.defineChannelsLast(index);
     this.emit({ kind: 'transpose', perm: NCHW_TO_NHWC, input: source, output: id });
     return id;
+  }
+
+  /**
+   * bmm(a, permute(x, perm)) as bmm(a, permute(x, perm')) with the second
+   * operand transposed, perm' being perm with its last two entries swapped:
+   * when perm' keeps x's innermost dim innermost, the copy moves whole rows
+   * instead of gathering single elements.
+   */
+  addTransposedBatchMatmul(op: Extract<MatchedOp, { kind: 'binary' }>, transpose: Extract<MatchedOp, { kind: 'transpose' }>): void {
+    const r = transpose.perm.length;
+    const swapLast = <T>(list: readonly T[]): T[] => [...list.slice(0, r - 2), list[r - 1]!, list[r - 2]!];
+    const rows = this.addValue({ dims: swapLast(this.method.tensorNode(transpose.out).shape), role: 'internal' });
+    this.emit({ kind: 'transpose', perm: swapLast(transpose.perm), input: this.operand(transpose.input), output: rows });
+    const input1 = this.scalarOperand(op.a);
+    this.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1, input2: rows, output: this.define(op.out), flags: BATCH_MATMUL_TRANSPOSE_B });
   }
 
   private scalarOperand(operand: Operand): number {
@@ -365,6 +381,22 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       producerStep.set(producedValue(op), step);
     }
 
+    // A transpose whose only reader is a bmm's second operand folds into it when that turns an element gather into row copies.
+    const transposedB = new Map<number, number>(); // bmm step -> transpose step
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      if (op.kind !== 'binary' || op.code !== NodeUnion.XNNBatchMatrixMultiply || !('value' in op.b) || ('value' in op.a && op.a.value === op.b.value)) continue;
+      const producer = producerStep.get(op.b.value);
+      const transpose = producer === undefined ? undefined : matches[producer];
+      if (transpose?.kind !== 'transpose' || skipped.has(producer!) || fused.has(producer!)) continue;
+      const r = transpose.perm.length;
+      const onlyReader = (readers.get(op.b.value) ?? []).length === 1 && !methodOutputs.has(op.b.value);
+      if (onlyReader && r >= 3 && transpose.perm[r - 2] === r - 1) {
+        transposedB.set(step, producer!);
+        skipped.add(producer!);
+      }
+    }
+
     const runOutputs = new Set<number>();
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
@@ -381,6 +413,11 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       if (op.kind === 'weightTranspose') rewritten.push(instructions[step]!);
       if (skipped.has(step)) continue;
       currentStep = step;
+      const folded = transposedB.get(step);
+      if (folded !== undefined) {
+        builder.addTransposedBatchMatmul(op as Extract<MatchedOp, { kind: 'binary' }>, matches[folded] as Extract<MatchedOp, { kind: 'transpose' }>);
+        continue;
+      }
       const fusedOut = fused.get(step);
       builder.add(op, fusedOut, fusedOut === undefined ? undefined : [0, Infinity]);
     }

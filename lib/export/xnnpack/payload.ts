@@ -63,7 +63,8 @@ export interface ConvolutionGeometry {
 }
 
 export type XnnNodeBody =
-  | { readonly kind: 'binary'; readonly code: BinaryCode; readonly input1: number; readonly input2: number; readonly output: number }
+  /** BatchMatrixMultiply takes BATCH_MATMUL_TRANSPOSE_B in `flags`: input2 is [..., n, k]. */
+  | { readonly kind: 'binary'; readonly code: BinaryCode; readonly input1: number; readonly input2: number; readonly output: number; readonly flags?: number }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly output: number }
   | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number; readonly flags: number }
   | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
@@ -75,6 +76,8 @@ export type XnnNodeBody =
   | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly output: number };
 
 const CONCATENATE_CODES: readonly NodeUnion[] = [NodeUnion.XNNConcatenate2, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate4, NodeUnion.XNNConcatenate5];
+/** BatchMatrixMultiply flag: the second operand is stored transposed. */
+export const BATCH_MATMUL_TRANSPOSE_B = 0x1;
 /** The most inputs one Concatenate node takes. */
 export const MAX_CONCATENATE_INPUTS = 5;
 
@@ -105,7 +108,7 @@ function checkDims(dims: readonly number[], what: string): readonly number[] {
 function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type: NodeUnion; table: flatbuffers.Offset } {
   switch (body.kind) {
     case 'binary':
-      return { type: body.code, table: Binary.createBinary(builder, body.input1, body.input2, body.output, 0) };
+      return { type: body.code, table: Binary.createBinary(builder, body.input1, body.input2, body.output, body.flags ?? 0) };
     case 'unary':
       return { type: body.code, table: Unary.createUnary(builder, body.input, body.output, 0) };
     case 'fullyConnected':
