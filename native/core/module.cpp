@@ -54,7 +54,7 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
   const size_t count = p.method_count();
   for (size_t m = 0; m < count; ++m) {
     module->method_names_.push_back(p.method(m).name()->str());
-    module->constant_bytes_ += describe_method(p, m).constant_bytes;
+    module->constant_bytes_ += method_constant_bytes(p, m);
   }
   module->methods_.resize(count);
   module->method_memory_.resize(count);

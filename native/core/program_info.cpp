@@ -119,13 +119,19 @@ MethodInfo describe_method(const Program& program, size_t method_index) {
   std::stable_sort(info.state.begin(), info.state.end(),
                    [](const StateTensorInfo& a, const StateTensorInfo& b) { return a.offset < b.offset; });
 
+  info.constant_bytes = method_constant_bytes(program, method_index);
+  return info;
+}
+
+uint64_t method_constant_bytes(const Program& program, size_t method_index) {
   std::set<uint32_t> constants;
-  for (const fb::EValue* value : *plan.values()) {
+  uint64_t bytes = 0;
+  for (const fb::EValue* value : *program.method(method_index).values()) {
     const fb::Tensor* tensor = value->val_as_Tensor();
     if (!tensor || tensor->allocation_info() || tensor->data_buffer_idx() == 0) continue;
-    if (constants.insert(tensor->data_buffer_idx()).second) info.constant_bytes += tensor_nbytes(*tensor).value_or(0);
+    if (constants.insert(tensor->data_buffer_idx()).second) bytes += tensor_nbytes(*tensor).value_or(0);
   }
-  return info;
+  return bytes;
 }
 
 ProgramInfo describe_program(const Program& program) {

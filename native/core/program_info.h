@@ -67,6 +67,8 @@ struct ProgramInfo {
 
 ValueInfo describe_value(const fb::ExecutionPlan& plan, int32_t index);
 MethodInfo describe_method(const Program& program, size_t method_index);
+// Bytes of the distinct constant buffers a method reads (MethodInfo::constant_bytes).
+uint64_t method_constant_bytes(const Program& program, size_t method_index);
 ProgramInfo describe_program(const Program& program);
 
 }  // namespace etna
