@@ -277,12 +277,18 @@ std::vector<size_t> to_sizes(const flatbuffers::Vector<T>* list) {
   return out;
 }
 
+// Convolution and pooling tables share the padding field names.
 template <typename Table>
-void read_convolution(const Table& t, Node& node) {
+void read_padding(const Table& t, Node& node) {
   node.padding_top = t.padding_top();
   node.padding_right = t.padding_right();
   node.padding_bottom = t.padding_bottom();
   node.padding_left = t.padding_left();
+}
+
+template <typename Table>
+void read_convolution(const Table& t, Node& node) {
+  read_padding(t, node);
   node.kernel_height = t.kernel_height();
   node.kernel_width = t.kernel_width();
   node.stride_height = t.subsampling_height();
@@ -294,6 +300,14 @@ void read_convolution(const Table& t, Node& node) {
   node.groups = t.groups();
   node.adjustment_height = t.adjustment_height();
   node.adjustment_width = t.adjustment_width();
+}
+
+// Padding and window of a pooling node (Pooling2d or ArgMaxPooling2d).
+template <typename Table>
+void read_pooling_window(const Table& t, Node& node) {
+  read_padding(t, node);
+  node.kernel_height = t.pooling_height();
+  node.kernel_width = t.pooling_width();
 }
 
 Status read_node(const fbx::Node& serialized, NodeReader& reader, Node& node) {
@@ -365,12 +379,7 @@ Status read_node(const fbx::Node& serialized, NodeReader& reader, Node& node) {
     case NodeType::kAvgPooling2d:
     case NodeType::kMaxPooling2d: {
       const auto& t = *static_cast<const fbx::Pooling2d*>(table);
-      node.padding_top = t.padding_top();
-      node.padding_right = t.padding_right();
-      node.padding_bottom = t.padding_bottom();
-      node.padding_left = t.padding_left();
-      node.kernel_height = t.pooling_height();
-      node.kernel_width = t.pooling_width();
+      read_pooling_window(t, node);
       node.stride_height = t.stride_height();
       node.stride_width = t.stride_width();
       node.dilation_height = t.dilation_height();
@@ -382,12 +391,7 @@ Status read_node(const fbx::Node& serialized, NodeReader& reader, Node& node) {
     }
     case NodeType::kArgMaxPooling2d: {
       const auto& t = *static_cast<const fbx::ArgMaxPooling2d*>(table);
-      node.padding_top = t.padding_top();
-      node.padding_right = t.padding_right();
-      node.padding_bottom = t.padding_bottom();
-      node.padding_left = t.padding_left();
-      node.kernel_height = t.pooling_height();
-      node.kernel_width = t.pooling_width();
+      read_pooling_window(t, node);
       ETNA_TRY(reader.input(t.input_id(), "input_id"));
       ETNA_TRY(reader.output(t.output_value_id(), "output_value_id"));
       ETNA_TRY(reader.output(t.output_index_id(), "output_index_id"));
