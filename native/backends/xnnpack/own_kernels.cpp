@@ -165,8 +165,8 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   }
 }
 
-// c[i, j] for rows [i0, i0 + rows) of one batch, b stored [n, k]: dot products
-// of rows. Four columns at a time give four independent sums; each is still
+// One batch, b stored [n, k]: c[i, j] is the dot product of rows i of a and j
+// of b. Four columns at a time give four independent sums; each is still
 // accumulated in order over k, so results do not depend on the blocking.
 void matmul_transposed_b(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
   for (size_t i = 0; i < m; ++i) {
