@@ -37,7 +37,6 @@ export interface KvDecoderConfig {
   readonly layers: number;
   readonly modelDim: number;
   readonly heads: number;
-  readonly headDim: number;
   readonly feedForwardDim: number;
   readonly context: number;
   readonly vocab: number;
@@ -52,7 +51,6 @@ export const KV_DECODER_CONFIG: KvDecoderConfig = {
   layers: 2,
   modelDim: 128,
   heads: 4,
-  headDim: 32,
   feedForwardDim: 512,
   context: 1024,
   vocab: 512,
@@ -69,12 +67,16 @@ export const KV_DECODER_CONFIG: KvDecoderConfig = {
 export const KV_DECODER_LARGE_CONFIG: KvDecoderConfig = {
   ...KV_DECODER_CONFIG,
   modelDim: 256,
-  headDim: 64,
   feedForwardDim: 1024,
   context: 1024,
   vocab: 1024,
   seed: 0x6c61_7267,
 };
+
+/** Each head attends over its own modelDim / heads slice of the model width. */
+function headDim(config: KvDecoderConfig): number {
+  return config.modelDim / config.heads;
+}
 
 export interface KvDecoderLayerWeights {
   readonly norm1: NormWeights;
@@ -192,12 +194,12 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
       const v = m.linear(h, layer.value.weight, layer.value.bias);
       m.indexPutInPlace(layer.keyCache, [positions], k);
       m.indexPutInPlace(layer.valueCache, [positions], v);
-      const scaled = m.mul(q, 1 / Math.sqrt(C.headDim));
-      const queries = m.permute(m.reshape(scaled, [length, C.heads, C.headDim]), [1, 0, 2]); // [H, T, Dh]
-      const keys = m.permute(m.reshape(layer.keyCache, [C.context, C.heads, C.headDim]), [1, 2, 0]); // [H, Dh, context]
+      const scaled = m.mul(q, 1 / Math.sqrt(headDim(C)));
+      const queries = m.permute(m.reshape(scaled, [length, C.heads, headDim(C)]), [1, 0, 2]); // [H, T, Dh]
+      const keys = m.permute(m.reshape(layer.keyCache, [C.context, C.heads, headDim(C)]), [1, 2, 0]); // [H, Dh, context]
       const scores = m.add(m.matmul(queries, keys), mask); // [H, T, context]
       const probabilities = m.softmax(scores, -1);
-      const values = m.permute(m.reshape(layer.valueCache, [C.context, C.heads, C.headDim]), [1, 0, 2]); // [H, context, Dh]
+      const values = m.permute(m.reshape(layer.valueCache, [C.context, C.heads, headDim(C)]), [1, 0, 2]); // [H, context, Dh]
       const context = m.reshape(m.permute(m.matmul(probabilities, values), [1, 0, 2]), [length, d]);
       x = m.add(x, m.linear(context, layer.attentionOut.weight, layer.attentionOut.bias));
       const h2 = m.layerNorm(x, [d], layer.norm2.weight, layer.norm2.bias, C.normEps);
@@ -326,7 +328,7 @@ export class KvDecoderReference implements ExampleReference {
     const x = embedRows(this.weights, tokens, positions);
     this.weights.layers.forEach((layer, l) => {
       const h = layerNormRows(x, rows, d, layer.norm1, C.normEps);
-      const q = map(linearRows(h, rows, layer.query), (v) => v * (1 / Math.sqrt(C.headDim)));
+      const q = map(linearRows(h, rows, layer.query), (v) => v * (1 / Math.sqrt(headDim(C))));
       const k = linearRows(h, rows, layer.key);
       const v = linearRows(h, rows, layer.value);
       const keyCache = this.keyCaches[l]!;
@@ -340,14 +342,14 @@ export class KvDecoderReference implements ExampleReference {
       for (let t = 0; t < rows; t++) {
         const maskRow = positions[t]! * C.context;
         for (let head = 0; head < C.heads; head++) {
-          const offset = head * C.headDim;
+          const offset = head * headDim(C);
           for (let c = 0; c < C.context; c++) {
             let dot = 0;
-            for (let i = 0; i < C.headDim; i++) dot += q[t * d + offset + i]! * keyCache[c * d + offset + i]!;
+            for (let i = 0; i < headDim(C); i++) dot += q[t * d + offset + i]! * keyCache[c * d + offset + i]!;
             scores[c] = Math.fround(dot) + this.mask[maskRow + c]!;
           }
           softmaxInPlace(scores);
-          for (let i = 0; i < C.headDim; i++) {
+          for (let i = 0; i < headDim(C); i++) {
             let sum = 0;
             for (let c = 0; c < C.context; c++) sum += scores[c]! * valueCache[c * d + offset + i]!;
             context[t * d + offset + i] = sum;
@@ -382,18 +384,18 @@ export function kvDecoderFullSequence(weights: KvDecoderWeights, tokens: readonl
     const k = linearRows(h, n, layer.key);
     const v = linearRows(h, n, layer.value);
     const context = new Float32Array(n * d);
-    const scale = 1 / Math.sqrt(C.headDim);
+    const scale = 1 / Math.sqrt(headDim(C));
     for (let head = 0; head < C.heads; head++) {
-      const offset = head * C.headDim;
+      const offset = head * headDim(C);
       for (let i = 0; i < n; i++) {
         const weightsRow = new Float32Array(i + 1);
         for (let j = 0; j <= i; j++) {
           let dot = 0;
-          for (let e = 0; e < C.headDim; e++) dot += Math.fround(q[i * d + offset + e]! * scale) * k[j * d + offset + e]!;
+          for (let e = 0; e < headDim(C); e++) dot += Math.fround(q[i * d + offset + e]! * scale) * k[j * d + offset + e]!;
           weightsRow[j] = dot;
         }
         softmaxInPlace(weightsRow);
-        for (let e = 0; e < C.headDim; e++) {
+        for (let e = 0; e < headDim(C); e++) {
           let sum = 0;
           for (let j = 0; j <= i; j++) sum += weightsRow[j]! * v[j * d + offset + e]!;
           context[i * d + offset + e] = sum;
