@@ -45,3 +45,19 @@ export function normalizeDim(op: string, dim: number, rank: number, what = 'dim'
 export function alignUp(value: number, alignment: number): number {
   return Math.ceil(value / alignment) * alignment;
 }
+
+/**
+ * constant_pad_nd's `pad` list, (before, after) pairs starting from the last
+ * dim, as per-dim counts. Undefined when the list is odd, negative or longer
+ * than the rank allows.
+ */
+export function padsByDim(pad: readonly number[], rank: number): { before: number[]; after: number[] } | undefined {
+  if (pad.length % 2 !== 0 || pad.length / 2 > rank || pad.some((p) => p < 0)) return undefined;
+  const before = new Array<number>(rank).fill(0);
+  const after = new Array<number>(rank).fill(0);
+  for (let k = 0; k < pad.length / 2; k++) {
+    before[rank - 1 - k] = pad[2 * k]!;
+    after[rank - 1 - k] = pad[2 * k + 1]!;
+  }
+  return { before, after };
+}

@@ -4,6 +4,7 @@
 // folded instead of lowered wherever the result is needed as an argument.
 import type { DType } from '../export/dtype.js';
 import type { KernelArgument } from '../export/method-builder.js';
+import { MAX_CONCATENATE_INPUTS } from '../export/xnnpack/payload.js';
 import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
 import { broadcastShape, concatConst, normalizeAxis, reshapeConst, sliceConst } from './fold.js';
@@ -392,11 +393,11 @@ function im2colConv1d(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: Onn
   for (let l = 0; l < positions; l++) {
     rows.push(reshape(ctx, slice(ctx, x, 2, l * stride, l * stride + taps), [batch, 1, terms]));
   }
-  // One delegate node joins at most 5 inputs.
+  // One delegate node joins a bounded number of inputs.
   let level = rows;
   while (level.length > 1) {
     const next: OnnxValue[] = [];
-    for (let i = 0; i < level.length; i += 5) next.push(cat(ctx, level.slice(i, i + 5), 1));
+    for (let i = 0; i < level.length; i += MAX_CONCATENATE_INPUTS) next.push(cat(ctx, level.slice(i, i + MAX_CONCATENATE_INPUTS), 1));
     level = next;
   }
   const columns = reshape(ctx, level[0]!, [batch * positions, terms]);

@@ -7,6 +7,7 @@ import { EtnaError } from '../../errors.js';
 import type { DType } from '../dtype.js';
 import type { ConstantTensor, GraphInstruction, MethodGraph, ProgramGraph, SharedBuffer } from '../graph.js';
 import type { ProgramBuilder } from '../program-builder.js';
+import { padsByDim } from '../shape.js';
 import { ProtoWriter } from './protobuf.js';
 
 /** ONNX TensorProto.DataType codes. */
@@ -457,18 +458,11 @@ class MethodEmitter {
         return;
       }
       case 'aten::constant_pad_nd.out': {
-        // ATen lists (begin, end) pairs from the last dim backwards; ONNX wants all begins, then all ends.
-        const pad = this.ints(a[1]!);
-        const rank = this.shape(a[0]!).length;
-        if (pad.some((p) => p < 0)) return unsupported(this.graph.name, 'constant_pad_nd with negative padding');
-        const begins = new Array<number>(rank).fill(0);
-        const ends = new Array<number>(rank).fill(0);
-        for (let k = 0; 2 * k < pad.length; k++) {
-          begins[rank - 1 - k] = pad[2 * k]!;
-          ends[rank - 1 - k] = pad[2 * k + 1] ?? 0;
-        }
+        // ONNX wants all begins, then all ends.
+        const pads = padsByDim(this.ints(a[1]!), this.shape(a[0]!).length);
+        if (pads === undefined) return unsupported(this.graph.name, 'constant_pad_nd with negative or malformed padding');
         const out = a[3]!;
-        this.define(out, 'Pad', [this.name(a[0]!), this.int64Vector([...begins, ...ends]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))]);
+        this.define(out, 'Pad', [this.name(a[0]!), this.int64Vector([...pads.before, ...pads.after]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))]);
         return;
       }
       case 'aten::convolution.out': {

@@ -2,6 +2,7 @@
 // describes each as a delegate node over method values. Anything not matched
 // here stays a portable kernel call.
 import type { GraphInstruction, MethodGraph, TensorNode } from '../graph.js';
+import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type UnaryCode } from './payload.js';
 
@@ -170,17 +171,9 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const [self, pad, value, out] = a as [number, number, number, number];
       const pads = m.intList(pad);
       const fill = m.number(value);
-      if (!allFloat(self, out) || pads === undefined || fill === undefined || pads.length % 2 !== 0 || pads.some((p) => p < 0)) return undefined;
-      const rank = m.shape(self).length;
-      if (pads.length / 2 > rank) return undefined;
-      const before = new Array<number>(rank).fill(0);
-      const after = new Array<number>(rank).fill(0);
-      // aten lists (before, after) pairs starting from the last dim.
-      for (let k = 0; k < pads.length / 2; k++) {
-        before[rank - 1 - k] = pads[2 * k]!;
-        after[rank - 1 - k] = pads[2 * k + 1]!;
-      }
-      return { kind: 'constantPad', before, after, value: fill, input: self, out };
+      if (!allFloat(self, out) || pads === undefined || fill === undefined) return undefined;
+      const byDim = padsByDim(pads, m.shape(self).length);
+      return byDim === undefined ? undefined : { kind: 'constantPad', ...byDim, value: fill, input: self, out };
     }
     case 'mm.out':
     case 'addmm.out': {
