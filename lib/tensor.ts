@@ -204,12 +204,10 @@ export function tensorOver<D extends DType>(dtype: D, shape: readonly number[], 
   return new Tensor(dtype, shape, new DTYPES[dtype].array(buffer, byteOffset, numel(shape)));
 }
 
-/** A tensor in etna's own field names. */
-export interface TensorFields<D extends DType = DType> {
-  readonly dtype: D;
-  readonly shape: readonly number[];
-  readonly data: TensorData<D>;
-}
+/** A tensor in etna's own field names; `data` must match `dtype` (one member per dtype). */
+export type TensorFields<D extends DType = DType> = {
+  [K in D]: { readonly dtype: K; readonly shape: readonly number[]; readonly data: TensorData<K> };
+}[D];
 
 /** An onnxruntime tensor (`new ort.Tensor(type, data, dims)`) read through its public fields. */
 export interface OnnxruntimeTensorLike {

@@ -68,6 +68,8 @@ export async function misuse(module: Module, unknownDType: Tensor): Promise<void
   const wrongArray: BigInt64Array = Tensor.float32([1], [1]).data;
   // @ts-expect-error an int64 tensor's data is a BigInt64Array
   new Tensor('int64', [1], new Float64Array(1));
+  // @ts-expect-error a plain tensor's data must match its dtype
+  await module.execute('forward', [{ dtype: 'int64', shape: [1], data: new Float32Array(1) }]);
   // @ts-expect-error feeds are keyed by input name
   await module.run('forward', Tensor.float32([1], [1]));
   // @ts-expect-error before narrowing, an element is number | bigint
