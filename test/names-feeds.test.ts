@@ -83,7 +83,7 @@ describe('names in authored programs', () => {
     await module.dispose();
   });
 
-  it('unnamed outputs are output_<i>, written as a tuple', async () => {
+  it('unnamed outputs are output_<i>, beside named ones', async () => {
     const program = new ProgramBuilder();
     program.method('twice', (m) => {
       const x = m.input('x', 'float32', [2]);
