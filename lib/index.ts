@@ -4,14 +4,27 @@ export {
   Module,
   type ArenaReport,
   type ExecuteOptions,
+  type Feeds,
   type InputValue,
   type MemoryReport,
   type ModuleOptions,
+  type NamedValues,
+  type RunOptions,
   type ShareMemoryArenas,
   type TensorLike,
   type Value,
 } from './module.js';
-export { Tensor, elementSize, type DType, type TensorData } from './tensor.js';
+export {
+  Tensor,
+  elementSize,
+  toTensor,
+  type DType,
+  type OnnxruntimeTensorLike,
+  type TensorData,
+  type TensorDataTypes,
+  type TensorFields,
+  type TensorSource,
+} from './tensor.js';
 export type {
   ExtendedHeaderDescription,
   MethodDescription,

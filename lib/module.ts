@@ -2,7 +2,8 @@ import { EtnaError, toEtnaError } from './errors.js';
 import { native, type NativeModule, type NativeOutput } from './native.js';
 import { Program } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
-import { arrayTypeName, isDType, numel, Tensor, tensorOver, type DType, type TensorData } from './tensor.js';
+import { keyByName, positionsOf } from './feeds.js';
+import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
 /**
  * How methods share planned memory.
@@ -25,14 +26,25 @@ export interface ModuleOptions {
 export type Value = Tensor | number | bigint | boolean | string | null;
 
 /** A tensor argument: a Tensor, or any object with the same three fields. */
-export type TensorLike = { dtype: DType; shape: readonly number[]; data: TensorData };
+export type TensorLike = TensorFields;
 
-/** A method argument. Int inputs may be given as number or bigint. */
-export type InputValue = Value | TensorLike;
+/** A method argument. Int inputs may be given as number or bigint; tensors also as onnxruntime tensors. */
+export type InputValue = Value | TensorLike | OnnxruntimeTensorLike;
 
 export interface ExecuteOptions {
   /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
   outputs?: (TensorData | null | undefined)[];
+}
+
+/** Method inputs keyed by name. */
+export type Feeds = Readonly<Record<string, InputValue>>;
+
+/** Method outputs keyed by name. */
+export type NamedValues = Record<string, Value>;
+
+export interface RunOptions {
+  /** Caller-owned arrays to receive tensor outputs, keyed by output name (or by index, as for `execute`). */
+  outputs?: Readonly<Record<string, TensorData>> | ExecuteOptions['outputs'];
 }
 
 export interface ArenaReport {
@@ -74,10 +86,6 @@ function shareMode(value: ShareMemoryArenas | undefined): string {
 
 function describeExpected(value: ValueDescription): string {
   return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]` : value.kind;
-}
-
-function isTensorLike(value: unknown): value is TensorLike {
-  return typeof value === 'object' && value !== null && 'dtype' in value && 'shape' in value && 'data' in value;
 }
 
 /**
@@ -176,6 +184,18 @@ export class Module {
     return this.execute('forward', inputs, options);
   }
 
+  /**
+   * Runs `method` with inputs keyed by name and resolves to its outputs keyed
+   * by name, like onnxruntime's `session.run(feeds)`. The names are those of
+   * `methodMeta(method).inputs[i].name` and `.outputs[i].name`.
+   */
+  async run(method: string, feeds: Feeds, options: RunOptions = {}): Promise<NamedValues> {
+    const meta = this.methodMeta(method);
+    const inputs = positionsOf(meta, 'inputs', feeds, true);
+    const outputs = options.outputs === undefined || Array.isArray(options.outputs) ? options.outputs : positionsOf(meta, 'outputs', options.outputs, false);
+    return keyByName(meta, await this.execute(method, inputs, { outputs }));
+  }
+
   memoryReport(): MemoryReport {
     if (this.disposed) throw new EtnaError('DISPOSED', 'module has been disposed');
     try {
@@ -255,14 +275,10 @@ function convertInput(method: string, index: number, value: InputValue, expected
   const at = `method '${method}': input ${index}`;
   switch (expected.kind) {
     case 'tensor': {
-      if (!isTensorLike(value)) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected a tensor ${describeExpected(expected)}, got ${value === null ? 'null' : typeof value}`);
+      const tensor = toTensor(value, at);
+      if (tensor.dtype !== expected.dtype) {
+        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (dtype differs)`);
       }
-      if (!isDType(value.dtype)) throw new EtnaError('INVALID_INPUT', `${at}: unknown dtype '${String(value.dtype)}'`);
-      if (value.dtype !== expected.dtype) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${value.dtype}[${value.shape.join(', ')}] (dtype differs)`);
-      }
-      const tensor = value instanceof Tensor ? value : new Tensor(value.dtype, value.shape, value.data);
       const bound = expected.shape ?? [];
       if (tensor.shape.length !== bound.length) {
         throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`);
