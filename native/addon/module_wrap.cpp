@@ -123,7 +123,7 @@ class LoadWorker : public PromiseWorker<LoadedModule> {
       auto program = program_source_->bytes ? Program::load(std::move(program_source_->bytes))
                                             : Program::load_file(program_source_->path, access_);
       if (!program) return program.error();
-      loaded.program = *program;
+      loaded.program = std::move(*program);
     }
     if (external_data_) {
       auto map = external_data_->bytes ? DataMap::load(std::move(external_data_->bytes))
@@ -134,7 +134,7 @@ class LoadWorker : public PromiseWorker<LoadedModule> {
     auto module = Module::load(loaded.program ? loaded.program : program_, options_);
     if (!module) return module.error();
     loaded.module = std::move(*module);
-    return loaded;
+    return Result<LoadedModule>(std::move(loaded));
   }
 
   // { module: NativeModule, program?: NativeProgram (when loaded here) }
