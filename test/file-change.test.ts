@@ -262,6 +262,17 @@ describe('loading from bytes', () => {
     }
   });
 
+  it('accepts views over a SharedArrayBuffer', async () => {
+    const shared = new SharedArrayBuffer(original.byteLength + 8);
+    new Uint8Array(shared, 8).set(original);
+    for (const source of [new Uint8Array(shared, 8), new DataView(shared, 8)]) {
+      expect(Program.load(source).methodNames).toEqual(['row']);
+      const m = await Module.load(source);
+      expect(await row3(m)).toEqual(ROW3);
+      await m.dispose();
+    }
+  });
+
   it('copies the bytes once: changing the caller buffer after loading changes nothing', async () => {
     const inside = embedded();
     const program = Program.load(inside);

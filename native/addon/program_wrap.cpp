@@ -65,13 +65,20 @@ std::optional<ByteSpan> view_bytes(const Napi::Value& value) {
     Napi::ArrayBuffer buffer = value.As<Napi::ArrayBuffer>();
     return ByteSpan{static_cast<const uint8_t*>(buffer.Data()), buffer.ByteLength()};
   }
+  // Views ask N-API for their first byte directly: that also works when the
+  // memory is a SharedArrayBuffer, which is not an ArrayBuffer to N-API.
+  void* data = nullptr;
+  size_t length = 0;
   if (value.IsTypedArray()) {
-    Napi::TypedArray array = value.As<Napi::TypedArray>();
-    return ByteSpan{typed_array_bytes(array), array.ByteLength()};
+    napi_typedarray_type type;
+    if (napi_get_typedarray_info(value.Env(), value, &type, &length, &data, nullptr, nullptr) == napi_ok) {
+      return ByteSpan{static_cast<const uint8_t*>(data), value.As<Napi::TypedArray>().ByteLength()};
+    }
   }
   if (value.IsDataView()) {
-    Napi::DataView view = value.As<Napi::DataView>();
-    return ByteSpan{static_cast<const uint8_t*>(view.ArrayBuffer().Data()) + view.ByteOffset(), view.ByteLength()};
+    if (napi_get_dataview_info(value.Env(), value, &length, &data, nullptr, nullptr) == napi_ok) {
+      return ByteSpan{static_cast<const uint8_t*>(data), length};
+    }
   }
   return std::nullopt;
 }
