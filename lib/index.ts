@@ -1,5 +1,5 @@
 export { EtnaError, type EtnaErrorCode } from './errors.js';
-export { Program } from './program.js';
+export { Program, type ProgramLoadOptions, type ProgramSource } from './program.js';
 export {
   Module,
   type ArenaReport,

@@ -1,6 +1,6 @@
 import { EtnaError, toEtnaError } from './errors.js';
 import { native, type NativeModule, type NativeOutput } from './native.js';
-import { Program } from './program.js';
+import { checkProgramSource, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
 import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
@@ -18,8 +18,17 @@ export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
   /** Threads for XNNPACK work (default 1: calls of different modules already run in parallel). */
   numThreads?: number;
-  /** The program's external data (a .ptd file path or its bytes), for programs that name tensors stored outside. */
-  externalData?: string | Uint8Array;
+  /**
+   * The program's external data (a .ptd file path or its bytes), for programs
+   * that name tensors stored outside. A path is read like the program's (see `mmap`).
+   */
+  externalData?: ProgramSource;
+  /**
+   * Map the files given by path (the program's and the .ptd) instead of
+   * reading them into memory; see ProgramLoadOptions.mmap for the rule that
+   * comes with it: replace a mapped file by renaming a new one over it.
+   */
+  mmap?: boolean;
 }
 
 /** A method result. Int outputs come back as bigint, doubles as number. */
@@ -68,7 +77,7 @@ export interface MemoryReport {
   plannedBytes: number;
   /** What one set of arenas per method would need. */
   unsharedPlannedBytes: number;
-  /** Constant bytes, mapped from the program rather than copied. */
+  /** Constant bytes, read in place from the program's bytes (copied or mapped once per program, not per module). */
   constantBytes: number;
   /** Delegate weights packed for this module. */
   packedWeightBytes: number;
@@ -108,17 +117,26 @@ export class Module {
     this.methods = new Map(program.describe().methods.map((method) => [method.name, method]));
   }
 
-  /** Loads a program from a path, bytes or a loaded Program, and allocates its memory. */
-  static async load(source: string | Uint8Array | Program, options: ModuleOptions = {}): Promise<Module> {
+  /**
+   * Loads a program from a path, bytes or a loaded Program, and allocates its
+   * memory. Files are read (or mapped, with `mmap`) and verified on the thread
+   * pool; bytes are copied once before this returns its promise.
+   */
+  static async load(source: ProgramSource | Program, options: ModuleOptions = {}): Promise<Module> {
+    if (!(source instanceof Program)) checkProgramSource(source, 'Module.load');
+    const mmap = mmapOption(options, 'Module.load');
     const share = shareMode(options.shareMemoryArenas);
     const numThreads = options.numThreads ?? 1;
     if (!Number.isInteger(numThreads) || numThreads < 1) {
       throw new EtnaError('INVALID_INPUT', `numThreads must be a positive integer, got ${numThreads}`);
     }
-    const program = source instanceof Program ? source : Program.load(source);
+    const { externalData } = options;
+    if (externalData !== undefined) checkProgramSource(externalData, 'Module.load: externalData');
     try {
-      const handle = await native().loadModule(program.handle, { share, numThreads, externalData: options.externalData });
-      return new Module(program, handle);
+      const loaded = await native().loadModule(source instanceof Program ? source.handle : source, { share, numThreads, mmap, externalData });
+      if (source instanceof Program) return new Module(source, loaded.module);
+      if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
+      return new Module(Program.fromHandle(loaded.program), loaded.module);
     } catch (error) {
       throw toEtnaError(error);
     }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -54,6 +55,74 @@ TEST(Program, ReadsDeprecatedInlineConstants) {
   float values[4];
   std::memcpy(values, constant->data, 16);
   for (float v : values) EXPECT_EQ(v, 3.0f);
+}
+
+// et_arduino_add_model.pte keeps its constants in a segment; constant 1 is 1.0f.
+float first_constant(const Program& program) {
+  auto constant = program.constant_data(1, 4);
+  if (!constant) return -1;
+  float value = 0;
+  std::memcpy(&value, constant->data, 4);
+  return value;
+}
+
+TEST(ProgramFile, ACopyIgnoresWhatHappensToTheFileLater) {
+  REQUIRE_TESTDATA();
+  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
+  auto program = Program::load_file(file.path());
+  ASSERT_TRUE(program) << program.error().message;
+  file.truncate(0);
+  EXPECT_TRUE((*program)->check_unchanged());
+  EXPECT_EQ(first_constant(**program), 1.0f);
+  EXPECT_EQ(describe_program(**program).methods.size(), 1u);
+}
+
+TEST(ProgramFile, AMappingRefusesOnceTheFileIsTruncated) {
+  REQUIRE_TESTDATA();
+  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
+  auto program = Program::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(program) << program.error().message;
+  EXPECT_TRUE((*program)->check_unchanged());
+  EXPECT_EQ(first_constant(**program), 1.0f);
+  file.truncate(0);
+  Status status = (*program)->check_unchanged();
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().code, ErrorCode::kInvalidProgram);
+  EXPECT_NE(status.error().message.find("'" + file.path() + "' changed on disk"), std::string::npos);
+  EXPECT_NE(status.error().message.find("to 0 bytes"), std::string::npos);
+  // The tables were copied at load, so describing the program reads no mapped page.
+  EXPECT_EQ(describe_program(**program).methods.size(), 1u);
+}
+
+TEST(ProgramFile, AMappingRefusesOnceTheFileIsWrittenInPlace) {
+  REQUIRE_TESTDATA();
+  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
+  auto program = Program::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(program) << program.error().message;
+  file.write_in_place(std::vector<uint8_t>(64, 0xa5));
+  Status status = (*program)->check_unchanged();
+  ASSERT_FALSE(status);
+  EXPECT_NE(status.error().message.find("written in place"), std::string::npos);
+}
+
+TEST(ProgramFile, AMappingKeepsItsFileWhenANewOneIsRenamedOverIt) {
+  REQUIRE_TESTDATA();
+  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
+  auto program = Program::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(program) << program.error().message;
+  file.rename_over(read_file(testdata_dir() + "/et_add.pte"));
+  EXPECT_TRUE((*program)->check_unchanged());
+  EXPECT_EQ(first_constant(**program), 1.0f);
+}
+
+TEST(ProgramFile, AMissingFileIsNamed) {
+  const std::string missing = testdata_dir() + "/no-such-program.pte";
+  for (FileAccess access : {FileAccess::kCopy, FileAccess::kMap}) {
+    auto program = Program::load_file(missing, access);
+    ASSERT_FALSE(program);
+    EXPECT_EQ(program.error().code, ErrorCode::kInvalidProgram);
+    EXPECT_NE(program.error().message.find("cannot open '" + missing + "'"), std::string::npos);
+  }
 }
 
 TEST(Program, RejectsCorruptFileWithReason) {
