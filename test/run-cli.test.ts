@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../lib/export/index.js';
 import { Module, Tensor } from '../lib/index.js';
+import { formatOutput, summarizeTensor } from '../lib/cli/format.js';
 import { valueToJson } from '../lib/cli/values-json.js';
 import { runCli } from './helpers/cli.js';
 import { haveTestdata, testdataPath } from './helpers/testdata.js';
@@ -129,5 +130,18 @@ describe('etna run', () => {
     expect(full.stdout).toContain(`  output 0: ${JSON.stringify({ dtype: 'float32', shape: [40], data: values })}`);
     const json = runCli(['run', file, '--inputs', inputs, '--json']);
     expect(JSON.parse(json.stdout).calls[0].outputs[0].data).toEqual(values);
+  });
+
+  it('summaries count NaNs apart, count true elements of bools, and show int64 exactly', () => {
+    const floats = Tensor.float32([20], Array.from({ length: 20 }, (_, i) => (i % 5 === 0 ? NaN : i)));
+    expect(summarizeTensor(floats)).toBe('float32[20] 20 values [NaN, 1, 2, ..., 17, 18, 19] min 1 max 19 mean 10 (4 NaN)');
+    expect(summarizeTensor(Tensor.float32([17], new Array(17).fill(NaN)))).toMatch(/ all NaN$/);
+    const bools = new Tensor('bool', [4, 5], Uint8Array.from({ length: 20 }, (_, i) => (i < 3 ? 1 : 0)));
+    expect(summarizeTensor(bools)).toBe('bool[4x5] 20 values [true, true, true, ..., false, false, false] true 3 of 20');
+    const big = Tensor.int64([17], Array.from({ length: 17 }, (_, i) => 9007199254740993n + BigInt(i)));
+    expect(summarizeTensor(big)).toMatch(/^int64\[17\] 17 values \[9007199254740993, 9007199254740994, 9007199254740995, \.\.\., 9007199254741007, 9007199254741008, 9007199254741009\] min /);
+    // 16 elements or fewer, and primitives, print whole.
+    expect(formatOutput(Tensor.float32([16], new Array(16).fill(1)), false)).toBe(JSON.stringify({ dtype: 'float32', shape: [16], data: new Array(16).fill(1) }));
+    expect(formatOutput(7n, false)).toBe('7');
   });
 });
