@@ -81,6 +81,7 @@ describeWithTestdata('examples/server', () => {
       [run, JSON.stringify({ inputs: [f32([1]), f32([1, 2])] }), 'INVALID_INPUT', /input 1: expected float32\[1\], got float32\[2\] \(shape differs\)/],
       [run, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }), 'INVALID_INPUT', /inputs\[0\]\.data\[0\]: "x" is not a number/],
       [`${server.url}/run/backward`, JSON.stringify({ inputs: [] }), 'METHOD_NOT_FOUND', /no method named 'backward'/],
+      [`${server.url}/run/%E0%A4%A`, JSON.stringify({ inputs: [] }), 'INVALID_INPUT', /not a valid percent-encoded method name/],
     ];
     for (const [url, body, code, message] of malformed) {
       const { status, json } = await post(url, body);

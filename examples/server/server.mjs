@@ -127,6 +127,14 @@ function statusOf(error) {
   return 500;
 }
 
+function methodFromPath(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, 'INVALID_INPUT', `'${segment}' in the path is not a valid percent-encoded method name`);
+  }
+}
+
 async function handleRun(request, pool, method) {
   // Metadata comes from the Program, so a bad request never takes a module.
   const meta = pool.modules[0].methodMeta(method);
@@ -151,7 +159,7 @@ function serve(pool) {
       const url = new URL(request.url, `http://${HOST}`);
       const run = /^\/run\/([^/]+)$/.exec(url.pathname);
       if (run !== null && request.method === 'POST') {
-        send(response, 200, await handleRun(request, pool, decodeURIComponent(run[1])));
+        send(response, 200, await handleRun(request, pool, methodFromPath(run[1])));
       } else if (url.pathname === '/health' && request.method === 'GET') {
         send(response, 200, { methods: pool.modules[0].methodNames, pool: pool.stats });
       } else {
