@@ -2,11 +2,6 @@
 
 namespace etna::xnn {
 
-std::string node_type_name(uint8_t code) {
-  if (code == 0 || code > kLastNodeType) return "code " + std::to_string(code);
-  return ::etna::xnnpack::EnumNameNodeUnion(static_cast<::etna::xnnpack::NodeUnion>(code));
-}
-
 std::string datatype_name(Datatype type) {
   const int16_t code = static_cast<int16_t>(type);
   if (code < 0 || code > static_cast<int16_t>(Datatype::MAX)) return "code " + std::to_string(code);

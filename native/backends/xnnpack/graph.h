@@ -78,7 +78,7 @@ enum class NodeType : uint8_t {
 };
 constexpr uint8_t kLastNodeType = 47;
 
-// "XNNConv2d"; "code 93" for codes outside the union.
+// "XNNConv2d" (from the type's row, node_types.cpp); "code 93" for codes outside the union.
 std::string node_type_name(uint8_t code);
 inline std::string node_type_name(NodeType type) { return node_type_name(static_cast<uint8_t>(type)); }
 // "fp32"; "code 77" for codes outside the enum.
