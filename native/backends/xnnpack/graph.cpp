@@ -25,29 +25,6 @@ size_t datatype_size(Datatype type) {
   }
 }
 
-size_t Shape::numel() const {
-  size_t n = 1;
-  for (size_t i = 0; i < rank; ++i) n *= dims[i];
-  return n;
-}
-
-bool Shape::operator==(const Shape& other) const {
-  if (rank != other.rank) return false;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] != other.dims[i]) return false;
-  }
-  return true;
-}
-
-std::string Shape::to_string() const {
-  std::string text = "[";
-  for (size_t i = 0; i < rank; ++i) {
-    if (i) text += ", ";
-    text += std::to_string(dims[i]);
-  }
-  return text + "]";
-}
-
 std::string Node::describe() const { return "node " + std::to_string(index) + " (" + node_type_name(type) + ")"; }
 
 std::string Graph::describe_value(uint32_t index) const {
