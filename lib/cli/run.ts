@@ -78,7 +78,7 @@ function reportText(report: MemoryReport): string {
     `memory: ${report.mode} (${report.reason})`,
     table(rows),
     `  planned ${formatBytes(report.plannedBytes)} allocated; per-method arenas would need ${formatBytes(report.unsharedPlannedBytes)}`,
-    `  constants ${formatBytes(report.constantBytes)} (mapped), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
+    `  constants ${formatBytes(report.constantBytes)} (read in place), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
   ].join('\n');
 }
 

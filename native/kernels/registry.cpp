@@ -17,6 +17,8 @@ void add_portable_kernels(KernelRegistry& registry) {
   register_factory_kernels(registry);
   register_prim_kernels(registry);
   register_onnx_support_kernels(registry);
+  register_llm_kernels(registry);
+  register_quantized_kernels(registry);
 }
 
 void register_portable_kernels() { register_kernels(add_portable_kernels); }
