@@ -46,10 +46,11 @@ make_debian_root() {
   mv "$partial" "$dir"
 }
 
-# run_in_root [--overlay LOWER UPPER WORK] [--bind SOURCE TARGET]... ROOT CMD...
+# run_in_root [--overlay LOWER UPPER WORK] [--bind|--bind-writable SOURCE TARGET]... ROOT CMD...
 # Runs CMD as root chrooted in ROOT, with /proc, /sys and /dev (XNNPACK's
 # cpuinfo reads /proc and /sys). --overlay first mounts UPPER over LOWER at
-# ROOT; --bind shows the host's SOURCE read-only at TARGET, a path inside ROOT.
+# ROOT; --bind shows the host's SOURCE read-only at TARGET, a path inside
+# ROOT, and --bind-writable writable; binds are mounted in the order given.
 # Every mount is made in a private mount namespace (unshare), so all of them
 # vanish with the process, however it ends, and none is ever seen on the host.
 run_in_root() {
@@ -58,7 +59,8 @@ run_in_root() {
     while [ $# -gt 0 ]; do
       case "$1" in
         --overlay) overlay=("$2" "$3" "$4"); shift 4 ;;
-        --bind) binds+=("$2" "$3"); shift 3 ;;
+        --bind) binds+=("$2" "$3" ro); shift 3 ;;
+        --bind-writable) binds+=("$2" "$3" rw); shift 3 ;;
         *) break ;;
       esac
     done
@@ -70,10 +72,11 @@ run_in_root() {
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
-    for ((i = 0; i < ${#binds[@]}; i += 2)); do
-      mkdir -p "$root${binds[i + 1]}"
-      mount --bind "${binds[i]}" "$root${binds[i + 1]}"
-      mount -o remount,bind,ro "$root${binds[i + 1]}"
+    for ((i = 0; i < ${#binds[@]}; i += 3)); do
+      target=$root${binds[i + 1]}
+      [ -d "$target" ] || mkdir -p "$target"
+      mount --bind "${binds[i]}" "$target"
+      [ "${binds[i + 2]}" = rw ] || mount -o remount,bind,ro "$target"
     done
     exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
       PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin "$@"

@@ -6,11 +6,12 @@
 #
 #   bash scripts/debian13.sh          (as root; npm run test:debian13)
 #
-# The tracked and untracked (not ignored) files of this checkout are copied to
-# /src/etna in the root, where scripts/test-native.sh builds in build-native/
-# (kept between runs, so only what changed recompiles). The test programs
-# ($ETNA_TESTDATA, default ../shared/testdata/pte beside the checkout) are
-# mounted read-only at /src/shared/testdata/pte, where the tests look for them.
+# This checkout is mounted read-only at /src/etna in the root, with
+# build-debian13/build-native mounted writable over its build-native/, where
+# scripts/test-native.sh builds (kept between runs, so only what changed
+# recompiles). The test programs ($ETNA_TESTDATA, default
+# ../shared/testdata/pte beside the checkout) are mounted read-only at
+# /src/shared/testdata/pte, where the tests look for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
@@ -22,14 +23,13 @@ testdata=${ETNA_TESTDATA:-$(cd .. && pwd)/shared/testdata/pte}
 
 make_debian_root trixie "$root"
 
-source_dir="$root/src/etna"
-mkdir -p "$source_dir"
-# Everything but the build folder goes, so files deleted here do not linger;
-# tar keeps modification times, so unchanged sources do not recompile.
-find "$source_dir" -mindepth 1 -maxdepth 1 ! -name build-native -exec rm -rf {} +
-git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -cf - -T - | tar -xf - -C "$source_dir"
+build_dir=$(dirname "$root")/build-native
+# The mount point inside the read-only checkout; it is also where a build on
+# this machine goes, which the mount hides only inside the root.
+mkdir -p "$build_dir" build-native
 
-run_in_root --bind "$testdata" /src/shared/testdata/pte "$root" \
+run_in_root --bind "$PWD" /src/etna --bind-writable "$build_dir" /src/etna/build-native \
+  --bind "$testdata" /src/shared/testdata/pte "$root" \
   /bin/bash -euo pipefail -c '
     . /etc/os-release
     echo "debian13: $PRETTY_NAME"

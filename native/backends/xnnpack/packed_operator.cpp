@@ -1,10 +1,10 @@
 #include "backends/xnnpack/packed_operator.h"
 
-#include "backends/xnnpack/xnn_compat.h"
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+
+#include "backends/xnnpack/xnn_compat.h"
 
 namespace etna::xnn {
 namespace {

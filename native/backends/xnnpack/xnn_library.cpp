@@ -1,9 +1,9 @@
 #include "backends/xnnpack/xnn_library.h"
 
-#include "backends/xnnpack/xnn_compat.h"
-
 #include <cstdlib>
 #include <mutex>
+
+#include "backends/xnnpack/xnn_compat.h"
 
 namespace etna::xnn {
 namespace {
