@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
-# Installs everything etna needs on Debian 12 (as root, or with sudo when not
-# root), then the npm dependencies, then builds the addon and the TypeScript.
+# Installs everything etna needs on Debian 12 (bookworm) or Debian 13 (trixie)
+# (as root, or with sudo when not root), then the npm dependencies, then
+# builds the addon and the TypeScript.
 #   bash scripts/setup.sh            system packages + npm ci + build
 #   bash scripts/setup.sh --system   system packages only
+#   bash scripts/setup.sh --native   only the packages that build and test the native code
+#   bash scripts/setup.sh --list     print the system packages (all of them), install nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(
+# Package names that differ between releases. clang's sanitizer and libFuzzer
+# runtimes ship in a package named after the release's default clang.
+# $ETNA_OS_RELEASE names another os-release file (the tests use it).
+release=$( . "${ETNA_OS_RELEASE:-/etc/os-release}" && echo "${VERSION_CODENAME:-${VERSION_ID:-unknown}}")
+case "$release" in
+  bookworm | 12) CLANG_RUNTIME=libclang-rt-14-dev ;;
+  trixie | 13) CLANG_RUNTIME=libclang-rt-19-dev ;;
+  *)
+    echo "etna setup: Debian 12 (bookworm) or 13 (trixie) expected, found '$release'" >&2
+    exit 1
+    ;;
+esac
+
+NATIVE_PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libxnnpack-dev libpthreadpool-dev libflatbuffers-dev flatbuffers-compiler
-  libgtest-dev clang libclang-rt-14-dev
-  libonnx-testdata espeak-ng sox
+  libgtest-dev
 )
+# The sanitizer and fuzz builds, and the data the JavaScript tests read.
+TOOL_PACKAGES=(clang "$CLANG_RUNTIME" libonnx-testdata espeak-ng sox)
+
+case "${1:-}" in
+  --native) wanted=("${NATIVE_PACKAGES[@]}") ;;
+  *) wanted=("${NATIVE_PACKAGES[@]}" "${TOOL_PACKAGES[@]}") ;;
+esac
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${wanted[@]}"
+  exit 0
+fi
 
 missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
+for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -25,7 +51,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-[ "${1:-}" = "--system" ] && exit 0
+case "${1:-}" in --system | --native) exit 0 ;; esac
 
 # onnxruntime-node (a dev dependency, the benchmarks' peer) would otherwise
 # try to download GPU extras during its install.

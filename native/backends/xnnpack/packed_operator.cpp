@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/xnnpack/xnn_compat.h"
+
 namespace etna::xnn {
 namespace {
 
@@ -165,26 +167,26 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
     switch (packed->arithmetic_) {
       case Arithmetic::kF32:
         call = "xnn_create_fully_connected_nc_f32";
-        status = xnn_create_fully_connected_nc_f32(k, n, k, n, static_cast<const float*>(kernel),
-                                                   static_cast<const float*>(bias_pointer), min, max, flags, &op);
+        status = compat::create_operator(xnn_create_fully_connected_nc_f32, &op, k, n, k, n,
+            static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
         break;
       case Arithmetic::kQS8:
         call = "xnn_create_fully_connected_nc_qs8";
-        status = xnn_create_fully_connected_nc_qs8(
-            k, n, k, n, input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
-            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags, &op);
+        status = compat::create_operator(xnn_create_fully_connected_nc_qs8, &op, k, n, k, n, input_zero_s8,
+            input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
         break;
       case Arithmetic::kQU8:
         call = "xnn_create_fully_connected_nc_qu8";
-        status = xnn_create_fully_connected_nc_qu8(k, n, k, n, input_zero_u8, input.quant.scale, kernel_zero_u8,
-                                                   filter.quant.scale, static_cast<const uint8_t*>(kernel),
-                                                   static_cast<const int32_t*>(bias_pointer), output_zero_u8,
-                                                   output.quant.scale, min_u8, max_u8, flags, &op);
+        status = compat::create_operator(xnn_create_fully_connected_nc_qu8, &op, k, n, k, n, input_zero_u8,
+            input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
+            static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, flags);
         break;
       case Arithmetic::kQC8: {
-        // No per-channel fully-connected operator in this release: a 1x1
-        // convolution over [batch, 1, 1, K] computes the same thing with
-        // the filter as [N, 1, 1, K].
+        // The 2022 release has no per-channel fully-connected operator: a
+        // 1x1 convolution over [batch, 1, 1, K] computes the same thing with
+        // the filter as [N, 1, 1, K]. Newer releases run it the same way, so
+        // every release runs the same operator.
         const size_t expected_channel_dim = transposed ? 1 : 0;
         if (filter.quant.channel_dim != expected_channel_dim) {
           return make_error(ErrorCode::kUnsupportedOperator, where + ": per-channel filter quantized along dim " +
@@ -202,11 +204,10 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
           kernel_rows = rows.data();
         }
         packed->fully_connected_as_convolution_ = true;
-        call = "xnn_create_convolution2d_nhwc_qc8";
-        status = xnn_create_convolution2d_nhwc_qc8(0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k, n, k, n, input_zero_s8,
-                                                   input.quant.scale, filter.quant.channel_scales.data(), kernel_rows,
-                                                   static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-                                                   output.quant.scale, min_s8, max_s8, 0, &op);
+        call = compat::kCreateConvolution2dNhwcQc8;
+        status = compat::create_operator(compat::create_convolution2d_nhwc_qc8, &op, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k,
+            n, k, n, input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(), kernel_rows,
+            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, 0);
         break;
       }
     }
@@ -223,29 +224,27 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_convolution2d_nhwc_f32";
-          status = xnn_create_convolution2d_nhwc_f32(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, static_cast<const float*>(kernel),
-              static_cast<const float*>(bias_pointer), min, max, flags, &op);
+          status = compat::create_operator(xnn_create_convolution2d_nhwc_f32, &op, node.padding_top, node.padding_right,
+              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
+              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
+              out_stride, static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_convolution2d_nhwc_qs8";
-          status = xnn_create_convolution2d_nhwc_qs8(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
-              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-              output.quant.scale, min_s8, max_s8, flags, &op);
+          status = compat::create_operator(xnn_create_convolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right,
+              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
+              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
+              out_stride, input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_convolution2d_nhwc_qu8";
-          status = xnn_create_convolution2d_nhwc_qu8(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8,
-              filter.quant.scale, static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
-              output_zero_u8, output.quant.scale, min_u8, max_u8, flags, &op);
+          status = compat::create_operator(xnn_create_convolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right,
+              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
+              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
+              out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale,
+              static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_u8,
+              output.quant.scale, min_u8, max_u8, flags);
           break;
         case Arithmetic::kQC8: {
           const size_t expected_channel_dim = depthwise ? 3 : 0;
@@ -255,14 +254,13 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
                                                                    ", expected the output-channel dim " +
                                                                    std::to_string(expected_channel_dim));
           }
-          call = "xnn_create_convolution2d_nhwc_qc8";
-          status = xnn_create_convolution2d_nhwc_qc8(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale,
-              filter.quant.channel_scales.data(), static_cast<const int8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags,
-              &op);
+          call = compat::kCreateConvolution2dNhwcQc8;
+          status = compat::create_operator(compat::create_convolution2d_nhwc_qc8, &op, node.padding_top,
+              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
+              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
+              group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(),
+              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+              output.quant.scale, min_s8, max_s8, flags);
           break;
         }
       }
@@ -272,29 +270,29 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_deconvolution2d_nhwc_f32";
-          status = xnn_create_deconvolution2d_nhwc_f32(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, static_cast<const float*>(kernel),
-              static_cast<const float*>(bias_pointer), min, max, 0, &op);
+          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_f32, &op, node.padding_top,
+              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
+              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
+              group_out, in_stride, out_stride, static_cast<const float*>(kernel),
+              static_cast<const float*>(bias_pointer), min, max, 0);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_deconvolution2d_nhwc_qs8";
-          status = xnn_create_deconvolution2d_nhwc_qs8(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
+          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_qs8, &op, node.padding_top,
+              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
+              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
+              group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
               static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-              output.quant.scale, min_s8, max_s8, 0, &op);
+              output.quant.scale, min_s8, max_s8, 0);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_deconvolution2d_nhwc_qu8";
-          status = xnn_create_deconvolution2d_nhwc_qu8(
-              node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-              node.kernel_width, node.stride_height, node.stride_width, node.dilation_height, node.dilation_width,
-              groups, group_in, group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8,
-              filter.quant.scale, static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
-              output_zero_u8, output.quant.scale, min_u8, max_u8, 0, &op);
+          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_qu8, &op, node.padding_top,
+              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
+              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
+              group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale,
+              static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_u8,
+              output.quant.scale, min_u8, max_u8, 0);
           break;
         case Arithmetic::kQC8:
           return make_error(ErrorCode::kUnsupportedOperator,
@@ -311,89 +309,56 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 
 Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
                            pthreadpool_t threadpool) {
-  xnn_operator_t op = op_.get();
-  xnn_status status = xnn_status_success;
-  const char* call = "";
-  if (kind_ == Kind::kFullyConnected && !fully_connected_as_convolution_) {
-    const size_t batch = input_channels_ ? input_shape.numel() / input_channels_ : 0;
-    switch (arithmetic_) {
-      case Arithmetic::kF32:
-        call = "xnn_setup_fully_connected_nc_f32";
-        status = xnn_setup_fully_connected_nc_f32(op, batch, static_cast<const float*>(input),
-                                                  static_cast<float*>(output), threadpool);
-        break;
-      case Arithmetic::kQS8:
-        call = "xnn_setup_fully_connected_nc_qs8";
-        status = xnn_setup_fully_connected_nc_qs8(op, batch, static_cast<const int8_t*>(input),
-                                                  static_cast<int8_t*>(output), threadpool);
-        break;
-      case Arithmetic::kQU8:
-        call = "xnn_setup_fully_connected_nc_qu8";
-        status = xnn_setup_fully_connected_nc_qu8(op, batch, static_cast<const uint8_t*>(input),
-                                                  static_cast<uint8_t*>(output), threadpool);
-        break;
-      case Arithmetic::kQC8:
-        return make_error(ErrorCode::kInternal, node.describe() + ": per-channel FC without convolution form");
-    }
-  } else if (kind_ == Kind::kConvolution || fully_connected_as_convolution_) {
-    size_t batch = 0, height = 1, width = 1;
-    if (fully_connected_as_convolution_) {
-      batch = input_channels_ ? input_shape.numel() / input_channels_ : 0;
-    } else {
-      batch = input_shape.dims[0];
-      height = input_shape.dims[1];
-      width = input_shape.dims[2];
-    }
-    switch (arithmetic_) {
-      case Arithmetic::kF32:
-        call = "xnn_setup_convolution2d_nhwc_f32";
-        status = xnn_setup_convolution2d_nhwc_f32(op, batch, height, width, static_cast<const float*>(input),
-                                                  static_cast<float*>(output), threadpool);
-        break;
-      case Arithmetic::kQS8:
-        call = "xnn_setup_convolution2d_nhwc_qs8";
-        status = xnn_setup_convolution2d_nhwc_qs8(op, batch, height, width, static_cast<const int8_t*>(input),
-                                                  static_cast<int8_t*>(output), threadpool);
-        break;
-      case Arithmetic::kQU8:
-        call = "xnn_setup_convolution2d_nhwc_qu8";
-        status = xnn_setup_convolution2d_nhwc_qu8(op, batch, height, width, static_cast<const uint8_t*>(input),
-                                                  static_cast<uint8_t*>(output), threadpool);
-        break;
-      case Arithmetic::kQC8:
-        call = "xnn_setup_convolution2d_nhwc_qc8";
-        status = xnn_setup_convolution2d_nhwc_qc8(op, batch, height, width, static_cast<const int8_t*>(input),
-                                                  static_cast<int8_t*>(output), threadpool);
-        break;
-    }
-  } else {
-    const size_t batch = input_shape.dims[0], height = input_shape.dims[1], width = input_shape.dims[2];
-    switch (arithmetic_) {
-      case Arithmetic::kF32:
-        call = "xnn_setup_deconvolution2d_nhwc_f32";
-        status = xnn_setup_deconvolution2d_nhwc_f32(op, batch, height, width, adjustment_height_, adjustment_width_,
-                                                    static_cast<const float*>(input), static_cast<float*>(output),
-                                                    threadpool);
-        break;
-      case Arithmetic::kQS8:
-        call = "xnn_setup_deconvolution2d_nhwc_qs8";
-        status = xnn_setup_deconvolution2d_nhwc_qs8(op, batch, height, width, adjustment_height_, adjustment_width_,
-                                                    static_cast<const int8_t*>(input), static_cast<int8_t*>(output),
-                                                    threadpool);
-        break;
-      case Arithmetic::kQU8:
-        call = "xnn_setup_deconvolution2d_nhwc_qu8";
-        status = xnn_setup_deconvolution2d_nhwc_qu8(op, batch, height, width, adjustment_height_, adjustment_width_,
-                                                    static_cast<const uint8_t*>(input), static_cast<uint8_t*>(output),
-                                                    threadpool);
-        break;
-      case Arithmetic::kQC8:
-        return make_error(ErrorCode::kInternal, node.describe() + ": per-channel deconvolution");
-    }
+  const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
+  if (arithmetic_ == Arithmetic::kQC8 && !as_convolution) {
+    return make_error(ErrorCode::kInternal, node.describe() + ": per-channel int8 outside a convolution");
   }
-  if (status != xnn_status_success) return xnnpack_error(node.describe(), call, status);
-  status = xnn_run_operator(op, threadpool);
-  if (status != xnn_status_success) return xnnpack_error(node.describe(), "xnn_run_operator", status);
+  compat::ImageSize size;
+  if (kind_ == Kind::kFullyConnected) {
+    size.batch = input_channels_ ? input_shape.numel() / input_channels_ : 0;
+  } else {
+    size.batch = input_shape.dims[0];
+    size.height = input_shape.dims[1];
+    size.width = input_shape.dims[2];
+  }
+  xnn_operator_t op = op_.get();
+  const compat::Outcome outcome = [&]() -> compat::Outcome {
+    const auto* in_f32 = static_cast<const float*>(input);
+    const auto* in_s8 = static_cast<const int8_t*>(input);
+    const auto* in_u8 = static_cast<const uint8_t*>(input);
+    auto* out_f32 = static_cast<float*>(output);
+    auto* out_s8 = static_cast<int8_t*>(output);
+    auto* out_u8 = static_cast<uint8_t*>(output);
+    if (as_convolution) {
+      switch (arithmetic_) {
+        case Arithmetic::kF32:
+          return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
+        case Arithmetic::kQS8:
+          return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
+        case Arithmetic::kQU8:
+          return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
+        case Arithmetic::kQC8:
+          return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
+      }
+    }
+    const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
+    const bool fully_connected = kind_ == Kind::kFullyConnected;
+    switch (arithmetic_) {
+      case Arithmetic::kF32:
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_f32, out_f32, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_f32, out_f32, threadpool);
+      case Arithmetic::kQS8:
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_s8, out_s8, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_s8, out_s8, threadpool);
+      case Arithmetic::kQU8:
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
+      case Arithmetic::kQC8:
+        break;  // refused above
+    }
+    return {xnn_status_invalid_state, "PackedOperator::run"};
+  }();
+  if (outcome.status != xnn_status_success) return xnnpack_error(node.describe(), outcome.call, outcome.status);
   return Status::ok();
 }
 

@@ -1,5 +1,5 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
-// convolution nodes run as XNNPACK operators (the 2022 operator API) rather
+// convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
 // than subgraph nodes: an operator packs its weights once when created and
 // takes the batch and spatial size at each setup. So one operator serves
 // every delegate instance, method and input shape of a module that has the

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backends/xnnpack/xnn_compat.h"
+
 namespace etna::xnn {
 namespace {
 
@@ -50,7 +52,7 @@ Status ensure_xnnpack_initialized() {
     // XNNPACK keeps the first allocator it was given; probe whether it is ours.
     AllocationMeter probe;
     xnn_operator_t op = nullptr;
-    if (xnn_create_copy_nc_x32(1, 1, 1, 0, &op) == xnn_status_success) xnn_delete_operator(op);
+    if (compat::create_probe_operator(&op) == xnn_status_success) xnn_delete_operator(op);
     meter_installed = probe.bytes() > 0;
   });
   if (init_status != xnn_status_success) return xnnpack_error("XNNPACK initialisation", "xnn_initialize", init_status);
@@ -82,6 +84,8 @@ std::string status_name(xnn_status status) {
       return "unsupported_hardware";
     case xnn_status_out_of_memory:
       return "out_of_memory";
+    default:  // statuses newer releases added
+      break;
   }
   return "status " + std::to_string(static_cast<int>(status));
 }

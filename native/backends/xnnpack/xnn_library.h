@@ -66,6 +66,7 @@ class AllocationMeter {
 };
 
 // Bytes XNNPACK may read past the end of any buffer it reads.
-constexpr size_t kReadPadding = 64;  // XNN_EXTRA_BYTES is 16 in the linked release; newer ones use more
+constexpr size_t kReadPadding = 64;  // XNN_EXTRA_BYTES is 16 in the 2022 and 2024 releases; newer ones may use more
+static_assert(XNN_EXTRA_BYTES <= kReadPadding, "this XNNPACK reads further past buffers than etna pads them");
 
 }  // namespace etna::xnn

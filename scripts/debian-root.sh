@@ -1,0 +1,84 @@
+# Shared by the scripts that make Debian roots with debootstrap and run
+# commands inside them (cleanroom.sh, debian13.sh). Source it; needs root.
+
+debian_root_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || debian_root_die "needs root (debootstrap, chroot and mount namespaces)"
+
+debian_mirror() {
+  # The mirror this machine's apt already uses, so every root comes from the same place.
+  local uri=""
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+    uri=$(awk '$1 == "deb" && $0 !~ /security/ { print $2; exit }' /etc/apt/sources.list)
+  fi
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+# ensure_commands COMMAND...: installs each missing command's package (named
+# like the command) with apt-get.
+ensure_commands() {
+  local missing=() command
+  for command in "$@"; do
+    command -v "$command" >/dev/null || missing+=("$command")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  echo "$(basename "$0"): installing ${missing[*]}" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
+# make_debian_root SUITE DIR: a minimal root (debootstrap, variant minbase) in
+# DIR, unless a finished one is already there. The log goes to DIR.log.
+make_debian_root() {
+  local suite=$1 dir=$2
+  [ -x "$dir/usr/bin/env" ] && return 0
+  ensure_commands debootstrap
+  mkdir -p "$(dirname "$dir")"
+  local partial="$dir.partial"
+  rm -rf "$partial"
+  echo "$(basename "$0"): debootstrap $suite (minbase) into $dir; this takes a few minutes once" >&2
+  debootstrap --variant=minbase "$suite" "$partial" "$(debian_mirror)" > "$dir.log" 2>&1 \
+    || debian_root_die "debootstrap failed; see $dir.log"
+  # Only a finished root takes the final name, so an interrupted run starts over.
+  mv "$partial" "$dir"
+}
+
+# run_in_root [--overlay LOWER UPPER WORK] [--bind|--bind-writable SOURCE TARGET]... ROOT CMD...
+# Runs CMD as root chrooted in ROOT, with /proc, /sys and /dev (XNNPACK's
+# cpuinfo reads /proc and /sys). --overlay first mounts UPPER over LOWER at
+# ROOT; --bind shows the host's SOURCE read-only at TARGET, a path inside
+# ROOT, and --bind-writable writable; binds are mounted in the order given.
+# Every mount is made in a private mount namespace (unshare), so all of them
+# vanish with the process, however it ends, and none is ever seen on the host.
+run_in_root() {
+  unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+    overlay=() binds=()
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        --overlay) overlay=("$2" "$3" "$4"); shift 4 ;;
+        --bind) binds+=("$2" "$3" ro); shift 3 ;;
+        --bind-writable) binds+=("$2" "$3" rw); shift 3 ;;
+        *) break ;;
+      esac
+    done
+    root=$1
+    shift
+    if [ "${#overlay[@]}" -gt 0 ]; then
+      mount -t overlay overlay -o "lowerdir=${overlay[0]},upperdir=${overlay[1]},workdir=${overlay[2]}" "$root"
+    fi
+    mount -t proc proc "$root/proc"
+    mount --rbind /sys "$root/sys"
+    mount --rbind /dev "$root/dev"
+    for ((i = 0; i < ${#binds[@]}; i += 3)); do
+      target=$root${binds[i + 1]}
+      [ -d "$target" ] || mkdir -p "$target"
+      mount --bind "${binds[i]}" "$target"
+      [ "${binds[i + 2]}" = rw ] || mount -o remount,bind,ro "$target"
+    done
+    exec chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+      PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin "$@"
+  ' run-in-root "$@"
+}
