@@ -34,6 +34,7 @@ const KernelRegistry& kernel_registry() {
     kernels::register_onnx_support_kernels(r);
     kernels::register_llm_kernels(r);
     kernels::register_quantized_kernels(r);
+    kernels::register_pooling_kernels(r);
     return r;
   }();
   return registry;
