@@ -142,10 +142,14 @@ void for_each_pixel(const Image& image, Visit&& visit) {
   }
 }
 
-// The accumulator of an average: double for floating dtypes, int64 for
-// integers (whose average truncates toward zero, as ExecuTorch's does).
-template <typename T>
-using AverageAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+// A supported dtype other than bool, shared by `out`.
+Status expect_same_numeric_dtype(const OpArgs& op, const Tensor& in, std::string_view name, const Tensor& out) {
+  if (in.dtype() == ScalarType::kBool) {
+    return op.program_error(std::string(name) + " must not be bool, got " + in.describe());
+  }
+  ETNA_TRY(op.expect_supported_dtype(in, name));
+  return op.expect_dtype(out, "out", in.dtype());
+}
 
 // --- max_pool2d_with_indices -------------------------------------------------------
 
@@ -158,9 +162,7 @@ Status max_pool2d_with_indices_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(bool ceil_mode, op.bool_arg(5, "ceil_mode"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(6, "out"));
   ETNA_KERNEL_ASSIGN(Tensor * indices, op.output(7, "indices"));
-  if (in->dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + in->describe());
-  ETNA_TRY(op.expect_supported_dtype(*in, "self"));
-  ETNA_TRY(op.expect_dtype(*out, "out", in->dtype()));
+  ETNA_TRY(expect_same_numeric_dtype(op, *in, "self", *out));
   ETNA_TRY(op.expect_dtype(*indices, "indices", ScalarType::kLong));
   ETNA_TRY(expect_pooling_input(op, *in));
   ETNA_KERNEL_ASSIGN(Shape shape, pooled_shape(op, *in, w, ceil_mode));
@@ -202,19 +204,47 @@ Status max_pool2d_with_indices_out(KernelArgs args) {
   return Status::ok();
 }
 
-// --- avg_pool2d ----------------------------------------------------------------
+// --- avg_pool2d, _adaptive_avg_pool2d ---------------------------------------------------
 
-Status expect_average_dtype(const OpArgs& op, const Tensor& in) {
+// float32, float64 or int64 (ExecuTorch's average dtypes), shared by out, in
+// a pooling-shaped input.
+Status expect_average_input(const OpArgs& op, const Tensor& in, const Tensor& out) {
   if (!is_floating_dtype(in.dtype()) && in.dtype() != ScalarType::kLong) {
     return op.program_error("self must be float32, float64 or int64, got " + in.describe());
   }
-  return Status::ok();
+  ETNA_TRY(op.expect_dtype(out, "out", in.dtype()));
+  return expect_pooling_input(op, in);
 }
 
-template <typename F>
-void visit_average_dtype(ScalarType type, F&& f) {
-  if (type == ScalarType::kLong) f(TypeTag<int64_t>{});
-  else visit_floating_dtype(type, f);
+// The input pixels [y0, y1) x [x0, x1) an output pixel averages, and what
+// their sum is divided by.
+struct AverageWindow {
+  int64_t y0 = 0, y1 = 0, x0 = 0, x1 = 0, divisor = 1;
+};
+
+// out[n, c, oy, ox] = sum of in over window(oy, ox) / its divisor. The
+// accumulator is double for floating dtypes and int64 for int64, whose
+// average truncates toward zero as ExecuTorch's does.
+template <typename WindowFn>
+void average_windows(const Tensor& in, Tensor& out, WindowFn&& window) {
+  const Image src = image_of(in);
+  const Image dst = image_of(out);
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    const T* in_data = in.data_as<T>();
+    T* out_data = out.data_as<T>();
+    for_each_pixel(dst, [&](int64_t n, int64_t c, int64_t oy, int64_t ox) {
+      const AverageWindow w = window(oy, ox);
+      Acc sum = 0;
+      for (int64_t y = w.y0; y < w.y1; ++y) {
+        for (int64_t x = w.x0; x < w.x1; ++x) sum = wrapping_add(sum, static_cast<Acc>(in_data[src.offset(n, c, y, x)]));
+      }
+      out_data[dst.offset(n, c, oy, ox)] = convert_value<T>(sum / static_cast<Acc>(w.divisor));
+    });
+  };
+  if (in.dtype() == ScalarType::kLong) run(TypeTag<int64_t>{});
+  else visit_floating_dtype(in.dtype(), run);
 }
 
 Status avg_pool2d_out(KernelArgs args) {
@@ -226,45 +256,31 @@ Status avg_pool2d_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(bool count_include_pad, op.bool_arg(5, "count_include_pad"));
   ETNA_KERNEL_ASSIGN(std::optional<int64_t> divisor_override, op.optional_int_arg(6, "divisor_override"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(7, "out"));
-  ETNA_TRY(expect_average_dtype(op, *in));
-  ETNA_TRY(op.expect_dtype(*out, "out", in->dtype()));
-  ETNA_TRY(expect_pooling_input(op, *in));
+  ETNA_TRY(expect_average_input(op, *in, *out));
   if (divisor_override && *divisor_override == 0) return op.input_error("divisor_override must not be 0");
   ETNA_KERNEL_ASSIGN(Shape shape, pooled_shape(op, *in, w, ceil_mode));
   ETNA_TRY(op.prepare_output(*out, shape, "out", false));
   const Image src = image_of(*in);
-  const Image dst = image_of(*out);
-  visit_average_dtype(in->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = AverageAcc<T>;
-    const T* in_data = in->data_as<T>();
-    T* out_data = out->data_as<T>();
-    for_each_pixel(dst, [&](int64_t n, int64_t c, int64_t oy, int64_t ox) {
-      // The window clipped to the padded input counts padding; clipped to
-      // the input it does not. A ceil_mode overhang past the padding never
-      // counts.
-      int64_t y0 = oy * w.stride[0] - w.padding[0];
-      int64_t x0 = ox * w.stride[1] - w.padding[1];
-      int64_t y1 = std::min(y0 + w.kernel[0], src.height + w.padding[0]);
-      int64_t x1 = std::min(x0 + w.kernel[1], src.width + w.padding[1]);
-      const int64_t padded_count = (y1 - y0) * (x1 - x0);
-      y0 = std::max<int64_t>(y0, 0);
-      x0 = std::max<int64_t>(x0, 0);
-      y1 = std::min(y1, src.height);
-      x1 = std::min(x1, src.width);
-      Acc sum = 0;
-      for (int64_t y = y0; y < y1; ++y) {
-        for (int64_t x = x0; x < x1; ++x) sum = wrapping_add(sum, static_cast<Acc>(in_data[src.offset(n, c, y, x)]));
-      }
-      const int64_t divisor =
-          divisor_override ? *divisor_override : count_include_pad ? padded_count : (y1 - y0) * (x1 - x0);
-      out_data[dst.offset(n, c, oy, ox)] = convert_value<T>(sum / static_cast<Acc>(divisor));
-    });
+  average_windows(*in, *out, [&](int64_t oy, int64_t ox) {
+    // The window clipped to the padded input counts padding; clipped to the
+    // input it does not. A ceil_mode overhang past the padding never counts.
+    AverageWindow a;
+    a.y0 = oy * w.stride[0] - w.padding[0];
+    a.x0 = ox * w.stride[1] - w.padding[1];
+    a.y1 = std::min(a.y0 + w.kernel[0], src.height + w.padding[0]);
+    a.x1 = std::min(a.x0 + w.kernel[1], src.width + w.padding[1]);
+    const int64_t padded_count = (a.y1 - a.y0) * (a.x1 - a.x0);
+    a.y0 = std::max<int64_t>(a.y0, 0);
+    a.x0 = std::max<int64_t>(a.x0, 0);
+    a.y1 = std::min(a.y1, src.height);
+    a.x1 = std::min(a.x1, src.width);
+    a.divisor = divisor_override ? *divisor_override
+                : count_include_pad ? padded_count
+                                    : (a.y1 - a.y0) * (a.x1 - a.x0);
+    return a;
   });
   return Status::ok();
 }
-
-// --- _adaptive_avg_pool2d ----------------------------------------------------------
 
 Status adaptive_avg_pool2d_out(KernelArgs args) {
   OpArgs op("aten::_adaptive_avg_pool2d.out", args);
@@ -272,34 +288,25 @@ Status adaptive_avg_pool2d_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> output_size, op.int_list_arg(1, "output_size"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_TRY(expect_average_dtype(op, *in));
-  ETNA_TRY(op.expect_dtype(*out, "out", in->dtype()));
-  ETNA_TRY(expect_pooling_input(op, *in));
+  ETNA_TRY(expect_average_input(op, *in, *out));
   if (output_size.size() != 2 || output_size[0] < 1 || output_size[1] < 1 || output_size[0] >= kParamLimit ||
       output_size[1] >= kParamLimit) {
     return op.input_error("output_size must be 2 sizes in [1, 2^31)");
   }
-  const Shape shape = with_spatial(*in, output_size[0], output_size[1]);
-  ETNA_TRY(op.prepare_output(*out, shape, "out", false));
+  ETNA_TRY(op.prepare_output(*out, with_spatial(*in, output_size[0], output_size[1]), "out", false));
   const Image src = image_of(*in);
   const Image dst = image_of(*out);
   // Output cell o of n covers input [floor(o * in / n), ceil((o + 1) * in / n)).
   auto start = [](int64_t o, int64_t out_size, int64_t in_size) { return o * in_size / out_size; };
   auto end = [](int64_t o, int64_t out_size, int64_t in_size) { return ((o + 1) * in_size + out_size - 1) / out_size; };
-  visit_average_dtype(in->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = AverageAcc<T>;
-    const T* in_data = in->data_as<T>();
-    T* out_data = out->data_as<T>();
-    for_each_pixel(dst, [&](int64_t n, int64_t c, int64_t oy, int64_t ox) {
-      const int64_t y0 = start(oy, dst.height, src.height), y1 = end(oy, dst.height, src.height);
-      const int64_t x0 = start(ox, dst.width, src.width), x1 = end(ox, dst.width, src.width);
-      Acc sum = 0;
-      for (int64_t y = y0; y < y1; ++y) {
-        for (int64_t x = x0; x < x1; ++x) sum = wrapping_add(sum, static_cast<Acc>(in_data[src.offset(n, c, y, x)]));
-      }
-      out_data[dst.offset(n, c, oy, ox)] = convert_value<T>(sum / static_cast<Acc>((y1 - y0) * (x1 - x0)));
-    });
+  average_windows(*in, *out, [&](int64_t oy, int64_t ox) {
+    AverageWindow a;
+    a.y0 = start(oy, dst.height, src.height);
+    a.y1 = end(oy, dst.height, src.height);
+    a.x0 = start(ox, dst.width, src.width);
+    a.x1 = end(ox, dst.width, src.width);
+    a.divisor = (a.y1 - a.y0) * (a.x1 - a.x0);
+    return a;
   });
   return Status::ok();
 }
@@ -391,8 +398,10 @@ struct UpsamplePlan {
   std::array<double, 2> scale{};
 };
 
-Result<UpsamplePlan> plan_upsample(const OpArgs& op, const Tensor& in, size_t output_size_index,
+// Also checks dtypes and shapes `out` (read through strides like `in`).
+Result<UpsamplePlan> plan_upsample(const OpArgs& op, const Tensor& in, Tensor& out, size_t output_size_index,
                                    size_t scale_factors_index) {
+  ETNA_TRY(expect_same_numeric_dtype(op, in, "input", out));
   if (in.rank() != 4 || in.size(2) < 1 || in.size(3) < 1) {
     return op.input_error("input " + in.describe() + " must be [N, C, H, W] with non-empty H and W");
   }
@@ -430,6 +439,7 @@ Result<UpsamplePlan> plan_upsample(const OpArgs& op, const Tensor& in, size_t ou
     return op.input_error("the upsampled size of input " + in.describe() + " would be empty");
   }
   plan.shape = with_spatial(in, sizes[0], sizes[1]);
+  ETNA_TRY(op.prepare_output(out, plan.shape, "out", false));
   return plan;
 }
 
@@ -444,11 +454,7 @@ Status upsample_nearest2d_vec_out(KernelArgs args) {
   ETNA_TRY(op.expect_count(5));
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  if (in->dtype() == ScalarType::kBool) return op.program_error("input must not be bool, got " + in->describe());
-  ETNA_TRY(op.expect_supported_dtype(*in, "input"));
-  ETNA_TRY(op.expect_dtype(*out, "out", in->dtype()));
-  ETNA_KERNEL_ASSIGN(UpsamplePlan plan, plan_upsample(op, *in, 1, 2));
-  ETNA_TRY(op.prepare_output(*out, plan.shape, "out", false));
+  ETNA_KERNEL_ASSIGN(UpsamplePlan plan, plan_upsample(op, *in, *out, 1, 2));
   const Image src = image_of(*in);
   const Image dst = image_of(*out);
   const float ratio_h = static_cast<float>(1.0 / plan.scale[0]);
@@ -502,11 +508,7 @@ Status upsample_bilinear2d_vec_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "input"));
   ETNA_KERNEL_ASSIGN(bool align_corners, op.bool_arg(2, "align_corners"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  if (in->dtype() == ScalarType::kBool) return op.program_error("input must not be bool, got " + in->describe());
-  ETNA_TRY(op.expect_supported_dtype(*in, "input"));
-  ETNA_TRY(op.expect_dtype(*out, "out", in->dtype()));
-  ETNA_KERNEL_ASSIGN(UpsamplePlan plan, plan_upsample(op, *in, 1, 3));
-  ETNA_TRY(op.prepare_output(*out, plan.shape, "out", false));
+  ETNA_KERNEL_ASSIGN(UpsamplePlan plan, plan_upsample(op, *in, *out, 1, 3));
   const Image src = image_of(*in);
   const Image dst = image_of(*out);
   const float ratio_h = bilinear_ratio(src.height, dst.height, align_corners, plan.scale[0]);

@@ -177,6 +177,32 @@ Status amin_out(KernelArgs args) { return extreme_value<false>(args, "aten::amin
 
 // --- argmax / argmin ---------------------------------------------------------------
 
+// For each reduction of `layout`, the position of its first extreme element
+// (NaN wins) goes to `index_data` and, when `value_data` is given, the
+// element itself to `value_data` in self's dtype.
+template <bool kMax>
+void find_extremes(const ReductionLayout& layout, const Tensor& self, void* value_data, int64_t* index_data) {
+  const void* in = self.data();
+  visit_real_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
+      int64_t position = 0;
+      int64_t best_position = 0;
+      T best{};
+      reduce([&](int64_t offset) {
+        const T v = load_element<T>(in, offset);
+        if (position == 0 || replaces<kMax>(v, best)) {
+          best = v;
+          best_position = position;
+        }
+        ++position;
+      });
+      if (value_data) store_element<T>(value_data, out_index, best);
+      index_data[out_index] = best_position;
+    });
+  });
+}
+
 template <bool kMax>
 Status extreme_index(KernelArgs args, const char* key) {
   OpArgs op(key, args);
@@ -201,25 +227,7 @@ Status extreme_index(KernelArgs args, const char* key) {
                           " over an empty dimension");
   }
   ETNA_TRY(op.prepare_output(*out, layout.out_shape));
-  const void* in = self->data();
-  auto* result = out->data_as<int64_t>();
-  visit_real_dtype(self->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
-      int64_t position = 0;
-      int64_t best_position = 0;
-      T best{};
-      reduce([&](int64_t offset) {
-        const T v = load_element<T>(in, offset);
-        if (position == 0 || replaces<kMax>(v, best)) {
-          best = v;
-          best_position = position;
-        }
-        ++position;
-      });
-      result[out_index] = best_position;
-    });
-  });
+  find_extremes<kMax>(layout, *self, nullptr, out->data_as<int64_t>());
   return Status::ok();
 }
 
@@ -253,27 +261,7 @@ Status extreme_along_dim(KernelArgs args, const char* key) {
   }
   ETNA_TRY(op.prepare_output(*values, layout.out_shape, values_name));
   ETNA_TRY(op.prepare_output(*indices, layout.out_shape, indices_name));
-  const void* in = self->data();
-  void* value_data = values->data();
-  auto* index_data = indices->data_as<int64_t>();
-  visit_real_dtype(self->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
-      int64_t position = 0;
-      int64_t best_position = 0;
-      T best{};
-      reduce([&](int64_t offset) {
-        const T v = load_element<T>(in, offset);
-        if (position == 0 || replaces<kMax>(v, best)) {
-          best = v;
-          best_position = position;
-        }
-        ++position;
-      });
-      store_element<T>(value_data, out_index, best);
-      index_data[out_index] = best_position;
-    });
-  });
+  find_extremes<kMax>(layout, *self, values->data(), indices->data_as<int64_t>());
   return Status::ok();
 }
 

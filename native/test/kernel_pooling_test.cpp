@@ -6,13 +6,6 @@
 namespace etna::kernel_test {
 namespace {
 
-// Options for an out whose shape may shrink below its planned size.
-TensorOptions bounded() {
-  TensorOptions options;
-  options.dynamism = ShapeDynamism::kBound;
-  return options;
-}
-
 std::vector<float> iota_floats(size_t n, float start = 1.0f) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);

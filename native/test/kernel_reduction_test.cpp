@@ -6,13 +6,6 @@
 namespace etna::kernel_test {
 namespace {
 
-// Options for an out whose shape may shrink below its planned size.
-TensorOptions bounded() {
-  TensorOptions options;
-  options.dynamism = ShapeDynamism::kBound;
-  return options;
-}
-
 TEST(KernelReduction, SumOverEachDimMatchesLoops) {
   Lcg rng(3);
   const std::vector<float> values = rng.floats(2 * 3 * 4);

@@ -45,6 +45,13 @@ struct TensorOptions {
   std::vector<uint8_t> dim_order;
 };
 
+// Options for an out whose shape may shrink below its planned size.
+inline TensorOptions bounded() {
+  TensorOptions options;
+  options.dynamism = ShapeDynamism::kBound;
+  return options;
+}
+
 // Owns tensors and their bytes for one test.
 class TensorStore {
  public:
