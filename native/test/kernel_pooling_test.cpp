@@ -116,6 +116,22 @@ TEST(KernelPooling, MaxPoolTiesKeepTheFirstIndexAndThreeDimInputsWork) {
   EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{0, 1, 3, 4}));
 }
 
+TEST(KernelPooling, MaxPoolNaNOnlyWinsAsTheFirstElementOfAWindow) {
+  // ExecuTorch compares with `>`: a NaN that starts a window stays, a later
+  // one never replaces a number.
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor& self = store.make<float>({1, 1, 2, 4}, {nan, 1, 2, nan,  //
+                                                  0, 5, -1, 3});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 1, 2});
+  Tensor& indices = store.make_empty(ScalarType::kLong, {1, 1, 1, 2});
+  ASSERT_TRUE(is_ok(run_max_pool(self, {{2}, {2}, {0}, {1}}, out, indices)));
+  const auto got = values_of<float>(out);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], 3);
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{0, 7}));
+}
+
 TEST(KernelPooling, MaxPoolAcceptsAnEmptyBatch) {
   TensorStore store;
   Tensor& self = store.make<float>({0, 2, 4, 4}, {});
@@ -441,6 +457,57 @@ TEST(KernelPooling, UpsampleNeedsExactlyOneOfOutputSizeAndScaleFactors) {
   Args rank3;
   rank3.tensor(three_d).ints({4, 4}).boolean(false).none().tensor(out).same_as(4);
   EXPECT_TRUE(fails_with(run_kernel(bilinear, rank3), {bilinear, "[N, C, H, W]"}));
+}
+
+// --- layouts ------------------------------------------------------------------------------
+
+// The same image stored NCHW and NHWC.
+struct TwoLayouts {
+  Tensor* nchw;
+  Tensor* nhwc;
+};
+
+TwoLayouts image_in_both_layouts(TensorStore& store, int64_t n, int64_t c, int64_t h, int64_t w,
+                                 const std::vector<float>& nchw_values) {
+  std::vector<float> nhwc_values(nchw_values.size());
+  for (int64_t a = 0; a < n; ++a) {
+    for (int64_t k = 0; k < c; ++k) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          nhwc_values[static_cast<size_t>(((a * h + y) * w + x) * c + k)] =
+              nchw_values[static_cast<size_t>(((a * c + k) * h + y) * w + x)];
+        }
+      }
+    }
+  }
+  TensorOptions channels_last;
+  channels_last.dim_order = {0, 2, 3, 1};
+  return {&store.make<float>({n, c, h, w}, nchw_values), &store.make<float>({n, c, h, w}, nhwc_values, channels_last)};
+}
+
+TEST(KernelPooling, ChannelsLastInputsGiveTheSameResults) {
+  TensorStore store;
+  Lcg rng(17);
+  const auto values = rng.floats(2 * 3 * 5 * 4);
+  const TwoLayouts in = image_in_both_layouts(store, 2, 3, 5, 4, values);
+  std::vector<std::vector<float>> results;
+  for (Tensor* image : {in.nchw, in.nhwc}) {
+    Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3, 3, 2});
+    Tensor& indices = store.make_empty(ScalarType::kLong, {2, 3, 3, 2});
+    ASSERT_TRUE(is_ok(run_max_pool(*image, {{3, 2}, {2}, {1, 0}, {1}}, out, indices)));
+    results.push_back(values_of<float>(out));
+    Tensor& avg = store.make_empty(ScalarType::kFloat, {2, 3, 3, 2});
+    ASSERT_TRUE(is_ok(run_avg_pool(*image, {3, 2}, {2}, {1, 0}, false, false, std::nullopt, avg)));
+    results.push_back(values_of<float>(avg));
+    Tensor& up = store.make_empty(ScalarType::kFloat, {2, 3, 7, 6});
+    Args bilinear;
+    bilinear.tensor(*image).ints({7, 6}).boolean(false).none().tensor(up).same_as(4);
+    ASSERT_TRUE(is_ok(run_kernel("aten::upsample_bilinear2d.vec_out", bilinear)));
+    results.push_back(values_of<float>(up));
+  }
+  EXPECT_EQ(results[0], results[3]);
+  EXPECT_EQ(results[1], results[4]);
+  EXPECT_EQ(results[2], results[5]);
 }
 
 }  // namespace
