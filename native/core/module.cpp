@@ -219,6 +219,7 @@ Status Module::load_method(const std::string& name) {
                                                       (names.empty() ? "no methods" : names) + ")");
   }
   if (methods_[*index]) return Status::ok();
+  ETNA_TRY(check_unchanged(*program_, options_.external_data.get()));
   auto memory = memory_for(*index);
   if (!memory) return memory.error();
   method_memory_[*index] = *memory;
@@ -252,6 +253,7 @@ Result<std::vector<OutputValue>> Module::execute(const std::string& name, const 
   if (!lock.owns_lock()) {
     return make_error(ErrorCode::kInternal, "module is already running a call; calls must be serialized");
   }
+  ETNA_TRY(check_unchanged(*program_, options_.external_data.get()));
   auto loaded = method(name);
   if (!loaded) return loaded.error();
   Method& method = **loaded;
