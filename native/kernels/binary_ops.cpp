@@ -1,9 +1,10 @@
 // Elementwise operators with two or three operands: arithmetic, comparisons,
-// where, masked_fill and pow. Operands broadcast; the result dtype follows
+// logical and bitwise operators, maximum/minimum, where, masked_fill and pow. Operands broadcast; the result dtype follows
 // PyTorch's type promotion and is converted to the out tensor's dtype.
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
@@ -313,6 +314,117 @@ Status pow_tensor_scalar_out(KernelArgs args) {
   return Status::ok();
 }
 
+// --- logical, bitwise, maximum, minimum ----------------------------------------------
+
+enum class Logical { kAnd, kOr, kXor };
+
+// Truth of each operand (non-zero, NaN included), written to out as 0/1 in
+// whatever dtype out has.
+Status logical(const OpArgs& op, Logical kind) {
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  visit_compute_type(common, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    apply_binary<C, bool>(*self, other, *out, [kind](C a, C b) {
+      const bool x = a != C(0), y = b != C(0);
+      switch (kind) {
+        case Logical::kAnd: return x && y;
+        case Logical::kOr: return x || y;
+        case Logical::kXor: break;
+      }
+      return x != y;
+    });
+  });
+  return Status::ok();
+}
+
+enum class Bitwise { kAnd, kOr, kXor };
+
+// Integer or bool operands only; computed on int64, whose low bits are those
+// of any narrower integer dtype.
+Status bitwise(const OpArgs& op, bool other_is_tensor, Bitwise kind) {
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
+  if (is_floating_dtype(result)) {
+    return op.program_error("bitwise operators need integer or bool operands, got self " + self->describe() +
+                            (other.tensor ? ", other " + other.tensor->describe() : ", other " + other.scalar.describe()));
+  }
+  ETNA_TRY(op.expect_castable(result, *out));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  apply_binary<int64_t, int64_t>(*self, other, *out, [kind](int64_t a, int64_t b) {
+    switch (kind) {
+      case Bitwise::kAnd: return a & b;
+      case Bitwise::kOr: return a | b;
+      case Bitwise::kXor: break;
+    }
+    return a ^ b;
+  });
+  return Status::ok();
+}
+
+Status bitwise_not_out(KernelArgs args) {
+  OpArgs op("aten::bitwise_not.out", args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
+  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  if (is_floating_dtype(self->dtype())) {
+    return op.program_error("bitwise_not needs an integer or bool self, got " + self->describe());
+  }
+  ETNA_TRY(op.expect_castable(self->dtype(), *out));
+  ETNA_TRY(op.prepare_output(*out, Shape::of(*self), "out", false));
+  // Bool negates logically; integers flip every bit.
+  if (self->dtype() == ScalarType::kBool) {
+    map_elements<int64_t, bool, 1>({self}, *out, [](int64_t x) { return x == 0; });
+  } else {
+    map_elements<int64_t, int64_t, 1>({self}, *out, [](int64_t x) { return ~x; });
+  }
+  return Status::ok();
+}
+
+template <typename C>
+bool is_nan_operand(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+// Elementwise larger (or smaller) value in the promoted dtype; NaN wins.
+template <bool kMax>
+Status extreme_of_two(KernelArgs args, const char* key) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
+  ETNA_TRY(op.expect_castable(result, *out));
+  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
+  visit_compute_type(result, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    apply_binary<C, C>(*self, other, *out, [](C a, C b) {
+      if (is_nan_operand(a)) return a;
+      if (is_nan_operand(b)) return b;
+      return (kMax ? a > b : a < b) ? a : b;
+    });
+  });
+  return Status::ok();
+}
+
+Status maximum_out(KernelArgs args) { return extreme_of_two<true>(args, "aten::maximum.out"); }
+Status minimum_out(KernelArgs args) { return extreme_of_two<false>(args, "aten::minimum.out"); }
+
 // --- registered entry points ------------------------------------------------------
 
 #define ETNA_ARITH_KERNEL(fn, key, tensor_other, kind, has_alpha) \
@@ -346,6 +458,22 @@ ETNA_COMPARE_KERNELS(le, Compare::kLe)
 ETNA_COMPARE_KERNELS(ge, Compare::kGe)
 #undef ETNA_COMPARE_KERNELS
 
+Status logical_and_out(KernelArgs args) { return logical(OpArgs("aten::logical_and.out", args), Logical::kAnd); }
+Status logical_or_out(KernelArgs args) { return logical(OpArgs("aten::logical_or.out", args), Logical::kOr); }
+Status logical_xor_out(KernelArgs args) { return logical(OpArgs("aten::logical_xor.out", args), Logical::kXor); }
+
+#define ETNA_BITWISE_KERNELS(name, kind)                                                        \
+  Status bitwise_##name##_tensor_out(KernelArgs args) {                                         \
+    return bitwise(OpArgs("aten::bitwise_" #name ".Tensor_out", args), true, kind);             \
+  }                                                                                             \
+  Status bitwise_##name##_scalar_out(KernelArgs args) {                                         \
+    return bitwise(OpArgs("aten::bitwise_" #name ".Scalar_out", args), false, kind);            \
+  }
+ETNA_BITWISE_KERNELS(and, Bitwise::kAnd)
+ETNA_BITWISE_KERNELS(or, Bitwise::kOr)
+ETNA_BITWISE_KERNELS(xor, Bitwise::kXor)
+#undef ETNA_BITWISE_KERNELS
+
 }  // namespace
 
 void register_binary_kernels(KernelRegistry& registry) {
@@ -375,6 +503,18 @@ void register_binary_kernels(KernelRegistry& registry) {
   registry.add("aten::where.self_out", where_self_out, 5);
   registry.add("aten::masked_fill.Scalar_out", masked_fill_scalar_out, 5);
   registry.add("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out, 4);
+  registry.add("aten::logical_and.out", logical_and_out, 4);
+  registry.add("aten::logical_or.out", logical_or_out, 4);
+  registry.add("aten::logical_xor.out", logical_xor_out, 4);
+  registry.add("aten::bitwise_and.Tensor_out", bitwise_and_tensor_out, 4);
+  registry.add("aten::bitwise_and.Scalar_out", bitwise_and_scalar_out, 4);
+  registry.add("aten::bitwise_or.Tensor_out", bitwise_or_tensor_out, 4);
+  registry.add("aten::bitwise_or.Scalar_out", bitwise_or_scalar_out, 4);
+  registry.add("aten::bitwise_xor.Tensor_out", bitwise_xor_tensor_out, 4);
+  registry.add("aten::bitwise_xor.Scalar_out", bitwise_xor_scalar_out, 4);
+  registry.add("aten::bitwise_not.out", bitwise_not_out, 3);
+  registry.add("aten::maximum.out", maximum_out, 4);
+  registry.add("aten::minimum.out", minimum_out, 4);
 }
 
 }  // namespace etna::kernels

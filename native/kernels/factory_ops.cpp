@@ -1,6 +1,7 @@
 // Operators that create values from Scalars: full, zeros, ones, the *_like
-// forms, scalar_tensor and arange. The out tensor's dtype is the result dtype;
-// a fill value that does not fit it is an error.
+// forms, scalar_tensor and arange, and the uninitialized _empty_dim_order.
+// The out tensor's dtype is the result dtype; a fill value that does not fit
+// it is an error.
 
 #include <cmath>
 #include <string>
@@ -137,6 +138,24 @@ Status arange_out(KernelArgs args) {
   return arange_values(op, Scalar::from_int(0), end, Scalar::from_int(1), *out);
 }
 
+// An uninitialized tensor: only resizes out, whose dim order must be the
+// requested one (row-major when None), as in ExecuTorch. Any dtype.
+Status empty_dim_order_out(KernelArgs args) {
+  OpArgs op("dim_order_ops::_empty_dim_order.out", args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Shape shape, size_argument(op, 0));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dim_order, op.optional_int_list_arg(1, "dim_order"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  if (dim_order.present) {
+    bool matches = dim_order.items.size() == out->rank();
+    for (size_t d = 0; matches && d < out->rank(); ++d) matches = dim_order.items[d] == out->dim_order()[d];
+    if (!matches) return op.program_error("out " + out->describe() + " does not have the requested dim_order");
+  } else if (!out->is_contiguous()) {
+    return op.program_error("out " + out->describe() + " must be row-major when dim_order is None");
+  }
+  return op.prepare_output(*out, shape, "out", false);
+}
+
 }  // namespace
 
 void register_factory_kernels(KernelRegistry& registry) {
@@ -149,6 +168,7 @@ void register_factory_kernels(KernelRegistry& registry) {
   registry.add("aten::scalar_tensor.out", scalar_tensor_out, 3);
   registry.add("aten::arange.start_out", arange_start_out, 5);
   registry.add("aten::arange.out", arange_out, 3);
+  registry.add("dim_order_ops::_empty_dim_order.out", empty_dim_order_out, 4);
 }
 
 }  // namespace etna::kernels

@@ -1,4 +1,4 @@
-// Normalizations along dims: softmax, log_softmax and layer norm.
+// Normalizations along dims: softmax, log_softmax, layer norm and group norm.
 
 #include <cmath>
 #include <limits>
@@ -141,12 +141,95 @@ Status native_layer_norm_out(KernelArgs args) {
   return Status::ok();
 }
 
+// Group norm over [N, C, *] viewed as N * group rows of (C / group) * HxW
+// elements: mean and rstd per row (population variance), then the per-channel
+// affine. Outs: result, mean [N, group], rstd [N, group]; an empty row gets
+// mean 0 and rstd NaN (ExecuTorch).
+Status native_group_norm_out(KernelArgs args) {
+  OpArgs op("aten::native_group_norm.out", args);
+  ETNA_TRY(op.expect_count(12));
+  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
+  ETNA_KERNEL_ASSIGN(Tensor * weight, op.optional_input(1, "weight"));
+  ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
+  ETNA_KERNEL_ASSIGN(int64_t n, op.int_arg(3, "N"));
+  ETNA_KERNEL_ASSIGN(int64_t c, op.int_arg(4, "C"));
+  ETNA_KERNEL_ASSIGN(int64_t hxw, op.int_arg(5, "HxW"));
+  ETNA_KERNEL_ASSIGN(int64_t group, op.int_arg(6, "group"));
+  ETNA_KERNEL_ASSIGN(double eps, op.double_arg(7, "eps"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(8, "out0"));
+  ETNA_KERNEL_ASSIGN(Tensor * mean_out, op.output(9, "out1"));
+  ETNA_KERNEL_ASSIGN(Tensor * rstd_out, op.output(10, "out2"));
+  ETNA_TRY(op.expect_floating(*input, "input"));
+  int64_t planes = 0, expected_numel = 0;
+  const bool sizes_match = input->rank() >= 2 && input->size(0) == n && input->size(1) == c && hxw >= 0 &&
+                           !__builtin_mul_overflow(n, c, &planes) &&
+                           !__builtin_mul_overflow(planes, hxw, &expected_numel) &&
+                           expected_numel == static_cast<int64_t>(input->numel());
+  if (!sizes_match) {
+    return op.input_error("input " + input->describe() + " does not have N = " + std::to_string(n) + ", C = " +
+                          std::to_string(c) + " and HxW = " + std::to_string(hxw));
+  }
+  if (group <= 0 || c % group != 0) {
+    return op.input_error("group " + std::to_string(group) + " must be positive and divide C = " + std::to_string(c));
+  }
+  Shape channels;
+  channels.rank = 1;
+  channels[0] = c;
+  ETNA_TRY(check_affine(op, weight, "weight", *input, channels));
+  ETNA_TRY(check_affine(op, bias, "bias", *input, channels));
+  ETNA_TRY(op.expect_dtype(*out, "out0", input->dtype()));
+  ETNA_TRY(op.expect_dtype(*mean_out, "out1", input->dtype()));
+  ETNA_TRY(op.expect_dtype(*rstd_out, "out2", input->dtype()));
+  Shape stats;
+  stats.rank = 2;
+  stats[0] = n;
+  stats[1] = group;
+  ETNA_TRY(op.prepare_output(*out, Shape::of(*input), "out0"));
+  ETNA_TRY(op.prepare_output(*mean_out, stats, "out1"));
+  ETNA_TRY(op.prepare_output(*rstd_out, stats, "out2"));
+  const int64_t per_group = c / group;
+  const int64_t row_size = per_group * hxw;
+  visit_floating_dtype(input->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = input->data_as<T>();
+    const T* w = weight ? weight->data_as<T>() : nullptr;
+    const T* b = bias ? bias->data_as<T>() : nullptr;
+    T* y = out->data_as<T>();
+    for (int64_t row = 0; row < n * group; ++row) {
+      if (row_size == 0) {
+        mean_out->data_as<T>()[row] = T(0);
+        rstd_out->data_as<T>()[row] = std::numeric_limits<T>::quiet_NaN();
+        continue;
+      }
+      const T* xr = x + row * row_size;
+      double mean = 0;
+      for (int64_t j = 0; j < row_size; ++j) mean += xr[j];
+      mean /= static_cast<double>(row_size);
+      double variance = 0;
+      for (int64_t j = 0; j < row_size; ++j) variance += (xr[j] - mean) * (xr[j] - mean);
+      variance /= static_cast<double>(row_size);
+      const double rstd = 1.0 / std::sqrt(variance + eps);
+      for (int64_t k = 0; k < per_group; ++k) {
+        const int64_t channel = (row % group) * per_group + k;
+        const double scale = rstd * (w ? static_cast<double>(w[channel]) : 1.0);
+        const double shift = (b ? static_cast<double>(b[channel]) : 0.0) - scale * mean;
+        const int64_t base = (row * per_group + k) * hxw;
+        for (int64_t i = 0; i < hxw; ++i) y[base + i] = static_cast<T>(scale * x[base + i] + shift);
+      }
+      mean_out->data_as<T>()[row] = static_cast<T>(mean);
+      rstd_out->data_as<T>()[row] = static_cast<T>(rstd);
+    }
+  });
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_normalization_kernels(KernelRegistry& registry) {
   registry.add("aten::_softmax.out", softmax_out, 5);
   registry.add("aten::_log_softmax.out", log_softmax_out, 5);
   registry.add("aten::native_layer_norm.out", native_layer_norm_out, 9);
+  registry.add("aten::native_group_norm.out", native_group_norm_out, 12);
 }
 
 }  // namespace etna::kernels

@@ -1,9 +1,11 @@
 // Primitive ops the exporter emits for symbolic shapes and views: scalar
 // arithmetic and comparisons on Int/Double/Bool slots, tensor size queries,
-// and et_view, which makes an unplanned tensor alias another's data.
+// et_view, which makes an unplanned tensor alias another's data, and
+// et_copy_index, which collects the results of a lowered loop.
 // Results are written into the op's return slot.
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -261,6 +263,45 @@ Status et_view(KernelArgs args) {
   return op.prepare_output(*out, shape);
 }
 
+// One iteration of a lowered map loop: copy_from becomes row `index` of
+// copy_to, whose leading dim grows to index + 1 when it is shorter. The call
+// has no return slot.
+Status et_copy_index(KernelArgs args) {
+  OpArgs op("executorch_prim::et_copy_index.tensor", args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Tensor * copy_to, op.tensor(0, "copy_to"));
+  ETNA_KERNEL_ASSIGN(Tensor * copy_from, op.input(1, "copy_from"));
+  ETNA_KERNEL_ASSIGN(int64_t index, op.int_arg(2, "index"));
+  if (copy_to == copy_from) return op.program_error("copy_to and copy_from must be different tensors");
+  ETNA_TRY(op.expect_dtype(*copy_to, "copy_to", copy_from->dtype()));
+  if (copy_to->rank() != copy_from->rank() + 1) {
+    return op.input_error("copy_to " + copy_to->describe() + " must have one more dim than copy_from " +
+                          copy_from->describe());
+  }
+  // Bounded so index + 1 rows of copy_from stay far from overflow.
+  if (index < 0 || index >= (int64_t(1) << 31)) {
+    return op.input_error("index " + std::to_string(index) + " must be in [0, 2^31)");
+  }
+  const bool grow = copy_to->size(0) <= index;
+  Shape rows = Shape::of(*copy_to);
+  rows[0] = grow ? index + 1 : copy_to->size(0);
+  for (size_t d = 0; d < copy_from->rank(); ++d) {
+    // Growing from an empty copy_to (index 0) adopts copy_from's shape.
+    if (!(grow && index == 0) && copy_to->size(d + 1) != copy_from->size(d)) {
+      return op.input_error("copy_from " + copy_from->describe() + " does not match the rows of copy_to " +
+                            copy_to->describe());
+    }
+    rows[d + 1] = copy_from->size(d);
+  }
+  ETNA_TRY(op.prepare_output(*copy_to, rows, "copy_to"));
+  const size_t row_bytes = copy_from->nbytes();
+  if (row_bytes > 0) {
+    std::memcpy(static_cast<uint8_t*>(copy_to->data()) + static_cast<size_t>(index) * row_bytes, copy_from->data(),
+                row_bytes);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 void register_prim_kernels(KernelRegistry& registry) {
@@ -290,6 +331,7 @@ void register_prim_kernels(KernelRegistry& registry) {
   registry.add("aten::sym_numel", sym_numel, 2);
   registry.add("aten::_local_scalar_dense", local_scalar_dense, 2);
   registry.add("executorch_prim::et_view.default", et_view, 3);
+  registry.add("executorch_prim::et_copy_index.tensor", et_copy_index, 3);
 }
 
 }  // namespace etna::kernels

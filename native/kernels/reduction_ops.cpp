@@ -1,8 +1,10 @@
-// Reductions over a set of dims (sum, mean, amax, amin), index reductions
-// (argmax, argmin) and the running sum along one dim (cumsum).
+// Reductions over a set of dims (sum, mean, amax, amin, any, var_mean),
+// index reductions (argmax, argmin, max.dim, min.dim, topk) and the running
+// sum along one dim (cumsum).
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/iteration.h"
@@ -175,6 +177,32 @@ Status amin_out(KernelArgs args) { return extreme_value<false>(args, "aten::amin
 
 // --- argmax / argmin ---------------------------------------------------------------
 
+// For each reduction of `layout`, the position of its first extreme element
+// (NaN wins) goes to `index_data` and, when `value_data` is given, the
+// element itself to `value_data` in self's dtype.
+template <bool kMax>
+void find_extremes(const ReductionLayout& layout, const Tensor& self, void* value_data, int64_t* index_data) {
+  const void* in = self.data();
+  visit_real_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
+      int64_t position = 0;
+      int64_t best_position = 0;
+      T best{};
+      reduce([&](int64_t offset) {
+        const T v = load_element<T>(in, offset);
+        if (position == 0 || replaces<kMax>(v, best)) {
+          best = v;
+          best_position = position;
+        }
+        ++position;
+      });
+      if (value_data) store_element<T>(value_data, out_index, best);
+      index_data[out_index] = best_position;
+    });
+  });
+}
+
 template <bool kMax>
 Status extreme_index(KernelArgs args, const char* key) {
   OpArgs op(key, args);
@@ -199,30 +227,231 @@ Status extreme_index(KernelArgs args, const char* key) {
                           " over an empty dimension");
   }
   ETNA_TRY(op.prepare_output(*out, layout.out_shape));
-  const void* in = self->data();
-  auto* result = out->data_as<int64_t>();
-  visit_real_dtype(self->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
-      int64_t position = 0;
-      int64_t best_position = 0;
-      T best{};
-      reduce([&](int64_t offset) {
-        const T v = load_element<T>(in, offset);
-        if (position == 0 || replaces<kMax>(v, best)) {
-          best = v;
-          best_position = position;
-        }
-        ++position;
-      });
-      result[out_index] = best_position;
-    });
-  });
+  find_extremes<kMax>(layout, *self, nullptr, out->data_as<int64_t>());
   return Status::ok();
 }
 
 Status argmax_out(KernelArgs args) { return extreme_index<true>(args, "aten::argmax.out"); }
 Status argmin_out(KernelArgs args) { return extreme_index<false>(args, "aten::argmin.out"); }
+
+// --- max.dim / min.dim ------------------------------------------------------------
+
+// The extreme value along one dim and its index: NaN wins, ties keep the
+// first index (ExecuTorch's rule, as for argmax).
+template <bool kMax>
+Status extreme_along_dim(KernelArgs args, const char* key) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(6));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
+  // The schema's out names: (max, max_values) and (min, min_indices); the
+  // second holds the indices in both.
+  const char* values_name = kMax ? "max" : "min";
+  const char* indices_name = kMax ? "max_values" : "min_indices";
+  ETNA_KERNEL_ASSIGN(Tensor * values, op.output(3, values_name));
+  ETNA_KERNEL_ASSIGN(Tensor * indices, op.output(4, indices_name));
+  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_dtype(*values, values_name, self->dtype()));
+  ETNA_TRY(op.expect_dtype(*indices, indices_name, ScalarType::kLong));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, {dim}, self->rank(), "dim"));
+  const ReductionLayout layout = make_reduction_layout(*self, mask, keepdim);
+  if (layout.reduced_count == 0 && layout.kept.numel() > 0) {
+    return op.input_error("cannot reduce " + self->describe() + " over an empty dimension");
+  }
+  ETNA_TRY(op.prepare_output(*values, layout.out_shape, values_name));
+  ETNA_TRY(op.prepare_output(*indices, layout.out_shape, indices_name));
+  find_extremes<kMax>(layout, *self, values->data(), indices->data_as<int64_t>());
+  return Status::ok();
+}
+
+Status max_dim_max(KernelArgs args) { return extreme_along_dim<true>(args, "aten::max.dim_max"); }
+Status min_dim_min(KernelArgs args) { return extreme_along_dim<false>(args, "aten::min.dim_min"); }
+
+// --- topk --------------------------------------------------------------------------------
+
+// NaN orders above every number (ExecuTorch's comparison for topk).
+template <typename T>
+bool nan_last_less(T a, T b) {
+  return (!is_nan_value(a) && is_nan_value(b)) || a < b;
+}
+
+// The k largest (or smallest) elements along dim and their indices, always
+// in sorted order (ExecuTorch leaves the order unspecified when sorted is
+// false); equal values keep ascending index order.
+Status topk_values(KernelArgs args) {
+  OpArgs op("aten::topk.values", args);
+  ETNA_TRY(op.expect_count(8));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t k, op.int_arg(1, "k"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(2, "dim"));
+  ETNA_KERNEL_ASSIGN(bool largest, op.bool_arg(3, "largest"));
+  ETNA_KERNEL_ASSIGN(bool sorted, op.bool_arg(4, "sorted"));
+  (void)sorted;  // results are always sorted, which satisfies both settings
+  ETNA_KERNEL_ASSIGN(Tensor * values, op.output(5, "values"));
+  ETNA_KERNEL_ASSIGN(Tensor * indices, op.output(6, "indices"));
+  if (self->dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self->describe());
+  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_dtype(*values, "values", self->dtype()));
+  ETNA_TRY(op.expect_dtype(*indices, "indices", ScalarType::kLong));
+  ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
+  const int64_t size = self->rank() == 0 ? 1 : self->size(d);
+  if (k < 0 || k > size) {
+    return op.input_error("k " + std::to_string(k) + " is out of range [0, " + std::to_string(size) + "] for dim " +
+                          std::to_string(d) + " of self " + self->describe());
+  }
+  std::array<bool, kMaxTensorRank> mask{};
+  if (self->rank() > 0) mask[d] = true;
+  const ReductionLayout layout = make_reduction_layout(*self, mask, true);
+  Shape shape = layout.out_shape;
+  if (shape.rank > 0) shape[d] = k;
+  ETNA_TRY(op.prepare_output(*values, shape, "values"));
+  ETNA_TRY(op.prepare_output(*indices, shape, "indices"));
+  if (k == 0) return Status::ok();
+  // Results of one reduction sit at (outer * k + j) * inner + i, where the
+  // reduction's own index is outer * inner + i.
+  const int64_t inner = self->rank() == 0 ? 1 : split_at_dim(shape, d).inner;
+  const void* in = self->data();
+  void* value_data = values->data();
+  auto* index_data = indices->data_as<int64_t>();
+  visit_real_dtype(self->dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<std::pair<T, int64_t>> row;
+    row.reserve(static_cast<size_t>(size));
+    auto before = [largest](const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) {
+      if (largest ? nan_last_less(b.first, a.first) : nan_last_less(a.first, b.first)) return true;
+      if (largest ? nan_last_less(a.first, b.first) : nan_last_less(b.first, a.first)) return false;
+      return a.second < b.second;
+    };
+    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
+      row.clear();
+      reduce([&](int64_t offset) {
+        row.emplace_back(load_element<T>(in, offset), static_cast<int64_t>(row.size()));
+      });
+      std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
+      const int64_t outer = out_index / inner, i = out_index % inner;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t at = (outer * k + j) * inner + i;
+        store_element<T>(value_data, at, row[static_cast<size_t>(j)].first);
+        index_data[at] = row[static_cast<size_t>(j)].second;
+      }
+    });
+  });
+  return Status::ok();
+}
+
+// --- var_mean --------------------------------------------------------------------------
+
+// Variance sum((x - mean)^2) / (N - correction) and mean over the reduced
+// dims (None or [] = all). Like ExecuTorch, both are NaN when N is 0 or
+// N - correction is not positive.
+Status var_mean_correction_out(KernelArgs args) {
+  OpArgs op("aten::var_mean.correction_out", args);
+  ETNA_TRY(op.expect_count(7));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(std::optional<Scalar> correction, op.optional_scalar_arg(2, "correction"));
+  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(3, "keepdim"));
+  ETNA_KERNEL_ASSIGN(Tensor * var_out, op.output(4, "out0"));
+  ETNA_KERNEL_ASSIGN(Tensor * mean_out, op.output(5, "out1"));
+  ETNA_TRY(op.expect_floating(*self, "self"));
+  ETNA_TRY(op.expect_floating(*var_out, "out0"));
+  ETNA_TRY(op.expect_dtype(*mean_out, "out1", var_out->dtype()));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
+  const ReductionLayout layout = make_reduction_layout(*self, mask, keepdim);
+  ETNA_TRY(op.prepare_output(*var_out, layout.out_shape, "out0"));
+  ETNA_TRY(op.prepare_output(*mean_out, layout.out_shape, "out1"));
+  const double count = static_cast<double>(layout.reduced_count);
+  const double denominator = count - (correction ? correction->to<double>() : 1.0);
+  const bool undefined = layout.reduced_count == 0 || !(denominator > 0);
+  const void* in = self->data();
+  visit_floating_dtype(var_out->dtype(), [&](auto out_tag) {
+    using R = typename decltype(out_tag)::type;
+    R* var_data = var_out->data_as<R>();
+    R* mean_data = mean_out->data_as<R>();
+    visit_floating_dtype(self->dtype(), [&](auto in_tag) {
+      using T = typename decltype(in_tag)::type;
+      for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
+        if (undefined) {
+          var_data[out_index] = mean_data[out_index] = std::numeric_limits<R>::quiet_NaN();
+          return;
+        }
+        double sum = 0;
+        reduce([&](int64_t offset) { sum += static_cast<double>(load_element<T>(in, offset)); });
+        const double mean = sum / count;
+        double squares = 0;
+        reduce([&](int64_t offset) {
+          const double d = static_cast<double>(load_element<T>(in, offset)) - mean;
+          squares += d * d;
+        });
+        mean_data[out_index] = static_cast<R>(mean);
+        var_data[out_index] = static_cast<R>(squares / denominator);
+      });
+    });
+  });
+  return Status::ok();
+}
+
+// --- any -----------------------------------------------------------------------------
+
+// Whether any reduced element is non-zero (NaN counts); an empty reduction
+// is false. out is bool or uint8, as in ExecuTorch.
+Status any_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMaxTensorRank>& mask, bool keepdim,
+                Tensor& out) {
+  ETNA_TRY(op.expect_supported_dtype(self, "self"));
+  if (out.dtype() != ScalarType::kBool && out.dtype() != ScalarType::kByte) {
+    return op.program_error("out must be bool or uint8, got " + out.describe());
+  }
+  const ReductionLayout layout = make_reduction_layout(self, mask, keepdim);
+  ETNA_TRY(op.prepare_output(out, layout.out_shape));
+  const void* in = self.data();
+  auto* result = static_cast<uint8_t*>(out.data());
+  visit_real_dtype(self.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
+      bool found = false;
+      reduce([&](int64_t offset) { found = found || load_element<T>(in, offset) != T(0); });
+      result[out_index] = found ? 1 : 0;
+    });
+  });
+  return Status::ok();
+}
+
+Status any_all_out(KernelArgs args) {
+  OpArgs op("aten::any.all_out", args);
+  ETNA_TRY(op.expect_count(3));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, {}, self->rank(), "dim"));
+  return any_into(op, *self, mask, false, *out);
+}
+
+Status any_dims_out(KernelArgs args) {
+  OpArgs op("aten::any.dims_out", args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
+  // None reduces every dim; an empty list (ExecuTorch's reading) reduces
+  // none, mapping each element to its truth value.
+  std::array<bool, kMaxTensorRank> mask{};
+  if (!dims.present || !dims.items.empty()) {
+    ETNA_KERNEL_ASSIGN(mask, reduction_mask(op, dims.items, self->rank(), "dim"));
+  }
+  return any_into(op, *self, mask, keepdim, *out);
+}
+
+Status any_dim_out(KernelArgs args) {
+  OpArgs op("aten::any.out", args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
+  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, {dim}, self->rank(), "dim"));
+  return any_into(op, *self, mask, keepdim, *out);
+}
 
 // --- cumsum ----------------------------------------------------------------------
 
@@ -276,6 +505,13 @@ void register_reduction_kernels(KernelRegistry& registry) {
   registry.add("aten::argmax.out", argmax_out, 5);
   registry.add("aten::argmin.out", argmin_out, 5);
   registry.add("aten::cumsum.out", cumsum_out, 5);
+  registry.add("aten::any.all_out", any_all_out, 3);
+  registry.add("aten::max.dim_max", max_dim_max, 6);
+  registry.add("aten::min.dim_min", min_dim_min, 6);
+  registry.add("aten::var_mean.correction_out", var_mean_correction_out, 7);
+  registry.add("aten::topk.values", topk_values, 8);
+  registry.add("aten::any.dims_out", any_dims_out, 5);
+  registry.add("aten::any.out", any_dim_out, 5);
 }
 
 }  // namespace etna::kernels

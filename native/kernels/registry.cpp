@@ -19,6 +19,7 @@ void add_portable_kernels(KernelRegistry& registry) {
   register_onnx_support_kernels(registry);
   register_llm_kernels(registry);
   register_quantized_kernels(registry);
+  register_pooling_kernels(registry);
 }
 
 void register_portable_kernels() { register_kernels(add_portable_kernels); }

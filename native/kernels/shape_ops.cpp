@@ -1,8 +1,10 @@
 // Operators that rearrange elements without computing on them: reshapes,
 // permutations, expansion, selection and slicing, concatenation, stacking,
-// splitting and constant padding. self is read through its strides (any dim
+// splitting, unbinding, repeating, triangular masks and constant padding. self is read through its strides (any dim
 // order); results are written row-major. Differing self/out dtypes convert.
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -431,6 +433,114 @@ Status split_copy_tensor_out(KernelArgs args) {
   return split_into(op, *self, d, sizes, outs);
 }
 
+// --- unbind, repeat, tril/triu -----------------------------------------------------------
+
+Status unbind_copy_int_out(KernelArgs args) {
+  OpArgs op("aten::unbind_copy.int_out", args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(std::vector<Tensor*> outs, op.tensor_list_arg(2, "out"));
+  if (self->rank() == 0) return op.input_error("cannot unbind a rank-0 tensor");
+  ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
+  if (static_cast<int64_t>(outs.size()) != self->size(d)) {
+    return op.input_error("out has " + std::to_string(outs.size()) + " tensors but dim " + std::to_string(d) +
+                          " of self " + self->describe() + " has size " + std::to_string(self->size(d)));
+  }
+  const Shape shape = drop_dim(Shape::of(*self), d);
+  const Strides src = drop_stride(strides_of(*self), self->rank(), d);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ETNA_TRY(gather_view_into(op, *self, shape, src, static_cast<int64_t>(i) * self->stride(d), *outs[i]));
+  }
+  return Status::ok();
+}
+
+// out tiles self prod(repeats) times; repeats may have more entries than
+// self has dims (self gains leading dims of size 1).
+Status repeat_out(KernelArgs args) {
+  OpArgs op("aten::repeat.out", args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(std::vector<int64_t> repeats, op.int_list_arg(1, "repeats"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  const size_t rank = repeats.size();
+  if (rank < self->rank() || rank > kMaxTensorRank) {
+    return op.input_error("repeats has " + std::to_string(rank) + " entries; expected " +
+                          std::to_string(self->rank()) + ".." + std::to_string(kMaxTensorRank) + " for self " +
+                          self->describe());
+  }
+  Shape tile;  // self with leading 1s
+  Strides tile_strides{};
+  tile.rank = rank;
+  const size_t leading = rank - self->rank();
+  std::vector<int64_t> out_sizes(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    tile[d] = d < leading ? 1 : self->size(d - leading);
+    tile_strides[d] = d < leading ? 0 : self->stride(d - leading);
+    if (repeats[d] < 0) return op.input_error("repeats has negative entry " + std::to_string(repeats[d]));
+    if (__builtin_mul_overflow(tile[d], repeats[d], &out_sizes[d])) return op.input_error("repeats overflow");
+  }
+  ETNA_KERNEL_ASSIGN(Shape shape, shape_from_sizes(op, out_sizes, "repeats", std::nullopt));
+  ETNA_TRY(op.expect_convertible(*self, "self", *out, "out"));
+  ETNA_TRY(op.prepare_output(*out, shape));
+  if (shape.numel() == 0) return Status::ok();
+  const Strides dst = row_major_strides(shape);
+  // Walk the tiles like an odometer; tile t starts at sum t[d] * tile[d] * dst[d].
+  std::vector<int64_t> at(rank, 0);
+  for (;;) {
+    int64_t base = 0;
+    for (size_t d = 0; d < rank; ++d) base += at[d] * tile[d] * dst[d];
+    copy_strided(tile, self->dtype(), self->data(), tile_strides.data(), 0, out->dtype(), out->data(), dst.data(),
+                 base);
+    size_t d = rank;
+    while (d > 0) {
+      --d;
+      if (++at[d] < repeats[d]) break;
+      at[d] = 0;
+      if (d == 0) return Status::ok();
+    }
+    if (rank == 0) return Status::ok();
+  }
+}
+
+// Keeps the elements on and below (tril) or on and above (triu) the given
+// diagonal of the last two dims and zeroes the rest.
+template <bool kLower>
+Status triangle(KernelArgs args, const char* key) {
+  OpArgs op(key, args);
+  ETNA_TRY(op.expect_count(4));
+  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(int64_t diagonal, op.int_arg(1, "diagonal"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
+  if (self->rank() < 2) return op.input_error("self " + self->describe() + " must have at least 2 dims");
+  ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
+  const Shape shape = Shape::of(*self);
+  ETNA_TRY(gather_view_into(op, *self, shape, strides_of(*self), 0, *out));
+  const int64_t rows = shape[shape.rank - 2];
+  const int64_t cols = shape[shape.rank - 1];
+  // Beyond these bounds every diagonal masks the same way; clamping keeps
+  // i + diagonal from overflowing.
+  diagonal = std::min(std::max(diagonal, -rows - 1), cols + 1);
+  const int64_t matrices = rows * cols == 0 ? 0 : shape.numel() / (rows * cols);
+  const size_t element = out->element_size();
+  auto* bytes = static_cast<uint8_t*>(out->data());
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      // Row i keeps columns j with j - i <= diagonal (tril) or >= diagonal (triu).
+      const int64_t edge = i + diagonal;
+      const int64_t zero_from = kLower ? std::max<int64_t>(0, std::min(cols, edge + 1)) : 0;
+      const int64_t zero_to = kLower ? cols : std::max<int64_t>(0, std::min(cols, edge));
+      if (zero_to <= zero_from) continue;
+      uint8_t* row = bytes + static_cast<size_t>((m * rows + i) * cols) * element;
+      std::memset(row + static_cast<size_t>(zero_from) * element, 0, static_cast<size_t>(zero_to - zero_from) * element);
+    }
+  }
+  return Status::ok();
+}
+
+Status tril_out(KernelArgs args) { return triangle<true>(args, "aten::tril.out"); }
+Status triu_out(KernelArgs args) { return triangle<false>(args, "aten::triu.out"); }
+
 // --- constant_pad_nd -------------------------------------------------------------------
 
 Status constant_pad_nd_out(KernelArgs args) {
@@ -508,6 +618,10 @@ void register_shape_kernels(KernelRegistry& registry) {
   registry.add("aten::split_with_sizes_copy.out", split_with_sizes_copy_out, 5);
   registry.add("aten::split_copy.Tensor_out", split_copy_tensor_out, 5);
   registry.add("aten::constant_pad_nd.out", constant_pad_nd_out, 5);
+  registry.add("aten::unbind_copy.int_out", unbind_copy_int_out, 4);
+  registry.add("aten::repeat.out", repeat_out, 4);
+  registry.add("aten::tril.out", tril_out, 4);
+  registry.add("aten::triu.out", triu_out, 4);
 }
 
 }  // namespace etna::kernels

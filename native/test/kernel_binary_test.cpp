@@ -428,5 +428,145 @@ TEST(KernelBinary, NonContiguousInputsAreReadThroughStrides) {
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{11, 22, 33, 44, 55, 66}));
 }
 
+// --- logical, bitwise, maximum, minimum -----------------------------------------------
+
+TEST(KernelBinary, LogicalOperatorsUseTruthOfEachOperandWithBroadcasting) {
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor& a = store.make<float>({2, 3}, {0, 1.5f, nan, 0, -2, 0});
+  Tensor& b = store.make<int32_t>({3}, {0, 0, 7});
+  const std::vector<bool> truth_a = {false, true, true, false, true, false};
+  const std::vector<bool> truth_b = {false, false, true};
+  struct Case {
+    const char* key;
+    bool (*f)(bool, bool);
+  };
+  const Case cases[] = {{"aten::logical_and.out", [](bool x, bool y) { return x && y; }},
+                        {"aten::logical_or.out", [](bool x, bool y) { return x || y; }},
+                        {"aten::logical_xor.out", [](bool x, bool y) { return x != y; }}};
+  for (const Case& c : cases) {
+    Tensor& out = store.make_empty(ScalarType::kBool, {2, 3});
+    Args args;
+    args.tensor(a).tensor(b).tensor(out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel(c.key, args))) << c.key;
+    const auto got = values_of<bool>(out);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(got[i], c.f(truth_a[i], truth_b[i % 3])) << c.key << " " << i;
+    // Any out dtype takes 0 and 1.
+    Tensor& float_out = store.make_empty(ScalarType::kFloat, {2, 3});
+    Args float_args;
+    float_args.tensor(a).tensor(b).tensor(float_out).same_as(2);
+    ASSERT_TRUE(is_ok(run_kernel(c.key, float_args)));
+    const auto as_float = values_of<float>(float_out);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(as_float[i], got[i] ? 1.0f : 0.0f);
+  }
+  Tensor& wrong = store.make<float>({2}, {1, 2});
+  Tensor& out = store.make_empty(ScalarType::kBool, {2, 3});
+  Args bad;
+  bad.tensor(a).tensor(wrong).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::logical_and.out", bad), {"aten::logical_and.out", "broadcast"}));
+}
+
+TEST(KernelBinary, BitwiseOperatorsOnIntegersBoolsAndScalars) {
+  TensorStore store;
+  Tensor& a = store.make<int32_t>({4}, {12, -1, 5, 0x7F});
+  Tensor& b = store.make<int32_t>({4}, {10, 6, -8, 0x100});
+  Tensor& out = store.make_empty(ScalarType::kInt, {4});
+  auto run = [&](const char* key, Tensor& x, Tensor& y, Tensor& o) {
+    Args args;
+    args.tensor(x).tensor(y).tensor(o).same_as(2);
+    return run_kernel(key, args);
+  };
+  ASSERT_TRUE(is_ok(run("aten::bitwise_and.Tensor_out", a, b, out)));
+  EXPECT_EQ(values_of<int32_t>(out), (std::vector<int32_t>{12 & 10, -1 & 6, 5 & -8, 0x7F & 0x100}));
+  ASSERT_TRUE(is_ok(run("aten::bitwise_or.Tensor_out", a, b, out)));
+  EXPECT_EQ(values_of<int32_t>(out), (std::vector<int32_t>{12 | 10, -1 | 6, 5 | -8, 0x7F | 0x100}));
+  ASSERT_TRUE(is_ok(run("aten::bitwise_xor.Tensor_out", a, b, out)));
+  EXPECT_EQ(values_of<int32_t>(out), (std::vector<int32_t>{12 ^ 10, -1 ^ 6, 5 ^ -8, 0x7F ^ 0x100}));
+  // Bools stay bools.
+  Tensor& p = store.make<bool>({4}, {true, true, false, false});
+  Tensor& q = store.make<bool>({4}, {true, false, true, false});
+  Tensor& bool_out = store.make_empty(ScalarType::kBool, {4});
+  ASSERT_TRUE(is_ok(run("aten::bitwise_xor.Tensor_out", p, q, bool_out)));
+  EXPECT_EQ(values_of<bool>(bool_out), (std::vector<bool>{false, true, true, false}));
+  // int8 with a Scalar keeps int8 (the Scalar only matters by category).
+  Tensor& bytes = store.make<int8_t>({3}, {-128, 127, 0x0F});
+  Tensor& byte_out = store.make_empty(ScalarType::kChar, {3});
+  Args scalar_args;
+  scalar_args.tensor(bytes).integer(0x3C).tensor(byte_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::bitwise_or.Scalar_out", scalar_args)));
+  EXPECT_EQ(values_of<int8_t>(byte_out), (std::vector<int8_t>{int8_t(-128 | 0x3C), 127, 0x3F}));
+  // Floating operands are refused.
+  Tensor& floats = store.make<float>({4}, {1, 2, 3, 4});
+  Tensor& float_out = store.make_empty(ScalarType::kFloat, {4});
+  EXPECT_TRUE(fails_with(run("aten::bitwise_and.Tensor_out", a, floats, float_out),
+                         {"aten::bitwise_and.Tensor_out", "integer or bool"}));
+  Args double_scalar;
+  double_scalar.tensor(a).real(1.5).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::bitwise_and.Scalar_out", double_scalar), {"integer or bool"}));
+}
+
+TEST(KernelBinary, BitwiseNotFlipsBitsOrNegatesBools) {
+  TensorStore store;
+  Tensor& ints = store.make<int64_t>({3}, {0, -1, 5});
+  Tensor& out = store.make_empty(ScalarType::kLong, {3});
+  Args args;
+  args.tensor(ints).tensor(out).same_as(1);
+  ASSERT_TRUE(is_ok(run_kernel("aten::bitwise_not.out", args)));
+  EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{-1, 0, -6}));
+  Tensor& bytes = store.make<uint8_t>({2}, {0, 0xF0});
+  Tensor& byte_out = store.make_empty(ScalarType::kByte, {2});
+  Args byte_args;
+  byte_args.tensor(bytes).tensor(byte_out).same_as(1);
+  ASSERT_TRUE(is_ok(run_kernel("aten::bitwise_not.out", byte_args)));
+  EXPECT_EQ(values_of<uint8_t>(byte_out), (std::vector<uint8_t>{0xFF, 0x0F}));
+  Tensor& bools = store.make<bool>({2}, {true, false});
+  Tensor& bool_out = store.make_empty(ScalarType::kBool, {2});
+  Args bool_args;
+  bool_args.tensor(bools).tensor(bool_out).same_as(1);
+  ASSERT_TRUE(is_ok(run_kernel("aten::bitwise_not.out", bool_args)));
+  EXPECT_EQ(values_of<bool>(bool_out), (std::vector<bool>{false, true}));
+  Tensor& floats = store.make<float>({2}, {1, 2});
+  Tensor& float_out = store.make_empty(ScalarType::kFloat, {2});
+  Args float_args;
+  float_args.tensor(floats).tensor(float_out).same_as(1);
+  EXPECT_TRUE(fails_with(run_kernel("aten::bitwise_not.out", float_args), {"aten::bitwise_not.out", "float32"}));
+}
+
+TEST(KernelBinary, MaximumAndMinimumPromoteBroadcastAndPropagateNaN) {
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor& a = store.make<float>({2, 2}, {1, nan, -3, 4});
+  Tensor& b = store.make<int64_t>({2}, {2, 0});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 2});
+  Args max_args;
+  max_args.tensor(a).tensor(b).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::maximum.out", max_args)));
+  auto got = values_of<float>(out);
+  EXPECT_EQ(got[0], 2);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], 2);
+  EXPECT_EQ(got[3], 4);
+  Args min_args;
+  min_args.tensor(a).tensor(b).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::minimum.out", min_args)));
+  got = values_of<float>(out);
+  EXPECT_EQ(got[0], 1);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], -3);
+  EXPECT_EQ(got[3], 0);
+  // A float result cannot go into an integer out.
+  Tensor& int_out = store.make_empty(ScalarType::kLong, {2, 2});
+  Args bad;
+  bad.tensor(a).tensor(b).tensor(int_out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::maximum.out", bad), {"aten::maximum.out", "out"}));
+  Tensor& i = store.make<int16_t>({3}, {-5, 7, 0});
+  Tensor& j = store.make<int16_t>({3}, {3, 7, -1});
+  Tensor& short_out = store.make_empty(ScalarType::kShort, {3});
+  Args ints;
+  ints.tensor(i).tensor(j).tensor(short_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::minimum.out", ints)));
+  EXPECT_EQ(values_of<int16_t>(short_out), (std::vector<int16_t>{-5, 7, -1}));
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

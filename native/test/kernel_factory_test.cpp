@@ -87,5 +87,39 @@ TEST(KernelFactory, ArangeIntegerAndFloating) {
   EXPECT_TRUE(fails_with(run_kernel("aten::arange.start_out", too_long), {"aten::arange.start_out", "out"}));
 }
 
+TEST(KernelFactory, EmptyDimOrderResizesOutInTheRequestedDimOrder) {
+  TensorStore store;
+  TensorOptions bound;
+  bound.dynamism = ShapeDynamism::kBound;
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3, 4}, bound);
+  Args args;
+  args.ints({2, 3, 1}).none().tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("dim_order_ops::_empty_dim_order.out", args)));
+  EXPECT_EQ(shape_of(out), (std::vector<int64_t>{2, 3, 1}));
+  Args row_major;
+  row_major.ints({1, 2, 2}).ints({0, 1, 2}).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("dim_order_ops::_empty_dim_order.out", row_major)));
+  EXPECT_EQ(shape_of(out), (std::vector<int64_t>{1, 2, 2}));
+
+  TensorOptions channels_last = bound;
+  channels_last.dim_order = {0, 2, 3, 1};
+  Tensor& nhwc = store.make_empty(ScalarType::kBool, {1, 3, 2, 2}, channels_last);
+  Args nhwc_args;
+  nhwc_args.ints({1, 3, 2, 2}).ints({0, 2, 3, 1}).tensor(nhwc).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("dim_order_ops::_empty_dim_order.out", nhwc_args)));
+  Args none_for_nhwc;
+  none_for_nhwc.ints({1, 3, 2, 2}).none().tensor(nhwc).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("dim_order_ops::_empty_dim_order.out", none_for_nhwc), {"row-major"}));
+  Args wrong_order;
+  wrong_order.ints({2, 3, 4}).ints({0, 2, 1}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("dim_order_ops::_empty_dim_order.out", wrong_order), {"dim_order"}));
+  Args too_big;
+  too_big.ints({2, 3, 5}).none().tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("dim_order_ops::_empty_dim_order.out", too_big), {"out"}));
+  Args negative;
+  negative.ints({2, -3, 4}).none().tensor(out).same_as(2);
+  EXPECT_FALSE(run_kernel("dim_order_ops::_empty_dim_order.out", negative).is_ok());
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

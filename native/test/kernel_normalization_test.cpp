@@ -144,5 +144,68 @@ TEST(KernelNormalization, LayerNormWithoutAffineAndBadShapes) {
   EXPECT_TRUE(fails_with(run_kernel("aten::native_layer_norm.out", bad_weight), {"weight", "[2]"}));
 }
 
+TEST(KernelNormalization, GroupNormNormalizesEachGroupAndAppliesPerChannelAffine) {
+  TensorStore store;
+  Lcg rng(21);
+  // N = 2, C = 4 in 2 groups, HxW = 3 (spatial [3]).
+  const auto values = rng.floats(2 * 4 * 3);
+  Tensor& input = store.make<float>({2, 4, 3}, values);
+  const std::vector<float> w = {1, 2, -1, 0.5f}, b = {0, 0.5f, 1, -1};
+  Tensor& weight = store.make<float>({4}, w);
+  Tensor& bias = store.make<float>({4}, b);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {2, 4, 3});
+  Tensor& mean = store.make_empty(ScalarType::kFloat, {2, 2});
+  Tensor& rstd = store.make_empty(ScalarType::kFloat, {2, 2});
+  const double eps = 1e-5;
+  for (bool affine : {true, false}) {
+    Args args;
+    args.tensor(input);
+    if (affine) args.tensor(weight).tensor(bias);
+    else args.none().none();
+    args.integer(2).integer(4).integer(3).integer(2).real(eps);
+    args.tensor(out).tensor(mean).tensor(rstd).tensors({&out, &mean, &rstd});
+    ASSERT_TRUE(is_ok(run_kernel("aten::native_group_norm.out", args)));
+    const auto got = values_of<float>(out);
+    for (size_t row = 0; row < 4; ++row) {  // (n, g): 6 consecutive values
+      double m = 0, v = 0;
+      for (size_t j = 0; j < 6; ++j) m += values[row * 6 + j];
+      m /= 6;
+      for (size_t j = 0; j < 6; ++j) v += (values[row * 6 + j] - m) * (values[row * 6 + j] - m);
+      v /= 6;
+      const double r = 1 / std::sqrt(v + eps);
+      EXPECT_NEAR(values_of<float>(mean)[row], m, 1e-6);
+      EXPECT_NEAR(values_of<float>(rstd)[row], r, 1e-4);
+      for (size_t j = 0; j < 6; ++j) {
+        const size_t channel = (row % 2) * 2 + j / 3;
+        double expected = (values[row * 6 + j] - m) * r;
+        if (affine) expected = expected * w[channel] + b[channel];
+        EXPECT_NEAR(got[row * 6 + j], expected, 1e-5) << row << " " << j;
+      }
+    }
+  }
+}
+
+TEST(KernelNormalization, GroupNormChecksSizesAndGroups) {
+  TensorStore store;
+  Tensor& input = store.make<float>({1, 4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 4, 2});
+  Tensor& mean = store.make_empty(ScalarType::kFloat, {1, 2});
+  Tensor& rstd = store.make_empty(ScalarType::kFloat, {1, 2});
+  const std::string key = "aten::native_group_norm.out";
+  auto call = [&](int64_t n, int64_t c, int64_t hxw, int64_t group) {
+    Args args;
+    args.tensor(input).none().none().integer(n).integer(c).integer(hxw).integer(group).real(1e-5);
+    args.tensor(out).tensor(mean).tensor(rstd).tensors({&out, &mean, &rstd});
+    return run_kernel(key, args);
+  };
+  EXPECT_TRUE(fails_with(call(1, 4, 3, 2), {key, "HxW = 3"}));
+  EXPECT_TRUE(fails_with(call(2, 4, 2, 2), {key, "N = 2"}));
+  EXPECT_TRUE(fails_with(call(1, 4, 2, 3), {key, "group 3"}));
+  EXPECT_TRUE(fails_with(call(1, 4, 2, 0), {key, "group 0"}));
+  ASSERT_TRUE(is_ok(call(1, 4, 2, 2)));
+  // Each group holds 4 values: {1..4} and {5..8}, mean 2.5 and 6.5.
+  EXPECT_EQ(values_of<float>(mean), (std::vector<float>{2.5f, 6.5f}));
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

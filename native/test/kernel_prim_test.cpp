@@ -124,5 +124,55 @@ TEST(KernelPrim, LocalScalarDense) {
   EXPECT_EQ(args[1].to_double(), 2.5);
 }
 
+TEST(KernelPrim, EtCopyIndexGrowsTheLeadingDimAndWritesEachRow) {
+  TensorStore store;
+  TensorOptions bound;
+  bound.dynamism = ShapeDynamism::kBound;
+  // Planned for 3 rows of 2; starts empty, as a lowered map loop's accumulator does.
+  Tensor& copy_to = store.make_empty(ScalarType::kInt, {3, 2}, bound);
+  const int64_t empty[] = {0, 2};
+  ASSERT_TRUE(copy_to.resize(2, empty).is_ok());
+  for (int32_t i = 0; i < 3; ++i) {
+    Tensor& row = store.make<int32_t>({2}, {10 * i, 10 * i + 1});
+    Args args;
+    args.tensor(copy_to).tensor(row).integer(i);
+    ASSERT_TRUE(is_ok(run_kernel("executorch_prim::et_copy_index.tensor", args))) << i;
+    EXPECT_EQ(shape_of(copy_to), (std::vector<int64_t>{i + 1, 2}));
+  }
+  EXPECT_EQ(values_of<int32_t>(copy_to), (std::vector<int32_t>{0, 1, 10, 11, 20, 21}));
+  // Rewriting an existing row keeps the shape.
+  Tensor& again = store.make<int32_t>({2}, {-1, -2});
+  Args rewrite;
+  rewrite.tensor(copy_to).tensor(again).integer(1);
+  ASSERT_TRUE(is_ok(run_kernel("executorch_prim::et_copy_index.tensor", rewrite)));
+  EXPECT_EQ(values_of<int32_t>(copy_to), (std::vector<int32_t>{0, 1, -1, -2, 20, 21}));
+}
+
+TEST(KernelPrim, EtCopyIndexRejectsMismatchesAndOverflowWithoutWriting) {
+  TensorStore store;
+  TensorOptions bound;
+  bound.dynamism = ShapeDynamism::kBound;
+  Tensor& copy_to = store.make_empty(ScalarType::kFloat, {2, 2}, bound);
+  const std::string key = "executorch_prim::et_copy_index.tensor";
+  auto call = [&](Tensor& from, int64_t index) {
+    Args args;
+    args.tensor(copy_to).tensor(from).integer(index);
+    return run_kernel(key, args);
+  };
+  Tensor& row = store.make<float>({2}, {1, 2});
+  EXPECT_TRUE(fails_with(call(row, 2), {key, "copy_to"}));  // a third row exceeds the planned bytes
+  EXPECT_TRUE(fails_with(call(row, -1), {key, "index"}));
+  Tensor& wide = store.make<float>({3}, {1, 2, 3});
+  EXPECT_TRUE(fails_with(call(wide, 1), {key, "does not match"}));
+  Tensor& ints = store.make<int32_t>({2}, {1, 2});
+  EXPECT_TRUE(fails_with(call(ints, 0), {key, "copy_to", "int32"}));
+  Tensor& matrix = store.make<float>({2, 2}, {1, 2, 3, 4});
+  EXPECT_TRUE(fails_with(call(matrix, 0), {key, "one more dim"}));
+  EXPECT_EQ(values_of<float>(copy_to), (std::vector<float>{0, 0, 0, 0}));
+  Args with_return;
+  with_return.tensor(copy_to).tensor(row).integer(0).none();
+  EXPECT_FALSE(run_kernel(key, with_return).is_ok());
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

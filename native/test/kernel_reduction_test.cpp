@@ -175,5 +175,231 @@ TEST(KernelReduction, CumsumAlongEachDim) {
   EXPECT_EQ(values_of<float>(float_out), (std::vector<float>{0.5f, 0.75f, 1.75f, -0.25f}));
 }
 
+// --- any ------------------------------------------------------------------------------
+
+TEST(KernelReduction, AnyOverAllDimsOneDimAndADimList) {
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // [2, 3, 2]: only (0, 1, 1) = NaN and (1, 2, 0) = -0.5 are truthy.
+  std::vector<float> values(12, 0.0f);
+  values[3] = nan;
+  values[10] = -0.5f;
+  Tensor& self = store.make<float>({2, 3, 2}, values);
+  Tensor& scalar_out = store.make_empty(ScalarType::kBool, {});
+  Args all;
+  all.tensor(self).tensor(scalar_out).same_as(1);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.all_out", all)));
+  EXPECT_EQ(values_of<bool>(scalar_out), (std::vector<bool>{true}));
+
+  Tensor& by_dim = store.make_empty(ScalarType::kByte, {2, 2});
+  Args one;
+  one.tensor(self).integer(-2).boolean(false).tensor(by_dim).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.out", one)));
+  EXPECT_EQ(values_of<uint8_t>(by_dim), (std::vector<uint8_t>{0, 1, 1, 0}));
+
+  Tensor& kept = store.make_empty(ScalarType::kBool, {1, 3, 1});
+  Args dims;
+  dims.tensor(self).ints({0, 2}).boolean(true).tensor(kept).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", dims)));
+  EXPECT_EQ(shape_of(kept), (std::vector<int64_t>{1, 3, 1}));
+  EXPECT_EQ(values_of<bool>(kept), (std::vector<bool>{false, true, true}));
+
+  // None reduces everything; an empty list maps each element to its truth.
+  Tensor& none_out = store.make_empty(ScalarType::kBool, {});
+  Args none;
+  none.tensor(self).none().boolean(false).tensor(none_out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", none)));
+  EXPECT_EQ(values_of<bool>(none_out), (std::vector<bool>{true}));
+  Tensor& each = store.make_empty(ScalarType::kBool, {2, 3, 2});
+  Args empty_list;
+  empty_list.tensor(self).ints({}).boolean(false).tensor(each).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", empty_list)));
+  const auto truth = values_of<bool>(each);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(truth[i], i == 3 || i == 10) << i;
+}
+
+TEST(KernelReduction, AnyOfAnEmptyReductionIsFalseAndOutMustBeBoolOrUint8) {
+  TensorStore store;
+  Tensor& empty = store.make<int32_t>({2, 0}, {});
+  Tensor& out = store.make_empty(ScalarType::kBool, {2});
+  Args args;
+  args.tensor(empty).integer(1).boolean(false).tensor(out).same_as(3);
+  ASSERT_TRUE(is_ok(run_kernel("aten::any.out", args)));
+  EXPECT_EQ(values_of<bool>(out), (std::vector<bool>{false, false}));
+  Tensor& float_out = store.make_empty(ScalarType::kFloat, {2});
+  Args bad_out;
+  bad_out.tensor(empty).integer(1).boolean(false).tensor(float_out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::any.out", bad_out), {"aten::any.out", "bool or uint8"}));
+  Args bad_dim;
+  bad_dim.tensor(empty).integer(2).boolean(false).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::any.out", bad_dim), {"aten::any.out", "dim"}));
+  Args repeated;
+  repeated.tensor(empty).ints({1, -1}).boolean(false).tensor(out).same_as(3);
+  EXPECT_TRUE(fails_with(run_kernel("aten::any.dims_out", repeated), {"aten::any.dims_out", "more than once"}));
+}
+
+// --- max.dim / min.dim / var_mean --------------------------------------------------------
+
+TEST(KernelReduction, MaxAndMinAlongADimGiveValuesAndFirstIndicesWithNaNWinning) {
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // [2, 4]: row 0 has a tie for the max (5 at 1 and 3) and for the min (-1 at 0 and 2);
+  // row 1 has a NaN at 2.
+  Tensor& self = store.make<float>({2, 4}, {-1, 5, -1, 5, 0, 3, nan, 9});
+  Tensor& values = store.make_empty(ScalarType::kFloat, {2});
+  Tensor& indices = store.make_empty(ScalarType::kLong, {2});
+  Args max_args;
+  max_args.tensor(self).integer(-1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  ASSERT_TRUE(is_ok(run_kernel("aten::max.dim_max", max_args)));
+  auto got = values_of<float>(values);
+  EXPECT_EQ(got[0], 5);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{1, 2}));
+  Args min_args;
+  min_args.tensor(self).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  ASSERT_TRUE(is_ok(run_kernel("aten::min.dim_min", min_args)));
+  got = values_of<float>(values);
+  EXPECT_EQ(got[0], -1);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{0, 2}));
+
+  // Along dim 0 with keepdim, on integers.
+  Tensor& ints = store.make<int32_t>({3, 2}, {4, -7, 9, -7, 9, 1});
+  Tensor& int_values = store.make_empty(ScalarType::kInt, {1, 2});
+  Tensor& int_indices = store.make_empty(ScalarType::kLong, {1, 2});
+  Args keep;
+  keep.tensor(ints).integer(0).boolean(true).tensor(int_values).tensor(int_indices).tensors({&int_values, &int_indices});
+  ASSERT_TRUE(is_ok(run_kernel("aten::max.dim_max", keep)));
+  EXPECT_EQ(values_of<int32_t>(int_values), (std::vector<int32_t>{9, 1}));
+  EXPECT_EQ(values_of<int64_t>(int_indices), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(KernelReduction, MaxDimRejectsEmptyDimsWrongIndexDtypeAndBadDims) {
+  TensorStore store;
+  Tensor& empty = store.make<float>({2, 0}, {});
+  Tensor& values = store.make_empty(ScalarType::kFloat, {2});
+  Tensor& indices = store.make_empty(ScalarType::kLong, {2});
+  Args args;
+  args.tensor(empty).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  EXPECT_TRUE(fails_with(run_kernel("aten::max.dim_max", args), {"aten::max.dim_max", "empty"}));
+  Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& int_indices = store.make_empty(ScalarType::kInt, {2});
+  Args wrong_index;
+  wrong_index.tensor(self).integer(1).boolean(false).tensor(values).tensor(int_indices).tensors({&values, &int_indices});
+  EXPECT_TRUE(fails_with(run_kernel("aten::min.dim_min", wrong_index), {"aten::min.dim_min", "min_indices", "int64"}));
+  Args bad_dim;
+  bad_dim.tensor(self).integer(2).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  EXPECT_TRUE(fails_with(run_kernel("aten::max.dim_max", bad_dim), {"aten::max.dim_max", "dim"}));
+}
+
+TEST(KernelReduction, VarMeanUsesTheCorrectionAndGivesNaNWithoutDegreesOfFreedom) {
+  TensorStore store;
+  // Rows {1, 2, 3, 4} (mean 2.5, squared deviations 5) and {2, 2, 2, 10} (mean 4, 48).
+  Tensor& self = store.make<float>({2, 4}, {1, 2, 3, 4, 2, 2, 2, 10});
+  Tensor& var = store.make_empty(ScalarType::kFloat, {2});
+  Tensor& mean = store.make_empty(ScalarType::kFloat, {2});
+  auto run = [&](std::optional<double> correction, std::vector<int64_t> dims, bool keepdim, Tensor& v, Tensor& m) {
+    Args args;
+    args.tensor(self).ints(dims);
+    if (correction) args.real(*correction);
+    else args.none();
+    args.boolean(keepdim).tensor(v).tensor(m).tensors({&v, &m});
+    return run_kernel("aten::var_mean.correction_out", args);
+  };
+  ASSERT_TRUE(is_ok(run(std::nullopt, {1}, false, var, mean)));  // default correction 1
+  EXPECT_EQ(values_of<float>(mean), (std::vector<float>{2.5f, 4}));
+  EXPECT_FLOAT_EQ(values_of<float>(var)[0], 5.0f / 3);
+  EXPECT_FLOAT_EQ(values_of<float>(var)[1], 16.0f);
+  ASSERT_TRUE(is_ok(run(0.0, {-1}, false, var, mean)));
+  EXPECT_FLOAT_EQ(values_of<float>(var)[0], 1.25f);
+  EXPECT_FLOAT_EQ(values_of<float>(var)[1], 12.0f);
+  // Over dim 0 with keepdim: pairs (1, 2), (2, 2), (3, 2), (4, 10).
+  Tensor& var_cols = store.make_empty(ScalarType::kFloat, {1, 4});
+  Tensor& mean_cols = store.make_empty(ScalarType::kFloat, {1, 4});
+  ASSERT_TRUE(is_ok(run(1.0, {0}, true, var_cols, mean_cols)));
+  EXPECT_EQ(values_of<float>(mean_cols), (std::vector<float>{1.5f, 2, 2.5f, 7}));
+  EXPECT_EQ(values_of<float>(var_cols), (std::vector<float>{0.5f, 0, 0.5f, 18}));
+  // Two elements with correction 2: no degrees of freedom, so NaN for both.
+  ASSERT_TRUE(is_ok(run(2.0, {0}, true, var_cols, mean_cols)));
+  for (float v : values_of<float>(var_cols)) EXPECT_TRUE(std::isnan(v));
+  for (float v : values_of<float>(mean_cols)) EXPECT_TRUE(std::isnan(v));
+  // An empty list reduces every dim.
+  Tensor& var_all = store.make_empty(ScalarType::kFloat, {});
+  Tensor& mean_all = store.make_empty(ScalarType::kFloat, {});
+  ASSERT_TRUE(is_ok(run(0.0, {}, false, var_all, mean_all)));
+  EXPECT_FLOAT_EQ(values_of<float>(mean_all)[0], 3.25f);
+  EXPECT_FLOAT_EQ(values_of<float>(var_all)[0], (5 + 48 + 8 * 0.75f * 0.75f) / 8);
+  // Integer input is refused.
+  Tensor& ints = store.make<int32_t>({2}, {1, 2});
+  Args int_args;
+  int_args.tensor(ints).none().none().boolean(false).tensor(var_all).tensor(mean_all).tensors({&var_all, &mean_all});
+  EXPECT_TRUE(fails_with(run_kernel("aten::var_mean.correction_out", int_args), {"aten::var_mean.correction_out", "self"}));
+}
+
+// --- topk ---------------------------------------------------------------------------------
+
+Status run_topk(Tensor& self, int64_t k, int64_t dim, bool largest, Tensor& values, Tensor& indices) {
+  Args args;
+  args.tensor(self).integer(k).integer(dim).boolean(largest).boolean(true);
+  args.tensor(values).tensor(indices).tensors({&values, &indices});
+  return run_kernel("aten::topk.values", args);
+}
+
+TEST(KernelReduction, TopkPicksLargestOrSmallestSortedWithTiesInIndexOrder) {
+  TensorStore store;
+  Tensor& self = store.make<int32_t>({6}, {3, 9, 3, -2, 9, 0});
+  Tensor& values = store.make_empty(ScalarType::kInt, {3});
+  Tensor& indices = store.make_empty(ScalarType::kLong, {3});
+  ASSERT_TRUE(is_ok(run_topk(self, 3, -1, true, values, indices)));
+  EXPECT_EQ(values_of<int32_t>(values), (std::vector<int32_t>{9, 9, 3}));
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{1, 4, 0}));
+  ASSERT_TRUE(is_ok(run_topk(self, 3, 0, false, values, indices)));
+  EXPECT_EQ(values_of<int32_t>(values), (std::vector<int32_t>{-2, 0, 3}));
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{3, 5, 0}));
+}
+
+TEST(KernelReduction, TopkAlongAMiddleDimAndNaNCountsAsLargest) {
+  TensorStore store;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // [2, 3, 2]; along dim 1 each (outer, inner) column has three values.
+  Tensor& self = store.make<float>({2, 3, 2}, {1, 6, 5, nan, 3, 4,  //
+                                               0, -1, 2, -3, -4, -2});
+  Tensor& values = store.make_empty(ScalarType::kFloat, {2, 2, 2});
+  Tensor& indices = store.make_empty(ScalarType::kLong, {2, 2, 2});
+  ASSERT_TRUE(is_ok(run_topk(self, 2, 1, true, values, indices)));
+  const auto got = values_of<float>(values);
+  // Columns: (0,·,0) = {1, 5, 3}; (0,·,1) = {6, nan, 4}; (1,·,0) = {0, 2, -4}; (1,·,1) = {-1, -3, -2}.
+  EXPECT_EQ(got[0], 5);
+  EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_EQ(got[2], 3);
+  EXPECT_EQ(got[3], 6);
+  EXPECT_EQ(got[4], 2);
+  EXPECT_EQ(got[5], -1);
+  EXPECT_EQ(got[6], 0);
+  EXPECT_EQ(got[7], -2);
+  EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{1, 1, 2, 0, 1, 0, 0, 2}));
+  // Smallest: NaN comes last.
+  Tensor& all_values = store.make_empty(ScalarType::kFloat, {2, 3, 2});
+  Tensor& all_indices = store.make_empty(ScalarType::kLong, {2, 3, 2});
+  ASSERT_TRUE(is_ok(run_topk(self, 3, 1, false, all_values, all_indices)));
+  EXPECT_TRUE(std::isnan(values_of<float>(all_values)[5]));
+  EXPECT_EQ(values_of<int64_t>(all_indices)[5], 1);
+}
+
+TEST(KernelReduction, TopkRejectsKOutOfRangeAndAcceptsKZero) {
+  TensorStore store;
+  Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& values = store.make_empty(ScalarType::kFloat, {2, 4}, bounded());
+  Tensor& indices = store.make_empty(ScalarType::kLong, {2, 4}, bounded());
+  EXPECT_TRUE(fails_with(run_topk(self, 4, 1, true, values, indices), {"aten::topk.values", "k 4"}));
+  EXPECT_TRUE(fails_with(run_topk(self, -1, 1, true, values, indices), {"aten::topk.values", "k -1"}));
+  EXPECT_TRUE(fails_with(run_topk(self, 1, 2, true, values, indices), {"aten::topk.values", "dim"}));
+  ASSERT_TRUE(is_ok(run_topk(self, 0, 1, true, values, indices)));
+  EXPECT_EQ(shape_of(values), (std::vector<int64_t>{2, 0}));
+  Tensor& int_indices = store.make_empty(ScalarType::kInt, {2, 1});
+  Tensor& one = store.make_empty(ScalarType::kFloat, {2, 1});
+  EXPECT_TRUE(fails_with(run_topk(self, 1, 1, true, one, int_indices), {"indices", "int64"}));
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

@@ -104,5 +104,83 @@ TEST(KernelRegistry, RegisteringAgainAddsNothingAndALocalRegistryGetsTheSameKern
   EXPECT_EQ(add->fn, kernel_registry().find("aten::add.out")->fn);
 }
 
+// Slots a call passes for a schema: its arguments (outs included, the `*`
+// marker not) plus one return slot.
+size_t slots_for_schema(std::string_view schema) {
+  const size_t open = schema.find('(');
+  const size_t close = schema.rfind(')');
+  size_t arguments = 0;
+  int depth = 0;
+  bool in_argument = false;
+  for (size_t i = open + 1; i < close; ++i) {
+    const char ch = schema[i];
+    if (ch == '[' || ch == '(') ++depth;
+    if (ch == ']' || ch == ')') --depth;
+    if (ch == ',' && depth == 0) {
+      in_argument = false;
+    } else if (ch != ' ' && ch != '*' && !in_argument) {
+      in_argument = true;
+      ++arguments;
+    }
+  }
+  return arguments + 1;
+}
+
+TEST(KernelRegistry, PortableOperatorsTakeTheirSchemaArgumentsAndAReturnSlot) {
+  // Schemas as ATen and ExecuTorch declare them.
+  const char* schemas[] = {
+      "aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
+      "int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices)",
+      "aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool "
+      "ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out)",
+      "aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out)",
+      "aten::_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor "
+      "running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, "
+      "Tensor(c!) out2)",
+      "aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, Tensor(a!) "
+      "out)",
+      "aten::upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? "
+      "scale_factors, *, Tensor(a!) out)",
+      "aten::any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out)",
+      "aten::any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out)",
+      "aten::any.all_out(Tensor self, *, Tensor(a!) out)",
+      "aten::logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::bitwise_and.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)",
+      "aten::bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::bitwise_or.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)",
+      "aten::bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::bitwise_xor.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)",
+      "aten::bitwise_not.out(Tensor self, *, Tensor(a!) out)",
+      "aten::maximum.out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::minimum.out(Tensor self, Tensor other, *, Tensor(a!) out)",
+      "aten::max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values)",
+      "aten::min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices)",
+      "aten::topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *, Tensor(a!) "
+      "values, Tensor(b!) indices)",
+      "aten::tril.out(Tensor self, int diagonal=0, *, Tensor(a!) out)",
+      "aten::triu.out(Tensor self, int diagonal=0, *, Tensor(a!) out)",
+      "aten::repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out)",
+      "aten::unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out)",
+      "aten::native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int "
+      "group, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)",
+      "aten::var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool "
+      "keepdim=False, Tensor(a!) out0, Tensor(b!) out1)",
+      "dim_order_ops::_empty_dim_order.out(int[] size, *, int[]? dim_order=None, Tensor(a!) out)",
+  };
+  for (std::string_view schema : schemas) {
+    const std::string key(schema.substr(0, schema.find('(')));
+    const KernelEntry* entry = kernel_registry().find(key);
+    ASSERT_NE(entry, nullptr) << key;
+    EXPECT_EQ(entry->arity, static_cast<int>(slots_for_schema(schema))) << key;
+  }
+  // The emitter writes et_copy_index(copy_to, copy_from, index) without a return slot.
+  const KernelEntry* copy_index = kernel_registry().find("executorch_prim::et_copy_index.tensor");
+  ASSERT_NE(copy_index, nullptr);
+  EXPECT_EQ(copy_index->arity, 3);
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

@@ -244,5 +244,95 @@ TEST(KernelShape, ConstantPadNdPadsAndCrops) {
   EXPECT_TRUE(fails_with(run_kernel("aten::constant_pad_nd.out", odd), {"pad", "even"}));
 }
 
+// --- unbind, repeat, tril/triu ------------------------------------------------------------
+
+TEST(KernelShape, UnbindCopySplitsADimIntoItsSlices) {
+  TensorStore store;
+  Tensor& self = store.make<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor& a = store.make_empty(ScalarType::kInt, {2});
+  Tensor& b = store.make_empty(ScalarType::kInt, {2});
+  Tensor& c = store.make_empty(ScalarType::kInt, {2});
+  Args args;
+  args.tensor(self).integer(-1).tensors({&a, &b, &c}).none();
+  ASSERT_TRUE(is_ok(run_kernel("aten::unbind_copy.int_out", args)));
+  EXPECT_EQ(values_of<int32_t>(a), (std::vector<int32_t>{1, 4}));
+  EXPECT_EQ(values_of<int32_t>(b), (std::vector<int32_t>{2, 5}));
+  EXPECT_EQ(values_of<int32_t>(c), (std::vector<int32_t>{3, 6}));
+  Tensor& row = store.make_empty(ScalarType::kInt, {3});
+  Args too_few;
+  too_few.tensor(self).integer(0).tensors({&row}).none();
+  EXPECT_TRUE(fails_with(run_kernel("aten::unbind_copy.int_out", too_few), {"aten::unbind_copy.int_out", "size 2"}));
+  Tensor& scalar = store.make<float>({}, {1});
+  Args rank0;
+  rank0.tensor(scalar).integer(0).tensors({&row}).none();
+  EXPECT_TRUE(fails_with(run_kernel("aten::unbind_copy.int_out", rank0), {"rank-0"}));
+}
+
+TEST(KernelShape, RepeatTilesSelfAndAddsLeadingDims) {
+  TensorStore store;
+  Tensor& self = store.make<int64_t>({2}, {7, 8});
+  Tensor& out = store.make_empty(ScalarType::kLong, {2, 6});
+  Args args;
+  args.tensor(self).ints({2, 3}).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::repeat.out", args)));
+  EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{7, 8, 7, 8, 7, 8, 7, 8, 7, 8, 7, 8}));
+  // [2, 2] repeated (2, 1): rows tile, columns stay; a transposed self reads through its strides.
+  TensorOptions column_major;
+  column_major.dim_order = {1, 0};
+  Tensor& matrix = store.make<float>({2, 2}, {1, 2, 3, 4}, column_major);
+  Tensor& tiled = store.make_empty(ScalarType::kFloat, {4, 2});
+  Args strided;
+  strided.tensor(matrix).ints({2, 1}).tensor(tiled).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::repeat.out", strided)));
+  // Memory {1, 2, 3, 4} in dim order (1, 0) is the matrix [[1, 3], [2, 4]].
+  EXPECT_EQ(values_of<float>(tiled), (std::vector<float>{1, 3, 2, 4, 1, 3, 2, 4}));
+  Tensor& empty = store.make_empty(ScalarType::kLong, {0, 2});
+  Args zero;
+  zero.tensor(self).ints({0, 1}).tensor(empty).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::repeat.out", zero)));
+  EXPECT_EQ(shape_of(empty), (std::vector<int64_t>{0, 2}));
+  Args too_short;
+  too_short.tensor(matrix).ints({2}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::repeat.out", too_short), {"aten::repeat.out", "repeats"}));
+  Args negative;
+  negative.tensor(self).ints({-1}).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::repeat.out", negative), {"aten::repeat.out", "negative"}));
+}
+
+TEST(KernelShape, TrilAndTriuKeepOneSideOfADiagonalInEveryMatrix) {
+  TensorStore store;
+  // Two 3x4 matrices of 1..24.
+  std::vector<float> values(24);
+  for (size_t i = 0; i < 24; ++i) values[i] = static_cast<float>(i + 1);
+  Tensor& self = store.make<float>({2, 3, 4}, values);
+  for (int64_t diagonal : std::vector<int64_t>{-4, -1, 0, 1, 5, int64_t(1) << 62, -(int64_t(1) << 62)}) {
+    for (bool lower : {true, false}) {
+      Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3, 4});
+      Args args;
+      args.tensor(self).integer(diagonal).tensor(out).same_as(2);
+      const char* key = lower ? "aten::tril.out" : "aten::triu.out";
+      ASSERT_TRUE(is_ok(run_kernel(key, args))) << key;
+      const auto got = values_of<float>(out);
+      for (int64_t i = 0; i < 24; ++i) {
+        const int64_t r = (i / 4) % 3, c = i % 4;
+        const bool keep = lower ? c - r <= diagonal : c - r >= diagonal;
+        EXPECT_EQ(got[static_cast<size_t>(i)], keep ? values[static_cast<size_t>(i)] : 0.0f)
+            << key << " diagonal " << diagonal << " at " << i;
+      }
+    }
+  }
+  Tensor& bools = store.make<bool>({2, 2}, {true, true, true, true});
+  Tensor& bool_out = store.make_empty(ScalarType::kBool, {2, 2});
+  Args bool_args;
+  bool_args.tensor(bools).integer(0).tensor(bool_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::triu.out", bool_args)));
+  EXPECT_EQ(values_of<bool>(bool_out), (std::vector<bool>{true, true, false, true}));
+  Tensor& vector = store.make<float>({3}, {1, 2, 3});
+  Tensor& vector_out = store.make_empty(ScalarType::kFloat, {3});
+  Args rank1;
+  rank1.tensor(vector).integer(0).tensor(vector_out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::tril.out", rank1), {"aten::tril.out", "at least 2 dims"}));
+}
+
 }  // namespace
 }  // namespace etna::kernel_test

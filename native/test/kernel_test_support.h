@@ -45,6 +45,13 @@ struct TensorOptions {
   std::vector<uint8_t> dim_order;
 };
 
+// Options for an out whose shape may shrink below its planned size.
+inline TensorOptions bounded() {
+  TensorOptions options;
+  options.dynamism = ShapeDynamism::kBound;
+  return options;
+}
+
 // Owns tensors and their bytes for one test.
 class TensorStore {
  public:
@@ -125,6 +132,10 @@ class Args {
     }
     return push(EValue::from_int_list(pointers.data(), pointers.size()));
   }
+  Args& doubles(const std::vector<double>& items) {
+    double_lists_.push_back(items);
+    return push(EValue::from_double_list(double_lists_.back().data(), double_lists_.back().size()));
+  }
   Args& tensors(const std::vector<Tensor*>& items) { return tensor_list(items, false); }
   // nullptr items are None.
   Args& optional_tensors(const std::vector<Tensor*>& items) { return tensor_list(items, true); }
@@ -166,6 +177,7 @@ class Args {
   std::deque<EValue> hidden_;
   std::deque<std::vector<EValue*>> lists_;
   std::deque<std::string> strings_;
+  std::deque<std::vector<double>> double_lists_;
   std::vector<EValue*> slots_;
 };
 
