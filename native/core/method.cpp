@@ -574,6 +574,8 @@ Result<OutputValue> Method::read_output(size_t index, const OutputBuffer& buffer
       out.dtype = tensor.dtype();
       out.shape.assign(tensor.sizes(), tensor.sizes() + tensor.rank());
       out.nbytes = tensor.nbytes();
+      // validate_outputs sized the buffer for the upper bound, which no
+      // output exceeds; this only keeps a broken invariant from writing past it.
       if (out.nbytes > buffer.capacity) {
         return make_error(ErrorCode::kInternal, "method '" + name_ + "': output " + std::to_string(index) + " (" +
                                                     tensor.describe() + ") needs " + std::to_string(out.nbytes) +

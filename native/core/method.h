@@ -47,7 +47,7 @@ class Method {
   // holds the output at its upper bound (output_capacity).
   Status validate_outputs(const std::vector<OutputBuffer>& outputs) const;
   Status execute();
-  // Copies output i into `buffer` (tensors) and describes it.
+  // Copies output i into `buffer` (tensors; checked by validate_outputs) and describes it.
   Result<OutputValue> read_output(size_t index, const OutputBuffer& buffer) const;
   // Bytes an output tensor occupies at its upper bound (0 for non-tensors).
   size_t output_capacity(size_t index) const;
