@@ -251,8 +251,7 @@ interface PreparedCall {
 // A converted input whose tensor data no caller holds (plain values are immutable already).
 function ownCopy(input: unknown): unknown {
   if (typeof input !== 'object' || input === null || !('data' in input)) return input;
-  const tensor = input as { dtype: DType; shape: number[]; data: TensorData };
-  return { dtype: tensor.dtype, shape: tensor.shape, data: tensor.data.slice() };
+  return { ...input, data: (input.data as TensorData).slice() };
 }
 
 // The caller's output arrays by output index, each checked for type and size
