@@ -1,8 +1,11 @@
-// Loading maps constants rather than copying them: a program with ~100 MiB of
-// constants is loaded from its path and from bytes already in memory, each way
-// in its own child process; we report load time and resident-memory growth
-// over the process before the load (with bytes, the caller's copy is already in).
-// Usage: node bench/mapped-load.mjs [--mib N]
+// Loading a program with ~100 MiB of constants from its path, read into a
+// private copy (the default) or mapped ({ mmap: true }), and from bytes already
+// in memory; each way in its own child process, after a warm-up load of a tiny
+// program. Reports load time and resident-memory growth over the process
+// before the load (with bytes, the caller's copy is already in). Then the
+// price of the per-call check that a mapped file has not changed on disk:
+// executeSync of a one-add program, copied vs mapped.
+// Usage: node bench/mapped-load.mjs [--mib N] [--calls N]
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,21 +16,28 @@ import { parseArgs } from 'node:util';
 
 const rssBytes = (field) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
 
-async function child(mode, path) {
+const LOADS = {
+  'copy-program': 'Program.load(path) -> Module.load(program)',
+  'copy-module': 'Module.load(path)',
+  'mmap-program': 'Program.load(path, { mmap: true }) -> Module.load(program)',
+  'mmap-module': 'Module.load(path, { mmap: true })',
+  'bytes-module': 'Module.load(readFileSync(path))',
+};
+
+async function loadChild(mode, path, warmUpPath) {
   const { Module, Program } = await import('../dist/index.js');
+  // Loads the addon and starts the thread pool, so the timing below is the load alone.
+  await (await Module.load(readFileSync(warmUpPath))).dispose();
   const index = { dtype: 'int64', shape: [1], data: BigInt64Array.of(7n) };
+  const options = { mmap: mode.startsWith('mmap') };
   let bytes;
   if (mode.startsWith('bytes')) bytes = readFileSync(path);
   globalThis.gc?.();
   const before = rssBytes('VmRSS');
   const start = performance.now();
-  let module;
-  if (mode.endsWith('program')) {
-    const program = Program.load(bytes ?? path);
-    module = await Module.load(program);
-  } else {
-    module = await Module.load(bytes ?? path);
-  }
+  const module = mode.endsWith('program')
+    ? await Module.load(Program.load(path, options))
+    : await Module.load(bytes ?? path, options);
   const loadMs = performance.now() - start;
   const afterLoad = rssBytes('VmRSS');
   const row = (await module.execute('row', [index]))[0].data;
@@ -39,8 +49,31 @@ async function child(mode, path) {
   await module.dispose();
 }
 
+// ns per executeSync call, best of several rounds, copied and mapped alternating.
+async function callChild(path, calls) {
+  const { Module, Tensor } = await import('../dist/index.js');
+  const copied = await Module.load(path);
+  const mapped = await Module.load(path, { mmap: true });
+  const x = Tensor.float32([4], [1, 2, 3, 4]);
+  const best = { copied: Infinity, mapped: Infinity };
+  for (let round = 0; round < 7; round++) {
+    for (const [name, module] of [['copied', copied], ['mapped', mapped]]) {
+      const start = process.hrtime.bigint();
+      for (let i = 0; i < calls; i++) module.executeSync('forward', [x]);
+      best[name] = Math.min(best[name], Number(process.hrtime.bigint() - start) / calls);
+    }
+  }
+  process.stdout.write(JSON.stringify(best) + '\n');
+}
+
+function runChild(args) {
+  const run = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--child', ...args], { encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`${args[0]}: ${run.stderr}`);
+  return JSON.parse(run.stdout.trim().split('\n').pop());
+}
+
 async function parent() {
-  const { values } = parseArgs({ options: { mib: { type: 'string', default: '100' } } });
+  const { values } = parseArgs({ options: { mib: { type: 'string', default: '100' }, calls: { type: 'string', default: '20000' } } });
   const { ProgramBuilder } = await import('../dist/export/index.js');
   const cols = 1024;
   const rows = Math.round((Number(values.mib) * 1024 * 1024) / (cols * 4));
@@ -49,38 +82,43 @@ async function parent() {
   const program = new ProgramBuilder();
   const weights = program.constant('table', 'float32', [rows, cols], table);
   program.method('row', (m) => m.output(m.embedding(weights, m.input('index', 'int64', [1]))));
+  const tiny = new ProgramBuilder();
+  tiny.method('forward', (m) => m.output(m.add(m.input('x', 'float32', [4]), 1)));
   const dir = mkdtempSync(join(tmpdir(), 'etna-mapped-load-'));
   const path = join(dir, 'big-constants.pte');
+  const tinyPath = join(dir, 'add.pte');
   writeFileSync(path, program.toPte());
-  const self = fileURLToPath(import.meta.url);
+  writeFileSync(tinyPath, tiny.toPte());
   const results = [];
   // Two rounds, alternating, so page-cache state and noise hit every mode alike.
   for (let round = 0; round < 2; round++) {
-    for (const mode of ['path-program', 'path-module', 'bytes-program', 'bytes-module']) {
-      const run = spawnSync(process.execPath, ['--expose-gc', self, '--child', mode, path], { encoding: 'utf8' });
-      if (run.status !== 0) throw new Error(`${mode}: ${run.stderr}`);
-      const result = JSON.parse(run.stdout.trim().split('\n').pop());
+    for (const mode of Object.keys(LOADS)) {
+      const result = runChild(['load', mode, path, tinyPath]);
       if (result.check !== 7) throw new Error(`${mode}: wrong row ${result.check}`);
       results.push(result);
     }
   }
+  const perCall = runChild(['calls', tinyPath, values.calls]);
   rmSync(dir, { recursive: true, force: true });
   const mib = (b) => (b / (1024 * 1024)).toFixed(1);
   console.log(`program with ${mib(rows * cols * 4)} MiB of constants; best of 2 rounds per mode`);
   console.log('| load | load ms | RSS growth at load, MiB | RSS growth after a call and gc, MiB | peak RSS MiB |');
   console.log('| --- | --- | --- | --- | --- |');
-  const labels = {
-    'path-program': 'Program.load(path) -> Module.load(program)',
-    'path-module': 'Module.load(path)',
-    'bytes-program': 'Program.load(readFileSync(path)) -> Module.load(program)',
-    'bytes-module': 'Module.load(readFileSync(path))',
-  };
-  for (const mode of Object.keys(labels)) {
-    const runs = results.filter((r) => r.mode === mode).sort((a, b) => a.loadMs - b.loadMs);
-    const best = runs[0];
-    console.log(`| ${labels[mode]} | ${best.loadMs.toFixed(1)} | ${mib(best.loadGrowth)} | ${mib(best.steadyGrowth)} | ${mib(best.peak)} |`);
+  for (const [mode, label] of Object.entries(LOADS)) {
+    const best = results.filter((r) => r.mode === mode).sort((a, b) => a.loadMs - b.loadMs)[0];
+    console.log(`| ${label} | ${best.loadMs.toFixed(1)} | ${mib(best.loadGrowth)} | ${mib(best.steadyGrowth)} | ${mib(best.peak)} |`);
   }
+  console.log(`\nexecuteSync of a one-add program, ${values.calls} calls, best of 7 rounds`);
+  console.log('| program | ns per call |');
+  console.log('| --- | --- |');
+  console.log(`| copied (default) | ${perCall.copied.toFixed(0)} |`);
+  console.log(`| mapped: one fstat per call checks the file | ${perCall.mapped.toFixed(0)} |`);
+  console.log(`| difference | ${(perCall.mapped - perCall.copied).toFixed(0)} |`);
 }
 
-if (process.argv[2] === '--child') await child(process.argv[3], process.argv[4]);
-else await parent();
+if (process.argv[2] === '--child') {
+  if (process.argv[3] === 'load') await loadChild(process.argv[4], process.argv[5], process.argv[6]);
+  else await callChild(process.argv[4], Number(process.argv[5]));
+} else {
+  await parent();
+}

@@ -1,17 +1,30 @@
 export { EtnaError, type EtnaErrorCode } from './errors.js';
-export { Program } from './program.js';
+export { Program, type ProgramLoadOptions, type ProgramSource } from './program.js';
 export {
   Module,
   type ArenaReport,
   type ExecuteOptions,
+  type Feeds,
   type InputValue,
   type MemoryReport,
   type ModuleOptions,
+  type NamedValues,
+  type RunOptions,
   type ShareMemoryArenas,
   type TensorLike,
   type Value,
 } from './module.js';
-export { Tensor, elementSize, type DType, type TensorData } from './tensor.js';
+export {
+  Tensor,
+  elementSize,
+  toTensor,
+  type DType,
+  type OnnxruntimeTensorLike,
+  type TensorData,
+  type TensorDataTypes,
+  type TensorFields,
+  type TensorSource,
+} from './tensor.js';
 export type {
   ExtendedHeaderDescription,
   MethodDescription,

@@ -1,8 +1,9 @@
 import { EtnaError, toEtnaError } from './errors.js';
 import { native, type NativeModule, type NativeOutput } from './native.js';
-import { Program } from './program.js';
+import { checkProgramSource, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
-import { arrayTypeName, isDType, numel, Tensor, tensorOver, type DType, type TensorData } from './tensor.js';
+import { keyByName, positionsOf } from './feeds.js';
+import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
 /**
  * How methods share planned memory.
@@ -17,22 +18,42 @@ export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
   /** Threads for XNNPACK work (default 1: calls of different modules already run in parallel). */
   numThreads?: number;
-  /** The program's external data (a .ptd file path or its bytes), for programs that name tensors stored outside. */
-  externalData?: string | Uint8Array;
+  /**
+   * The program's external data (a .ptd file path or its bytes), for programs
+   * that name tensors stored outside. A path is read like the program's (see `mmap`).
+   */
+  externalData?: ProgramSource;
+  /**
+   * Map the files given by path (the program's and the .ptd) instead of
+   * reading them into memory; see ProgramLoadOptions.mmap for the rule that
+   * comes with it: replace a mapped file by renaming a new one over it.
+   */
+  mmap?: boolean;
 }
 
 /** A method result. Int outputs come back as bigint, doubles as number. */
 export type Value = Tensor | number | bigint | boolean | string | null;
 
 /** A tensor argument: a Tensor, or any object with the same three fields. */
-export type TensorLike = { dtype: DType; shape: readonly number[]; data: TensorData };
+export type TensorLike = TensorFields;
 
-/** A method argument. Int inputs may be given as number or bigint. */
-export type InputValue = Value | TensorLike;
+/** A method argument. Int inputs may be given as number or bigint; tensors also as onnxruntime tensors. */
+export type InputValue = Value | TensorLike | OnnxruntimeTensorLike;
 
 export interface ExecuteOptions {
   /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
   outputs?: (TensorData | null | undefined)[];
+}
+
+/** Method inputs keyed by name. */
+export type Feeds = Readonly<Record<string, InputValue>>;
+
+/** Method outputs keyed by name. */
+export type NamedValues = Record<string, Value>;
+
+export interface RunOptions {
+  /** Caller-owned arrays to receive tensor outputs, keyed by output name (or by index, as for `execute`). */
+  outputs?: Readonly<Record<string, TensorData>> | ExecuteOptions['outputs'];
 }
 
 export interface ArenaReport {
@@ -56,7 +77,7 @@ export interface MemoryReport {
   plannedBytes: number;
   /** What one set of arenas per method would need. */
   unsharedPlannedBytes: number;
-  /** Bytes of the distinct constants the methods read, each counted once; mapped from the program rather than copied. */
+  /** Bytes of the distinct constants the methods read, each counted once; read in place from the program's bytes (copied or mapped once per program, not per module). */
   constantBytes: number;
   /** Delegate weights packed for this module. */
   packedWeightBytes: number;
@@ -76,10 +97,6 @@ function shareMode(value: ShareMemoryArenas | undefined): string {
 
 function describeExpected(value: ValueDescription): string {
   return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]` : value.kind;
-}
-
-function isTensorLike(value: unknown): value is TensorLike {
-  return typeof value === 'object' && value !== null && 'dtype' in value && 'shape' in value && 'data' in value;
 }
 
 /**
@@ -102,17 +119,26 @@ export class Module {
     this.methods = new Map(program.describe().methods.map((method) => [method.name, method]));
   }
 
-  /** Loads a program from a path, bytes or a loaded Program, and allocates its memory. */
-  static async load(source: string | Uint8Array | Program, options: ModuleOptions = {}): Promise<Module> {
+  /**
+   * Loads a program from a path, bytes or a loaded Program, and allocates its
+   * memory. Files are read (or mapped, with `mmap`) and verified on the thread
+   * pool; bytes are copied once before this returns its promise.
+   */
+  static async load(source: ProgramSource | Program, options: ModuleOptions = {}): Promise<Module> {
+    if (!(source instanceof Program)) checkProgramSource(source, 'Module.load');
+    const mmap = mmapOption(options, 'Module.load');
     const share = shareMode(options.shareMemoryArenas);
     const numThreads = options.numThreads ?? 1;
     if (!Number.isInteger(numThreads) || numThreads < 1) {
       throw new EtnaError('INVALID_INPUT', `numThreads must be a positive integer, got ${numThreads}`);
     }
-    const program = source instanceof Program ? source : Program.load(source);
+    const { externalData } = options;
+    if (externalData !== undefined) checkProgramSource(externalData, 'Module.load: externalData');
     try {
-      const handle = await native().loadModule(program.handle, { share, numThreads, externalData: options.externalData });
-      return new Module(program, handle);
+      const loaded = await native().loadModule(source instanceof Program ? source.handle : source, { share, numThreads, mmap, externalData });
+      if (source instanceof Program) return new Module(source, loaded.module);
+      if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
+      return new Module(Program.fromHandle(loaded.program), loaded.module);
     } catch (error) {
       throw toEtnaError(error);
     }
@@ -190,6 +216,18 @@ export class Module {
   /** `execute('forward', inputs)`. */
   forward(inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Promise<Value[]> {
     return this.execute('forward', inputs, options);
+  }
+
+  /**
+   * Runs `method` with inputs keyed by name and resolves to its outputs keyed
+   * by name, like onnxruntime's `session.run(feeds)`. The names are those of
+   * `methodMeta(method).inputs[i].name` and `.outputs[i].name`.
+   */
+  async run(method: string, feeds: Feeds, options: RunOptions = {}): Promise<NamedValues> {
+    const meta = this.methodMeta(method);
+    const inputs = positionsOf(meta, 'inputs', feeds, true);
+    const outputs = options.outputs === undefined || Array.isArray(options.outputs) ? options.outputs : positionsOf(meta, 'outputs', options.outputs, false);
+    return keyByName(meta, await this.execute(method, inputs, { outputs }));
   }
 
   memoryReport(): MemoryReport {
@@ -290,14 +328,10 @@ function convertInput(method: string, index: number, value: InputValue, expected
   const at = `method '${method}': input ${index}`;
   switch (expected.kind) {
     case 'tensor': {
-      if (!isTensorLike(value)) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected a tensor ${describeExpected(expected)}, got ${value === null ? 'null' : typeof value}`);
+      const tensor = toTensor(value, at);
+      if (tensor.dtype !== expected.dtype) {
+        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (dtype differs)`);
       }
-      if (!isDType(value.dtype)) throw new EtnaError('INVALID_INPUT', `${at}: unknown dtype '${String(value.dtype)}'`);
-      if (value.dtype !== expected.dtype) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${value.dtype}[${value.shape.join(', ')}] (dtype differs)`);
-      }
-      const tensor = value instanceof Tensor ? value : new Tensor(value.dtype, value.shape, value.data);
       const bound = expected.shape ?? [];
       if (tensor.shape.length !== bound.length) {
         throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`);

@@ -31,11 +31,16 @@ export interface NativeModule {
 }
 
 export interface NativeAddon {
-  NativeProgram: new (source: string | Uint8Array) => NativeProgram;
+  /** Loads on the calling thread; `mmap` applies to a path only. */
+  NativeProgram: new (source: string | ArrayBuffer | ArrayBufferView, mmap: boolean) => NativeProgram;
+  /**
+   * Reads and verifies a path or bytes (copied before it returns) on the
+   * thread pool, then loads the module; `program` is set unless one was given.
+   */
   loadModule(
-    program: NativeProgram,
-    options: { share: string; numThreads: number; externalData?: string | Uint8Array },
-  ): Promise<NativeModule>;
+    program: NativeProgram | string | ArrayBuffer | ArrayBufferView,
+    options: { share: string; numThreads: number; mmap: boolean; externalData?: string | ArrayBuffer | ArrayBufferView },
+  ): Promise<{ module: NativeModule; program?: NativeProgram }>;
 }
 
 const require = createRequire(import.meta.url);

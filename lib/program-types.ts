@@ -1,5 +1,11 @@
 /** What a method takes or returns. Tensor fields are present for tensors only. */
 export interface ValueDescription {
+  /**
+   * Unique within the method's inputs (or outputs): from the program's pytree
+   * spec (dict keys, as etna's authoring and ONNX import write them), else
+   * `input_<i>` / `output_<i>`.
+   */
+  name: string;
   kind: 'tensor' | 'int' | 'double' | 'bool' | 'string' | 'none' | string;
   dtype?: string;
   shape?: number[];

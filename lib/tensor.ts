@@ -1,44 +1,43 @@
 import { EtnaError } from './errors.js';
 
-/** Element types etna exchanges with JavaScript. */
-export type DType =
-  | 'float32'
-  | 'float64'
-  | 'float16'
-  | 'bfloat16'
-  | 'int64'
-  | 'int32'
-  | 'int16'
-  | 'int8'
-  | 'uint8'
-  | 'uint16'
-  | 'uint32'
-  | 'uint64'
-  | 'bool';
-
-export type TensorData =
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | BigUint64Array
-  | Int32Array
-  | Int16Array
-  | Int8Array
-  | Uint8Array
-  | Uint16Array
-  | Uint32Array;
-
-interface DTypeInfo {
-  bytes: number;
-  array: {
-    new (length: number): TensorData;
-    new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TensorData;
-    name: string;
-  };
+/**
+ * The TypedArray that holds each dtype's elements. float16/bfloat16 travel as
+ * raw 16-bit patterns; bool as one byte per element.
+ */
+export interface TensorDataTypes {
+  float32: Float32Array;
+  float64: Float64Array;
+  float16: Uint16Array;
+  bfloat16: Uint16Array;
+  int64: BigInt64Array;
+  int32: Int32Array;
+  int16: Int16Array;
+  int8: Int8Array;
+  uint8: Uint8Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
+  bool: Uint8Array;
 }
 
-// float16/bfloat16 travel as raw 16-bit patterns; bool as one byte per element.
-const DTYPES: Record<DType, DTypeInfo> = {
+/** Element types etna exchanges with JavaScript. */
+export type DType = keyof TensorDataTypes;
+
+/** The data array of a `D` tensor; `TensorData` alone is any of them. */
+export type TensorData<D extends DType = DType> = TensorDataTypes[D];
+
+interface ArrayClass<A> {
+  new (length: number): A;
+  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): A;
+  readonly name: string;
+}
+
+interface DTypeInfo<D extends DType> {
+  bytes: number;
+  array: ArrayClass<TensorDataTypes[D]>;
+}
+
+const DTYPES: { readonly [D in DType]: DTypeInfo<D> } = {
   float32: { bytes: 4, array: Float32Array },
   float64: { bytes: 8, array: Float64Array },
   float16: { bytes: 2, array: Uint16Array },
@@ -63,7 +62,7 @@ export function elementSize(dtype: DType): number {
 }
 
 /** The TypedArray class that holds `dtype` data. */
-export function arrayType(dtype: DType): DTypeInfo['array'] {
+export function arrayType<D extends DType>(dtype: D): ArrayClass<TensorData<D>> {
   return DTYPES[dtype].array;
 }
 
@@ -75,29 +74,84 @@ export function numel(shape: readonly number[]): number {
   return shape.reduce((product, size) => product * size, 1);
 }
 
+function invalid(message: string): never {
+  throw new EtnaError('INVALID_INPUT', message);
+}
+
+/** A short description of a value for error messages. */
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'object' || typeof value === 'function') return (value as object).constructor?.name ?? 'object';
+  if (typeof value === 'string') return `'${value}'`;
+  return `${typeof value} ${String(value)}`;
+}
+
+function checkDType(dtype: unknown): DType {
+  if (!isDType(dtype)) invalid(`unknown dtype ${describe(dtype)} (one of ${Object.keys(DTYPES).join(', ')})`);
+  return dtype;
+}
+
+function checkShape(shape: unknown): readonly number[] {
+  if (!Array.isArray(shape)) invalid(`shape must be an array of sizes, got ${describe(shape)}`);
+  for (const [i, size] of (shape as unknown[]).entries()) {
+    if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
+      invalid(`shape[${i}] = ${describe(size)} is not a non-negative integer`);
+    }
+  }
+  return shape as readonly number[];
+}
+
+function checkValues(values: unknown, dtype: DType): ArrayLike<unknown> {
+  const arrayLike = Array.isArray(values) || ArrayBuffer.isView(values);
+  if (!arrayLike) invalid(`${dtype} values must be an array, got ${describe(values)}`);
+  return values as ArrayLike<unknown>;
+}
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+function int64Element(value: unknown, index: number): bigint {
+  if (typeof value === 'bigint') {
+    if (value < INT64_MIN || value > INT64_MAX) invalid(`int64 values[${index}] = ${value}n is outside the int64 range`);
+    return value;
+  }
+  if (typeof value !== 'number' || !Number.isInteger(value)) invalid(`int64 values[${index}] = ${describe(value)} is not an integer`);
+  return int64Element(BigInt(value), index);
+}
+
+// A call in onnxruntime's order (type, data, dims) puts the data in `shape`'s
+// place (a TypedArray, or a plain array as many elements long as the dims
+// in `data`'s place describe).
+function looksLikeOnnxruntimeOrder(shape: unknown, data: unknown): boolean {
+  if (ArrayBuffer.isView(shape)) return true;
+  if (!Array.isArray(shape) || !Array.isArray(data)) return false;
+  const dims = data as unknown[];
+  return dims.every((d) => Number.isInteger(d) && (d as number) >= 0) && numel(dims as number[]) === shape.length;
+}
+
 /**
- * A tensor: dtype, shape and a JS-owned TypedArray (Float32Array for float32,
- * BigInt64Array for int64, Uint8Array for bool, Uint16Array for float16 ...).
+ * A tensor: dtype, shape and a JS-owned TypedArray typed by dtype
+ * (`Tensor<'float32'>` holds a Float32Array, `Tensor<'int64'>` a BigInt64Array ...).
+ * Arguments go in the order `new Tensor(dtype, shape, data)`.
  */
 export class Tensor<D extends DType = DType> {
   readonly dtype: D;
   readonly shape: readonly number[];
-  readonly data: TensorData;
+  readonly data: TensorData<D>;
 
-  constructor(dtype: D, shape: readonly number[], data: TensorData) {
-    if (!isDType(dtype)) throw new EtnaError('INVALID_INPUT', `unknown dtype '${String(dtype)}'`);
-    const expectedType = DTYPES[dtype].array;
-    if (!(data instanceof expectedType)) {
-      const actual = (data as object | null)?.constructor?.name ?? typeof data;
-      throw new EtnaError('INVALID_INPUT', `Tensor.data must be a ${expectedType.name} for ${dtype} tensors, got ${actual}`);
-    }
-    for (const [i, size] of shape.entries()) {
-      if (!Number.isInteger(size) || size < 0) {
-        throw new EtnaError('INVALID_INPUT', `shape[${i}] = ${size} is not a non-negative integer`);
+  constructor(dtype: D, shape: readonly number[], data: TensorData<D>) {
+    checkDType(dtype);
+    const expected = DTYPES[dtype].array;
+    if (!(data instanceof expected)) {
+      if (looksLikeOnnxruntimeOrder(shape, data)) {
+        invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
       }
+      const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
+      invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describe(data)}${hint}`);
     }
+    checkShape(shape);
     if (data.length !== numel(shape)) {
-      throw new EtnaError('INVALID_INPUT', `shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
+      invalid(`shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
     }
     this.dtype = dtype;
     this.shape = Object.freeze([...shape]);
@@ -106,21 +160,37 @@ export class Tensor<D extends DType = DType> {
 
   /** A zero-filled tensor. */
   static zeros<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D> {
-    return new Tensor(dtype, shape, new DTYPES[dtype].array(new ArrayBuffer(numel(shape) * DTYPES[dtype].bytes)));
+    const info = DTYPES[checkDType(dtype) as D];
+    return new Tensor(dtype, shape, new info.array(numel(checkShape(shape))));
   }
 
   /** float32 from plain numbers. */
   static float32(shape: readonly number[], values: ArrayLike<number>): Tensor<'float32'> {
-    return new Tensor('float32', shape, Float32Array.from(values));
+    const checked = checkValues(values, 'float32');
+    const data = new Float32Array(checked.length);
+    for (let i = 0; i < checked.length; i++) {
+      const value = checked[i];
+      if (typeof value !== 'number') invalid(`float32 values[${i}] = ${describe(value)} is not a number`);
+      data[i] = value;
+    }
+    return new Tensor('float32', shape, data);
   }
 
-  /** int64 from numbers or bigints. */
+  /** int64 from integers (numbers or bigints). */
   static int64(shape: readonly number[], values: ArrayLike<number | bigint>): Tensor<'int64'> {
-    return new Tensor('int64', shape, BigInt64Array.from(Array.from(values, (v) => BigInt(v))));
+    const checked = checkValues(values, 'int64');
+    const data = new BigInt64Array(checked.length);
+    for (let i = 0; i < checked.length; i++) data[i] = int64Element(checked[i], i);
+    return new Tensor('int64', shape, data);
   }
 
   get size(): number {
     return this.data.length;
+  }
+
+  /** Narrows the tensor's type: `if (t.is('float32')) t.data` is a Float32Array. */
+  is<E extends DType>(dtype: E): this is Tensor<E> {
+    return (this.dtype as DType) === dtype;
   }
 
   /** Elements as plain numbers (int64 converted with Number()). */
@@ -129,8 +199,65 @@ export class Tensor<D extends DType = DType> {
   }
 }
 
-/** Wraps `byteLength` bytes at the start of `buffer` as a tensor (no copy). */
-export function tensorOver(dtype: DType, shape: readonly number[], buffer: ArrayBufferLike, byteOffset = 0): Tensor {
-  const info = DTYPES[dtype];
-  return new Tensor(dtype, shape, new info.array(buffer, byteOffset, numel(shape)));
+/** Wraps `numel(shape)` elements at `byteOffset` of `buffer` as a tensor (no copy). */
+export function tensorOver<D extends DType>(dtype: D, shape: readonly number[], buffer: ArrayBufferLike, byteOffset = 0): Tensor<D> {
+  return new Tensor(dtype, shape, new DTYPES[dtype].array(buffer, byteOffset, numel(shape)));
+}
+
+/** A tensor in etna's own field names; `data` must match `dtype` (one member per dtype). */
+export type TensorFields<D extends DType = DType> = {
+  [K in D]: { readonly dtype: K; readonly shape: readonly number[]; readonly data: TensorData<K> };
+}[D];
+
+/** An onnxruntime tensor (`new ort.Tensor(type, data, dims)`) read through its public fields. */
+export interface OnnxruntimeTensorLike {
+  readonly type: string;
+  readonly dims: readonly number[];
+  readonly data: unknown;
+  readonly location?: string;
+}
+
+/** Anything etna accepts where a tensor is expected. */
+export type TensorSource = Tensor | TensorFields | OnnxruntimeTensorLike;
+
+function hasFields<K extends string>(value: object, keys: readonly K[]): value is Record<K, unknown> {
+  return keys.every((key) => key in value);
+}
+
+// onnxruntime's float16 data may be a Float16Array where the runtime has one;
+// etna keeps raw 16-bit patterns, so view the same bytes.
+function onnxruntimeData(type: DType, data: unknown): unknown {
+  if (type === 'float16' && ArrayBuffer.isView(data) && !(data instanceof Uint16Array) && (data as Uint16Array).BYTES_PER_ELEMENT === 2) {
+    const view = data as Uint16Array;
+    return new Uint16Array(view.buffer, view.byteOffset, view.length);
+  }
+  return data;
+}
+
+/**
+ * The one conversion of tensor-like values into etna Tensors: an etna Tensor
+ * as is, `{ dtype, shape, data }`, or an onnxruntime tensor `{ type, dims, data }`
+ * (CPU data). `what` prefixes error messages (e.g. "method 'forward': input 0").
+ */
+export function toTensor(value: unknown, what = 'tensor'): Tensor {
+  if (value instanceof Tensor) return value;
+  const expected = `expected a tensor (an etna Tensor, { dtype, shape, data } or an onnxruntime Tensor)`;
+  if (typeof value !== 'object' || value === null) invalid(`${what}: ${expected}, got ${value === null ? 'null' : typeof value}`);
+  try {
+    if (hasFields(value, ['dtype', 'shape', 'data'])) {
+      return new Tensor(checkDType(value.dtype), value.shape as readonly number[], value.data as TensorData);
+    }
+    if (hasFields(value, ['type', 'dims', 'data'])) {
+      if (value.type === 'string') invalid(`onnxruntime string tensors have no etna dtype`);
+      if ('location' in value && value.location !== undefined && value.location !== 'cpu') {
+        invalid(`onnxruntime tensor data is on '${String(value.location)}'; download it to the CPU first (getData())`);
+      }
+      const dtype = checkDType(value.type);
+      return new Tensor(dtype, value.dims as readonly number[], onnxruntimeData(dtype, value.data) as TensorData);
+    }
+  } catch (error) {
+    if (error instanceof EtnaError) throw new EtnaError(error.code, `${what}: ${error.message}`);
+    throw error;
+  }
+  return invalid(`${what}: ${expected}, got ${describe(value)}`);
 }

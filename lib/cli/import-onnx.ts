@@ -1,27 +1,36 @@
 // `etna import-onnx MODEL.onnx -o OUT.pte [options]`: an ONNX model as a
 // multi-method program, state pairs in shared buffers.
 import fs from 'node:fs';
-import { parseArgs } from 'node:util';
 
-import { EtnaError, toEtnaError } from '../errors.js';
+import { EtnaError } from '../errors.js';
 import { importOnnx, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
+import { readInputFile, reportUsageError, type Command, type ParsedArgs } from './command.js';
 import { formatBytes } from './format.js';
 
-export const IMPORT_ONNX_USAGE = `usage: etna import-onnx MODEL.onnx -o OUT.pte [--bind NAME=VALUE]... [--shape NAME=1x512]...
-                        [--state IN:OUT]... [--context INPUT:KEEP]... [--method NAME]
-                        [--wide-accumulation] [--no-xnnpack]
-
-  --bind NAME=VALUE     fix a scalar input at import time (e.g. --bind sr=16000)
-  --shape NAME=DxDx..   concrete shape of an input with symbolic dims (the model's
-                        full shape, context included)
-  --state IN:OUT        keep IN/OUT as one shared buffer at mem_id 2: the method
-                        reads IN from it and writes OUT back in place
-  --context INPUT:KEEP  keep the last KEEP elements of INPUT (last dim) between
-                        calls; the method then takes only the new part
-  --method NAME         name of the method running the graph (default forward)
-  --wide-accumulation   compute float32 convolutions and matrix products in float64
-  --no-xnnpack          portable kernels only (by default float32 convolutions,
-                        matrix products and the ops around them run on XNNPACK)`;
+export const IMPORT_ONNX: Command = {
+  spec: {
+    name: 'import-onnx',
+    synopsis: 'MODEL.onnx -o OUT.pte',
+    positionals: { min: 1, max: 1 },
+    brief: 'import an ONNX model, state pairs in shared buffers',
+    summary: 'Imports an ONNX model as a program; state pairs live in shared buffers at mem_id 2 (docs/onnx.md).',
+    options: [
+      { name: 'output', short: 'o', value: 'OUT.pte', help: 'where to write the program (required)' },
+      { name: 'bind', value: 'NAME=VALUE', multiple: true, help: 'fix a scalar input at import time (e.g. --bind sr=16000)' },
+      { name: 'shape', value: 'NAME=DxDx..', multiple: true, help: 'concrete shape of an input with symbolic dims (full shape, context included)' },
+      { name: 'state', value: 'IN:OUT', multiple: true, help: 'keep IN/OUT as one shared buffer at mem_id 2, read from IN and written back in place' },
+      { name: 'context', value: 'INPUT:KEEP', multiple: true, help: 'keep the last KEEP elements of INPUT (last dim) between calls; the method takes only the new part' },
+      { name: 'method', value: 'NAME', help: 'name of the method running the graph (default forward)' },
+      { name: 'wide-accumulation', help: 'compute float32 convolutions and matrix products in float64' },
+      { name: 'no-xnnpack', help: 'portable kernels only (by default float32 convolutions and products run on XNNPACK)' },
+    ],
+  },
+  run: (args) => {
+    const output = args.string('output');
+    if (output === undefined) return reportUsageError(IMPORT_ONNX.spec, 'missing -o OUT.pte');
+    return runImportOnnx(args, output);
+  },
+};
 
 function splitPair(text: string, separator: string, flag: string): [string, string] {
   const at = text.lastIndexOf(separator);
@@ -43,74 +52,43 @@ function parseNumber(text: string, flag: string): number | bigint {
   return value;
 }
 
-export async function runImportOnnx(args: readonly string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      allowPositionals: true,
-      options: {
-        output: { type: 'string', short: 'o' },
-        bind: { type: 'string', multiple: true, default: [] },
-        shape: { type: 'string', multiple: true, default: [] },
-        state: { type: 'string', multiple: true, default: [] },
-        context: { type: 'string', multiple: true, default: [] },
-        method: { type: 'string', default: 'forward' },
-        'wide-accumulation': { type: 'boolean', default: false },
-        'no-xnnpack': { type: 'boolean', default: false },
-        help: { type: 'boolean', default: false },
-      },
-    });
-  } catch (error) {
-    console.error(`etna import-onnx: ${(error as Error).message}\n\n${IMPORT_ONNX_USAGE}`);
-    return 2;
+function runImportOnnx(args: ParsedArgs, output: string): number {
+  const method = args.string('method') ?? 'forward';
+  const bind: Record<string, number | bigint> = {};
+  for (const item of args.list('bind')) {
+    const [name, value] = splitPair(item, '=', '--bind');
+    bind[name] = parseNumber(value, `--bind ${name}`);
   }
-  const { values, positionals } = parsed;
-  if (values.help || positionals.length !== 1 || values.output === undefined) {
-    console.error(IMPORT_ONNX_USAGE);
-    return values.help ? 0 : 2;
+  const shapes: Record<string, number[]> = {};
+  for (const item of args.list('shape')) {
+    const [name, shape] = splitPair(item, '=', '--shape');
+    shapes[name] = parseShape(shape, `--shape ${name}`);
   }
-  try {
-    const bind: Record<string, number | bigint> = {};
-    for (const item of values.bind) {
-      const [name, value] = splitPair(item, '=', '--bind');
-      bind[name] = parseNumber(value, `--bind ${name}`);
-    }
-    const shapes: Record<string, number[]> = {};
-    for (const item of values.shape) {
-      const [name, shape] = splitPair(item, '=', '--shape');
-      shapes[name] = parseShape(shape, `--shape ${name}`);
-    }
-    const state: OnnxStatePair[] = values.state.map((item) => {
-      const [input, output] = splitPair(item, ':', '--state');
-      return { input, output };
-    });
-    const context: OnnxContextWindow[] = values.context.map((item) => {
-      const [input, keep] = splitPair(item, ':', '--context');
-      return { input, keep: Number(keep) };
-    });
-    const model = fs.readFileSync(positionals[0] as string);
-    const result = importOnnx(model, {
-      bind,
-      shapes,
-      state,
-      context,
-      method: values.method,
-      wideAccumulation: values['wide-accumulation'] === true,
-      xnnpack: values['no-xnnpack'] !== true,
-    });
-    fs.writeFileSync(values.output, result.bytes);
-    const io = (list: { name: string; dtype: string; shape: number[] }[]): string => list.map((t) => `${t.name} ${t.dtype}[${t.shape.join(',')}]`).join(', ') || '-';
-    console.log(`wrote ${values.output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded`);
-    console.log(`  ${values.method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
-    if (result.stateBuffers.length > 0) {
-      console.log(`  state at mem_id 2: ${io(result.stateBuffers)}`);
-      console.log(`  methods: ${result.methods.join(', ')}`);
-    }
-    return 0;
-  } catch (error) {
-    const e = toEtnaError(error);
-    console.error(`etna import-onnx: ${e.code}: ${e.message}`);
-    return 1;
+  const state: OnnxStatePair[] = args.list('state').map((item) => {
+    const [input, output] = splitPair(item, ':', '--state');
+    return { input, output };
+  });
+  const context: OnnxContextWindow[] = args.list('context').map((item) => {
+    const [input, keep] = splitPair(item, ':', '--context');
+    return { input, keep: Number(keep) };
+  });
+  const model = readInputFile(args.positionals[0]!, 'ONNX model');
+  const result = importOnnx(model, {
+    bind,
+    shapes,
+    state,
+    context,
+    method,
+    wideAccumulation: args.flag('wide-accumulation'),
+    xnnpack: !args.flag('no-xnnpack'),
+  });
+  fs.writeFileSync(output, result.bytes);
+  const io = (list: { name: string; dtype: string; shape: number[] }[]): string => list.map((t) => `${t.name} ${t.dtype}[${t.shape.join(',')}]`).join(', ') || '-';
+  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded`);
+  console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
+  if (result.stateBuffers.length > 0) {
+    console.log(`  state at mem_id 2: ${io(result.stateBuffers)}`);
+    console.log(`  methods: ${result.methods.join(', ')}`);
   }
+  return 0;
 }

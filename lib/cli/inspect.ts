@@ -1,7 +1,11 @@
-// `etna inspect FILE [--json]`: what a program holds, without running it.
-import { EtnaError, toEtnaError } from '../errors.js';
+// `etna inspect FILE [--json]`: what a program holds, without running it, or
+// the tensors of an external data file.
+import fs from 'node:fs';
+
 import { Program } from '../program.js';
 import type { ProgramDescription, ValueDescription } from '../program-types.js';
+import type { Command, CommandSpec } from './command.js';
+import { isExternalData, readExternalData, type ExternalDataDescription } from './external-data.js';
 import { formatBytes, formatValue, table } from './format.js';
 
 export interface InspectIO {
@@ -79,16 +83,53 @@ export function inspectText(file: string, fileSize: number, description: Program
   return lines.join('\n');
 }
 
-export function runInspect(file: string, json: boolean): number {
+/** The first bytes of `file`, or nothing when it cannot be read (Program.load then says why). */
+function fileStart(file: string): Uint8Array {
+  const start = new Uint8Array(8);
   try {
-    const program = Program.load(file);
-    const description = program.describe();
-    console.log(json ? JSON.stringify(inspectJson(file, description), null, 2) : inspectText(file, program.handle.fileSize, description));
-    return 0;
-  } catch (error) {
-    const etnaError: EtnaError = toEtnaError(error);
-    if (json) console.log(JSON.stringify({ error: { code: etnaError.code, message: etnaError.message } }));
-    else console.error(`etna inspect: ${etnaError.code}: ${etnaError.message}`);
-    return 1;
+    const fd = fs.openSync(file, 'r');
+    try {
+      return start.subarray(0, fs.readSync(fd, start, 0, start.length, 0));
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return new Uint8Array(0);
   }
 }
+
+export function externalDataText(file: string, fileSize: number, description: ExternalDataDescription): string {
+  const rows = description.tensors.map((tensor) => [
+    `  ${tensor.key}`,
+    tensor.dtype === null ? '(no layout)' : `${tensor.dtype}[${tensor.shape!.join('x')}]`,
+    formatBytes(tensor.bytes),
+  ]);
+  return [
+    `${file}: external data (${description.identifier}), ${formatBytes(fileSize)}, ${description.tensors.length} tensors in ${description.segments} segments`,
+    ...(rows.length > 0 ? [table(rows)] : []),
+  ].join('\n');
+}
+
+const INSPECT_SPEC: CommandSpec = {
+  name: 'inspect',
+  synopsis: 'FILE',
+  positionals: { min: 1, max: 1 },
+  brief: "describe a .pte program (methods, IO, operators, memory plan) or list a .ptd file's tensors",
+  summary: 'Verifies a .pte program without running it and describes its methods, inputs, outputs,\noperators, delegates and memory plans; for a .ptd external data file, lists its tensors.',
+  options: [{ name: 'json', help: 'print one JSON object' }],
+};
+
+export function runInspect(file: string, json: boolean): number {
+  if (isExternalData(fileStart(file))) {
+    const bytes = new Uint8Array(fs.readFileSync(file));
+    const description = readExternalData(bytes);
+    console.log(json ? JSON.stringify({ file, ...description }, null, 2) : externalDataText(file, bytes.length, description));
+    return 0;
+  }
+  const program = Program.load(file);
+  const description = program.describe();
+  console.log(json ? JSON.stringify(inspectJson(file, description), null, 2) : inspectText(file, program.handle.fileSize, description));
+  return 0;
+}
+
+export const INSPECT: Command = { spec: INSPECT_SPEC, run: (args) => runInspect(args.positionals[0]!, args.flag('json')) };

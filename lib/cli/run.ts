@@ -1,21 +1,61 @@
 // `etna run FILE`: runs one method, or a sequence of calls on one module.
-import fs from 'node:fs';
+import { EtnaError } from '../errors.js';
+import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
+import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
+import { formatBytes, formatOutput, SUMMARY_THRESHOLD, table } from './format.js';
+import { FILLS, generateInputs, valueFromJson, valueToJson, type Fill } from './values-json.js';
 
-import { EtnaError, toEtnaError } from '../errors.js';
-import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas } from '../module.js';
-import { formatBytes, table } from './format.js';
-import { generateInputs, valueFromJson, valueToJson, type Fill } from './values-json.js';
+const RUN_SPEC: CommandSpec = {
+  name: 'run',
+  synopsis: 'FILE',
+  positionals: { min: 1, max: 1 },
+  brief: 'run a method (or a sequence of calls) on one module and print the outputs',
+  summary: `Loads FILE into one module, runs a method (or a sequence of calls) and prints the outputs.\nTensors of more than ${SUMMARY_THRESHOLD} elements print as a summary unless --full is given.`,
+  options: [
+    { name: 'method', value: 'NAME', help: 'the method to run (default forward, else the first method)' },
+    { name: 'inputs', value: 'IN.json', help: 'inputs as a JSON array of values (default: generated from the metadata)' },
+    { name: 'calls', value: 'CALLS.json', help: 'a JSON array of {"method", "inputs"} run in order on one module' },
+    { name: 'external-data', value: 'FILE.ptd', help: 'the external data file the program takes tensors from' },
+    { name: 'share', value: 'true|false|state|auto', help: 'shareMemoryArenas (default auto)' },
+    { name: 'fill', value: 'zeros|ones|random', help: 'how generated tensor inputs are filled (default random)' },
+    { name: 'seed', value: 'N', help: 'seed for --fill random (default 1)' },
+    { name: 'full', help: 'print every element of long tensors instead of a summary' },
+    { name: 'report', help: "also print the module's memory report" },
+    { name: 'json', help: 'print one JSON object (outputs always in full)' },
+  ],
+};
 
 export interface RunOptions {
   file: string;
   method?: string;
   inputs?: string;
   calls?: string;
-  share?: string;
-  json: boolean;
-  fill: string;
+  externalData?: string;
+  share: ShareMemoryArenas;
+  fill: Fill;
   seed: number;
+  full: boolean;
   report: boolean;
+  json: boolean;
+}
+
+const SHARE_CHOICES = ['true', 'false', 'state', 'auto'] as const;
+
+export function runOptions(args: ParsedArgs): RunOptions {
+  const share = args.choice('share', SHARE_CHOICES, 'auto');
+  return {
+    file: args.positionals[0]!,
+    method: args.string('method'),
+    inputs: args.string('inputs'),
+    calls: args.string('calls'),
+    externalData: args.string('external-data'),
+    share: share === 'true' ? true : share === 'false' ? false : share,
+    fill: args.choice('fill', FILLS, 'random'),
+    seed: args.integer('seed', 1, 0),
+    full: args.flag('full'),
+    report: args.flag('report'),
+    json: args.flag('json'),
+  };
 }
 
 interface Call {
@@ -24,25 +64,12 @@ interface Call {
 }
 
 function readJson(path: string, what: string): unknown {
-  let text: string;
-  try {
-    text = fs.readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new EtnaError('INVALID_INPUT', `cannot read ${what} '${path}': ${(error as Error).message}`);
-  }
+  const text = readInputFile(path, what).toString('utf8');
   try {
     return JSON.parse(text);
   } catch (error) {
     throw new EtnaError('INVALID_INPUT', `${what} '${path}' is not JSON: ${(error as Error).message}`);
   }
-}
-
-function parseShare(text: string | undefined): ShareMemoryArenas {
-  if (text === undefined || text === 'auto') return 'auto';
-  if (text === 'true') return true;
-  if (text === 'false') return false;
-  if (text === 'state') return 'state';
-  throw new EtnaError('INVALID_INPUT', `--share takes true, false, state or auto, got '${text}'`);
 }
 
 function parseCalls(options: RunOptions, methodNames: string[]): Call[] {
@@ -78,42 +105,34 @@ function reportText(report: MemoryReport): string {
     `memory: ${report.mode} (${report.reason})`,
     table(rows),
     `  planned ${formatBytes(report.plannedBytes)} allocated; per-method arenas would need ${formatBytes(report.unsharedPlannedBytes)}`,
-    `  constants ${formatBytes(report.constantBytes)} (mapped), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
+    `  constants ${formatBytes(report.constantBytes)} (read in place), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
   ].join('\n');
 }
 
 export async function runRun(options: RunOptions): Promise<number> {
+  const module = await Module.load(options.file, { shareMemoryArenas: options.share, externalData: options.externalData });
   try {
-    if (!['zeros', 'ones', 'random'].includes(options.fill)) {
-      throw new EtnaError('INVALID_INPUT', `--fill takes zeros, ones or random, got '${options.fill}'`);
+    const calls = parseCalls(options, module.methodNames);
+    const results: { method: string; outputs: Value[] }[] = [];
+    for (const call of calls) {
+      const inputs = call.inputs ?? generateInputs(call.method, module.methodMeta(call.method).inputs, options.fill, options.seed);
+      results.push({ method: call.method, outputs: await module.execute(call.method, inputs) });
     }
-    const module = await Module.load(options.file, { shareMemoryArenas: parseShare(options.share) });
-    try {
-      const calls = parseCalls(options, module.methodNames);
-      const results: { method: string; outputs: unknown[] }[] = [];
-      for (const call of calls) {
-        const inputs = call.inputs ?? generateInputs(call.method, module.methodMeta(call.method).inputs, options.fill as Fill, options.seed);
-        const outputs = await module.execute(call.method, inputs);
-        results.push({ method: call.method, outputs: outputs.map(valueToJson) });
+    const report = options.report ? module.memoryReport() : undefined;
+    if (options.json) {
+      const calls = results.map(({ method, outputs }) => ({ method, outputs: outputs.map(valueToJson) }));
+      console.log(JSON.stringify(report ? { calls, memory: report } : { calls }));
+    } else {
+      for (const result of results) {
+        console.log(`${result.method}:`);
+        result.outputs.forEach((output, i) => console.log(`  output ${i}: ${formatOutput(output, options.full)}`));
       }
-      const report = options.report ? module.memoryReport() : undefined;
-      if (options.json) {
-        console.log(JSON.stringify(report ? { calls: results, memory: report } : { calls: results }));
-      } else {
-        for (const result of results) {
-          console.log(`${result.method}:`);
-          result.outputs.forEach((output, i) => console.log(`  output ${i}: ${JSON.stringify(output)}`));
-        }
-        if (report) console.log(reportText(report));
-      }
-      return 0;
-    } finally {
-      await module.dispose();
+      if (report) console.log(reportText(report));
     }
-  } catch (error) {
-    const etnaError = toEtnaError(error);
-    if (options.json) console.log(JSON.stringify({ error: { code: etnaError.code, message: etnaError.message } }));
-    else console.error(`etna run: ${etnaError.code}: ${etnaError.message}`);
-    return 1;
+    return 0;
+  } finally {
+    await module.dispose();
   }
 }
+
+export const RUN: Command = { spec: RUN_SPEC, run: (args) => runRun(runOptions(args)) };

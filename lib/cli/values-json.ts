@@ -58,7 +58,8 @@ export function valueToJson(value: Value): JsonValue {
   return value;
 }
 
-export type Fill = 'zeros' | 'ones' | 'random';
+export const FILLS = ['zeros', 'ones', 'random'] as const;
+export type Fill = (typeof FILLS)[number];
 
 /** Inputs generated from a method's metadata (tensors at their bound shape). */
 export function generateInputs(method: string, inputs: ValueDescription[], fill: Fill, seed: number): InputValue[] {

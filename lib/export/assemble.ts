@@ -110,6 +110,8 @@ export function assembleProgram(program: ProgramGraph, plan: ProgramMemoryPlan):
       operators,
       delegates: method.delegates.map((d) => ({ backendId: d.backendId, payload: d.payload, compileSpecs: d.compileSpecs })),
       nonConstBufferSizes: methodPlan.nonConstBufferSizes,
+      inputNames: method.inputs.map((index, i) => method.tensorNode(index).label ?? `input_${i}`),
+      outputNames: method.outputs.map((_, i) => method.outputNames[i] ?? `output_${i}`),
     };
   });
 

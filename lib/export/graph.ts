@@ -65,7 +65,7 @@ export interface TensorNode {
   readonly dtype: DType;
   readonly shape: Shape;
   readonly origin: TensorOrigin;
-  /** Set for method inputs: a name for error messages and docs. */
+  /** Set for method inputs: the input's name (stored in the program, used in error messages). */
   readonly label?: string;
 }
 
@@ -132,6 +132,8 @@ export class MethodGraph {
   readonly instructions: GraphInstruction[] = [];
   readonly inputs: number[] = [];
   readonly outputs: number[] = [];
+  /** One per output: the name given to `MethodBuilder.output`, or `output_<i>`. */
+  readonly outputNames: string[] = [];
   readonly delegates: GraphDelegate[] = [];
   /**
    * Extra bytes appended to every planned arena of this method; a backend that

@@ -54,6 +54,10 @@ function invalid(message: string): never {
   throw new EtnaError('INVALID_INPUT', message);
 }
 
+function isTensorInput(value: unknown): value is TensorInput {
+  return value instanceof TensorValue || value instanceof ConstantTensor || value instanceof SharedBuffer;
+}
+
 export class MethodBuilder {
   /** @internal */
   constructor(
@@ -67,8 +71,12 @@ export class MethodBuilder {
 
   // ---------------------------------------------------------------- inputs and outputs
 
-  /** Declares the next user input (planned in the activation arena; the runtime copies it in). */
+  /**
+   * Declares the next user input (planned in the activation arena; the runtime
+   * copies it in). `name` is stored in the program: `Module.run` feeds it by name.
+   */
   input(name: string, dtype: DType, shape: Shape): TensorValue {
+    this.checkIoName('input', name, this.graph.inputs.map((index) => this.graph.tensorNode(index).label));
     dtypeInfo(dtype);
     const checked = checkShape(shape, `method '${this.name}' input '${name}'`);
     const tensor = this.graph.addTensor(dtype, checked, { kind: 'input' }, name);
@@ -76,9 +84,29 @@ export class MethodBuilder {
     return tensor;
   }
 
-  /** Appends user outputs, in order. */
-  output(...tensors: TensorInput[]): void {
-    for (const tensor of tensors) this.graph.outputs.push(this.use(tensor).index);
+  /**
+   * Appends user outputs, in order: `output({ logits, state })` names them by
+   * key (names `Module.run` returns them under); `output(a, b)` leaves them
+   * `output_<i>`. JavaScript orders index-like keys ('0', '1') first, so call
+   * once per output when names like that must keep their place.
+   */
+  output(named: Readonly<Record<string, TensorInput>>): void;
+  output(...tensors: TensorInput[]): void;
+  output(...args: (TensorInput | Readonly<Record<string, TensorInput>>)[]): void {
+    const first = args[0];
+    const named = args.length === 1 && typeof first === 'object' && first !== null && !isTensorInput(first);
+    const entries: [string | undefined, unknown][] = named ? Object.entries(first) : args.map((tensor) => [undefined, tensor]);
+    for (const [name, tensor] of entries) {
+      const resolved = name ?? `output_${this.graph.outputs.length}`;
+      this.checkIoName('output', resolved, this.graph.outputNames);
+      this.graph.outputs.push(this.use(tensor as TensorInput).index);
+      this.graph.outputNames.push(resolved);
+    }
+  }
+
+  private checkIoName(side: 'input' | 'output', name: unknown, taken: readonly (string | undefined)[]): void {
+    if (typeof name !== 'string' || name.length === 0) invalid(`method '${this.name}': ${side} names must be non-empty strings, got ${JSON.stringify(name)}`);
+    if (taken.includes(name)) invalid(`method '${this.name}': ${side} name '${name}' is already used`);
   }
 
   /** The method's value for a tensor operand (constants and shared buffers become values on first use). */

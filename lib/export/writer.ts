@@ -13,6 +13,7 @@ import {
   BoolValue,
   Chain,
   CompileSpec,
+  ContainerMetadata,
   DataLocation,
   DataSegment,
   DelegateCall,
@@ -110,6 +111,13 @@ export interface PteMethod {
   readonly operators: readonly PteOperator[];
   readonly delegates: readonly PteDelegate[];
   readonly nonConstBufferSizes: readonly number[];
+  /**
+   * Names of the inputs and outputs, in order (unique, non-empty). When given,
+   * they are stored as PyTorch pytree specs in container_meta_type: inputs as
+   * keyword arguments `((), {name: ...})`, outputs as a dict.
+   */
+  readonly inputNames?: readonly string[];
+  readonly outputNames?: readonly string[];
 }
 
 export interface PteProgram {
@@ -211,6 +219,16 @@ export function validatePteProgram(program: PteProgram): void {
       }
     });
     for (const index of [...method.inputs, ...method.outputs]) if (kindAt(index) === undefined) fail(`input/output ${index} is not a value index`);
+    for (const [side, indices, ioNames] of [['input', method.inputs, method.inputNames], ['output', method.outputs, method.outputNames]] as const) {
+      if (ioNames === undefined) continue;
+      if (ioNames.length !== indices.length) fail(`${ioNames.length} ${side} names for ${indices.length} ${side}s`);
+      const seen = new Set<string>();
+      for (const ioName of ioNames) {
+        if (typeof ioName !== 'string' || ioName.length === 0) fail(`${side} names must be non-empty strings`);
+        if (seen.has(ioName)) fail(`${side} name '${ioName}' is used twice`);
+        seen.add(ioName);
+      }
+    }
     method.instructions.forEach((instruction, i) => {
       const at = `instruction ${i}`;
       const indices =
@@ -371,8 +389,36 @@ function buildInstruction(builder: flatbuffers.Builder, instruction: PteInstruct
 
 type DelegateReference = { location: DataLocation; index: number };
 
+// PyTorch pytree specs (protocol 1) in the spacing Python's json.dumps uses.
+const PYTREE_LEAF = '{"type": null, "context": null, "children_spec": []}';
+
+function pytreeNode(type: string, context: string, children: readonly string[]): string {
+  return `{"type": ${JSON.stringify(type)}, "context": ${JSON.stringify(context)}, "children_spec": [${children.join(', ')}]}`;
+}
+
+/** A dict of leaves keyed by `names` (its context is the JSON text of the key list). */
+function pytreeDict(names: readonly string[]): string {
+  const keys = `[${names.map((key) => JSON.stringify(key)).join(', ')}]`;
+  return pytreeNode('builtins.dict', keys, names.map(() => PYTREE_LEAF));
+}
+
+function pytreeTuple(count: number): string {
+  return pytreeNode('builtins.tuple', 'null', Array.from({ length: count }, () => PYTREE_LEAF));
+}
+
+// Named inputs are keyword arguments `((), {name: ...})`, unnamed ones
+// positional `((...), {})`; named outputs a dict, unnamed ones a tuple.
+function buildContainerMetadata(builder: flatbuffers.Builder, method: PteMethod): flatbuffers.Offset {
+  const { inputNames, outputNames } = method;
+  const args = inputNames === undefined ? [pytreeTuple(method.inputs.length), pytreeDict([])] : [pytreeTuple(0), pytreeDict(inputNames)];
+  const inputs = builder.createString(`[1, ${pytreeNode('builtins.tuple', 'null', args)}]`);
+  const outputs = builder.createString(`[1, ${outputNames === undefined ? pytreeTuple(method.outputs.length) : pytreeDict(outputNames)}]`);
+  return ContainerMetadata.createContainerMetadata(builder, inputs, outputs);
+}
+
 function buildMethod(builder: flatbuffers.Builder, method: PteMethod, payloadReference: (payload: number) => DelegateReference): flatbuffers.Offset {
   const name = builder.createString(method.name);
+  const names = method.inputNames !== undefined || method.outputNames !== undefined ? buildContainerMetadata(builder, method) : undefined;
   const values = ExecutionPlan.createValuesVector(builder, method.values.map((v) => buildValue(builder, v)));
   const inputs = ExecutionPlan.createInputsVector(builder, [...method.inputs]);
   const outputs = ExecutionPlan.createOutputsVector(builder, [...method.outputs]);
@@ -405,6 +451,7 @@ function buildMethod(builder: flatbuffers.Builder, method: PteMethod, payloadRef
   const bufferSizes = ExecutionPlan.createNonConstBufferSizesVector(builder, method.nonConstBufferSizes.map((s) => BigInt(s)));
   ExecutionPlan.startExecutionPlan(builder);
   ExecutionPlan.addName(builder, name);
+  if (names !== undefined) ExecutionPlan.addContainerMetaType(builder, names);
   ExecutionPlan.addValues(builder, values);
   ExecutionPlan.addInputs(builder, inputs);
   ExecutionPlan.addOutputs(builder, outputs);

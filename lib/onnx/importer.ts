@@ -340,20 +340,21 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
     }
     runGraph(graph, ctx, stats);
     const stateOutputs = new Set(statePairs.map((p) => p.output));
-    const results: TensorValue[] = [];
+    // Outputs keep their ONNX names (Module.run returns them under these keys).
+    const results: { name: string; tensor: TensorValue }[] = [];
     for (const out of graph.outputs) {
       if (stateOutputs.has(out.name)) continue;
       const value = ctx.values.get(out.name);
       if (value === undefined) throw new EtnaError('INVALID_INPUT', `graph output '${out.name}' is never produced`);
       const tensor = ownedTensor(ctx, value);
-      results.push(tensor);
+      results.push({ name: out.name, tensor });
       outputs.push({ name: out.name, dtype: tensor.dtype, shape: [...tensor.shape] });
     }
     for (const name of options.debugOutputs ?? []) {
       const value = ctx.values.get(name);
       if (value === undefined) throw new EtnaError('INVALID_INPUT', `debug output '${name}' is not a value of the main graph`);
       const tensor = ownedTensor(ctx, value);
-      results.push(tensor);
+      results.push({ name, tensor });
       outputs.push({ name, dtype: tensor.dtype, shape: [...tensor.shape] });
     }
     // State is written back after every read of the old value: all reads are above.
@@ -366,7 +367,8 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
       const lastDim = fullShape.length - 1;
       m.copyInto(write.buffer, m.slice(write.full.tensor as TensorValue, lastDim, fullShape[lastDim]! - write.keep, fullShape[lastDim]!));
     }
-    m.output(...results);
+    // One call per output: an object literal would put index-like names first.
+    for (const { name, tensor } of results) m.output({ [name]: tensor });
   });
 
   const buffers = stateBuffers.map((s) => s.buffer);
@@ -377,12 +379,11 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
   }
   if (buffers.length > 0 && options.stateAccessor !== false) {
     program.method('get_state', (m) => {
-      const copies = buffers.map((buffer) => {
+      for (const { buffer, info } of stateBuffers) {
         const out = m.graph.addTensor(buffer.dtype, buffer.shape);
         m.kernel('aten::clone.out', [buffer, null, out]);
-        return out;
-      });
-      m.output(...copies);
+        m.output({ [info.name]: out });
+      }
     });
     methods.push('get_state');
   }

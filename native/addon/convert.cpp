@@ -38,6 +38,7 @@ Napi::Value guard(Napi::Env env, const std::function<Napi::Value()>& body) {
 
 Napi::Object to_js(Napi::Env env, const ValueInfo& info) {
   Napi::Object out = Napi::Object::New(env);
+  out.Set("name", info.name);
   out.Set("kind", info.kind);
   if (info.kind == "tensor") {
     out.Set("dtype", info.dtype);

@@ -1,5 +1,6 @@
 #include "module_wrap.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -78,23 +79,78 @@ class PromiseWorker : public Napi::AsyncWorker {
   Result<T> result_;
 };
 
-class LoadWorker : public PromiseWorker<std::unique_ptr<Module>> {
+// A file for the load worker to read, or bytes already copied off the JS heap
+// (JS may change or detach its buffer once the call returns).
+struct LoadSource {
+  std::string path;
+  std::unique_ptr<ByteSource> bytes;
+};
+
+// Copies `value` now when it is bytes; keeps it as a path when it is a string.
+std::optional<LoadSource> load_source(const Napi::Value& value) {
+  if (value.IsString()) return LoadSource{value.As<Napi::String>().Utf8Value(), nullptr};
+  auto view = view_bytes(value);
+  if (!view) return std::nullopt;
+  auto copy = copy_bytes(view->data, view->size);
+  if (!copy) throw make_js_error(value.Env(), copy.error());
+  return LoadSource{std::string(), std::move(*copy)};
+}
+
+struct LoadedModule {
+  std::shared_ptr<const Program> program;  // set when the worker loaded it
+  std::unique_ptr<Module> module;
+};
+
+// Reads and verifies the program and its external data (when given as a path
+// or bytes) and then loads the module, all on the pool.
+class LoadWorker : public PromiseWorker<LoadedModule> {
  public:
-  LoadWorker(Napi::Env env, std::shared_ptr<const Program> program, ModuleOptions options)
-      : PromiseWorker(env, "etna:load"), program_(std::move(program)), options_(std::move(options)) {}
+  LoadWorker(Napi::Env env, std::shared_ptr<const Program> program, std::optional<LoadSource> program_source,
+             std::optional<LoadSource> external_data, FileAccess access, ModuleOptions options)
+      : PromiseWorker(env, "etna:load"),
+        program_(std::move(program)),
+        program_source_(std::move(program_source)),
+        external_data_(std::move(external_data)),
+        access_(access),
+        options_(std::move(options)) {}
 
  protected:
-  Result<std::unique_ptr<Module>> run() override { return Module::load(program_, options_); }
+  Result<LoadedModule> run() override {
+    LoadedModule loaded;
+    if (program_source_) {
+      auto program = program_source_->bytes ? Program::load(std::move(program_source_->bytes))
+                                            : Program::load_file(program_source_->path, access_);
+      if (!program) return program.error();
+      loaded.program = std::move(*program);
+    }
+    if (external_data_) {
+      auto map = external_data_->bytes ? DataMap::load(std::move(external_data_->bytes))
+                                       : DataMap::load_file(external_data_->path, access_);
+      if (!map) return map.error();
+      options_.external_data = std::move(*map);
+    }
+    auto module = Module::load(loaded.program ? loaded.program : program_, options_);
+    if (!module) return module.error();
+    loaded.module = std::move(*module);
+    return Result<LoadedModule>(std::move(loaded));
+  }
 
-  Napi::Value resolve(Napi::Env env, std::unique_ptr<Module>& module) override {
-    auto* holder = new std::shared_ptr<Module>(std::move(module));
+  // { module: NativeModule, program?: NativeProgram (when loaded here) }
+  Napi::Value resolve(Napi::Env env, LoadedModule& loaded) override {
+    auto* holder = new std::shared_ptr<Module>(std::move(loaded.module));
     Napi::External<std::shared_ptr<Module>> external = Napi::External<std::shared_ptr<Module>>::New(
         env, holder, [](Napi::Env, std::shared_ptr<Module>* data) { delete data; });
-    return addon_data(env).module_constructor.New({external});
+    Napi::Object result = Napi::Object::New(env);
+    result.Set("module", addon_data(env).module_constructor.New({external}));
+    if (loaded.program) result.Set("program", ProgramWrap::wrap(env, std::move(loaded.program)));
+    return result;
   }
 
  private:
   std::shared_ptr<const Program> program_;
+  std::optional<LoadSource> program_source_;
+  std::optional<LoadSource> external_data_;
+  FileAccess access_;
   ModuleOptions options_;
 };
 
@@ -140,9 +196,19 @@ ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Module
 Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
-    ProgramWrap* program = info.Length() >= 1 ? ProgramWrap::unwrap(info[0]) : nullptr;
-    if (program == nullptr) throw make_js_error(env, Error{ErrorCode::kInternal, "loadModule expects a NativeProgram"});
+    if (info.Length() < 1) throw make_js_error(env, Error{ErrorCode::kInvalidInput, "loadModule expects a program"});
+    ProgramWrap* program = ProgramWrap::unwrap(info[0]);
+    std::optional<LoadSource> program_source;
+    if (program == nullptr) {
+      program_source = load_source(info[0]);
+      if (!program_source) {
+        throw make_js_error(env, Error{ErrorCode::kInvalidInput,
+                                       "loadModule expects a NativeProgram, a file path, an ArrayBuffer or a view of one"});
+      }
+    }
     ModuleOptions options;
+    FileAccess access = FileAccess::kCopy;
+    std::optional<LoadSource> external_data;
     if (info.Length() >= 2 && info[1].IsObject()) {
       Napi::Object object = info[1].As<Napi::Object>();
       Napi::Value share = object.Get("share");
@@ -153,16 +219,12 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
       }
       Napi::Value threads = object.Get("numThreads");
       if (threads.IsNumber()) options.num_threads = threads.As<Napi::Number>().Int32Value();
-      Napi::Value external = object.Get("externalData");
-      if (external.IsString() || external.IsTypedArray()) {
-        auto map = external.IsString() ? DataMap::load_file(external.As<Napi::String>().Utf8Value())
-                                       : DataMap::load_bytes(typed_array_bytes(external.As<Napi::TypedArray>()),
-                                                             external.As<Napi::TypedArray>().ByteLength());
-        if (!map) throw make_js_error(env, map.error());
-        options.external_data = std::move(*map);
-      }
+      Napi::Value mmap = object.Get("mmap");
+      if (mmap.IsBoolean() && mmap.As<Napi::Boolean>().Value()) access = FileAccess::kMap;
+      external_data = load_source(object.Get("externalData"));
     }
-    auto* worker = new LoadWorker(env, program->program(), options);
+    auto* worker = new LoadWorker(env, program != nullptr ? program->program() : nullptr, std::move(program_source),
+                                  std::move(external_data), access, std::move(options));
     Napi::Promise promise = worker->promise();
     worker->Queue();
     return promise;

@@ -6,6 +6,8 @@
 
 namespace etna::addon {
 
+using ProgramHolder = std::shared_ptr<const Program>;
+
 void ProgramWrap::init(Napi::Env env, Napi::Object exports) {
   Napi::Function ctor = DefineClass(env, "NativeProgram",
                                     {
@@ -19,18 +21,28 @@ void ProgramWrap::init(Napi::Env env, Napi::Object exports) {
 ProgramWrap::ProgramWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ProgramWrap>(info) {
   Napi::Env env = info.Env();
   guard(env, [&]() -> Napi::Value {
-    Result<std::shared_ptr<const Program>> loaded =
-        make_error(ErrorCode::kInvalidProgram, "NativeProgram expects a file path or a Uint8Array");
+    if (info.Length() >= 1 && info[0].IsExternal()) {
+      program_ = *info[0].As<Napi::External<ProgramHolder>>().Data();
+      return env.Undefined();
+    }
+    Result<ProgramHolder> loaded =
+        make_error(ErrorCode::kInvalidInput, "NativeProgram expects a file path, an ArrayBuffer or a view of one");
     if (info.Length() >= 1 && info[0].IsString()) {
-      loaded = Program::load_file(info[0].As<Napi::String>().Utf8Value());
-    } else if (info.Length() >= 1 && info[0].IsTypedArray()) {
-      Napi::TypedArray bytes = info[0].As<Napi::TypedArray>();
-      loaded = Program::load_bytes(typed_array_bytes(bytes), bytes.ByteLength());
+      const bool map = info.Length() >= 2 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+      loaded = Program::load_file(info[0].As<Napi::String>().Utf8Value(), map ? FileAccess::kMap : FileAccess::kCopy);
+    } else if (auto bytes = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt) {
+      loaded = Program::load_bytes(bytes->data, bytes->size);
     }
     if (!loaded) throw make_js_error(env, loaded.error());
     program_ = std::move(*loaded);
     return env.Undefined();
   });
+}
+
+Napi::Object ProgramWrap::wrap(Napi::Env env, ProgramHolder program) {
+  auto external = Napi::External<ProgramHolder>::New(env, new ProgramHolder(std::move(program)),
+                                                     [](Napi::Env, ProgramHolder* holder) { delete holder; });
+  return addon_data(env).program_constructor.New({external});
 }
 
 ProgramWrap* ProgramWrap::unwrap(const Napi::Value& value) {
@@ -46,6 +58,29 @@ Napi::Value ProgramWrap::describe(const Napi::CallbackInfo& info) {
 
 Napi::Value ProgramWrap::file_size(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(program_->file_size()));
+}
+
+std::optional<ByteSpan> view_bytes(const Napi::Value& value) {
+  if (value.IsArrayBuffer()) {
+    Napi::ArrayBuffer buffer = value.As<Napi::ArrayBuffer>();
+    return ByteSpan{static_cast<const uint8_t*>(buffer.Data()), buffer.ByteLength()};
+  }
+  // Views ask N-API for their first byte directly: that also works when the
+  // memory is a SharedArrayBuffer, which is not an ArrayBuffer to N-API.
+  void* data = nullptr;
+  size_t length = 0;
+  if (value.IsTypedArray()) {
+    napi_typedarray_type type;
+    if (napi_get_typedarray_info(value.Env(), value, &type, &length, &data, nullptr, nullptr) == napi_ok) {
+      return ByteSpan{static_cast<const uint8_t*>(data), value.As<Napi::TypedArray>().ByteLength()};
+    }
+  }
+  if (value.IsDataView()) {
+    if (napi_get_dataview_info(value.Env(), value, &length, &data, nullptr, nullptr) == napi_ok) {
+      return ByteSpan{static_cast<const uint8_t*>(data), length};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace etna::addon

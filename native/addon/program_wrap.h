@@ -4,7 +4,9 @@
 #include <napi.h>
 
 #include <memory>
+#include <optional>
 
+#include "core/bytes.h"
 #include "core/program.h"
 
 namespace etna::addon {
@@ -12,9 +14,11 @@ namespace etna::addon {
 class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
  public:
   static void init(Napi::Env env, Napi::Object exports);
-  // new NativeProgram(pathOrBytes)
+  // new NativeProgram(path, mmap) or new NativeProgram(bytes): loads on the
+  // calling thread. Also made by loadModule around a program loaded on the pool.
   explicit ProgramWrap(const Napi::CallbackInfo& info);
 
+  static Napi::Object wrap(Napi::Env env, std::shared_ptr<const Program> program);
   const std::shared_ptr<const Program>& program() const { return program_; }
   static ProgramWrap* unwrap(const Napi::Value& value);
 
@@ -24,5 +28,10 @@ class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
 
   std::shared_ptr<const Program> program_;
 };
+
+// The bytes an ArrayBuffer or any view of one (typed array, Buffer, DataView)
+// shows, offset included; nullopt for any other value. Valid only until JS
+// runs again: copy before leaving the calling thread.
+std::optional<ByteSpan> view_bytes(const Napi::Value& value);
 
 }  // namespace etna::addon

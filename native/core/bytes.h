@@ -1,6 +1,6 @@
-// Owned, immutable byte regions that a Program reads from: a memory-mapped
-// file (constants stay in the page cache, nothing is copied) or an aligned
-// copy of caller bytes.
+// Owned, immutable byte regions that a Program or DataMap reads from: a
+// private 64-byte-aligned copy (of a file or of caller bytes), or, when asked
+// for, a read-only mapping of a file.
 #pragma once
 
 #include <cstddef>
@@ -17,16 +17,32 @@ struct ByteSpan {
   size_t size = 0;
 };
 
+// How a file named by path becomes bytes.
+enum class FileAccess {
+  // Read once into a private copy: nothing done to the file later reaches it.
+  kCopy,
+  // Mapped read-only and shared with the page cache. Truncating or rewriting
+  // the file in place would change or remove pages under a running call, so
+  // such a file must be replaced by renaming a new file over it.
+  kMap,
+};
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
   virtual const uint8_t* data() const = 0;
   virtual size_t size() const = 0;
   ByteSpan span() const { return ByteSpan{data(), size()}; }
+  // True when the bytes are a mapping of a file (they can change under us).
+  virtual bool mapped() const { return false; }
+  // INVALID_PROGRAM when a mapped file has been truncated or written in place
+  // since it was mapped, so a caller can refuse to read it; always ok for a copy.
+  virtual Status check_unchanged() const { return Status::ok(); }
 };
 
-// Maps `path` read-only. An empty file yields an empty source.
-Result<std::unique_ptr<ByteSource>> map_file(const std::string& path);
+// Reads a regular file into a private aligned copy in one pass, or maps it.
+// An empty file yields an empty source. Errors name the path.
+Result<std::unique_ptr<ByteSource>> load_file_bytes(const std::string& path, FileAccess access);
 
 // Copies `size` bytes into a 64-byte-aligned allocation (FlatBuffers and
 // kernels need aligned data; caller buffers promise nothing).

@@ -24,8 +24,8 @@ uint64_t read_u64(const uint8_t* p) {
 
 }  // namespace
 
-Result<std::shared_ptr<const DataMap>> DataMap::load_file(const std::string& path) {
-  auto bytes = map_file(path);
+Result<std::shared_ptr<const DataMap>> DataMap::load_file(const std::string& path, FileAccess access) {
+  auto bytes = load_file_bytes(path, access);
   if (!bytes) return bytes.error();
   auto map = load(std::move(*bytes));
   if (!map) return make_error(map.error().code, path + ": " + map.error().message);
@@ -134,6 +134,11 @@ std::vector<std::string> DataMap::keys() const {
   std::vector<std::string> out;
   for (const auto& entry : blobs_) out.push_back(entry.first);
   return out;
+}
+
+Status check_unchanged(const Program& program, const DataMap* external_data) {
+  ETNA_TRY(program.check_unchanged());
+  return external_data != nullptr ? external_data->check_unchanged() : Status::ok();
 }
 
 }  // namespace etna

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bytes.h"
+#include "program.h"
 #include "status.h"
 
 namespace etna {
@@ -25,13 +26,17 @@ struct NamedBlob {
 
 class DataMap {
  public:
-  static Result<std::shared_ptr<const DataMap>> load_file(const std::string& path);
+  // Reads the file into a private copy, or maps it (see FileAccess).
+  static Result<std::shared_ptr<const DataMap>> load_file(const std::string& path,
+                                                          FileAccess access = FileAccess::kCopy);
   static Result<std::shared_ptr<const DataMap>> load_bytes(const uint8_t* data, size_t size);
   static Result<std::shared_ptr<const DataMap>> load(std::unique_ptr<ByteSource> bytes);
 
   std::optional<NamedBlob> find(std::string_view key) const;
   size_t size() const { return blobs_.size(); }
   std::vector<std::string> keys() const;
+  // INVALID_PROGRAM when the file was mapped and has changed since.
+  Status check_unchanged() const { return bytes_->check_unchanged(); }
 
  private:
   DataMap() = default;
@@ -40,5 +45,10 @@ class DataMap {
   std::unique_ptr<ByteSource> bytes_;
   std::vector<std::pair<std::string, NamedBlob>> blobs_;
 };
+
+// The one question asked before a module reads file bytes (loading a method,
+// a call): has the program's file, or its external data file, changed on disk
+// since it was mapped? INVALID_PROGRAM naming the file if so.
+Status check_unchanged(const Program& program, const DataMap* external_data);
 
 }  // namespace etna

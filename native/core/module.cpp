@@ -234,6 +234,7 @@ Status Module::load_method(const std::string& name) {
 
 Status Module::load_method(size_t index) {
   if (methods_[index]) return Status::ok();
+  ETNA_TRY(check_unchanged(*program_, options_.external_data.get()));
   auto memory = memory_for(index);
   if (!memory) return memory.error();
   {
@@ -293,6 +294,7 @@ Result<std::unique_ptr<Module::Call>> Module::begin_call(const std::string& name
 Module::Call::~Call() { module_.call_running_.store(false, std::memory_order_release); }
 
 Result<std::vector<OutputValue>> Module::Call::run() {
+  ETNA_TRY(check_unchanged(*module_.program_, module_.options_.external_data.get()));
   ETNA_TRY(module_.load_method(method_index_));
   Method& method = *module_.methods_[method_index_];
   if (!bound_) {

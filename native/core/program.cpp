@@ -49,8 +49,8 @@ Error invalid(std::string message) { return make_error(ErrorCode::kInvalidProgra
 
 }  // namespace
 
-Result<std::shared_ptr<const Program>> Program::load_file(const std::string& path) {
-  auto bytes = map_file(path);
+Result<std::shared_ptr<const Program>> Program::load_file(const std::string& path, FileAccess access) {
+  auto bytes = load_file_bytes(path, access);
   if (!bytes) return bytes.error();
   auto program = load(std::move(*bytes));
   if (!program) return invalid(path + ": " + program.error().message);
@@ -132,11 +132,18 @@ Status Program::parse() {
   if (program_size_ > FLATBUFFERS_MAX_BUFFER_SIZE) {
     return invalid("program region is " + std::to_string(program_size_) + " bytes; the FlatBuffer limit is 2 GiB");
   }
-  flatbuffers::Verifier verifier(data, program_size_, /*max_depth=*/64, /*max_tables=*/10'000'000);
-  if (!verifier.VerifyBuffer<fb::Program>("ET12")) {
-    return invalid("malformed FlatBuffer: " + locate_structure_error(data, program_size_));
+  const uint8_t* tables = data;
+  if (bytes_->mapped()) {
+    auto region = copy_bytes(data, program_size_);
+    if (!region) return region.error();
+    program_region_ = std::move(*region);
+    tables = program_region_->data();
   }
-  root_ = fb::GetProgram(data);
+  flatbuffers::Verifier verifier(tables, program_size_, /*max_depth=*/64, /*max_tables=*/10'000'000);
+  if (!verifier.VerifyBuffer<fb::Program>("ET12")) {
+    return invalid("malformed FlatBuffer: " + locate_structure_error(tables, program_size_));
+  }
+  root_ = fb::GetProgram(tables);
 
   // Segment table: byte ranges relative to segment_base_offset, inside the file.
   const uint64_t base = header_ ? header_->segment_base_offset : 0;

@@ -33,16 +33,19 @@ struct ExtendedHeader {
 
 class Program {
  public:
-  static Result<std::shared_ptr<const Program>> load_file(const std::string& path);
+  // Reads the file into a private copy, or maps it (see FileAccess).
+  static Result<std::shared_ptr<const Program>> load_file(const std::string& path,
+                                                          FileAccess access = FileAccess::kCopy);
   static Result<std::shared_ptr<const Program>> load_bytes(const uint8_t* data, size_t size);
-  // Takes ownership of already-owned bytes (e.g. a mapping).
+  // Takes ownership of already-owned bytes (a copy or a mapping).
   static Result<std::shared_ptr<const Program>> load(std::unique_ptr<ByteSource> bytes);
 
   const fb::Program& root() const { return *root_; }
   size_t file_size() const { return bytes_->size(); }
-  // The whole file's bytes (read-only; mapped when loaded from a path).
-  ByteSpan bytes() const { return bytes_->span(); }
   const std::optional<ExtendedHeader>& extended_header() const { return header_; }
+  // INVALID_PROGRAM when the program was mapped and its file has changed since;
+  // anything that reads segment data (loading a method, a call) asks first.
+  Status check_unchanged() const { return bytes_->check_unchanged(); }
 
   size_t method_count() const;
   const fb::ExecutionPlan& method(size_t index) const;
@@ -64,7 +67,11 @@ class Program {
   Program() = default;
   Status parse();
 
+  // The whole file. When it is a mapping, the FlatBuffer region is also copied
+  // into `program_region_` and read from there, so that the verified tables
+  // cannot change under the runtime; only segment data stays mapped.
   std::unique_ptr<ByteSource> bytes_;
+  std::unique_ptr<ByteSource> program_region_;
   std::optional<ExtendedHeader> header_;
   uint64_t program_size_ = 0;
   const fb::Program* root_ = nullptr;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 namespace etna {
 
 struct ValueInfo {
+  std::string name;  // from the method's pytree spec, or input_<i> / output_<i>
   std::string kind;  // "tensor", "int", "double", "bool", "string", "none", "int_list", ...
   // Tensor fields (kind == "tensor").
   std::string dtype;
@@ -64,6 +66,13 @@ struct ProgramInfo {
   std::vector<DelegateInfo> delegates;  // every delegate entry of every method
   std::vector<MethodInfo> methods;
 };
+
+// Names for the `count` leaves of a PyTorch pytree spec (ContainerMetadata's
+// encoded_inp_str / encoded_out_str): a leaf under dict keys is named by them,
+// joined with '.'; any other leaf is `<prefix>_<index>`. A spec that does not
+// parse, has another leaf count, or would repeat a name gives the default name
+// for every leaf. Never fails: the text comes from the file.
+std::vector<std::string> pytree_leaf_names(std::string_view spec, size_t count, std::string_view prefix);
 
 ValueInfo describe_value(const fb::ExecutionPlan& plan, int32_t index);
 MethodInfo describe_method(const Program& program, size_t method_index);

@@ -20,5 +20,7 @@ void register_factory_kernels(KernelRegistry& registry);     // full, zeros, ful
 void register_prim_kernels(KernelRegistry& registry);        // executorch_prim ops, sym_size, sym_numel, et_view
 
 void register_onnx_support_kernels(KernelRegistry& registry);  // floor, ceil, round, erf (ONNX import)
+void register_llm_kernels(KernelRegistry& registry);        // llama:: attention over a KV cache, cache updates
+void register_quantized_kernels(KernelRegistry& registry);  // quantized_decomposed:: (de)quantize, qparams, embeddings
 
 }  // namespace etna::kernels

@@ -32,6 +32,8 @@ const KernelRegistry& kernel_registry() {
     kernels::register_factory_kernels(r);
     kernels::register_prim_kernels(r);
     kernels::register_onnx_support_kernels(r);
+    kernels::register_llm_kernels(r);
+    kernels::register_quantized_kernels(r);
     return r;
   }();
   return registry;

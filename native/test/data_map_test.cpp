@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/data_map.h"
 #include "test_support.h"
 
@@ -15,6 +18,38 @@ TEST(DataMap, ReadsTheTrainingParameters) {
   ASSERT_TRUE(weight.has_value());
   EXPECT_EQ(weight->bytes.size, 10u * 2u * sizeof(float));
   EXPECT_FALSE((*map)->find("net.missing").has_value());
+}
+
+TEST(DataMapFile, ACopyKeepsItsBlobsWhenTheFileIsTruncated) {
+  ETNA_REQUIRE_TESTDATA();
+  test::ScratchFile file(test::testdata("et_xor_training.ptd"));
+  const auto original = test::read_file(file.path());
+  auto map = DataMap::load_file(file.path());
+  ASSERT_TRUE(map) << map.error().message;
+  const auto weight = (*map)->find("net.linear.weight");
+  ASSERT_TRUE(weight.has_value());
+  const std::vector<uint8_t> before(weight->bytes.data, weight->bytes.data + weight->bytes.size);
+  file.truncate(0);
+  EXPECT_TRUE((*map)->check_unchanged());
+  EXPECT_EQ(std::vector<uint8_t>(weight->bytes.data, weight->bytes.data + weight->bytes.size), before);
+  EXPECT_TRUE(std::search(original.begin(), original.end(), before.begin(), before.end()) != original.end());
+}
+
+TEST(DataMapFile, AMappingRefusesOnceTheFileIsTruncated) {
+  ETNA_REQUIRE_TESTDATA();
+  test::ScratchFile file(test::testdata("et_xor_training.ptd"));
+  auto map = DataMap::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(map) << map.error().message;
+  auto program = Program::load_file(test::testdata("et_xor_training.pte"));
+  ASSERT_TRUE(program) << program.error().message;
+  EXPECT_TRUE(check_unchanged(**program, map->get()));
+  file.truncate(0);
+  // The question a module asks before reading file bytes covers its .ptd too.
+  Status status = check_unchanged(**program, map->get());
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().code, ErrorCode::kInvalidProgram);
+  EXPECT_NE(status.error().message.find("'" + file.path() + "' changed on disk"), std::string::npos);
+  EXPECT_TRUE(check_unchanged(**program, nullptr));
 }
 
 TEST(DataMap, DamagedFilesGiveErrorsNotCrashes) {

@@ -1,8 +1,11 @@
 // Helpers shared by the native test suites.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -35,6 +38,44 @@ inline bool patch_bytes(std::vector<uint8_t>& bytes, const std::string& from, co
   }
   return false;
 }
+
+// A copy of a file in a fresh temporary directory (removed on destruction),
+// for tests of what happens when a loaded file changes on disk.
+class ScratchFile {
+ public:
+  explicit ScratchFile(const std::string& source) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "etna-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) return;
+    dir_ = pattern;
+    path_ = (dir_ / std::filesystem::path(source).filename()).string();
+    std::filesystem::copy_file(source, path_);
+  }
+  ~ScratchFile() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  void truncate(uintmax_t size) const { std::filesystem::resize_file(path_, size); }
+  // Writes `bytes` over the start of the file without truncating it.
+  void write_in_place(const std::vector<uint8_t>& bytes) const {
+    std::fstream out(path_, std::ios::binary | std::ios::in | std::ios::out);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  // Writes `bytes` to a new file and renames it over this one.
+  void rename_over(const std::vector<uint8_t>& bytes) const {
+    const std::string next = path_ + ".next";
+    std::ofstream(next, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                static_cast<std::streamsize>(bytes.size()));
+    std::filesystem::rename(next, path_);
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::string path_;
+};
 
 }  // namespace etna::test
 

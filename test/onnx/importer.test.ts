@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Tensor } from '../../lib/index.js';
@@ -192,6 +193,43 @@ describe('importOnnx', () => {
       outputs: [f32('y', [1, 4])],
     }, 11);
     expect(() => importOnnx(dataIf)).toThrow(/node 'gate' \(If\): condition 'positive' depends on runtime data/);
+  });
+
+  it("keeps the graph's input and output names, and run takes the same feeds as onnxruntime", async () => {
+    // Names as exporters write them: punctuation, and index-like names listed out of numeric order.
+    const model = onnxModel({
+      nodes: [
+        { op: 'Mul', inputs: ['input:0', 'attention_mask'], outputs: ['/model/logits'] },
+        { op: 'Add', inputs: ['input:0', 'attention_mask'], outputs: ['3'] },
+        { op: 'Sub', inputs: ['input:0', 'attention_mask'], outputs: ['2'] },
+        { op: 'Add', inputs: ['total', '/model/logits'], outputs: ['total_next'] },
+      ],
+      inputs: [f32('input:0', [1, 3]), f32('attention_mask', [1, 3]), f32('total', [1, 3])],
+      outputs: [f32('/model/logits', [1, 3]), f32('3', [1, 3]), f32('2', [1, 3]), f32('total_next', [1, 3])],
+    });
+    const imported = importOnnx(model, { state: [{ input: 'total', output: 'total_next' }] });
+    const module = await Module.load(imported.bytes);
+    const forward = module.methodMeta('forward');
+    expect(forward.inputs.map((v) => v.name)).toEqual(['input:0', 'attention_mask']);
+    expect(forward.outputs.map((v) => v.name)).toEqual(['/model/logits', '3', '2']);
+    expect(module.methodMeta('get_state').outputs.map((v) => v.name)).toEqual([imported.stateBuffers[0]!.name]);
+    expect(module.program.describe().methods.find((m) => m.name === 'forward')!.inputs.map((v) => v.name)).toEqual(['input:0', 'attention_mask']);
+
+    const feeds = {
+      'input:0': new ort.Tensor('float32', Float32Array.from([1, 2, 3]), [1, 3]),
+      attention_mask: new ort.Tensor('float32', Float32Array.from([1, 0, -2]), [1, 3]),
+    };
+    const session = await ort.InferenceSession.create(model);
+    const expected = await session.run({ ...feeds, total: new ort.Tensor('float32', new Float32Array(3), [1, 3]) });
+    const outputs = await module.run('forward', feeds);
+    expect(Object.keys(outputs)).toEqual(['2', '3', '/model/logits']); // JavaScript's own key order
+    for (const name of ['/model/logits', '3', '2']) {
+      const value = outputs[name];
+      expect(value).toBeInstanceOf(Tensor);
+      expect(Array.from((value as Tensor).data as Float32Array)).toEqual(Array.from(expected[name]!.data as Float32Array));
+    }
+    await session.release();
+    await module.dispose();
   });
 
   it('rejects bytes that are not an ONNX model', () => {

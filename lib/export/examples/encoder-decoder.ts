@@ -63,12 +63,12 @@ export function buildEncoderDecoder(weights: EncoderDecoderWeights = createEncod
   program.method('encode', (m) => {
     const x = m.input('x', 'float32', [1, C.inputSize]);
     const hidden = m.relu(m.linear(x, w1, b1));
-    m.output(m.tanh(m.linear(hidden, w2, b2)));
+    m.output({ code: m.tanh(m.linear(hidden, w2, b2)) });
   });
   program.method('decode', (m) => {
     const code = m.input('code', 'float32', [1, C.codeSize]);
     const hidden = m.relu(m.add(m.matmul(code, w2), c1)); // [1,8] x [8,16]
-    m.output(m.sigmoid(m.add(m.matmul(hidden, w1), c2))); // [1,16] x [16,32]
+    m.output({ reconstruction: m.sigmoid(m.add(m.matmul(hidden, w1), c2)) }); // [1,16] x [16,32]
   });
   return program;
 }

@@ -71,7 +71,7 @@ export function buildGruStream(weights: GruStreamWeights = createGruStreamWeight
     // (1 - z) * n + z * h, written as n + z * (h - n).
     const next = m.add(n, m.mul(z, m.sub(hidden, n)));
     m.copyInto(hidden, next);
-    m.output(m.linear(next, readout.weight, readout.bias));
+    m.output({ output: m.linear(next, readout.weight, readout.bias) });
   });
   program.method('reset', (m) => {
     m.copyInto(hidden, initialHidden);

@@ -213,12 +213,12 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
   program.method('prefill', (m) => {
     const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
     const start = m.input('start_pos', 'int64', [1]);
-    m.output(decoderPass(m, tokens, m.add(start, chunkOffsets), C.prefillLength));
+    m.output({ logits: decoderPass(m, tokens, m.add(start, chunkOffsets), C.prefillLength) });
   });
   program.method('decode', (m) => {
     const token = m.input('token', 'int64', [1, 1]);
     const pos = m.input('pos', 'int64', [1]);
-    m.output(decoderPass(m, token, pos, 1));
+    m.output({ logits: decoderPass(m, token, pos, 1) });
   });
   program.method('reset', (m) => {
     for (const layer of layers) {

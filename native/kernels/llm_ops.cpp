@@ -1,0 +1,312 @@
+// ExecuTorch's LLM custom operators (namespace llama): attention over a KV
+// cache and cache updates, as export_llama and optimum-executorch emit them.
+//
+// Layouts are ExecuTorch's: q/k/v projections and caches are
+// [batch, sequence, heads, head_dim], row-major. `start_pos` is the position
+// of the first query row; query row r sits at start_pos + r and, with causal
+// masking, sees cache positions 0 ..= start_pos + r. Query heads are grouped
+// onto key/value heads (grouped-query attention): head h reads kv head
+// h / (query_heads / kv_heads).
+//
+// Every index and size is checked before any byte of a cache is written, so
+// a refused call leaves the cache as it was.
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_groups.h"
+#include "kernels/kernel_support.h"
+#include "kernels/real_elements.h"
+
+namespace etna::kernels {
+namespace {
+
+// A [batch, sequence, heads, head_dim] tensor's sizes.
+struct SequenceLayout {
+  int64_t batch = 0;
+  int64_t sequence = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;
+
+  int64_t offset(int64_t b, int64_t s, int64_t h) const { return ((b * sequence + s) * heads + h) * head_dim; }
+};
+
+Result<SequenceLayout> sequence_layout(const OpArgs& op, const Tensor& t, std::string_view name) {
+  if (t.rank() != 4) {
+    return op.input_error(std::string(name) + " must be 4-D [batch, sequence, heads, head_dim], got " + t.describe());
+  }
+  return SequenceLayout{t.size(0), t.size(1), t.size(2), t.size(3)};
+}
+
+// value [B, S, H, D] fits cache [B, Smax, H, D] (same dtype, batch, heads and
+// head_dim).
+Status check_cache_pair(const OpArgs& op, const Tensor& value, std::string_view value_name, const Tensor& cache,
+                        std::string_view cache_name) {
+  ETNA_KERNEL_ASSIGN(SequenceLayout v, sequence_layout(op, value, value_name));
+  ETNA_KERNEL_ASSIGN(SequenceLayout c, sequence_layout(op, cache, cache_name));
+  if (value.dtype() != cache.dtype()) {
+    return op.program_error(std::string(value_name) + " " + value.describe() + " and " + std::string(cache_name) + " " +
+                            cache.describe() + " must have one dtype");
+  }
+  if (v.batch != c.batch || v.heads != c.heads || v.head_dim != c.head_dim) {
+    return op.input_error(std::string(value_name) + " " + value.describe() + " does not fit " +
+                          std::string(cache_name) + " " + cache.describe() +
+                          " (batch, heads and head_dim must match)");
+  }
+  return Status::ok();
+}
+
+// Rows start_pos .. start_pos + sequence of the cache exist.
+Status check_cache_window(const OpArgs& op, int64_t start_pos, int64_t sequence, const Tensor& cache,
+                          std::string_view cache_name) {
+  if (start_pos < 0 || sequence > cache.size(1) || start_pos > cache.size(1) - sequence) {
+    return op.input_error("start_pos " + std::to_string(start_pos) + " + sequence length " + std::to_string(sequence) +
+                          " exceeds " + std::string(cache_name) + " " + cache.describe() + " (dim 1 is the capacity)");
+  }
+  return Status::ok();
+}
+
+// Copies value's rows into the cache at start_pos (ExecuTorch's update_cache).
+void write_cache(const Tensor& value, Tensor& cache, int64_t start_pos) {
+  const size_t row_bytes = static_cast<size_t>(value.size(2) * value.size(3)) * value.element_size();
+  const size_t block_bytes = row_bytes * static_cast<size_t>(value.size(1));
+  const auto* src = static_cast<const uint8_t*>(value.data());
+  auto* dst = static_cast<uint8_t*>(cache.data());
+  for (int64_t b = 0; b < value.size(0); ++b) {
+    std::memcpy(dst + (static_cast<size_t>(b * cache.size(1) + start_pos)) * row_bytes,
+                src + static_cast<size_t>(b) * block_bytes, block_bytes);
+  }
+}
+
+struct AttentionArgs {
+  const Tensor* query = nullptr;
+  const Tensor* key_cache = nullptr;
+  const Tensor* value_cache = nullptr;
+  int64_t start_pos = 0;
+  const Tensor* mask = nullptr;  // float32 [sequence, start_pos + sequence], added after scaling
+  bool is_causal = false;
+  std::optional<double> scale;
+  Tensor* out = nullptr;
+};
+
+Status check_attention(const OpArgs& op, const AttentionArgs& a) {
+  ETNA_KERNEL_ASSIGN(SequenceLayout q, sequence_layout(op, *a.query, "query"));
+  ETNA_KERNEL_ASSIGN(SequenceLayout k, sequence_layout(op, *a.key_cache, "key"));
+  ETNA_KERNEL_ASSIGN(SequenceLayout v, sequence_layout(op, *a.value_cache, "value"));
+  ETNA_TRY(op.expect_dtype(*a.query, "query", ScalarType::kFloat));
+  ETNA_TRY(op.expect_dtype(*a.key_cache, "key", ScalarType::kFloat));
+  ETNA_TRY(op.expect_dtype(*a.value_cache, "value", ScalarType::kFloat));
+  ETNA_TRY(op.expect_dtype(*a.out, "out", ScalarType::kFloat));
+  if (k.batch != q.batch || v.batch != q.batch || k.head_dim != q.head_dim || v.head_dim != q.head_dim ||
+      k.heads != v.heads || k.sequence != v.sequence) {
+    return op.input_error("query " + a.query->describe() + ", key " + a.key_cache->describe() + " and value " +
+                          a.value_cache->describe() + " disagree in batch, heads, capacity or head_dim");
+  }
+  if (k.heads == 0 || q.heads % k.heads != 0) {
+    return op.input_error("query heads (" + std::to_string(q.heads) + ") must be a multiple of key/value heads (" +
+                          std::to_string(k.heads) + ")");
+  }
+  ETNA_TRY(check_cache_window(op, a.start_pos, q.sequence, *a.key_cache, "key"));
+  if (a.mask != nullptr) {
+    if (a.is_causal) return op.input_error("attn_mask and is_causal cannot both be set");
+    ETNA_TRY(op.expect_dtype(*a.mask, "attn_mask", ScalarType::kFloat));
+    if (a.mask->rank() != 2 || a.mask->size(0) != q.sequence || a.mask->size(1) != a.start_pos + q.sequence) {
+      return op.input_error("attn_mask " + a.mask->describe() + " must be [" + std::to_string(q.sequence) + ", " +
+                            std::to_string(a.start_pos + q.sequence) + "] (query rows by visible keys)");
+    }
+  }
+  return Status::ok();
+}
+
+// softmax(q k^T * scale [+ mask]) v over the visible keys, row by row.
+void attend(const AttentionArgs& a) {
+  const SequenceLayout q{a.query->size(0), a.query->size(1), a.query->size(2), a.query->size(3)};
+  const SequenceLayout kv{a.key_cache->size(0), a.key_cache->size(1), a.key_cache->size(2), a.key_cache->size(3)};
+  const int64_t group = q.heads / kv.heads;
+  const int64_t visible = a.start_pos + q.sequence;
+  const float scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)));
+  const float* query = a.query->data_as<const float>();
+  const float* keys = a.key_cache->data_as<const float>();
+  const float* values = a.value_cache->data_as<const float>();
+  const float* mask = a.mask ? a.mask->data_as<const float>() : nullptr;
+  float* out = a.out->data_as<float>();
+  std::vector<float> scores(static_cast<size_t>(visible));
+  std::vector<float> accumulator(static_cast<size_t>(q.head_dim));
+  for (int64_t b = 0; b < q.batch; ++b) {
+    for (int64_t h = 0; h < q.heads; ++h) {
+      const int64_t kv_head = h / group;
+      for (int64_t r = 0; r < q.sequence; ++r) {
+        const int64_t keys_seen = a.is_causal ? a.start_pos + r + 1 : visible;
+        const float* q_row = query + q.offset(b, r, h);
+        float max_score = -std::numeric_limits<float>::infinity();
+        for (int64_t c = 0; c < keys_seen; ++c) {
+          const float* k_row = keys + kv.offset(b, c, kv_head);
+          float dot = 0;
+          for (int64_t d = 0; d < q.head_dim; ++d) dot += q_row[d] * k_row[d];
+          float score = dot * scale;
+          if (mask != nullptr) score += mask[r * visible + c];
+          scores[static_cast<size_t>(c)] = score;
+          if (score > max_score) max_score = score;
+        }
+        float sum = 0;
+        for (int64_t c = 0; c < keys_seen; ++c) {
+          const float e = std::exp(scores[static_cast<size_t>(c)] - max_score);
+          scores[static_cast<size_t>(c)] = e;
+          sum += e;
+        }
+        std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+        for (int64_t c = 0; c < keys_seen; ++c) {
+          const float p = scores[static_cast<size_t>(c)];
+          const float* v_row = values + kv.offset(b, c, kv_head);
+          for (int64_t d = 0; d < q.head_dim; ++d) accumulator[static_cast<size_t>(d)] += p * v_row[d];
+        }
+        float* o_row = out + q.offset(b, r, h);
+        const float inverse = 1.0f / sum;
+        for (int64_t d = 0; d < q.head_dim; ++d) o_row[d] = accumulator[static_cast<size_t>(d)] * inverse;
+      }
+    }
+  }
+}
+
+Result<std::optional<double>> optional_double(const OpArgs& op, size_t index, std::string_view name) {
+  ETNA_KERNEL_ASSIGN(std::optional<Scalar> value, op.optional_scalar_arg(index, name));
+  if (!value) return std::optional<double>();
+  if (value->is_bool()) return op.program_error(OpArgs::arg_label(index, name) + " must be a float, got a bool");
+  return std::optional<double>(value->to<double>());
+}
+
+// Reads attn_mask, dropout_p, is_causal and scale from `first` on, then out.
+Status read_attention_tail(const OpArgs& op, size_t first, AttentionArgs& a) {
+  ETNA_KERNEL_ASSIGN(Tensor * mask, op.optional_input(first, "attn_mask"));
+  ETNA_KERNEL_ASSIGN(double dropout_p, op.double_arg(first + 1, "dropout_p"));
+  ETNA_KERNEL_ASSIGN(bool is_causal, op.bool_arg(first + 2, "is_causal"));
+  ETNA_KERNEL_ASSIGN(std::optional<double> scale, optional_double(op, first + 3, "scale"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(first + 4, "out"));
+  (void)dropout_p;  // inference: no dropout, as in ExecuTorch
+  a.mask = (mask != nullptr && mask->numel() > 0) ? mask : nullptr;
+  a.is_causal = is_causal;
+  a.scale = scale;
+  a.out = out;
+  return Status::ok();
+}
+
+Status run_attention(const OpArgs& op, AttentionArgs& a) {
+  ETNA_TRY(op.prepare_output(*a.out, Shape::of(*a.query)));
+  attend(a);
+  return Status::ok();
+}
+
+// llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None,
+//   float drpout_p=0.0, bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)
+Status custom_sdpa_out(KernelArgs args) {
+  OpArgs op("llama::custom_sdpa.out", args);
+  ETNA_TRY(op.expect_count(10));
+  AttentionArgs a;
+  ETNA_KERNEL_ASSIGN(a.query, op.input(0, "query"));
+  ETNA_KERNEL_ASSIGN(a.key_cache, op.input(1, "key"));
+  ETNA_KERNEL_ASSIGN(a.value_cache, op.input(2, "value"));
+  ETNA_KERNEL_ASSIGN(a.start_pos, op.int_arg(3, "start_pos"));
+  ETNA_TRY(read_attention_tail(op, 4, a));
+  ETNA_TRY(check_attention(op, a));
+  return run_attention(op, a);
+}
+
+// llama::sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache,
+//   Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0.0,
+//   bool is_causal=False, float? scale=None, *, Tensor(c!) out) -> Tensor(c!)
+Status sdpa_with_kv_cache_out(KernelArgs args) {
+  OpArgs op("llama::sdpa_with_kv_cache.out", args);
+  ETNA_TRY(op.expect_count(13));
+  AttentionArgs a;
+  ETNA_KERNEL_ASSIGN(a.query, op.input(0, "query"));
+  ETNA_KERNEL_ASSIGN(Tensor * key, op.input(1, "key"));
+  ETNA_KERNEL_ASSIGN(Tensor * value, op.input(2, "value"));
+  ETNA_KERNEL_ASSIGN(Tensor * key_cache, op.input(3, "key_cache"));
+  ETNA_KERNEL_ASSIGN(Tensor * value_cache, op.input(4, "value_cache"));
+  ETNA_KERNEL_ASSIGN(a.start_pos, op.int_arg(5, "start_pos"));
+  ETNA_KERNEL_ASSIGN(int64_t seq_len, op.int_arg(6, "seq_len"));
+  ETNA_TRY(read_attention_tail(op, 7, a));
+  a.key_cache = key_cache;
+  a.value_cache = value_cache;
+  ETNA_TRY(check_cache_pair(op, *key, "key", *key_cache, "key_cache"));
+  ETNA_TRY(check_cache_pair(op, *value, "value", *value_cache, "value_cache"));
+  if (key->size(1) != seq_len || value->size(1) != seq_len || a.query->rank() != 4 || a.query->size(1) != seq_len) {
+    return op.input_error("seq_len " + std::to_string(seq_len) + " must be dim 1 of query " + a.query->describe() +
+                          ", key " + key->describe() + " and value " + value->describe());
+  }
+  ETNA_TRY(check_cache_window(op, a.start_pos, seq_len, *key_cache, "key_cache"));
+  ETNA_TRY(check_cache_window(op, a.start_pos, seq_len, *value_cache, "value_cache"));
+  ETNA_TRY(check_attention(op, a));
+  write_cache(*key, *key_cache, a.start_pos);
+  write_cache(*value, *value_cache, a.start_pos);
+  return run_attention(op, a);
+}
+
+// llama::update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
+// `out` is a placeholder ExecuTorch never writes.
+Status update_cache_out(KernelArgs args) {
+  OpArgs op("llama::update_cache.out", args);
+  ETNA_TRY(op.expect_count(5));
+  ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
+  ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
+  ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.tensor(3, "out"));
+  (void)out;
+  ETNA_TRY(check_cache_pair(op, *value, "value", *cache, "cache"));
+  ETNA_TRY(check_cache_window(op, start_pos, value->size(1), *cache, "cache"));
+  write_cache(*value, *cache, start_pos);
+  return Status::ok();
+}
+
+// llama::update_cache_with_indices.out(Tensor value, Tensor(a!) cache, SymInt start_pos, Tensor indices, *,
+//   Tensor(b!) out) -> Tensor(b!)
+// Row s of batch b goes to cache position indices[b, s]; start_pos is unused.
+Status update_cache_with_indices_out(KernelArgs args) {
+  OpArgs op("llama::update_cache_with_indices.out", args);
+  ETNA_TRY(op.expect_count(6));
+  ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
+  ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
+  ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
+  ETNA_KERNEL_ASSIGN(Tensor * indices, op.input(3, "indices"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.tensor(4, "out"));
+  (void)start_pos;
+  (void)out;
+  ETNA_TRY(check_cache_pair(op, *value, "value", *cache, "cache"));
+  ETNA_TRY(op.expect_dtype(*indices, "indices", ScalarType::kLong));
+  if (indices->rank() != 2 || indices->size(0) != value->size(0) || indices->size(1) != value->size(1)) {
+    return op.input_error("indices " + indices->describe() + " must be [batch, seq_len] of value " + value->describe());
+  }
+  const int64_t* positions = indices->data_as<const int64_t>();
+  const int64_t capacity = cache->size(1);
+  for (size_t i = 0; i < indices->numel(); ++i) {
+    if (positions[i] < 0 || positions[i] >= capacity) {
+      return op.input_error("indices holds position " + std::to_string(positions[i]) + ", outside cache " +
+                            cache->describe() + " (dim 1 is the capacity)");
+    }
+  }
+  const size_t row_bytes = static_cast<size_t>(value->size(2) * value->size(3)) * value->element_size();
+  const auto* src = static_cast<const uint8_t*>(value->data());
+  auto* dst = static_cast<uint8_t*>(cache->data());
+  for (int64_t b = 0; b < value->size(0); ++b) {
+    for (int64_t s = 0; s < value->size(1); ++s) {
+      const int64_t position = positions[b * value->size(1) + s];
+      std::memcpy(dst + static_cast<size_t>(b * capacity + position) * row_bytes,
+                  src + static_cast<size_t>(b * value->size(1) + s) * row_bytes, row_bytes);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_llm_kernels(KernelRegistry& registry) {
+  registry.add("llama::custom_sdpa.out", custom_sdpa_out, 10);
+  registry.add("llama::sdpa_with_kv_cache.out", sdpa_with_kv_cache_out, 13);
+  registry.add("llama::update_cache.out", update_cache_out, 5);
+  registry.add("llama::update_cache_with_indices.out", update_cache_with_indices_out, 6);
+}
+
+}  // namespace etna::kernels

@@ -1,0 +1,101 @@
+// Reading and writing floating-point elements whose dtype is known only at
+// run time, including the two 16-bit formats (float16, bfloat16) that
+// quantized and LLM programs use for scales and activations. Values travel as
+// float: every format here converts to float exactly except float64, which
+// rounds.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace etna::kernels {
+
+inline float half_to_float(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1Fu;
+  const uint32_t mantissa = bits & 0x3FFu;
+  uint32_t out;
+  if (exponent == 0x1Fu) {
+    out = sign | 0x7F800000u | (mantissa << 13);  // inf or NaN
+  } else if (exponent != 0) {
+    out = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    out = sign;  // signed zero
+  } else {
+    // Subnormal: mantissa * 2^-24, exact in float.
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    std::memcpy(&out, &magnitude, sizeof out);
+    out |= sign;
+  }
+  float value;
+  std::memcpy(&value, &out, sizeof value);
+  return value;
+}
+
+// Rounds to nearest, ties to even; overflow becomes infinity, NaN stays NaN.
+inline uint16_t float_to_half(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const float magnitude = std::fabs(value);
+  if (std::isnan(value)) return static_cast<uint16_t>(sign | 0x7E00u);
+  if (magnitude >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past the largest half
+  if (magnitude < 6.103515625e-05f) {
+    // Subnormal or zero: the value in units of 2^-24, rounded to even.
+    const float units = std::nearbyint(magnitude * 16777216.0f);
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
+  }
+  uint32_t magnitude_bits;
+  std::memcpy(&magnitude_bits, &magnitude, sizeof magnitude_bits);
+  const uint32_t exponent = (magnitude_bits >> 23) - 112u;
+  uint32_t half = (exponent << 10) | ((magnitude_bits >> 13) & 0x3FFu);
+  const uint32_t rest = magnitude_bits & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // carries into the exponent correctly
+  return static_cast<uint16_t>(sign | half);
+}
+
+inline float bfloat16_to_float(uint16_t bits) {
+  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof value);
+  return value;
+}
+
+// Rounds to nearest, ties to even; NaN stays NaN.
+inline uint16_t float_to_bfloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// float32, float64, float16 or bfloat16.
+inline bool is_real_dtype(ScalarType type) {
+  return type == ScalarType::kFloat || type == ScalarType::kDouble || type == ScalarType::kHalf ||
+         type == ScalarType::kBFloat16;
+}
+
+// Element `index` of a buffer of `type` (a real dtype) as float.
+inline float load_real(ScalarType type, const void* base, int64_t index) {
+  switch (type) {
+    case ScalarType::kDouble: return static_cast<float>(static_cast<const double*>(base)[index]);
+    case ScalarType::kHalf: return half_to_float(static_cast<const uint16_t*>(base)[index]);
+    case ScalarType::kBFloat16: return bfloat16_to_float(static_cast<const uint16_t*>(base)[index]);
+    default: return static_cast<const float*>(base)[index];
+  }
+}
+
+inline void store_real(ScalarType type, void* base, int64_t index, float value) {
+  switch (type) {
+    case ScalarType::kDouble: static_cast<double*>(base)[index] = value; break;
+    case ScalarType::kHalf: static_cast<uint16_t*>(base)[index] = float_to_half(value); break;
+    case ScalarType::kBFloat16: static_cast<uint16_t*>(base)[index] = float_to_bfloat16(value); break;
+    default: static_cast<float*>(base)[index] = value; break;
+  }
+}
+
+}  // namespace etna::kernels

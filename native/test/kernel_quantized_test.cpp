@@ -1,0 +1,243 @@
+// quantized_decomposed:: operators, checked against values worked out by hand
+// from ExecuTorch's formulas (ties to even, zero-point offsets, nibble order),
+// and the 16-bit float conversions they rely on.
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_support.h"
+#include "kernels/real_elements.h"
+
+namespace etna::kernel_test {
+namespace {
+
+using kernels::bfloat16_to_float;
+using kernels::float_to_bfloat16;
+using kernels::float_to_half;
+using kernels::half_to_float;
+
+TEST(RealElements, HalfAndBfloat16RoundTripAndRoundToEven) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3C00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xC000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);               // overflows to infinity
+  EXPECT_EQ(float_to_half(0.1f), 0x2E66);
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3C00);      // tie, stays even
+  EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);  // tie, rounds up to even
+  EXPECT_EQ(half_to_float(0x3555), 0.333251953125f);
+  EXPECT_EQ(half_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(half_to_float(0xFC00)));
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::nanf("")))));
+  for (uint32_t bits = 0; bits < 0x7C00; bits += 7) {
+    EXPECT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(bits))), bits);
+  }
+  EXPECT_EQ(float_to_bfloat16(1.0f), 0x3F80);
+  EXPECT_EQ(bfloat16_to_float(0x4049), 3.140625f);
+  EXPECT_EQ(float_to_bfloat16(1.00390625f), 0x3F80);  // 1 + 2^-8: tie, stays even
+  EXPECT_EQ(float_to_bfloat16(1.01171875f), 0x3F82);  // 1 + 3 * 2^-8: tie, rounds up to even
+}
+
+TEST(QuantizePerTensor, RoundsTiesToEvenAndClamps) {
+  TensorStore store;
+  Tensor& input = store.make<float>({6}, {0.25f, 0.75f, -0.25f, 10.0f, -100.0f, 1.0f});
+  Tensor& out = store.make_empty(ScalarType::kChar, {6});
+  Args args;
+  // scale 0.5, zero point 3, range [-10, 20]
+  args.tensor(input).real(0.5).integer(3).integer(-10).integer(20).integer(int(ScalarType::kChar)).tensor(out).same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", args)));
+  // 0.5 -> 0 (even), 1.5 -> 2, -0.5 -> -0, 20 + 3 clamps to 20, -200 + 3 clamps to -10, 2 + 3
+  EXPECT_EQ(values_of<int8_t>(out), (std::vector<int8_t>{3, 5, 3, 20, -10, 5}));
+}
+
+TEST(QuantizePerTensor, TensorArgsAndRangeChecks) {
+  TensorStore store;
+  Tensor& input = store.make<float>({3}, {0.0f, 1.0f, 2.0f});
+  Tensor& scale = store.make<double>({1}, {0.25});
+  Tensor& zero_point = store.make<int64_t>({1}, {10});
+  Tensor& out = store.make_empty(ScalarType::kByte, {3});
+  Args args;
+  args.tensor(input).tensor(scale).tensor(zero_point).integer(0).integer(255).integer(int(ScalarType::kByte))
+      .tensor(out).same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out", args)));
+  EXPECT_EQ(values_of<uint8_t>(out), (std::vector<uint8_t>{10, 14, 18}));
+
+  Args wide;
+  wide.tensor(input).real(0.25).integer(0).integer(0).integer(300).integer(int(ScalarType::kByte)).tensor(out).same_as(6);
+  EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::quantize_per_tensor.out", wide), {"does not fit uint8"}));
+  Args mismatch;
+  mismatch.tensor(input).real(0.25).integer(0).integer(0).integer(127).integer(int(ScalarType::kChar)).tensor(out).same_as(6);
+  EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", mismatch)));
+}
+
+TEST(DequantizePerTensor, SubtractsZeroPointThenScalesWithOrWithoutOutDtype) {
+  TensorStore store;
+  Tensor& input = store.make<int8_t>({4}, {-128, -1, 0, 127});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {4});
+  Args old_form;
+  old_form.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar)).tensor(out)
+      .same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", old_form)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{-63.5f, 0.0f, 0.5f, 64.0f}));
+
+  Tensor& half_out = store.make_empty(ScalarType::kHalf, {4});
+  Args new_form;
+  new_form.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kHalf)).tensor(half_out).same_as(7);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", new_form)));
+  const auto bits = values_of<int16_t>(half_out);
+  EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[0])), -63.5f);
+  EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[3])), 64.0f);
+
+  Args wrong_out;
+  wrong_out.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kFloat)).tensor(half_out).same_as(7);
+  EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", wrong_out)));
+}
+
+TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
+  TensorStore store;
+  // [2, 3, 2], channels along axis 1.
+  std::vector<float> x = {0.5f, 1.0f, 2.0f, 4.0f, -3.0f, 3.0f, 1.5f, -1.0f, 6.0f, 8.0f, 0.0f, 9.0f};
+  Tensor& input = store.make<float>({2, 3, 2}, x);
+  Tensor& scales = store.make<double>({3}, {0.5, 2.0, 1.0});
+  Tensor& zero_points = store.make<int64_t>({3}, {0, 1, -2});
+  Tensor& q = store.make_empty(ScalarType::kChar, {2, 3, 2});
+  Args quantize;
+  quantize.tensor(input).tensor(scales).tensor(zero_points).integer(1).integer(-128).integer(127)
+      .integer(int(ScalarType::kChar)).tensor(q).same_as(7);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_channel.out", quantize)));
+  // channel 0: x/0.5; channel 1: x/2 + 1; channel 2: x - 2
+  EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{1, 2, 2, 3, -5, 1, 3, -2, 4, 5, -2, 7}));
+
+  Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3, 2});
+  Args dequantize;
+  dequantize.tensor(q).tensor(scales).tensor(zero_points).integer(-2).integer(-128).integer(127)
+      .integer(int(ScalarType::kChar)).none().tensor(back).same_as(8);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_channel.out", dequantize)));
+  EXPECT_EQ(values_of<float>(back), (std::vector<float>{0.5f, 1.0f, 2.0f, 4.0f, -3.0f, 3.0f, 1.5f, -1.0f, 6.0f,
+                                                        8.0f, 0.0f, 9.0f}));
+
+  Tensor& short_scales = store.make<double>({2}, {1.0, 1.0});
+  Args refused;
+  refused.tensor(q).tensor(short_scales).none().integer(1).integer(-128).integer(127).integer(int(ScalarType::kChar))
+      .tensor(back).same_as(7);
+  EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::dequantize_per_channel.out", refused), {"must hold 3"}));
+}
+
+TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
+  TensorStore store;
+  std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, 1.2f, 2.0f};
+  Tensor& input = store.make<float>({2, 3}, x);
+  Tensor& scales = store.make_empty(ScalarType::kFloat, {2, 1});
+  Tensor& zero_points = store.make_empty(ScalarType::kLong, {2, 1});
+  Args choose;
+  choose.tensor(input).integer(int(ScalarType::kChar)).tensor(scales).tensor(zero_points);
+  std::vector<Tensor*> outs = {&scales, &zero_points};
+  choose.tensors(outs);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams_per_token_asymmetric.out", choose)));
+  // Row 0: range [-1, 3] -> scale 4/255, zero point from the max end: nearbyint(127 - 191.25) = -64.
+  // Row 1: range [0, 2] -> scale 2/255, zero point -128.
+  const auto s = values_of<float>(scales);
+  EXPECT_FLOAT_EQ(s[0], 4.0f / 255.0f);
+  EXPECT_FLOAT_EQ(s[1], 2.0f / 255.0f);
+  EXPECT_EQ(values_of<int64_t>(zero_points), (std::vector<int64_t>{-64, -128}));
+
+  Tensor& q = store.make_empty(ScalarType::kChar, {2, 3});
+  Args quantize;
+  quantize.tensor(input).tensor(scales).tensor(zero_points).integer(-128).integer(127).integer(int(ScalarType::kChar))
+      .tensor(q).same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
+  EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{-128, -64, 127, -64, 25, 127}));
+
+  Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3});
+  Args dequantize;
+  dequantize.tensor(q).tensor(scales).tensor(zero_points).integer(-128).integer(127).integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kFloat)).tensor(back).same_as(7);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_token.out", dequantize)));
+  const auto restored = values_of<float>(back);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(restored[i], x[i], s[i / 3] / 2 + 1e-6f) << "element " << i;
+}
+
+TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
+  TensorStore store;
+  Tensor& input = store.make<float>({4}, {0.5f, 1.5f, 2.0f, 1.0f});
+  Tensor& scale = store.make_empty(ScalarType::kDouble, {1});
+  Tensor& zero_point = store.make_empty(ScalarType::kLong, {1});
+  Args args;
+  args.tensor(input).integer(0).integer(255).real(1e-7).integer(int(ScalarType::kByte)).tensor(scale).tensor(zero_point);
+  std::vector<Tensor*> outs = {&scale, &zero_point};
+  args.tensors(outs);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams.Tensor_out", args)));
+  EXPECT_DOUBLE_EQ(values_of<double>(scale)[0], 2.0 / 255.0);  // range widened to [0, 2]
+  EXPECT_EQ(values_of<int64_t>(zero_point)[0], 0);
+
+  Tensor& zeros = store.make<float>({2}, {0.0f, 0.0f});
+  Args degenerate;
+  degenerate.tensor(zeros).integer(-128).integer(127).real(1e-7).integer(int(ScalarType::kChar)).tensor(scale)
+      .tensor(zero_point);
+  degenerate.tensors(outs);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams.Tensor_out", degenerate)));
+  EXPECT_DOUBLE_EQ(values_of<double>(scale)[0], 0.1);
+}
+
+TEST(Embedding4bit, HighNibbleFirstOffsetByEightWithGroupsAndZeroPoints) {
+  TensorStore store;
+  // 2 embeddings of width 4 (2 bytes each), 2 groups of 2.
+  Tensor& weight = store.make<uint8_t>({2, 2}, {0x1F, 0x80, 0x08, 0xF0});
+  Tensor& scales = store.make<float>({2, 2}, {1.0f, 0.5f, 2.0f, 0.25f});
+  Tensor& zero_points = store.make<float>({2, 2}, {0.0f, 1.0f, -1.0f, 0.0f});
+  Tensor& indices = store.make<int64_t>({3}, {1, 0, 1});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {3, 4});
+  Args args;
+  args.tensor(weight).tensor(scales).tensor(zero_points).integer(-8).integer(7).tensor(indices).tensor(out).same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::embedding_4bit.out", args)));
+  // row 0 nibbles 1,15,8,0 -> -7,7,0,-8; groups: (-7-0)*1, (7-0)*1, (0-1)*0.5, (-8-1)*0.5
+  // row 1 nibbles 0,8,15,0 -> -8,0,7,-8; groups: (-8+1)*2, (0+1)*2, 7*0.25, -8*0.25
+  const std::vector<float> row0 = {-7.0f, 7.0f, -0.5f, -4.5f};
+  const std::vector<float> row1 = {-14.0f, 2.0f, 1.75f, -2.0f};
+  std::vector<float> expected = row1;
+  expected.insert(expected.end(), row0.begin(), row0.end());
+  expected.insert(expected.end(), row1.begin(), row1.end());
+  EXPECT_EQ(values_of<float>(out), expected);
+}
+
+TEST(Embedding2bit, LowBitsFirstOffsetByTwo) {
+  TensorStore store;
+  Tensor& weight = store.make<uint8_t>({1, 1}, {0xE4});  // fields 0,1,2,3 from the low bits
+  Tensor& scales = store.make<float>({1}, {3.0f});
+  Tensor& indices = store.make<int64_t>({1, 1}, {0});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 4});
+  Args args;
+  args.tensor(weight).tensor(scales).none().integer(-2).integer(1).tensor(indices).tensor(out).same_as(6);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::embedding_2bit.out", args)));
+  EXPECT_EQ(values_of<float>(out), (std::vector<float>{-6.0f, -3.0f, 0.0f, 3.0f}));
+}
+
+TEST(EmbeddingByte, Bfloat16ScalesHalfOutputAndIndexChecks) {
+  TensorStore store;
+  Tensor& weight = store.make<int8_t>({3, 2}, {-4, 4, 10, -10, 1, 2});
+  Tensor& scales = store.make_empty(ScalarType::kBFloat16, {3});
+  auto* scale_bits = static_cast<uint16_t*>(scales.data());
+  scale_bits[0] = float_to_bfloat16(0.5f);
+  scale_bits[1] = float_to_bfloat16(0.25f);
+  scale_bits[2] = float_to_bfloat16(2.0f);
+  Tensor& indices = store.make<int32_t>({2}, {2, 1});
+  Tensor& out = store.make_empty(ScalarType::kHalf, {2, 2});
+  Args args;
+  args.tensor(weight).tensor(scales).none().integer(-128).integer(127).tensor(indices).integer(int(ScalarType::kHalf))
+      .tensor(out).same_as(7);
+  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::embedding_byte.dtype_out", args)));
+  std::vector<float> got;
+  for (int16_t bits : values_of<int16_t>(out)) got.push_back(half_to_float(static_cast<uint16_t>(bits)));
+  EXPECT_EQ(got, (std::vector<float>{2.0f, 4.0f, 2.5f, -2.5f}));
+
+  Tensor& bad = store.make<int64_t>({2}, {0, 3});
+  Tensor& out32 = store.make_empty(ScalarType::kFloat, {2, 2});
+  Args refused;
+  refused.tensor(weight).tensor(scales).none().integer(-128).integer(127).tensor(bad).tensor(out32).same_as(6);
+  EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::embedding_byte.out", refused), {"index 3", "3 embeddings"}));
+}
+
+}  // namespace
+}  // namespace etna::kernel_test

@@ -1,0 +1,131 @@
+// The CLI's contract with scripts: --help exits 0, bad usage prints the
+// usage and exits 2, every failure is one line `etna COMMAND: CODE: message`
+// with exit 1 and no stack trace.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { runInChild } from '../lib/cli/bench.js';
+import { runCli, type CliResult } from './helpers/cli.js';
+import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-cli-usage-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+const COMMANDS = ['inspect', 'run', 'import-onnx', 'export-example', 'demo', 'bench'];
+
+function expectOneLineFailure(result: CliResult, command: string, code: string, message: RegExp): void {
+  expect(result.status, result.stderr).toBe(1);
+  expect(result.stdout).toBe('');
+  const lines = result.stderr.trimEnd().split('\n');
+  expect(lines, result.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(new RegExp(`^etna ${command}: ${code}: \\S`));
+  expect(lines[0]).toMatch(message);
+  expect(result.stderr).not.toMatch(/\n\s+at /);
+}
+
+describe('etna --help and usage', () => {
+  for (const command of COMMANDS) {
+    it(`${command} --help prints its usage, one line per option, and exits 0`, () => {
+      const result = runCli([command, '--help']);
+      expect(result.status, result.stderr).toBe(0);
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toMatch(new RegExp(`^usage: etna ${command} `));
+      const options = result.stdout.split('\n').filter((line) => /^ {2}(-\w, )?--[\w-]+/.test(line));
+      expect(options.at(-1)).toMatch(/--help\s+print this help/);
+      // Each option line carries its own description.
+      for (const line of options) expect(line).toMatch(/^ {2}\S.*\S {2,}\S/);
+      const names = options.map((line) => /--([\w-]+)/.exec(line)![1]);
+      expect(new Set(names).size).toBe(names.length);
+    });
+  }
+
+  it('run lists every option it accepts', () => {
+    const help = runCli(['run', '--help']).stdout;
+    for (const option of ['--method', '--inputs', '--calls', '--external-data', '--share', '--fill', '--seed', '--full', '--report', '--json']) {
+      expect(help).toContain(`  ${option}`);
+    }
+  });
+
+  it('an unknown option prints the usage on stderr and exits 2', () => {
+    const result = runCli(['run', testdataPath('et_add.pte'), '--bogus']);
+    expect(result.status).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^etna run: unknown option '--bogus'\n\nusage: etna run FILE/);
+  });
+
+  it('a missing argument prints the usage and exits 2', () => {
+    const result = runCli(['inspect']);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^etna inspect: expected 1 argument \(FILE\), got 0\n\nusage: etna inspect FILE/);
+    expect(runCli(['import-onnx', 'model.onnx']).stderr).toMatch(/^etna import-onnx: missing -o OUT\.pte\n\nusage:/);
+  });
+
+  it('an unknown command lists the commands and exits 2', () => {
+    const result = runCli(['frobnicate']);
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/^etna: unknown command 'frobnicate'/);
+    for (const command of COMMANDS) expect(result.stderr).toContain(`\n  ${command} `);
+  });
+});
+
+describeWithTestdata('etna failures are one clean line', () => {
+  it('a missing file', () => {
+    expectOneLineFailure(runCli(['run', path.join(dir, 'missing.pte')]), 'run', 'INVALID_PROGRAM', /cannot open .*missing\.pte/);
+    expectOneLineFailure(runCli(['inspect', path.join(dir, 'missing.pte')]), 'inspect', 'INVALID_PROGRAM', /cannot open .*missing\.pte/);
+  });
+
+  it('a corrupt program', () => {
+    expectOneLineFailure(runCli(['run', testdataPath('djl_corrupt.pte')]), 'run', 'INVALID_PROGRAM', /not an ExecuTorch program/);
+  });
+
+  it('an unknown method', () => {
+    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--method', 'nope']), 'run', 'METHOD_NOT_FOUND', /'nope'/);
+  });
+
+  it('an inputs file that is not JSON, or holds the wrong values', () => {
+    const notJson = path.join(dir, 'not.json');
+    fs.writeFileSync(notJson, '[{"dtype": float32');
+    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', notJson]), 'run', 'INVALID_INPUT', /not JSON/);
+    const wrongDtype = path.join(dir, 'dtype.json');
+    fs.writeFileSync(wrongDtype, JSON.stringify([{ dtype: 'float99', shape: [1], data: [1] }, 1]));
+    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', wrongDtype]), 'run', 'INVALID_INPUT', /inputs\[0\]: unknown dtype "float99"/);
+    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', path.join(dir, 'absent.json')]), 'run', 'INVALID_INPUT', /cannot read inputs file/);
+  });
+
+  it('an option value out of range', () => {
+    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--fill', 'sevens']), 'run', 'INVALID_INPUT', /--fill takes one of zeros, ones, random, got 'sevens'/);
+    expectOneLineFailure(runCli(['demo', '--steps', '0']), 'demo', 'INVALID_INPUT', /--steps takes an integer from 1 to/);
+  });
+
+  it('bench with a bad argument fails before starting any child', () => {
+    expectOneLineFailure(runCli(['bench', '--threads', 'two']), 'bench', 'INVALID_INPUT', /--threads takes an integer >= 1, got 'two'/);
+    expectOneLineFailure(runCli(['bench', '--iterations', '0']), 'bench', 'INVALID_INPUT', /--iterations/);
+    expectOneLineFailure(runCli(['bench', testdataPath('djl_corrupt.pte')]), 'bench', 'INVALID_PROGRAM', /not an ExecuTorch program/);
+  });
+
+  it('import-onnx with a missing model', () => {
+    expectOneLineFailure(runCli(['import-onnx', path.join(dir, 'absent.onnx'), '-o', path.join(dir, 'out.pte')]), 'import-onnx', 'INVALID_INPUT', /cannot read ONNX model/);
+  });
+
+  it('an unexpected error is INTERNAL, still one line', () => {
+    const out = path.join(dir, 'no-such-dir', 'gru.pte');
+    expectOneLineFailure(runCli(['export-example', 'gru-stream', out]), 'export-example', 'INTERNAL', /ENOENT.*no-such-dir/);
+  });
+
+  it('with --json the failure is one JSON object on stdout', () => {
+    const result = runCli(['inspect', '--json', testdataPath('djl_corrupt.pte')]);
+    expect(result.status).toBe(1);
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trimEnd().split('\n')).toHaveLength(1);
+    expect(JSON.parse(result.stdout).error.code).toBe('INVALID_PROGRAM');
+  });
+
+  it("a bench child's failure comes back with its code, not the child's stack", async () => {
+    const missing = path.join(dir, 'missing.pte');
+    const error = await runInChild({ program: missing, config: 'etna-shared', threads: 1, iterations: 1, warmup: 0, session: 'reference' }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'INVALID_PROGRAM', message: expect.stringMatching(/missing\.pte etna-shared: cannot open/) });
+    expect((error as Error).message).not.toMatch(/\n/);
+  });
+});

@@ -1,0 +1,170 @@
+// examples/server: started as a user would (a child process on loopback, an
+// ephemeral port), driven with concurrent requests and malformed ones, then
+// stopped with SIGTERM. Its module pool is also checked on its own with
+// modules whose calls the test finishes by hand, so "busy" is deterministic.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { Module, Tensor } from '../lib/index.js';
+// The example is plain JavaScript; the test imports it as the server does.
+import { ModulePool, PoolBusyError, PoolClosedError } from '../examples/server/pool.mjs';
+import { runCli } from './helpers/cli.js';
+import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
+
+const SERVER = path.join(repoRoot, 'examples/server/server.mjs');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-server-'));
+const running = new Set<ChildProcessWithoutNullStreams>();
+afterAll(() => {
+  for (const child of running) child.kill('SIGKILL');
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+interface Server {
+  url: string;
+  child: ChildProcessWithoutNullStreams;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+async function startServer(program: string, env: Record<string, string>): Promise<Server> {
+  const child = spawn(process.execPath, [SERVER, program], { cwd: repoRoot, env: { ...process.env, PORT: '0', ...env } });
+  running.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => {
+      running.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
+      if (match !== null) resolve(match[1]!);
+    });
+    void exited.then(({ code }) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
+  });
+  return { url, child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+async function post(url: string, body: string): Promise<{ status: number; json: any }> {
+  const response = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+  return { status: response.status, json: await response.json() };
+}
+
+const f32 = (values: number[]) => ({ dtype: 'float32', shape: [values.length], data: values });
+
+describeWithTestdata('examples/server', () => {
+  it('answers 200 concurrent requests correctly, refuses malformed ones with 400, keeps serving, stops cleanly on SIGTERM', async () => {
+    const server = await startServer(testdataPath('et_add.pte'), { POOL_SIZE: '4', QUEUE_LIMIT: '256' });
+    const run = `${server.url}/run/forward`;
+
+    const answers = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => post(run, JSON.stringify({ inputs: [f32([i]), f32([i / 4])] }))),
+    );
+    answers.forEach(({ status, json }, i) => {
+      expect(status).toBe(200);
+      expect(json).toEqual({ outputs: [{ dtype: 'float32', shape: [1], data: [i + i / 4] }] });
+    });
+
+    const malformed: [string, string, string, RegExp][] = [
+      [run, '{"inputs": [', 'INVALID_INPUT', /request body is not JSON/],
+      [run, '{"values": []}', 'INVALID_INPUT', /must be \{"inputs": \[\.\.\.\]\}/],
+      [run, JSON.stringify({ inputs: [f32([1])] }), 'INVALID_INPUT', /takes 2 inputs, got 1/],
+      [run, JSON.stringify({ inputs: [{ dtype: 'int64', shape: [1], data: [1] }, f32([1])] }), 'INVALID_INPUT', /input 0: expected float32\[1\], got int64\[1\] \(dtype differs\)/],
+      [run, JSON.stringify({ inputs: [f32([1]), f32([1, 2])] }), 'INVALID_INPUT', /input 1: expected float32\[1\], got float32\[2\] \(shape differs\)/],
+      [run, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }), 'INVALID_INPUT', /inputs\[0\]\.data\[0\]: "x" is not a number/],
+      [`${server.url}/run/backward`, JSON.stringify({ inputs: [] }), 'METHOD_NOT_FOUND', /no method named 'backward'/],
+      [`${server.url}/run/%E0%A4%A`, JSON.stringify({ inputs: [] }), 'INVALID_INPUT', /not a valid percent-encoded method name/],
+    ];
+    for (const [url, body, code, message] of malformed) {
+      const { status, json } = await post(url, body);
+      expect(status, body).toBe(400);
+      expect(json.error.code, body).toBe(code);
+      expect(json.error.message, body).toMatch(message);
+    }
+
+    const after = await post(run, JSON.stringify({ inputs: [f32([2.5]), f32([4])] }));
+    expect(after).toEqual({ status: 200, json: { outputs: [{ dtype: 'float32', shape: [1], data: [6.5] }] } });
+    const health = (await (await fetch(`${server.url}/health`)).json()) as { methods: string[]; pool: { size: number; busy: number; waiting: number } };
+    expect(health).toEqual({ methods: ['forward'], pool: { size: 4, busy: 0, waiting: 0, queueLimit: 256 } });
+
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.stdout()).toMatch(/SIGTERM: finishing running calls, then stopping\nstopped\n$/);
+    expect(server.stderr()).toBe('');
+  }, 60_000);
+
+  it('serves a program written by etna export-example, with the outputs a module gives in-process', async () => {
+    const file = path.join(dir, 'encoder-decoder.pte');
+    expect(runCli(['export-example', 'encoder-decoder', file]).status).toBe(0);
+    const server = await startServer(file, { POOL_SIZE: '2' });
+    const x = Array.from({ length: 32 }, (_, i) => Math.sin(i));
+    const { status, json } = await post(`${server.url}/run/encode`, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1, 32], data: x }] }));
+    expect(status).toBe(200);
+    const module = await Module.load(file);
+    const [want] = (await module.execute('encode', [Tensor.float32([1, 32], x)])) as Tensor[];
+    await module.dispose();
+    expect(json.outputs).toEqual([{ dtype: 'float32', shape: [1, 8], data: Array.from(want!.data as Float32Array) }]);
+    server.child.kill('SIGINT');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  }, 60_000);
+});
+
+describe('examples/server ModulePool', () => {
+  /** A module whose calls finish when the test says so. */
+  function manualModule(name: string) {
+    const pending: (() => void)[] = [];
+    return {
+      name,
+      calls: 0,
+      pending,
+      execute(method: string) {
+        this.calls++;
+        return new Promise<string[]>((resolve) => pending.push(() => resolve([`${name}:${method}`])));
+      },
+    };
+  }
+
+  it('hands each call a free module, queues up to the limit, refuses beyond it, then serves the queue in order', async () => {
+    const a = manualModule('a');
+    const b = manualModule('b');
+    const pool = new ModulePool([a, b], 1);
+    const first = pool.run('m1', []);
+    const second = pool.run('m2', []);
+    const third = pool.run('m3', []);
+    await expect(pool.run('m4', [])).rejects.toBeInstanceOf(PoolBusyError);
+    expect(pool.stats).toEqual({ size: 2, busy: 2, waiting: 1, queueLimit: 1 });
+    expect([a.calls, b.calls]).toEqual([1, 1]);
+    b.pending.shift()!();
+    // The waiting call takes the module that came free.
+    await expect(Promise.race([first, second])).resolves.toEqual(['b:m2']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(b.calls).toBe(2);
+    a.pending.shift()!();
+    b.pending.shift()!();
+    await expect(Promise.all([first, second, third])).resolves.toEqual([['a:m1'], ['b:m2'], ['b:m3']]);
+    expect(pool.stats).toEqual({ size: 2, busy: 0, waiting: 0, queueLimit: 1 });
+  });
+
+  it('close waits for running calls and refuses new ones', async () => {
+    const a = manualModule('a');
+    const pool = new ModulePool([a], 0);
+    const call = pool.run('m', []);
+    let closed = false;
+    const closing = pool.close().then(() => (closed = true));
+    await expect(pool.run('m', [])).rejects.toBeInstanceOf(PoolClosedError);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed).toBe(false);
+    a.pending.shift()!();
+    await call;
+    await closing;
+    expect(closed).toBe(true);
+  });
+});

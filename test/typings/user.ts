@@ -1,0 +1,78 @@
+// What a user writes under `strict`, against the published entry points:
+// no casts, errors narrowed by `instanceof EtnaError`. The lines under each
+// ts-expect-error directive in misuse() must keep failing to compile.
+import { EtnaError, Module, Tensor, type Feeds, type NamedValues, type Value } from 'etna';
+import { ProgramBuilder } from 'etna/export';
+import * as ort from 'onnxruntime-node';
+
+export function author(): Uint8Array {
+  const program = new ProgramBuilder();
+  program.method('forward', (m) => {
+    const tokens = m.input('tokens', 'float32', [1, 4]);
+    const mask = m.input('mask', 'float32', [1, 4]);
+    m.output({ logits: m.mul(tokens, mask), scores: m.relu(tokens) });
+  });
+  return program.toPte();
+}
+
+export async function infer(source: string | Uint8Array): Promise<number> {
+  const module = await Module.load(source);
+  const names: string[] = module.methodMeta('forward').inputs.map((input) => input.name);
+  const feeds: Feeds = {
+    tokens: Tensor.float32([1, 4], [1, 2, 3, 4]),
+    mask: new ort.Tensor('float32', new Float32Array([1, 1, 0, 0]), [1, 4]),
+  };
+  const outputs: NamedValues = await module.run('forward', feeds);
+  let first = 0;
+  const logits = outputs.logits;
+  if (logits instanceof Tensor && logits.is('float32')) {
+    const data: Float32Array = logits.data;
+    first = data[0] ?? Number.NaN;
+    first += logits.data[1] ?? 0;
+  }
+  const positional: Value[] = await module.execute('forward', [
+    { dtype: 'float32', shape: [1, 4], data: new Float32Array(4) },
+    Tensor.float32([1, 4], [0, 0, 0, 0]),
+  ]);
+  const scores = positional[1];
+  if (scores instanceof Tensor) {
+    const element: number | bigint | undefined = scores.data[0];
+    first += Number(element);
+  }
+  await module.dispose();
+  return first + names.length;
+}
+
+export function tensors(): void {
+  const f: Float32Array = Tensor.float32([2], [1, 2]).data;
+  const ids: BigInt64Array = Tensor.int64([2], [1, 2n]).data;
+  const flags: Uint8Array = Tensor.zeros('bool', [3]).data;
+  const halves: Uint16Array = new Tensor('float16', [1], new Uint16Array(1)).data;
+  const int32: Tensor<'int32'> = new Tensor('int32', [2], new Int32Array(2));
+  const any: Tensor = int32;
+  void [f, ids, flags, halves, any];
+  try {
+    Tensor.int64([2], [1, 2.5]);
+  } catch (error) {
+    if (error instanceof EtnaError) {
+      const code: 'INVALID_INPUT' | 'INTERNAL' | string = error.code;
+      console.log(code, error.message);
+    }
+  }
+}
+
+export async function misuse(module: Module, unknownDType: Tensor): Promise<void> {
+  // @ts-expect-error etna takes (dtype, shape, data), not onnxruntime's (type, data, dims)
+  new Tensor('float32', new Float32Array(4), [1, 4]);
+  // @ts-expect-error a float32 tensor holds a Float32Array
+  const wrongArray: BigInt64Array = Tensor.float32([1], [1]).data;
+  // @ts-expect-error an int64 tensor's data is a BigInt64Array
+  new Tensor('int64', [1], new Float64Array(1));
+  // @ts-expect-error a plain tensor's data must match its dtype
+  await module.execute('forward', [{ dtype: 'int64', shape: [1], data: new Float32Array(1) }]);
+  // @ts-expect-error feeds are keyed by input name
+  await module.run('forward', Tensor.float32([1], [1]));
+  // @ts-expect-error before narrowing, an element is number | bigint
+  const unnarrowed: number = unknownDType.data[0]!;
+  void [wrongArray, unnarrowed];
+}
