@@ -2,12 +2,17 @@
 #include <napi.h>
 
 #include "addon_data.h"
+#include "backends/registry.h"
+#include "kernels/registry.h"
 #include "module_wrap.h"
 #include "program_wrap.h"
 
 namespace {
 
 Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
+  // The runtime's registries are process-wide; repeated inits (workers) add nothing.
+  etna::kernels::register_portable_kernels();
+  etna::backends::register_xnnpack_backend();
   env.SetInstanceData(new etna::addon::AddonData());
   etna::addon::ProgramWrap::init(env, exports);
   etna::addon::ModuleWrap::init(env, exports);

@@ -1,11 +1,10 @@
+#include "backends/registry.h"
+
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "core/backend.h"
 
-namespace etna {
+namespace etna::backends {
 
-const Backend* find_backend(std::string_view id) {
-  if (id == xnnpack_backend().id()) return &xnnpack_backend();
-  return nullptr;
-}
+void register_xnnpack_backend() { register_backend(xnnpack_backend()); }
 
-}  // namespace etna
+}  // namespace etna::backends

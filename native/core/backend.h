@@ -1,4 +1,6 @@
 // Delegate backends: a registry keyed by BackendDelegate.id ("XnnpackBackend").
+// The runtime owns the registry; backend libraries add to it
+// (backends::register_xnnpack_backend) before the first method loads.
 //
 // A backend turns a delegate payload into a handle once, when a method loads,
 // and runs it on every DelegateCall. State that should exist once per Module
@@ -72,7 +74,16 @@ class Backend {
                                                        DelegateInitContext& context) const = 0;
 };
 
-// The backends etna ships, keyed by id; nullptr when unknown.
+// Adds `backend` (which must outlive every Module) to the process-wide
+// registry. Serialised; registering an id that is already there is a no-op,
+// so the addon's init may run once per worker thread.
+void register_backend(const Backend& backend);
+
+// The registered backend with this id; nullptr when unknown.
 const Backend* find_backend(std::string_view id);
+
+// The registered ids for messages, in registration order: "XnnpackBackend",
+// "A, B", or "none".
+std::string registered_backend_ids();
 
 }  // namespace etna

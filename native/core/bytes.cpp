@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include "aligned.h"
 
 namespace etna {
 namespace {
@@ -55,23 +58,17 @@ Result<OpenFile> open_regular_file(const std::string& path) {
 
 class AlignedBytes final : public ByteSource {
  public:
-  static constexpr size_t kAlignment = 64;
-
+  // One spare block behind the bytes, so even an empty copy has a valid pointer.
   explicit AlignedBytes(size_t size) : size_(size) {
-    // aligned_alloc wants a multiple of the alignment; never zero bytes.
-    const size_t padded = ((size + kAlignment - 1) / kAlignment + 1) * kAlignment;
-    data_ = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, padded));
+    if (size <= SIZE_MAX - kAllocationAlignment) data_ = allocate_aligned(size + kAllocationAlignment).data;
   }
-  ~AlignedBytes() override { std::free(data_); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
 
-  uint8_t* mutable_data() { return data_; }
-  const uint8_t* data() const override { return data_; }
+  uint8_t* mutable_data() { return data_.get(); }
+  const uint8_t* data() const override { return data_.get(); }
   size_t size() const override { return size_; }
 
  private:
-  uint8_t* data_ = nullptr;
+  std::unique_ptr<uint8_t, AlignedFree> data_;
   size_t size_;
 };
 

@@ -1,5 +1,7 @@
 // Operator kernels: the signature every kernel has, and the registry that
-// maps "namespace::op.overload" to a kernel.
+// maps "namespace::op.overload" to a kernel. The runtime owns the registry;
+// kernel libraries add to it (kernels::register_portable_kernels) before the
+// first method loads.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +43,13 @@ class KernelRegistry {
   std::unordered_map<std::string, KernelEntry> entries_;
 };
 
-// Every kernel etna ships (portable kernels and prim ops), built on first use.
+// The process-wide registry the executor resolves KernelCalls in; empty until
+// a kernel library registers into it.
 const KernelRegistry& kernel_registry();
+
+// Lets `add` put its kernels into the process-wide registry. Serialised, and
+// once per `add`: the addon's init runs again in every worker thread, and a
+// second run must not rewrite entries that loaded methods are reading.
+void register_kernels(void (*add)(KernelRegistry& registry));
 
 }  // namespace etna

@@ -1,28 +1,23 @@
 #include "memory.h"
 
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 namespace etna {
 
-namespace {
-constexpr size_t kArenaAlignment = 64;
-}
-
 Result<std::shared_ptr<Arena>> Arena::allocate(size_t bytes) {
-  const size_t rounded = (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
-  if (rounded < bytes) return make_error(ErrorCode::kInternal, "arena size " + std::to_string(bytes) + " overflows");
   // Never a zero-byte allocation: every arena has a valid base pointer.
-  const size_t allocation = rounded == 0 ? kArenaAlignment : rounded;
-  auto* data = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlignment, allocation));
-  if (data == nullptr) {
+  AlignedAllocation allocation = allocate_aligned(bytes);
+  if (!allocation.data) {
+    if (bytes > SIZE_MAX - (kAllocationAlignment - 1)) {
+      return make_error(ErrorCode::kInternal, "arena size " + std::to_string(bytes) + " overflows");
+    }
     return make_error(ErrorCode::kInternal, "out of memory allocating a " + std::to_string(bytes) + "-byte arena");
   }
-  std::memset(data, 0, allocation);
-  return std::shared_ptr<Arena>(new Arena(data, bytes));
+  std::memset(allocation.data.get(), 0, allocation.capacity);
+  return std::shared_ptr<Arena>(new Arena(std::move(allocation.data), bytes));
 }
 
-Arena::~Arena() { std::free(data_); }
 
 }  // namespace etna

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "aligned.h"
 #include "status.h"
 
 namespace etna {
@@ -16,16 +17,15 @@ namespace etna {
 class Arena {
  public:
   static Result<std::shared_ptr<Arena>> allocate(size_t bytes);
-  ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  uint8_t* data() const { return data_; }
+  uint8_t* data() const { return data_.get(); }
   size_t size() const { return size_; }
 
  private:
-  Arena(uint8_t* data, size_t size) : data_(data), size_(size) {}
-  uint8_t* data_;
+  Arena(std::unique_ptr<uint8_t, AlignedFree> data, size_t size) : data_(std::move(data)), size_(size) {}
+  std::unique_ptr<uint8_t, AlignedFree> data_;
   size_t size_;
 };
 

@@ -239,7 +239,8 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
     if (backend == nullptr) {
       return make_error(ErrorCode::kUnsupportedBackend, "method '" + name_ + "': delegate " + std::to_string(d) +
                                                             " needs backend '" + id +
-                                                            "', which etna does not provide (it provides XnnpackBackend)");
+                                                            "', which etna does not provide (it provides " +
+                                                            registered_backend_ids() + ")");
     }
     std::vector<CompileSpecView> specs;
     if (const auto* list = entry->compile_specs()) {

@@ -15,29 +15,6 @@ Shape Shape::of(const Tensor& tensor) {
   return shape;
 }
 
-int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (size_t i = 0; i < rank; ++i) n *= dims[i];
-  return n;
-}
-
-bool Shape::operator==(const Shape& other) const {
-  if (rank != other.rank) return false;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] != other.dims[i]) return false;
-  }
-  return true;
-}
-
-std::string Shape::to_string() const {
-  std::string text = "[";
-  for (size_t i = 0; i < rank; ++i) {
-    if (i) text += ", ";
-    text += std::to_string(dims[i]);
-  }
-  return text + "]";
-}
-
 std::array<int64_t, kMaxTensorRank> row_major_strides(const Shape& shape) {
   std::array<int64_t, kMaxTensorRank> strides{};
   int64_t stride = 1;

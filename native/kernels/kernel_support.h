@@ -13,6 +13,7 @@
 
 #include "core/evalue.h"
 #include "core/kernel.h"
+#include "core/shape.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "kernels/element_access.h"
@@ -30,21 +31,8 @@
 namespace etna::kernels {
 
 // A tensor shape held by value (rank <= kMaxTensorRank).
-struct Shape {
-  size_t rank = 0;
-  std::array<int64_t, kMaxTensorRank> dims{};
-
+struct Shape : BasicShape<int64_t, kMaxTensorRank> {
   static Shape of(const Tensor& tensor);
-  int64_t operator[](size_t i) const { return dims[i]; }
-  int64_t& operator[](size_t i) { return dims[i]; }
-  const int64_t* data() const { return dims.data(); }
-  // Element count; callers only use it on shapes whose product was checked
-  // (tensor shapes, or shapes accepted by Tensor::resize).
-  int64_t numel() const;
-  bool operator==(const Shape& other) const;
-  bool operator!=(const Shape& other) const { return !(*this == other); }
-  // "[2, 3]"
-  std::string to_string() const;
 };
 
 // Strides of a row-major tensor of this shape (a size-0 dim counts as 1).

@@ -1,42 +1,26 @@
-#include "core/kernel.h"
+#include "kernels/registry.h"
+
 #include "kernels/kernel_groups.h"
 
-namespace etna {
+namespace etna::kernels {
 
-void KernelRegistry::add(std::string key, KernelFn fn, int arity) { entries_[std::move(key)] = KernelEntry{fn, arity}; }
-
-const KernelEntry* KernelRegistry::find(std::string_view key) const {
-  auto it = entries_.find(std::string(key));
-  return it == entries_.end() ? nullptr : &it->second;
+void add_portable_kernels(KernelRegistry& registry) {
+  register_binary_kernels(registry);
+  register_unary_kernels(registry);
+  register_reduction_kernels(registry);
+  register_normalization_kernels(registry);
+  register_matmul_kernels(registry);
+  register_convolution_kernels(registry);
+  register_shape_kernels(registry);
+  register_copy_kernels(registry);
+  register_indexing_kernels(registry);
+  register_factory_kernels(registry);
+  register_prim_kernels(registry);
+  register_onnx_support_kernels(registry);
+  register_llm_kernels(registry);
+  register_quantized_kernels(registry);
 }
 
-std::vector<std::string> KernelRegistry::keys() const {
-  std::vector<std::string> out;
-  out.reserve(entries_.size());
-  for (const auto& [key, entry] : entries_) out.push_back(key);
-  return out;
-}
+void register_portable_kernels() { register_kernels(add_portable_kernels); }
 
-const KernelRegistry& kernel_registry() {
-  static const KernelRegistry registry = [] {
-    KernelRegistry r;
-    kernels::register_binary_kernels(r);
-    kernels::register_unary_kernels(r);
-    kernels::register_reduction_kernels(r);
-    kernels::register_normalization_kernels(r);
-    kernels::register_matmul_kernels(r);
-    kernels::register_convolution_kernels(r);
-    kernels::register_shape_kernels(r);
-    kernels::register_copy_kernels(r);
-    kernels::register_indexing_kernels(r);
-    kernels::register_factory_kernels(r);
-    kernels::register_prim_kernels(r);
-    kernels::register_onnx_support_kernels(r);
-    kernels::register_llm_kernels(r);
-    kernels::register_quantized_kernels(r);
-    return r;
-  }();
-  return registry;
-}
-
-}  // namespace etna
+}  // namespace etna::kernels

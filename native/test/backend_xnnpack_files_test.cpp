@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend_test_support.h"
+#include "backends/registry.h"
 #include "backends/xnnpack/sha256.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "core/backend.h"
@@ -107,6 +108,34 @@ TEST(XnnpackRegistry, FindsXnnpackAndRejectsUnknownIds) {
   EXPECT_EQ(find_backend("VulkanBackend"), nullptr);
   EXPECT_EQ(find_backend(""), nullptr);
   EXPECT_EQ(find_backend("xnnpackbackend"), nullptr);
+}
+
+// A backend that only has an id, to watch the registry list it.
+class IdOnlyBackend final : public Backend {
+ public:
+  std::string_view id() const override { return "IdOnlyBackend"; }
+  std::unique_ptr<BackendModuleContext> create_module_context(const BackendOptions&) const override {
+    return nullptr;
+  }
+  Result<std::unique_ptr<DelegateHandle>> init(ByteSpan, const std::vector<CompileSpecView>&,
+                                               DelegateInitContext&) const override {
+    return make_error(ErrorCode::kInternal, "IdOnlyBackend runs nothing");
+  }
+};
+
+// Registering again (every worker's addon init does) keeps one entry per id;
+// a further backend is found by its id and listed after the first.
+TEST(XnnpackRegistry, RegistrationIsOncePerIdAndListedInOrder) {
+  const Backend* xnnpack = find_backend("XnnpackBackend");
+  ASSERT_NE(xnnpack, nullptr);
+  backends::register_xnnpack_backend();
+  EXPECT_EQ(find_backend("XnnpackBackend"), xnnpack);
+
+  static const IdOnlyBackend id_only;
+  register_backend(id_only);
+  register_backend(id_only);
+  EXPECT_EQ(find_backend("IdOnlyBackend"), &id_only);
+  EXPECT_EQ(registered_backend_ids(), "XnnpackBackend, IdOnlyBackend");
 }
 
 // Both add programs: out = a + b, whatever the buffers' padding.

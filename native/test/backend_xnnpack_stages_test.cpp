@@ -128,6 +128,23 @@ TEST(XnnpackStages, StagesAreSplitByEngine) {
   for (size_t i = 0; i < nodes.size(); ++i) EXPECT_EQ(xnn::engine_for(nodes[i].type), expected[i]) << "node " << i;
 }
 
+// The node-type table names every wire code as the schema does, and only
+// subgraph rows define while only own-kernel rows run.
+TEST(XnnpackStages, NodeTypeRowsMatchTheSchema) {
+  for (uint8_t code = 1; code <= xnn::kLastNodeType; ++code) {
+    const xnn::NodeTypeInfo& row = xnn::node_type_info(static_cast<xnn::NodeType>(code));
+    EXPECT_EQ(static_cast<uint8_t>(row.type), code);
+    EXPECT_STREQ(row.name, fbx::EnumNameNodeUnion(static_cast<NodeUnion>(code))) << "code " << int(code);
+    EXPECT_EQ(row.define != nullptr, row.engine == xnn::Engine::kSubgraph) << row.name;
+    EXPECT_EQ(row.define_name != nullptr, row.define != nullptr) << row.name;
+    const bool rejected = row.datatypes == xnn::DatatypeRule::kUnsupported;
+    EXPECT_EQ(row.run != nullptr, row.engine == xnn::Engine::kOwnKernel && !rejected) << row.name;
+    EXPECT_EQ(row.shape == nullptr, rejected) << row.name;
+  }
+  EXPECT_EQ(xnn::node_type_name(0), "code 0");
+  EXPECT_EQ(xnn::node_type_name(xnn::kLastNodeType + 1), "code " + std::to_string(xnn::kLastNodeType + 1));
+}
+
 // Elementwise own kernels against the C library, plus both batch-matmul layouts.
 TEST(XnnpackStages, OwnMathKernelsAndBatchMatmul) {
   PayloadBuilder builder;

@@ -8,6 +8,7 @@
 
 #include "core/program.h"
 #include "kernel_test_support.h"
+#include "kernels/registry.h"
 
 namespace etna::kernel_test {
 namespace {
@@ -83,6 +84,24 @@ TEST(KernelRegistry, RegistersEveryDocumentedKey) {
     EXPECT_NE(entry->fn, nullptr) << key;
     EXPECT_GT(entry->arity, 0) << key;
   }
+}
+
+// The test main registered the portable kernels once; registering again (as
+// every worker's addon init does) adds nothing, and the same kernels fill a
+// registry of the caller's own.
+TEST(KernelRegistry, RegisteringAgainAddsNothingAndALocalRegistryGetsTheSameKernels) {
+  const size_t registered = kernel_registry().keys().size();
+  ASSERT_GT(registered, 0u);
+  kernels::register_portable_kernels();
+  EXPECT_EQ(kernel_registry().keys().size(), registered);
+
+  KernelRegistry local;
+  EXPECT_EQ(local.find("aten::add.out"), nullptr);
+  kernels::add_portable_kernels(local);
+  EXPECT_EQ(local.keys().size(), registered);
+  const KernelEntry* add = local.find("aten::add.out");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->fn, kernel_registry().find("aten::add.out")->fn);
 }
 
 }  // namespace

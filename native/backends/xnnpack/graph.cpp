@@ -2,11 +2,6 @@
 
 namespace etna::xnn {
 
-std::string node_type_name(uint8_t code) {
-  if (code == 0 || code > kLastNodeType) return "code " + std::to_string(code);
-  return ::etna::xnnpack::EnumNameNodeUnion(static_cast<::etna::xnnpack::NodeUnion>(code));
-}
-
 std::string datatype_name(Datatype type) {
   const int16_t code = static_cast<int16_t>(type);
   if (code < 0 || code > static_cast<int16_t>(Datatype::MAX)) return "code " + std::to_string(code);
@@ -28,29 +23,6 @@ size_t datatype_size(Datatype type) {
     default:
       return 0;
   }
-}
-
-size_t Shape::numel() const {
-  size_t n = 1;
-  for (size_t i = 0; i < rank; ++i) n *= dims[i];
-  return n;
-}
-
-bool Shape::operator==(const Shape& other) const {
-  if (rank != other.rank) return false;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] != other.dims[i]) return false;
-  }
-  return true;
-}
-
-std::string Shape::to_string() const {
-  std::string text = "[";
-  for (size_t i = 0; i < rank; ++i) {
-    if (i) text += ", ";
-    text += std::to_string(dims[i]);
-  }
-  return text + "]";
 }
 
 std::string Node::describe() const { return "node " + std::to_string(index) + " (" + node_type_name(type) + ")"; }

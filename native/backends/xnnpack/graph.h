@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/bytes.h"
+#include "core/shape.h"
 #include "generated/xnnpack_generated.h"
 
 namespace etna::xnn {
@@ -78,7 +79,7 @@ enum class NodeType : uint8_t {
 };
 constexpr uint8_t kLastNodeType = 47;
 
-// "XNNConv2d"; "code 93" for codes outside the union.
+// "XNNConv2d" (from the type's row, node_types.cpp); "code 93" for codes outside the union.
 std::string node_type_name(uint8_t code);
 inline std::string node_type_name(NodeType type) { return node_type_name(static_cast<uint8_t>(type)); }
 // "fp32"; "code 77" for codes outside the enum.
@@ -86,15 +87,7 @@ std::string datatype_name(Datatype type);
 // Bytes per element for the datatypes the linked XNNPACK knows (0..7); 0 otherwise.
 size_t datatype_size(Datatype type);
 
-struct Shape {
-  size_t rank = 0;
-  std::array<size_t, kMaxRank> dims{};
-
-  size_t numel() const;
-  bool operator==(const Shape& other) const;
-  bool operator!=(const Shape& other) const { return !(*this == other); }
-  std::string to_string() const;  // "[1, 3, 16, 16]"
-};
+using Shape = BasicShape<size_t, kMaxRank>;
 
 struct Quantization {
   enum class Kind : uint8_t {

@@ -187,113 +187,49 @@ class NodeChecker {
   const Node& node_;
 };
 
+Status check_conversion(const NodeChecker& check, const Node& node) {
+  const Datatype from = check.value(node.inputs[0]).datatype;
+  const Datatype to = check.value(node.outputs[0]).datatype;
+  const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
+  const bool ok = (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
+  if (!ok) {
+    return unsupported(node, "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
+                                 " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
+  }
+  ETNA_TRY(check.quantization_matches(node.inputs[0], "input"));
+  return check.quantization_matches(node.outputs[0], "output");
+}
+
+// Arity, flags, then datatypes, as the node's row states them.
 Status check_node_types(const Graph& graph, const Node& node) {
+  const NodeTypeInfo& info = node_type_info(node.type);
+  if (info.datatypes == DatatypeRule::kUnsupported) return unsupported(node, info.unsupported);
   NodeChecker check(graph, node);
-  switch (node.type) {
-    case NodeType::kAdd:
-    case NodeType::kMultiply:
-    case NodeType::kSubtract:
-      ETNA_TRY(check.arity(2, 1));
-      return check.uniform(kFloatOrQ8);
-    case NodeType::kDiv:
-    case NodeType::kMinimum:
-    case NodeType::kMaximum:
-      ETNA_TRY(check.arity(2, 1));
+  if (info.inputs >= 0) ETNA_TRY(check.arity(static_cast<size_t>(info.inputs), static_cast<size_t>(info.outputs)));
+  if (info.allowed_flags >= 0) ETNA_TRY(check.flags_within(static_cast<uint32_t>(info.allowed_flags)));
+  switch (info.datatypes) {
+    case DatatypeRule::kFloat:
       return check.uniform(kFloat);
-    case NodeType::kPRelu:
-      ETNA_TRY(check.arity(2, 1));
+    case DatatypeRule::kFloatOrQ8:
+      return check.uniform(kFloatOrQ8);
+    case DatatypeRule::kFloatOrQs8:
+      return check.uniform(kFloatOrQs8);
+    case DatatypeRule::kMovable:
+      ETNA_TRY(check.uniform(kMovable));
+      return check.same_quantization();
+    case DatatypeRule::kFloatSlope:
       ETNA_TRY(check.uniform(kFloat));
       return check.constant(node.inputs[1], "slope");
-    case NodeType::kClamp:
-    case NodeType::kSigmoid:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloatOrQ8);
-    case NodeType::kElu:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloatOrQs8);
-    case NodeType::kSoftmax:
-    case NodeType::kFloor:
-    case NodeType::kCeiling:
-    case NodeType::kSquareRoot:
-    case NodeType::kHardswish:
-    case NodeType::kLeakyRelu:
-    case NodeType::kNegate:
-    case NodeType::kSquare:
-    case NodeType::kAbs:
-    case NodeType::kReciprocalSquareRoot:
-    case NodeType::kLog:
-    case NodeType::kGelu:
-    case NodeType::kTanh:
-    case NodeType::kExp:
-    case NodeType::kSin:
-    case NodeType::kCos:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloat);
-    case NodeType::kMaxPooling2d:
-    case NodeType::kGlobalAvgPooling2d:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloatOrQ8);
-    case NodeType::kStaticConstantPad:
-    case NodeType::kStaticResizeBilinear2d:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloatOrQ8);
-    case NodeType::kAvgPooling2d:
-      ETNA_TRY(check.arity(1, 1));
-      return check.uniform(kFloat);
-    case NodeType::kArgMaxPooling2d:
-      ETNA_TRY(check.arity(1, 2));
-      // The index output is declared fp32 and receives uint32 indices.
-      return check.uniform(kFloat);
-    case NodeType::kStaticTranspose:
-    case NodeType::kStaticSlice:
-    case NodeType::kStaticReshape:
-    case NodeType::kCopy:
-      ETNA_TRY(check.arity(1, 1));
-      ETNA_TRY(check.uniform(kMovable));
-      return check.same_quantization();
-    case NodeType::kConcatenate2:
-    case NodeType::kConcatenate3:
-    case NodeType::kConcatenate4:
-    case NodeType::kConcatenate5:
-      ETNA_TRY(check.uniform(kMovable));
-      return check.same_quantization();
-    case NodeType::kBatchMatrixMultiply:
-      ETNA_TRY(check.arity(2, 1));
-      ETNA_TRY(check.flags_within(0x1));
-      return check.uniform(kFloat);
-    case NodeType::kConvert: {
-      ETNA_TRY(check.arity(1, 1));
-      const Datatype from = check.value(node.inputs[0]).datatype;
-      const Datatype to = check.value(node.outputs[0]).datatype;
-      const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
-      const bool ok =
-          (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
-      if (!ok) {
-        return unsupported(node,
-                           "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
-                               " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
-      }
-      ETNA_TRY(check.quantization_matches(node.inputs[0], "input"));
-      return check.quantization_matches(node.outputs[0], "output");
-    }
-    case NodeType::kFullyConnected:
-      ETNA_TRY(check.arity(3, 1));
-      ETNA_TRY(check.flags_within(0x1));
+    case DatatypeRule::kConversion:
+      return check_conversion(check, node);
+    case DatatypeRule::kWeights:
       return check.weights(true);
-    case NodeType::kConv2d:
-    case NodeType::kDepthwiseConv2d:
-      ETNA_TRY(check.arity(3, 1));
-      ETNA_TRY(check.flags_within(0x4));
-      return check.weights(true);
-    case NodeType::kConvTranspose2d:
-      ETNA_TRY(check.arity(3, 1));
-      ETNA_TRY(check.flags_within(0));
+    case DatatypeRule::kTensorWeights:
       return check.weights(false);
-    case NodeType::kScaledDotProductAttention:
-      return unsupported(node,
-                         "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)");
+    case DatatypeRule::kUnsupported:
+      break;
   }
-  return unsupported(node, "unhandled node type");
+  return unsupported(node, info.unsupported);
 }
 
 }  // namespace
@@ -301,36 +237,6 @@ Status check_node_types(const Graph& graph, const Node& node) {
 bool is_quantized(Datatype type) {
   return type == Datatype::qint8 || type == Datatype::quint8 || type == Datatype::qint32 || type == Datatype::qcint8 ||
          type == Datatype::qcint32;
-}
-
-Engine engine_for(NodeType type) {
-  switch (type) {
-    case NodeType::kFullyConnected:
-    case NodeType::kConv2d:
-    case NodeType::kDepthwiseConv2d:
-    case NodeType::kConvTranspose2d:
-      return Engine::kPackedOperator;
-    case NodeType::kStaticTranspose:
-    case NodeType::kConcatenate2:
-    case NodeType::kConcatenate3:
-    case NodeType::kConcatenate4:
-    case NodeType::kConcatenate5:
-    case NodeType::kStaticSlice:
-    case NodeType::kStaticReshape:
-    case NodeType::kCopy:
-    case NodeType::kBatchMatrixMultiply:
-    case NodeType::kReciprocalSquareRoot:
-    case NodeType::kLog:
-    case NodeType::kGelu:
-    case NodeType::kTanh:
-    case NodeType::kExp:
-    case NodeType::kSin:
-    case NodeType::kCos:
-    case NodeType::kScaledDotProductAttention:
-      return Engine::kOwnKernel;
-    default:
-      return Engine::kSubgraph;
-  }
 }
 
 Status check_graph(Graph& graph) {

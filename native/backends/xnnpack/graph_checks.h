@@ -1,21 +1,14 @@
 // Semantic checks of a parsed graph, done once at init so that nothing
 // unsupported is discovered at execute: dataflow (every input defined before
-// use, every output produced once), datatypes and arity of each node, and
-// which engine runs each node on the linked (2022) XNNPACK.
+// use, every output produced once), and the arity, flags and datatypes each
+// node's row in node_types.cpp asks for.
 #pragma once
 
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/node_types.h"
 #include "core/status.h"
 
 namespace etna::xnn {
-
-enum class Engine : uint8_t {
-  kSubgraph,        // an XNNPACK subgraph node (xnn_define_*)
-  kPackedOperator,  // an XNNPACK operator whose packed weights the module shares
-  kOwnKernel,       // etna's own C++ code: the linked XNNPACK has no such node
-};
-
-Engine engine_for(NodeType type);
 
 // Fills producer/consumers and rejects anything the delegate cannot run,
 // naming the node, its type and the offending value or datatype.

@@ -1,21 +1,19 @@
 #include "backends/xnnpack/module_context.h"
 
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 
 #include "backends/xnnpack/memory_plan.h"
 
 namespace etna::xnn {
 
-void AlignedBuffer::Free::operator()(uint8_t* p) const { std::free(p); }
-
 AlignedBuffer::AlignedBuffer(size_t bytes) {
-  const size_t allocation = round_up(bytes + kReadPadding, kWorkspaceAlignment);
-  uint8_t* data = static_cast<uint8_t*>(std::aligned_alloc(kWorkspaceAlignment, allocation));
-  if (!data) return;
+  if (bytes > SIZE_MAX - kReadPadding) return;
+  AlignedAllocation allocation = allocate_aligned(bytes + kReadPadding);
+  if (!allocation.data) return;
   // Padding bytes are read (never used) by XNNPACK; keep them defined.
-  std::memset(data + bytes, 0, allocation - bytes);
-  data_.reset(data);
+  std::memset(allocation.data.get() + bytes, 0, allocation.capacity - bytes);
+  data_ = std::move(allocation.data);
   size_ = bytes;
 }
 

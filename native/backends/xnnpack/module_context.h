@@ -20,6 +20,7 @@
 #include "backends/xnnpack/packed_operator.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "core/aligned.h"
 #include "core/backend.h"
 
 namespace etna::xnn {
@@ -34,10 +35,7 @@ class AlignedBuffer {
   size_t size() const { return size_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  std::unique_ptr<uint8_t, AlignedFree> data_;
   size_t size_ = 0;
 };
 

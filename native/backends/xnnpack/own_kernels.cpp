@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/xnnpack/node_types.h"
+
 namespace etna::xnn {
 namespace {
 
@@ -259,15 +261,57 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
   }
 }
 
+// fp32 in, fp32 out, element by element.
 template <typename Fn>
-void elementwise(const Node& node, const std::vector<Shape>& shapes, void* const* data, Fn fn) {
-  const size_t count = shapes[node.outputs[0]].numel();
-  const float* input = static_cast<const float*>(data[node.inputs[0]]);
-  float* output = static_cast<float*>(data[node.outputs[0]]);
+Status map_floats(const OwnKernelCall& call, Fn fn) {
+  const size_t count = call.shapes[call.node.outputs[0]].numel();
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
   for (size_t i = 0; i < count; ++i) output[i] = fn(input[i]);
+  return Status::ok();
 }
 
 }  // namespace
+
+Status transpose_kernel(const OwnKernelCall& call) {
+  return transpose(call.node, call.shapes, call.data, call.element_size);
+}
+
+Status concatenate_kernel(const OwnKernelCall& call) {
+  concatenate(call.node, call.shapes, call.data, call.element_size);
+  return Status::ok();
+}
+
+Status slice_kernel(const OwnKernelCall& call) {
+  slice(call.node, call.shapes, call.data, call.element_size);
+  return Status::ok();
+}
+
+Status copy_kernel(const OwnKernelCall& call) {
+  const Node& node = call.node;
+  void* const* data = call.data;
+  const size_t bytes = call.shapes[node.outputs[0]].numel() * call.element_size;
+  if (bytes && data[node.outputs[0]] != data[node.inputs[0]]) {
+    std::memmove(data[node.outputs[0]], data[node.inputs[0]], bytes);
+  }
+  return Status::ok();
+}
+
+Status batch_matmul_kernel(const OwnKernelCall& call) {
+  batch_matmul(call.node, call.shapes, call.data);
+  return Status::ok();
+}
+
+Status rsqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); }); }
+Status log_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::log(x); }); }
+// Exact (erf) form; the tanh approximation differs by up to ~1e-3.
+Status gelu_kernel(const OwnKernelCall& call) {
+  return map_floats(call, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+}
+Status tanh_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::tanh(x); }); }
+Status exp_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::exp(x); }); }
+Status sin_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sin(x); }); }
+Status cos_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::cos(x); }); }
 
 Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data) {
   for (uint32_t index : node.inputs) {
@@ -282,55 +326,10 @@ Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Sh
                         node.describe() + ": output " + graph.describe_value(index) + " is unbound");
     }
   }
+  const NodeTypeInfo& info = node_type_info(node.type);
+  if (!info.run) return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
   const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
-  switch (node.type) {
-    case NodeType::kStaticTranspose:
-      return transpose(node, shapes, data, element_size);
-    case NodeType::kConcatenate2:
-    case NodeType::kConcatenate3:
-    case NodeType::kConcatenate4:
-    case NodeType::kConcatenate5:
-      concatenate(node, shapes, data, element_size);
-      return Status::ok();
-    case NodeType::kStaticSlice:
-      slice(node, shapes, data, element_size);
-      return Status::ok();
-    case NodeType::kStaticReshape:
-    case NodeType::kCopy: {
-      const size_t bytes = shapes[node.outputs[0]].numel() * element_size;
-      if (bytes && data[node.outputs[0]] != data[node.inputs[0]]) {
-        std::memmove(data[node.outputs[0]], data[node.inputs[0]], bytes);
-      }
-      return Status::ok();
-    }
-    case NodeType::kBatchMatrixMultiply:
-      batch_matmul(node, shapes, data);
-      return Status::ok();
-    case NodeType::kReciprocalSquareRoot:
-      elementwise(node, shapes, data, [](float x) { return 1.0f / std::sqrt(x); });
-      return Status::ok();
-    case NodeType::kLog:
-      elementwise(node, shapes, data, [](float x) { return std::log(x); });
-      return Status::ok();
-    case NodeType::kGelu:
-      // Exact (erf) form; the tanh approximation differs by up to ~1e-3.
-      elementwise(node, shapes, data, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
-      return Status::ok();
-    case NodeType::kTanh:
-      elementwise(node, shapes, data, [](float x) { return std::tanh(x); });
-      return Status::ok();
-    case NodeType::kExp:
-      elementwise(node, shapes, data, [](float x) { return std::exp(x); });
-      return Status::ok();
-    case NodeType::kSin:
-      elementwise(node, shapes, data, [](float x) { return std::sin(x); });
-      return Status::ok();
-    case NodeType::kCos:
-      elementwise(node, shapes, data, [](float x) { return std::cos(x); });
-      return Status::ok();
-    default:
-      return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
-  }
+  return info.run(OwnKernelCall{node, shapes, data, element_size});
 }
 
 }  // namespace etna::xnn

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/node_types.h"
 #include "core/status.h"
 
 namespace etna::xnn {
@@ -15,5 +16,19 @@ namespace etna::xnn {
 // `data[v]` is the buffer of value v, sized for `shapes[v]`. Shapes were
 // checked by infer_shapes(), so the kernel only indexes within them.
 Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data);
+
+// The rows' run functions (node_types.cpp).
+Status transpose_kernel(const OwnKernelCall& call);
+Status concatenate_kernel(const OwnKernelCall& call);
+Status slice_kernel(const OwnKernelCall& call);
+Status copy_kernel(const OwnKernelCall& call);  // reshape and copy: the bytes as they are
+Status batch_matmul_kernel(const OwnKernelCall& call);
+Status rsqrt_kernel(const OwnKernelCall& call);  // fp32 elementwise from here on
+Status log_kernel(const OwnKernelCall& call);
+Status gelu_kernel(const OwnKernelCall& call);
+Status tanh_kernel(const OwnKernelCall& call);
+Status exp_kernel(const OwnKernelCall& call);
+Status sin_kernel(const OwnKernelCall& call);
+Status cos_kernel(const OwnKernelCall& call);
 
 }  // namespace etna::xnn

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/xnnpack/node_types.h"
 #include "backends/xnnpack/sha256.h"
 
 namespace etna::xnn {
@@ -234,42 +235,6 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
   return Status::ok();
 }
 
-// Copies one node table's fields into a Node, resolving ids.
-class NodeReader {
- public:
-  NodeReader(const std::unordered_map<uint32_t, uint32_t>& index_of_id, Node& node)
-      : index_of_id_(index_of_id), node_(node) {}
-
-  Status input(uint32_t id, const char* field, bool optional = false) {
-    auto index = resolve(id, field, optional);
-    if (!index) return index.error();
-    node_.inputs.push_back(*index);
-    return Status::ok();
-  }
-  Status output(uint32_t id, const char* field) {
-    auto index = resolve(id, field, false);
-    if (!index) return index.error();
-    node_.outputs.push_back(*index);
-    return Status::ok();
-  }
-
- private:
-  Result<uint32_t> resolve(uint32_t id, const char* field, bool optional) {
-    if (id == kInvalidId) {
-      if (optional) return kNoValue;
-      return invalid(node_.describe() + ": " + field + " is absent (0xFFFFFFFF) but required");
-    }
-    auto it = index_of_id_.find(id);
-    if (it == index_of_id_.end()) {
-      return invalid(node_.describe() + ": " + field + " " + std::to_string(id) + " names no value");
-    }
-    return it->second;
-  }
-
-  const std::unordered_map<uint32_t, uint32_t>& index_of_id_;
-  Node& node_;
-};
-
 template <typename T>
 std::vector<size_t> to_sizes(const flatbuffers::Vector<T>* list) {
   std::vector<size_t> out;
@@ -310,191 +275,172 @@ void read_pooling_window(const Table& t, Node& node) {
   node.kernel_width = t.pooling_width();
 }
 
-Status read_node(const fbx::Node& serialized, NodeReader& reader, Node& node) {
-  const void* table = serialized.node();
-  if (!table) return invalid(node.describe() + " has no parameter table");
-  switch (node.type) {
-    case NodeType::kAdd:
-    case NodeType::kDiv:
-    case NodeType::kMinimum:
-    case NodeType::kMultiply:
-    case NodeType::kSubtract:
-    case NodeType::kMaximum:
-    case NodeType::kPRelu:
-    case NodeType::kBatchMatrixMultiply: {
-      const auto& t = *static_cast<const fbx::Binary*>(table);
-      ETNA_TRY(reader.input(t.input1_id(), "input1_id"));
-      ETNA_TRY(reader.input(t.input2_id(), "input2_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kSoftmax:
-    case NodeType::kSigmoid:
-    case NodeType::kClamp:
-    case NodeType::kFloor:
-    case NodeType::kConvert:
-    case NodeType::kGlobalAvgPooling2d:
-    case NodeType::kSquareRoot:
-    case NodeType::kCeiling:
-    case NodeType::kHardswish:
-    case NodeType::kNegate:
-    case NodeType::kSquare:
-    case NodeType::kAbs:
-    case NodeType::kReciprocalSquareRoot:
-    case NodeType::kLog:
-    case NodeType::kGelu:
-    case NodeType::kTanh:
-    case NodeType::kExp:
-    case NodeType::kSin:
-    case NodeType::kCopy:
-    case NodeType::kCos: {
-      const auto& t = *static_cast<const fbx::Unary*>(table);
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kFullyConnected: {
-      const auto& t = *static_cast<const fbx::FullyConnected*>(table);
-      ETNA_TRY(reader.input(t.input1_id(), "input1_id"));
-      ETNA_TRY(reader.input(t.filter_id(), "filter_id"));
-      ETNA_TRY(reader.input(t.bias_id(), "bias_id", true));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kConv2d:
-    case NodeType::kDepthwiseConv2d:
-    case NodeType::kConvTranspose2d: {
-      const auto& t = *static_cast<const fbx::Convolution*>(table);
-      read_convolution(t, node);
-      ETNA_TRY(reader.input(t.input1_id(), "input1_id"));
-      ETNA_TRY(reader.input(t.filter_id(), "filter_id"));
-      ETNA_TRY(reader.input(t.bias_id(), "bias_id", true));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kAvgPooling2d:
-    case NodeType::kMaxPooling2d: {
-      const auto& t = *static_cast<const fbx::Pooling2d*>(table);
-      read_pooling_window(t, node);
-      node.stride_height = t.stride_height();
-      node.stride_width = t.stride_width();
-      node.dilation_height = t.dilation_height();
-      node.dilation_width = t.dilation_width();
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kArgMaxPooling2d: {
-      const auto& t = *static_cast<const fbx::ArgMaxPooling2d*>(table);
-      read_pooling_window(t, node);
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_value_id(), "output_value_id"));
-      ETNA_TRY(reader.output(t.output_index_id(), "output_index_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kStaticTranspose: {
-      const auto& t = *static_cast<const fbx::StaticTranspose*>(table);
-      node.list1 = to_sizes(t.perm());
-      if (t.num_dims() != node.list1.size()) {
-        return invalid(node.describe() + ": num_dims " + std::to_string(t.num_dims()) + " but perm has " +
-                       std::to_string(node.list1.size()) + " entries");
-      }
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kStaticResizeBilinear2d: {
-      const auto& t = *static_cast<const fbx::StaticResizeBilinear2d*>(table);
-      node.new_height = t.new_height();
-      node.new_width = t.new_width();
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kStaticConstantPad: {
-      const auto& t = *static_cast<const fbx::StaticConstantPad*>(table);
-      node.list1 = to_sizes(t.pre_paddings());
-      node.list2 = to_sizes(t.post_paddings());
-      node.scalar = t.padding_value();
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kStaticReshape: {
-      const auto& t = *static_cast<const fbx::StaticReshape*>(table);
-      node.list1 = to_sizes(t.new_shape());
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kStaticSlice: {
-      const auto& t = *static_cast<const fbx::StaticSlice*>(table);
-      node.list1 = to_sizes(t.offsets());
-      node.list2 = to_sizes(t.sizes());
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kConcatenate2:
-    case NodeType::kConcatenate3:
-    case NodeType::kConcatenate4:
-    case NodeType::kConcatenate5: {
-      const auto& t = *static_cast<const fbx::Concatenate*>(table);
-      const int count = node.type == NodeType::kConcatenate2   ? 2
-                        : node.type == NodeType::kConcatenate3 ? 3
-                        : node.type == NodeType::kConcatenate4 ? 4
-                                                               : 5;
-      node.axis = t.axis();
-      const uint32_t ids[5] = {t.input1_id(), t.input2_id(), t.input3_id(), t.input4_id(), t.input5_id()};
-      const char* fields[5] = {"input1_id", "input2_id", "input3_id", "input4_id", "input5_id"};
-      for (int i = 0; i < count; ++i) ETNA_TRY(reader.input(ids[i], fields[i]));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kLeakyRelu: {
-      const auto& t = *static_cast<const fbx::LeakyRelu*>(table);
-      node.scalar = t.negative_slope();
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kElu: {
-      const auto& t = *static_cast<const fbx::Elu*>(table);
-      node.scalar = t.alpha();
-      ETNA_TRY(reader.input(t.input_id(), "input_id"));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-    case NodeType::kScaledDotProductAttention: {
-      const auto& t = *static_cast<const fbx::ScaledDotProductAttention*>(table);
-      ETNA_TRY(reader.input(t.query_id(), "query_id"));
-      ETNA_TRY(reader.input(t.key_id(), "key_id"));
-      ETNA_TRY(reader.input(t.value_id(), "value_id"));
-      ETNA_TRY(reader.input(t.scale_id(), "scale_id"));
-      ETNA_TRY(reader.input(t.mask_id(), "mask_id", true));
-      ETNA_TRY(reader.output(t.output_id(), "output_id"));
-      node.flags = t.flags();
-      return Status::ok();
-    }
-  }
-  return invalid(node.describe() + " has an unhandled type");
+
+// Input and output ids, then flags, of the tables with `input_id`/`output_id`.
+template <typename Table>
+Status read_single_io(const Table& t, NodeReader& reader, Node& node) {
+  ETNA_TRY(reader.input(t.input_id(), "input_id"));
+  ETNA_TRY(reader.output(t.output_id(), "output_id"));
+  node.flags = t.flags();
+  return Status::ok();
+}
+
+// Input, filter, optional bias and output of FC and convolution tables.
+template <typename Table>
+Status read_weighted_io(const Table& t, NodeReader& reader, Node& node) {
+  ETNA_TRY(reader.input(t.input1_id(), "input1_id"));
+  ETNA_TRY(reader.input(t.filter_id(), "filter_id"));
+  ETNA_TRY(reader.input(t.bias_id(), "bias_id", true));
+  ETNA_TRY(reader.output(t.output_id(), "output_id"));
+  node.flags = t.flags();
+  return Status::ok();
 }
 
 }  // namespace
+
+Status NodeReader::input(uint32_t id, const char* field, bool optional) {
+  auto index = resolve(id, field, optional);
+  if (!index) return index.error();
+  node_.inputs.push_back(*index);
+  return Status::ok();
+}
+
+Status NodeReader::output(uint32_t id, const char* field) {
+  auto index = resolve(id, field, false);
+  if (!index) return index.error();
+  node_.outputs.push_back(*index);
+  return Status::ok();
+}
+
+Result<uint32_t> NodeReader::resolve(uint32_t id, const char* field, bool optional) {
+  if (id == kInvalidId) {
+    if (optional) return kNoValue;
+    return invalid(node_.describe() + ": " + field + " is absent (0xFFFFFFFF) but required");
+  }
+  auto it = index_of_id_.find(id);
+  if (it == index_of_id_.end()) {
+    return invalid(node_.describe() + ": " + field + " " + std::to_string(id) + " names no value");
+  }
+  return it->second;
+}
+
+Status read_binary_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::Binary*>(table);
+  ETNA_TRY(reader.input(t.input1_id(), "input1_id"));
+  ETNA_TRY(reader.input(t.input2_id(), "input2_id"));
+  ETNA_TRY(reader.output(t.output_id(), "output_id"));
+  node.flags = t.flags();
+  return Status::ok();
+}
+
+Status read_unary_node(const void* table, NodeReader& reader, Node& node) {
+  return read_single_io(*static_cast<const fbx::Unary*>(table), reader, node);
+}
+
+Status read_fully_connected_node(const void* table, NodeReader& reader, Node& node) {
+  return read_weighted_io(*static_cast<const fbx::FullyConnected*>(table), reader, node);
+}
+
+Status read_convolution_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::Convolution*>(table);
+  read_convolution(t, node);
+  return read_weighted_io(t, reader, node);
+}
+
+Status read_pooling_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::Pooling2d*>(table);
+  read_pooling_window(t, node);
+  node.stride_height = t.stride_height();
+  node.stride_width = t.stride_width();
+  node.dilation_height = t.dilation_height();
+  node.dilation_width = t.dilation_width();
+  return read_single_io(t, reader, node);
+}
+
+Status read_argmax_pooling_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::ArgMaxPooling2d*>(table);
+  read_pooling_window(t, node);
+  ETNA_TRY(reader.input(t.input_id(), "input_id"));
+  ETNA_TRY(reader.output(t.output_value_id(), "output_value_id"));
+  ETNA_TRY(reader.output(t.output_index_id(), "output_index_id"));
+  node.flags = t.flags();
+  return Status::ok();
+}
+
+Status read_transpose_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::StaticTranspose*>(table);
+  node.list1 = to_sizes(t.perm());
+  if (t.num_dims() != node.list1.size()) {
+    return invalid(node.describe() + ": num_dims " + std::to_string(t.num_dims()) + " but perm has " +
+                   std::to_string(node.list1.size()) + " entries");
+  }
+  return read_single_io(t, reader, node);
+}
+
+Status read_resize_bilinear_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::StaticResizeBilinear2d*>(table);
+  node.new_height = t.new_height();
+  node.new_width = t.new_width();
+  return read_single_io(t, reader, node);
+}
+
+Status read_constant_pad_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::StaticConstantPad*>(table);
+  node.list1 = to_sizes(t.pre_paddings());
+  node.list2 = to_sizes(t.post_paddings());
+  node.scalar = t.padding_value();
+  return read_single_io(t, reader, node);
+}
+
+Status read_reshape_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::StaticReshape*>(table);
+  node.list1 = to_sizes(t.new_shape());
+  return read_single_io(t, reader, node);
+}
+
+Status read_slice_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::StaticSlice*>(table);
+  node.list1 = to_sizes(t.offsets());
+  node.list2 = to_sizes(t.sizes());
+  return read_single_io(t, reader, node);
+}
+
+Status read_concatenate_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::Concatenate*>(table);
+  // The type's row says how many of the five input fields are used.
+  const int count = node_type_info(node.type).inputs;
+  node.axis = t.axis();
+  const uint32_t ids[5] = {t.input1_id(), t.input2_id(), t.input3_id(), t.input4_id(), t.input5_id()};
+  const char* fields[5] = {"input1_id", "input2_id", "input3_id", "input4_id", "input5_id"};
+  for (int i = 0; i < count && i < 5; ++i) ETNA_TRY(reader.input(ids[i], fields[i]));
+  ETNA_TRY(reader.output(t.output_id(), "output_id"));
+  node.flags = t.flags();
+  return Status::ok();
+}
+
+Status read_leaky_relu_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::LeakyRelu*>(table);
+  node.scalar = t.negative_slope();
+  return read_single_io(t, reader, node);
+}
+
+Status read_elu_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::Elu*>(table);
+  node.scalar = t.alpha();
+  return read_single_io(t, reader, node);
+}
+
+Status read_attention_node(const void* table, NodeReader& reader, Node& node) {
+  const auto& t = *static_cast<const fbx::ScaledDotProductAttention*>(table);
+  ETNA_TRY(reader.input(t.query_id(), "query_id"));
+  ETNA_TRY(reader.input(t.key_id(), "key_id"));
+  ETNA_TRY(reader.input(t.value_id(), "value_id"));
+  ETNA_TRY(reader.input(t.scale_id(), "scale_id"));
+  ETNA_TRY(reader.input(t.mask_id(), "mask_id", true));
+  ETNA_TRY(reader.output(t.output_id(), "output_id"));
+  node.flags = t.flags();
+  return Status::ok();
+}
 
 Result<PayloadLayout> split_payload(ByteSpan payload) {
   PayloadLayout layout;
@@ -626,8 +572,9 @@ Result<ParsedPayload> parse_payload(ByteSpan payload, const NamedDataLookup& nam
                        " is not below output_max " + std::to_string(node.output_max));
       }
     }
+    if (!entry.node()) return invalid(node.describe() + " has no parameter table");
     NodeReader reader(index_of_id, node);
-    ETNA_TRY(read_node(entry, reader, node));
+    ETNA_TRY(node_type_info(node.type).read(entry.node(), reader, node));
   }
   return parsed;
 }

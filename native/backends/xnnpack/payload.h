@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 
 #include "backends/xnnpack/graph.h"
 #include "core/bytes.h"
@@ -39,5 +40,40 @@ struct ParsedPayload {
 // Verifies the FlatBuffer, resolves every id and constant, and checks each
 // value's structure. Node semantics are checked by check_graph().
 Result<ParsedPayload> parse_payload(ByteSpan payload, const NamedDataLookup& named_data);
+
+// Copies one node table's fields into a Node, resolving value ids to dense
+// indices (the rows' read functions use it).
+class NodeReader {
+ public:
+  NodeReader(const std::unordered_map<uint32_t, uint32_t>& index_of_id, Node& node)
+      : index_of_id_(index_of_id), node_(node) {}
+
+  Status input(uint32_t id, const char* field, bool optional = false);
+  Status output(uint32_t id, const char* field);
+
+ private:
+  Result<uint32_t> resolve(uint32_t id, const char* field, bool optional);
+
+  const std::unordered_map<uint32_t, uint32_t>& index_of_id_;
+  Node& node_;
+};
+
+// The rows' read functions (node_types.cpp): `table` is the node's XNode
+// union member, of the type the function's name says.
+Status read_binary_node(const void* table, NodeReader& reader, Node& node);
+Status read_unary_node(const void* table, NodeReader& reader, Node& node);
+Status read_fully_connected_node(const void* table, NodeReader& reader, Node& node);
+Status read_convolution_node(const void* table, NodeReader& reader, Node& node);
+Status read_pooling_node(const void* table, NodeReader& reader, Node& node);
+Status read_argmax_pooling_node(const void* table, NodeReader& reader, Node& node);
+Status read_transpose_node(const void* table, NodeReader& reader, Node& node);
+Status read_resize_bilinear_node(const void* table, NodeReader& reader, Node& node);
+Status read_constant_pad_node(const void* table, NodeReader& reader, Node& node);
+Status read_reshape_node(const void* table, NodeReader& reader, Node& node);
+Status read_slice_node(const void* table, NodeReader& reader, Node& node);
+Status read_concatenate_node(const void* table, NodeReader& reader, Node& node);
+Status read_leaky_relu_node(const void* table, NodeReader& reader, Node& node);
+Status read_elu_node(const void* table, NodeReader& reader, Node& node);
+Status read_attention_node(const void* table, NodeReader& reader, Node& node);
 
 }  // namespace etna::xnn

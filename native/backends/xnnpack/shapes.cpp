@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/xnnpack/node_types.h"
+
 namespace etna::xnn {
 namespace {
 
@@ -20,8 +22,8 @@ Shape make_shape(std::initializer_list<size_t> dims) {
 
 class ShapeRules {
  public:
-  ShapeRules(const Graph& graph, const Node& node, std::vector<Shape>& shapes, bool at_declared)
-      : graph_(graph), node_(node), shapes_(shapes), at_declared_(at_declared) {}
+  explicit ShapeRules(ShapeCall& call)
+      : graph_(call.graph), node_(call.node), shapes_(call.shapes), at_declared_(call.at_declared) {}
 
   const Shape& in(size_t i) const { return shapes_[node_.inputs[i]]; }
   bool has_input(size_t i) const { return i < node_.inputs.size() && node_.inputs[i] != kNoValue; }
@@ -357,90 +359,36 @@ class ShapeRules {
     return set_out(0, out);
   }
 
-  Status run() {
-    switch (node_.type) {
-      case NodeType::kAdd:
-      case NodeType::kDiv:
-      case NodeType::kMinimum:
-      case NodeType::kMaximum:
-      case NodeType::kMultiply:
-      case NodeType::kSubtract:
-        return broadcast();
-      case NodeType::kPRelu: {
-        const Shape& input = in(0);
-        if (input.rank < 1) return shape_error(node_, "input has rank 0");
-        const size_t slope = in(1).numel();
-        if (slope != 1 && slope != input.dims[input.rank - 1]) {
-          return shape_error(node_, "slope " + in(1).to_string() + " matches neither 1 nor the " +
-                                        std::to_string(input.dims[input.rank - 1]) + " channels");
-        }
-        return set_out(0, input);
-      }
-      case NodeType::kSoftmax:
-        if (in(0).rank < 1) return shape_error(node_, "input has rank 0");
-        return set_out(0, in(0));
-      case NodeType::kSigmoid:
-      case NodeType::kClamp:
-      case NodeType::kFloor:
-      case NodeType::kConvert:
-      case NodeType::kSquareRoot:
-      case NodeType::kCeiling:
-      case NodeType::kHardswish:
-      case NodeType::kLeakyRelu:
-      case NodeType::kNegate:
-      case NodeType::kSquare:
-      case NodeType::kElu:
-      case NodeType::kAbs:
-      case NodeType::kReciprocalSquareRoot:
-      case NodeType::kLog:
-      case NodeType::kGelu:
-      case NodeType::kTanh:
-      case NodeType::kExp:
-      case NodeType::kSin:
-      case NodeType::kCopy:
-      case NodeType::kCos:
-        return set_out(0, in(0));
-      case NodeType::kFullyConnected:
-        return fully_connected();
-      case NodeType::kConv2d:
-      case NodeType::kDepthwiseConv2d:
-      case NodeType::kConvTranspose2d:
-        return convolution();
-      case NodeType::kAvgPooling2d:
-      case NodeType::kMaxPooling2d:
-      case NodeType::kArgMaxPooling2d:
-        return pooling();
-      case NodeType::kGlobalAvgPooling2d: {
-        const Shape& input = in(0);
-        ETNA_TRY(rank_is(input, 4, "input"));
-        return set_out(0, fit_rank(make_shape({input.dims[0], 1, 1, input.dims[3]}), declared_out(0).rank));
-      }
-      case NodeType::kStaticResizeBilinear2d: {
-        const Shape& input = in(0);
-        ETNA_TRY(rank_is(input, 4, "input"));
-        ETNA_TRY(positive(node_.new_height, "new_height"));
-        ETNA_TRY(positive(node_.new_width, "new_width"));
-        return set_out(0, make_shape({input.dims[0], node_.new_height, node_.new_width, input.dims[3]}));
-      }
-      case NodeType::kStaticConstantPad:
-        return constant_pad();
-      case NodeType::kStaticReshape:
-        return reshape();
-      case NodeType::kStaticTranspose:
-        return transpose();
-      case NodeType::kConcatenate2:
-      case NodeType::kConcatenate3:
-      case NodeType::kConcatenate4:
-      case NodeType::kConcatenate5:
-        return concatenate();
-      case NodeType::kStaticSlice:
-        return slice();
-      case NodeType::kBatchMatrixMultiply:
-        return batch_matmul();
-      case NodeType::kScaledDotProductAttention:
-        break;
+  Status prelu() {
+    const Shape& input = in(0);
+    if (input.rank < 1) return shape_error(node_, "input has rank 0");
+    const size_t slope = in(1).numel();
+    if (slope != 1 && slope != input.dims[input.rank - 1]) {
+      return shape_error(node_, "slope " + in(1).to_string() + " matches neither 1 nor the " +
+                                    std::to_string(input.dims[input.rank - 1]) + " channels");
     }
-    return shape_error(node_, "has no shape rule");
+    return set_out(0, input);
+  }
+
+  Status softmax() {
+    if (in(0).rank < 1) return shape_error(node_, "input has rank 0");
+    return set_out(0, in(0));
+  }
+
+  Status same_as_input() { return set_out(0, in(0)); }
+
+  Status global_pooling() {
+    const Shape& input = in(0);
+    ETNA_TRY(rank_is(input, 4, "input"));
+    return set_out(0, fit_rank(make_shape({input.dims[0], 1, 1, input.dims[3]}), declared_out(0).rank));
+  }
+
+  Status resize_bilinear() {
+    const Shape& input = in(0);
+    ETNA_TRY(rank_is(input, 4, "input"));
+    ETNA_TRY(positive(node_.new_height, "new_height"));
+    ETNA_TRY(positive(node_.new_width, "new_width"));
+    return set_out(0, make_shape({input.dims[0], node_.new_height, node_.new_width, input.dims[3]}));
   }
 
  private:
@@ -452,6 +400,22 @@ class ShapeRules {
 
 }  // namespace
 
+Status broadcast_shape(ShapeCall& call) { return ShapeRules(call).broadcast(); }
+Status prelu_shape(ShapeCall& call) { return ShapeRules(call).prelu(); }
+Status softmax_shape(ShapeCall& call) { return ShapeRules(call).softmax(); }
+Status same_shape_as_input(ShapeCall& call) { return ShapeRules(call).same_as_input(); }
+Status fully_connected_shape(ShapeCall& call) { return ShapeRules(call).fully_connected(); }
+Status convolution_shape(ShapeCall& call) { return ShapeRules(call).convolution(); }
+Status pooling_shape(ShapeCall& call) { return ShapeRules(call).pooling(); }
+Status global_pooling_shape(ShapeCall& call) { return ShapeRules(call).global_pooling(); }
+Status resize_bilinear_shape(ShapeCall& call) { return ShapeRules(call).resize_bilinear(); }
+Status constant_pad_shape(ShapeCall& call) { return ShapeRules(call).constant_pad(); }
+Status reshape_shape(ShapeCall& call) { return ShapeRules(call).reshape(); }
+Status transpose_shape(ShapeCall& call) { return ShapeRules(call).transpose(); }
+Status concatenate_shape(ShapeCall& call) { return ShapeRules(call).concatenate(); }
+Status slice_shape(ShapeCall& call) { return ShapeRules(call).slice(); }
+Status batch_matmul_shape(ShapeCall& call) { return ShapeRules(call).batch_matmul(); }
+
 std::vector<Shape> declared_shapes(const Graph& graph) {
   std::vector<Shape> shapes(graph.values.size());
   for (size_t i = 0; i < graph.values.size(); ++i) shapes[i] = graph.values[i].shape;
@@ -459,8 +423,10 @@ std::vector<Shape> declared_shapes(const Graph& graph) {
 }
 
 Status infer_node_shapes(const Graph& graph, const Node& node, std::vector<Shape>& shapes, bool at_declared) {
-  ShapeRules rules(graph, node, shapes, at_declared);
-  return rules.run();
+  const NodeTypeInfo& info = node_type_info(node.type);
+  if (!info.shape) return shape_error(node, "has no shape rule");
+  ShapeCall call{graph, node, shapes, at_declared};
+  return info.shape(call);
 }
 
 Status infer_shapes(const Graph& graph, std::vector<Shape>& shapes, bool at_declared) {

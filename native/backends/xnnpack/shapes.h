@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/node_types.h"
 #include "core/status.h"
 
 namespace etna::xnn {
@@ -22,5 +23,22 @@ Status infer_node_shapes(const Graph& graph, const Node& node, std::vector<Shape
 
 // Declared shapes of every value (the init pass starts from these).
 std::vector<Shape> declared_shapes(const Graph& graph);
+
+// The rows' shape rules (node_types.cpp), spec section 6.
+Status broadcast_shape(ShapeCall& call);      // numpy-style broadcast of two inputs
+Status prelu_shape(ShapeCall& call);          // the input's; slope of 1 or one per channel
+Status softmax_shape(ShapeCall& call);        // the input's, rank >= 1
+Status same_shape_as_input(ShapeCall& call);  // elementwise
+Status fully_connected_shape(ShapeCall& call);
+Status convolution_shape(ShapeCall& call);  // regular, depthwise and transposed
+Status pooling_shape(ShapeCall& call);      // average, max and argmax windows
+Status global_pooling_shape(ShapeCall& call);
+Status resize_bilinear_shape(ShapeCall& call);
+Status constant_pad_shape(ShapeCall& call);
+Status reshape_shape(ShapeCall& call);
+Status transpose_shape(ShapeCall& call);
+Status concatenate_shape(ShapeCall& call);
+Status slice_shape(ShapeCall& call);
+Status batch_matmul_shape(ShapeCall& call);
 
 }  // namespace etna::xnn

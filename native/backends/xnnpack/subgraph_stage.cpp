@@ -2,10 +2,10 @@
 
 #include <unordered_map>
 
+#include "backends/xnnpack/node_types.h"
+
 namespace etna::xnn {
 namespace {
-
-constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked release does not know it
 
 xnn_datatype to_xnn(Datatype type) { return static_cast<xnn_datatype>(static_cast<int>(type)); }
 
@@ -84,8 +84,7 @@ class StageBuilder {
   }
 
   // PReLU needs one slope per channel; a single broadcast slope is expanded.
-  Result<uint32_t> prelu_slope(const Node& node) {
-    const uint32_t index = node.inputs[1];
+  Result<uint32_t> channel_slope(const Node& node, uint32_t index) {
     const Shape& input = shapes_[node.inputs[0]];
     const size_t channels = input.dims[input.rank - 1];
     if (shapes_[index].numel() == channels && shapes_[index].rank == 1) return id_of(index, node);
@@ -112,147 +111,22 @@ class StageBuilder {
   }
 
   Status define_node(const Node& node) {
+    const NodeTypeInfo& info = node_type_info(node.type);
+    if (!info.define) return make_error(ErrorCode::kInternal, node.describe() + " is not an XNNPACK subgraph node");
     std::vector<uint32_t> in;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.type == NodeType::kPRelu && i == 1) {
-        auto id = prelu_slope(node);
-        if (!id) return id.error();
-        in.push_back(*id);
-        continue;
-      }
-      auto id = id_of(node.inputs[i], node);
+      auto id = static_cast<int>(i) == info.channel_slope_input ? channel_slope(node, node.inputs[i])
+                                                                 : id_of(node.inputs[i], node);
       if (!id) return id.error();
       in.push_back(*id);
     }
     std::vector<uint32_t> out;
     for (uint32_t index : node.outputs) out.push_back(ids_.at(index));
 
-    const float min = node.output_min;
-    const float max = node.output_max;
-    const uint32_t flags = node.flags;
-    xnn_subgraph_t sg = subgraph_.get();
-    xnn_status status = xnn_status_success;
-    const char* call = "";
-    switch (node.type) {
-      case NodeType::kAdd:
-        call = "xnn_define_add2";
-        status = xnn_define_add2(sg, min, max, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kSubtract:
-        call = "xnn_define_subtract";
-        status = xnn_define_subtract(sg, min, max, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kMultiply:
-        call = "xnn_define_multiply2";
-        status = xnn_define_multiply2(sg, min, max, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kDiv:
-        call = "xnn_define_divide";
-        status = xnn_define_divide(sg, min, max, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kMinimum:
-        call = "xnn_define_minimum2";
-        status = xnn_define_minimum2(sg, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kMaximum:
-        call = "xnn_define_maximum2";
-        status = xnn_define_maximum2(sg, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kPRelu:
-        call = "xnn_define_prelu";
-        status = xnn_define_prelu(sg, in[0], in[1], out[0], flags);
-        break;
-      case NodeType::kClamp:
-        call = "xnn_define_clamp";
-        status = xnn_define_clamp(sg, min, max, in[0], out[0], flags);
-        break;
-      case NodeType::kSoftmax:
-        call = "xnn_define_softmax";
-        status = xnn_define_softmax(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kSigmoid:
-        call = "xnn_define_sigmoid";
-        status = xnn_define_sigmoid(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kFloor:
-        call = "xnn_define_floor";
-        status = xnn_define_floor(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kCeiling:
-        call = "xnn_define_ceiling";
-        status = xnn_define_ceiling(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kSquareRoot:
-        call = "xnn_define_square_root";
-        status = xnn_define_square_root(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kHardswish:
-        call = "xnn_define_hardswish";
-        status = xnn_define_hardswish(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kNegate:
-        call = "xnn_define_negate";
-        status = xnn_define_negate(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kSquare:
-        call = "xnn_define_square";
-        status = xnn_define_square(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kAbs:
-        call = "xnn_define_abs";
-        status = xnn_define_abs(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kConvert:
-        call = "xnn_define_convert";
-        status = xnn_define_convert(sg, in[0], out[0], flags);
-        break;
-      case NodeType::kLeakyRelu:
-        call = "xnn_define_leaky_relu";
-        status = xnn_define_leaky_relu(sg, node.scalar, in[0], out[0], flags);
-        break;
-      case NodeType::kElu:
-        call = "xnn_define_elu";
-        status = xnn_define_elu(sg, node.scalar, in[0], out[0], flags);
-        break;
-      case NodeType::kGlobalAvgPooling2d:
-        call = "xnn_define_global_average_pooling_2d";
-        status = xnn_define_global_average_pooling_2d(sg, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
-        break;
-      case NodeType::kAvgPooling2d:
-        call = "xnn_define_average_pooling_2d";
-        status = xnn_define_average_pooling_2d(
-            sg, node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-            node.kernel_width, node.stride_height, node.stride_width, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
-        break;
-      case NodeType::kMaxPooling2d:
-        call = "xnn_define_max_pooling_2d";
-        status = xnn_define_max_pooling_2d(
-            sg, node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
-            node.kernel_width, node.stride_height, node.stride_width, node.dilation_height ? node.dilation_height : 1,
-            node.dilation_width ? node.dilation_width : 1, min, max, in[0], out[0], flags & ~kKeepDimsFlag);
-        break;
-      case NodeType::kArgMaxPooling2d:
-        call = "xnn_define_argmax_pooling_2d";
-        status = xnn_define_argmax_pooling_2d(sg, node.padding_top, node.padding_right, node.padding_bottom,
-                                              node.padding_left, node.kernel_height, node.kernel_width, in[0], out[0],
-                                              out[1], flags & ~kKeepDimsFlag);
-        break;
-      case NodeType::kStaticConstantPad: {
-        size_t pre[kMaxRank] = {}, post[kMaxRank] = {};
-        for (size_t d = 0; d < node.list1.size() && d < kMaxRank; ++d) pre[d] = node.list1[d];
-        for (size_t d = 0; d < node.list2.size() && d < kMaxRank; ++d) post[d] = node.list2[d];
-        call = "xnn_define_static_constant_pad";
-        status = xnn_define_static_constant_pad(sg, pre, post, node.scalar, in[0], out[0], flags);
-        break;
-      }
-      case NodeType::kStaticResizeBilinear2d:
-        call = "xnn_define_static_resize_bilinear_2d";
-        status = xnn_define_static_resize_bilinear_2d(sg, node.new_height, node.new_width, in[0], out[0], flags);
-        break;
-      default:
-        return make_error(ErrorCode::kInternal, node.describe() + " is not an XNNPACK subgraph node");
+    const xnn_status status = info.define(DefineCall{node, subgraph_.get(), in, out});
+    if (status != xnn_status_success) {
+      return xnnpack_error(node.describe(), info.define_name, status, ErrorCode::kInvalidProgram);
     }
-    if (status != xnn_status_success) return xnnpack_error(node.describe(), call, status, ErrorCode::kInvalidProgram);
     return Status::ok();
   }
 

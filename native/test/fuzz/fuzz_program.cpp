@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "core/module.h"
 #include "core/program.h"
 #include "core/program_info.h"
 #include "fuzz_common.h"
+#include "kernels/registry.h"
 
 namespace {
 
@@ -55,6 +57,12 @@ void run_methods(etna::Module& module, const etna::ProgramInfo& info) {
 }
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  etna::kernels::register_portable_kernels();
+  etna::backends::register_xnnpack_backend();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto program = etna::Program::load_bytes(data, size);

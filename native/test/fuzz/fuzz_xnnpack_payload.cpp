@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "backends/xnnpack/payload.h"
 #include "core/backend.h"
 #include "core/program.h"
@@ -54,6 +55,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     }
     g_programs.push_back(*program);
   }
+  etna::backends::register_xnnpack_backend();
   g_backend = etna::find_backend("XnnpackBackend");
   if (g_backend == nullptr) {
     std::fprintf(stderr, "fuzz_xnnpack_payload: XnnpackBackend is not registered\n");

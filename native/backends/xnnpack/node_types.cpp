@@ -1,0 +1,232 @@
+#include "backends/xnnpack/node_types.h"
+
+#include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/payload.h"
+#include "backends/xnnpack/shapes.h"
+
+namespace etna::xnn {
+namespace {
+
+using Read = Status (*)(const void*, NodeReader&, Node&);
+using ShapeRule = Status (*)(ShapeCall&);
+using Define = xnn_status (*)(const DefineCall&);
+using Run = Status (*)(const OwnKernelCall&);
+
+constexpr int64_t kAnyFlags = -1;
+constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked release does not know it
+
+// A node the linked XNNPACK defines in a subgraph; its flags pass through.
+constexpr NodeTypeInfo subgraph(NodeType type, const char* name, int8_t inputs, int8_t outputs, DatatypeRule datatypes,
+                                Read read, ShapeRule shape, const char* define_name, Define define) {
+  return {type, name, Engine::kSubgraph, inputs, outputs, kAnyFlags, datatypes, nullptr, -1,
+          read,  shape, define, define_name, nullptr};
+}
+
+// PReLU: input 1 is expanded to one slope per channel when defined.
+constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
+  info.channel_slope_input = input;
+  return info;
+}
+
+// A node run as a module-shared XNNPACK operator (packed_operator.cpp).
+constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_flags, DatatypeRule datatypes,
+                              Read read, ShapeRule shape) {
+  return {type, name, Engine::kPackedOperator, 3, 1, allowed_flags, datatypes, nullptr, -1,
+          read,  shape, nullptr, nullptr, nullptr};
+}
+
+// A node etna runs itself (own_kernels.cpp).
+constexpr NodeTypeInfo own(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
+                           DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
+  return {type, name, Engine::kOwnKernel, inputs, 1, allowed_flags, datatypes, nullptr, -1,
+          read,  shape, nullptr, nullptr, run};
+}
+
+// A node every payload using it is rejected for, with the reason.
+constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
+  return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
+          read,  nullptr, nullptr, nullptr, nullptr};
+}
+
+using R = DatatypeRule;
+using T = NodeType;
+
+// One row per wire code, in code order (checked below).
+constexpr NodeTypeInfo kNodeTypes[] = {
+    subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
+             [](const DefineCall& c) {
+               return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
+                                      c.node.flags);
+             }),
+    packed(T::kFullyConnected, "XNNFullyConnected", 0x1, R::kWeights, read_fully_connected_node,
+           fully_connected_shape),
+    subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
+             [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
+             "xnn_define_sigmoid",
+             [](const DefineCall& c) { return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    own(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
+        transpose_kernel),
+    subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
+             [](const DefineCall& c) {
+               return xnn_define_clamp(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.out[0],
+                                       c.node.flags);
+             }),
+    packed(T::kConv2d, "XNNConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
+    subgraph(T::kDiv, "XNNDiv", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_divide",
+             [](const DefineCall& c) {
+               return xnn_define_divide(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
+                                        c.node.flags);
+             }),
+    subgraph(T::kStaticResizeBilinear2d, "XNNStaticResizeBilinear2D", 1, 1, R::kFloatOrQ8, read_resize_bilinear_node,
+             resize_bilinear_shape, "xnn_define_static_resize_bilinear_2d",
+             [](const DefineCall& c) {
+               return xnn_define_static_resize_bilinear_2d(c.subgraph, c.node.new_height, c.node.new_width, c.in[0],
+                                                           c.out[0], c.node.flags);
+             }),
+    subgraph(T::kStaticConstantPad, "XNNStaticConstantPad", 1, 1, R::kFloatOrQ8, read_constant_pad_node,
+             constant_pad_shape, "xnn_define_static_constant_pad",
+             [](const DefineCall& c) {
+               size_t pre[kMaxRank] = {}, post[kMaxRank] = {};
+               for (size_t d = 0; d < c.node.list1.size() && d < kMaxRank; ++d) pre[d] = c.node.list1[d];
+               for (size_t d = 0; d < c.node.list2.size() && d < kMaxRank; ++d) post[d] = c.node.list2[d];
+               return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.scalar, c.in[0], c.out[0],
+                                                     c.node.flags);
+             }),
+    subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
+             "xnn_define_average_pooling_2d",
+             [](const DefineCall& c) {
+               const Node& n = c.node;
+               return xnn_define_average_pooling_2d(c.subgraph, n.padding_top, n.padding_right, n.padding_bottom,
+                                                    n.padding_left, n.kernel_height, n.kernel_width, n.stride_height,
+                                                    n.stride_width, n.output_min, n.output_max, c.in[0], c.out[0],
+                                                    n.flags & ~kKeepDimsFlag);
+             }),
+    subgraph(T::kMinimum, "XNNMinimum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_minimum2",
+             [](const DefineCall& c) {
+               return xnn_define_minimum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+             }),
+    packed(T::kDepthwiseConv2d, "XNNDepthwiseConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
+    subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
+             "xnn_define_max_pooling_2d",
+             [](const DefineCall& c) {
+               const Node& n = c.node;
+               return xnn_define_max_pooling_2d(
+                   c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
+                   n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
+                   n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
+                   n.flags & ~kKeepDimsFlag);
+             }),
+    subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+             "xnn_define_multiply2",
+             [](const DefineCall& c) {
+               return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                           c.out[0], c.node.flags);
+             }),
+    subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+             "xnn_define_subtract",
+             [](const DefineCall& c) {
+               return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                          c.out[0], c.node.flags);
+             }),
+    subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
+             [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
+             "xnn_define_convert",
+             [](const DefineCall& c) { return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
+             global_pooling_shape, "xnn_define_global_average_pooling_2d",
+             [](const DefineCall& c) {
+               return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max, c.in[0],
+                                                           c.out[0], c.node.flags & ~kKeepDimsFlag);
+             }),
+    own(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
+        copy_kernel),
+    // The index output is declared fp32 and receives uint32 indices.
+    subgraph(T::kArgMaxPooling2d, "XNNArgMaxPooling2d", 1, 2, R::kFloat, read_argmax_pooling_node, pooling_shape,
+             "xnn_define_argmax_pooling_2d",
+             [](const DefineCall& c) {
+               const Node& n = c.node;
+               return xnn_define_argmax_pooling_2d(c.subgraph, n.padding_top, n.padding_right, n.padding_bottom,
+                                                   n.padding_left, n.kernel_height, n.kernel_width, c.in[0], c.out[0],
+                                                   c.out[1], n.flags & ~kKeepDimsFlag);
+             }),
+    subgraph(T::kSquareRoot, "XNNSquareRoot", 1, 1, R::kFloat, read_unary_node, same_shape_as_input,
+             "xnn_define_square_root",
+             [](const DefineCall& c) { return xnn_define_square_root(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kCeiling, "XNNCeiling", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_ceiling",
+             [](const DefineCall& c) { return xnn_define_ceiling(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kHardswish, "XNNHardswish", 1, 1, R::kFloat, read_unary_node, same_shape_as_input,
+             "xnn_define_hardswish",
+             [](const DefineCall& c) { return xnn_define_hardswish(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kLeakyRelu, "XNNLeakyReLU", 1, 1, R::kFloat, read_leaky_relu_node, same_shape_as_input,
+             "xnn_define_leaky_relu",
+             [](const DefineCall& c) {
+               return xnn_define_leaky_relu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
+             }),
+    subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
+             [](const DefineCall& c) {
+               return xnn_define_maximum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+             }),
+    subgraph(T::kNegate, "XNNNegate", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_negate",
+             [](const DefineCall& c) { return xnn_define_negate(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kSquare, "XNNSquare", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_square",
+             [](const DefineCall& c) { return xnn_define_square(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    subgraph(T::kElu, "XNNELU", 1, 1, R::kFloatOrQs8, read_elu_node, same_shape_as_input, "xnn_define_elu",
+             [](const DefineCall& c) {
+               return xnn_define_elu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
+             }),
+    subgraph(T::kAbs, "XNNAbs", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_abs",
+             [](const DefineCall& c) { return xnn_define_abs(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    with_channel_slope(
+        subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node, prelu_shape, "xnn_define_prelu",
+                 [](const DefineCall& c) {
+                   return xnn_define_prelu(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+                 }),
+        1),
+    own(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+        concatenate_kernel),
+    own(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+        concatenate_kernel),
+    own(T::kConcatenate4, "XNNConcatenate4", 4, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+        concatenate_kernel),
+    own(T::kStaticSlice, "XNNStaticSlice", 1, kAnyFlags, R::kMovable, read_slice_node, slice_shape, slice_kernel),
+    rejected(T::kScaledDotProductAttention, "XNNScaledDotProductAttention", read_attention_node,
+             "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)"),
+    own(T::kBatchMatrixMultiply, "XNNBatchMatrixMultiply", 2, 0x1, R::kFloat, read_binary_node, batch_matmul_shape,
+        batch_matmul_kernel),
+    own(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+        concatenate_kernel),
+    packed(T::kConvTranspose2d, "XNNConvTranspose2d", 0, R::kTensorWeights, read_convolution_node, convolution_shape),
+    own(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
+        same_shape_as_input, rsqrt_kernel),
+    own(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel),
+    own(T::kGelu, "XNNGelu", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, gelu_kernel),
+    own(T::kTanh, "XNNTanh", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, tanh_kernel),
+    own(T::kExp, "XNNExp", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, exp_kernel),
+    own(T::kSin, "XNNSin", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, sin_kernel),
+    own(T::kCopy, "XNNCopy", 1, kAnyFlags, R::kMovable, read_unary_node, same_shape_as_input, copy_kernel),
+    own(T::kCos, "XNNCos", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, cos_kernel),
+};
+
+constexpr bool rows_in_code_order() {
+  for (size_t i = 0; i < sizeof kNodeTypes / sizeof kNodeTypes[0]; ++i) {
+    if (static_cast<size_t>(kNodeTypes[i].type) != i + 1) return false;
+  }
+  return true;
+}
+static_assert(sizeof kNodeTypes / sizeof kNodeTypes[0] == kLastNodeType, "one row per node type");
+static_assert(rows_in_code_order(), "row i describes wire code i + 1");
+
+}  // namespace
+
+const NodeTypeInfo& node_type_info(NodeType type) { return kNodeTypes[static_cast<size_t>(type) - 1]; }
+
+Engine engine_for(NodeType type) { return node_type_info(type).engine; }
+
+std::string node_type_name(uint8_t code) {
+  if (code == 0 || code > kLastNodeType) return "code " + std::to_string(code);
+  return kNodeTypes[code - 1].name;
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,92 @@
+// Everything etna knows about each XNNPACK node type, one row per type:
+// wire code, name, engine, arity, flags, datatype rule, payload reader, shape
+// rule, and the function that defines it in an XNNPACK subgraph or runs it
+// as etna's own kernel. Parsing, checks, shape inference, stage building and
+// execution look a node's row up; adding a node type means adding its row
+// (node_types.cpp) and the functions the row names.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/xnn_library.h"
+#include "core/status.h"
+
+namespace etna::xnn {
+
+enum class Engine : uint8_t {
+  kSubgraph,        // an XNNPACK subgraph node (xnn_define_*)
+  kPackedOperator,  // an XNNPACK operator whose packed weights the module shares
+  kOwnKernel,       // etna's own C++ code: the linked XNNPACK has no such node
+};
+
+// Which datatypes a node accepts (graph_checks.cpp applies the rule).
+enum class DatatypeRule : uint8_t {
+  kFloat,          // every input and output fp32
+  kFloatOrQ8,      // all fp32, or all the same 8-bit quantized type
+  kFloatOrQs8,     // all fp32, or all qint8
+  kMovable,        // any datatype XNNPACK moves, all alike and quantized alike
+  kFloatSlope,     // kFloat, and input 1 (the slope) is a constant
+  kConversion,     // fp32 to or from fp16, qint8 or quint8
+  kWeights,        // input/filter/bias of FC and convolution, per-channel filters allowed
+  kTensorWeights,  // the same with per-tensor filters only
+  kUnsupported,    // rejected with the row's `unsupported` reason
+};
+
+class NodeReader;  // payload.h
+
+// The arguments of a row's subgraph define function: the node, the stage's
+// subgraph and the XNNPACK ids of the node's inputs and outputs.
+struct DefineCall {
+  const Node& node;
+  xnn_subgraph_t subgraph;
+  const std::vector<uint32_t>& in;
+  const std::vector<uint32_t>& out;
+};
+
+// The arguments of a row's own kernel: `data[v]` is the buffer of value v,
+// sized for `shapes[v]` (checked by infer_shapes(), so kernels only index
+// within them); element_size is that of the node's output datatype.
+struct OwnKernelCall {
+  const Node& node;
+  const std::vector<Shape>& shapes;
+  void* const* data;
+  size_t element_size;
+};
+
+// The arguments of a row's shape rule (shapes.cpp).
+struct ShapeCall {
+  const Graph& graph;
+  const Node& node;
+  std::vector<Shape>& shapes;  // fills shapes[output]
+  bool at_declared;            // inputs hold their declared shapes (the init pass)
+};
+
+struct NodeTypeInfo {
+  NodeType type;
+  const char* name;  // the schema's NodeUnion name, "XNNConv2d"
+  Engine engine;
+  int8_t inputs;      // exact input count; -1 when not checked
+  int8_t outputs;     // exact output count; -1 when not checked
+  int64_t allowed_flags;  // flag bits the node may set; -1 for any
+  DatatypeRule datatypes;
+  const char* unsupported;  // why the node is rejected (DatatypeRule::kUnsupported)
+  int8_t channel_slope_input;  // input expanded to one value per channel when defined; -1 for none
+  // The serialized table (XNode union member) into `node`.
+  Status (*read)(const void* table, NodeReader& reader, Node& node);
+  // Output shapes from input shapes; nullptr when the node has no rule.
+  Status (*shape)(ShapeCall& call);
+  // kSubgraph: the xnn_define_* call and its name (for messages).
+  xnn_status (*define)(const DefineCall& call);
+  const char* define_name;
+  // kOwnKernel: runs the node.
+  Status (*run)(const OwnKernelCall& call);
+};
+
+// The row of a valid NodeType.
+const NodeTypeInfo& node_type_info(NodeType type);
+
+Engine engine_for(NodeType type);
+
+}  // namespace etna::xnn
