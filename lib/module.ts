@@ -77,12 +77,14 @@ export interface MemoryReport {
   plannedBytes: number;
   /** What one set of arenas per method would need. */
   unsharedPlannedBytes: number;
-  /** Constant bytes, read in place from the program's bytes (copied or mapped once per program, not per module). */
+  /** Bytes of the distinct constants the methods read, each counted once; read in place from the program's bytes (copied or mapped once per program, not per module). */
   constantBytes: number;
   /** Delegate weights packed for this module. */
   packedWeightBytes: number;
   /** Delegate scratch memory. */
   workspaceBytes: number;
+  /** Per method: the constant bytes it reads (methods may read the same constants; `constantBytes` counts them once). */
+  methods: { name: string; constantBytes: number }[];
 }
 
 function shareMode(value: ShareMemoryArenas | undefined): string {
@@ -99,14 +101,14 @@ function describeExpected(value: ValueDescription): string {
 
 /**
  * A program loaded with its own memory. Calls run on the libuv thread pool,
- * one at a time per module, in the order they were made; every output is
- * copied into a JS-owned array before the next call starts.
+ * one at a time per module, in the order they were made; each call takes its
+ * inputs when `execute()` is called, and every output is copied into a
+ * JS-owned array before the next call starts.
  */
 export class Module {
   readonly program: Program;
   private readonly handle: NativeModule;
   private readonly methods: Map<string, MethodDescription>;
-  private readonly capacities = new Map<string, number[]>();
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private disposed = false;
@@ -155,31 +157,46 @@ export class Module {
     return method;
   }
 
-  /** Runs `name` on the thread pool. Calls queue behind each other (FIFO). */
+  /**
+   * Runs `name` on the thread pool. Calls queue behind each other (FIFO). The
+   * inputs are taken now: changing their arrays after this returns changes
+   * nothing. Everything checkable is checked before the call is queued.
+   */
   execute(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Promise<Value[]> {
     if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`));
-    let prepared: PreparedCall;
+    let call: PreparedCall;
     try {
-      prepared = this.prepare(name, inputs, options);
+      call = this.prepare(name, inputs, options);
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    this.pending++;
-    const run = async (): Promise<Value[]> => {
+    const start = (): Promise<NativeOutput[]> => this.handle.execute(name, call.inputs, call.buffers);
+    let started: Promise<NativeOutput[]>;
+    if (this.pending === 0) {
+      // Idle: the native call copies the inputs into the module right away.
       try {
-        if (this.disposed) throw new EtnaError('DISPOSED', `'${name}' did not run: module was disposed while the call was queued`);
-        const buffers = this.outputBuffers(name, options);
-        const results = await this.handle.execute(name, prepared.inputs, buffers);
-        return this.finish(name, results, buffers);
+        started = start();
       } catch (error) {
-        throw toEtnaError(error);
-      } finally {
-        this.pending--;
+        return Promise.reject(toEtnaError(error));
       }
-    };
-    const call = this.tail.then(run, run);
-    this.tail = call.catch(() => undefined);
-    return call;
+    } else {
+      // Queued: keep copies of the inputs until the call's turn comes.
+      call.inputs = call.inputs.map(ownCopy);
+      started = this.tail.then(start, start);
+    }
+    this.pending++;
+    const settled = started.then(
+      (results) => {
+        this.pending--;
+        return this.finish(name, results, call.buffers);
+      },
+      (error: unknown) => {
+        this.pending--;
+        throw toEtnaError(error);
+      },
+    );
+    this.tail = settled.catch(() => undefined);
+    return settled;
   }
 
   /** Runs `name` on the calling thread. Meant for tiny models and scripts. */
@@ -189,9 +206,8 @@ export class Module {
       throw new EtnaError('INTERNAL', `cannot run '${name}' synchronously while ${this.pending} call(s) are queued on this module; await them first`);
     }
     try {
-      const prepared = this.prepare(name, inputs, options);
-      const buffers = this.outputBuffers(name, options);
-      return this.finish(name, this.handle.executeSync(name, prepared.inputs, buffers), buffers);
+      const call = this.prepare(name, inputs, options);
+      return this.finish(name, this.handle.executeSync(name, call.inputs, call.buffers), call.buffers);
     } catch (error) {
       throw toEtnaError(error);
     }
@@ -224,8 +240,8 @@ export class Module {
   }
 
   /**
-   * Frees the module's memory once the running call (if any) finishes. Calls
-   * still queued reject with DISPOSED.
+   * Frees the module's memory once every call made before it has finished.
+   * Calls made after it reject with DISPOSED.
    */
   async dispose(): Promise<void> {
     if (this.disposed) return;
@@ -238,7 +254,8 @@ export class Module {
     await this.dispose();
   }
 
-  // Validates every input against the method's metadata before any byte moves.
+  // Checks every input, output buffer and option against the method's
+  // metadata, and allocates the output buffers; nothing has run yet.
   private prepare(name: string, inputs: readonly InputValue[], options: ExecuteOptions): PreparedCall {
     const method = this.methodMeta(name);
     if (!Array.isArray(inputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': inputs must be an array`);
@@ -246,31 +263,10 @@ export class Module {
       throw new EtnaError('INVALID_INPUT', `method '${name}' takes ${method.inputs.length} input${method.inputs.length === 1 ? '' : 's'}, got ${inputs.length}`);
     }
     const converted = inputs.map((value, i) => convertInput(name, i, value, method.inputs[i] as ValueDescription));
-    if (options.outputs !== undefined) {
-      for (const [i, out] of options.outputs.entries()) {
-        if (out === null || out === undefined) continue;
-        const expected = method.outputs[i];
-        if (expected === undefined || expected.kind !== 'tensor' || !isDType(expected.dtype)) {
-          throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} is not a tensor output`);
-        }
-        const typeName = arrayTypeName(expected.dtype);
-        if (out.constructor.name !== typeName) {
-          throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} needs a ${typeName} for ${expected.dtype}, got ${out.constructor.name}`);
-        }
-      }
-    }
-    return { inputs: converted };
-  }
-
-  private outputBuffers(name: string, options: ExecuteOptions): (ArrayBuffer | TensorData | null)[] {
-    let capacities = this.capacities.get(name);
-    if (capacities === undefined) {
-      capacities = this.handle.outputCapacities(name);
-      this.capacities.set(name, capacities);
-    }
-    const outputs = this.methodMeta(name).outputs;
+    const given = callerOutputs(name, method, options);
     // Every tensor output gets a buffer, even an empty one (zero elements).
-    return capacities.map((bytes, i) => options.outputs?.[i] ?? (outputs[i]?.kind === 'tensor' ? new ArrayBuffer(bytes) : null));
+    const buffers = method.outputs.map((output, i) => given[i] ?? (output.kind === 'tensor' ? new ArrayBuffer(output.nbytes ?? 0) : null));
+    return { inputs: converted, buffers };
   }
 
   private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {
@@ -287,6 +283,45 @@ export class Module {
 
 interface PreparedCall {
   inputs: unknown[];
+  buffers: (ArrayBuffer | TensorData | null)[];
+}
+
+// A converted input whose tensor data no caller holds (plain values are immutable already).
+function ownCopy(input: unknown): unknown {
+  if (typeof input !== 'object' || input === null || !('data' in input)) return input;
+  return { ...input, data: (input.data as TensorData).slice() };
+}
+
+// The caller's output arrays by output index, each checked for type and size
+// (the size of the output at its upper-bound shape).
+function callerOutputs(name: string, method: MethodDescription, options: ExecuteOptions): (TensorData | null)[] {
+  if (typeof options !== 'object' || options === null) throw new EtnaError('INVALID_INPUT', `method '${name}': options must be an object`);
+  const outputs = options.outputs;
+  if (outputs === undefined) return [];
+  if (!Array.isArray(outputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': options.outputs must be an array`);
+  if (outputs.length > method.outputs.length) {
+    throw new EtnaError('INVALID_INPUT', `method '${name}' has ${method.outputs.length} output(s); options.outputs has ${outputs.length} entries`);
+  }
+  return outputs.map((out, i) => {
+    if (out === null || out === undefined) return null;
+    const expected = method.outputs[i] as ValueDescription;
+    if (expected.kind !== 'tensor' || !isDType(expected.dtype)) {
+      throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} is not a tensor output`);
+    }
+    const typeName = arrayTypeName(expected.dtype);
+    if (!ArrayBuffer.isView(out) || out.constructor.name !== typeName) {
+      const got = typeof out === 'object' ? (out as object).constructor.name : typeof out;
+      throw new EtnaError('INVALID_INPUT', `method '${name}': output ${i} needs a ${typeName} for ${expected.dtype}, got ${got}`);
+    }
+    const needed = expected.nbytes ?? 0;
+    if (out.byteLength < needed) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `method '${name}': output ${i} (${describeExpected(expected)}) needs ${needed} bytes at its upper bound; the ${typeName} holds ${out.byteLength}`,
+      );
+    }
+    return out;
+  });
 }
 
 function convertInput(method: string, index: number, value: InputValue, expected: ValueDescription): unknown {

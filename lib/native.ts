@@ -24,8 +24,7 @@ export type NativeOutput = NativeTensorOutput | bigint | number | boolean | stri
 export interface NativeModule {
   readonly methodNames: string[];
   memoryReport(): MemoryReport;
-  outputCapacities(method: string): number[];
-  loadMethod(method: string): void;
+  /** Takes the inputs before returning (call only while the module is idle); runs on the thread pool. */
   execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
   executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
   dispose(): void;

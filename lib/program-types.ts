@@ -10,7 +10,7 @@ export interface ValueDescription {
   dtype?: string;
   shape?: number[];
   dynamism?: 'static' | 'bound' | 'unbound';
-  /** Memory-planned (in an arena, or constant); unplanned inputs are used in place. */
+  /** Memory-planned (in an arena, or constant); a call copies unplanned inputs into buffers the method owns. */
   planned?: boolean;
   /** Bytes at the stored (upper-bound) shape. */
   nbytes?: number;

@@ -154,6 +154,14 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
   out.Set("constantBytes", Napi::Number::New(env, static_cast<double>(report.constant_bytes)));
   out.Set("packedWeightBytes", Napi::Number::New(env, static_cast<double>(report.packed_weight_bytes)));
   out.Set("workspaceBytes", Napi::Number::New(env, static_cast<double>(report.workspace_bytes)));
+  Napi::Array methods = Napi::Array::New(env, report.methods.size());
+  for (uint32_t i = 0; i < report.methods.size(); ++i) {
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("name", report.methods[i].method);
+    entry.Set("constantBytes", Napi::Number::New(env, static_cast<double>(report.methods[i].constant_bytes)));
+    methods.Set(i, entry);
+  }
+  out.Set("methods", methods);
   return out;
 }
 
@@ -165,8 +173,7 @@ Error bad_input(uint32_t index, const std::string& what) {
 
 }  // namespace
 
-Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
-                     std::vector<Napi::ObjectReference>& keep_alive) {
+Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out) {
   if (value.IsNull() || value.IsUndefined()) {
     out.kind = InputValue::Kind::kNone;
   } else if (value.IsBoolean()) {
@@ -208,7 +215,6 @@ Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
     Napi::TypedArray array = data.As<Napi::TypedArray>();
     out.tensor.data = typed_array_bytes(array);
     out.tensor.nbytes = array.ByteLength();
-    keep_alive.push_back(Napi::Persistent(array.As<Napi::Object>()));
   } else {
     return bad_input(index, "unsupported value (expected a tensor, number, bigint, boolean, string or null)");
   }

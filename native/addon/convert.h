@@ -30,10 +30,9 @@ Napi::Object to_js(Napi::Env env, const ProgramInfo& info);
 Napi::Object to_js(Napi::Env env, const MemoryReport& report);
 
 // One call argument: null/undefined (None), boolean, bigint (Int), number
-// (Double), string, or a tensor { dtype, shape, data: TypedArray }. Arrays
-// whose memory the call reads are added to keep_alive.
-Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out,
-                     std::vector<Napi::ObjectReference>& keep_alive);
+// (Double), string, or a tensor { dtype, shape, data: TypedArray }. A tensor's
+// data points into the JS array: use it before returning to JS.
+Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out);
 // One output destination: an ArrayBuffer or TypedArray, or null for a non-tensor output.
 Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuffer& out,
                              std::vector<Napi::ObjectReference>& keep_alive);

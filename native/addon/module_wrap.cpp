@@ -11,33 +11,31 @@
 namespace etna::addon {
 namespace {
 
-// Everything one call needs, converted on the JS thread; the worker thread
-// touches only this (and the Module it keeps alive).
+// One call, begun on the JS thread (inputs taken, call lease held); the
+// worker thread touches only this.
 struct CallBaton {
-  std::shared_ptr<Module> module;
-  std::string method;
-  std::vector<InputValue> inputs;
-  std::vector<OutputBuffer> outputs;
-  std::vector<Napi::ObjectReference> keep_alive;  // caller arrays and output buffers
+  std::shared_ptr<Module> module;                  // declared first: outlives `call`
+  std::unique_ptr<Module::Call> call;
+  std::vector<Napi::ObjectReference> keep_alive;  // output buffers the worker writes
 };
 
-Status convert_call(const Napi::CallbackInfo& info, CallBaton& baton) {
+// execute(name, inputs, outputBuffers): converts the arguments and begins the
+// call, so the caller's input arrays are read before this returns.
+Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray()) {
     return make_error(ErrorCode::kInvalidInput, "execute expects (method name, inputs array, output buffers array)");
   }
-  baton.method = info[0].As<Napi::String>().Utf8Value();
-  Napi::Array inputs = info[1].As<Napi::Array>();
-  for (uint32_t i = 0; i < inputs.Length(); ++i) {
-    InputValue value;
-    ETNA_TRY(input_from_js(inputs.Get(i), i, value, baton.keep_alive));
-    baton.inputs.push_back(std::move(value));
+  Napi::Array js_inputs = info[1].As<Napi::Array>();
+  std::vector<InputValue> inputs(js_inputs.Length());
+  for (uint32_t i = 0; i < js_inputs.Length(); ++i) ETNA_TRY(input_from_js(js_inputs.Get(i), i, inputs[i]));
+  Napi::Array js_outputs = info[2].As<Napi::Array>();
+  std::vector<OutputBuffer> outputs(js_outputs.Length());
+  for (uint32_t i = 0; i < js_outputs.Length(); ++i) {
+    ETNA_TRY(output_buffer_from_js(js_outputs.Get(i), i, outputs[i], baton.keep_alive));
   }
-  Napi::Array outputs = info[2].As<Napi::Array>();
-  for (uint32_t i = 0; i < outputs.Length(); ++i) {
-    OutputBuffer buffer;
-    ETNA_TRY(output_buffer_from_js(outputs.Get(i), i, buffer, baton.keep_alive));
-    baton.outputs.push_back(buffer);
-  }
+  auto call = baton.module->begin_call(info[0].As<Napi::String>().Utf8Value(), inputs, std::move(outputs));
+  if (!call) return call.error();
+  baton.call = std::move(*call);
   return Status::ok();
 }
 
@@ -162,7 +160,9 @@ class ExecuteWorker : public PromiseWorker<std::vector<OutputValue>> {
 
  protected:
   Result<std::vector<OutputValue>> run() override {
-    return baton_.module->execute(baton_.method, baton_.inputs, baton_.outputs);
+    auto outputs = baton_.call->run();
+    baton_.call.reset();  // the lease goes back before the promise settles
+    return outputs;
   }
 
   Napi::Value resolve(Napi::Env env, std::vector<OutputValue>& outputs) override { return outputs_to_js(env, outputs); }
@@ -178,8 +178,6 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                     {
                                         InstanceAccessor<&ModuleWrap::method_names>("methodNames"),
                                         InstanceMethod<&ModuleWrap::memory_report>("memoryReport"),
-                                        InstanceMethod<&ModuleWrap::output_capacities>("outputCapacities"),
-                                        InstanceMethod<&ModuleWrap::load_method>("loadMethod"),
                                         InstanceMethod<&ModuleWrap::execute>("execute"),
                                         InstanceMethod<&ModuleWrap::execute_sync>("executeSync"),
                                         InstanceMethod<&ModuleWrap::dispose>("dispose"),
@@ -251,35 +249,13 @@ Napi::Value ModuleWrap::memory_report(const Napi::CallbackInfo& info) {
   return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), live_module(info.Env())->memory_report()); });
 }
 
-Napi::Value ModuleWrap::output_capacities(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  return guard(env, [&]() -> Napi::Value {
-    if (info.Length() < 1 || !info[0].IsString()) throw make_js_error(env, Error{ErrorCode::kInternal, "method name expected"});
-    auto capacities = live_module(env)->output_capacities(info[0].As<Napi::String>().Utf8Value());
-    if (!capacities) throw make_js_error(env, capacities.error());
-    Napi::Array array = Napi::Array::New(env, capacities->size());
-    for (uint32_t i = 0; i < capacities->size(); ++i) array.Set(i, Napi::Number::New(env, static_cast<double>((*capacities)[i])));
-    return array;
-  });
-}
-
-Napi::Value ModuleWrap::load_method(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  return guard(env, [&]() -> Napi::Value {
-    if (info.Length() < 1 || !info[0].IsString()) throw make_js_error(env, Error{ErrorCode::kInternal, "method name expected"});
-    Status status = live_module(env)->load_method(info[0].As<Napi::String>().Utf8Value());
-    if (!status) throw make_js_error(env, status.error());
-    return env.Undefined();
-  });
-}
-
 Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
     CallBaton baton;
     baton.module = live_module(env);
-    Status converted = convert_call(info, baton);
-    if (!converted) throw make_js_error(env, converted.error());
+    Status begun = begin_call(info, baton);
+    if (!begun) throw make_js_error(env, begun.error());
     auto* worker = new ExecuteWorker(env, std::move(baton));
     Napi::Promise promise = worker->promise();
     worker->Queue();
@@ -292,9 +268,10 @@ Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
   return guard(env, [&]() -> Napi::Value {
     CallBaton baton;
     baton.module = live_module(env);
-    Status converted = convert_call(info, baton);
-    if (!converted) throw make_js_error(env, converted.error());
-    auto result = baton.module->execute(baton.method, baton.inputs, baton.outputs);
+    Status begun = begin_call(info, baton);
+    if (!begun) throw make_js_error(env, begun.error());
+    auto result = baton.call->run();
+    baton.call.reset();
     if (!result) throw make_js_error(env, result.error());
     return outputs_to_js(env, *result);
   });

@@ -1,5 +1,6 @@
 // JS handle for a Module. Loading and execution run on the libuv pool; the
-// JS thread only converts arguments and results (no runtime logic here).
+// JS thread only converts arguments and results and begins each call (which
+// copies its inputs into the module; no runtime logic here).
 #pragma once
 
 #include <napi.h>
@@ -22,9 +23,8 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   static Napi::Value load_module(const Napi::CallbackInfo& info);
   Napi::Value method_names(const Napi::CallbackInfo& info);
   Napi::Value memory_report(const Napi::CallbackInfo& info);
-  Napi::Value output_capacities(const Napi::CallbackInfo& info);
-  Napi::Value load_method(const Napi::CallbackInfo& info);
-  // execute(name, inputs, outputBuffers) -> Promise<outputs>
+  // execute(name, inputs, outputBuffers) -> Promise<outputs>; the caller
+  // (lib/module.ts) calls it only when the module is idle.
   Napi::Value execute(const Napi::CallbackInfo& info);
   Napi::Value execute_sync(const Napi::CallbackInfo& info);
   Napi::Value dispose(const Napi::CallbackInfo& info);

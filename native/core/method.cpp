@@ -324,19 +324,19 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
                       "method '" + name_ + "' uses operators etna does not provide: " + list);
   }
 
-  // Unplanned output tensors get host memory of their own (at the upper bound).
-  for (int32_t index : *plan_->outputs()) {
+  // Unplanned inputs and outputs get host memory of their own (at the upper
+  // bound): a call copies its inputs in, so no caller array is read later.
+  auto own_storage = [&](int32_t index) {
     EValue& value = values_[static_cast<size_t>(index)];
-    if (!value.is_tensor() || planned_[static_cast<size_t>(index)]) continue;
-    bool is_input = false;
-    for (int32_t input : *plan_->inputs()) is_input = is_input || input == index;
-    if (is_input) continue;
+    if (!value.is_tensor() || planned_[static_cast<size_t>(index)]) return;
     const auto* tensor = plan_->values()->Get(static_cast<uint32_t>(index))->val_as_Tensor();
     const auto nbytes = static_cast<size_t>(*tensor_nbytes(*tensor));
-    owned_outputs_.push_back(std::make_unique<uint8_t[]>(nbytes > 0 ? nbytes : 1));
-    value.to_tensor().set_data(owned_outputs_.back().get(), nbytes);
+    owned_storage_.push_back(std::make_unique<uint8_t[]>(nbytes > 0 ? nbytes : 1));
+    value.to_tensor().set_data(owned_storage_.back().get(), nbytes);
     planned_[static_cast<size_t>(index)] = true;
-  }
+  };
+  for (int32_t index : *plan_->inputs()) own_storage(index);
+  for (int32_t index : *plan_->outputs()) own_storage(index);
   return Status::ok();
 }
 
@@ -345,62 +345,64 @@ std::string Method::where(size_t step) const {
 }
 
 Status Method::validate_input(size_t i, const InputValue& input) const {
-  const std::string at = "method '" + name_ + "': input " + std::to_string(i);
+  // Runs on every call: messages are built only on failure.
+  auto at = [&]() { return "method '" + name_ + "': input " + std::to_string(i); };
   const EValue& slot = values_[static_cast<size_t>(input_indices_[i])];
   const fb::EValue* stored = plan_->values()->Get(static_cast<uint32_t>(input_indices_[i]));
   auto kind_mismatch = [&]() {
-    return make_error(ErrorCode::kInvalidInput, at + ": expected " + slot_kind_name(slot.kind()) + ", got " +
+    return make_error(ErrorCode::kInvalidInput, at() + ": expected " + slot_kind_name(slot.kind()) + ", got " +
                                                     input_kind_name(input.kind));
   };
   switch (slot.kind()) {
     case EValue::Kind::kTensor: {
       if (input.kind != InputValue::Kind::kTensor) return kind_mismatch();
       const fb::Tensor& bound = *stored->val_as_Tensor();
-      std::vector<int64_t> expected(bound.sizes()->begin(), bound.sizes()->end());
+      const auto* expected = bound.sizes();
       const auto dtype = static_cast<ScalarType>(bound.scalar_type());
       const TensorArg& arg = input.tensor;
-      const std::string expected_text = tensor_text(dtype, expected);
+      auto expected_shape = [&]() { return std::vector<int64_t>(expected->begin(), expected->end()); };
+      auto expected_text = [&]() { return tensor_text(dtype, expected_shape()); };
       const bool dynamic = bound.shape_dynamism() != fb::TensorShapeDynamism::STATIC;
       if (arg.dtype != dtype) {
-        return make_error(ErrorCode::kInvalidInput, at + ": expected " + expected_text + ", got " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": expected " + expected_text() + ", got " +
                                                         tensor_text(arg.dtype, arg.shape) + " (dtype differs)");
       }
-      if (arg.shape.size() != expected.size()) {
-        return make_error(ErrorCode::kInvalidInput, at + ": expected " + expected_text + ", got " +
+      if (arg.shape.size() != expected->size()) {
+        return make_error(ErrorCode::kInvalidInput, at() + ": expected " + expected_text() + ", got " +
                                                         tensor_text(arg.dtype, arg.shape) + " (rank differs)");
       }
       uint64_t elements = 1;
       uint64_t bound_elements = 1;
-      for (size_t d = 0; d < expected.size(); ++d) {
-        if (arg.shape[d] < 0) return make_error(ErrorCode::kInvalidInput, at + ": negative size in shape " + shape_text(arg.shape));
-        if (!dynamic && arg.shape[d] != expected[d]) {
-          return make_error(ErrorCode::kInvalidInput, at + ": expected " + expected_text + ", got " +
+      for (uint32_t d = 0; d < expected->size(); ++d) {
+        if (arg.shape[d] < 0) return make_error(ErrorCode::kInvalidInput, at() + ": negative size in shape " + shape_text(arg.shape));
+        if (!dynamic && arg.shape[d] != expected->Get(d)) {
+          return make_error(ErrorCode::kInvalidInput, at() + ": expected " + expected_text() + ", got " +
                                                           tensor_text(arg.dtype, arg.shape) + " (shape differs)");
         }
         if (__builtin_mul_overflow(elements, static_cast<uint64_t>(arg.shape[d]), &elements)) {
-          return make_error(ErrorCode::kInvalidInput, at + ": shape " + shape_text(arg.shape) + " overflows");
+          return make_error(ErrorCode::kInvalidInput, at() + ": shape " + shape_text(arg.shape) + " overflows");
         }
-        bound_elements *= static_cast<uint64_t>(expected[d]);
+        bound_elements *= static_cast<uint64_t>(expected->Get(d));
       }
       if (dynamic && elements > bound_elements) {
-        return make_error(ErrorCode::kInvalidInput, at + ": shape " + shape_text(arg.shape) + " has " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": shape " + shape_text(arg.shape) + " has " +
                                                         std::to_string(elements) + " elements; the bound " +
-                                                        shape_text(expected) + " allows " +
+                                                        shape_text(expected_shape()) + " allows " +
                                                         std::to_string(bound_elements));
       }
       const uint64_t nbytes = elements * slot.to_tensor().element_size();
       if (arg.nbytes != nbytes) {
-        return make_error(ErrorCode::kInvalidInput, at + ": shape " + shape_text(arg.shape) + " needs " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": shape " + shape_text(arg.shape) + " needs " +
                                                         std::to_string(nbytes) + " bytes of data, got " +
                                                         std::to_string(arg.nbytes));
       }
-      if (arg.data == nullptr && nbytes > 0) return make_error(ErrorCode::kInvalidInput, at + ": tensor has no data");
+      if (arg.data == nullptr && nbytes > 0) return make_error(ErrorCode::kInvalidInput, at() + ": tensor has no data");
       return Status::ok();
     }
     case EValue::Kind::kInt:
       if (input.kind != InputValue::Kind::kInt) return kind_mismatch();
       if (input.int_value != slot.to_int()) {
-        return make_error(ErrorCode::kInvalidInput, at + ": this program was exported with the value " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value " +
                                                         std::to_string(slot.to_int()) + ", got " +
                                                         std::to_string(input.int_value));
       }
@@ -408,7 +410,7 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
     case EValue::Kind::kBool:
       if (input.kind != InputValue::Kind::kBool) return kind_mismatch();
       if (input.bool_value != slot.to_bool()) {
-        return make_error(ErrorCode::kInvalidInput, at + ": this program was exported with the value " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value " +
                                                         (slot.to_bool() ? "true" : "false"));
       }
       return Status::ok();
@@ -419,7 +421,7 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
       const bool equal = (std::isnan(given) && std::isnan(baked)) || given == baked ||
                          std::fabs(given - baked) <= 1e-4 + 1e-5 * std::fabs(baked);
       if (!equal) {
-        return make_error(ErrorCode::kInvalidInput, at + ": this program was exported with the value " +
+        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value " +
                                                         std::to_string(baked) + ", got " + std::to_string(given));
       }
       return Status::ok();
@@ -427,7 +429,7 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
     case EValue::Kind::kString:
       if (input.kind != InputValue::Kind::kString) return kind_mismatch();
       if (input.string_value != slot.to_string()) {
-        return make_error(ErrorCode::kInvalidInput, at + ": this program was exported with the value '" +
+        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value '" +
                                                         std::string(slot.to_string()) + "'");
       }
       return Status::ok();
@@ -435,7 +437,7 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
       if (input.kind != InputValue::Kind::kNone) return kind_mismatch();
       return Status::ok();
     default:
-      return make_error(ErrorCode::kInvalidInput, at + ": list inputs are not supported");
+      return make_error(ErrorCode::kInvalidInput, at() + ": list inputs are not supported");
   }
 }
 
@@ -454,25 +456,29 @@ Status Method::set_inputs(const std::vector<InputValue>& inputs) {
   ETNA_TRY(validate_inputs(inputs));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].kind != InputValue::Kind::kTensor) continue;
-    const size_t index = static_cast<size_t>(input_indices_[i]);
-    Tensor& tensor = values_[index].to_tensor();
+    Tensor& tensor = values_[static_cast<size_t>(input_indices_[i])].to_tensor();
     const TensorArg& arg = inputs[i].tensor;
     ETNA_TRY(tensor.resize(arg.shape.size(), arg.shape.data()));
-    if (planned_[index]) {
-      if (arg.nbytes > 0) std::memcpy(tensor.data(), arg.data, arg.nbytes);
-    } else {
-      // Unplanned inputs are used in place for this call only.
-      tensor.set_data(const_cast<void*>(arg.data), arg.nbytes);
-    }
+    if (arg.nbytes > 0) std::memcpy(tensor.data(), arg.data, arg.nbytes);
   }
   return Status::ok();
 }
 
-void Method::release_inputs() {
-  for (int32_t index : input_indices_) {
-    EValue& value = values_[static_cast<size_t>(index)];
-    if (value.is_tensor() && !planned_[static_cast<size_t>(index)]) value.to_tensor().set_data(nullptr, 0);
+Status Method::validate_outputs(const std::vector<OutputBuffer>& outputs) const {
+  if (outputs.size() != output_indices_.size()) {
+    return make_error(ErrorCode::kInvalidInput, "method '" + name_ + "' has " + std::to_string(output_indices_.size()) +
+                                                    " outputs; " + std::to_string(outputs.size()) + " buffers given");
   }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!values_[static_cast<size_t>(output_indices_[i])].is_tensor()) continue;
+    const size_t needed = output_capacity(i);
+    if (outputs[i].capacity < needed || (needed > 0 && outputs[i].data == nullptr)) {
+      return make_error(ErrorCode::kInvalidInput, "method '" + name_ + "': output " + std::to_string(i) + " needs " +
+                                                      std::to_string(needed) + " bytes (its upper bound); the destination holds " +
+                                                      std::to_string(outputs[i].capacity));
+    }
+  }
+  return Status::ok();
 }
 
 Status Method::execute() {
@@ -569,6 +575,8 @@ Result<OutputValue> Method::read_output(size_t index, const OutputBuffer& buffer
       out.dtype = tensor.dtype();
       out.shape.assign(tensor.sizes(), tensor.sizes() + tensor.rank());
       out.nbytes = tensor.nbytes();
+      // validate_outputs sized the buffer for the upper bound, which no
+      // output exceeds; this only keeps a broken invariant from writing past it.
       if (out.nbytes > buffer.capacity) {
         return make_error(ErrorCode::kInternal, "method '" + name_ + "': output " + std::to_string(index) + " (" +
                                                     tensor.describe() + ") needs " + std::to_string(out.nbytes) +

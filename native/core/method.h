@@ -40,15 +40,17 @@ class Method {
 
   // Checks every input against the method's metadata without touching memory.
   Status validate_inputs(const std::vector<InputValue>& inputs) const;
-  // validate_inputs, then binds them: planned tensors copied in, unplanned used in place.
+  // validate_inputs, then copies them into the method's memory; the caller's
+  // arrays are not read after this returns.
   Status set_inputs(const std::vector<InputValue>& inputs);
+  // Checks there is one buffer per output and that each tensor output's buffer
+  // holds the output at its upper bound (output_capacity).
+  Status validate_outputs(const std::vector<OutputBuffer>& outputs) const;
   Status execute();
-  // Copies output i into `buffer` (tensors) and describes it.
+  // Copies output i into `buffer` (tensors; checked by validate_outputs) and describes it.
   Result<OutputValue> read_output(size_t index, const OutputBuffer& buffer) const;
   // Bytes an output tensor occupies at its upper bound (0 for non-tensors).
   size_t output_capacity(size_t index) const;
-  // Forgets caller buffers bound to unplanned inputs, once a call is over.
-  void release_inputs();
 
  private:
   struct Step {
@@ -82,7 +84,7 @@ class Method {
   std::vector<EValue*> list_storage_;  // boxed list items, stable addresses
   std::vector<double> double_storage_;
   std::unique_ptr<bool[]> bool_storage_;
-  std::vector<std::unique_ptr<uint8_t[]>> owned_outputs_;  // unplanned output tensors
+  std::vector<std::unique_ptr<uint8_t[]>> owned_storage_;  // unplanned input and output tensors
   std::vector<bool> planned_;                              // per value: tensor has planned or constant data
   std::vector<int32_t> input_indices_;
   std::vector<int32_t> output_indices_;

@@ -52,10 +52,14 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
   module->options_ = options;
   const Program& p = *module->program_;
   const size_t count = p.method_count();
+  std::vector<size_t> all_methods;
   for (size_t m = 0; m < count; ++m) {
     module->method_names_.push_back(p.method(m).name()->str());
-    module->constant_bytes_ += method_constant_bytes(p, m);
+    module->method_constant_bytes_.push_back(method_constant_bytes(p, m));
+    all_methods.push_back(m);
   }
+  // Methods of one program read one constant storage: count each buffer once.
+  module->constant_bytes_ = constant_bytes_read(p, all_methods);
   module->methods_.resize(count);
   module->method_memory_.resize(count);
 
@@ -102,7 +106,7 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
     if (!arena) return arena.error();
     module->shared_state_ = std::move(*arena);
     // Load everything now so no later load re-initialises live state.
-    for (const std::string& name : module->method_names_) ETNA_TRY(module->load_method(name));
+    for (size_t m = 0; m < count; ++m) ETNA_TRY(module->load_method(m));
   }
   return module;
 }
@@ -200,6 +204,7 @@ Result<MethodMemory> Module::memory_for(size_t method_index) {
 }
 
 BackendModuleContext* Module::backend_context(const Backend& backend) {
+  std::lock_guard<std::mutex> lock(report_mutex_);
   auto& context = backend_contexts_[std::string(backend.id())];
   if (!context) {
     BackendOptions options;
@@ -210,7 +215,7 @@ BackendModuleContext* Module::backend_context(const Backend& backend) {
   return context.get();
 }
 
-Status Module::load_method(const std::string& name) {
+Result<size_t> Module::method_index(const std::string& name) const {
   auto index = program_->find_method(name);
   if (!index) {
     std::string names;
@@ -218,65 +223,102 @@ Status Module::load_method(const std::string& name) {
     return make_error(ErrorCode::kMethodNotFound, "no method named '" + name + "' (this program has " +
                                                       (names.empty() ? "no methods" : names) + ")");
   }
-  if (methods_[*index]) return Status::ok();
+  return *index;
+}
+
+Status Module::load_method(const std::string& name) {
+  auto index = method_index(name);
+  if (!index) return index.error();
+  return load_method(*index);
+}
+
+Status Module::load_method(size_t index) {
+  if (methods_[index]) return Status::ok();
   ETNA_TRY(check_unchanged(*program_, options_.external_data.get()));
-  auto memory = memory_for(*index);
+  auto memory = memory_for(index);
   if (!memory) return memory.error();
-  method_memory_[*index] = *memory;
+  {
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    method_memory_[index] = *memory;
+  }
   auto method = Method::load(
-      program_, *index, std::move(*memory), [this](const Backend& backend) { return backend_context(backend); },
+      program_, index, std::move(*memory), [this](const Backend& backend) { return backend_context(backend); },
       options_.external_data);
   if (!method) {
-    method_memory_[*index] = MethodMemory();
+    std::lock_guard<std::mutex> lock(report_mutex_);
+    method_memory_[index] = MethodMemory();
     return method.error();
   }
-  methods_[*index] = std::move(*method);
+  methods_[index] = std::move(*method);
   return Status::ok();
 }
 
-Result<Method*> Module::method(const std::string& name) {
-  ETNA_TRY(load_method(name));
-  return methods_[*program_->find_method(name)].get();
+Result<std::vector<size_t>> Module::output_capacities(const std::string& name) {
+  auto index = method_index(name);
+  if (!index) return index.error();
+  ETNA_TRY(load_method(*index));
+  const Method& method = *methods_[*index];
+  std::vector<size_t> capacities;
+  for (size_t i = 0; i < method.output_count(); ++i) capacities.push_back(method.output_capacity(i));
+  return capacities;
 }
 
-Result<std::vector<size_t>> Module::output_capacities(const std::string& name) {
-  auto loaded = method(name);
-  if (!loaded) return loaded.error();
-  std::vector<size_t> capacities;
-  for (size_t i = 0; i < (*loaded)->output_count(); ++i) capacities.push_back((*loaded)->output_capacity(i));
-  return capacities;
+Result<std::unique_ptr<Module::Call>> Module::begin_call(const std::string& name, const std::vector<InputValue>& inputs,
+                                                         std::vector<OutputBuffer> outputs) {
+  auto index = method_index(name);
+  if (!index) return index.error();
+  if (call_running_.exchange(true, std::memory_order_acquire)) {
+    return make_error(ErrorCode::kInternal, "module is already running a call; calls must be serialized");
+  }
+  // From here the Call owns the lease and gives it back when destroyed.
+  std::unique_ptr<Call> call(new Call(*this, *index, std::move(outputs)));
+  if (Method* method = methods_[*index].get()) {
+    ETNA_TRY(method->validate_outputs(call->outputs_));
+    ETNA_TRY(method->set_inputs(inputs));
+    call->bound_ = true;
+    return call;
+  }
+  // Not loaded yet: loading belongs on the thread that runs the call, so keep
+  // copies of the inputs until then.
+  call->captured_ = inputs;
+  call->captured_bytes_.reserve(inputs.size());
+  for (InputValue& input : call->captured_) {
+    if (input.kind != InputValue::Kind::kTensor || input.tensor.data == nullptr) continue;
+    const auto* bytes = static_cast<const uint8_t*>(input.tensor.data);
+    call->captured_bytes_.emplace_back(bytes, bytes + input.tensor.nbytes);
+    input.tensor.data = call->captured_bytes_.back().data();
+  }
+  return call;
+}
+
+Module::Call::~Call() { module_.call_running_.store(false, std::memory_order_release); }
+
+Result<std::vector<OutputValue>> Module::Call::run() {
+  ETNA_TRY(check_unchanged(*module_.program_, module_.options_.external_data.get()));
+  ETNA_TRY(module_.load_method(method_index_));
+  Method& method = *module_.methods_[method_index_];
+  if (!bound_) {
+    ETNA_TRY(method.validate_outputs(outputs_));
+    ETNA_TRY(method.set_inputs(captured_));
+    bound_ = true;
+    captured_.clear();
+    captured_bytes_.clear();
+  }
+  ETNA_TRY(method.execute());
+  std::vector<OutputValue> results;
+  for (size_t i = 0; i < method.output_count(); ++i) {
+    auto value = method.read_output(i, outputs_[i]);
+    if (!value) return value.error();
+    results.push_back(std::move(*value));
+  }
+  return results;
 }
 
 Result<std::vector<OutputValue>> Module::execute(const std::string& name, const std::vector<InputValue>& inputs,
                                                  const std::vector<OutputBuffer>& outputs) {
-  std::unique_lock<std::mutex> lock(call_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    return make_error(ErrorCode::kInternal, "module is already running a call; calls must be serialized");
-  }
-  ETNA_TRY(check_unchanged(*program_, options_.external_data.get()));
-  auto loaded = method(name);
-  if (!loaded) return loaded.error();
-  Method& method = **loaded;
-  if (outputs.size() != method.output_count()) {
-    return make_error(ErrorCode::kInternal, "method '" + name + "' has " + std::to_string(method.output_count()) +
-                                                " outputs; " + std::to_string(outputs.size()) + " buffers given");
-  }
-  ETNA_TRY(method.set_inputs(inputs));
-  Status status = method.execute();
-  std::vector<OutputValue> results;
-  if (status) {
-    for (size_t i = 0; i < method.output_count(); ++i) {
-      auto value = method.read_output(i, outputs[i]);
-      if (!value) {
-        status = value.error();
-        break;
-      }
-      results.push_back(std::move(*value));
-    }
-  }
-  method.release_inputs();
-  if (!status) return status.error();
-  return results;
+  auto call = begin_call(name, inputs, outputs);
+  if (!call) return call.error();
+  return (*call)->run();
 }
 
 MemoryReport Module::memory_report() const {
@@ -284,7 +326,13 @@ MemoryReport Module::memory_report() const {
   report.mode = sharing_ == ArenaSharing::kOn ? "shared" : sharing_ == ArenaSharing::kState ? "state" : "unshared";
   report.reason = reason_;
   report.constant_bytes = constant_bytes_;
+  for (size_t m = 0; m < method_names_.size(); ++m) {
+    report.methods.push_back(MethodConstantReport{method_names_[m], method_constant_bytes_[m]});
+  }
   const Program& p = *program_;
+  // Loads on a call's thread add arenas and backend contexts; sizes inside a
+  // backend context are read under its own lock.
+  std::lock_guard<std::mutex> lock(report_mutex_);
   std::map<const Arena*, size_t> seen;  // arena -> index in report.arenas
   for (size_t m = 0; m < p.method_count(); ++m) {
     const auto sizes = plan_of(p.method(m));

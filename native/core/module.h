@@ -1,11 +1,15 @@
 // A Module: one Program plus all the mutable memory needed to run its
 // methods, shared across methods or not (shareMemoryArenas).
 //
-// Not thread-safe by design: one call at a time per Module (a mutex guards
-// against misuse; the TypeScript layer queues calls). Different Modules,
-// even over one Program, run in parallel.
+// One call at a time per Module: a call takes the module's call lease when it
+// begins (on the caller's thread) and gives it back when it ends, possibly on
+// another thread; a second call while one holds it is refused (the TypeScript
+// layer queues calls, so that only happens on misuse). memory_report() may run
+// on any thread at any time. Different Modules, even over one Program, run in
+// parallel.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,15 +47,21 @@ struct ArenaReport {
   std::vector<std::string> methods;  // methods that use this buffer
 };
 
+struct MethodConstantReport {
+  std::string method;
+  uint64_t constant_bytes = 0;  // distinct constants this method reads (may overlap other methods')
+};
+
 struct MemoryReport {
   std::string mode;    // "shared", "state", "unshared"
   std::string reason;  // why this mode
   std::vector<ArenaReport> arenas;
   uint64_t planned_bytes = 0;            // arena bytes allocated now
   uint64_t unshared_planned_bytes = 0;   // what one set of arenas per method would need
-  uint64_t constant_bytes = 0;           // mapped from the program, not copied
+  uint64_t constant_bytes = 0;           // distinct constants of all methods, each counted once; mapped, not copied
   uint64_t packed_weight_bytes = 0;      // delegates
   uint64_t workspace_bytes = 0;          // delegates
+  std::vector<MethodConstantReport> methods;
 };
 
 class Module {
@@ -66,8 +76,37 @@ class Module {
   // Loads a method now (with sharing every method is loaded by load()).
   Status load_method(const std::string& name);
 
-  // Runs one method: validates and binds inputs, executes, copies each output
-  // into the matching buffer (tensor outputs; capacity from output_capacity).
+  // One call of a method. The inputs are taken when the call begins: copied
+  // into the method's memory when it is loaded, else into the call's own
+  // copies (bound after the method loads, when the call runs). Holds the
+  // module's call lease until destroyed; the Module must outlive it.
+  class Call {
+   public:
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    // Loads and binds if needed, runs, and copies the outputs out. Once.
+    Result<std::vector<OutputValue>> run();
+
+   private:
+    friend class Module;
+    Call(Module& module, size_t method_index, std::vector<OutputBuffer> outputs)
+        : module_(module), method_index_(method_index), outputs_(std::move(outputs)) {}
+    Module& module_;
+    size_t method_index_;
+    std::vector<OutputBuffer> outputs_;
+    bool bound_ = false;                         // inputs already in the method's memory
+    std::vector<InputValue> captured_;           // otherwise: the inputs, over captured_bytes_
+    std::vector<std::vector<uint8_t>> captured_bytes_;
+  };
+
+  // Begins a call: takes the call lease (refused with kInternal while another
+  // call holds it), checks inputs and output buffers against the method when
+  // it is loaded (kInvalidInput; nothing changed) and takes the inputs.
+  // Output buffers must stay valid until the call has run.
+  Result<std::unique_ptr<Call>> begin_call(const std::string& name, const std::vector<InputValue>& inputs,
+                                           std::vector<OutputBuffer> outputs);
+  // begin_call, then run on this thread.
   Result<std::vector<OutputValue>> execute(const std::string& name, const std::vector<InputValue>& inputs,
                                            const std::vector<OutputBuffer>& outputs);
   // Bytes needed to receive each output of `name` (0 for non-tensors).
@@ -79,7 +118,8 @@ class Module {
   Module() = default;
   Status check_shared_plans() const;
   Result<MethodMemory> memory_for(size_t method_index);
-  Result<Method*> method(const std::string& name);
+  Result<size_t> method_index(const std::string& name) const;
+  Status load_method(size_t index);
   BackendModuleContext* backend_context(const Backend& backend);
 
   std::shared_ptr<const Program> program_;
@@ -87,13 +127,16 @@ class Module {
   ArenaSharing sharing_ = ArenaSharing::kOff;
   std::string reason_;
   std::vector<std::string> method_names_;
-  uint64_t constant_bytes_ = 0;  // summed over methods once at load; the program does not change
+  uint64_t constant_bytes_ = 0;  // computed once at load; the program does not change
+  std::vector<uint64_t> method_constant_bytes_;
   std::shared_ptr<Arena> shared_activations_;  // mem_id 1 when sharing is kOn
   std::shared_ptr<Arena> shared_state_;        // mem_id 2 when sharing is kOn or kState
+  std::vector<std::unique_ptr<Method>> methods_;  // by method index; null until loaded; touched under the call lease
+  std::atomic<bool> call_running_{false};         // the call lease
+  // Written while a call loads a method, read by memory_report() on any thread.
+  mutable std::mutex report_mutex_;
   std::map<std::string, std::unique_ptr<BackendModuleContext>> backend_contexts_;
-  std::vector<std::unique_ptr<Method>> methods_;  // by method index; null until loaded
-  std::vector<MethodMemory> method_memory_;       // by method index
-  std::mutex call_mutex_;
+  std::vector<MethodMemory> method_memory_;  // by method index
 };
 
 ArenaSharing parse_sharing(const std::string& text, bool* ok);

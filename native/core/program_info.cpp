@@ -390,12 +390,18 @@ MethodInfo describe_method(const Program& program, size_t method_index) {
 }
 
 uint64_t method_constant_bytes(const Program& program, size_t method_index) {
-  std::set<uint32_t> constants;
+  return constant_bytes_read(program, {method_index});
+}
+
+uint64_t constant_bytes_read(const Program& program, const std::vector<size_t>& method_indices) {
+  std::set<uint32_t> constants;  // buffer indices are program-wide
   uint64_t bytes = 0;
-  for (const fb::EValue* value : *program.method(method_index).values()) {
-    const fb::Tensor* tensor = value->val_as_Tensor();
-    if (!tensor || tensor->allocation_info() || tensor->data_buffer_idx() == 0) continue;
-    if (constants.insert(tensor->data_buffer_idx()).second) bytes += tensor_nbytes(*tensor).value_or(0);
+  for (size_t method_index : method_indices) {
+    for (const fb::EValue* value : *program.method(method_index).values()) {
+      const fb::Tensor* tensor = value->val_as_Tensor();
+      if (!tensor || tensor->allocation_info() || tensor->data_buffer_idx() == 0) continue;
+      if (constants.insert(tensor->data_buffer_idx()).second) bytes += tensor_nbytes(*tensor).value_or(0);
+    }
   }
   return bytes;
 }

@@ -78,6 +78,8 @@ ValueInfo describe_value(const fb::ExecutionPlan& plan, int32_t index);
 MethodInfo describe_method(const Program& program, size_t method_index);
 // Bytes of the distinct constant buffers a method reads (MethodInfo::constant_bytes).
 uint64_t method_constant_bytes(const Program& program, size_t method_index);
+// Bytes of the distinct constant buffers any of these methods reads, each counted once.
+uint64_t constant_bytes_read(const Program& program, const std::vector<size_t>& method_indices);
 ProgramInfo describe_program(const Program& program);
 
 }  // namespace etna

@@ -234,23 +234,6 @@ TEST(XnnpackSharing, SeparateModulesRunInParallel) {
   second.join();
 }
 
-TEST(XnnpackSharing, CallWhileTheWorkspaceIsInUseIsRefused) {
-  const auto w = pseudo_random(32 * 64, 17), b = pseudo_random(32, 18);
-  BackendOptions options;
-  options.share_workspace = true;
-  xnn::XnnpackModuleContext context(options);
-  auto delegate = make_delegate(linear_payload(w, b, 2, true), context);
-  ASSERT_TRUE(delegate) << delegate.error().message;
-  std::shared_ptr<xnn::Workspace> workspace = context.workspace_for_delegate();  // the shared one
-  ASSERT_TRUE(workspace->acquire());  // as if another delegate of the module were mid-call
-  LocalTensor x(ScalarType::kFloat, {2, 64}), y(ScalarType::kFloat, {2, 32});
-  Status refused = run_delegate(**delegate, {&x, &y});
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("one call at a time"), std::string::npos) << refused.error().message;
-  workspace->release();
-  ASSERT_TRUE(run_linear(**delegate, 2, 70, w, b, 2.0f));
-}
-
 // Through the Backend interface with a real program: two instances of the
 // same delegate (as two methods would have) report packed bytes once.
 TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {

@@ -260,5 +260,104 @@ TEST(Module, MemoryReportSaysWhy) {
   EXPECT_EQ(shared_report.arenas[0].methods, (std::vector<std::string>{"double", "forward"}));
 }
 
+TEST(Module, ConstantsReadByTwoMethodsAreCountedOnce) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("npr_multi_method.pte");
+  ASSERT_TRUE(module);
+  MemoryReport report = module->memory_report();
+  EXPECT_EQ(report.constant_bytes, 8u);  // one float32[2] constant, read by both methods
+  ASSERT_EQ(report.methods.size(), 2u);
+  EXPECT_EQ(report.methods[0].method, "double");
+  EXPECT_EQ(report.methods[0].constant_bytes, 8u);
+  EXPECT_EQ(report.methods[1].constant_bytes, 8u);
+}
+
+// Begins a call with buffers for every output of `name`; `bytes` keeps them.
+Result<std::unique_ptr<Module::Call>> begin(Module& module, const std::string& name,
+                                             const std::vector<InputValue>& inputs,
+                                             std::vector<std::vector<uint8_t>>& bytes) {
+  auto capacities = module.output_capacities(name);
+  if (!capacities) return capacities.error();
+  std::vector<OutputBuffer> buffers;
+  for (size_t capacity : *capacities) bytes.emplace_back(capacity);
+  for (auto& b : bytes) buffers.push_back(OutputBuffer{b.data(), b.size()});
+  return module.begin_call(name, inputs, buffers);
+}
+
+float first_float(const std::vector<uint8_t>& bytes) {
+  float value = 0;
+  std::memcpy(&value, bytes.data(), sizeof value);
+  return value;
+}
+
+TEST(Module, OneCallHoldsTheLeaseUntilItIsDropped) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("et_add.pte");
+  ASSERT_TRUE(module);
+  std::vector<float> a{1}, b{2};
+  std::vector<std::vector<uint8_t>> out1, out2, out3;
+  auto call = begin(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)}, out1);
+  ASSERT_TRUE(call) << call.error().message;
+  auto second = begin(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)}, out2);
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, ErrorCode::kInternal);
+  ASSERT_TRUE((*call)->run());
+  call->reset();
+  auto third = begin(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)}, out3);
+  ASSERT_TRUE(third) << third.error().message;
+  // A refused call gives the lease back too.
+  third->reset();
+  std::vector<float> wrong{1, 2};
+  std::vector<std::vector<uint8_t>> out4;
+  ASSERT_FALSE(begin(*module, "forward", {float_tensor({2}, wrong), float_tensor({1}, b)}, out4));
+  EXPECT_TRUE(run(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)}));
+}
+
+TEST(Module, InputsAreTakenWhenTheCallBegins) {
+  ETNA_REQUIRE_TESTDATA();
+  // Loaded method (bound at once) and a method that loads when the call runs (copied).
+  for (ArenaSharing sharing : {ArenaSharing::kOn, ArenaSharing::kOff}) {
+    auto module = load_module("npr_multi_method.pte", sharing);
+    ASSERT_TRUE(module);
+    const bool loaded = !module->memory_report().arenas.empty();
+    EXPECT_EQ(loaded, sharing == ArenaSharing::kOn);
+    std::vector<float> x{1, 2};
+    std::vector<uint8_t> out(2 * sizeof(float));
+    auto call = module->begin_call("forward", {float_tensor({2}, x)}, {OutputBuffer{out.data(), out.size()}});
+    ASSERT_TRUE(call) << call.error().message;
+    x = {50, 60};
+    auto values = (*call)->run();
+    ASSERT_TRUE(values) << values.error().message;
+    EXPECT_EQ(first_float(out), 2.0f);
+  }
+  auto unplanned = load_module("djl_add_unplanned_xnnpack.pte");
+  ASSERT_TRUE(unplanned);
+  std::vector<float> a{1.5f}, b{2};
+  std::vector<std::vector<uint8_t>> out;
+  auto call = begin(*unplanned, "forward", {float_tensor({1}, a), float_tensor({1}, b)}, out);
+  ASSERT_TRUE(call) << call.error().message;
+  a[0] = -40;
+  ASSERT_TRUE((*call)->run());
+  EXPECT_EQ(first_float(out[0]), 3.5f);
+}
+
+TEST(Module, TooSmallOutputBufferIsRefusedBeforeAnythingRuns) {
+  ETNA_REQUIRE_TESTDATA();
+  for (ArenaSharing sharing : {ArenaSharing::kOn, ArenaSharing::kOff}) {
+    auto module = load_module("npr_multi_method.pte", sharing);
+    ASSERT_TRUE(module);
+    std::vector<float> x{1, 2};
+    float small = 0;
+    auto refused = module->execute("forward", {float_tensor({2}, x)}, {OutputBuffer{&small, sizeof small}});
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidInput);
+    EXPECT_NE(refused.error().message.find("needs 8 bytes"), std::string::npos) << refused.error().message;
+    EXPECT_EQ(small, 0.0f);
+    auto missing = module->execute("forward", {float_tensor({2}, x)}, {});
+    ASSERT_FALSE(missing);
+    EXPECT_EQ(missing.error().code, ErrorCode::kInvalidInput);
+  }
+}
+
 }  // namespace
 }  // namespace etna

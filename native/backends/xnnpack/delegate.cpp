@@ -79,22 +79,6 @@ std::string arg_name(const Graph& graph, uint32_t index, const char* role) {
          graph.describe_value(index) + ")";
 }
 
-// Releases the workspace when a call ends, however it ends.
-class WorkspaceLease {
- public:
-  explicit WorkspaceLease(Workspace& workspace) : workspace_(workspace), held_(workspace.acquire()) {}
-  ~WorkspaceLease() {
-    if (held_) workspace_.release();
-  }
-  WorkspaceLease(const WorkspaceLease&) = delete;
-  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
-  bool held() const { return held_; }
-
- private:
-  Workspace& workspace_;
-  bool held_;
-};
-
 }  // namespace
 
 Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
@@ -279,11 +263,6 @@ Result<XnnpackDelegate::ShapePlan*> XnnpackDelegate::plan_for(const std::vector<
 }
 
 Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
-  WorkspaceLease lease(*workspace_);
-  if (!lease.held()) {
-    return error(ErrorCode::kInternal,
-                 "another call is using this module's XNNPACK workspace; a module runs one call at a time");
-  }
   ++calls_;
   if (count != graph_.num_externs) {
     return error(ErrorCode::kInvalidInput, "called with " + std::to_string(count) + " arguments, the delegate has " +

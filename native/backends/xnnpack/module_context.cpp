@@ -25,6 +25,7 @@ Status Workspace::reserve(size_t bytes) {
                       "out of memory growing the XNNPACK workspace to " + std::to_string(bytes) + " bytes");
   }
   buffer_ = std::move(bigger);
+  size_.store(bytes, std::memory_order_relaxed);
   return Status::ok();
 }
 

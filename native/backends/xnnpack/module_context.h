@@ -40,18 +40,17 @@ class AlignedBuffer {
 };
 
 // Scratch memory for intermediates. Grows, never shrinks; holds nothing
-// between calls. `acquire` guards against two calls using it at once.
+// between calls. Only the module's running call (it holds the module's call
+// lease) reserves and uses it; size() may be read from any thread.
 class Workspace {
  public:
   Status reserve(size_t bytes);
   uint8_t* data() const { return buffer_.data(); }
-  size_t size() const { return buffer_.size(); }
-  bool acquire() { return !busy_.exchange(true, std::memory_order_acquire); }
-  void release() { busy_.store(false, std::memory_order_release); }
+  size_t size() const { return size_.load(std::memory_order_relaxed); }
 
  private:
   AlignedBuffer buffer_;
-  std::atomic<bool> busy_{false};
+  std::atomic<size_t> size_{0};  // buffer_.size(), published for memory reports
 };
 
 class Threadpool {
