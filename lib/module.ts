@@ -79,8 +79,18 @@ export interface MemoryReport {
   unsharedPlannedBytes: number;
   /** Bytes of the distinct constants the methods read, each counted once; read in place from the program's bytes (copied or mapped once per program, not per module). */
   constantBytes: number;
-  /** Delegate weights packed for this module. */
+  /**
+   * Delegate weights this module uses, in the form the delegate runs them
+   * (packed weights and padded constant copies), whether or not other modules
+   * share them.
+   */
   packedWeightBytes: number;
+  /**
+   * The part of `packedWeightBytes` that other live modules over the same
+   * `Program` use too: it exists once per program, not once per module.
+   * `packedWeightBytes - sharedPackedWeightBytes` is what this module alone keeps alive.
+   */
+  sharedPackedWeightBytes: number;
   /** Delegate scratch memory. */
   workspaceBytes: number;
   /** Per method: the constant bytes it reads (methods may read the same constants; `constantBytes` counts them once). */

@@ -153,6 +153,7 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
   out.Set("unsharedPlannedBytes", Napi::Number::New(env, static_cast<double>(report.unshared_planned_bytes)));
   out.Set("constantBytes", Napi::Number::New(env, static_cast<double>(report.constant_bytes)));
   out.Set("packedWeightBytes", Napi::Number::New(env, static_cast<double>(report.packed_weight_bytes)));
+  out.Set("sharedPackedWeightBytes", Napi::Number::New(env, static_cast<double>(report.shared_packed_weight_bytes)));
   out.Set("workspaceBytes", Napi::Number::New(env, static_cast<double>(report.workspace_bytes)));
   Napi::Array methods = Napi::Array::New(env, report.methods.size());
   for (uint32_t i = 0; i < report.methods.size(); ++i) {

@@ -190,7 +190,9 @@ ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Module
   if (info.Length() != 1 || !info[0].IsExternal()) {
     throw make_js_error(info.Env(), Error{ErrorCode::kInternal, "NativeModule is created by loadModule()"});
   }
-  module_ = *info[0].As<Napi::External<std::shared_ptr<Module>>>().Data();
+  // Taken, not copied: the external lives until a garbage collection, and a
+  // copy there would keep the module alive after dispose().
+  module_ = std::move(*info[0].As<Napi::External<std::shared_ptr<Module>>>().Data());
 }
 
 Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {

@@ -4,8 +4,11 @@
 //
 // A backend turns a delegate payload into a handle once, when a method loads,
 // and runs it on every DelegateCall. State that should exist once per Module
-// (packed weights, scratch workspace) lives in a BackendModuleContext that the
-// Module creates once per backend and hands to every init.
+// (scratch workspace, thread pool) lives in a BackendModuleContext that the
+// Module creates once per backend and hands to every init. State that should
+// exist once per Program (weights in the backend's own form, which every
+// Module over the program can share) lives in a BackendProgramContext that
+// the Program makes on the first request (Program::backend_context).
 #pragma once
 
 #include <cstddef>
@@ -37,8 +40,16 @@ struct BackendOptions {
 
 // Bytes a backend holds for a module, for memoryReport().
 struct BackendMemory {
-  uint64_t packed_weight_bytes = 0;
+  uint64_t packed_weight_bytes = 0;         // weights this module uses, shared with other modules or not
+  uint64_t shared_packed_weight_bytes = 0;  // the part of packed_weight_bytes other modules use too
   uint64_t workspace_bytes = 0;
+};
+
+// Per-Program, per-backend state. Lives as long as the Program and every
+// module context that holds it; must be safe to use from several threads.
+class BackendProgramContext {
+ public:
+  virtual ~BackendProgramContext() = default;
 };
 
 // Per-Module, per-backend shared state. Lives as long as the Module.
@@ -70,6 +81,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view id() const = 0;
   virtual std::unique_ptr<BackendModuleContext> create_module_context(const BackendOptions& options) const = 0;
+  // The state this backend shares between modules of one program; null when
+  // it shares nothing.
+  virtual std::shared_ptr<BackendProgramContext> create_program_context() const { return nullptr; }
   virtual Result<std::unique_ptr<DelegateHandle>> init(ByteSpan payload, const std::vector<CompileSpecView>& specs,
                                                        DelegateInitContext& context) const = 0;
 };

@@ -357,6 +357,7 @@ MemoryReport Module::memory_report() const {
   for (const auto& [id, context] : backend_contexts_) {
     const BackendMemory memory = context->memory();
     report.packed_weight_bytes += memory.packed_weight_bytes;
+    report.shared_packed_weight_bytes += memory.shared_packed_weight_bytes;
     report.workspace_bytes += memory.workspace_bytes;
   }
   return report;

@@ -59,7 +59,8 @@ struct MemoryReport {
   uint64_t planned_bytes = 0;            // arena bytes allocated now
   uint64_t unshared_planned_bytes = 0;   // what one set of arenas per method would need
   uint64_t constant_bytes = 0;           // distinct constants of all methods, each counted once; mapped, not copied
-  uint64_t packed_weight_bytes = 0;      // delegates
+  uint64_t packed_weight_bytes = 0;         // delegate weights this module uses, shared or not
+  uint64_t shared_packed_weight_bytes = 0;  // the part of them other modules over the program use too
   uint64_t workspace_bytes = 0;          // delegates
   std::vector<MethodConstantReport> methods;
 };

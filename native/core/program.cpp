@@ -295,4 +295,13 @@ uint64_t planned_offset(const fb::AllocationDetails& allocation) {
   return uint64_t{allocation.memory_offset_low()} | (uint64_t{allocation.memory_offset_high()} << 32);
 }
 
+std::shared_ptr<BackendProgramContext> Program::backend_context(const Backend& backend) const {
+  std::lock_guard<std::mutex> lock(backend_contexts_mutex_);
+  auto it = backend_contexts_.find(backend.id());
+  if (it == backend_contexts_.end()) {
+    it = backend_contexts_.emplace(std::string(backend.id()), backend.create_program_context()).first;
+  }
+  return it->second;
+}
+
 }  // namespace etna

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <type_traits>
 #include <memory>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend.h"
 #include "bytes.h"
 #include "generated/program_generated.h"
 #include "status.h"
@@ -62,6 +65,9 @@ class Program {
   std::optional<ByteSpan> named_data(std::string_view key) const;
   // A delegate's payload (inline or in a segment); verified at load.
   ByteSpan delegate_payload(const fb::BackendDelegate& delegate) const;
+  // The backend's state shared by every module over this program, made on
+  // the first request (null when the backend shares nothing). Thread-safe.
+  std::shared_ptr<BackendProgramContext> backend_context(const Backend& backend) const;
 
  private:
   Program() = default;
@@ -76,6 +82,8 @@ class Program {
   uint64_t program_size_ = 0;
   const fb::Program* root_ = nullptr;
   std::vector<std::optional<ByteSpan>> segments_;
+  mutable std::mutex backend_contexts_mutex_;
+  mutable std::map<std::string, std::shared_ptr<BackendProgramContext>, std::less<>> backend_contexts_;
 };
 
 // Element i of a FlatBuffer vector of 8-byte scalars. The format does not

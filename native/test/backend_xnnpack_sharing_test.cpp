@@ -1,5 +1,6 @@
-// Module-wide sharing: packed weights created once per module for every
-// delegate instance (and method) using the same constants, one workspace
+// Sharing: packed weights created once per program for every module,
+// delegate instance and method using the same constants (once per module
+// for delegates made without a program), one workspace
 // sized to the largest need when sharing is on, one per instance otherwise.
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/xnnpack_backend.h"
+#include "core/module.h"
 #include "core/program.h"
 
 namespace etna::test {
@@ -234,6 +236,36 @@ TEST(XnnpackSharing, SeparateModulesRunInParallel) {
   second.join();
 }
 
+// Modules of one program share one packed operator; their calls, on
+// separate threads (each setting it up over its own buffers), take turns on it.
+TEST(XnnpackSharing, ModulesOfOneProgramRunInParallelOnOnePacking) {
+  const auto w = pseudo_random(32 * 64, 17), b = pseudo_random(32, 18);
+  const auto payload = linear_payload(w, b, 8, true);
+  auto program = std::make_shared<xnn::XnnpackProgramContext>();
+  ASSERT_TRUE(xnn::ensure_xnnpack_initialized());
+  BackendOptions options;
+  options.share_workspace = true;
+  xnn::XnnpackModuleContext one(options), two(options);
+  std::vector<std::unique_ptr<xnn::XnnpackDelegate>> delegates;
+  for (xnn::XnnpackModuleContext* context : {&one, &two}) {
+    auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, {});
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    auto delegate = xnn::XnnpackDelegate::create(std::move(*parsed), *context, "test delegate", program);
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    delegates.push_back(std::move(*delegate));
+  }
+  EXPECT_EQ(program->operators_created(), 1u);
+  EXPECT_EQ(one.memory().shared_packed_weight_bytes, one.memory().packed_weight_bytes);
+  auto work = [&](xnn::XnnpackDelegate* delegate, uint32_t seed) {
+    for (uint32_t round = 0; round < 40; ++round) {
+      ASSERT_TRUE(run_linear(*delegate, 8, seed + round, w, b, 2.0f));
+    }
+  };
+  std::thread first(work, delegates[0].get(), 100), second(work, delegates[1].get(), 200);
+  first.join();
+  second.join();
+}
+
 // Through the Backend interface with a real program: two instances of the
 // same delegate (as two methods would have) report packed bytes once.
 TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {
@@ -263,8 +295,87 @@ TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {
   EXPECT_EQ(context->memory().packed_weight_bytes, one);
   auto stats = xnnpack_stats(*context);
   ASSERT_TRUE(stats.has_value());
-  EXPECT_EQ(stats->operators_created, 1u);
-  EXPECT_EQ(stats->operators_reused, 1u);
+  // The program already holds the first module's packing: both instances use it.
+  EXPECT_EQ(stats->operators_created, 0u);
+  EXPECT_EQ(stats->operators_reused, 2u);
+}
+
+// Modules over one program: the first packs, the others use its packing; the
+// packing goes with the last delegate that holds it.
+TEST(XnnpackSharing, ModulesOverOneProgramShareOnePacking) {
+  REQUIRE_XNNPACK_TESTDATA();
+  auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
+  ASSERT_TRUE(program) << program.error().message;
+  const pte::BackendDelegate& entry = *(*program)->method(0).delegates()->Get(0);
+  const ByteSpan payload = (*program)->delegate_payload(entry);
+  const Backend* backend = find_backend(entry.id()->str());
+  ASSERT_NE(backend, nullptr);
+  auto program_context = std::dynamic_pointer_cast<xnn::XnnpackProgramContext>((*program)->backend_context(*backend));
+  ASSERT_NE(program_context, nullptr);
+  EXPECT_EQ((*program)->backend_context(*backend), program_context);  // one per program
+
+  auto one = backend->create_module_context(BackendOptions{});
+  auto two = backend->create_module_context(BackendOptions{});
+  DelegateInitContext first_init{**program, one.get(), "forward", 0};
+  DelegateInitContext second_init{**program, two.get(), "forward", 0};
+  auto a = backend->init(payload, {}, first_init);
+  ASSERT_TRUE(a) << a.error().message;
+  const uint64_t packed = one->memory().packed_weight_bytes;
+  EXPECT_GE(packed, 64u * 129 * sizeof(float));
+  EXPECT_EQ(one->memory().shared_packed_weight_bytes, 0u);  // nobody else uses it yet
+
+  auto c = backend->init(payload, {}, second_init);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(program_context->operators_created(), 1u);
+  EXPECT_EQ(xnnpack_stats(*two)->operators_created, 0u);
+  EXPECT_EQ(xnnpack_stats(*two)->operators_reused, 1u);
+  // Each module reports what it uses, and that all of it is shared.
+  EXPECT_EQ(two->memory().packed_weight_bytes, packed);
+  EXPECT_EQ(one->memory().shared_packed_weight_bytes, packed);
+  EXPECT_EQ(two->memory().shared_packed_weight_bytes, packed);
+
+  // The first module's delegate and context go: the second keeps the packing.
+  a->reset();
+  one.reset();
+  EXPECT_EQ(two->memory().packed_weight_bytes, packed);
+  EXPECT_EQ(two->memory().shared_packed_weight_bytes, 0u);
+  auto third = backend->create_module_context(BackendOptions{});
+  DelegateInitContext third_init{**program, third.get(), "forward", 0};
+  auto d = backend->init(payload, {}, third_init);
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(program_context->operators_created(), 1u);
+
+  // With the last user gone the packing is freed: the next module packs again.
+  c->reset();
+  d->reset();
+  EXPECT_EQ(two->memory().packed_weight_bytes, 0u);
+  auto again = backend->init(payload, {}, second_init);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(program_context->operators_created(), 2u);
+}
+
+// Through Module: the report counts the shared bytes in every module.
+TEST(XnnpackSharing, ModuleReportsShowSharedPackedWeights) {
+  REQUIRE_XNNPACK_TESTDATA();
+  auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
+  ASSERT_TRUE(program) << program.error().message;
+  ModuleOptions options;
+  options.sharing = ArenaSharing::kOn;  // loads every method now
+  auto first = Module::load(*program, options);
+  ASSERT_TRUE(first) << first.error().message;
+  const MemoryReport alone = (*first)->memory_report();
+  EXPECT_GT(alone.packed_weight_bytes, 0u);
+  EXPECT_EQ(alone.shared_packed_weight_bytes, 0u);
+
+  auto second = Module::load(*program, options);
+  ASSERT_TRUE(second) << second.error().message;
+  EXPECT_EQ((*second)->memory_report().packed_weight_bytes, alone.packed_weight_bytes);
+  EXPECT_EQ((*second)->memory_report().shared_packed_weight_bytes, alone.packed_weight_bytes);
+  EXPECT_EQ((*first)->memory_report().shared_packed_weight_bytes, alone.packed_weight_bytes);
+
+  first->reset();
+  EXPECT_EQ((*second)->memory_report().shared_packed_weight_bytes, 0u);
+  EXPECT_EQ((*second)->memory_report().packed_weight_bytes, alone.packed_weight_bytes);
 }
 
 }  // namespace

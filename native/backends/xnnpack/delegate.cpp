@@ -85,8 +85,9 @@ Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
   return make_error(code, label_ + ": " + message);
 }
 
-Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(ParsedPayload parsed, XnnpackModuleContext& context,
-                                                                 std::string label) {
+Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
+    ParsedPayload parsed, XnnpackModuleContext& context, std::string label,
+    const std::shared_ptr<XnnpackProgramContext>& program) {
   std::unique_ptr<XnnpackDelegate> delegate(new XnnpackDelegate());
   delegate->label_ = std::move(label);
   delegate->graph_ = std::move(parsed.graph);
@@ -113,7 +114,7 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(ParsedPayload p
 
   delegate->workspace_ = context.workspace_for_delegate();
   delegate->threadpool_ = context.threadpool();
-  Status staged = delegate->build_stages(context);
+  Status staged = delegate->build_stages(context, program);
   if (!staged) return fail(staged.error());
 
   std::vector<size_t> signature;
@@ -132,7 +133,8 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(ParsedPayload p
   return delegate;
 }
 
-Status XnnpackDelegate::build_stages(XnnpackModuleContext& context) {
+Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
+                                     const std::shared_ptr<XnnpackProgramContext>& program) {
   const size_t value_count = graph_.values.size();
   read_by_xnnpack_.assign(value_count, false);
   argmax_index_.assign(value_count, false);
@@ -162,7 +164,7 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context) {
   for (Stage& stage : stages_) {
     if (stage.engine == Engine::kSubgraph) collect_stage_externals(graph_, stage.subgraph);
     if (stage.engine == Engine::kPackedOperator) {
-      auto packed = context.packed_operator(graph_, graph_.nodes[stage.subgraph.nodes[0]]);
+      auto packed = context.packed_operator(program, graph_, graph_.nodes[stage.subgraph.nodes[0]]);
       if (!packed) return packed.error();
       stage.packed = std::move(*packed);
     }
@@ -172,7 +174,7 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context) {
   constant_data_.assign(value_count, nullptr);
   for (size_t v = 0; v < value_count; ++v) {
     if (!needs_copy[v]) continue;
-    auto copy = context.constant_copy(graph_.values[v]);
+    auto copy = context.constant_copy(program, graph_.values[v]);
     if (!copy) return copy.error();
     constants_[v] = std::move(*copy);
     constant_data_[v] = constants_[v]->data();

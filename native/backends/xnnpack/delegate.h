@@ -23,8 +23,11 @@ namespace etna::xnn {
 class XnnpackDelegate final : public DelegateHandle {
  public:
   // `label` prefixes every message ("method 'forward', delegate 0 (XnnpackBackend)").
+  // Packed weights come from `program` (shared with the program's other
+  // modules); null keeps them to `context`.
   static Result<std::unique_ptr<XnnpackDelegate>> create(ParsedPayload parsed, XnnpackModuleContext& context,
-                                                         std::string label);
+                                                         std::string label,
+                                                         const std::shared_ptr<XnnpackProgramContext>& program = nullptr);
 
   Status execute(EValue* const* args, size_t count) override;
 
@@ -52,7 +55,7 @@ class XnnpackDelegate final : public DelegateHandle {
 
   XnnpackDelegate() = default;
 
-  Status build_stages(XnnpackModuleContext& context);
+  Status build_stages(XnnpackModuleContext& context, const std::shared_ptr<XnnpackProgramContext>& program);
   Result<std::unique_ptr<ShapePlan>> build_plan(std::vector<size_t> signature, bool declared);
   Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
   Status run(ShapePlan& plan, EValue* const* args);

@@ -1,5 +1,6 @@
 #include "backends/xnnpack/module_context.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -41,39 +42,105 @@ XnnpackModuleContext::XnnpackModuleContext(const BackendOptions& options)
   if (options_.share_workspace) shared_workspace_ = std::make_shared<Workspace>();
 }
 
-Result<std::shared_ptr<PackedOperator>> XnnpackModuleContext::packed_operator(const Graph& graph, const Node& node) {
-  std::string key = PackedOperator::cache_key(graph, node);
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = operators_.find(key);
-  if (it != operators_.end()) {
-    if (auto existing = it->second.lock()) {
-      ++operators_reused_;
-      return existing;
-    }
-  }
-  auto created = PackedOperator::create(graph, node);
-  if (!created) return created.error();
-  std::shared_ptr<PackedOperator> shared(std::move(*created));
-  operators_[std::move(key)] = shared;
-  ++operators_created_;
-  return shared;
-}
+namespace {
 
-Result<std::shared_ptr<const AlignedBuffer>> XnnpackModuleContext::constant_copy(const Value& value) {
-  std::string key = value.constant_key + "/" + std::to_string(value.constant.size);
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = constants_.find(key);
-  if (it != constants_.end()) {
-    if (auto existing = it->second.lock()) return existing;
-  }
+// Makes a padded copy of a constant value's bytes.
+Result<std::shared_ptr<const AlignedBuffer>> padded_copy(const Value& value) {
   auto copy = std::make_shared<AlignedBuffer>(value.constant.size);
   if (!copy->data()) {
     return make_error(ErrorCode::kInternal, "out of memory copying constant value " + std::to_string(value.id) + " (" +
                                                 std::to_string(value.constant.size) + " bytes)");
   }
   if (value.constant.size) std::memcpy(copy->data(), value.constant.data, value.constant.size);
-  constants_[std::move(key)] = copy;
-  return std::shared_ptr<const AlignedBuffer>(copy);
+  return std::shared_ptr<const AlignedBuffer>(std::move(copy));
+}
+
+std::string constant_key(const Value& value) { return value.constant_key + "/" + std::to_string(value.constant.size); }
+
+}  // namespace
+
+Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::packed_operator(const std::string& key,
+                                                                                             const Graph& graph,
+                                                                                             const Node& node,
+                                                                                             bool& created) {
+  created = false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = operators_.find(key);
+  if (it != operators_.end()) {
+    if (auto existing = it->second.lock()) return existing;
+  }
+  auto packed = PackedOperator::create(graph, node);
+  if (!packed) return packed.error();
+  auto entry = std::make_shared<ProgramShared<PackedOperator>>(std::shared_ptr<PackedOperator>(std::move(*packed)));
+  operators_[key] = entry;
+  ++operators_created_;
+  created = true;
+  return entry;
+}
+
+Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> XnnpackProgramContext::constant_copy(const std::string& key,
+                                                                                                const Value& value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = constants_.find(key);
+  if (it != constants_.end()) {
+    if (auto existing = it->second.lock()) return existing;
+  }
+  auto copy = padded_copy(value);
+  if (!copy) return copy.error();
+  auto entry = std::make_shared<ProgramShared<const AlignedBuffer>>(std::move(*copy));
+  constants_[key] = entry;
+  return entry;
+}
+
+uint64_t XnnpackProgramContext::operators_created() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return operators_created_;
+}
+
+template <typename T, typename Share>
+Result<std::shared_ptr<T>> XnnpackModuleContext::use(std::unordered_map<std::string, std::weak_ptr<ModuleUse<T>>>& uses,
+                                                     const std::shared_ptr<XnnpackProgramContext>& program,
+                                                     const std::string& key, Share share) {
+  // Called with mutex_ held.
+  XnnpackProgramContext* source = program.get();
+  if (!source) {
+    if (!own_program_) own_program_ = std::make_shared<XnnpackProgramContext>();
+    source = own_program_.get();
+  } else if (std::find(programs_.begin(), programs_.end(), program) == programs_.end()) {
+    programs_.push_back(program);
+  }
+  // The program's address keeps keys of different programs apart.
+  const std::string module_key = std::to_string(reinterpret_cast<uintptr_t>(source)) + "/" + key;
+  auto it = uses.find(module_key);
+  if (it != uses.end()) {
+    if (auto existing = it->second.lock()) return std::shared_ptr<T>(existing, existing->get());
+  }
+  auto entry = share(*source);
+  if (!entry) return entry.error();
+  auto module_use = std::make_shared<ModuleUse<T>>(std::move(*entry));
+  uses[module_key] = module_use;
+  // Aliasing: the delegate points at the value and owns the module's use.
+  return std::shared_ptr<T>(module_use, module_use->get());
+}
+
+Result<std::shared_ptr<PackedOperator>> XnnpackModuleContext::packed_operator(
+    const std::shared_ptr<XnnpackProgramContext>& program, const Graph& graph, const Node& node) {
+  const std::string key = PackedOperator::cache_key(graph, node);
+  std::lock_guard<std::mutex> lock(mutex_);
+  bool created = false;
+  auto result = use(operators_, program, key, [&](XnnpackProgramContext& source) {
+    return source.packed_operator(key, graph, node, created);
+  });
+  if (result) ++(created ? operators_created_ : operators_reused_);
+  return result;
+}
+
+Result<std::shared_ptr<const AlignedBuffer>> XnnpackModuleContext::constant_copy(
+    const std::shared_ptr<XnnpackProgramContext>& program, const Value& value) {
+  const std::string key = constant_key(value);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return use(constants_, program, key,
+             [&](XnnpackProgramContext& source) { return source.constant_copy(key, value); });
 }
 
 std::shared_ptr<Workspace> XnnpackModuleContext::workspace_for_delegate() {
@@ -96,13 +163,15 @@ XnnpackStats XnnpackModuleContext::stats() const {
   for (const auto& entry : operators_) {
     if (auto op = entry.second.lock()) {
       ++stats.packed_operators;
-      stats.packed_operator_bytes += op->packed_bytes();
+      stats.packed_operator_bytes += op->get()->packed_bytes();
+      if (op->used_by_other_modules()) stats.shared_packed_operator_bytes += op->get()->packed_bytes();
     }
   }
   for (const auto& entry : constants_) {
     if (auto copy = entry.second.lock()) {
       ++stats.constant_copies;
-      stats.constant_copy_bytes += copy->size();
+      stats.constant_copy_bytes += copy->get()->size();
+      if (copy->used_by_other_modules()) stats.shared_constant_copy_bytes += copy->get()->size();
     }
   }
   if (shared_workspace_) {
@@ -128,6 +197,7 @@ BackendMemory XnnpackModuleContext::memory() const {
   // Weights the module holds in the form XNNPACK runs them: packed operator
   // weights plus constants XNNPACK reads in place (copied once with padding).
   memory.packed_weight_bytes = s.packed_operator_bytes + s.constant_copy_bytes;
+  memory.shared_packed_weight_bytes = s.shared_packed_operator_bytes + s.shared_constant_copy_bytes;
   memory.workspace_bytes = s.workspace_bytes;
   return memory;
 }

@@ -1,8 +1,10 @@
-// What one Module shares between all its XNNPACK delegate instances: packed
-// operators and padded constant copies (keyed by content identity), the
-// workspace for intermediates, and the thread pool.
+// What the modules of one Program share (XnnpackProgramContext: packed
+// operators and padded constant copies, keyed by content identity), and what
+// one Module shares between all its XNNPACK delegate instances
+// (XnnpackModuleContext: its view of those, the workspace for intermediates,
+// and the thread pool).
 //
-// Delegates hold shared ownership of what they use, so the context may be
+// Delegates hold shared ownership of what they use, so either context may be
 // destroyed before or after them; the maps here only observe (weak
 // references), and an entry's memory goes with its last user.
 #pragma once
@@ -63,6 +65,52 @@ class Threadpool {
   ThreadpoolPtr pool_;  // null runs on the calling thread
 };
 
+// A value every module over one program may use, with the number of modules
+// that use it now (for reporting what a module shares).
+template <typename T>
+struct ProgramShared {
+  explicit ProgramShared(std::shared_ptr<T> shared_value) : value(std::move(shared_value)) {}
+  const std::shared_ptr<T> value;
+  std::atomic<uint32_t> modules{0};
+};
+
+// One module's use of a ProgramShared value: counted while it lives.
+template <typename T>
+class ModuleUse {
+ public:
+  explicit ModuleUse(std::shared_ptr<ProgramShared<T>> entry) : entry_(std::move(entry)) { ++entry_->modules; }
+  ~ModuleUse() { --entry_->modules; }
+  ModuleUse(const ModuleUse&) = delete;
+  ModuleUse& operator=(const ModuleUse&) = delete;
+  T* get() const { return entry_->value.get(); }
+  bool used_by_other_modules() const { return entry_->modules.load() > 1; }
+
+ private:
+  std::shared_ptr<ProgramShared<T>> entry_;
+};
+
+// Per Program: what its modules share. Packing happens under the mutex, so
+// modules loading at once over one program pack each operator once.
+class XnnpackProgramContext final : public BackendProgramContext {
+ public:
+  // The program's operator for this node (key: PackedOperator::cache_key),
+  // packing it when no module holds it.
+  // `created` tells whether this call packed it.
+  Result<std::shared_ptr<ProgramShared<PackedOperator>>> packed_operator(const std::string& key, const Graph& graph,
+                                                                        const Node& node, bool& created);
+  // The program's padded copy of a constant value, made when no module holds it.
+  Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> constant_copy(const std::string& key,
+                                                                           const Value& value);
+  // Packings done over the program's life.
+  uint64_t operators_created() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::weak_ptr<ProgramShared<PackedOperator>>> operators_;
+  std::unordered_map<std::string, std::weak_ptr<ProgramShared<const AlignedBuffer>>> constants_;
+  uint64_t operators_created_ = 0;
+};
+
 class XnnpackModuleContext final : public BackendModuleContext {
  public:
   explicit XnnpackModuleContext(const BackendOptions& options);
@@ -71,10 +119,14 @@ class XnnpackModuleContext final : public BackendModuleContext {
   XnnpackStats stats() const;
   const BackendOptions& options() const { return options_; }
 
-  // The module's operator for this node, packing it on first use.
-  Result<std::shared_ptr<PackedOperator>> packed_operator(const Graph& graph, const Node& node);
-  // The module's padded copy of a constant value, made on first use.
-  Result<std::shared_ptr<const AlignedBuffer>> constant_copy(const Value& value);
+  // The operator for this node, from `program` (null: a program context of
+  // this module's own, for delegates made without a program), packing it
+  // only when no module over the program holds it.
+  Result<std::shared_ptr<PackedOperator>> packed_operator(const std::shared_ptr<XnnpackProgramContext>& program,
+                                                          const Graph& graph, const Node& node);
+  // The padded copy of a constant value, from `program` likewise.
+  Result<std::shared_ptr<const AlignedBuffer>> constant_copy(const std::shared_ptr<XnnpackProgramContext>& program,
+                                                             const Value& value);
   // The shared workspace, or a new one of the delegate's own.
   std::shared_ptr<Workspace> workspace_for_delegate();
   std::shared_ptr<Threadpool> threadpool() const { return threadpool_; }
@@ -83,9 +135,20 @@ class XnnpackModuleContext final : public BackendModuleContext {
   const BackendOptions options_;
   std::shared_ptr<Threadpool> threadpool_;
 
+  // Finds or adds this module's use of a program's value; `share` gets the
+  // value from the program. Delegates receive a pointer that keeps the use alive.
+  template <typename T, typename Share>
+  Result<std::shared_ptr<T>> use(std::unordered_map<std::string, std::weak_ptr<ModuleUse<T>>>& uses,
+                                 const std::shared_ptr<XnnpackProgramContext>& program, const std::string& key,
+                                 Share share);
+
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::weak_ptr<PackedOperator>> operators_;
-  std::unordered_map<std::string, std::weak_ptr<const AlignedBuffer>> constants_;
+  // Program contexts this module used: held so their addresses (part of the
+  // keys below) stay unique.
+  std::vector<std::shared_ptr<XnnpackProgramContext>> programs_;
+  std::shared_ptr<XnnpackProgramContext> own_program_;
+  std::unordered_map<std::string, std::weak_ptr<ModuleUse<PackedOperator>>> operators_;
+  std::unordered_map<std::string, std::weak_ptr<ModuleUse<const AlignedBuffer>>> constants_;
   std::shared_ptr<Workspace> shared_workspace_;
   std::vector<std::weak_ptr<Workspace>> delegate_workspaces_;
   uint64_t operators_created_ = 0;

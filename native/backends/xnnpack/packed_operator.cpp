@@ -321,6 +321,7 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
     size.height = input_shape.dims[1];
     size.width = input_shape.dims[2];
   }
+  std::lock_guard<std::mutex> lock(run_mutex_);
   xnn_operator_t op = op_.get();
   const compat::Outcome outcome = [&]() -> compat::Outcome {
     const auto* in_f32 = static_cast<const float*>(input);

@@ -2,12 +2,20 @@
 // convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
 // than subgraph nodes: an operator packs its weights once when created and
 // takes the batch and spatial size at each setup. So one operator serves
-// every delegate instance, method and input shape of a module that has the
-// same node over the same constants: packed weights exist once per module.
+// every module, delegate instance, method and input shape of a program that
+// has the same node over the same constants: packed weights exist once per
+// program.
+//
+// Setup writes the shape and buffer pointers into the operator object, so
+// setup and run of one operator are serialised by a mutex: modules calling at
+// once on the libuv pool take turns per operator. (The XNNPACK release this
+// runs on has no weights cache, which would let each module keep an operator
+// object of its own over shared packed weights.)
 #pragma once
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +37,7 @@ class PackedOperator {
   static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node);
 
   // Sets the operator up for this input shape and buffers, then runs it.
+  // Thread-safe: one caller at a time.
   Status run(const Node& node, const Shape& input_shape, const void* input, void* output, pthreadpool_t threadpool);
 
   // Bytes XNNPACK allocated when creating the operator (the packed weights
@@ -49,6 +58,7 @@ class PackedOperator {
   uint32_t adjustment_height_ = 0;
   uint32_t adjustment_width_ = 0;
   size_t packed_bytes_ = 0;
+  std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
 };
 

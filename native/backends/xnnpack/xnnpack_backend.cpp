@@ -19,6 +19,10 @@ class XnnpackBackend final : public Backend {
     return std::make_unique<XnnpackModuleContext>(options);
   }
 
+  std::shared_ptr<BackendProgramContext> create_program_context() const override {
+    return std::make_shared<xnn::XnnpackProgramContext>();
+  }
+
   // Compile specs are ignored, as upstream does.
   Result<std::unique_ptr<DelegateHandle>> init(ByteSpan payload, const std::vector<CompileSpecView>&,
                                                DelegateInitContext& context) const override {
@@ -47,7 +51,13 @@ class XnnpackBackend final : public Backend {
     xnn::NamedDataLookup named_data = [&program](std::string_view key) { return program.named_data(key); };
     auto parsed = xnn::parse_payload(payload, named_data);
     if (!parsed) return prefixed(parsed.error());
-    auto delegate = xnn::XnnpackDelegate::create(std::move(*parsed), *module_context, std::move(label));
+    // Every module over the program shares its packed weights.
+    auto program_context = std::dynamic_pointer_cast<xnn::XnnpackProgramContext>(program.backend_context(*this));
+    if (!program_context) {
+      return make_error(ErrorCode::kInternal, label + ": the program context was not created by XnnpackBackend");
+    }
+    auto delegate =
+        xnn::XnnpackDelegate::create(std::move(*parsed), *module_context, std::move(label), program_context);
     if (!delegate) return delegate.error();
     return std::unique_ptr<DelegateHandle>(std::move(*delegate));
   }
