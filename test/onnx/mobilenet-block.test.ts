@@ -7,9 +7,11 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
+import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Program, Tensor } from '../../lib/index.js';
-import { importOnnx } from '../../lib/onnx/index.js';
+import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { runCli } from '../helpers/cli.js';
+import { payloadGraph } from '../helpers/xnnpack-payload.js';
 import { onnxModel, type TestGraph } from './onnx-writer.js';
 import { BLOCK_INPUT_SHAPE, mobilenetBlockModel, seededValues } from './mobilenet-block.js';
 
@@ -62,6 +64,17 @@ describe('paddle2onnx-style MobileNet block', () => {
     const expected = await onnxruntimeOutput(model, input, 'prob');
     const actual = await etnaOutput(imported.bytes, input, 'prob');
     expect(relativeError(actual, expected)).toBeLessThan(1e-4);
+  });
+
+  it('keeps activations between convolutions channels-last inside the delegate', () => {
+    const { builder, exportOptions } = importOnnxGraph(model);
+    const { program } = builder.export(exportOptions);
+    const graph = payloadGraph(program.delegatePayloads![0]!);
+    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    // Only the input goes to NHWC and the pooled [1, 1, 1, C] comes back; HardSwish, the SE gate and its Mul stay NHWC.
+    expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(2);
+    expect(types.filter((t) => t === NodeUnion.XNNGlobalAvgPooling2d)).toHaveLength(2);
+    expect(types.filter((t) => t === NodeUnion.XNNConv2d || t === NodeUnion.XNNDepthwiseConv2d)).toHaveLength(4);
   });
 
   it('reports delegate and kernel calls on the import-onnx summary line', () => {

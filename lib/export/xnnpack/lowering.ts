@@ -163,6 +163,29 @@ class RunBuilder {
     return id;
   }
 
+  /**
+   * Whether an elementwise op on `operands` runs channels-last: one operand
+   * is held only channels-last (a convolution or pooling result) and every
+   * other one is rank 4 too or a single element, so broadcasting reads the
+   * same in either layout. That keeps activations between convolutions out
+   * of layout transposes.
+   */
+  private staysChannelsLast(operands: readonly Operand[], out: number): boolean {
+    const values = operands.flatMap((operand) => ('value' in operand ? [operand.value] : []));
+    if (this.method.tensorNode(out).shape.length !== 4) return false;
+    if (!values.some((index) => this.channelsLast.has(index) && !this.plain.has(index))) return false;
+    return values.every((index) => {
+      const shape = this.method.tensorNode(index).shape;
+      return shape.length === 4 || shape.every((d) => d === 1);
+    });
+  }
+
+  /** A channels-last operand of an elementwise op (single elements stay as they are). */
+  private layoutOperand(operand: Operand): number {
+    if ('value' in operand && this.method.tensorNode(operand.value).shape.length === 4) return this.operandChannelsLast(operand.value);
+    return this.scalarOperand(operand);
+  }
+
   /** The delegate value holding method value `index` channels-last. */
   operandChannelsLast(index: number): number {
     const known = this.channelsLast.get(index);
@@ -209,12 +232,21 @@ class RunBuilder {
         return;
       }
       case 'binary': {
+        if (op.code !== NodeUnion.XNNBatchMatrixMultiply && this.staysChannelsLast([op.a, op.b], op.out)) {
+          const [input1, input2] = [this.layoutOperand(op.a), this.layoutOperand(op.b)];
+          this.emit({ kind: 'binary', code: op.code, input1, input2, output: this.defineChannelsLast(fusedOut ?? op.out) }, minMax);
+          return;
+        }
         const input1 = this.scalarOperand(op.a);
         const input2 = this.scalarOperand(op.b);
         this.emit({ kind: 'binary', code: op.code, input1, input2, output: resultOf(op.out) }, minMax);
         return;
       }
       case 'clamp':
+        if (this.staysChannelsLast([{ value: op.input }], op.out)) {
+          this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) }, [op.min, op.max]);
+          return;
+        }
         this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operand(op.input), output: resultOf(op.out) }, [op.min, op.max]);
         return;
       case 'globalAvgPool': {
@@ -224,6 +256,11 @@ class RunBuilder {
         return;
       }
       case 'unary':
+        // Softmax normalises along the last dim, which channels-last would change.
+        if (op.code !== NodeUnion.XNNSoftmax && this.staysChannelsLast([{ value: op.input }], op.out)) {
+          this.emit({ kind: 'unary', code: op.code, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) });
+          return;
+        }
         this.emit({ kind: 'unary', code: op.code, input: this.operand(op.input), output: resultOf(op.out) });
         return;
       case 'transpose':
