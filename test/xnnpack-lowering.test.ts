@@ -2,12 +2,12 @@
 // versions compute, payloads follow the XH00/XN01 format, and constants live
 // in named data under the SHA-256 of their bytes.
 import { createHash } from 'node:crypto';
-import * as flatbuffers from 'flatbuffers';
 import { describe, expect, it } from 'vitest';
 
 import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, type ExportResult } from '../lib/export/index.js';
-import { Binary, Graph, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
+import { Binary, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
+import { payloadGraph } from './helpers/xnnpack-payload.js';
 
 function randomValues(count: number, seed: number, scale = 1): Float32Array {
   let state = seed >>> 0;
@@ -114,12 +114,6 @@ async function runBoth(build: () => ProgramBuilder, inputs: Tensor[]): Promise<{
   return { lowered, worst };
 }
 
-function payloadGraph(payload: Uint8Array): Graph {
-  const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
-  const offset = view.getUint32(10, true);
-  const size = view.getUint32(14, true);
-  return Graph.getRootAsGraph(new flatbuffers.ByteBuffer(payload.slice(offset, offset + size)));
-}
 
 describe('XNNPACK lowering matches the portable kernels', () => {
   it('linear (with and without bias, [K, N] weights), arithmetic with broadcast and scalars, activations, softmax', async () => {

@@ -84,7 +84,7 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
   });
   fs.writeFileSync(output, result.bytes);
   const io = (list: { name: string; dtype: string; shape: number[] }[]): string => list.map((t) => `${t.name} ${t.dtype}[${t.shape.join(',')}]`).join(', ') || '-';
-  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded`);
+  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
   console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
   if (result.stateBuffers.length > 0) {
     console.log(`  state at mem_id 2: ${io(result.stateBuffers)}`);

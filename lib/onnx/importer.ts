@@ -11,6 +11,7 @@ import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js
 import type { SharedBuffer } from '../export/graph.js';
 import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
+import { foldBatchNormsIntoConvs } from './batchnorm.js';
 import { foldNode } from './fold.js';
 import { OP_HANDLERS } from './ops.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
@@ -106,6 +107,8 @@ export interface ImportOnnxResult {
   opset: number;
   /** How many ONNX nodes were folded at import and how many were lowered to kernels. */
   nodes: { folded: number; lowered: number };
+  /** Instructions of the main method after XNNPACK lowering: delegate calls and portable kernel calls. */
+  calls: { delegate: number; kernel: number };
 }
 
 function bufferName(prefix: string, onnxName: string): string {
@@ -137,7 +140,10 @@ interface RunStats {
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
 function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
-  for (const node of graph.nodes) runNode(node, ctx, stats);
+  const { nodes, constants, folded } = foldBatchNormsIntoConvs(graph);
+  for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
+  stats.folded += folded;
+  for (const node of nodes) runNode(node, ctx, stats);
 }
 
 function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
@@ -235,14 +241,21 @@ export function readOnnxModel(bytes: Uint8Array): OnnxModel {
 }
 
 /** An imported model before export: its graph (e.g. to write back as ONNX) and how importOnnx exports it. */
-export interface ImportedOnnxGraph extends Omit<ImportOnnxResult, 'bytes'> {
+export interface ImportedOnnxGraph extends Omit<ImportOnnxResult, 'bytes' | 'calls'> {
   builder: ProgramBuilder;
   exportOptions: ExportOptions;
 }
 
 export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportOnnxResult {
   const { builder, exportOptions, ...info } = importOnnxGraph(bytes, options);
-  return { bytes: builder.toPte(exportOptions), ...info };
+  const exported = builder.export(exportOptions).bytes;
+  const main = builder.programGraph.methods.find((m) => m.name === info.methods[0])!;
+  const calls = { delegate: 0, kernel: 0 };
+  for (const instruction of main.instructions) {
+    if (instruction.kind === 'delegate') calls.delegate++;
+    else if (instruction.kind === 'kernel') calls.kernel++;
+  }
+  return { bytes: exported, ...info, calls };
 }
 
 export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportedOnnxGraph {

@@ -7,6 +7,7 @@ import type { KernelArgument } from '../export/method-builder.js';
 import { MAX_CONCATENATE_INPUTS } from '../export/xnnpack/payload.js';
 import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
+import { batchNormAffine } from './batchnorm.js';
 import { broadcastShape, concatConst, normalizeAxis, reshapeConst, sliceConst } from './fold.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
@@ -1023,6 +1024,15 @@ function batchNorm(node: NodeView): OnnxValue[] {
       arith(ctx, node, 'mul', running, ctx.constant(dtypeOf(x), [], [momentum])),
       arith(ctx, node, 'mul', reshape(ctx, current, channels), ctx.constant(dtypeOf(x), [], [1 - momentum])));
     return [y, blend(mean!, batchMean), blend(variance!, batchVar)];
+  }
+  const affine = scale?.kind === 'const' && bias?.kind === 'const' && mean?.kind === 'const' && variance?.kind === 'const'
+    ? batchNormAffine(scale.tensor, bias.tensor, mean.tensor, variance.tensor, eps)
+    : undefined;
+  if (affine !== undefined) {
+    // Constant statistics: one multiply-add by import-time per-channel tensors.
+    const channelShape = [affine.scale.length, ...new Array<number>(rank - 2).fill(1)];
+    const scaled = arith(ctx, node, 'mul', x, ctx.constant(dtypeOf(x), channelShape, affine.scale));
+    return [arith(ctx, node, 'add', scaled, ctx.constant(dtypeOf(x), channelShape, affine.shift))];
   }
   const epsilon = ctx.constant(dtypeOf(x), [], [eps]);
   const inv = unary(ctx, 'aten::rsqrt.out', arith(ctx, node, 'add', variance!, epsilon));

@@ -32,6 +32,7 @@ export interface TestNode {
   name?: string;
   ints?: Record<string, number[]>;
   int?: Record<string, number>;
+  float?: Record<string, number>;
   graphs?: Record<string, TestGraph>;
 }
 
@@ -78,6 +79,10 @@ function node(n: TestNode): number[] {
   }
   for (const [name, value] of Object.entries(n.int ?? {})) {
     out.push(...bytesField(5, [...text(1, name), ...intField(3, value), ...intField(20, 2)]));
+  }
+  for (const [name, value] of Object.entries(n.float ?? {})) {
+    const f = new Uint8Array(Float32Array.of(value).buffer);
+    out.push(...bytesField(5, [...text(1, name), ...varint(2 * 8 + 5), ...Array.from(f), ...intField(20, 1)]));
   }
   for (const [name, g] of Object.entries(n.graphs ?? {})) {
     out.push(...bytesField(5, [...text(1, name), ...bytesField(6, graph(g)), ...intField(20, 5)]));

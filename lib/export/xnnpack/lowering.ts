@@ -163,6 +163,29 @@ class RunBuilder {
     return id;
   }
 
+  /**
+   * Whether an elementwise op on `operands` runs channels-last: one operand
+   * is held only channels-last (a convolution or pooling result) and every
+   * other one is rank 4 too or a single element, so broadcasting reads the
+   * same in either layout. That keeps activations between convolutions out
+   * of layout transposes.
+   */
+  private staysChannelsLast(operands: readonly Operand[], out: number): boolean {
+    const values = operands.flatMap((operand) => ('value' in operand ? [operand.value] : []));
+    if (this.method.tensorNode(out).shape.length !== 4) return false;
+    if (!values.some((index) => this.channelsLast.has(index) && !this.plain.has(index))) return false;
+    return values.every((index) => {
+      const shape = this.method.tensorNode(index).shape;
+      return shape.length === 4 || shape.every((d) => d === 1);
+    });
+  }
+
+  /** A channels-last operand of an elementwise op (single elements stay as they are). */
+  private layoutOperand(operand: Operand): number {
+    if ('value' in operand && this.method.tensorNode(operand.value).shape.length === 4) return this.operandChannelsLast(operand.value);
+    return this.scalarOperand(operand);
+  }
+
   /** The delegate value holding method value `index` channels-last. */
   operandChannelsLast(index: number): number {
     const known = this.channelsLast.get(index);
@@ -194,7 +217,7 @@ class RunBuilder {
     return this.constantValue(constantKey(bytes), bytes, [1]);
   }
 
-  /** Adds one matched op; `fusedOut`/`minMax` come from a relu folded into it. */
+  /** Adds one matched op; `fusedOut`/`minMax` come from a clamp folded into it. */
   add(op: MatchedOp, fusedOut: number | undefined, minMax: readonly [number, number] | undefined): void {
     const resultOf = (out: number): number => this.define(fusedOut ?? out);
     switch (op.kind) {
@@ -209,15 +232,35 @@ class RunBuilder {
         return;
       }
       case 'binary': {
+        if (op.code !== NodeUnion.XNNBatchMatrixMultiply && this.staysChannelsLast([op.a, op.b], op.out)) {
+          const [input1, input2] = [this.layoutOperand(op.a), this.layoutOperand(op.b)];
+          this.emit({ kind: 'binary', code: op.code, input1, input2, output: this.defineChannelsLast(fusedOut ?? op.out) }, minMax);
+          return;
+        }
         const input1 = this.scalarOperand(op.a);
         const input2 = this.scalarOperand(op.b);
         this.emit({ kind: 'binary', code: op.code, input1, input2, output: resultOf(op.out) }, minMax);
         return;
       }
-      case 'relu':
-        this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operand(op.input), output: resultOf(op.out) }, [0, Infinity]);
+      case 'clamp':
+        if (this.staysChannelsLast([{ value: op.input }], op.out)) {
+          this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) }, [op.min, op.max]);
+          return;
+        }
+        this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operand(op.input), output: resultOf(op.out) }, [op.min, op.max]);
         return;
+      case 'globalAvgPool': {
+        // XNNPACK pools NHWC input into [N, 1, 1, C], which is the kept-dims result channels-last.
+        const input = this.operandChannelsLast(op.input);
+        this.emit({ kind: 'unary', code: NodeUnion.XNNGlobalAvgPooling2d, input, output: this.defineChannelsLast(fusedOut ?? op.out) }, minMax);
+        return;
+      }
       case 'unary':
+        // Softmax normalises along the last dim, which channels-last would change.
+        if (op.code !== NodeUnion.XNNSoftmax && this.staysChannelsLast([{ value: op.input }], op.out)) {
+          this.emit({ kind: 'unary', code: op.code, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) });
+          return;
+        }
         this.emit({ kind: 'unary', code: op.code, input: this.operand(op.input), output: resultOf(op.out) });
         return;
       case 'transpose':
@@ -362,17 +405,17 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     const inRun = (step: number): boolean => step >= run.start && step < run.end;
     const readOutside = (value: number): boolean => methodOutputs.has(value) || (readers.get(value) ?? []).some((step) => !inRun(step));
 
-    // A relu folds into the node producing its input when nothing else reads that value.
-    const fused = new Map<number, number>(); // producer step -> relu output
+    // A clamp folds into the node producing its input when nothing else reads that value.
+    const fused = new Map<number, { out: number; bounds: readonly [number, number] }>(); // producer step -> clamp
     const skipped = new Set<number>();
     const producerStep = new Map<number, number>();
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
-      if (op.kind === 'relu') {
+      if (op.kind === 'clamp') {
         const producer = producerStep.get(op.input);
         const readersOfInput = readers.get(op.input) ?? [];
         if (producer !== undefined && !fused.has(producer) && takesBounds(matches[producer]!) && readersOfInput.length === 1 && !methodOutputs.has(op.input)) {
-          fused.set(producer, op.out);
+          fused.set(producer, { out: op.out, bounds: [op.min, op.max] });
           skipped.add(step);
           producerStep.set(op.out, producer);
           continue;
@@ -401,7 +444,7 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
       if (op.kind === 'weightTranspose' || skipped.has(step)) continue;
-      const produced = fused.get(step) ?? op.out;
+      const produced = fused.get(step)?.out ?? op.out;
       if (readOutside(produced)) runOutputs.add(produced);
     }
 
@@ -418,8 +461,8 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
         builder.addTransposedBatchMatmul(op as Extract<MatchedOp, { kind: 'binary' }>, matches[folded] as Extract<MatchedOp, { kind: 'transpose' }>);
         continue;
       }
-      const fusedOut = fused.get(step);
-      builder.add(op, fusedOut, fusedOut === undefined ? undefined : [0, Infinity]);
+      const clamp = fused.get(step);
+      builder.add(op, clamp?.out, clamp?.bounds);
     }
     const { payload, args } = builder.finish();
     const payloadIndex = context.addDelegatePayload(payload);

@@ -15,7 +15,10 @@ export type MatchedOp =
   | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly filterIsTransposed: boolean; readonly bias: number | undefined; readonly out: number }
   | { readonly kind: 'binary'; readonly code: BinaryCode; readonly a: Operand; readonly b: Operand; readonly out: number }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly out: number }
-  | { readonly kind: 'relu'; readonly input: number; readonly out: number }
+  /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
+  | { readonly kind: 'clamp'; readonly min: number; readonly max: number; readonly input: number; readonly out: number }
+  /** mean over H and W of an NCHW tensor, dims kept. */
+  | { readonly kind: 'globalAvgPool'; readonly input: number; readonly out: number }
   | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly out: number }
   | { readonly kind: 'reshape'; readonly input: number; readonly out: number }
@@ -218,7 +221,24 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     }
     case 'relu.out': {
       const [self, out] = a as [number, number];
-      return allFloat(self, out) ? { kind: 'relu', input: self, out } : undefined;
+      return allFloat(self, out) ? { kind: 'clamp', min: 0, max: Infinity, input: self, out } : undefined;
+    }
+    case 'clamp.out':
+    case 'hardtanh.out': {
+      const [self, low, high, out] = a as [number, number, number, number];
+      const bound = (index: number, fallback: number): number | undefined => (method.values[index]?.kind === 'null' ? fallback : m.number(index));
+      const min = bound(low, -Infinity);
+      const max = bound(high, Infinity);
+      if (!allFloat(self, out) || min === undefined || max === undefined || !(min <= max)) return undefined;
+      return { kind: 'clamp', min, max, input: self, out };
+    }
+    case 'mean.out': {
+      const [self, dims, keepdim, dtype, out] = a as [number, number, number, number, number];
+      const axes = m.intList(dims)?.map((d) => (d < 0 ? d + 4 : d)).sort();
+      const keep = method.values[keepdim];
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || method.values[dtype]?.kind !== 'null') return undefined;
+      if (axes?.length !== 2 || axes[0] !== 2 || axes[1] !== 3 || keep?.kind !== 'bool' || !keep.value) return undefined;
+      return { kind: 'globalAvgPool', input: self, out };
     }
     case 'sigmoid.out':
     case 'sqrt.out':
