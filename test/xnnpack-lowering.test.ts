@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import * as flatbuffers from 'flatbuffers';
 import { describe, expect, it } from 'vitest';
 
-import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, type ExportResult } from '../lib/export/index.js';
+import { ProgramBuilder, type ExportResult } from '../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES, exampleReference } from '../lib/tools/examples/index.js';
 import { Binary, Graph, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
 
