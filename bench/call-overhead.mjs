@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import ort from 'onnxruntime-node';
 
 import { Module } from '../dist/index.js';
-import { ProtoWriter } from '../dist/export/onnx/protobuf.js';
+import { ProtoWriter } from '../dist/tools/onnx-emitter/protobuf.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { calls: { type: 'string', default: '20000' } } });
 const candidates = [positionals[0], '../shared/testdata/pte/et_add.pte', '/work/shared/testdata/pte/et_add.pte'].filter(Boolean);

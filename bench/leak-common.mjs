@@ -12,7 +12,8 @@ export async function importEtna() {
   if (!fs.existsSync(dist)) throw new Error('dist/index.js is missing: run npm run build first');
   const etna = await import(pathToFileURL(dist).href);
   const exporting = await import(pathToFileURL(path.join(repoRoot, 'dist/export/index.js')).href);
-  return { ...etna, ...exporting };
+  const examples = await import(pathToFileURL(path.join(repoRoot, 'dist/tools/examples/index.js')).href);
+  return { ...etna, ...exporting, ...examples };
 }
 
 export function requireGc() {

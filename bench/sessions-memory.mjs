@@ -26,7 +26,7 @@ const sessions = sessionsIndex >= 0 ? Number(process.argv[sessionsIndex + 1]) : 
 if (!Number.isInteger(sessions) || sessions < 2) throw new Error('--sessions needs an integer of at least 2');
 if (!globalThis.gc) console.warn('run with node --expose-gc for steadier figures');
 
-const { buildKvDecoder, createKvDecoderWeights, KV_DECODER_LARGE_CONFIG, kvDecoderSession } = await import('../dist/export/index.js');
+const { buildKvDecoder, createKvDecoderWeights, KV_DECODER_LARGE_CONFIG, kvDecoderSession } = await import('../dist/tools/examples/index.js');
 const { Module, Program } = await import('../dist/index.js');
 
 const bytes = buildKvDecoder(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)).toPte({ xnnpack: true });

@@ -15,8 +15,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { Module, Tensor } from '../dist/index.js';
-import { builderToOnnx } from '../dist/export/onnx/index.js';
-import { ProtoWriter } from '../dist/export/onnx/protobuf.js';
+import { builderToOnnx } from '../dist/tools/onnx-emitter/index.js';
+import { ProtoWriter } from '../dist/tools/onnx-emitter/protobuf.js';
 import { buildConvNet, buildMlp, CONV_LAYERS, convInput, IMAGE, mlpInput, randomValues } from './xnnpack-models.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));

@@ -1,18 +1,12 @@
 import { EtnaError, toEtnaError } from './errors.js';
-import { native, type NativeModule, type NativeOutput } from './native.js';
+import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type ShareMemoryArenas } from './binding.js';
+import { native } from './native.js';
 import { checkProgramSource, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
 import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
-/**
- * How methods share planned memory.
- * - `true`: one activation arena (mem_id 1) and one state arena (mem_id 2) for the whole module.
- * - `false`: every method its own arenas (ExecuTorch's default); state does not carry across methods.
- * - `'state'`: share only mem_id 2 (for programs that keep per-method buffers in mem_id 1).
- * - `'auto'` (default): `true` when two or more methods plan a mem_id 2 arena, else `false`.
- */
-export type ShareMemoryArenas = boolean | 'state' | 'auto';
+export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
 
 export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
@@ -56,55 +50,6 @@ export interface RunOptions {
   outputs?: Readonly<Record<string, TensorData>> | ExecuteOptions['outputs'];
 }
 
-export interface ArenaReport {
-  memoryId: number;
-  bytes: number;
-  shared: boolean;
-  methods: string[];
-}
-
-/**
- * What a module holds. Without sharing, methods load on first use, so their
- * arenas and delegate memory appear once each has run.
- */
-export interface MemoryReport {
-  /** 'shared', 'state' or 'unshared'. */
-  mode: 'shared' | 'state' | 'unshared';
-  /** Why that mode was chosen. */
-  reason: string;
-  arenas: ArenaReport[];
-  /** Arena bytes allocated now. */
-  plannedBytes: number;
-  /** What one set of arenas per method would need. */
-  unsharedPlannedBytes: number;
-  /** Bytes of the distinct constants the methods read, each counted once; read in place from the program's bytes (copied or mapped once per program, not per module). */
-  constantBytes: number;
-  /**
-   * Delegate weights this module uses, in the form the delegate runs them
-   * (packed weights and padded constant copies), whether or not other modules
-   * share them.
-   */
-  packedWeightBytes: number;
-  /**
-   * The part of `packedWeightBytes` that other live modules over the same
-   * `Program` use too: it exists once per program, not once per module.
-   * `packedWeightBytes - sharedPackedWeightBytes` is what this module alone keeps alive.
-   */
-  sharedPackedWeightBytes: number;
-  /** Delegate scratch memory. */
-  workspaceBytes: number;
-  /** Per method: the constant bytes it reads (methods may read the same constants; `constantBytes` counts them once). */
-  methods: { name: string; constantBytes: number }[];
-}
-
-function shareMode(value: ShareMemoryArenas | undefined): string {
-  if (value === undefined || value === 'auto') return 'auto';
-  if (value === true) return 'on';
-  if (value === false) return 'off';
-  if (value === 'state') return 'state';
-  throw new EtnaError('INVALID_INPUT', `shareMemoryArenas must be true, false, 'state' or 'auto', got ${JSON.stringify(value)}`);
-}
-
 function describeExpected(value: ValueDescription): string {
   return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]` : value.kind;
 }
@@ -137,7 +82,7 @@ export class Module {
   static async load(source: ProgramSource | Program, options: ModuleOptions = {}): Promise<Module> {
     if (!(source instanceof Program)) checkProgramSource(source, 'Module.load');
     const mmap = mmapOption(options, 'Module.load');
-    const share = shareMode(options.shareMemoryArenas);
+    const share = shareWord(options.shareMemoryArenas);
     const numThreads = options.numThreads ?? 1;
     if (!Number.isInteger(numThreads) || numThreads < 1) {
       throw new EtnaError('INVALID_INPUT', `numThreads must be a positive integer, got ${numThreads}`);

@@ -1,5 +1,6 @@
 import { EtnaError, toEtnaError } from './errors.js';
-import { native, type NativeProgram } from './native.js';
+import type { NativeProgram } from './binding.js';
+import { native } from './native.js';
 import type { ProgramDescription } from './program-types.js';
 
 /** Where a program comes from: a file path, or its bytes (an ArrayBuffer, Buffer, typed array or DataView). */

@@ -1,74 +1,9 @@
 import { EtnaError } from './errors.js';
 
-/**
- * The TypedArray that holds each dtype's elements. float16/bfloat16 travel as
- * raw 16-bit patterns; bool as one byte per element.
- */
-export interface TensorDataTypes {
-  float32: Float32Array;
-  float64: Float64Array;
-  float16: Uint16Array;
-  bfloat16: Uint16Array;
-  int64: BigInt64Array;
-  int32: Int32Array;
-  int16: Int16Array;
-  int8: Int8Array;
-  uint8: Uint8Array;
-  uint16: Uint16Array;
-  uint32: Uint32Array;
-  uint64: BigUint64Array;
-  bool: Uint8Array;
-}
+import { DTYPE_TABLE, DTYPES, isDType, type DType, type TensorData } from './dtypes.js';
 
-/** Element types etna exchanges with JavaScript. */
-export type DType = keyof TensorDataTypes;
-
-/** The data array of a `D` tensor; `TensorData` alone is any of them. */
-export type TensorData<D extends DType = DType> = TensorDataTypes[D];
-
-interface ArrayClass<A> {
-  new (length: number): A;
-  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): A;
-  readonly name: string;
-}
-
-interface DTypeInfo<D extends DType> {
-  bytes: number;
-  array: ArrayClass<TensorDataTypes[D]>;
-}
-
-const DTYPES: { readonly [D in DType]: DTypeInfo<D> } = {
-  float32: { bytes: 4, array: Float32Array },
-  float64: { bytes: 8, array: Float64Array },
-  float16: { bytes: 2, array: Uint16Array },
-  bfloat16: { bytes: 2, array: Uint16Array },
-  int64: { bytes: 8, array: BigInt64Array },
-  int32: { bytes: 4, array: Int32Array },
-  int16: { bytes: 2, array: Int16Array },
-  int8: { bytes: 1, array: Int8Array },
-  uint8: { bytes: 1, array: Uint8Array },
-  uint16: { bytes: 2, array: Uint16Array },
-  uint32: { bytes: 4, array: Uint32Array },
-  uint64: { bytes: 8, array: BigUint64Array },
-  bool: { bytes: 1, array: Uint8Array },
-};
-
-export function isDType(value: unknown): value is DType {
-  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(DTYPES, value);
-}
-
-export function elementSize(dtype: DType): number {
-  return DTYPES[dtype].bytes;
-}
-
-/** The TypedArray class that holds `dtype` data. */
-export function arrayType<D extends DType>(dtype: D): ArrayClass<TensorData<D>> {
-  return DTYPES[dtype].array;
-}
-
-export function arrayTypeName(dtype: DType): string {
-  return DTYPES[dtype].array.name;
-}
+export { arrayType, arrayTypeName, elementSize, isDType } from './dtypes.js';
+export type { DType, TensorData, TensorDataTypes } from './dtypes.js';
 
 export function numel(shape: readonly number[]): number {
   return shape.reduce((product, size) => product * size, 1);
@@ -87,7 +22,7 @@ function describe(value: unknown): string {
 }
 
 function checkDType(dtype: unknown): DType {
-  if (!isDType(dtype)) invalid(`unknown dtype ${describe(dtype)} (one of ${Object.keys(DTYPES).join(', ')})`);
+  if (!isDType(dtype)) invalid(`unknown dtype ${describe(dtype)} (one of ${DTYPES.join(', ')})`);
   return dtype;
 }
 
@@ -141,7 +76,7 @@ export class Tensor<D extends DType = DType> {
 
   constructor(dtype: D, shape: readonly number[], data: TensorData<D>) {
     checkDType(dtype);
-    const expected = DTYPES[dtype].array;
+    const expected = DTYPE_TABLE[dtype].array;
     if (!(data instanceof expected)) {
       if (looksLikeOnnxruntimeOrder(shape, data)) {
         invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
@@ -160,7 +95,7 @@ export class Tensor<D extends DType = DType> {
 
   /** A zero-filled tensor. */
   static zeros<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D> {
-    const info = DTYPES[checkDType(dtype) as D];
+    const info = DTYPE_TABLE[checkDType(dtype) as D];
     return new Tensor(dtype, shape, new info.array(numel(checkShape(shape))));
   }
 
@@ -201,7 +136,7 @@ export class Tensor<D extends DType = DType> {
 
 /** Wraps `numel(shape)` elements at `byteOffset` of `buffer` as a tensor (no copy). */
 export function tensorOver<D extends DType>(dtype: D, shape: readonly number[], buffer: ArrayBufferLike, byteOffset = 0): Tensor<D> {
-  return new Tensor(dtype, shape, new DTYPES[dtype].array(buffer, byteOffset, numel(shape)));
+  return new Tensor(dtype, shape, new DTYPE_TABLE[dtype].array(buffer, byteOffset, numel(shape)));
 }
 
 /** A tensor in etna's own field names; `data` must match `dtype` (one member per dtype). */

@@ -2,7 +2,7 @@
 // report of the documented shape, and an SVG with one bar group per configuration.
 import { describe, expect, it } from 'vitest';
 
-import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, runBenchmarks, type BenchReport } from '../lib/cli/bench.js';
+import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
 function checkXml(text: string): void {

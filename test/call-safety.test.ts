@@ -5,7 +5,7 @@
 import { expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
-import { exportExample } from '../lib/export/index.js';
+import { exportExample } from '../lib/tools/examples/index.js';
 import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
 
 function first(values: Value[]): number[] {

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { runInChild } from '../lib/cli/bench.js';
+import { runInChild } from '../lib/tools/bench.js';
 import { runCli, type CliResult } from './helpers/cli.js';
 import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
-import { exportExample } from '../lib/export/index.js';
+import { exportExample } from '../lib/tools/examples/index.js';
 import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
 
 const SOFTMAX_SHAPE = [2, 4096];

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { prepareArtifacts, runInChild, withTemporaryDirectory, type BenchConfig } from '../lib/cli/bench.js';
+import { prepareArtifacts, runInChild, withTemporaryDirectory, type BenchConfig } from '../lib/tools/bench.js';
 import { formatDemoTable } from '../lib/cli/demo.js';
 import { exportExampleUsage, runExportExample } from '../lib/cli/export-example.js';
-import { EXAMPLE_NAMES, EXAMPLES } from '../lib/export/index.js';
+import { EXAMPLE_NAMES, EXAMPLES } from '../lib/tools/examples/index.js';
 import { Program } from '../lib/index.js';
 
 describe('etna demo', () => {

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { buildExample, EXAMPLE_NAMES } from '../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES } from '../lib/tools/examples/index.js';
 import { runCli } from './helpers/cli.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-inspect-'));

@@ -2,7 +2,7 @@
 // references; without shared arenas the stateful ones must diverge.
 import { describe, expect, it } from 'vitest';
 
-import { EXAMPLE_NAMES, exampleReference, exportExample, type ExampleReference } from '../lib/export/index.js';
+import { EXAMPLE_NAMES, exampleReference, exportExample, type ExampleReference } from '../lib/tools/examples/index.js';
 import { Module, Tensor } from '../lib/index.js';
 
 function maxRelativeError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {

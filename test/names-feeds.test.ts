@@ -4,7 +4,8 @@ import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor } from '../lib/index.js';
-import { exampleInfo, EXAMPLE_NAMES, ProgramBuilder } from '../lib/export/index.js';
+import { ProgramBuilder } from '../lib/export/index.js';
+import { exampleInfo, EXAMPLE_NAMES } from '../lib/tools/examples/index.js';
 import { readProgram } from './export/pte-reader.js';
 import { describeWithTestdata, testdataFiles, testdataPath } from './helpers/testdata.js';
 

@@ -4,9 +4,10 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
-import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, SeededRandom } from '../lib/export/index.js';
+import { ProgramBuilder } from '../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES, exampleReference, SeededRandom } from '../lib/tools/examples/index.js';
 import { Module, Tensor } from '../lib/index.js';
-import { builderToOnnx, OrtProgramRunner } from '../lib/export/onnx/index.js';
+import { builderToOnnx, OrtProgramRunner } from '../lib/tools/onnx-emitter/index.js';
 
 function maxError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   expect(actual.length).toBe(expected.length);

@@ -3,7 +3,7 @@
 // each session gives when its module is the program's only one.
 import { describe, expect, it } from 'vitest';
 
-import { exportExample, KV_DECODER_CONFIG, kvDecoderSession, type ExampleCall } from '../lib/export/index.js';
+import { exportExample, KV_DECODER_CONFIG, kvDecoderSession, type ExampleCall } from '../lib/tools/examples/index.js';
 import { Module, Program, Tensor } from '../lib/index.js';
 
 const bytes = exportExample('kv-decoder', { xnnpack: true });

@@ -4,7 +4,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
-import { buildExample, EXAMPLE_NAMES, exampleReference, ProgramBuilder, type ExportResult } from '../lib/export/index.js';
+import { ProgramBuilder, type ExportResult } from '../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES, exampleReference } from '../lib/tools/examples/index.js';
 import { Binary, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
 import { payloadGraph } from './helpers/xnnpack-payload.js';

@@ -1,7 +1,7 @@
 // `etna export-example NAME OUT.pte`: writes a built-in example program.
 import { writeFileSync } from 'node:fs';
 
-import { EXAMPLE_NAMES, EXAMPLES, exportExample, isExampleName } from '../export/index.js';
+import { EXAMPLE_NAMES, EXAMPLES, exportExample, isExampleName } from '../tools/examples/index.js';
 import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from './format.js';
 

@@ -1,4 +1,5 @@
 // `etna run FILE`: runs one method, or a sequence of calls on one module.
+import { SHARE_WORDS, shareOption } from '../binding.js';
 import { EtnaError } from '../errors.js';
 import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
 import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
@@ -16,7 +17,7 @@ const RUN_SPEC: CommandSpec = {
     { name: 'inputs', value: 'IN.json', help: 'inputs as a JSON array of values (default: generated from the metadata)' },
     { name: 'calls', value: 'CALLS.json', help: 'a JSON array of {"method", "inputs"} run in order on one module' },
     { name: 'external-data', value: 'FILE.ptd', help: 'the external data file the program takes tensors from' },
-    { name: 'share', value: 'true|false|state|auto', help: 'shareMemoryArenas (default auto)' },
+    { name: 'share', value: SHARE_WORDS.join('|'), help: 'shareMemoryArenas (default auto)' },
     { name: 'fill', value: 'zeros|ones|random', help: 'how generated tensor inputs are filled (default random)' },
     { name: 'seed', value: 'N', help: 'seed for --fill random (default 1)' },
     { name: 'full', help: 'print every element of long tensors instead of a summary' },
@@ -39,17 +40,15 @@ export interface RunOptions {
   json: boolean;
 }
 
-const SHARE_CHOICES = ['true', 'false', 'state', 'auto'] as const;
-
 export function runOptions(args: ParsedArgs): RunOptions {
-  const share = args.choice('share', SHARE_CHOICES, 'auto');
+  const share = args.choice('share', SHARE_WORDS, 'auto');
   return {
     file: args.positionals[0]!,
     method: args.string('method'),
     inputs: args.string('inputs'),
     calls: args.string('calls'),
     externalData: args.string('external-data'),
-    share: share === 'true' ? true : share === 'false' ? false : share,
+    share: shareOption(share),
     fill: args.choice('fill', FILLS, 'random'),
     seed: args.integer('seed', 1, 0),
     full: args.flag('full'),

@@ -1,41 +1,25 @@
 // Element types an authored program can use, and how their bytes are laid out.
 import { EtnaError } from '../errors.js';
-import { ScalarType } from '../generated/program/program_generated.js';
-import { arrayType, elementSize, type DType } from '../tensor.js';
+import type { ScalarType } from '../generated/program/program_generated.js';
+import { arrayType, DTYPE_TABLE, DTYPES, type DType, type DTypeKind } from '../dtypes.js';
 
-export type { DType } from '../tensor.js';
-export { isDType } from '../tensor.js';
+export type { DType, DTypeKind } from '../dtypes.js';
+export { DTYPES, isDType } from '../dtypes.js';
 
-export type DTypeKind = 'float' | 'int' | 'bool';
-
+/** How an authored tensor of a dtype is written: its ScalarType code, element size and kind. */
 export interface DTypeInfo {
   readonly scalarType: ScalarType;
   readonly byteSize: number;
   readonly kind: DTypeKind;
 }
 
-// Sizes and array types come from the runtime's dtype table (lib/tensor.ts).
-const FORMAT: Readonly<Record<DType, Omit<DTypeInfo, 'byteSize'>>> = {
-  float32: { scalarType: ScalarType.FLOAT, kind: 'float' },
-  float64: { scalarType: ScalarType.DOUBLE, kind: 'float' },
-  float16: { scalarType: ScalarType.HALF, kind: 'float' },
-  bfloat16: { scalarType: ScalarType.BFLOAT16, kind: 'float' },
-  int8: { scalarType: ScalarType.CHAR, kind: 'int' },
-  uint8: { scalarType: ScalarType.BYTE, kind: 'int' },
-  int16: { scalarType: ScalarType.SHORT, kind: 'int' },
-  int32: { scalarType: ScalarType.INT, kind: 'int' },
-  int64: { scalarType: ScalarType.LONG, kind: 'int' },
-  uint16: { scalarType: ScalarType.UINT16, kind: 'int' },
-  uint32: { scalarType: ScalarType.UINT32, kind: 'int' },
-  uint64: { scalarType: ScalarType.UINT64, kind: 'int' },
-  bool: { scalarType: ScalarType.BOOL, kind: 'bool' },
-};
-
+// Views of the one dtype table (lib/dtypes.ts), in the shape authoring reads.
 const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = Object.fromEntries(
-  Object.entries(FORMAT).map(([dtype, info]) => [dtype, { ...info, byteSize: elementSize(dtype as DType) }]),
+  DTYPES.map((dtype) => {
+    const { scalarType, bytes, kind } = DTYPE_TABLE[dtype];
+    return [dtype, { scalarType, byteSize: bytes, kind }];
+  }),
 ) as Record<DType, DTypeInfo>;
-
-export const DTYPES: readonly DType[] = Object.keys(DTYPE_INFO) as DType[];
 
 export function dtypeInfo(dtype: DType): DTypeInfo {
   const info = DTYPE_INFO[dtype];
@@ -46,14 +30,14 @@ export function dtypeInfo(dtype: DType): DTypeInfo {
 }
 
 /** Data accepted for a constant or an initial value: a matching typed array, raw bytes, or plain numbers. */
-export type TensorData = ArrayBufferView | readonly number[] | readonly bigint[];
+export type TensorInitData = ArrayBufferView | readonly number[] | readonly bigint[];
 
 /**
  * Little-endian bytes of a tensor of `dtype` and `elementCount` elements.
  * A Uint8Array is taken as raw bytes for any dtype; other typed arrays must
  * match the dtype; plain arrays are converted element by element.
  */
-export function encodeTensorData(dtype: DType, elementCount: number, data: TensorData, what: string): Uint8Array {
+export function encodeTensorData(dtype: DType, elementCount: number, data: TensorInitData, what: string): Uint8Array {
   const info = dtypeInfo(dtype);
   const expectedBytes = elementCount * info.byteSize;
   if (ArrayBuffer.isView(data)) {

@@ -1,7 +1,7 @@
 // Authoring API: build multi-method programs with shared buffers, plan their
 // memory and write .pte files, without the native addon.
 export { DTYPES, dtypeInfo, encodeTensorData, isDType, SCALAR_TYPE_BYTES } from './dtype.js';
-export type { DType, DTypeInfo, DTypeKind, TensorData } from './dtype.js';
+export type { DType, DTypeInfo, DTypeKind, TensorInitData } from './dtype.js';
 export { alignUp, checkShape, formatShape, MAX_RANK, normalizeDim, numel, sameShape } from './shape.js';
 export type { Shape } from './shape.js';
 export * from './shape-inference.js';
@@ -29,7 +29,7 @@ export {
 export type {
   ArenaPlan,
   LifetimeItem,
-  MemoryReport,
+  PlanMemoryReport,
   MemoryReportRow,
   MethodMemoryPlan,
   PlannerOptions,
@@ -63,6 +63,4 @@ export type {
   SegmentPurpose,
   SerializedPte,
 } from './writer.js';
-export * from './examples/index.js';
-export { exampleMemoryTables } from './memory-tables.js';
 export * from './xnnpack/index.js';

@@ -230,7 +230,7 @@ export interface MemoryReportRow {
   readonly nonConstBufferSizes: readonly number[];
 }
 
-export interface MemoryReport {
+export interface PlanMemoryReport {
   readonly rows: readonly MemoryReportRow[];
   /** mem_id 2 bytes (S). */
   readonly state: number;
@@ -244,7 +244,7 @@ export interface MemoryReport {
   readonly naiveUnsharedTotal: number;
 }
 
-export function memoryReport(plan: ProgramMemoryPlan): MemoryReport {
+export function memoryReport(plan: ProgramMemoryPlan): PlanMemoryReport {
   const rows = plan.methods.map((m) => ({
     method: m.method,
     planned: m.activationBytes,
@@ -264,7 +264,7 @@ export function memoryReport(plan: ProgramMemoryPlan): MemoryReport {
 }
 
 /** A Markdown table of a memory report (used for docs/memory-planning.md). */
-export function formatMemoryReport(title: string, report: MemoryReport): string {
+export function formatMemoryReport(title: string, report: PlanMemoryReport): string {
   const lines = [
     `#### ${title}`,
     '',

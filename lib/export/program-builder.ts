@@ -2,7 +2,7 @@
 // then lower, plan and write the program.
 import { EtnaError } from '../errors.js';
 import { assembleProgram } from './assemble.js';
-import { dtypeInfo, encodeTensorData, type DType, type TensorData } from './dtype.js';
+import { dtypeInfo, encodeTensorData, type DType, type TensorInitData } from './dtype.js';
 import { ConstantTensor, MethodGraph, ProgramGraph, SharedBuffer } from './graph.js';
 import { runLoweringPasses, type LoweringPass } from './lowering.js';
 import { MethodBuilder } from './method-builder.js';
@@ -44,7 +44,7 @@ export class ProgramBuilder {
    * Declares a constant (a weight). It is stored once in the constant segment
    * and every method that uses it refers to the same entry.
    */
-  constant(name: string, dtype: DType, shape: Shape, data: TensorData): ConstantTensor {
+  constant(name: string, dtype: DType, shape: Shape, data: TensorInitData): ConstantTensor {
     this.checkOpen();
     const what = `constant '${name}'`;
     this.checkName(name, 'constant', this.constantNames);
@@ -63,7 +63,7 @@ export class ProgramBuilder {
    * the runtime copies those bytes in when a method using it is loaded;
    * without, it starts as zeros.
    */
-  sharedBuffer(name: string, dtype: DType, shape: Shape, init?: TensorData): SharedBuffer {
+  sharedBuffer(name: string, dtype: DType, shape: Shape, init?: TensorInitData): SharedBuffer {
     this.checkOpen();
     const what = `shared buffer '${name}'`;
     this.checkName(name, 'shared buffer', this.sharedNames);

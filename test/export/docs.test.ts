@@ -3,7 +3,7 @@ import path from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { exampleMemoryTables } from '../../lib/export/index.js';
+import { exampleMemoryTables } from '../../lib/tools/memory-tables.js';
 import { repoRoot } from '../helpers/testdata.js';
 
 describe('docs/memory-planning.md', () => {
@@ -13,6 +13,6 @@ describe('docs/memory-planning.md', () => {
     const end = text.indexOf('<!-- memory-tables:end -->');
     expect(start, 'the tables are delimited by memory-tables markers').toBeGreaterThanOrEqual(0);
     const pasted = text.slice(start + '<!-- memory-tables:start -->\n'.length, end).trim();
-    expect(pasted, 'regenerate with: node dist/export/memory-tables.js').toBe(exampleMemoryTables());
+    expect(pasted, 'regenerate with exampleMemoryTables() from dist/tools/memory-tables.js').toBe(exampleMemoryTables());
   });
 });

@@ -16,7 +16,7 @@ import {
   kvDecoderFullSequence,
   SeededRandom,
   type ReferenceTensor,
-} from '../../lib/export/index.js';
+} from '../../lib/tools/examples/index.js';
 import { ScalarType, type Tensor } from '../../lib/generated/program/program_generated.js';
 import { bufferSizes, methodByName, methodNames, readProgram, segmentBytes, tensorAt } from './pte-reader.js';
 

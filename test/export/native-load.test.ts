@@ -4,7 +4,8 @@ import { spawnSync } from 'node:child_process';
 
 import { describe, expect, it } from 'vitest';
 
-import { buildExample, dtypeInfo, EXAMPLE_NAMES, type ProgramBuilder, type ExportResult } from '../../lib/export/index.js';
+import { dtypeInfo, type ProgramBuilder, type ExportResult } from '../../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES } from '../../lib/tools/examples/index.js';
 import { Program } from '../../lib/program.js';
 import type { ProgramDescription } from '../../lib/program-types.js';
 import { repoRoot } from '../helpers/testdata.js';

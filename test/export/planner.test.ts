@@ -2,18 +2,16 @@ import { describe, expect, it } from 'vitest';
 
 import { readProgram, tensorAt } from './pte-reader.js';
 import {
-  buildExample,
-  EXAMPLE_NAMES,
   memoryReport,
   planArena,
   ProgramBuilder,
-  SeededRandom,
   tensorLifetimes,
   type LifetimeItem,
   type LoweringPass,
   type MethodMemoryPlan,
   type ProgramMemoryPlan,
 } from '../../lib/export/index.js';
+import { buildExample, EXAMPLE_NAMES, SeededRandom } from '../../lib/tools/examples/index.js';
 
 const overlaps = (a: { first: number; last: number }, b: { first: number; last: number }): boolean => a.first <= b.last && b.first <= a.last;
 

@@ -3,14 +3,12 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 import {
-  exportExample,
-  KV_DECODER_CONFIG,
-  EXAMPLE_NAMES,
   ProgramBuilder,
   serializePte,
   type LoweringPass,
   type PteProgram,
 } from '../../lib/export/index.js';
+import { exportExample, KV_DECODER_CONFIG, EXAMPLE_NAMES } from '../../lib/tools/examples/index.js';
 import { DataLocation, ScalarType } from '../../lib/generated/program/program_generated.js';
 import { describeWithTestdata, testdataPath } from '../helpers/testdata.js';
 import { reluToBackend, syntheticProgram } from './programs.js';

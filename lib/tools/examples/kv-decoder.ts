@@ -8,9 +8,9 @@
 // Attention masks come from a constant table indexed by position with
 // `embedding`, so the whole program runs on plain portable kernels.
 import { EtnaError } from '../../errors.js';
-import { ProgramBuilder } from '../program-builder.js';
-import type { MethodBuilder } from '../method-builder.js';
-import type { ConstantTensor, SharedBuffer, TensorValue } from '../graph.js';
+import { ProgramBuilder } from '../../export/program-builder.js';
+import type { MethodBuilder } from '../../export/method-builder.js';
+import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import {
   addInto,
   expectInput,

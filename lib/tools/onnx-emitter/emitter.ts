@@ -4,10 +4,10 @@
 // call) and outputs (the state after it); the caller carries them between
 // calls. Constants are embedded as initializers in every model that uses them.
 import { EtnaError } from '../../errors.js';
-import type { DType } from '../dtype.js';
-import type { ConstantTensor, GraphInstruction, MethodGraph, ProgramGraph, SharedBuffer } from '../graph.js';
-import type { ProgramBuilder } from '../program-builder.js';
-import { padsByDim } from '../shape.js';
+import type { DType } from '../../export/dtype.js';
+import type { ConstantTensor, GraphInstruction, MethodGraph, ProgramGraph, SharedBuffer } from '../../export/graph.js';
+import type { ProgramBuilder } from '../../export/program-builder.js';
+import { padsByDim } from '../../export/shape.js';
 import { ProtoWriter } from './protobuf.js';
 
 /** ONNX TensorProto.DataType codes. */

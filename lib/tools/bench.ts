@@ -20,19 +20,19 @@ import {
   KV_DECODER_LARGE_CONFIG,
   KvDecoderReference,
   kvDecoderSession,
-  ProgramBuilder,
   SeededRandom,
   type ExampleCall,
   type ExampleReference,
   type ReferenceTensor,
-} from '../export/index.js';
-import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from '../export/onnx/index.js';
+} from './examples/index.js';
+import { ProgramBuilder } from '../export/index.js';
+import { builderToOnnx, type OnnxMethodModel, type OnnxProgram, type OnnxStateBuffer } from './onnx-emitter/index.js';
 import { EtnaError, toEtnaError, type EtnaErrorCode } from '../errors.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
-import type { Command } from './command.js';
-import { formatBytes, table } from './format.js';
+import type { Command } from '../cli/command.js';
+import { formatBytes, table } from '../cli/format.js';
 
 export const CONFIGS = ['etna-shared', 'etna-unshared', 'onnxruntime'] as const;
 /**
@@ -194,11 +194,11 @@ async function etnaRunner(source: string | Uint8Array, config: BenchConfig, thre
   };
 }
 
-type OnnxExport = typeof import('../export/onnx/index.js');
+type OnnxExport = typeof import('./onnx-emitter/index.js');
 type OnnxTools = [Parameters<OnnxExport['OrtProgramRunner']['create']>[0], OnnxExport];
 
 async function loadOnnxTools(): Promise<OnnxTools> {
-  const [ort, tools] = await Promise.all([import('onnxruntime-node'), import('../export/onnx/index.js')]);
+  const [ort, tools] = await Promise.all([import('onnxruntime-node'), import('./onnx-emitter/index.js')]);
   // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
   return [(ort as unknown as { default?: OnnxTools[0] }).default ?? (ort as unknown as OnnxTools[0]), tools];
 }

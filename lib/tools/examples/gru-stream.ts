@@ -3,7 +3,7 @@
 //   reset()                                             (restores the initial state)
 // The hidden state has an initial value (a learned h0), so it is serialized as
 // a mutable-data entry; reset() copies the same values back from a constant.
-import { ProgramBuilder } from '../program-builder.js';
+import { ProgramBuilder } from '../../export/program-builder.js';
 import {
   expectInput,
   expectInputCount,

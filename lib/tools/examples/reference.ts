@@ -2,8 +2,8 @@
 // helpers. Every op stores its result as float32 (accumulating in double inside
 // an op), which is what a portable kernel computes up to summation order.
 import { EtnaError } from '../../errors.js';
-import type { DType } from '../dtype.js';
-import { formatShape, numel, sameShape } from '../shape.js';
+import type { DType } from '../../export/dtype.js';
+import { formatShape, numel, sameShape } from '../../export/shape.js';
 
 export interface ReferenceTensor {
   readonly dtype: DType;

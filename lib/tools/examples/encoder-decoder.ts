@@ -3,7 +3,7 @@
 //   decode(code float32[1,8]) -> reconstruction float32[1,32]
 // decode multiplies by the encoder matrices themselves (no transpose), so both
 // methods reference the same constants.
-import { ProgramBuilder } from '../program-builder.js';
+import { ProgramBuilder } from '../../export/program-builder.js';
 import {
   expectInput,
   expectInputCount,

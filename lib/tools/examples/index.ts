@@ -1,6 +1,6 @@
 // Example programs and their reference implementations, by name.
 import { EtnaError } from '../../errors.js';
-import type { ExportOptions, ProgramBuilder } from '../program-builder.js';
+import type { ExportOptions, ProgramBuilder } from '../../export/program-builder.js';
 import { buildEncoderDecoder, EncoderDecoderReference } from './encoder-decoder.js';
 import { buildGruStream, GruStreamReference } from './gru-stream.js';
 import { buildKvDecoder, KV_DECODER_CONFIG as KV, KvDecoderReference } from './kv-decoder.js';

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 
 import { EtnaError } from '../errors.js';
-import type { ExampleCall, ReferenceTensor } from '../export/index.js';
+import type { ExampleCall, ReferenceTensor } from './examples/index.js';
 import type { ImportOnnxOptions } from '../onnx/index.js';
 
 export const SILERO_NAME = 'silero-vad';

@@ -5,7 +5,7 @@
 import type * as Ort from 'onnxruntime-node';
 
 import { EtnaError } from '../../errors.js';
-import type { DType } from '../dtype.js';
+import type { DType } from '../../export/dtype.js';
 import type { ReferenceTensor } from '../examples/reference.js';
 import type { OnnxMethodModel, OnnxProgram, OnnxStateBuffer } from './emitter.js';
 

@@ -1,0 +1,81 @@
+// The one dtype table: for every element type its byte size, the TypedArray
+// that holds it in JavaScript, its ScalarType code in a .pte and its kind.
+// The runtime (tensor.ts) and authoring (export/dtype.ts) both read it here.
+import { ScalarType } from './generated/program/etna/pte/scalar-type.js';
+
+/**
+ * The TypedArray that holds each dtype's elements. float16/bfloat16 travel as
+ * raw 16-bit patterns; bool as one byte per element.
+ */
+export interface TensorDataTypes {
+  float32: Float32Array;
+  float64: Float64Array;
+  float16: Uint16Array;
+  bfloat16: Uint16Array;
+  int64: BigInt64Array;
+  int32: Int32Array;
+  int16: Int16Array;
+  int8: Int8Array;
+  uint8: Uint8Array;
+  uint16: Uint16Array;
+  uint32: Uint32Array;
+  uint64: BigUint64Array;
+  bool: Uint8Array;
+}
+
+/** Element types etna exchanges with JavaScript. */
+export type DType = keyof TensorDataTypes;
+
+/** The data array of a `D` tensor; `TensorData` alone is any of them. */
+export type TensorData<D extends DType = DType> = TensorDataTypes[D];
+
+export type DTypeKind = 'float' | 'int' | 'bool';
+
+export interface ArrayClass<A> {
+  new (length: number): A;
+  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): A;
+  readonly name: string;
+}
+
+export interface DTypeEntry<D extends DType = DType> {
+  readonly bytes: number;
+  readonly array: ArrayClass<TensorDataTypes[D]>;
+  readonly scalarType: ScalarType;
+  readonly kind: DTypeKind;
+}
+
+export const DTYPE_TABLE: { readonly [D in DType]: DTypeEntry<D> } = {
+  float32: { bytes: 4, array: Float32Array, scalarType: ScalarType.FLOAT, kind: 'float' },
+  float64: { bytes: 8, array: Float64Array, scalarType: ScalarType.DOUBLE, kind: 'float' },
+  float16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.HALF, kind: 'float' },
+  bfloat16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.BFLOAT16, kind: 'float' },
+  int8: { bytes: 1, array: Int8Array, scalarType: ScalarType.CHAR, kind: 'int' },
+  uint8: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BYTE, kind: 'int' },
+  int16: { bytes: 2, array: Int16Array, scalarType: ScalarType.SHORT, kind: 'int' },
+  int32: { bytes: 4, array: Int32Array, scalarType: ScalarType.INT, kind: 'int' },
+  int64: { bytes: 8, array: BigInt64Array, scalarType: ScalarType.LONG, kind: 'int' },
+  uint16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.UINT16, kind: 'int' },
+  uint32: { bytes: 4, array: Uint32Array, scalarType: ScalarType.UINT32, kind: 'int' },
+  uint64: { bytes: 8, array: BigUint64Array, scalarType: ScalarType.UINT64, kind: 'int' },
+  bool: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BOOL, kind: 'bool' },
+};
+
+/** Every dtype name, in table order. */
+export const DTYPES: readonly DType[] = Object.keys(DTYPE_TABLE) as DType[];
+
+export function isDType(value: unknown): value is DType {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_TABLE, value);
+}
+
+export function elementSize(dtype: DType): number {
+  return DTYPE_TABLE[dtype].bytes;
+}
+
+/** The TypedArray class that holds `dtype` data. */
+export function arrayType<D extends DType>(dtype: D): ArrayClass<TensorData<D>> {
+  return DTYPE_TABLE[dtype].array;
+}
+
+export function arrayTypeName(dtype: DType): string {
+  return DTYPE_TABLE[dtype].array.name;
+}
