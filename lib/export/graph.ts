@@ -7,6 +7,7 @@ import { EtnaError } from '../errors.js';
 import type { DType } from './dtype.js';
 import { dtypeInfo } from './dtype.js';
 import { formatShape, numel, type Shape } from './shape.js';
+import type { NonTensorValue } from './writer.js';
 
 /** A weight declared once per program; every method that reads it refers to the same stored bytes. */
 export class ConstantTensor {
@@ -69,21 +70,7 @@ export interface TensorNode {
   readonly label?: string;
 }
 
-export type GraphValue =
-  | TensorNode
-  | { readonly kind: 'null' }
-  | { readonly kind: 'int'; readonly value: bigint }
-  | { readonly kind: 'double'; readonly value: number }
-  | { readonly kind: 'bool'; readonly value: boolean }
-  | { readonly kind: 'string'; readonly value: string }
-  /** Items are indices of Int values. */
-  | { readonly kind: 'intList'; readonly items: readonly number[] }
-  | { readonly kind: 'doubleList'; readonly items: readonly number[] }
-  | { readonly kind: 'boolList'; readonly items: readonly boolean[] }
-  /** Items are indices of Tensor values. */
-  | { readonly kind: 'tensorList'; readonly items: readonly number[] }
-  /** Items are indices of Tensor or Null values. */
-  | { readonly kind: 'optionalTensorList'; readonly items: readonly number[] };
+export type GraphValue = TensorNode | NonTensorValue;
 
 export type GraphInstruction =
   | { readonly kind: 'kernel'; readonly name: string; readonly overload: string; readonly args: readonly number[] }

@@ -70,18 +70,23 @@ export interface PteTensor {
   readonly shapeDynamism?: TensorShapeDynamism;
 }
 
-export type PteValue =
-  | PteTensor
+/** Every EValue kind but Tensor, as both the authoring graph and the writer hold them. */
+export type NonTensorValue =
   | { readonly kind: 'null' }
   | { readonly kind: 'int'; readonly value: bigint }
   | { readonly kind: 'double'; readonly value: number }
   | { readonly kind: 'bool'; readonly value: boolean }
   | { readonly kind: 'string'; readonly value: string }
+  /** Items are indices of Int values. */
   | { readonly kind: 'intList'; readonly items: readonly number[] }
   | { readonly kind: 'doubleList'; readonly items: readonly number[] }
   | { readonly kind: 'boolList'; readonly items: readonly boolean[] }
+  /** Items are indices of Tensor values. */
   | { readonly kind: 'tensorList'; readonly items: readonly number[] }
+  /** Items are indices of Tensor or Null values. */
   | { readonly kind: 'optionalTensorList'; readonly items: readonly number[] };
+
+export type PteValue = PteTensor | NonTensorValue;
 
 export type PteInstruction =
   | { readonly kind: 'kernel'; readonly opIndex: number; readonly args: readonly number[] }
