@@ -33,8 +33,8 @@ std::string range_text(uint64_t offset, uint64_t nbytes) {
 ArenaSharing parse_sharing(const std::string& text, bool* ok) {
   *ok = true;
   if (text == "auto") return ArenaSharing::kAuto;
-  if (text == "true" || text == "on") return ArenaSharing::kOn;
-  if (text == "false" || text == "off") return ArenaSharing::kOff;
+  if (text == "true") return ArenaSharing::kOn;
+  if (text == "false") return ArenaSharing::kOff;
   if (text == "state") return ArenaSharing::kState;
   *ok = false;
   return ArenaSharing::kAuto;

@@ -140,6 +140,8 @@ class Module {
   std::vector<MethodMemory> method_memory_;  // by method index
 };
 
+// The words of the API's shareMemoryArenas option, as lib/binding.ts sends
+// them: "true", "false", "state", "auto".
 ArenaSharing parse_sharing(const std::string& text, bool* ok);
 
 }  // namespace etna

@@ -359,5 +359,20 @@ TEST(Module, TooSmallOutputBufferIsRefusedBeforeAnythingRuns) {
   }
 }
 
+TEST(Module, SharingWordsAreTheApiOnes) {
+  const std::pair<const char*, ArenaSharing> words[] = {
+      {"true", ArenaSharing::kOn}, {"false", ArenaSharing::kOff}, {"state", ArenaSharing::kState}, {"auto", ArenaSharing::kAuto}};
+  for (const auto& [word, mode] : words) {
+    bool ok = false;
+    EXPECT_EQ(parse_sharing(word, &ok), mode) << word;
+    EXPECT_TRUE(ok) << word;
+  }
+  for (const char* other : {"on", "off", "shared", "unshared", ""}) {
+    bool ok = true;
+    parse_sharing(other, &ok);
+    EXPECT_FALSE(ok) << other;
+  }
+}
+
 }  // namespace
 }  // namespace etna
