@@ -1347,10 +1347,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Elu: (node) => elu(node, 1, 1),
   Selu: (node) => elu(node, 1.67326319217681884765625, 1.05070102214813232421875),
   HardSigmoid: (node) => [hardSigmoid(node.ctx, node, node.input(0), node.float('alpha', 0.2), node.float('beta', 0.5))],
-  HardSwish: (node) => {
-    const x = node.input(0);
-    return [arith(node.ctx, node, 'mul', x, hardSigmoid(node.ctx, node, x, 1 / 6, 0.5))];
-  },
+  // One aten::hardswish (one XNNPACK node when delegated); the same function as ONNX's x * HardSigmoid(x, 1/6, 1/2).
+  HardSwish: (node) => [unary(node.ctx, 'aten::hardswish.out', node.input(0))],
   PRelu: (node) => {
     const { ctx } = node;
     const x = node.input(0);

@@ -1,6 +1,7 @@
 // Elementwise operators with one tensor operand: math functions,
 // activations, clamps and logical_not.
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/iteration.h"
@@ -101,6 +102,13 @@ Status sigmoid_out(KernelArgs args) {
 }
 Status silu_out(KernelArgs args) {
   return floating_unary_kernel(args, "aten::silu.out", [](auto x) { return x * sigmoid(x); });
+}
+// PyTorch's hardswish: x * clamp(x + 3, 0, 6) / 6.
+Status hardswish_out(KernelArgs args) {
+  return floating_unary_kernel(args, "aten::hardswish.out", [](auto x) {
+    using T = decltype(x);
+    return x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
+  });
 }
 
 Status gelu_out(KernelArgs args) {
@@ -226,6 +234,7 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add("aten::tanh.out", tanh_out, 3);
   registry.add("aten::sigmoid.out", sigmoid_out, 3);
   registry.add("aten::silu.out", silu_out, 3);
+  registry.add("aten::hardswish.out", hardswish_out, 3);
   registry.add("aten::gelu.out", gelu_out, 4);
   registry.add("aten::neg.out", neg_out, 3);
   registry.add("aten::relu.out", relu_out, 3);

@@ -112,6 +112,7 @@ const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
   sigmoid: NodeUnion.XNNSigmoid,
   tanh: NodeUnion.XNNTanh,
   sqrt: NodeUnion.XNNSquareRoot,
+  hardswish: NodeUnion.XNNHardswish,
 };
 
 /**
@@ -242,7 +243,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     }
     case 'sigmoid.out':
     case 'sqrt.out':
-    case 'tanh.out': {
+    case 'tanh.out':
+    case 'hardswish.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;
     }

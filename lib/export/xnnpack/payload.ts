@@ -50,7 +50,7 @@ export interface XnnValueSpec {
 }
 
 export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XNNMultiply | NodeUnion.XNNDiv | NodeUnion.XNNBatchMatrixMultiply;
-export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d;
+export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d | NodeUnion.XNNHardswish;
 
 export interface ConvolutionGeometry {
   readonly padding: readonly [number, number];
