@@ -114,6 +114,25 @@ Status expect_parameters(const OpArgs& op, const Tensor& t, std::string_view nam
   return Status::ok();
 }
 
+// One (scale, zero point) per channel, read from tensors; without zero
+// points the zero point is 0.
+struct ChannelParameters {
+  const Tensor* scales;
+  const Tensor* zero_points;  // may be null
+
+  std::pair<double, double> operator()(int64_t channel) const {
+    return {load_parameter(*scales, channel), zero_points ? load_parameter(*zero_points, channel) : 0.0};
+  }
+};
+
+// Checks that scales (and zero points, when given) hold `count` values each.
+Result<ChannelParameters> channel_parameters(const OpArgs& op, const Tensor* scales, const Tensor* zero_points,
+                                             int64_t count) {
+  ETNA_TRY(expect_parameters(op, *scales, "scales", count));
+  if (zero_points != nullptr) ETNA_TRY(expect_parameters(op, *zero_points, "zero_points", count));
+  return ChannelParameters{scales, zero_points};
+}
+
 Result<ScalarType> dtype_arg(const OpArgs& op, size_t index, std::string_view name) {
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(index, name));
   if (!dtype) return op.program_error(OpArgs::arg_label(index, name) + " must be a dtype, got None");
@@ -247,13 +266,10 @@ Status quantize_per_channel_out(KernelArgs args) {
   if (input->rank() == 0) return op.input_error("input must have at least one dim for per-channel quantization");
   ETNA_KERNEL_ASSIGN(size_t axis, op.wrap_dim(axis_arg, input->rank(), "axis"));
   const int64_t channels = input->size(axis);
-  ETNA_TRY(expect_parameters(op, *scales, "scales", channels));
-  ETNA_TRY(expect_parameters(op, *zero_points, "zero_points", channels));
+  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
   ETNA_TRY(check_quantize(op, *input, *out, dtype, quant_min, quant_max));
-  return quantize_blocks(
-      op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels,
-      [&](int64_t c) { return std::pair<double, double>(load_parameter(*scales, c), load_parameter(*zero_points, c)); },
-      quant_min, quant_max);
+  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels,
+                         parameters, quant_min, quant_max);
 }
 
 // Tokens are the rows of the last dim: one (scale, zero point) per row.
@@ -277,13 +293,10 @@ Status quantize_per_token_out(KernelArgs args) {
   const auto [quant_min, quant_max, dtype] = range;
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(6, "out"));
   const int64_t tokens = token_count(*input);
-  ETNA_TRY(expect_parameters(op, *scales, "scales", tokens));
-  ETNA_TRY(expect_parameters(op, *zero_points, "zero_points", tokens));
+  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, tokens));
   ETNA_TRY(check_quantize(op, *input, *out, dtype, quant_min, quant_max));
-  return quantize_blocks(
-      op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens,
-      [&](int64_t c) { return std::pair<double, double>(load_parameter(*scales, c), load_parameter(*zero_points, c)); },
-      quant_min, quant_max);
+  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens, parameters, quant_min,
+                         quant_max);
 }
 
 // ---- dequantize ----
@@ -382,14 +395,10 @@ Status dequantize_per_channel_out(KernelArgs args) {
   if (input->rank() == 0) return op.input_error("input must have at least one dim for per-channel dequantization");
   ETNA_KERNEL_ASSIGN(size_t axis, op.wrap_dim(axis_arg, input->rank(), "axis"));
   const int64_t channels = input->size(axis);
-  ETNA_TRY(expect_parameters(op, *scales, "scales", channels));
-  if (zero_points != nullptr) ETNA_TRY(expect_parameters(op, *zero_points, "zero_points", channels));
+  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
   ETNA_TRY(check_dequantize(op, *input, dtype, out_dtype, *out, quant_min, quant_max));
   return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels,
-                           [&](int64_t c) {
-                             return std::pair<double, double>(load_parameter(*scales, c),
-                                                              zero_points ? load_parameter(*zero_points, c) : 0.0);
-                           });
+                           parameters);
 }
 
 // quantized_decomposed::dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
@@ -405,12 +414,9 @@ Status dequantize_per_token_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(ScalarType output_dtype, dtype_arg(op, 6, "output_dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(7, "out"));
   const int64_t tokens = token_count(*input);
-  ETNA_TRY(expect_parameters(op, *scales, "scales", tokens));
-  ETNA_TRY(expect_parameters(op, *zero_points, "zero_points", tokens));
+  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, tokens));
   ETNA_TRY(check_dequantize(op, *input, dtype, output_dtype, *out, quant_min, quant_max));
-  return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens, [&](int64_t c) {
-    return std::pair<double, double>(load_parameter(*scales, c), load_parameter(*zero_points, c));
-  });
+  return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens, parameters);
 }
 
 // ---- choosing parameters ----
