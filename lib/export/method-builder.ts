@@ -138,9 +138,7 @@ export class MethodBuilder {
     if (typeof a === 'number') {
       if (typeof b === 'number') return invalid('sub: at least one operand must be a tensor');
       const self = this.use(b);
-      const out = this.graph.addTensor(self.dtype, self.shape);
-      this.emit('aten::rsub.Scalar_out', [self, this.scalarFor('rsub', self, a), { int: 1 }, out], out);
-      return out;
+      return this.emitOut('aten::rsub.Scalar_out', self.dtype, self.shape, [self, this.scalarFor('rsub', self, a), { int: 1 }]);
     }
     return this.arithmetic('sub', a, b, true);
   }
@@ -163,15 +161,11 @@ export class MethodBuilder {
     const self = this.use(a);
     const alpha = hasAlpha ? [{ int: 1 }] : [];
     if (typeof b === 'number') {
-      const out = this.graph.addTensor(self.dtype, self.shape);
-      this.emit(`aten::${op}.Scalar_out`, [self, this.scalarFor(op, self, b), ...alpha, out], out);
-      return out;
+      return this.emitOut(`aten::${op}.Scalar_out`, self.dtype, self.shape, [self, this.scalarFor(op, self, b), ...alpha]);
     }
     const other = this.use(b);
     if (other.dtype !== self.dtype) invalid(`${op}: dtypes differ (${self.dtype} vs ${other.dtype}); cast one operand first`);
-    const out = this.graph.addTensor(self.dtype, broadcastShapes(op, self.shape, other.shape));
-    this.emit(`aten::${op}.out`, [self, other, ...alpha, out], out);
-    return out;
+    return this.emitOut(`aten::${op}.out`, self.dtype, broadcastShapes(op, self.shape, other.shape), [self, other, ...alpha]);
   }
 
   // A Scalar operand is an Int for integer tensors and a Double for floating ones.
@@ -204,16 +198,12 @@ export class MethodBuilder {
   gelu(x: TensorInput, approximate: GeluApproximation = 'none'): TensorValue {
     if (approximate !== 'none' && approximate !== 'tanh') invalid(`gelu: approximate must be 'none' or 'tanh', got '${String(approximate)}'`);
     const self = this.floating('gelu', x);
-    const out = this.graph.addTensor(self.dtype, self.shape);
-    this.emit('aten::gelu.out', [self, { string: approximate }, out], out);
-    return out;
+    return this.emitOut('aten::gelu.out', self.dtype, self.shape, [self, { string: approximate }]);
   }
 
   private unary(op: string, x: TensorInput, needsFloat: boolean): TensorValue {
     const self = needsFloat ? this.floating(op, x) : this.use(x);
-    const out = this.graph.addTensor(self.dtype, self.shape);
-    this.emit(op, [self, out], out);
-    return out;
+    return this.emitOut(op, self.dtype, self.shape, [self]);
   }
 
   private floating(op: string, x: TensorInput): TensorValue {
@@ -226,9 +216,7 @@ export class MethodBuilder {
   softmax(x: TensorInput, dim: number): TensorValue {
     const self = this.floating('softmax', x);
     const d = normalizeDim('softmax', dim, Math.max(self.rank, 1));
-    const out = this.graph.addTensor(self.dtype, self.shape);
-    this.emit('aten::_softmax.out', [self, { int: d }, { bool: false }, out], out);
-    return out;
+    return this.emitOut('aten::_softmax.out', self.dtype, self.shape, [self, { int: d }, { bool: false }]);
   }
 
   /**
@@ -287,15 +275,11 @@ export class MethodBuilder {
   }
 
   private mm(a: TensorValue, b: TensorValue): TensorValue {
-    const out = this.graph.addTensor(a.dtype, mmShape('mm', a.shape, b.shape));
-    this.emit('aten::mm.out', [a, b, out], out);
-    return out;
+    return this.emitOut('aten::mm.out', a.dtype, mmShape('mm', a.shape, b.shape), [a, b]);
   }
 
   private bmm(a: TensorValue, b: TensorValue): TensorValue {
-    const out = this.graph.addTensor(a.dtype, bmmShape('bmm', a.shape, b.shape));
-    this.emit('aten::bmm.out', [a, b, out], out);
-    return out;
+    return this.emitOut('aten::bmm.out', a.dtype, bmmShape('bmm', a.shape, b.shape), [a, b]);
   }
 
   /**
@@ -346,12 +330,10 @@ export class MethodBuilder {
       b = this.use(bias);
       if (!sameShape(b.shape, [shape[1]!])) invalid(`${op}: bias must have shape [${shape[1]}], got ${formatShape(b.shape)}`);
     }
-    const out = this.graph.addTensor(input.dtype, shape);
-    this.emit('aten::convolution.out', [
+    return this.emitOut('aten::convolution.out', input.dtype, shape, [
       input, w, b, { intList: params.stride }, { intList: params.padding }, { intList: params.dilation },
-      { bool: false }, { intList: [0, 0] }, { int: params.groups }, out,
-    ], out);
-    return out;
+      { bool: false }, { intList: [0, 0] }, { int: params.groups },
+    ]);
   }
 
   // ---------------------------------------------------------------- lookups
@@ -363,9 +345,7 @@ export class MethodBuilder {
     const idx = this.use(indices);
     if (table.rank !== 2) invalid(`${op}: weight must be [num_embeddings, dim], got ${formatShape(table.shape)}`);
     if (idx.dtype !== 'int64' && idx.dtype !== 'int32') invalid(`${op}: indices must be int64 or int32, got ${idx.toString()}`);
-    const out = this.graph.addTensor(table.dtype, [...idx.shape, table.shape[1]!]);
-    this.emit('aten::embedding.out', [table, idx, { int: -1 }, { bool: false }, { bool: false }, out], out);
-    return out;
+    return this.emitOut('aten::embedding.out', table.dtype, [...idx.shape, table.shape[1]!], [table, idx, { int: -1 }, { bool: false }, { bool: false }]);
   }
 
   // ---------------------------------------------------------------- shape ops
@@ -374,45 +354,35 @@ export class MethodBuilder {
   reshape(x: TensorInput, shape: readonly number[]): TensorValue {
     const self = this.use(x);
     const target = viewShape('reshape', self.shape, shape);
-    const out = this.graph.addTensor(self.dtype, target);
-    this.emit('aten::view_copy.out', [self, { intList: target }, out], out);
-    return out;
+    return this.emitOut('aten::view_copy.out', self.dtype, target, [self, { intList: target }]);
   }
 
   /** `aten::permute_copy.out` [self, dims, out, out]. */
   permute(x: TensorInput, dims: readonly number[]): TensorValue {
     const self = this.use(x);
     const p = permuteShape('permute', self.shape, dims);
-    const out = this.graph.addTensor(self.dtype, p.shape);
-    this.emit('aten::permute_copy.out', [self, { intList: p.dims }, out], out);
-    return out;
+    return this.emitOut('aten::permute_copy.out', self.dtype, p.shape, [self, { intList: p.dims }]);
   }
 
   /** `aten::transpose_copy.int_out` [self, dim0, dim1, out, out]. */
   transpose(x: TensorInput, dim0: number, dim1: number): TensorValue {
     const self = this.use(x);
     const t = transposeShape('transpose', self.shape, dim0, dim1);
-    const out = this.graph.addTensor(self.dtype, t.shape);
-    this.emit('aten::transpose_copy.int_out', [self, { int: t.dim0 }, { int: t.dim1 }, out], out);
-    return out;
+    return this.emitOut('aten::transpose_copy.int_out', self.dtype, t.shape, [self, { int: t.dim0 }, { int: t.dim1 }]);
   }
 
   /** `aten::slice_copy.Tensor_out` [self, dim, start, end, step, out, out] with Python slice clamping. */
   slice(x: TensorInput, dim: number, start: number, end: number, step = 1): TensorValue {
     const self = this.use(x);
     const s = sliceShape('slice', self.shape, dim, start, end, step);
-    const out = this.graph.addTensor(self.dtype, s.shape);
-    this.emit('aten::slice_copy.Tensor_out', [self, { int: s.dim }, { int: s.start }, { int: s.end }, { int: step }, out], out);
-    return out;
+    return this.emitOut('aten::slice_copy.Tensor_out', self.dtype, s.shape, [self, { int: s.dim }, { int: s.start }, { int: s.end }, { int: step }]);
   }
 
   /** `aten::select_copy.int_out` [self, dim, index, out, out]; drops `dim`. */
   select(x: TensorInput, dim: number, index: number): TensorValue {
     const self = this.use(x);
     const s = selectShape('select', self.shape, dim, index);
-    const out = this.graph.addTensor(self.dtype, s.shape);
-    this.emit('aten::select_copy.int_out', [self, { int: s.dim }, { int: s.index }, out], out);
-    return out;
+    return this.emitOut('aten::select_copy.int_out', self.dtype, s.shape, [self, { int: s.dim }, { int: s.index }]);
   }
 
   /** `aten::cat.out` [tensors, dim, out, out]. */
@@ -422,37 +392,29 @@ export class MethodBuilder {
     const dtype = values[0]!.dtype;
     const odd = values.find((v) => v.dtype !== dtype);
     if (odd !== undefined) invalid(`cat: all tensors must be ${dtype}, got ${odd.toString()}`);
-    const out = this.graph.addTensor(dtype, c.shape);
-    this.emit('aten::cat.out', [{ tensorList: values }, { int: c.dim }, out], out);
-    return out;
+    return this.emitOut('aten::cat.out', dtype, c.shape, [{ tensorList: values }, { int: c.dim }]);
   }
 
   /** `aten::unsqueeze_copy.out` [self, dim, out, out]. */
   unsqueeze(x: TensorInput, dim: number): TensorValue {
     const self = this.use(x);
     const u = unsqueezeShape('unsqueeze', self.shape, dim);
-    const out = this.graph.addTensor(self.dtype, u.shape);
-    this.emit('aten::unsqueeze_copy.out', [self, { int: u.dim }, out], out);
-    return out;
+    return this.emitOut('aten::unsqueeze_copy.out', self.dtype, u.shape, [self, { int: u.dim }]);
   }
 
   /** `aten::expand_copy.out` [self, size, implicit=false, out, out]. */
   expand(x: TensorInput, shape: readonly number[]): TensorValue {
     const self = this.use(x);
     const target = expandShape('expand', self.shape, shape);
-    const out = this.graph.addTensor(self.dtype, target);
-    this.emit('aten::expand_copy.out', [self, { intList: target }, { bool: false }, out], out);
-    return out;
+    return this.emitOut('aten::expand_copy.out', self.dtype, target, [self, { intList: target }, { bool: false }]);
   }
 
   /** `dim_order_ops::_to_dim_order_copy.out` [self, non_blocking=false, dim_order, out, out]: dtype conversion. */
   cast(x: TensorInput, dtype: DType): TensorValue {
     const self = this.use(x);
     dtypeInfo(dtype);
-    const out = this.graph.addTensor(dtype, self.shape);
     const contiguous = self.shape.map((_, i) => i);
-    this.emit('dim_order_ops::_to_dim_order_copy.out', [self, { bool: false }, { intList: contiguous }, out], out);
-    return out;
+    return this.emitOut('dim_order_ops::_to_dim_order_copy.out', dtype, self.shape, [self, { bool: false }, { intList: contiguous }]);
   }
 
   // ---------------------------------------------------------------- writes into buffers
@@ -473,9 +435,7 @@ export class MethodBuilder {
   indexPut(target: TensorInput, indices: readonly (TensorInput | null)[], values: TensorInput): TensorValue {
     const self = this.use(target);
     const { list, src } = this.indexPutOperands('index_put', self, indices, values);
-    const out = this.graph.addTensor(self.dtype, self.shape);
-    this.emit('aten::index_put.out', [self, { valueIndex: list }, src, { bool: false }, out], out);
-    return out;
+    return this.emitOut('aten::index_put.out', self.dtype, self.shape, [self, { valueIndex: list }, src, { bool: false }]);
   }
 
   private indexPutOperands(op: string, self: TensorValue, indices: readonly (TensorInput | null)[], values: TensorInput): { list: number; src: TensorValue } {
@@ -527,6 +487,16 @@ export class MethodBuilder {
   }
 
   // Serializes `args` in order and appends the return slot.
+  /**
+   * Emits an out-variant kernel call into a new tensor of `dtype` and `shape`:
+   * the tensor is the call's last argument (`out`) and its return value.
+   */
+  private emitOut(qualifiedName: string, dtype: DType, shape: readonly number[], args: readonly Operand[]): TensorValue {
+    const out = this.graph.addTensor(dtype, shape);
+    this.emit(qualifiedName, [...args, out], out);
+    return out;
+  }
+
   private emit(qualifiedName: string, args: readonly Operand[], returnValue: TensorValue | number): void {
     const ret = typeof returnValue === 'number' ? returnValue : returnValue.index;
     this.graph.addKernelCall(qualifiedName, [...args.map((arg) => this.argument(arg)), ret]);

@@ -1135,6 +1135,9 @@ function shapeOp(node: NodeView): OnnxValue[] {
 
 interface RecurrentSetup {
   x: OnnxValue;
+  /** X as [seq*batch, input]: every step's rows, multiplied by W once per direction. */
+  xRows: OnnxValue;
+  gates: number;
   seq: number;
   batch: number;
   hidden: number;
@@ -1160,7 +1163,38 @@ function recurrentSetup(node: NodeView, gates: number): RecurrentSetup {
   const hidden = node.int('hidden_size', shapeOf(node.input(2))[2]!);
   const direction = node.string('direction', 'forward');
   const reverse = direction === 'bidirectional' ? [false, true] : [direction === 'reverse'];
-  return { x, seq, batch, hidden, directions: reverse.length, reverse };
+  const xRows = reshape(node.ctx, x, [seq * batch, shapeOf(x)[2]!]);
+  return { x, xRows, gates, seq, batch, hidden, directions: reverse.length, reverse };
+}
+
+interface DirectionInputs {
+  /** X·Wᵀ for every step: [seq*batch, gates*H]. */
+  readonly projected: OnnxValue;
+  /** Rᵀ: [H, gates*H]. */
+  readonly rT: OnnxValue;
+  /** Wb and Rb of the direction, each [gates*H], when the node has B. */
+  readonly bias?: { readonly input: OnnxValue; readonly recurrent: OnnxValue };
+}
+
+function directionInputs(node: NodeView, setup: RecurrentSetup, d: number): DirectionInputs {
+  const { ctx } = node;
+  const width = setup.gates * setup.hidden;
+  const wT = directionWeight(ctx, node.input(1), d);
+  const rT = directionWeight(ctx, node.input(2), d);
+  const projected = mm(ctx, setup.xRows, wT);
+  const b = node.optional(3);
+  if (b === undefined) return { projected, rT };
+  const row = reshape(ctx, slice(ctx, b, 0, d, d + 1), [2 * width]);
+  return { projected, rT, bias: { input: slice(ctx, row, 0, 0, width), recurrent: slice(ctx, row, 0, width, 2 * width) } };
+}
+
+/** Initial state input `index` of direction d as [batch, H]; zeros when the node has none. */
+function initialState(node: NodeView, setup: RecurrentSetup, index: number, d: number): OnnxValue {
+  const { ctx } = node;
+  const { batch, hidden } = setup;
+  const v = node.optional(index);
+  if (v === undefined) return ctx.constant(dtypeOf(setup.x), [batch, hidden], new Array<number>(batch * hidden).fill(0));
+  return reshape(ctx, slice(ctx, v, 0, d, d + 1), [batch, hidden]);
 }
 
 /** Weight matrix of direction d transposed to [in, gates*H]. */
@@ -1187,30 +1221,15 @@ function lstm(node: NodeView): (OnnxValue | undefined)[] {
     if (peepholes.kind !== 'const' || toNumbers(peepholes.tensor).some((v) => v !== 0)) node.fail('peephole weights are not supported');
   }
   if (node.int('input_forget', 0) !== 0) node.fail('input_forget=1 is not supported');
-  const dtype = dtypeOf(setup.x);
   const ys: OnnxValue[] = [];
   const hs: OnnxValue[] = [];
   const cs: OnnxValue[] = [];
-  const inputSize = shapeOf(setup.x)[2]!;
-  const xFlat = reshape(ctx, setup.x, [seq * batch, inputSize]);
   for (let d = 0; d < setup.directions; d++) {
-    const wT = directionWeight(ctx, node.input(1), d);
-    const rT = directionWeight(ctx, node.input(2), d);
-    const projected = mm(ctx, xFlat, wT);
-    const b = node.optional(3);
+    const { projected, rT, bias: biases } = directionInputs(node, setup, d);
     // Added after both products, the order ONNX Runtime uses.
-    let bias: OnnxValue | undefined;
-    if (b !== undefined) {
-      const row = reshape(ctx, slice(ctx, b, 0, d, d + 1), [8 * hidden]);
-      bias = arith(ctx, node, 'add', slice(ctx, row, 0, 0, 4 * hidden), slice(ctx, row, 0, 4 * hidden, 8 * hidden));
-    }
-    const initial = (i: number): OnnxValue => {
-      const v = node.optional(i);
-      if (v === undefined) return ctx.constant(dtype, [batch, hidden], new Array<number>(batch * hidden).fill(0));
-      return reshape(ctx, slice(ctx, v, 0, d, d + 1), [batch, hidden]);
-    };
-    let h = initial(5);
-    let c = initial(6);
+    const bias = biases && arith(ctx, node, 'add', biases.input, biases.recurrent);
+    let h = initialState(node, setup, 5, d);
+    let c = initialState(node, setup, 6, d);
     const outputs: OnnxValue[] = new Array<OnnxValue>(seq);
     for (let step = 0; step < seq; step++) {
       const t = setup.reverse[d] ? seq - 1 - step : step;
@@ -1237,31 +1256,19 @@ function gru(node: NodeView): (OnnxValue | undefined)[] {
   const setup = recurrentSetup(node, 3);
   const { seq, batch, hidden } = setup;
   const linearBeforeReset = node.int('linear_before_reset', 0) !== 0;
-  const dtype = dtypeOf(setup.x);
   const ys: OnnxValue[] = [];
   const hs: OnnxValue[] = [];
-  const inputSize = shapeOf(setup.x)[2]!;
-  const xFlat = reshape(ctx, setup.x, [seq * batch, inputSize]);
-  const one = ctx.constant(dtype, [], [1]);
+  const one = ctx.constant(dtypeOf(setup.x), [], [1]);
   for (let d = 0; d < setup.directions; d++) {
-    const wT = directionWeight(ctx, node.input(1), d);
-    const rT = directionWeight(ctx, node.input(2), d);
-    let projected = mm(ctx, xFlat, wT);
-    const b = node.optional(3);
-    let recurrentBias: OnnxValue | undefined;
-    if (b !== undefined) {
-      const row = reshape(ctx, slice(ctx, b, 0, d, d + 1), [6 * hidden]);
-      projected = arith(ctx, node, 'add', projected, slice(ctx, row, 0, 0, 3 * hidden));
-      recurrentBias = slice(ctx, row, 0, 3 * hidden, 6 * hidden);
-    }
+    const inputs = directionInputs(node, setup, d);
+    const { rT } = inputs;
+    const projected = inputs.bias ? arith(ctx, node, 'add', inputs.projected, inputs.bias.input) : inputs.projected;
+    const recurrentBias = inputs.bias?.recurrent;
     const rzT = slice(ctx, rT, 1, 0, 2 * hidden);
     const rhT = slice(ctx, rT, 1, 2 * hidden, 3 * hidden);
     const rbZr = recurrentBias && slice(ctx, recurrentBias, 0, 0, 2 * hidden);
     const rbH = recurrentBias && slice(ctx, recurrentBias, 0, 2 * hidden, 3 * hidden);
-    const initialH = node.optional(5);
-    let h = initialH === undefined
-      ? ctx.constant(dtype, [batch, hidden], new Array<number>(batch * hidden).fill(0))
-      : reshape(ctx, slice(ctx, initialH, 0, d, d + 1), [batch, hidden]);
+    let h = initialState(node, setup, 5, d);
     const outputs: OnnxValue[] = new Array<OnnxValue>(seq);
     for (let step = 0; step < seq; step++) {
       const t = setup.reverse[d] ? seq - 1 - step : step;

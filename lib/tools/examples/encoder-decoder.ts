@@ -5,8 +5,6 @@
 // methods reference the same constants.
 import { ProgramBuilder } from '../../export/program-builder.js';
 import {
-  expectInput,
-  expectInputCount,
   float32Tensor,
   linearRows,
   map,
@@ -15,10 +13,11 @@ import {
   relu,
   SeededRandom,
   sigmoid,
-  unknownMethod,
+  runReferenceMethod,
   type ExampleCall,
   type ExampleReference,
   type LinearWeights,
+  type ReferenceMethod,
   type ReferenceTensor,
 } from './reference.js';
 
@@ -75,25 +74,23 @@ export function buildEncoderDecoder(weights: EncoderDecoderWeights = createEncod
 
 export class EncoderDecoderReference implements ExampleReference {
   readonly example = 'encoder-decoder';
-  readonly methods = ['encode', 'decode'] as const;
+  private readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
+    encode: {
+      inputs: [{ name: 'x', dtype: 'float32', shape: [1, C.inputSize] }],
+      run: ([x]) => [float32Tensor([1, C.codeSize], this.encode(x!.data as Float32Array))],
+    },
+    decode: {
+      inputs: [{ name: 'code', dtype: 'float32', shape: [1, C.codeSize] }],
+      run: ([code]) => [float32Tensor([1, C.inputSize], this.decode(code!.data as Float32Array))],
+    },
+  };
+
+  readonly methods = Object.keys(this.signatures);
 
   constructor(readonly weights: EncoderDecoderWeights = createEncoderDecoderWeights()) {}
 
   execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    switch (method) {
-      case 'encode': {
-        expectInputCount(method, inputs, 1);
-        const x = expectInput(method, inputs, 0, 'x', 'float32', [1, C.inputSize]).data as Float32Array;
-        return [float32Tensor([1, C.codeSize], this.encode(x))];
-      }
-      case 'decode': {
-        expectInputCount(method, inputs, 1);
-        const code = expectInput(method, inputs, 0, 'code', 'float32', [1, C.codeSize]).data as Float32Array;
-        return [float32Tensor([1, C.inputSize], this.decode(code))];
-      }
-      default:
-        return unknownMethod(this.example, method, this.methods);
-    }
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
   encode(x: Float32Array): Float32Array {

@@ -5,17 +5,17 @@
 // a mutable-data entry; reset() copies the same values back from a constant.
 import { ProgramBuilder } from '../../export/program-builder.js';
 import {
-  expectInput,
-  expectInputCount,
   float32Tensor,
   linearRows,
   randomLinear,
+  resetMethod,
+  runReferenceMethod,
   SeededRandom,
   sigmoid,
-  unknownMethod,
   type ExampleCall,
   type ExampleReference,
   type LinearWeights,
+  type ReferenceMethod,
   type ReferenceTensor,
 } from './reference.js';
 
@@ -81,7 +81,14 @@ export function buildGruStream(weights: GruStreamWeights = createGruStreamWeight
 
 export class GruStreamReference implements ExampleReference {
   readonly example = 'gru-stream';
-  readonly methods = ['step', 'reset'] as const;
+  private readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
+    step: {
+      inputs: [{ name: 'frame', dtype: 'float32', shape: [1, C.frameSize] }],
+      run: ([frame]) => [float32Tensor([1, C.outputSize], this.step(frame!.data as Float32Array))],
+    },
+    reset: resetMethod(() => this.reset()),
+  };
+  readonly methods = Object.keys(this.signatures);
   private hidden: Float32Array;
 
   constructor(readonly weights: GruStreamWeights = createGruStreamWeights()) {
@@ -94,19 +101,7 @@ export class GruStreamReference implements ExampleReference {
   }
 
   execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    switch (method) {
-      case 'step': {
-        expectInputCount(method, inputs, 1);
-        const frame = expectInput(method, inputs, 0, 'frame', 'float32', [1, C.frameSize]).data as Float32Array;
-        return [float32Tensor([1, C.outputSize], this.step(frame))];
-      }
-      case 'reset':
-        expectInputCount(method, inputs, 0);
-        this.reset();
-        return [];
-      default:
-        return unknownMethod(this.example, method, this.methods);
-    }
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
   step(frame: Float32Array): Float32Array {

@@ -13,8 +13,6 @@ import type { MethodBuilder } from '../../export/method-builder.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import {
   addInto,
-  expectInput,
-  expectInputCount,
   float32Tensor,
   gelu,
   int64Tensor,
@@ -23,13 +21,15 @@ import {
   map,
   randomLinear,
   randomNorm,
+  resetMethod,
+  runReferenceMethod,
   SeededRandom,
   softmaxInPlace,
-  unknownMethod,
   type ExampleCall,
   type ExampleReference,
   type LinearWeights,
   type NormWeights,
+  type ReferenceMethod,
   type ReferenceTensor,
 } from './reference.js';
 
@@ -264,7 +264,8 @@ function headLogits(weights: KvDecoderWeights, x: Float32Array, rows: number): F
  */
 export class KvDecoderReference implements ExampleReference {
   readonly example = 'kv-decoder';
-  readonly methods = ['prefill', 'decode', 'reset'] as const;
+  readonly methods: readonly string[];
+  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
   private readonly keyCaches: Float32Array[];
   private readonly valueCaches: Float32Array[];
   private readonly mask: Float32Array;
@@ -274,31 +275,31 @@ export class KvDecoderReference implements ExampleReference {
     this.mask = causalMaskTable(C);
     this.keyCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
     this.valueCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
+    this.signatures = {
+      prefill: {
+        inputs: [
+          { name: 'tokens', dtype: 'int64', shape: [1, C.prefillLength] },
+          { name: 'start_pos', dtype: 'int64', shape: [1] },
+        ],
+        run: ([tokens, start]) => {
+          const logits = this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0]));
+          return [float32Tensor([1, C.prefillLength, C.vocab], logits)];
+        },
+      },
+      decode: {
+        inputs: [
+          { name: 'token', dtype: 'int64', shape: [1, 1] },
+          { name: 'pos', dtype: 'int64', shape: [1] },
+        ],
+        run: ([token, pos]) => [float32Tensor([1, 1, C.vocab], this.decode(Number(token!.data[0]), Number(pos!.data[0])))],
+      },
+      reset: resetMethod(() => this.reset()),
+    };
+    this.methods = Object.keys(this.signatures);
   }
 
   execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    const C = this.weights.config;
-    switch (method) {
-      case 'prefill': {
-        expectInputCount(method, inputs, 2);
-        const tokens = expectInput(method, inputs, 0, 'tokens', 'int64', [1, C.prefillLength]).data as BigInt64Array;
-        const start = expectInput(method, inputs, 1, 'start_pos', 'int64', [1]).data as BigInt64Array;
-        const logits = this.prefill(Array.from(tokens, Number), Number(start[0]));
-        return [float32Tensor([1, C.prefillLength, C.vocab], logits)];
-      }
-      case 'decode': {
-        expectInputCount(method, inputs, 2);
-        const token = expectInput(method, inputs, 0, 'token', 'int64', [1, 1]).data as BigInt64Array;
-        const pos = expectInput(method, inputs, 1, 'pos', 'int64', [1]).data as BigInt64Array;
-        return [float32Tensor([1, 1, C.vocab], this.decode(Number(token[0]), Number(pos[0])))];
-      }
-      case 'reset':
-        expectInputCount(method, inputs, 0);
-        this.reset();
-        return [];
-      default:
-        return unknownMethod(this.example, method, this.methods);
-    }
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
   /** Logits [8 x vocab] for a chunk of 8 tokens at positions start..start+7. */

@@ -40,22 +40,47 @@ export function int64Tensor(shape: readonly number[], values: readonly (number |
   return { dtype: 'int64', shape: [...shape], data: BigInt64Array.from(values, (v) => BigInt(v)) };
 }
 
-/** Checks one input against the method signature, naming the method and input. */
-export function expectInput(method: string, inputs: readonly ReferenceTensor[], index: number, name: string, dtype: DType, shape: readonly number[]): ReferenceTensor {
-  const tensor = inputs[index];
-  if (tensor === undefined) throw new EtnaError('INVALID_INPUT', `${method}: missing input ${index} '${name}' (${dtype}${formatShape(shape)})`);
-  if (tensor.dtype !== dtype || !sameShape(tensor.shape, shape)) {
-    throw new EtnaError('INVALID_INPUT', `${method}: input ${index} '${name}' must be ${dtype}${formatShape(shape)}, got ${tensor.dtype}${formatShape(tensor.shape)}`);
+/** One input of a reference method's signature. */
+export interface ReferenceInput {
+  readonly name: string;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+}
+
+/** A reference method: its signature and what it computes once the inputs match it. */
+export interface ReferenceMethod {
+  readonly inputs: readonly ReferenceInput[];
+  run(inputs: readonly ReferenceTensor[]): ReferenceTensor[];
+}
+
+/**
+ * Checks `inputs` against the signature of `methods[method]`, naming the
+ * method and input that do not match, then runs it.
+ */
+export function runReferenceMethod(example: string, methods: Readonly<Record<string, ReferenceMethod>>, method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+  const entry = Object.hasOwn(methods, method) ? methods[method] : undefined;
+  if (entry === undefined) {
+    throw new EtnaError('METHOD_NOT_FOUND', `${example}: no method '${method}' (have ${Object.keys(methods).join(', ')})`);
   }
-  return tensor;
+  if (inputs.length !== entry.inputs.length) throw new EtnaError('INVALID_INPUT', `${method}: expected ${entry.inputs.length} inputs, got ${inputs.length}`);
+  entry.inputs.forEach(({ name, dtype, shape }, index) => {
+    const tensor = inputs[index]!;
+    if (tensor.dtype !== dtype || !sameShape(tensor.shape, shape)) {
+      throw new EtnaError('INVALID_INPUT', `${method}: input ${index} '${name}' must be ${dtype}${formatShape(shape)}, got ${tensor.dtype}${formatShape(tensor.shape)}`);
+    }
+  });
+  return entry.run(inputs);
 }
 
-export function expectInputCount(method: string, inputs: readonly ReferenceTensor[], count: number): void {
-  if (inputs.length !== count) throw new EtnaError('INVALID_INPUT', `${method}: expected ${count} inputs, got ${inputs.length}`);
-}
-
-export function unknownMethod(example: string, method: string, methods: readonly string[]): never {
-  throw new EtnaError('METHOD_NOT_FOUND', `${example}: no method '${method}' (have ${methods.join(', ')})`);
+/** A method without inputs or outputs that clears the reference's state. */
+export function resetMethod(reset: () => void): ReferenceMethod {
+  return {
+    inputs: [],
+    run: () => {
+      reset();
+      return [];
+    },
+  };
 }
 
 // ------------------------------------------------------------------ deterministic weights
