@@ -98,7 +98,15 @@ export interface NativeModule {
   dispose(): void;
 }
 
+/** A .ptd file's tensors as the runtime's own parser reads them. */
+export interface NativeExternalData {
+  segments: number;
+  tensors: { key: string; dtype: string | null; shape: number[] | null; bytes: number }[];
+}
+
 export interface NativeAddon {
+  /** Parses .ptd bytes with the parser modules use; INVALID_PROGRAM naming what is damaged. */
+  describeExternalData(bytes: ArrayBuffer | ArrayBufferView): NativeExternalData;
   /** Loads on the calling thread; `mmap` applies to a path only. */
   NativeProgram: new (source: string | ArrayBuffer | ArrayBufferView, mmap: boolean) => NativeProgram;
   /**

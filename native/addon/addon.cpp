@@ -3,6 +3,7 @@
 
 #include "addon_data.h"
 #include "backends/registry.h"
+#include "external_data.h"
 #include "kernels/registry.h"
 #include "module_wrap.h"
 #include "program_wrap.h"
@@ -16,6 +17,7 @@ Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new etna::addon::AddonData());
   etna::addon::ProgramWrap::init(env, exports);
   etna::addon::ModuleWrap::init(env, exports);
+  etna::addon::init_external_data(env, exports);
   return exports;
 }
 

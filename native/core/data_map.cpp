@@ -101,6 +101,7 @@ Status DataMap::parse() {
       segments.push_back(ByteSpan{data + segment_base + offset, static_cast<size_t>(length)});
     }
   }
+  segment_count_ = segments.size();
   if (const auto* entries = root_table->named_data()) {
     for (uint32_t i = 0; i < entries->size(); ++i) {
       const ptd::NamedData* entry = entries->Get(i);
@@ -128,12 +129,6 @@ std::optional<NamedBlob> DataMap::find(std::string_view key) const {
     if (name == key) return blob;
   }
   return std::nullopt;
-}
-
-std::vector<std::string> DataMap::keys() const {
-  std::vector<std::string> out;
-  for (const auto& entry : blobs_) out.push_back(entry.first);
-  return out;
 }
 
 Status check_unchanged(const Program& program, const DataMap* external_data) {

@@ -34,7 +34,9 @@ class DataMap {
 
   std::optional<NamedBlob> find(std::string_view key) const;
   size_t size() const { return blobs_.size(); }
-  std::vector<std::string> keys() const;
+  // Every entry in file order, for describing the file.
+  const std::vector<std::pair<std::string, NamedBlob>>& entries() const { return blobs_; }
+  size_t segment_count() const { return segment_count_; }
   // INVALID_PROGRAM when the file was mapped and has changed since.
   Status check_unchanged() const { return bytes_->check_unchanged(); }
 
@@ -44,6 +46,7 @@ class DataMap {
 
   std::unique_ptr<ByteSource> bytes_;
   std::vector<std::pair<std::string, NamedBlob>> blobs_;
+  size_t segment_count_ = 0;
 };
 
 // The one question asked before a module reads file bytes (loading a method,

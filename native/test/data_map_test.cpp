@@ -70,7 +70,7 @@ TEST(DataMap, DamagedFilesGiveErrorsNotCrashes) {
     }
     auto map = DataMap::load_bytes(bytes.data(), bytes.size());
     if (map) {
-      for (const std::string& key : (*map)->keys()) EXPECT_TRUE((*map)->find(key).has_value());
+      for (const auto& entry : (*map)->entries()) EXPECT_TRUE((*map)->find(entry.first).has_value());
     } else {
       EXPECT_EQ(map.error().code, ErrorCode::kInvalidProgram);
     }
