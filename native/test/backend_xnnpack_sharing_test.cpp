@@ -1,7 +1,7 @@
 // Sharing: packed weights created once per program for every module,
 // delegate instance and method using the same constants (once per module
-// for delegates made without a program), one workspace
-// sized to the largest need when sharing is on, one per instance otherwise.
+// for delegates made without a program), workspaces borrowed per call from
+// the program's pool when sharing is on, one per instance otherwise.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -183,7 +183,8 @@ TEST(XnnpackSharing, SharedWorkspaceIsTheLargestNeed) {
   auto c = make_delegate(graphs.large, context);
   ASSERT_TRUE(a && c);
   EXPECT_EQ(context.memory().workspace_bytes, std::max(small, large));
-  EXPECT_EQ(context.stats().workspaces, 1u);
+  EXPECT_EQ(context.memory().pooled_workspace_bytes, std::max(small, large));
+  EXPECT_EQ(context.stats().workspaces, 0u);  // none of its own: borrowed per call
   // Both run correctly over the one workspace, interleaved.
   ASSERT_TRUE(run_linear(**a, 2, 40, graphs.w, graphs.b, 2.0f));
   ASSERT_TRUE(run_linear(**c, 16, 41, graphs.w, graphs.b, 2.0f));
@@ -264,6 +265,70 @@ TEST(XnnpackSharing, ModulesOfOneProgramRunInParallelOnOnePacking) {
   std::thread first(work, delegates[0].get(), 100), second(work, delegates[1].get(), 200);
   first.join();
   second.join();
+}
+
+// Pooled workspaces: delegates of several modules calling at once on
+// separate threads each borrow one for the call; the pool ends up with at
+// most one per thread, all free.
+TEST(XnnpackSharing, PooledWorkspacesServeConcurrentCallsAndComeBack) {
+  const auto w = pseudo_random(32 * 64, 19), b = pseudo_random(32, 20);
+  const auto payload = linear_payload(w, b, 8, true);
+  auto program = std::make_shared<xnn::XnnpackProgramContext>();
+  ASSERT_TRUE(xnn::ensure_xnnpack_initialized());
+  BackendOptions options;
+  options.share_workspace = true;
+  constexpr int kThreads = 3;
+  std::vector<std::unique_ptr<xnn::XnnpackModuleContext>> contexts;
+  std::vector<std::unique_ptr<xnn::XnnpackDelegate>> delegates;
+  for (int t = 0; t < kThreads; ++t) {
+    contexts.push_back(std::make_unique<xnn::XnnpackModuleContext>(options));
+    auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, {});
+    ASSERT_TRUE(parsed) << parsed.error().message;
+    auto delegate = xnn::XnnpackDelegate::create(std::move(*parsed), *contexts.back(), "test delegate", program);
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    delegates.push_back(std::move(*delegate));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t round = 0; round < 30; ++round) {
+        ASSERT_TRUE(run_linear(*delegates[t], 8, 300 + 50 * t + round, w, b, 2.0f));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(program->workspace_pool()->lent(), 0u);
+  size_t made = 0;
+  program->workspace_pool()->for_each([&](const xnn::Workspace&) { ++made; });
+  EXPECT_GE(made, 1u);
+  EXPECT_LE(made, size_t{kThreads});
+  for (const auto& context : contexts) EXPECT_GT(context->memory().pooled_workspace_bytes, 0u);
+}
+
+// A second module over the program copies the first one's parsed and
+// checked payload instead of parsing it again.
+TEST(XnnpackSharing, APayloadIsParsedOncePerProgram) {
+  REQUIRE_XNNPACK_TESTDATA();
+  auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
+  ASSERT_TRUE(program) << program.error().message;
+  const pte::BackendDelegate& entry = *(*program)->method(0).delegates()->Get(0);
+  const ByteSpan payload = (*program)->delegate_payload(entry);
+  const Backend* backend = find_backend(entry.id()->str());
+  ASSERT_NE(backend, nullptr);
+  auto shared = std::dynamic_pointer_cast<xnn::XnnpackProgramContext>((*program)->backend_context(*backend));
+  ASSERT_TRUE(shared);
+  EXPECT_EQ(shared->checked_payload(payload), nullptr);
+  auto one = backend->create_module_context(BackendOptions{});
+  DelegateInitContext first{**program, one.get(), "forward", 0};
+  ASSERT_TRUE(backend->init(payload, {}, first));
+  const auto parsed = shared->checked_payload(payload);
+  ASSERT_NE(parsed, nullptr);
+  EXPECT_FALSE(parsed->graph.values.empty());
+  auto two = backend->create_module_context(BackendOptions{});
+  DelegateInitContext second{**program, two.get(), "forward", 0};
+  auto again = backend->init(payload, {}, second);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(shared->checked_payload(payload), parsed);
 }
 
 // Through the Backend interface with a real program: two instances of the
