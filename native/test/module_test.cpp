@@ -71,14 +71,17 @@ Result<Outputs> run(Module& module, const std::string& method, const std::vector
   return out;
 }
 
-std::unique_ptr<Module> load_module(const std::string& name, ArenaSharing sharing = ArenaSharing::kAuto) {
-  auto program = load_program(name);
-  if (!program) return nullptr;
+std::unique_ptr<Module> load_over(const std::shared_ptr<const Program>& program, ArenaSharing sharing) {
   ModuleOptions options;
   options.sharing = sharing;
   auto module = Module::load(program, options);
   EXPECT_TRUE(module) << (module ? "" : module.error().message);
   return module ? std::move(*module) : nullptr;
+}
+
+std::unique_ptr<Module> load_module(const std::string& name, ArenaSharing sharing = ArenaSharing::kAuto) {
+  auto program = load_program(name);
+  return program ? load_over(program, sharing) : nullptr;
 }
 
 TEST(Module, AddsTwoTensors) {
@@ -399,14 +402,6 @@ size_t pooled_arenas(const Program& program) {
   size_t count = 0;
   program.activation_pool().for_each([&](const Arena&) { ++count; });
   return count;
-}
-
-std::unique_ptr<Module> load_over(const std::shared_ptr<const Program>& program, ArenaSharing sharing) {
-  ModuleOptions options;
-  options.sharing = sharing;
-  auto module = Module::load(program, options);
-  EXPECT_TRUE(module) << (module ? "" : module.error().message);
-  return module ? std::move(*module) : nullptr;
 }
 
 TEST(SessionsConcurrency, ThreadsCallingModulesOfOneProgramGetTheOutputsOfLoneModules) {

@@ -37,13 +37,15 @@ Result<WorkspaceLease> WorkspaceSource::acquire(size_t bytes) const {
                                   []() -> Result<std::shared_ptr<Workspace>> { return std::make_shared<Workspace>(); });
     if (!borrowed) return borrowed.error();
     lease = std::move(*borrowed);
-    size_t seen = need_->load(std::memory_order_relaxed);
-    while (seen < bytes && !need_->compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
-    }
   } else {
     lease = WorkspaceLease(own_);
   }
   ETNA_TRY(lease->reserve(bytes));
+  if (need_) {
+    size_t seen = need_->load(std::memory_order_relaxed);
+    while (seen < bytes && !need_->compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
+    }
+  }
   return lease;
 }
 
