@@ -529,5 +529,27 @@ TEST(SessionsConcurrency, RefusedAndDroppedCallsGiveTheirArenaBack) {
   EXPECT_EQ(pooled_arenas(*program), 1u);
 }
 
+TEST(SessionsConcurrency, ACallFailingWhileItRunsGivesItsArenaBack) {
+  ETNA_REQUIRE_TESTDATA();
+  // A mapped program whose file changes after the call began fails in run().
+  test::ScratchFile file(testdata("djl_conv_xnnpack.pte"));
+  auto program = Program::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(program) << program.error().message;
+  auto module = load_over(*program, ArenaSharing::kOn);
+  ASSERT_TRUE(module);
+  const auto x = conv_input(6);
+  std::vector<uint8_t> out(1 * 8 * 16 * 16 * sizeof(float));
+  auto call = module->begin_call("forward", {float_tensor({1, 3, 16, 16}, x)}, {OutputBuffer{out.data(), out.size()}});
+  ASSERT_TRUE(call) << call.error().message;
+  EXPECT_EQ((*program)->activation_pool().lent(), 1u);
+  file.truncate(0);
+  auto failed = (*call)->run();
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::kInvalidProgram);
+  call->reset();
+  EXPECT_EQ((*program)->activation_pool().lent(), 0u);
+  EXPECT_EQ(pooled_arenas(**program), 1u);
+}
+
 }  // namespace
 }  // namespace etna
