@@ -38,6 +38,11 @@ export interface ArenaReport {
   memoryId: number;
   bytes: number;
   shared: boolean;
+  /**
+   * Borrowed from the program's pool for each call instead of owned: the
+   * module's mem_id 1 when it shares arenas and nothing is loaded into mem_id 1.
+   */
+  pooled: boolean;
   methods: string[];
 }
 
@@ -51,7 +56,7 @@ export interface MemoryReport {
   /** Why that mode was chosen. */
   reason: string;
   arenas: ArenaReport[];
-  /** Arena bytes allocated now. */
+  /** Arena bytes the methods use: the module's own plus the pooled activation arena (`pooledArenaBytes`). */
   plannedBytes: number;
   /** What one set of arenas per method would need. */
   unsharedPlannedBytes: number;
@@ -69,8 +74,22 @@ export interface MemoryReport {
    * `packedWeightBytes - sharedPackedWeightBytes` is what this module alone keeps alive.
    */
   sharedPackedWeightBytes: number;
-  /** Delegate scratch memory. */
+  /** Delegate scratch memory the module uses: its own plus what it borrows (`pooledWorkspaceBytes`). */
   workspaceBytes: number;
+  /**
+   * The activation arena (mem_id 1) each call borrows from the program's pool,
+   * which holds one per call in flight over the program; 0 when the module owns it.
+   */
+  pooledArenaBytes: number;
+  /** The delegate workspace each call borrows from the program's pool; 0 when the module owns its workspaces. */
+  pooledWorkspaceBytes: number;
+  /** What this module alone keeps alive: its own arenas (its state) and workspaces, and weights no other module uses. */
+  ownedBytes: number;
+  /**
+   * What it uses that the program holds for all its modules: shared weights
+   * (`sharedPackedWeightBytes`) and the pooled arena and workspace.
+   */
+  sharedBytes: number;
   /** Per method: the constant bytes it reads (methods may read the same constants; `constantBytes` counts them once). */
   methods: { name: string; constantBytes: number }[];
 }

@@ -143,6 +143,7 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
     entry.Set("memoryId", Napi::Number::New(env, arena.memory_id));
     entry.Set("bytes", Napi::Number::New(env, static_cast<double>(arena.bytes)));
     entry.Set("shared", Napi::Boolean::New(env, arena.shared));
+    entry.Set("pooled", Napi::Boolean::New(env, arena.pooled));
     Napi::Array methods = Napi::Array::New(env, arena.methods.size());
     for (uint32_t k = 0; k < arena.methods.size(); ++k) methods.Set(k, arena.methods[k]);
     entry.Set("methods", methods);
@@ -155,6 +156,10 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
   out.Set("packedWeightBytes", Napi::Number::New(env, static_cast<double>(report.packed_weight_bytes)));
   out.Set("sharedPackedWeightBytes", Napi::Number::New(env, static_cast<double>(report.shared_packed_weight_bytes)));
   out.Set("workspaceBytes", Napi::Number::New(env, static_cast<double>(report.workspace_bytes)));
+  out.Set("pooledArenaBytes", Napi::Number::New(env, static_cast<double>(report.pooled_arena_bytes)));
+  out.Set("pooledWorkspaceBytes", Napi::Number::New(env, static_cast<double>(report.pooled_workspace_bytes)));
+  out.Set("ownedBytes", Napi::Number::New(env, static_cast<double>(report.owned_bytes)));
+  out.Set("sharedBytes", Napi::Number::New(env, static_cast<double>(report.shared_bytes)));
   Napi::Array methods = Napi::Array::New(env, report.methods.size());
   for (uint32_t i = 0; i < report.methods.size(); ++i) {
     Napi::Object entry = Napi::Object::New(env);

@@ -35,14 +35,17 @@ struct CompileSpecView {
 // Module-wide options a backend may use.
 struct BackendOptions {
   int num_threads = 1;
-  bool share_workspace = false;  // one workspace for the whole module (shareMemoryArenas on)
+  // Workspaces borrowed per call from the program's pool (shareMemoryArenas
+  // on); otherwise one of its own per delegate instance.
+  bool share_workspace = false;
 };
 
 // Bytes a backend holds for a module, for memoryReport().
 struct BackendMemory {
   uint64_t packed_weight_bytes = 0;         // weights this module uses, shared with other modules or not
   uint64_t shared_packed_weight_bytes = 0;  // the part of packed_weight_bytes other modules use too
-  uint64_t workspace_bytes = 0;
+  uint64_t workspace_bytes = 0;         // scratch the module uses, its own plus pooled
+  uint64_t pooled_workspace_bytes = 0;  // the part borrowed per call from the program's pool
 };
 
 // Per-Program, per-backend state. Lives as long as the Program and every

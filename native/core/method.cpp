@@ -169,8 +169,7 @@ Status Method::bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodM
     return Status::ok();
   }
   if (const fb::AllocationDetails* allocation = tensor.allocation_info()) {
-    uint8_t* base = memory.arenas[allocation->memory_id() - 1]->data();
-    t.set_data(base + planned_offset(*allocation), static_cast<size_t>(nbytes));
+    place(t, *allocation, static_cast<size_t>(nbytes), memory);
     planned_[value_index] = true;
     if (tensor.data_buffer_idx() > 0) {
       auto initial = program_->mutable_initial_data(tensor.data_buffer_idx(), nbytes);
@@ -220,13 +219,29 @@ Status Method::bind_external(const std::string& at, const fb::Tensor& tensor, ui
   }
   if (const fb::AllocationDetails* allocation = tensor.allocation_info()) {
     // Mutable (e.g. trainable) tensor: planned memory, initialised from the file.
-    uint8_t* data = memory.arenas[allocation->memory_id() - 1]->data() + planned_offset(*allocation);
-    t.set_data(data, static_cast<size_t>(nbytes));
-    if (nbytes > 0) std::memcpy(data, blob->bytes.data, static_cast<size_t>(nbytes));
+    place(t, *allocation, static_cast<size_t>(nbytes), memory);
+    if (nbytes > 0) std::memcpy(t.data(), blob->bytes.data, static_cast<size_t>(nbytes));
   } else {
     t.set_data(const_cast<uint8_t*>(blob->bytes.data), static_cast<size_t>(nbytes));
   }
   return Status::ok();
+}
+
+void Method::place(Tensor& tensor, const fb::AllocationDetails& allocation, size_t nbytes, MethodMemory& memory) {
+  const uint32_t memory_id = allocation.memory_id();
+  const uint64_t offset = planned_offset(allocation);
+  tensor.set_data(memory.arenas[memory_id - 1]->data() + offset, nbytes);
+  placements_.push_back(Placement{&tensor, memory_id, offset, nbytes});
+}
+
+void Method::use_arena(uint32_t memory_id, const std::shared_ptr<Arena>& arena) {
+  if (memory_id == 0 || memory_id > memory_.arenas.size()) return;  // the method plans no such arena
+  std::shared_ptr<Arena>& current = memory_.arenas[memory_id - 1];
+  if (current == arena) return;  // the usual case: the same arena as last call
+  for (const Placement& p : placements_) {
+    if (p.memory_id == memory_id) p.tensor->set_data(arena->data() + p.offset, p.nbytes);
+  }
+  current = arena;
 }
 
 Status Method::prepare_steps(const BackendContextProvider& backends) {

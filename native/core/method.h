@@ -51,6 +51,10 @@ class Method {
   Result<OutputValue> read_output(size_t index, const OutputBuffer& buffer) const;
   // Bytes an output tensor occupies at its upper bound (0 for non-tensors).
   size_t output_capacity(size_t index) const;
+  // Moves every tensor planned in `memory_id` onto `arena` (same plan, at
+  // least as large; checked by the caller): for modules that borrow their
+  // activation arena for one call. Free when `arena` is the current one.
+  void use_arena(uint32_t memory_id, const std::shared_ptr<Arena>& arena);
 
  private:
   struct Step {
@@ -69,6 +73,7 @@ class Method {
   Status bind_tensor(size_t value_index, const fb::Tensor& tensor, MethodMemory& memory);
   Status bind_external(const std::string& at, const fb::Tensor& tensor, uint64_t nbytes, Tensor& t,
                        MethodMemory& memory);
+  void place(Tensor& tensor, const fb::AllocationDetails& allocation, size_t nbytes, MethodMemory& memory);
   Status prepare_steps(const BackendContextProvider& backends);
   Status validate_input(size_t i, const InputValue& input) const;
   std::string where(size_t step) const;
@@ -86,6 +91,13 @@ class Method {
   std::unique_ptr<bool[]> bool_storage_;
   std::vector<std::unique_ptr<uint8_t[]>> owned_storage_;  // unplanned input and output tensors
   std::vector<bool> planned_;                              // per value: tensor has planned or constant data
+  struct Placement {  // a tensor planned in an arena
+    Tensor* tensor;
+    uint32_t memory_id;
+    uint64_t offset;
+    size_t nbytes;
+  };
+  std::vector<Placement> placements_;
   std::vector<int32_t> input_indices_;
   std::vector<int32_t> output_indices_;
 

@@ -28,6 +28,25 @@ std::string range_text(uint64_t offset, uint64_t nbytes) {
   return "[" + std::to_string(offset) + ", " + std::to_string(offset + nbytes) + ")";
 }
 
+// The first tensor the loader writes into mem_id 1 (an initial value or
+// external data), described for the report; empty when there is none. Such
+// bytes live from load time into calls, so mem_id 1 cannot be lent per call.
+std::string loaded_into_activations(const Program& p) {
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    const auto* values = p.method(m).values();
+    for (uint32_t i = 0; i < values->size(); ++i) {
+      const fb::Tensor* tensor = values->Get(i)->val_as_Tensor();
+      if (!tensor || !tensor->allocation_info() || tensor->allocation_info()->memory_id() != 1) continue;
+      const fb::ExtraTensorInfo* extra = tensor->extra_tensor_info();
+      const bool external = extra && extra->location() == fb::TensorDataLocation::EXTERNAL;
+      if (tensor->data_buffer_idx() > 0 || external) {
+        return "'" + p.method(m).name()->str() + "' values[" + std::to_string(i) + "]";
+      }
+    }
+  }
+  return std::string();
+}
+
 }  // namespace
 
 ArenaSharing parse_sharing(const std::string& text, bool* ok) {
@@ -97,18 +116,39 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
       if (sizes.size() > 1) activations = std::max<uint64_t>(activations, static_cast<uint64_t>(sizes[1]));
       if (sizes.size() > 2) state = std::max<uint64_t>(state, static_cast<uint64_t>(sizes[2]));
     }
+    ArenaPool::Lease loading;  // pooled: the arena the methods bind to while they load
     if (module->sharing_ == ArenaSharing::kOn) {
-      auto arena = Arena::allocate(static_cast<size_t>(activations));
-      if (!arena) return arena.error();
-      module->shared_activations_ = std::move(*arena);
+      module->activation_bytes_ = activations;
+      const std::string loaded = loaded_into_activations(p);
+      module->pooled_activations_ = loaded.empty();
+      if (module->pooled_activations_) {
+        module->reason_ += "; mem_id 1 holds nothing between calls, so each call borrows it from the program's pool";
+        auto lease = module->borrow_activations();
+        if (!lease) return lease.error();
+        loading = std::move(*lease);
+        module->shared_activations_ = loading.shared();
+      } else {
+        module->reason_ += "; the module owns its mem_id 1 arena: " + loaded + " is loaded into it";
+        auto arena = Arena::allocate(static_cast<size_t>(activations));
+        if (!arena) return arena.error();
+        module->shared_activations_ = std::move(*arena);
+      }
     }
     auto arena = Arena::allocate(static_cast<size_t>(state));
     if (!arena) return arena.error();
     module->shared_state_ = std::move(*arena);
     // Load everything now so no later load re-initialises live state.
     for (size_t m = 0; m < count; ++m) ETNA_TRY(module->load_method(m));
+    // Pooled: calls bind their own borrowed arena; the module keeps none.
+    if (module->pooled_activations_) module->shared_activations_.reset();
   }
   return module;
+}
+
+Result<ArenaPool::Lease> Module::borrow_activations() const {
+  const size_t bytes = static_cast<size_t>(activation_bytes_);
+  return program_->activation_pool().borrow([bytes](const Arena& arena) { return arena.size() >= bytes; },
+                                            [bytes] { return Arena::allocate(bytes); });
 }
 
 Status Module::check_shared_plans() const {
@@ -240,6 +280,8 @@ Status Module::load_method(size_t index) {
   {
     std::lock_guard<std::mutex> lock(report_mutex_);
     method_memory_[index] = *memory;
+    // A pooled arena is not the module's: reported apart (see memory_report).
+    if (pooled_activations_ && !method_memory_[index].arenas.empty()) method_memory_[index].arenas[0] = nullptr;
   }
   auto method = Method::load(
       program_, index, std::move(*memory), [this](const Backend& backend) { return backend_context(backend); },
@@ -272,6 +314,13 @@ Result<std::unique_ptr<Module::Call>> Module::begin_call(const std::string& name
   }
   // From here the Call owns the lease and gives it back when destroyed.
   std::unique_ptr<Call> call(new Call(*this, *index, std::move(outputs)));
+  if (pooled_activations_) {
+    // Held until the call ends: inputs are copied into it now, outputs out of it last.
+    auto lease = borrow_activations();
+    if (!lease) return lease.error();
+    call->activations_ = std::move(*lease);
+    methods_[*index]->use_arena(1, call->activations_.shared());
+  }
   if (Method* method = methods_[*index].get()) {
     ETNA_TRY(method->validate_outputs(call->outputs_));
     ETNA_TRY(method->set_inputs(inputs));
@@ -339,16 +388,18 @@ MemoryReport Module::memory_report() const {
     for (size_t id = 1; id < sizes.size(); ++id) report.unshared_planned_bytes += static_cast<uint64_t>(sizes[id]);
     const MethodMemory& memory = method_memory_[m];
     for (size_t k = 0; k < memory.arenas.size(); ++k) {
-      const Arena* arena = memory.arenas[k].get();
+      const Arena* arena = memory.arenas[k].get();  // null: the pooled activations
       auto it = seen.find(arena);
       if (it == seen.end()) {
         ArenaReport entry;
         entry.memory_id = static_cast<uint32_t>(k + 1);
-        entry.bytes = arena->size();
+        entry.bytes = arena ? arena->size() : activation_bytes_;
         entry.shared = (k == 0 && sharing_ == ArenaSharing::kOn) || (k == 1 && sharing_ != ArenaSharing::kOff);
+        entry.pooled = arena == nullptr;
         seen[arena] = report.arenas.size();
         report.arenas.push_back(entry);
-        report.planned_bytes += arena->size();
+        report.planned_bytes += entry.bytes;
+        if (entry.pooled) report.pooled_arena_bytes = entry.bytes;
         it = seen.find(arena);
       }
       report.arenas[it->second].methods.push_back(method_names_[m]);
@@ -359,7 +410,10 @@ MemoryReport Module::memory_report() const {
     report.packed_weight_bytes += memory.packed_weight_bytes;
     report.shared_packed_weight_bytes += memory.shared_packed_weight_bytes;
     report.workspace_bytes += memory.workspace_bytes;
+    report.pooled_workspace_bytes += memory.pooled_workspace_bytes;
   }
+  report.shared_bytes = report.shared_packed_weight_bytes + report.pooled_arena_bytes + report.pooled_workspace_bytes;
+  report.owned_bytes = report.planned_bytes + report.workspace_bytes + report.packed_weight_bytes - report.shared_bytes;
   return report;
 }
 

@@ -7,6 +7,14 @@
 // layer queues calls, so that only happens on misuse). memory_report() may run
 // on any thread at any time. Different Modules, even over one Program, run in
 // parallel.
+//
+// Pooled activations: when a module shares mem_id 1 between its methods
+// (kOn) and the loader puts nothing there (no initial value, no external
+// data), mem_id 1 carries nothing from one call to the next: every tensor in
+// it is written by the call that reads it, and outputs are copied out before
+// the call ends. Such a module owns no activation arena; each call borrows one
+// from its Program's pool (Program::activation_pool) when it begins and gives
+// it back when it ends, so N idle sessions cost N states, not N arenas.
 #pragma once
 
 #include <atomic>
@@ -44,6 +52,7 @@ struct ArenaReport {
   uint32_t memory_id = 0;
   uint64_t bytes = 0;
   bool shared = false;
+  bool pooled = false;               // borrowed per call from the program's pool, not owned
   std::vector<std::string> methods;  // methods that use this buffer
 };
 
@@ -56,12 +65,16 @@ struct MemoryReport {
   std::string mode;    // "shared", "state", "unshared"
   std::string reason;  // why this mode
   std::vector<ArenaReport> arenas;
-  uint64_t planned_bytes = 0;            // arena bytes allocated now
+  uint64_t planned_bytes = 0;            // arena bytes the methods use: the module's own plus the pooled one
   uint64_t unshared_planned_bytes = 0;   // what one set of arenas per method would need
   uint64_t constant_bytes = 0;           // distinct constants of all methods, each counted once; mapped, not copied
   uint64_t packed_weight_bytes = 0;         // delegate weights this module uses, shared or not
   uint64_t shared_packed_weight_bytes = 0;  // the part of them other modules over the program use too
-  uint64_t workspace_bytes = 0;          // delegates
+  uint64_t workspace_bytes = 0;          // delegate scratch the module uses: its own plus pooled
+  uint64_t pooled_arena_bytes = 0;       // the activation arena borrowed per call from the program's pool
+  uint64_t pooled_workspace_bytes = 0;   // delegate scratch borrowed per call from the program's pool
+  uint64_t owned_bytes = 0;   // held by this module alone: own arenas and workspaces, unshared weights
+  uint64_t shared_bytes = 0;  // held by the program for this and other modules: shared weights, pooled scratch
   std::vector<MethodConstantReport> methods;
 };
 
@@ -96,6 +109,7 @@ class Module {
     Module& module_;
     size_t method_index_;
     std::vector<OutputBuffer> outputs_;
+    ArenaPool::Lease activations_;               // pooled activations: this call's mem_id 1
     bool bound_ = false;                         // inputs already in the method's memory
     std::vector<InputValue> captured_;           // otherwise: the inputs, over captured_bytes_
     std::vector<std::vector<uint8_t>> captured_bytes_;
@@ -118,6 +132,7 @@ class Module {
  private:
   Module() = default;
   Status check_shared_plans() const;
+  Result<ArenaPool::Lease> borrow_activations() const;
   Result<MethodMemory> memory_for(size_t method_index);
   Result<size_t> method_index(const std::string& name) const;
   Status load_method(size_t index);
@@ -130,7 +145,9 @@ class Module {
   std::vector<std::string> method_names_;
   uint64_t constant_bytes_ = 0;  // computed once at load; the program does not change
   std::vector<uint64_t> method_constant_bytes_;
-  std::shared_ptr<Arena> shared_activations_;  // mem_id 1 when sharing is kOn
+  std::shared_ptr<Arena> shared_activations_;  // mem_id 1 when sharing is kOn (while loading, when pooled)
+  bool pooled_activations_ = false;            // mem_id 1 borrowed per call (see above)
+  uint64_t activation_bytes_ = 0;              // mem_id 1 size when sharing is kOn
   std::shared_ptr<Arena> shared_state_;        // mem_id 2 when sharing is kOn or kState
   std::vector<std::unique_ptr<Method>> methods_;  // by method index; null until loaded; touched under the call lease
   std::atomic<bool> call_running_{false};         // the call lease

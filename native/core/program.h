@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "bytes.h"
 #include "generated/program_generated.h"
+#include "memory.h"
 #include "status.h"
 
 namespace etna {
@@ -68,6 +69,9 @@ class Program {
   // The backend's state shared by every module over this program, made on
   // the first request (null when the backend shares nothing). Thread-safe.
   std::shared_ptr<BackendProgramContext> backend_context(const Backend& backend) const;
+  // Activation arenas lent per call to the modules over this program whose
+  // mem_id 1 carries nothing between calls (see Module).
+  ArenaPool& activation_pool() const { return activation_pool_; }
 
  private:
   Program() = default;
@@ -84,6 +88,7 @@ class Program {
   std::vector<std::optional<ByteSpan>> segments_;
   mutable std::mutex backend_contexts_mutex_;
   mutable std::map<std::string, std::shared_ptr<BackendProgramContext>, std::less<>> backend_contexts_;
+  mutable ArenaPool activation_pool_;
 };
 
 // Element i of a FlatBuffer vector of 8-byte scalars. The format does not

@@ -1,7 +1,7 @@
 // Sharing: packed weights created once per program for every module,
 // delegate instance and method using the same constants (once per module
-// for delegates made without a program), one workspace
-// sized to the largest need when sharing is on, one per instance otherwise.
+// for delegates made without a program), workspaces borrowed per call from
+// the program's pool when sharing is on, one per instance otherwise.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -183,7 +183,8 @@ TEST(XnnpackSharing, SharedWorkspaceIsTheLargestNeed) {
   auto c = make_delegate(graphs.large, context);
   ASSERT_TRUE(a && c);
   EXPECT_EQ(context.memory().workspace_bytes, std::max(small, large));
-  EXPECT_EQ(context.stats().workspaces, 1u);
+  EXPECT_EQ(context.memory().pooled_workspace_bytes, std::max(small, large));
+  EXPECT_EQ(context.stats().workspaces, 0u);  // none of its own: borrowed per call
   // Both run correctly over the one workspace, interleaved.
   ASSERT_TRUE(run_linear(**a, 2, 40, graphs.w, graphs.b, 2.0f));
   ASSERT_TRUE(run_linear(**c, 16, 41, graphs.w, graphs.b, 2.0f));
@@ -236,8 +237,9 @@ TEST(XnnpackSharing, SeparateModulesRunInParallel) {
   second.join();
 }
 
-// Modules of one program share one packed operator; their calls, on
-// separate threads (each setting it up over its own buffers), take turns on it.
+// Modules of one program share one packed operator and one workspace pool;
+// their calls, on separate threads (each setting the operator up over its own
+// buffers), take turns on the operator and borrow a workspace each.
 TEST(XnnpackSharing, ModulesOfOneProgramRunInParallelOnOnePacking) {
   const auto w = pseudo_random(32 * 64, 17), b = pseudo_random(32, 18);
   const auto payload = linear_payload(w, b, 8, true);
@@ -264,6 +266,15 @@ TEST(XnnpackSharing, ModulesOfOneProgramRunInParallelOnOnePacking) {
   std::thread first(work, delegates[0].get(), 100), second(work, delegates[1].get(), 200);
   first.join();
   second.join();
+  // Each call borrowed a workspace from the program's pool and gave it back;
+  // the pool made at most one per call in flight.
+  EXPECT_EQ(program->workspace_pool()->lent(), 0u);
+  size_t made = 0;
+  program->workspace_pool()->for_each([&](const xnn::Workspace&) { ++made; });
+  EXPECT_GE(made, 1u);
+  EXPECT_LE(made, 2u);
+  EXPECT_GT(one.memory().pooled_workspace_bytes, 0u);
+  EXPECT_EQ(one.stats().workspaces, 0u);
 }
 
 // Through the Backend interface with a real program: two instances of the
@@ -300,8 +311,9 @@ TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {
   EXPECT_EQ(stats->operators_reused, 2u);
 }
 
-// Modules over one program: the first packs, the others use its packing; the
-// packing goes with the last delegate that holds it.
+// Modules over one program: the first parses and packs, the others use its
+// parsed payload and its packing; the packing goes with the last delegate
+// that holds it.
 TEST(XnnpackSharing, ModulesOverOneProgramShareOnePacking) {
   REQUIRE_XNNPACK_TESTDATA();
   auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
@@ -318,14 +330,20 @@ TEST(XnnpackSharing, ModulesOverOneProgramShareOnePacking) {
   auto two = backend->create_module_context(BackendOptions{});
   DelegateInitContext first_init{**program, one.get(), "forward", 0};
   DelegateInitContext second_init{**program, two.get(), "forward", 0};
+  EXPECT_EQ(program_context->checked_payload(payload), nullptr);
   auto a = backend->init(payload, {}, first_init);
   ASSERT_TRUE(a) << a.error().message;
+  // The second module copies the first one's parsed and checked payload.
+  const auto parsed = program_context->checked_payload(payload);
+  ASSERT_NE(parsed, nullptr);
+  EXPECT_FALSE(parsed->graph.values.empty());
   const uint64_t packed = one->memory().packed_weight_bytes;
   EXPECT_GE(packed, 64u * 129 * sizeof(float));
   EXPECT_EQ(one->memory().shared_packed_weight_bytes, 0u);  // nobody else uses it yet
 
   auto c = backend->init(payload, {}, second_init);
   ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(program_context->checked_payload(payload), parsed);
   EXPECT_EQ(program_context->operators_created(), 1u);
   EXPECT_EQ(xnnpack_stats(*two)->operators_created, 0u);
   EXPECT_EQ(xnnpack_stats(*two)->operators_reused, 1u);

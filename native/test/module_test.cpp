@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "core/module.h"
 #include "core/program.h"
@@ -70,14 +71,17 @@ Result<Outputs> run(Module& module, const std::string& method, const std::vector
   return out;
 }
 
-std::unique_ptr<Module> load_module(const std::string& name, ArenaSharing sharing = ArenaSharing::kAuto) {
-  auto program = load_program(name);
-  if (!program) return nullptr;
+std::unique_ptr<Module> load_over(const std::shared_ptr<const Program>& program, ArenaSharing sharing) {
   ModuleOptions options;
   options.sharing = sharing;
   auto module = Module::load(program, options);
   EXPECT_TRUE(module) << (module ? "" : module.error().message);
   return module ? std::move(*module) : nullptr;
+}
+
+std::unique_ptr<Module> load_module(const std::string& name, ArenaSharing sharing = ArenaSharing::kAuto) {
+  auto program = load_program(name);
+  return program ? load_over(program, sharing) : nullptr;
 }
 
 TEST(Module, AddsTwoTensors) {
@@ -372,6 +376,179 @@ TEST(Module, SharingWordsAreTheApiOnes) {
     parse_sharing(other, &ok);
     EXPECT_FALSE(ok) << other;
   }
+}
+
+// Sessions: modules over one program that borrow their activation arena
+// (mem_id 1) and delegate workspaces per call from the program's pools.
+
+std::vector<float> conv_input(uint32_t seed) {
+  std::vector<float> x(3 * 16 * 16);
+  uint32_t state = seed * 2654435761u + 1;
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  return x;
+}
+
+Result<std::vector<uint8_t>> conv_output(Module& module, uint32_t seed) {
+  const auto x = conv_input(seed);
+  auto out = run(module, "forward", {float_tensor({1, 3, 16, 16}, x)});
+  if (!out) return out.error();
+  return out->bytes[0];
+}
+
+size_t pooled_arenas(const Program& program) {
+  size_t count = 0;
+  program.activation_pool().for_each([&](const Arena&) { ++count; });
+  return count;
+}
+
+TEST(SessionsConcurrency, ThreadsCallingModulesOfOneProgramGetTheOutputsOfLoneModules) {
+  ETNA_REQUIRE_TESTDATA();
+  constexpr uint32_t kThreads = 4, kRounds = 25;
+  // What each thread's inputs give on a module alone over its own program.
+  std::vector<std::vector<std::vector<uint8_t>>> expected(kThreads);
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    auto alone = load_module("djl_conv_xnnpack.pte", ArenaSharing::kOn);
+    ASSERT_TRUE(alone);
+    for (uint32_t r = 0; r < kRounds; ++r) {
+      auto out = conv_output(*alone, t * 1000 + r);
+      ASSERT_TRUE(out) << out.error().message;
+      expected[t].push_back(std::move(*out));
+    }
+  }
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  std::vector<std::unique_ptr<Module>> modules;
+  for (uint32_t t = 0; t < kThreads; ++t) modules.push_back(load_over(program, ArenaSharing::kOn));
+  for (const auto& module : modules) ASSERT_TRUE(module);
+  std::vector<std::vector<std::vector<uint8_t>>> got(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t r = 0; r < kRounds; ++r) {
+        auto out = conv_output(*modules[t], t * 1000 + r);
+        if (!out) {
+          errors[t] = out.error().message;
+          return;
+        }
+        got[t].push_back(std::move(*out));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], "");
+    EXPECT_EQ(got[t], expected[t]) << "thread " << t;
+  }
+  // Every arena went back; the pool made at most one per call in flight.
+  EXPECT_EQ(program->activation_pool().lent(), 0u);
+  EXPECT_GE(pooled_arenas(*program), 1u);
+  EXPECT_LE(pooled_arenas(*program), size_t{kThreads});
+}
+
+TEST(SessionsConcurrency, PooledModulesOwnNoActivationArena) {
+  ETNA_REQUIRE_TESTDATA();
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  auto pooled = load_over(program, ArenaSharing::kOn);
+  ASSERT_TRUE(pooled);
+  MemoryReport report = pooled->memory_report();
+  ASSERT_EQ(report.arenas.size(), 1u);
+  EXPECT_TRUE(report.arenas[0].pooled);
+  EXPECT_EQ(report.pooled_arena_bytes, report.arenas[0].bytes);
+  EXPECT_GT(report.pooled_workspace_bytes, 0u);
+  EXPECT_EQ(report.owned_bytes, report.packed_weight_bytes);  // alone: no state, the weights are its only own bytes
+  EXPECT_EQ(report.shared_bytes, report.pooled_arena_bytes + report.pooled_workspace_bytes);
+  // Unshared modules keep their arenas and workspaces: nothing pooled.
+  auto own = load_over(program, ArenaSharing::kOff);
+  ASSERT_TRUE(own);
+  ASSERT_TRUE(conv_output(*own, 1));
+  MemoryReport own_report = own->memory_report();
+  ASSERT_EQ(own_report.arenas.size(), 1u);
+  EXPECT_FALSE(own_report.arenas[0].pooled);
+  EXPECT_EQ(own_report.pooled_arena_bytes, 0u);
+  EXPECT_EQ(own_report.pooled_workspace_bytes, 0u);
+  EXPECT_GT(own_report.workspace_bytes, 0u);
+  // The pooled module's calls borrow one arena, not one per module.
+  auto second = load_over(program, ArenaSharing::kOn);
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(conv_output(*pooled, 2));
+  ASSERT_TRUE(conv_output(*second, 3));
+  EXPECT_EQ(pooled_arenas(*program), 1u);
+}
+
+TEST(SessionsConcurrency, StateLoadedIntoMemId1KeepsTheModulesOwnArena) {
+  ETNA_REQUIRE_TESTDATA();
+  // Training programs keep their weights, initialised from the .ptd, in mem_id 1.
+  auto program = load_program("et_xor_training.pte");
+  ASSERT_TRUE(program);
+  auto data = DataMap::load_file(testdata("et_xor_training.ptd"));
+  ASSERT_TRUE(data) << data.error().message;
+  ModuleOptions options;
+  options.sharing = ArenaSharing::kOn;
+  options.external_data = *data;
+  auto module = Module::load(program, options);
+  ASSERT_TRUE(module) << module.error().message;
+  MemoryReport report = (*module)->memory_report();
+  ASSERT_FALSE(report.arenas.empty());
+  EXPECT_EQ(report.arenas[0].memory_id, 1u);
+  EXPECT_FALSE(report.arenas[0].pooled);
+  EXPECT_EQ(report.pooled_arena_bytes, 0u);
+  EXPECT_NE(report.reason.find("owns its mem_id 1 arena"), std::string::npos) << report.reason;
+  EXPECT_EQ(pooled_arenas(*program), 0u);
+}
+
+TEST(SessionsConcurrency, RefusedAndDroppedCallsGiveTheirArenaBack) {
+  ETNA_REQUIRE_TESTDATA();
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  auto module = load_over(program, ArenaSharing::kOn);
+  ASSERT_TRUE(module);
+  const auto x = conv_input(5);
+  std::vector<float> wrong(10);
+  std::vector<uint8_t> out(1 * 8 * 16 * 16 * sizeof(float));
+  auto refused = module->begin_call("forward", {float_tensor({10}, wrong)}, {OutputBuffer{out.data(), out.size()}});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(program->activation_pool().lent(), 0u);
+  {
+    auto begun = module->begin_call("forward", {float_tensor({1, 3, 16, 16}, x)}, {OutputBuffer{out.data(), out.size()}});
+    ASSERT_TRUE(begun) << begun.error().message;
+    EXPECT_EQ(program->activation_pool().lent(), 1u);
+  }  // dropped without running
+  EXPECT_EQ(program->activation_pool().lent(), 0u);
+  // Another module may take the arena the dropped call gave back.
+  auto other = load_over(program, ArenaSharing::kOn);
+  ASSERT_TRUE(other);
+  auto expected = conv_output(*module, 5);
+  auto got = conv_output(*other, 5);
+  ASSERT_TRUE(expected && got);
+  EXPECT_EQ(*got, *expected);
+  EXPECT_EQ(pooled_arenas(*program), 1u);
+}
+
+TEST(SessionsConcurrency, ACallFailingWhileItRunsGivesItsArenaBack) {
+  ETNA_REQUIRE_TESTDATA();
+  // A mapped program whose file changes after the call began fails in run().
+  test::ScratchFile file(testdata("djl_conv_xnnpack.pte"));
+  auto program = Program::load_file(file.path(), FileAccess::kMap);
+  ASSERT_TRUE(program) << program.error().message;
+  auto module = load_over(*program, ArenaSharing::kOn);
+  ASSERT_TRUE(module);
+  const auto x = conv_input(6);
+  std::vector<uint8_t> out(1 * 8 * 16 * 16 * sizeof(float));
+  auto call = module->begin_call("forward", {float_tensor({1, 3, 16, 16}, x)}, {OutputBuffer{out.data(), out.size()}});
+  ASSERT_TRUE(call) << call.error().message;
+  EXPECT_EQ((*program)->activation_pool().lent(), 1u);
+  file.truncate(0);
+  auto failed = (*call)->run();
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().code, ErrorCode::kInvalidProgram);
+  call->reset();
+  EXPECT_EQ((*program)->activation_pool().lent(), 0u);
+  EXPECT_EQ(pooled_arenas(**program), 1u);
 }
 
 }  // namespace

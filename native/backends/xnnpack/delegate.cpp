@@ -85,34 +85,40 @@ Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
   return make_error(code, label_ + ": " + message);
 }
 
+Status XnnpackDelegate::check(Graph& graph) {
+  ETNA_TRY(check_graph(graph));
+  // Declared shapes must be consistent before anything packs or indexes by
+  // them. Node by node, so the first inconsistent node is the one named.
+  std::vector<Shape> shapes = declared_shapes(graph);
+  for (const Node& node : graph.nodes) {
+    Status inferred = infer_node_shapes(graph, node, shapes, true);
+    if (!inferred) return make_error(ErrorCode::kInvalidProgram, inferred.error().message);
+    for (uint32_t index : node.outputs) {
+      if (shapes[index] != graph.values[index].shape) {
+        return make_error(ErrorCode::kInvalidProgram, node.describe() + ": output " + graph.describe_value(index) +
+                                                          " is declared " + graph.values[index].shape.to_string() +
+                                                          " but its inputs give " + shapes[index].to_string());
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
     ParsedPayload parsed, XnnpackModuleContext& context, std::string label,
-    const std::shared_ptr<XnnpackProgramContext>& program) {
+    const std::shared_ptr<XnnpackProgramContext>& program, bool checked) {
   std::unique_ptr<XnnpackDelegate> delegate(new XnnpackDelegate());
   delegate->label_ = std::move(label);
   delegate->graph_ = std::move(parsed.graph);
   Graph& graph = delegate->graph_;
   auto fail = [&](const Error& e) { return make_error(e.code, delegate->label_ + ": " + e.message); };
 
-  Status checked = check_graph(graph);
-  if (!checked) return fail(checked.error());
-
-  // Declared shapes must be consistent before anything packs or indexes by them.
-  // Node by node, so the first inconsistent node is the one named.
-  std::vector<Shape> shapes = declared_shapes(graph);
-  for (const Node& node : graph.nodes) {
-    Status inferred = infer_node_shapes(graph, node, shapes, true);
-    if (!inferred) return fail(make_error(ErrorCode::kInvalidProgram, inferred.error().message));
-    for (uint32_t index : node.outputs) {
-      if (shapes[index] != graph.values[index].shape) {
-        return fail(make_error(ErrorCode::kInvalidProgram, node.describe() + ": output " + graph.describe_value(index) +
-                                                               " is declared " + graph.values[index].shape.to_string() +
-                                                               " but its inputs give " + shapes[index].to_string()));
-      }
-    }
+  if (!checked) {
+    Status valid = check(graph);
+    if (!valid) return fail(valid.error());
   }
 
-  delegate->workspace_ = context.workspace_for_delegate();
+  delegate->workspace_ = context.workspace_for_delegate(program);
   delegate->threadpool_ = context.threadpool();
   Status staged = delegate->build_stages(context, program);
   if (!staged) return fail(staged.error());
@@ -125,7 +131,9 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
   auto plan = delegate->build_plan(std::move(signature), true);
   if (!plan) return fail(plan.error());
   delegate->declared_plan_ = std::move(*plan);
-  Status reserved = delegate->workspace_->reserve(delegate->declared_plan_->workspace_bytes);
+  // Reserved now so the first call does not allocate (a pooled one goes
+  // back to the pool, grown, for whichever call borrows it next).
+  auto reserved = delegate->workspace_.acquire(delegate->declared_plan_->workspace_bytes);
   if (!reserved) return fail(reserved.error());
 
   // Constant bytes belong to the program; nothing may read them after init.
@@ -322,9 +330,10 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args) {
       staging_bytes += round_up(bytes + kReadPadding, kWorkspaceAlignment);
     }
   }
-  Status reserved = workspace_->reserve(plan.workspace_bytes + staging_bytes);
-  if (!reserved) return error(reserved.error().code, reserved.error().message);
-  uint8_t* base = workspace_->data();
+  // Held until the outputs are written; pooled, it may be another one each call.
+  auto workspace = workspace_.acquire(plan.workspace_bytes + staging_bytes);
+  if (!workspace) return error(workspace.error().code, workspace.error().message);
+  uint8_t* base = (*workspace)->data();
 
   data_.assign(value_count, nullptr);
   for (size_t v = 0; v < value_count; ++v) {

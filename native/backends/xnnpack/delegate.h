@@ -24,10 +24,16 @@ class XnnpackDelegate final : public DelegateHandle {
  public:
   // `label` prefixes every message ("method 'forward', delegate 0 (XnnpackBackend)").
   // Packed weights come from `program` (shared with the program's other
-  // modules); null keeps them to `context`.
+  // modules); null keeps them to `context`. `checked`: check() already
+  // passed on this graph (XnnpackProgramContext::checked_payload).
   static Result<std::unique_ptr<XnnpackDelegate>> create(ParsedPayload parsed, XnnpackModuleContext& context,
                                                          std::string label,
-                                                         const std::shared_ptr<XnnpackProgramContext>& program = nullptr);
+                                                         const std::shared_ptr<XnnpackProgramContext>& program = nullptr,
+                                                         bool checked = false);
+
+  // The graph's rules (check_graph) and its declared shapes' consistency;
+  // fills the producers and consumers of its values.
+  static Status check(Graph& graph);
 
   Status execute(EValue* const* args, size_t count) override;
 
@@ -70,7 +76,7 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<bool> copy_out_;         // per value: external output also consumed inside, copied out at the end
   std::vector<bool> read_by_xnnpack_;  // per value: read by an XNNPACK stage (may be read past its end)
   std::vector<bool> argmax_index_;     // per value: holds uint32 indices
-  std::shared_ptr<Workspace> workspace_;
+  WorkspaceSource workspace_;
   std::shared_ptr<Threadpool> threadpool_;
   std::unique_ptr<ShapePlan> declared_plan_;
   std::vector<std::unique_ptr<ShapePlan>> dynamic_plans_;

@@ -30,6 +30,25 @@ Status Workspace::reserve(size_t bytes) {
   return Status::ok();
 }
 
+Result<WorkspaceLease> WorkspaceSource::acquire(size_t bytes) const {
+  WorkspaceLease lease;
+  if (pool_) {
+    auto borrowed = pool_->borrow([](const Workspace&) { return true; },
+                                  []() -> Result<std::shared_ptr<Workspace>> { return std::make_shared<Workspace>(); });
+    if (!borrowed) return borrowed.error();
+    lease = std::move(*borrowed);
+  } else {
+    lease = WorkspaceLease(own_);
+  }
+  ETNA_TRY(lease->reserve(bytes));
+  if (need_) {
+    size_t seen = need_->load(std::memory_order_relaxed);
+    while (seen < bytes && !need_->compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
+    }
+  }
+  return lease;
+}
+
 Threadpool::Threadpool(int threads) {
   // pthreadpool counts the calling thread, so 1 thread means no pool at all.
   if (threads > 1) pool_.reset(pthreadpool_create(static_cast<size_t>(threads)));
@@ -38,9 +57,7 @@ Threadpool::Threadpool(int threads) {
 size_t Threadpool::threads() const { return pool_ ? pthreadpool_get_threads_count(pool_.get()) : 1; }
 
 XnnpackModuleContext::XnnpackModuleContext(const BackendOptions& options)
-    : options_(options), threadpool_(std::make_shared<Threadpool>(options.num_threads)) {
-  if (options_.share_workspace) shared_workspace_ = std::make_shared<Workspace>();
-}
+    : options_(options), threadpool_(std::make_shared<Threadpool>(options.num_threads)) {}
 
 namespace {
 
@@ -92,6 +109,17 @@ Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> XnnpackProgramContex
   return entry;
 }
 
+std::shared_ptr<const ParsedPayload> XnnpackProgramContext::checked_payload(ByteSpan payload) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = payloads_.find({payload.data, payload.size});
+  return it == payloads_.end() ? nullptr : it->second;
+}
+
+void XnnpackProgramContext::remember_checked_payload(ByteSpan payload, ParsedPayload parsed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  payloads_.emplace(std::make_pair(payload.data, payload.size), std::make_shared<const ParsedPayload>(std::move(parsed)));
+}
+
 uint64_t XnnpackProgramContext::operators_created() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return operators_created_;
@@ -104,8 +132,7 @@ Result<std::shared_ptr<T>> XnnpackModuleContext::use(std::unordered_map<std::str
   // Called with mutex_ held.
   XnnpackProgramContext* source = program.get();
   if (!source) {
-    if (!own_program_) own_program_ = std::make_shared<XnnpackProgramContext>();
-    source = own_program_.get();
+    source = &own_program();
   } else if (std::find(programs_.begin(), programs_.end(), program) == programs_.end()) {
     programs_.push_back(program);
   }
@@ -143,9 +170,16 @@ Result<std::shared_ptr<const AlignedBuffer>> XnnpackModuleContext::constant_copy
              [&](XnnpackProgramContext& source) { return source.constant_copy(key, value); });
 }
 
-std::shared_ptr<Workspace> XnnpackModuleContext::workspace_for_delegate() {
+XnnpackProgramContext& XnnpackModuleContext::own_program() {
+  if (!own_program_) own_program_ = std::make_shared<XnnpackProgramContext>();
+  return *own_program_;
+}
+
+WorkspaceSource XnnpackModuleContext::workspace_for_delegate(const std::shared_ptr<XnnpackProgramContext>& program) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (shared_workspace_) return shared_workspace_;
+  if (options_.share_workspace) {
+    return WorkspaceSource((program ? *program : own_program()).workspace_pool(), pooled_need_);
+  }
   auto workspace = std::make_shared<Workspace>();
   // Forget workspaces whose delegates are gone.
   std::vector<std::weak_ptr<Workspace>> alive;
@@ -154,7 +188,7 @@ std::shared_ptr<Workspace> XnnpackModuleContext::workspace_for_delegate() {
   }
   alive.push_back(workspace);
   delegate_workspaces_ = std::move(alive);
-  return workspace;
+  return WorkspaceSource(std::move(workspace));
 }
 
 XnnpackStats XnnpackModuleContext::stats() const {
@@ -174,17 +208,14 @@ XnnpackStats XnnpackModuleContext::stats() const {
       if (copy->used_by_other_modules()) stats.shared_constant_copy_bytes += copy->get()->size();
     }
   }
-  if (shared_workspace_) {
-    stats.workspaces = 1;
-    stats.workspace_bytes = shared_workspace_->size();
-  } else {
-    for (const auto& weak : delegate_workspaces_) {
-      if (auto workspace = weak.lock()) {
-        ++stats.workspaces;
-        stats.workspace_bytes += workspace->size();
-      }
+  for (const auto& weak : delegate_workspaces_) {
+    if (auto workspace = weak.lock()) {
+      ++stats.workspaces;
+      stats.workspace_bytes += workspace->size();
     }
   }
+  stats.pooled_workspace_bytes = pooled_need_->load(std::memory_order_relaxed);
+  stats.workspace_bytes += stats.pooled_workspace_bytes;
   stats.operators_created = operators_created_;
   stats.operators_reused = operators_reused_;
   stats.allocation_metered = AllocationMeter::available();
@@ -199,6 +230,7 @@ BackendMemory XnnpackModuleContext::memory() const {
   memory.packed_weight_bytes = s.packed_operator_bytes + s.constant_copy_bytes;
   memory.shared_packed_weight_bytes = s.shared_packed_operator_bytes + s.shared_constant_copy_bytes;
   memory.workspace_bytes = s.workspace_bytes;
+  memory.pooled_workspace_bytes = s.pooled_workspace_bytes;
   return memory;
 }
 

@@ -1,8 +1,8 @@
 // What the modules of one Program share (XnnpackProgramContext: packed
-// operators and padded constant copies, keyed by content identity), and what
-// one Module shares between all its XNNPACK delegate instances
-// (XnnpackModuleContext: its view of those, the workspace for intermediates,
-// and the thread pool).
+// operators and padded constant copies, keyed by content identity, and the
+// pool of workspaces lent per call), and what one Module shares between all
+// its XNNPACK delegate instances (XnnpackModuleContext: its view of those,
+// where its delegates' workspaces come from, and the thread pool).
 //
 // Delegates hold shared ownership of what they use, so either context may be
 // destroyed before or after them; the maps here only observe (weak
@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,10 +21,12 @@
 
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/packed_operator.h"
+#include "backends/xnnpack/payload.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "backends/xnnpack/xnnpack_backend.h"
 #include "core/aligned.h"
 #include "core/backend.h"
+#include "core/memory.h"
 
 namespace etna::xnn {
 
@@ -53,6 +56,29 @@ class Workspace {
  private:
   AlignedBuffer buffer_;
   std::atomic<size_t> size_{0};  // buffer_.size(), published for memory reports
+};
+
+// The workspaces of one program's modules that borrow them per call.
+using WorkspacePool = LendingPool<Workspace>;
+using WorkspaceLease = WorkspacePool::Lease;
+
+// Where a delegate's workspace comes from: one of its own, or the program's
+// pool, borrowed for one call and given back when the lease ends (a
+// workspace holds nothing between calls, so any free one will do).
+class WorkspaceSource {
+ public:
+  WorkspaceSource() = default;
+  explicit WorkspaceSource(std::shared_ptr<Workspace> own) : own_(std::move(own)) {}
+  // `need` records the largest workspace borrowed, for memory reports.
+  WorkspaceSource(std::shared_ptr<WorkspacePool> pool, std::shared_ptr<std::atomic<size_t>> need)
+      : pool_(std::move(pool)), need_(std::move(need)) {}
+  // The workspace for one call, at least `bytes` large.
+  Result<WorkspaceLease> acquire(size_t bytes) const;
+
+ private:
+  std::shared_ptr<Workspace> own_;
+  std::shared_ptr<WorkspacePool> pool_;
+  std::shared_ptr<std::atomic<size_t>> need_;
 };
 
 class Threadpool {
@@ -103,12 +129,22 @@ class XnnpackProgramContext final : public BackendProgramContext {
                                                                            const Value& value);
   // Packings done over the program's life.
   uint64_t operators_created() const;
+  // The payload at `payload` (one of this program's) as an earlier delegate
+  // parsed and checked it; null when none has. Later modules copy it instead
+  // of parsing, hashing and checking the payload again.
+  std::shared_ptr<const ParsedPayload> checked_payload(ByteSpan payload) const;
+  void remember_checked_payload(ByteSpan payload, ParsedPayload parsed);
+  // Workspaces lent per call to delegates of modules that pool them.
+  const std::shared_ptr<WorkspacePool>& workspace_pool() const { return workspace_pool_; }
 
  private:
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::weak_ptr<ProgramShared<PackedOperator>>> operators_;
   std::unordered_map<std::string, std::weak_ptr<ProgramShared<const AlignedBuffer>>> constants_;
   uint64_t operators_created_ = 0;
+  // Keyed by where the payload lies in the program's bytes, which never move.
+  std::map<std::pair<const uint8_t*, size_t>, std::shared_ptr<const ParsedPayload>> payloads_;
+  const std::shared_ptr<WorkspacePool> workspace_pool_ = std::make_shared<WorkspacePool>();
 };
 
 class XnnpackModuleContext final : public BackendModuleContext {
@@ -127,8 +163,10 @@ class XnnpackModuleContext final : public BackendModuleContext {
   // The padded copy of a constant value, from `program` likewise.
   Result<std::shared_ptr<const AlignedBuffer>> constant_copy(const std::shared_ptr<XnnpackProgramContext>& program,
                                                              const Value& value);
-  // The shared workspace, or a new one of the delegate's own.
-  std::shared_ptr<Workspace> workspace_for_delegate();
+  // The program's pool (`program`, or this module's own program context when
+  // null) when the module pools workspaces (share_workspace), else a new
+  // workspace of the delegate's own.
+  WorkspaceSource workspace_for_delegate(const std::shared_ptr<XnnpackProgramContext>& program);
   std::shared_ptr<Threadpool> threadpool() const { return threadpool_; }
 
  private:
@@ -149,7 +187,9 @@ class XnnpackModuleContext final : public BackendModuleContext {
   std::shared_ptr<XnnpackProgramContext> own_program_;
   std::unordered_map<std::string, std::weak_ptr<ModuleUse<PackedOperator>>> operators_;
   std::unordered_map<std::string, std::weak_ptr<ModuleUse<const AlignedBuffer>>> constants_;
-  std::shared_ptr<Workspace> shared_workspace_;
+  XnnpackProgramContext& own_program();  // made on first use; with mutex_ held
+  // Pooling: the largest workspace its delegates borrowed.
+  const std::shared_ptr<std::atomic<size_t>> pooled_need_ = std::make_shared<std::atomic<size_t>>(0);
   std::vector<std::weak_ptr<Workspace>> delegate_workspaces_;
   uint64_t operators_created_ = 0;
   uint64_t operators_reused_ = 0;

@@ -48,16 +48,24 @@ class XnnpackBackend final : public Backend {
     }
 
     const Program& program = context.program;
-    xnn::NamedDataLookup named_data = [&program](std::string_view key) { return program.named_data(key); };
-    auto parsed = xnn::parse_payload(payload, named_data);
-    if (!parsed) return prefixed(parsed.error());
-    // Every module over the program shares its packed weights.
+    // Every module over the program shares its packed weights and its parsed payloads.
     auto program_context = std::dynamic_pointer_cast<xnn::XnnpackProgramContext>(program.backend_context(*this));
     if (!program_context) {
       return make_error(ErrorCode::kInternal, label + ": the program context was not created by XnnpackBackend");
     }
+    if (auto known = program_context->checked_payload(payload)) {
+      auto delegate = xnn::XnnpackDelegate::create(*known, *module_context, std::move(label), program_context, true);
+      if (!delegate) return delegate.error();
+      return std::unique_ptr<DelegateHandle>(std::move(*delegate));
+    }
+    xnn::NamedDataLookup named_data = [&program](std::string_view key) { return program.named_data(key); };
+    auto parsed = xnn::parse_payload(payload, named_data);
+    if (!parsed) return prefixed(parsed.error());
+    Status checked = xnn::XnnpackDelegate::check(parsed->graph);
+    if (!checked) return prefixed(checked.error());
+    program_context->remember_checked_payload(payload, *parsed);
     auto delegate =
-        xnn::XnnpackDelegate::create(std::move(*parsed), *module_context, std::move(label), program_context);
+        xnn::XnnpackDelegate::create(std::move(*parsed), *module_context, std::move(label), program_context, true);
     if (!delegate) return delegate.error();
     return std::unique_ptr<DelegateHandle>(std::move(*delegate));
   }

@@ -27,8 +27,9 @@ struct XnnpackStats {
   uint64_t constant_copies = 0;        // live padded constant copies (operands XNNPACK reads unpacked)
   uint64_t constant_copy_bytes = 0;
   uint64_t shared_constant_copy_bytes = 0;  // of which other modules over the program use too
-  uint64_t workspaces = 0;  // 1 when shared, one per delegate instance otherwise
-  uint64_t workspace_bytes = 0;
+  uint64_t workspaces = 0;  // the module's own: one per delegate instance, none when pooled
+  uint64_t workspace_bytes = 0;         // own workspaces plus the pooled need
+  uint64_t pooled_workspace_bytes = 0;  // the largest workspace its delegates borrowed from the program's pool
   bool allocation_metered = false;  // packed bytes measured (false: estimated from constant sizes)
 };
 
