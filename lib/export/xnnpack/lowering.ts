@@ -13,6 +13,7 @@ import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Opera
 import {
   BATCH_MATMUL_TRANSPOSE_B,
   INVALID_VALUE_ID,
+  RESIZE_ALIGN_CORNERS,
   serializeXnnPayload,
   TRANSPOSE_WEIGHTS_FLAG,
   type XnnGraphSpec,
@@ -66,7 +67,29 @@ function ohwiFilter(constant: ConstantTensor): Uint8Array {
   return float32Bytes(target);
 }
 
+// Transposed conv filters go from the method's [I, O / G, KH, KW] to the delegate's [O, KH, KW, I / G].
+function transposedConvFilter(constant: ConstantTensor, groups: number): Uint8Array {
+  const [inChannels, groupOut, kh, kw] = constant.shape as [number, number, number, number];
+  const groupIn = inChannels / groups;
+  const source = new Float32Array(constant.bytes.slice().buffer);
+  const target = new Float32Array(source.length);
+  for (let g = 0; g < groups; g++) {
+    for (let oc = 0; oc < groupOut; oc++) {
+      for (let ic = 0; ic < groupIn; ic++) {
+        for (let y = 0; y < kh; y++) {
+          for (let x = 0; x < kw; x++) {
+            target[((((g * groupOut + oc) * kh + y) * kw + x) * groupIn) + ic] = source[(((g * groupIn + ic) * groupOut + oc) * kh + y) * kw + x]!;
+          }
+        }
+      }
+    }
+  }
+  return float32Bytes(target);
+}
+
 const NCHW_TO_NHWC = [0, 2, 3, 1] as const;
+/** Where each NCHW dim sits in NHWC. */
+const NHWC_POSITION_OF_NCHW_DIM = [0, 3, 1, 2] as const;
 const NHWC_TO_NCHW = [0, 3, 1, 2] as const;
 
 interface RunValue {
@@ -287,6 +310,11 @@ class RunBuilder {
         return;
       }
       case 'concatenate': {
+        if (this.staysChannelsLast(op.inputs.map((value) => ({ value })), op.out)) {
+          const inputs = op.inputs.map((index) => this.operandChannelsLast(index));
+          this.emit({ kind: 'concatenate', axis: NHWC_POSITION_OF_NCHW_DIM[op.axis]!, inputs, output: this.defineChannelsLast(op.out) });
+          return;
+        }
         const inputs = op.inputs.map((index) => this.operand(index));
         this.emit({ kind: 'concatenate', axis: op.axis, inputs, output: resultOf(op.out) });
         return;
@@ -294,6 +322,37 @@ class RunBuilder {
       case 'constantPad': {
         const input = this.operand(op.input);
         this.emit({ kind: 'constantPad', before: op.before, after: op.after, value: op.value, input, output: resultOf(op.out) });
+        return;
+      }
+      case 'convTranspose2d': {
+        const input = this.operandChannelsLast(op.input);
+        const weight = this.method.tensorNode(op.weight);
+        if (weight.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: transposed conv weight is not a constant');
+        const filterBytes = transposedConvFilter(weight.origin.constant, op.geometry.groups);
+        const [, groupOut, kh, kw] = weight.shape as [number, number, number, number];
+        const filter = this.constantValue(constantKey(filterBytes), filterBytes, [op.geometry.groups * groupOut, kh, kw, op.geometry.groupInputChannels]);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const output = this.defineChannelsLast(fusedOut ?? op.out);
+        this.emit({ kind: 'convTranspose2d', geometry: op.geometry, adjustment: op.adjustment, input, filter, bias, output }, minMax);
+        return;
+      }
+      case 'resizeBilinear': {
+        const [, , height, width] = this.method.tensorNode(op.out).shape as [number, number, number, number];
+        const input = this.operandChannelsLast(op.input);
+        const flags = op.alignCorners ? RESIZE_ALIGN_CORNERS : 0;
+        this.emit({ kind: 'resizeBilinear', height, width, flags, input, output: this.defineChannelsLast(op.out) });
+        return;
+      }
+      case 'repeatPixels': {
+        // [N, H, W, C] -> [N, H, 1, W, 1, C] times ones [1, 1, fh, 1, fw, 1] -> [N, H*fh, W*fw, C]: exact, and channels-last throughout.
+        const [n, c, h, w] = this.method.tensorNode(op.input).shape as [number, number, number, number];
+        const [fh, fw] = op.factors;
+        const split = this.addValue({ dims: [n, h, 1, w, 1, c], role: 'internal' });
+        this.emit({ kind: 'reshape', newShape: [n, h, 1, w, 1, c], input: this.operandChannelsLast(op.input), output: split });
+        const ones = float32Bytes(new Float32Array(fh * fw).fill(1));
+        const repeated = this.addValue({ dims: [n, h, fh, w, fw, c], role: 'internal' });
+        this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: split, input2: this.constantValue(constantKey(ones), ones, [1, 1, fh, 1, fw, 1]), output: repeated });
+        this.emit({ kind: 'reshape', newShape: [n, h * fh, w * fw, c], input: repeated, output: this.defineChannelsLast(op.out) });
         return;
       }
       case 'conv2d': {
@@ -345,7 +404,7 @@ class RunBuilder {
 
 // Ops whose node takes fused activation bounds.
 function takesBounds(op: MatchedOp): boolean {
-  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
+  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || op.kind === 'convTranspose2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
 }
 
 function producedValue(op: MatchedOp): number {
