@@ -560,6 +560,8 @@ function releaseUnusedConstants(method: MethodGraph): void {
   for (const instruction of method.instructions) for (const operand of method.instructionOperands(instruction)) referenced.add(operand);
   method.values.forEach((value, index) => {
     if (value.kind === 'tensor' && value.origin.kind === 'constant' && !referenced.has(index)) method.values[index] = { kind: 'null' };
+    // A tensor list only a lowered instruction read goes too: it may name a constant released here.
+    if ((value.kind === 'tensorList' || value.kind === 'optionalTensorList') && !referenced.has(index)) method.values[index] = { kind: 'null' };
   });
 }
 

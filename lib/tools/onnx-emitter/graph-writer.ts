@@ -26,7 +26,8 @@ export interface OnnxGraphInitializer {
 
 export interface OnnxGraphValue {
   readonly name: string;
-  readonly shape: readonly number[];
+  /** Omitted: the shape is left for the reader to infer. */
+  readonly shape?: readonly number[];
 }
 
 export interface OnnxGraphSpec {
@@ -71,8 +72,9 @@ function writeValue(w: ProtoWriter, value: OnnxGraphValue): void {
   w.string(1, value.name);
   w.message(2, (type) => type.message(1, (tensor) => {
     tensor.int(1, FLOAT);
-    tensor.message(2, (shape) => {
-      for (const d of value.shape) shape.message(1, (dim) => dim.int(1, d));
+    const dims = value.shape;
+    if (dims !== undefined) tensor.message(2, (shape) => {
+      for (const d of dims) shape.message(1, (dim) => dim.int(1, d));
     });
   }));
 }
