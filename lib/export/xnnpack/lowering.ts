@@ -171,7 +171,7 @@ class RunBuilder {
     const nhwc = this.channelsLast.get(index);
     if (nhwc !== undefined) {
       const id = this.define(index);
-      this.emit({ kind: 'transpose', perm: NHWC_TO_NCHW, input: nhwc, output: id });
+      this.emitLayoutChange(index, nhwc, id, NHWC_TO_NCHW);
       return id;
     }
     const node = this.method.tensorNode(index);
@@ -215,8 +215,22 @@ class RunBuilder {
     if (known !== undefined) return known;
     const source = this.operand(index);
     const id = this.defineChannelsLast(index);
-    this.emit({ kind: 'transpose', perm: NCHW_TO_NHWC, input: source, output: id });
+    this.emitLayoutChange(index, source, id, NCHW_TO_NHWC);
     return id;
+  }
+
+  /**
+   * Moves method value `index` between NCHW and NHWC. With one channel, or
+   * one pixel, both layouts hold the same bytes: a reshape, not a transpose.
+   */
+  private emitLayoutChange(index: number, input: number, output: number, perm: readonly number[]): void {
+    const [n, c, h, w] = this.method.tensorNode(index).shape as [number, number, number, number];
+    if (c === 1 || h * w === 1) {
+      const newShape = perm === NCHW_TO_NHWC ? [n, h, w, c] : [n, c, h, w];
+      this.emit({ kind: 'reshape', newShape, input, output });
+      return;
+    }
+    this.emit({ kind: 'transpose', perm, input, output });
   }
 
   /**
