@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
+import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
 import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadGraph } from '../helpers/xnnpack-payload.js';
 
@@ -18,6 +19,29 @@ const GRAPHS = [
 
 describe('paddle2onnx-style graphs', () => {
   for (const graph of GRAPHS) {
+    it(`${graph.name}: the imported graph written back as ONNX (HardSwish, Clip, Resize, ConvTranspose) matches the original on onnxruntime`, async () => {
+      const model = graph.build();
+      const [folded] = builderToOnnx(importOnnxGraph(model).builder).methods;
+      const next = seededUniform(4);
+      const input = new ort.Tensor('float32', Float32Array.from({ length: graph.shape.reduce((a, b) => a * b, 1) }, () => next(-1, 1)), [...graph.shape]);
+      const outputs: Float32Array[] = [];
+      for (const bytes of [model, folded!.bytes]) {
+        const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
+        const result = await session.run({ [session.inputNames[0]!]: input });
+        outputs.push(result[session.outputNames[0]!]!.data as Float32Array);
+        await session.release();
+      }
+      const [original, written] = outputs as [Float32Array, Float32Array];
+      expect(written.length).toBe(original.length);
+      let peak = 0;
+      let diff = 0;
+      for (let i = 0; i < original.length; i++) {
+        peak = Math.max(peak, Math.abs(original[i]!));
+        diff = Math.max(diff, Math.abs(written[i]! - original[i]!));
+      }
+      expect(diff / peak).toBeLessThan(1e-5);
+    });
+
     it(`${graph.name}: at most 3 delegate calls, no portable kernel, matches onnxruntime`, async () => {
       const model = graph.build();
       const imported = importOnnx(model);

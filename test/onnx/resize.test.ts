@@ -92,6 +92,7 @@ const RESIZE_CASES: ResizeCase[] = [
   { name: 'linear x2, half_pixel', opset: 13, attributes: { mode: s('linear') }, scales: [1, 1, 2, 2], delegated: true },
   { name: 'linear to 8x12, pytorch_half_pixel', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') }, sizes: [1, 3, 8, 12], delegated: true },
   { name: 'linear to 9x13, align_corners', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') }, sizes: [1, 3, 9, 13], delegated: true },
+  { name: 'linear to 1x13, align_corners (one row reads row 0)', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') }, sizes: [1, 3, 1, 13], delegated: true },
   { name: 'linear down to 3x4, half_pixel', opset: 18, attributes: { mode: s('linear') }, sizes: [1, 3, 3, 4], delegated: true },
   { name: 'linear x2, asymmetric', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('asymmetric') }, scales: [1, 1, 2, 2], delegated: false },
   { name: 'linear to 1x14, pytorch_half_pixel (a single row reads row 0)', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') }, sizes: [1, 3, 1, 14], delegated: false },
