@@ -100,7 +100,11 @@ function median(samples: number[]): number {
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
-/** Both runtimes in this process on one thread each, calls alternating so both see the same machine load. */
+/**
+ * Both runtimes in this process on one thread each, on the calling thread,
+ * calls alternating so both see the same machine load; each allocates its
+ * outputs per call.
+ */
 export async function compareOnnxGraph(ort: typeof Ort, name: string, options: { iterations: number; warmup: number; threads: number }): Promise<OnnxGraphComparison> {
   const graph = graphOf(name);
   const imported = importOnnx(graph.model());
@@ -108,7 +112,9 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
   const module = await Module.load(imported.bytes, { numThreads: options.threads });
   const session = await ortSession(ort, name, options.threads);
   try {
-    const etnaRun = async (): Promise<ArrayLike<number>> => ((await module.run('forward', { x: Tensor.float32([...input.shape], input.data as Float32Array) }))[graph.output] as Tensor).data as Float32Array;
+    // onnxruntime-node runs a session on the calling thread, wrapping the caller's array; etna does the same here.
+    const x = new Tensor('float32', [...input.shape], input.data as Float32Array);
+    const etnaRun = async (): Promise<ArrayLike<number>> => (module.executeSync('forward', [x])[0] as Tensor).data as Float32Array;
     const expected = await session.run(input);
     const actual = await etnaRun();
     let peak = 0;

@@ -358,15 +358,21 @@ class RunBuilder {
         return;
       }
       case 'repeatPixels': {
-        // [N, H, W, C] -> [N, H, 1, W, 1, C] times ones [1, 1, fh, 1, fw, 1] -> [N, H*fh, W*fw, C]: exact, and channels-last throughout.
+        // Columns, then rows, each a broadcast multiply by ones: [N*H*W, 1, C] x [1, fw, 1], then
+        // [N*H, 1, W*fw*C] x [1, fh, 1]. Exact, channels-last throughout, and the row copies are long.
         const [n, c, h, w] = this.method.tensorNode(op.input).shape as [number, number, number, number];
         const [fh, fw] = op.factors;
-        const split = this.addValue({ dims: [n, h, 1, w, 1, c], role: 'internal' });
-        this.emit({ kind: 'reshape', newShape: [n, h, 1, w, 1, c], input: this.operandChannelsLast(op.input), output: split });
-        const ones = float32Bytes(new Float32Array(fh * fw).fill(1));
-        const repeated = this.addValue({ dims: [n, h, fh, w, fw, c], role: 'internal' });
-        this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: split, input2: this.constantValue(constantKey(ones), ones, [1, 1, fh, 1, fw, 1]), output: repeated });
-        this.emit({ kind: 'reshape', newShape: [n, h * fh, w * fw, c], input: repeated, output: this.defineChannelsLast(op.out) });
+        const repeat = (input: number, dims: readonly [number, number], factor: number, output?: number): number => {
+          const split = this.addValue({ dims: [dims[0], 1, dims[1]], role: 'internal' });
+          this.emit({ kind: 'reshape', newShape: [dims[0], 1, dims[1]], input, output: split });
+          const ones = float32Bytes(new Float32Array(factor).fill(1));
+          const repeated = output ?? this.addValue({ dims: [dims[0], factor, dims[1]], role: 'internal' });
+          this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: split, input2: this.constantValue(constantKey(ones), ones, [1, factor, 1]), output: repeated });
+          return repeated;
+        };
+        const columns = fw === 1 ? this.operandChannelsLast(op.input) : repeat(this.operandChannelsLast(op.input), [n * h * w, c], fw);
+        const rows = repeat(columns, [n * h, w * fw * c], fh);
+        this.emit({ kind: 'reshape', newShape: [n, h * fh, w * fw, c], input: rows, output: this.defineChannelsLast(op.out) });
         return;
       }
       case 'conv2d': {
