@@ -95,6 +95,18 @@ export interface OnnxGraphComparison {
   calls: { delegate: number; kernel: number };
 }
 
+/** Largest |actual - expected| over the largest |expected| (the difference itself when expected is all zeros); Infinity when lengths differ. */
+export function relativeDifference(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
+  if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
+  let peak = 0;
+  let diff = 0;
+  for (let i = 0; i < expected.length; i++) {
+    peak = Math.max(peak, Math.abs(expected[i]!));
+    diff = Math.max(diff, Math.abs(actual[i]! - expected[i]!));
+  }
+  return peak === 0 ? diff : diff / peak;
+}
+
 function median(samples: number[]): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
@@ -115,14 +127,7 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
     // onnxruntime-node runs a session on the calling thread, wrapping the caller's array; etna does the same here.
     const x = new Tensor('float32', [...input.shape], input.data as Float32Array);
     const etnaRun = async (): Promise<ArrayLike<number>> => (module.executeSync('forward', [x])[0] as Tensor).data as Float32Array;
-    const expected = await session.run(input);
-    const actual = await etnaRun();
-    let peak = 0;
-    let diff = 0;
-    for (let i = 0; i < expected.length; i++) {
-      peak = Math.max(peak, Math.abs(expected[i]!));
-      diff = Math.max(diff, Math.abs(actual[i]! - expected[i]!));
-    }
+    const relativeError = relativeDifference(await etnaRun(), await session.run(input));
     const etnaSamples: number[] = [];
     const ortSamples: number[] = [];
     for (let i = 0; i < options.warmup + options.iterations; i++) {
@@ -146,7 +151,7 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
       ratio: etnaP50Ms / onnxruntimeP50Ms,
       etnaMinMs: Math.min(...etnaSamples),
       onnxruntimeMinMs: Math.min(...ortSamples),
-      relativeError: peak === 0 ? diff : diff / peak,
+      relativeError,
       calls: imported.calls,
     };
   } finally {

@@ -9,6 +9,8 @@ import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
+import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { isBuiltInProgram } from '../../lib/tools/bench.js';
 import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadGraph } from '../helpers/xnnpack-payload.js';
 
@@ -33,13 +35,7 @@ describe('paddle2onnx-style graphs', () => {
       }
       const [original, written] = outputs as [Float32Array, Float32Array];
       expect(written.length).toBe(original.length);
-      let peak = 0;
-      let diff = 0;
-      for (let i = 0; i < original.length; i++) {
-        peak = Math.max(peak, Math.abs(original[i]!));
-        diff = Math.max(diff, Math.abs(written[i]! - original[i]!));
-      }
-      expect(diff / peak).toBeLessThan(1e-5);
+      expect(relativeDifference(written, original)).toBeLessThan(1e-5);
     });
 
     it(`${graph.name}: at most 3 delegate calls, no portable kernel, matches onnxruntime`, async () => {
@@ -58,13 +54,7 @@ describe('paddle2onnx-style graphs', () => {
       const actual = (await module.run('forward', { x: Tensor.float32([...graph.shape], data) }))[graph.output]!.toArray() as number[];
       await module.dispose();
       expect(actual.length).toBe(expected.length);
-      let peak = 0;
-      let diff = 0;
-      for (let i = 0; i < expected.length; i++) {
-        peak = Math.max(peak, Math.abs(expected[i]!));
-        diff = Math.max(diff, Math.abs(actual[i]! - expected[i]!));
-      }
-      expect(diff / peak).toBeLessThan(1e-4);
+      expect(relativeDifference(actual, expected)).toBeLessThan(1e-4);
     });
   }
 
@@ -78,5 +68,14 @@ describe('paddle2onnx-style graphs', () => {
     expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(1);
     expect(types.filter((t) => t === NodeUnion.XNNConvTranspose2d)).toHaveLength(2);
     expect(types.filter((t) => t === NodeUnion.XNNConcatenate4)).toHaveLength(1);
+  });
+
+  it('are built-in bench programs, compared with onnxruntime in one process', async () => {
+    expect(ONNX_GRAPH_NAMES).toEqual(['mobilenetv3-cls', 'dbnet-det']);
+    for (const name of ONNX_GRAPH_NAMES) expect(isBuiltInProgram(name)).toBe(true);
+    const comparison = await compareOnnxGraph(ort, 'mobilenetv3-cls', { iterations: 2, warmup: 1, threads: 1 });
+    expect(comparison.calls).toEqual({ delegate: 1, kernel: 0 });
+    expect(comparison.relativeError).toBeLessThan(1e-4);
+    expect(comparison.ratio).toBeCloseTo(comparison.etnaP50Ms / comparison.onnxruntimeP50Ms, 10);
   });
 });

@@ -9,6 +9,7 @@ import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
+import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
 
 const IN_SHAPE = [1, 3, 5, 7];
 
@@ -27,15 +28,7 @@ async function compare(model: Uint8Array, inShape: readonly number[], options: {
   const actual = (await module.run('forward', { x: Tensor.float32([...inShape], data) })).y!;
   await module.dispose();
   expect(actual.shape).toEqual([...expected.dims]);
-  const want = expected.data as Float32Array;
-  const got = actual.toArray() as number[];
-  let peak = 0;
-  let diff = 0;
-  for (let i = 0; i < want.length; i++) {
-    peak = Math.max(peak, Math.abs(want[i]!));
-    diff = Math.max(diff, Math.abs(got[i]! - want[i]!));
-  }
-  return { error: diff / peak, calls: imported.calls, shape: expected.dims };
+  return { error: relativeDifference(actual.toArray() as number[], expected.data as Float32Array), calls: imported.calls, shape: expected.dims };
 }
 
 interface ResizeCase {
