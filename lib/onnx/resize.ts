@@ -101,35 +101,35 @@ export interface ResizeOps {
 function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   const shape = shapeOf(x);
   const rank = shape.length;
-  const isUpsample = node.op === 'Upsample';
-  const scalesInput = isUpsample || node.opset < 11 ? 1 : 2;
-  const sizesInput = isUpsample || node.opset < 11 ? undefined : 3;
+  if (rank !== 4) node.fail(`only 4-D (NCHW) inputs are supported, input is ${JSON.stringify(shape)}`);
+  // Upsample and Resize-10 take (X, scales); Resize-11 on takes (X, roi, scales, sizes). Upsample before opset 9 has a scales attribute.
+  const legacy = node.op === 'Upsample' || node.opset < 11;
+  const scalesInput = legacy ? 1 : 2;
   const axesAttr = node.ints('axes');
   const axes = axesAttr === undefined ? shape.map((_, i) => i) : axesAttr.map((a) => (a < 0 ? a + rank : a));
   if (axes.some((a) => a < 0 || a >= rank)) node.fail(`axes ${JSON.stringify(axesAttr)} are out of range for rank ${rank}`);
-  const sizes = sizesInput === undefined ? undefined : node.optional(sizesInput);
-  const scalesValue = node.optional(scalesInput);
-  const scalesGiven = node.op === 'Upsample' && node.opset < 9 ? node.floats('scales') : scalesValue === undefined ? undefined : toNumbers(node.constInput(scalesInput, 'scales'));
+  const sizes = !legacy && node.optional(3) !== undefined ? toNumbers(node.constInput(3, 'sizes')) : [];
+  const scales = node.op === 'Upsample' && node.opset < 9
+    ? node.floats('scales') ?? []
+    : node.optional(scalesInput) === undefined ? [] : toNumbers(node.constInput(scalesInput, 'scales'));
   const perDim: { outSize: number; scale: number }[] = shape.map((d) => ({ outSize: d, scale: 1 }));
-  if (sizes !== undefined && toNumbers(node.constInput(sizesInput!, 'sizes')).length > 0) {
-    const wanted = toNumbers(node.constInput(sizesInput!, 'sizes'));
-    if (wanted.length !== axes.length) node.fail(`sizes has ${wanted.length} entries for ${axes.length} axes`);
+  if (sizes.length > 0) {
+    if (sizes.length !== axes.length) node.fail(`sizes has ${sizes.length} entries for ${axes.length} axes`);
     const policy = node.string('keep_aspect_ratio_policy', 'stretch');
     if (policy !== 'stretch') node.fail(`keep_aspect_ratio_policy '${policy}' is not supported (only stretch)`);
     axes.forEach((a, i) => {
-      perDim[a] = { outSize: wanted[i]!, scale: f32(wanted[i]! / shape[a]!) };
+      perDim[a] = { outSize: sizes[i]!, scale: f32(sizes[i]! / shape[a]!) };
     });
-  } else if (scalesGiven !== undefined && scalesGiven.length > 0) {
-    if (scalesGiven.length !== axes.length) node.fail(`scales has ${scalesGiven.length} entries for ${axes.length} axes`);
+  } else if (scales.length > 0) {
+    if (scales.length !== axes.length) node.fail(`scales has ${scales.length} entries for ${axes.length} axes`);
     axes.forEach((a, i) => {
-      const scale = f32(scalesGiven[i]!);
+      const scale = f32(scales[i]!);
       if (!(scale > 0)) node.fail(`scale ${scale} for axis ${a} must be positive`);
       perDim[a] = { outSize: Math.trunc(f32(scale * shape[a]!)), scale };
     });
   } else {
     node.fail('needs constant scales or sizes');
   }
-  if (rank !== 4) node.fail(`only 4-D (NCHW) inputs are supported, input is ${JSON.stringify(shape)}`);
   if (perDim[0]!.outSize !== shape[0] || perDim[1]!.outSize !== shape[1]) node.fail('resizing the batch or channel dim is not supported');
   if (perDim.some((d) => d.outSize < 1)) node.fail(`output shape ${JSON.stringify(perDim.map((d) => d.outSize))} is empty`);
   return [2, 3].map((d) => ({ inSize: shape[d]!, outSize: perDim[d]!.outSize, scale: perDim[d]!.scale }));

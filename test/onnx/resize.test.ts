@@ -120,6 +120,18 @@ describe('ONNX Resize', () => {
     expect(result.error).toBe(0);
   });
 
+  it('Upsample (opset 7) reads its scales attribute', async () => {
+    const model = writeOnnxModel({
+      nodes: [{ op: 'Upsample', inputs: ['x'], outputs: ['y'], attributes: { mode: s('linear'), scales: { floats: [1, 1, 2, 2] } } }],
+      inputs: [{ name: 'x', shape: IN_SHAPE }],
+      outputs: [{ name: 'y' }],
+      initializers: [],
+    }, 7);
+    const result = await compare(model, IN_SHAPE, { xnnpack: true });
+    expect(result.shape).toEqual([1, 3, 10, 14]);
+    expect(result.error).toBeLessThan(1e-5);
+  });
+
   it('names the attribute it cannot import', () => {
     const cubic = resizeModel({ name: 'cubic', opset: 13, attributes: { mode: s('cubic') }, scales: [1, 1, 2, 2], delegated: false });
     expect(() => importOnnx(cubic)).toThrow(EtnaError);
