@@ -1,5 +1,5 @@
 // Inference-mode BatchNormalization at import time. A BN reading the only
-// output of a Conv with constant weights disappears into that Conv (scaled
+// output of a Conv or ConvTranspose with constant weights disappears into that Conv (scaled
 // weights, shifted bias); any other BN with constant parameters becomes a
 // per-channel multiply and add by import-time tensors. Either way nothing is
 // normalised at run time, and the delegate sees one convolution (or two
@@ -57,6 +57,23 @@ export interface FoldedBatchNorms {
 }
 
 /**
+ * The output channel each weight element feeds: Conv weights are
+ * [out, in / groups, ...k]; ConvTranspose weights are [in, out / groups, ...k].
+ */
+function outputChannelOf(conv: OnnxNode, shape: readonly number[]): { count: number; at: (i: number) => number } | undefined {
+  const taps = shapeSize(shape.slice(2));
+  if (conv.opType === 'Conv') return { count: shape[0]!, at: (i) => Math.floor(i / (shapeSize(shape) / shape[0]!)) };
+  const groups = Number(conv.attributes.find((a) => a.name === 'group')?.i ?? 1n);
+  const [inChannels, groupOut] = shape as [number, number];
+  if (groups < 1 || inChannels % groups !== 0) return undefined;
+  const groupIn = inChannels / groups;
+  return {
+    count: groupOut * groups,
+    at: (i) => Math.floor(Math.floor(i / (groupOut * taps)) / groupIn) * groupOut + (Math.floor(i / taps) % groupOut),
+  };
+}
+
+/**
  * Folds each inference BN whose input is the single-use output of a Conv
  * with constant weights (and bias) into that Conv:
  * W'[o] = W[o] * s[o], b'[o] = b[o] * s[o] + shift[o], computed in float64.
@@ -85,7 +102,7 @@ export function foldBatchNormsIntoConvs(graph: OnnxGraph): FoldedBatchNorms {
     if (!isInferenceBatchNorm(bn)) continue;
     const x = bn.inputs[0]!;
     const conv = producer.get(x);
-    if (conv === undefined || conv.opType !== 'Conv' || replaced.has(conv) || conv.outputs[0] !== x || reads.get(x) !== 1) continue;
+    if (conv === undefined || (conv.opType !== 'Conv' && conv.opType !== 'ConvTranspose') || replaced.has(conv) || conv.outputs[0] !== x || reads.get(x) !== 1) continue;
     const weight = constant(conv.inputs[1]);
     const bias = conv.inputs[2] === undefined || conv.inputs[2] === '' ? undefined : constant(conv.inputs[2]);
     if (weight === undefined || weight.dtype !== 'float32' || ((conv.inputs[2] ?? '') !== '' && bias === undefined)) continue;
@@ -93,12 +110,12 @@ export function foldBatchNormsIntoConvs(graph: OnnxGraph): FoldedBatchNorms {
     if (params.length !== 4 || params.some((p) => p === undefined)) continue;
     const [gamma, beta, mean, variance] = params as [ConstTensor, ConstTensor, ConstTensor, ConstTensor];
     const affine = batchNormAffine(gamma, beta, mean, variance, epsilonOf(bn));
-    const outChannels = weight.shape[0]!;
-    if (affine === undefined || affine.scale.length !== outChannels) continue;
+    const channelOf = outputChannelOf(conv, weight.shape);
+    const outChannels = channelOf === undefined ? 0 : channelOf.count;
+    if (channelOf === undefined || affine === undefined || affine.scale.length !== outChannels) continue;
 
-    const perChannel = shapeSize(weight.shape) / outChannels;
     const w = toNumbers(weight);
-    const scaled = w.map((value, i) => value * affine.scale[Math.floor(i / perChannel)]!);
+    const scaled = w.map((value, i) => value * affine.scale[channelOf.at(i)]!);
     const b = bias === undefined ? new Array<number>(outChannels).fill(0) : toNumbers(bias);
     const shifted = Array.from({ length: outChannels }, (_, o) => b[o]! * affine.scale[o]! + affine.shift[o]!);
     const weightName = freshName(`${bn.outputs[0]}_folded_weight`);

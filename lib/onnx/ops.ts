@@ -9,6 +9,7 @@ import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type Cons
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
 import { batchNormAffine } from './batchnorm.js';
 import { broadcastShape, concatConst, normalizeAxis, reshapeConst, sliceConst } from './fold.js';
+import { resize } from './resize.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
 
@@ -500,6 +501,17 @@ function convTranspose(node: NodeView): OnnxValue[] {
       pads[i] = autoPad === 'SAME_UPPER' ? small : total - small;
       pads[i + spatial] = total - pads[i]!;
     }
+  }
+  const symmetric = pads.slice(0, spatial).every((p, i) => p === pads[i + spatial]);
+  if (spatial === 2 && symmetric && toDelegate(ctx, x, w, bias) && outputPadding.every((p, i) => p >= 0 && p < strides[i]!) && pads.every((p) => p >= 0)) {
+    // The delegate's transposed convolution, with ONNX's geometry: out = (in - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1.
+    const outShape = [xShape[0]!, wShape[1]! * groups];
+    for (let i = 0; i < spatial; i++) outShape.push((inputSpatial[i]! - 1) * strides[i]! - 2 * pads[i]! + dilations[i]! * (kernel[i]! - 1) + outputPadding[i]! + 1);
+    return [ctx.emit('aten::convolution.out', [
+      ctx.tensor(x), ctx.tensor(w), bias === undefined ? null : ctx.tensor(bias),
+      { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },
+      { bool: true }, { intList: outputPadding }, { int: groups },
+    ], 'float32', outShape)];
   }
   // Insert stride-1 zeros between input positions, then correlate with the flipped kernel.
   for (let i = 0; i < spatial; i++) {
@@ -1373,6 +1385,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Mean: variadic('mean'),
   Conv: conv,
   ConvTranspose: convTranspose,
+  Resize: (node) => resize(node, { indexSelect, arith }),
+  Upsample: (node) => resize(node, { indexSelect, arith }),
   MaxPool: pool('max'),
   AveragePool: pool('average'),
   GlobalAveragePool: (node) => {

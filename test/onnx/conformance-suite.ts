@@ -20,7 +20,7 @@ export const SUITE_OPS: ReadonlySet<string> = new Set([
   'Sub', 'Mul', 'Div', 'MatMul', 'LSTM', 'Not', 'LeakyRelu', 'HardSigmoid', 'Elu', 'Selu', 'Sum', 'Mean',
   'Sigmoid', 'Tanh', 'Sqrt', 'Add', 'Squeeze', 'InstanceNormalization', 'GlobalAveragePool', 'PRelu', 'Exp', 'Log', 'Neg',
   'Reciprocal', 'Floor', 'Ceil', 'Sin', 'Cos', 'Softplus', 'Expand', 'Where', 'Tile', 'Greater', 'Less', 'Relu', 'Pad',
-  'Identity', 'ConstantOfShape', 'Constant', 'If', 'HardSwish', 'Erf', 'Abs', 'Round', 'Sign', 'Range',
+  'Identity', 'ConstantOfShape', 'Constant', 'If', 'HardSwish', 'Erf', 'Abs', 'Round', 'Sign', 'Range', 'Resize', 'Upsample',
 ]);
 
 // ONNX element types the suite keeps: float, int64, bool.
@@ -104,12 +104,14 @@ export async function runInEtna(testCase: NodeTestCase): Promise<CaseResult> {
   const bind: Record<string, ConstTensor> = {};
   const shapes: Record<string, number[]> = {};
   const runtime: Tensor[] = [];
+  // Float inputs a Resize or Upsample reads as roi or scales are parameters too.
+  const floatParameters = new Set(model.graph.nodes.filter((n) => n.opType === 'Resize' || n.opType === 'Upsample').flatMap((n) => n.inputs.slice(1)));
   graphInputs.forEach((info, i) => {
     const file = inputFiles[i];
     if (file === undefined) return;
     const tensor = readPb(file, `${testCase.name} input ${i}`);
     // Integer and bool inputs are shapes, axes, indices...: bound at import like Silero's sr.
-    if (tensor.dtype !== 'float32') {
+    if (tensor.dtype !== 'float32' || floatParameters.has(info.name)) {
       bind[info.name] = tensor;
       return;
     }

@@ -13,6 +13,7 @@ import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Opera
 import {
   BATCH_MATMUL_TRANSPOSE_B,
   INVALID_VALUE_ID,
+  RESIZE_ALIGN_CORNERS,
   serializeXnnPayload,
   TRANSPOSE_WEIGHTS_FLAG,
   type XnnGraphSpec,
@@ -66,7 +67,29 @@ function ohwiFilter(constant: ConstantTensor): Uint8Array {
   return float32Bytes(target);
 }
 
+// Transposed conv filters go from the method's [I, O / G, KH, KW] to the delegate's [O, KH, KW, I / G].
+function transposedConvFilter(constant: ConstantTensor, groups: number): Uint8Array {
+  const [inChannels, groupOut, kh, kw] = constant.shape as [number, number, number, number];
+  const groupIn = inChannels / groups;
+  const source = new Float32Array(constant.bytes.slice().buffer);
+  const target = new Float32Array(source.length);
+  for (let g = 0; g < groups; g++) {
+    for (let oc = 0; oc < groupOut; oc++) {
+      for (let ic = 0; ic < groupIn; ic++) {
+        for (let y = 0; y < kh; y++) {
+          for (let x = 0; x < kw; x++) {
+            target[((((g * groupOut + oc) * kh + y) * kw + x) * groupIn) + ic] = source[(((g * groupIn + ic) * groupOut + oc) * kh + y) * kw + x]!;
+          }
+        }
+      }
+    }
+  }
+  return float32Bytes(target);
+}
+
 const NCHW_TO_NHWC = [0, 2, 3, 1] as const;
+/** Where each NCHW dim sits in NHWC. */
+const NHWC_POSITION_OF_NCHW_DIM = [0, 3, 1, 2] as const;
 const NHWC_TO_NCHW = [0, 3, 1, 2] as const;
 
 interface RunValue {
@@ -148,7 +171,7 @@ class RunBuilder {
     const nhwc = this.channelsLast.get(index);
     if (nhwc !== undefined) {
       const id = this.define(index);
-      this.emit({ kind: 'transpose', perm: NHWC_TO_NCHW, input: nhwc, output: id });
+      this.emitLayoutChange(index, nhwc, id, NHWC_TO_NCHW);
       return id;
     }
     const node = this.method.tensorNode(index);
@@ -192,8 +215,22 @@ class RunBuilder {
     if (known !== undefined) return known;
     const source = this.operand(index);
     const id = this.defineChannelsLast(index);
-    this.emit({ kind: 'transpose', perm: NCHW_TO_NHWC, input: source, output: id });
+    this.emitLayoutChange(index, source, id, NCHW_TO_NHWC);
     return id;
+  }
+
+  /**
+   * Moves method value `index` between NCHW and NHWC. With one channel, or
+   * one pixel, both layouts hold the same bytes: a reshape, not a transpose.
+   */
+  private emitLayoutChange(index: number, input: number, output: number, perm: readonly number[]): void {
+    const [n, c, h, w] = this.method.tensorNode(index).shape as [number, number, number, number];
+    if (c === 1 || h * w === 1) {
+      const newShape = perm === NCHW_TO_NHWC ? [n, h, w, c] : [n, c, h, w];
+      this.emit({ kind: 'reshape', newShape, input, output });
+      return;
+    }
+    this.emit({ kind: 'transpose', perm, input, output });
   }
 
   /**
@@ -287,6 +324,11 @@ class RunBuilder {
         return;
       }
       case 'concatenate': {
+        if (this.staysChannelsLast(op.inputs.map((value) => ({ value })), op.out)) {
+          const inputs = op.inputs.map((index) => this.operandChannelsLast(index));
+          this.emit({ kind: 'concatenate', axis: NHWC_POSITION_OF_NCHW_DIM[op.axis]!, inputs, output: this.defineChannelsLast(op.out) });
+          return;
+        }
         const inputs = op.inputs.map((index) => this.operand(index));
         this.emit({ kind: 'concatenate', axis: op.axis, inputs, output: resultOf(op.out) });
         return;
@@ -294,6 +336,43 @@ class RunBuilder {
       case 'constantPad': {
         const input = this.operand(op.input);
         this.emit({ kind: 'constantPad', before: op.before, after: op.after, value: op.value, input, output: resultOf(op.out) });
+        return;
+      }
+      case 'convTranspose2d': {
+        const input = this.operandChannelsLast(op.input);
+        const weight = this.method.tensorNode(op.weight);
+        if (weight.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: transposed conv weight is not a constant');
+        const filterBytes = transposedConvFilter(weight.origin.constant, op.geometry.groups);
+        const [, groupOut, kh, kw] = weight.shape as [number, number, number, number];
+        const filter = this.constantValue(constantKey(filterBytes), filterBytes, [op.geometry.groups * groupOut, kh, kw, op.geometry.groupInputChannels]);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const output = this.defineChannelsLast(fusedOut ?? op.out);
+        this.emit({ kind: 'convTranspose2d', geometry: op.geometry, adjustment: op.adjustment, input, filter, bias, output }, minMax);
+        return;
+      }
+      case 'resizeBilinear': {
+        const [, , height, width] = this.method.tensorNode(op.out).shape as [number, number, number, number];
+        const input = this.operandChannelsLast(op.input);
+        const flags = op.alignCorners ? RESIZE_ALIGN_CORNERS : 0;
+        this.emit({ kind: 'resizeBilinear', height, width, flags, input, output: this.defineChannelsLast(op.out) });
+        return;
+      }
+      case 'repeatPixels': {
+        // Columns, then rows, each a broadcast multiply by ones: [N*H*W, 1, C] x [1, fw, 1], then
+        // [N*H, 1, W*fw*C] x [1, fh, 1]. Exact, channels-last throughout, and the row copies are long.
+        const [n, c, h, w] = this.method.tensorNode(op.input).shape as [number, number, number, number];
+        const [fh, fw] = op.factors;
+        const repeat = (input: number, dims: readonly [number, number], factor: number, output?: number): number => {
+          const split = this.addValue({ dims: [dims[0], 1, dims[1]], role: 'internal' });
+          this.emit({ kind: 'reshape', newShape: [dims[0], 1, dims[1]], input, output: split });
+          const ones = float32Bytes(new Float32Array(factor).fill(1));
+          const repeated = output ?? this.addValue({ dims: [dims[0], factor, dims[1]], role: 'internal' });
+          this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: split, input2: this.constantValue(constantKey(ones), ones, [1, factor, 1]), output: repeated });
+          return repeated;
+        };
+        const columns = fw === 1 ? this.operandChannelsLast(op.input) : repeat(this.operandChannelsLast(op.input), [n * h * w, c], fw);
+        const rows = repeat(columns, [n * h, w * fw * c], fh);
+        this.emit({ kind: 'reshape', newShape: [n, h * fh, w * fw, c], input: rows, output: this.defineChannelsLast(op.out) });
         return;
       }
       case 'conv2d': {
@@ -345,7 +424,7 @@ class RunBuilder {
 
 // Ops whose node takes fused activation bounds.
 function takesBounds(op: MatchedOp): boolean {
-  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
+  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || op.kind === 'convTranspose2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
 }
 
 function producedValue(op: MatchedOp): number {
@@ -501,6 +580,8 @@ function releaseUnusedConstants(method: MethodGraph): void {
   for (const instruction of method.instructions) for (const operand of method.instructionOperands(instruction)) referenced.add(operand);
   method.values.forEach((value, index) => {
     if (value.kind === 'tensor' && value.origin.kind === 'constant' && !referenced.has(index)) method.values[index] = { kind: 'null' };
+    // A tensor list only a lowered instruction read goes too: it may name a constant released here.
+    if ((value.kind === 'tensorList' || value.kind === 'optionalTensorList') && !referenced.has(index)) method.values[index] = { kind: 'null' };
   });
 }
 

@@ -20,6 +20,12 @@ export type MatchedOp =
   /** mean over H and W of an NCHW tensor, dims kept. */
   | { readonly kind: 'globalAvgPool'; readonly input: number; readonly out: number }
   | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
+  /** A transposed convolution; its weight is [in, out / groups, kh, kw] as the method holds it. */
+  | { readonly kind: 'convTranspose2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly adjustment: readonly [number, number]; readonly out: number }
+  /** upsample_bilinear2d to a given output size (half-pixel centres, or corners aligned). */
+  | { readonly kind: 'resizeBilinear'; readonly alignCorners: boolean; readonly input: number; readonly out: number }
+  /** upsample_nearest2d by whole factors: every input pixel repeated factors[0] x factors[1] times. */
+  | { readonly kind: 'repeatPixels'; readonly factors: readonly [number, number]; readonly input: number; readonly out: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly out: number }
   | { readonly kind: 'reshape'; readonly input: number; readonly out: number }
   | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly input: number; readonly out: number }
@@ -28,7 +34,7 @@ export type MatchedOp =
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
   | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly out: number };
 
-const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad']);
+const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad', 'repeatPixels']);
 
 /** Nodes worth a delegate call on their own; data movement alone is not. */
 export function isComputeOp(op: MatchedOp): boolean {
@@ -45,6 +51,7 @@ export function operandsRead(op: MatchedOp): number[] {
     case 'binary':
       return [op.a, op.b].flatMap((operand) => ('value' in operand ? [operand.value] : []));
     case 'conv2d':
+    case 'convTranspose2d':
       return op.bias === undefined ? [op.input, op.weight] : [op.input, op.weight, op.bias];
     case 'concatenate':
       return [...op.inputs];
@@ -261,12 +268,28 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       if (!allFloat(self, out) || rank === 0 || m.int(dim) !== rank - 1 || halves?.kind !== 'bool' || halves.value) return undefined;
       return { kind: 'unary', code: NodeUnion.XNNSoftmax, input: self, out };
     }
+    case 'upsample_bilinear2d.vec_out': {
+      const [self, outputSize, alignCorners, scales, out] = a as [number, number, number, number, number];
+      const align = method.values[alignCorners];
+      const size = m.intList(outputSize);
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || align?.kind !== 'bool' || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      return { kind: 'resizeBilinear', alignCorners: align.value, input: self, out };
+    }
+    case 'upsample_nearest2d.vec_out': {
+      const [self, outputSize, scales, out] = a as [number, number, number, number];
+      const size = m.intList(outputSize);
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      const [, , h, w] = m.shape(self) as [number, number, number, number];
+      const factors: [number, number] = [size[0]! / h, size[1]! / w];
+      if (!factors.every((f) => Number.isInteger(f) && f >= 1)) return undefined;
+      return { kind: 'repeatPixels', factors, input: self, out };
+    }
     case 'convolution.out': {
-      const [input, weight, bias, stride, padding, dilation, transposed, , groups, out] = a as number[];
+      const [input, weight, bias, stride, padding, dilation, transposed, outputPadding, groups, out] = a as number[];
       const flag = method.values[transposed!];
       const biasValue = method.values[bias!];
       const hasBias = biasValue?.kind === 'tensor';
-      if (!allFloat(input!, weight!, out!) || flag?.kind !== 'bool' || flag.value || !m.constant(weight!)) return undefined;
+      if (!allFloat(input!, weight!, out!) || flag?.kind !== 'bool' || !m.constant(weight!)) return undefined;
       if (hasBias && !(m.float32(bias!) && m.constant(bias!))) return undefined;
       if (m.shape(input!).length !== 4 || m.shape(weight!).length !== 4) return undefined;
       const pair = (index: number): [number, number] | undefined => {
@@ -278,6 +301,15 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const d = pair(dilation!);
       const g = m.int(groups!);
       if (s === undefined || p === undefined || d === undefined || g === undefined || g < 1) return undefined;
+      if (flag.value) {
+        const adjustment = pair(outputPadding!);
+        const [inChannels, groupOutputChannels, kh, kw] = m.shape(weight!) as [number, number, number, number];
+        if (adjustment === undefined || adjustment.some((v, i) => v < 0 || v >= s[i]!) || inChannels % g !== 0) return undefined;
+        const geometry: ConvolutionGeometry = {
+          padding: p, kernel: [kh, kw], stride: s, dilation: d, groupInputChannels: inChannels / g, groupOutputChannels, groups: g,
+        };
+        return { kind: 'convTranspose2d', input: input!, weight: weight!, bias: hasBias ? bias! : undefined, geometry, adjustment, out: out! };
+      }
       const [outChannels, groupInputChannels, kh, kw] = m.shape(weight!) as [number, number, number, number];
       const geometry: ConvolutionGeometry = {
         padding: p,

@@ -18,6 +18,7 @@ import {
   OutputMinMax,
   StaticConstantPad,
   StaticReshape,
+  StaticResizeBilinear2d,
   StaticSlice,
   StaticTranspose,
   TensorValue,
@@ -68,6 +69,10 @@ export type XnnNodeBody =
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly output: number }
   | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number; readonly flags: number }
   | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
+  /** Filter [groups * groupOutputChannels, kh, kw, groupInputChannels]; `adjustment` adds rows/columns at the bottom/right (output_padding). */
+  | { readonly kind: 'convTranspose2d'; readonly geometry: ConvolutionGeometry; readonly adjustment: readonly [number, number]; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
+  /** NHWC input resized to [N, height, width, C]; `flags` picks the sampling grid (RESIZE_ALIGN_CORNERS, or none for half-pixel centres). */
+  | { readonly kind: 'resizeBilinear'; readonly height: number; readonly width: number; readonly flags: number; readonly input: number; readonly output: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'reshape'; readonly newShape: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number }
@@ -78,6 +83,8 @@ export type XnnNodeBody =
 const CONCATENATE_CODES: readonly NodeUnion[] = [NodeUnion.XNNConcatenate2, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate4, NodeUnion.XNNConcatenate5];
 /** BatchMatrixMultiply flag: the second operand is stored transposed. */
 export const BATCH_MATMUL_TRANSPOSE_B = 0x1;
+/** StaticResizeBilinear2D flag (XNN_FLAG_ALIGN_CORNERS): corner pixels map onto corner pixels. */
+export const RESIZE_ALIGN_CORNERS = 0x8;
 /** The most inputs one Concatenate node takes. */
 export const MAX_CONCATENATE_INPUTS = 5;
 
@@ -116,8 +123,10 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
         type: NodeUnion.XNNFullyConnected,
         table: FullyConnected.createFullyConnected(builder, body.input, body.filter, body.bias, body.output, body.flags),
       };
-    case 'conv2d': {
+    case 'conv2d':
+    case 'convTranspose2d': {
       const g = body.geometry;
+      const adjustment = body.kind === 'convTranspose2d' ? body.adjustment : [0, 0];
       const table = Convolution.createConvolution(
         builder,
         g.padding[0], g.padding[1], g.padding[0], g.padding[1],
@@ -125,11 +134,16 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
         g.stride[0], g.stride[1],
         g.dilation[0], g.dilation[1],
         g.groupInputChannels, g.groupOutputChannels, g.groups,
-        0, 0,
+        adjustment[0]!, adjustment[1]!,
         body.input, body.filter, body.bias, body.output, 0,
       );
-      return { type: NodeUnion.XNNConv2d, table };
+      return { type: body.kind === 'conv2d' ? NodeUnion.XNNConv2d : NodeUnion.XNNConvTranspose2d, table };
     }
+    case 'resizeBilinear':
+      return {
+        type: NodeUnion.XNNStaticResizeBilinear2D,
+        table: StaticResizeBilinear2d.createStaticResizeBilinear2d(builder, body.height, body.width, body.input, body.output, body.flags),
+      };
     case 'transpose': {
       const perm = StaticTranspose.createPermVector(builder, [...body.perm]);
       return { type: NodeUnion.XNNStaticTranspose, table: StaticTranspose.createStaticTranspose(builder, body.perm.length, perm, body.input, body.output, 0) };

@@ -95,7 +95,8 @@ interface OnnxNode {
 type OnnxAttribute =
   | { readonly name: string; readonly kind: 'int'; readonly value: number }
   | { readonly name: string; readonly kind: 'float'; readonly value: number }
-  | { readonly name: string; readonly kind: 'ints'; readonly value: readonly number[] };
+  | { readonly name: string; readonly kind: 'ints'; readonly value: readonly number[] }
+  | { readonly name: string; readonly kind: 'string'; readonly value: string };
 
 interface Initializer {
   readonly name: string;
@@ -296,7 +297,7 @@ class MethodEmitter {
     const a = instruction.args;
     const op = `${instruction.name}.${instruction.overload}`;
     const binary: Record<string, string> = { add: 'Add', sub: 'Sub', mul: 'Mul', div: 'Div' };
-    const unary: Record<string, string> = { relu: 'Relu', tanh: 'Tanh', sigmoid: 'Sigmoid', exp: 'Exp', neg: 'Neg', sqrt: 'Sqrt', abs: 'Abs' };
+    const unary: Record<string, string> = { relu: 'Relu', tanh: 'Tanh', sigmoid: 'Sigmoid', exp: 'Exp', neg: 'Neg', sqrt: 'Sqrt', abs: 'Abs', hardswish: 'HardSwish' };
     const [, base] = instruction.name.split('::') as [string, string];
 
     if (instruction.overload === 'out' && base in binary) {
@@ -467,16 +468,37 @@ class MethodEmitter {
       }
       case 'aten::convolution.out': {
         const transposed = this.graph.value(a[6]!);
-        if (transposed.kind === 'bool' && transposed.value) return unsupported(this.graph.name, 'transposed convolution');
+        const isTransposed = transposed.kind === 'bool' && transposed.value;
         const padding = this.ints(a[4]!);
         const inputs = [this.name(a[0]!), this.name(a[1]!)];
         if (this.graph.value(a[2]!).kind !== 'null') inputs.push(this.name(a[2]!));
-        this.define(a[9]!, 'Conv', inputs, [
+        this.define(a[9]!, isTransposed ? 'ConvTranspose' : 'Conv', inputs, [
           { name: 'strides', kind: 'ints', value: this.ints(a[3]!) },
           { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
           { name: 'dilations', kind: 'ints', value: this.ints(a[5]!) },
           { name: 'group', kind: 'int', value: this.int(a[8]!) },
+          ...(isTransposed ? [{ name: 'output_padding', kind: 'ints', value: this.ints(a[7]!) } as const] : []),
         ]);
+        return;
+      }
+      case 'aten::clamp.out':
+      case 'aten::hardtanh.out': {
+        // Clip's bounds are inputs; an absent one is ''.
+        const out = a[3]!;
+        const bound = (index: number): string => (this.graph.value(index).kind === 'null' ? '' : this.scalarConstant(this.dtype(out), this.scalar(index)));
+        this.define(out, 'Clip', [this.name(a[0]!), bound(a[1]!), bound(a[2]!)]);
+        return;
+      }
+      case 'aten::upsample_nearest2d.vec_out':
+      case 'aten::upsample_bilinear2d.vec_out': {
+        // PyTorch's grids in ONNX terms: nearest reads floor(x * in / out); bilinear uses half-pixel centres or aligned corners.
+        const nearest = instruction.name === 'aten::upsample_nearest2d';
+        const out = a[nearest ? 3 : 4]!;
+        const alignCorners = !nearest && this.graph.value(a[2]!).kind === 'bool' && (this.graph.value(a[2]!) as { value: boolean }).value;
+        const attributes: OnnxAttribute[] = nearest
+          ? [{ name: 'mode', kind: 'string', value: 'nearest' }, { name: 'coordinate_transformation_mode', kind: 'string', value: 'asymmetric' }, { name: 'nearest_mode', kind: 'string', value: 'floor' }]
+          : [{ name: 'mode', kind: 'string', value: 'linear' }, { name: 'coordinate_transformation_mode', kind: 'string', value: alignCorners ? 'align_corners' : 'half_pixel' }];
+        this.define(out, 'Resize', [this.name(a[0]!), '', '', this.int64Vector(this.shape(out))], attributes);
         return;
       }
       case 'aten::index_put_.':
@@ -546,6 +568,7 @@ class MethodEmitter {
               at.string(1, attribute.name);
               if (attribute.kind === 'int') at.int(3, attribute.value).int(20, 2);
               else if (attribute.kind === 'float') at.float(2, attribute.value).int(20, 1);
+              else if (attribute.kind === 'string') at.string(4, attribute.value).int(20, 3);
               else at.packedInts(8, attribute.value).int(20, 7);
             });
           }

@@ -1,0 +1,194 @@
+// paddle2onnx-style graphs as bench programs: a MobileNetV3-style classifier
+// (1x3x48x192) and a DBNet-style detector (1x3x320x320), written with seeded
+// weights, imported onto the XNNPACK delegate, and run beside onnxruntime-node
+// on the same ONNX bytes and the same input. Besides the harness's per-config
+// rows, `compareOnnxGraph` times both runtimes in one process, alternating
+// calls, and reports the p50 ratio, the output difference relative to the
+// largest output magnitude, and the program's delegate and kernel calls.
+import { performance } from 'node:perf_hooks';
+import type * as Ort from 'onnxruntime-node';
+
+import { table } from '../cli/format.js';
+import { Module, Tensor } from '../index.js';
+import { importOnnx, importOnnxGraph } from '../onnx/index.js';
+import type { ProgramBuilder } from '../export/index.js';
+import type { ExampleCall, ReferenceTensor } from './examples/index.js';
+import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform } from './onnx-emitter/paddle-style.js';
+
+interface OnnxGraphBench {
+  readonly model: () => Uint8Array;
+  readonly inputShape: readonly number[];
+  readonly output: string;
+}
+
+const GRAPHS: Readonly<Record<string, OnnxGraphBench>> = {
+  'mobilenetv3-cls': { model: mobilenetV3Classifier, inputShape: CLASSIFIER_INPUT_SHAPE, output: 'prob' },
+  'dbnet-det': { model: dbnetDetector, inputShape: DETECTOR_INPUT_SHAPE, output: 'maps' },
+};
+
+export const ONNX_GRAPH_NAMES: readonly string[] = Object.keys(GRAPHS);
+
+export function isOnnxGraphName(name: string): boolean {
+  return Object.hasOwn(GRAPHS, name);
+}
+
+function graphOf(name: string): OnnxGraphBench {
+  const graph = GRAPHS[name];
+  if (graph === undefined) throw new Error(`${name} is not an ONNX graph bench`);
+  return graph;
+}
+
+/** The input every run of `name` gets: uniform in [-1, 1) from a fixed seed. */
+function graphInput(name: string): ReferenceTensor {
+  const { inputShape } = graphOf(name);
+  const next = seededUniform(3);
+  const data = Float32Array.from({ length: inputShape.reduce((a, b) => a * b, 1) }, () => next(-1, 1));
+  return { dtype: 'float32', shape: [...inputShape], data };
+}
+
+type Runner = { execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> };
+
+async function ortSession(ort: typeof Ort, name: string, threads: number): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
+  const graph = graphOf(name);
+  const session = await ort.InferenceSession.create(graph.model(), { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' });
+  return {
+    run: async (input) => (await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) }))[graph.output]!.data as Float32Array,
+    release: () => session.release(),
+  };
+}
+
+/** The bench harness's view of a graph: what etna runs, the calls, and the original model on onnxruntime. */
+export function onnxGraphProgram(name: string): {
+  build(): ProgramBuilder;
+  pte(): Uint8Array;
+  reference: undefined;
+  calls(): ExampleCall[];
+  original(ort: typeof Ort, threads: number): Promise<Runner>;
+} {
+  const graph = graphOf(name);
+  return {
+    build: () => importOnnxGraph(graph.model()).builder,
+    pte: () => importOnnx(graph.model()).bytes,
+    reference: undefined,
+    calls: () => [{ method: 'forward', inputs: [graphInput(name)] }],
+    original: async (ort, threads) => {
+      const session = await ortSession(ort, name, threads);
+      return {
+        execute: async (_method, inputs) => [{ dtype: 'float32', shape: [], data: await session.run(inputs[0]!) }],
+        release: () => session.release(),
+      };
+    },
+  };
+}
+
+export interface OnnxGraphComparison {
+  program: string;
+  etnaP50Ms: number;
+  onnxruntimeP50Ms: number;
+  /** etna p50 / onnxruntime p50. */
+  ratio: number;
+  /** Fastest calls: on a loaded machine, closer to the cost of the work itself. */
+  etnaMinMs: number;
+  onnxruntimeMinMs: number;
+  /** Largest output difference over the largest onnxruntime output magnitude. */
+  relativeError: number;
+  calls: { delegate: number; kernel: number };
+}
+
+/** Largest |actual - expected| over the largest |expected| (the difference itself when expected is all zeros); Infinity when lengths differ. */
+export function relativeDifference(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
+  if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
+  let peak = 0;
+  let diff = 0;
+  for (let i = 0; i < expected.length; i++) {
+    peak = Math.max(peak, Math.abs(expected[i]!));
+    diff = Math.max(diff, Math.abs(actual[i]! - expected[i]!));
+  }
+  return peak === 0 ? diff : diff / peak;
+}
+
+function median(samples: number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/**
+ * Both runtimes in this process on one thread each, on the calling thread,
+ * calls alternating so both see the same machine load; each allocates its
+ * outputs per call.
+ */
+export async function compareOnnxGraph(ort: typeof Ort, name: string, options: { iterations: number; warmup: number; threads: number }): Promise<OnnxGraphComparison> {
+  const graph = graphOf(name);
+  const imported = importOnnx(graph.model());
+  const input = graphInput(name);
+  const module = await Module.load(imported.bytes, { numThreads: options.threads });
+  const session = await ortSession(ort, name, options.threads);
+  try {
+    // onnxruntime-node runs a session on the calling thread, wrapping the caller's array; etna does the same here.
+    const x = new Tensor('float32', [...input.shape], input.data as Float32Array);
+    const etnaRun = async (): Promise<ArrayLike<number>> => (module.executeSync('forward', [x])[0] as Tensor).data as Float32Array;
+    const relativeError = relativeDifference(await etnaRun(), await session.run(input));
+    const etnaSamples: number[] = [];
+    const ortSamples: number[] = [];
+    for (let i = 0; i < options.warmup + options.iterations; i++) {
+      let t0 = performance.now();
+      await etnaRun();
+      const etnaMs = performance.now() - t0;
+      t0 = performance.now();
+      await session.run(input);
+      const ortMs = performance.now() - t0;
+      if (i >= options.warmup) {
+        etnaSamples.push(etnaMs);
+        ortSamples.push(ortMs);
+      }
+    }
+    const etnaP50Ms = median(etnaSamples);
+    const onnxruntimeP50Ms = median(ortSamples);
+    return {
+      program: name,
+      etnaP50Ms,
+      onnxruntimeP50Ms,
+      ratio: etnaP50Ms / onnxruntimeP50Ms,
+      etnaMinMs: Math.min(...etnaSamples),
+      onnxruntimeMinMs: Math.min(...ortSamples),
+      relativeError,
+      calls: imported.calls,
+    };
+  } finally {
+    await session.release();
+    await module.dispose();
+  }
+}
+
+export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
+  return [
+    ['graph', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|', 'delegate calls', 'kernel calls'],
+    ...rows.map((r) => [
+      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
+      r.relativeError.toExponential(1), String(r.calls.delegate), String(r.calls.kernel),
+    ]),
+  ];
+}
+
+/**
+ * After the harness's table: each graph in `programs` timed beside
+ * onnxruntime in this process (skipped when onnxruntime-node is missing).
+ */
+export async function printOnnxGraphComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
+  const names = [...new Set(programs)].filter(isOnnxGraphName);
+  if (names.length === 0) return;
+  let ort: typeof Ort;
+  try {
+    const loaded = await import('onnxruntime-node');
+    // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
+    ort = (loaded as unknown as { default?: typeof Ort }).default ?? (loaded as unknown as typeof Ort);
+  } catch {
+    return;
+  }
+  const iterations = options.iterations ?? (options.quick ? 50 : 300);
+  const warmup = options.quick ? 5 : 30;
+  const rows: OnnxGraphComparison[] = [];
+  for (const name of names) rows.push(await compareOnnxGraph(ort, name, { iterations, warmup, threads: options.threads }));
+  console.log(`\nImported ONNX graphs beside onnxruntime, one process, ${options.threads} thread(s), calls alternating:`);
+  console.log(table(formatOnnxGraphComparisons(rows)));
+}
