@@ -13,21 +13,12 @@ namespace etna {
 namespace {
 
 using test::testdata;
+using test::float_tensor;
 
 std::shared_ptr<const Program> load_program(const std::string& name) {
   auto program = Program::load_file(testdata(name));
   EXPECT_TRUE(program) << (program ? "" : program.error().message);
   return program ? *program : nullptr;
-}
-
-InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
-  InputValue value;
-  value.kind = InputValue::Kind::kTensor;
-  value.tensor.dtype = ScalarType::kFloat;
-  value.tensor.shape = std::move(shape);
-  value.tensor.data = data.data();
-  value.tensor.nbytes = data.size() * sizeof(float);
-  return value;
 }
 
 InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int64_t>& data) {

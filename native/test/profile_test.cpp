@@ -13,6 +13,7 @@ namespace etna {
 namespace {
 
 using test::testdata;
+using test::float_tensor;
 
 TEST(ProfileRecorder, NestsInOpenOrder) {
   ProfileRecorder recorder;
@@ -95,16 +96,6 @@ ProfiledCall profiled_call(const std::string& file, const std::vector<InputValue
   EXPECT_TRUE(outputs) << (outputs ? "" : outputs.error().message);
   if (outputs) result.outputs = std::move(*outputs);
   return result;
-}
-
-InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
-  InputValue value;
-  value.kind = InputValue::Kind::kTensor;
-  value.tensor.dtype = ScalarType::kFloat;
-  value.tensor.shape = std::move(shape);
-  value.tensor.data = data.data();
-  value.tensor.nbytes = data.size() * sizeof(float);
-  return value;
 }
 
 void expect_inside(const ProfileEvent& child, const ProfileEvent& parent) {

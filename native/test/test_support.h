@@ -11,7 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "core/io.h"
+
 namespace etna::test {
+
+// A float32 input over `data` (which must outlive the call that takes it).
+inline InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
+  InputValue value;
+  value.kind = InputValue::Kind::kTensor;
+  value.tensor.dtype = ScalarType::kFloat;
+  value.tensor.shape = std::move(shape);
+  value.tensor.data = data.data();
+  value.tensor.nbytes = data.size() * sizeof(float);
+  return value;
+}
 
 inline std::string testdata_dir() {
   if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
