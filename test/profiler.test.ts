@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { ProgramBuilder, writePte, type PteInstruction, type PteMethod } from '../lib/export/index.js';
 import { buildExample } from '../lib/tools/examples/index.js';
 import { EtnaError, Module, summarizeProfile, Tensor, toChromeTrace, type InputValue, type ProfileEvent } from '../lib/index.js';
 import { runCli } from './helpers/cli.js';
@@ -98,6 +99,34 @@ describe('profiled calls', () => {
     // The instructions account for the call's natively measured time.
     const covered = instructions.reduce((sum, event) => sum + event.durationUs, 0);
     expect(covered).toBeGreaterThanOrEqual(0.9 * events[1]!.durationUs);
+    await module.dispose();
+  });
+
+  it('record MoveCall, JumpFalseCall and FreeCall, and only the instructions that ran', async () => {
+    const builder = new ProgramBuilder();
+    builder.method('forward', (m) => m.output(m.add(m.input('x', 'float32', [4]), 1)));
+    const { program } = builder.export();
+    const method = program.methods[0]!;
+    const x = method.inputs[0]!;
+    const no = method.values.length;
+    const n = method.instructions.length;
+    const extra: PteInstruction[] = [
+      { kind: 'move', from: x, to: x },
+      { kind: 'jumpFalse', condition: no, destination: n + 3 },
+      { kind: 'move', from: x, to: x }, // jumped over
+      { kind: 'free', value: x },
+    ];
+    const patched: PteMethod = { ...method, values: [...method.values, { kind: 'bool', value: false }], instructions: [...method.instructions, ...extra] };
+    const module = await Module.load(writePte({ ...program, methods: [patched] }));
+    const [y] = await module.execute('forward', [Tensor.float32([4], [1, 2, 3, 4])], { profile: true });
+    expect([...(y as Tensor<'float32'>).data]).toEqual([2, 3, 4, 5]);
+    const instructions = module.takeProfile().filter((event) => event.depth === 2);
+    expect(instructions.map((event) => event.index)).toEqual([...Array(n).keys(), n, n + 1, n + 3]);
+    expect(instructions.slice(n).map((event) => [event.category, event.name])).toEqual([
+      ['instruction', 'MoveCall'],
+      ['instruction', 'JumpFalseCall'],
+      ['instruction', 'FreeCall'],
+    ]);
     await module.dispose();
   });
 

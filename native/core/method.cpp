@@ -296,14 +296,17 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
           break;
         }
         case fb::InstructionArguments::MoveCall:
+          step.label = "MoveCall";
           step.a = instruction->instr_args_as_MoveCall()->move_from();
           step.b = instruction->instr_args_as_MoveCall()->move_to();
           break;
         case fb::InstructionArguments::JumpFalseCall:
+          step.label = "JumpFalseCall";
           step.a = instruction->instr_args_as_JumpFalseCall()->cond_value_index();
           step.b = instruction->instr_args_as_JumpFalseCall()->destination_instruction();
           break;
         case fb::InstructionArguments::FreeCall:
+          step.label = "FreeCall";
           step.a = instruction->instr_args_as_FreeCall()->value_index();
           break;
         default: break;  // rejected at program load

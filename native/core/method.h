@@ -65,7 +65,7 @@ class Method {
     uint32_t arg_begin = 0;  // into arg_storage_
     uint32_t arg_count = 0;
     KernelFn kernel = nullptr;
-    std::string label;  // operator key or delegate id, for messages
+    std::string label;  // operator key, delegate id or instruction kind, for messages and profiles
     DelegateHandle* delegate = nullptr;
     int32_t a = 0;  // MoveCall from / JumpFalse condition / FreeCall value
     int32_t b = 0;  // MoveCall to / JumpFalse destination
