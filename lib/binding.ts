@@ -2,6 +2,7 @@
 // reports. A leaf: it imports no runtime module, so native.ts and module.ts
 // both depend on it and not on each other. `etna` re-exports its user types only.
 import { EtnaError } from './errors.js';
+import type { ProfileCategory } from './profile.js';
 import type { ProgramDescription } from './program-types.js';
 
 /**
@@ -108,12 +109,32 @@ export interface NativeTensorOutput {
 
 export type NativeOutput = NativeTensorOutput | bigint | number | boolean | string | null;
 
+/** A natively recorded profile event; lib/module.ts adds the call's method, number and module. */
+export interface NativeProfileEvent {
+  name: string;
+  category: Exclude<ProfileCategory, 'js'>;
+  startUs: number;
+  durationUs: number;
+  /** 0 for the call, 1 for its instructions, 2 for delegate stages. */
+  depth: number;
+  index: number;
+}
+
+/** What a profiled call resolves to. */
+export interface NativeProfiledResult {
+  outputs: NativeOutput[];
+  profile: NativeProfileEvent[];
+}
+
 export interface NativeModule {
   readonly methodNames: string[];
   memoryReport(): MemoryReport;
   /** Takes the inputs before returning (call only while the module is idle); runs on the thread pool. */
   execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
+  /** With `profile` true, the call also records its events. */
+  execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[], profile: true): Promise<NativeProfiledResult>;
   executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
+  executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[], profile: true): NativeProfiledResult;
   dispose(): void;
 }
 
@@ -132,6 +153,8 @@ export interface NativeAddon {
    * Reads and verifies a path or bytes (copied before it returns) on the
    * thread pool, then loads the module; `program` is set unless one was given.
    */
+  /** Now on the clock of profile events, in microseconds. */
+  profileClock(): number;
   loadModule(
     program: NativeProgram | string | ArrayBuffer | ArrayBufferView,
     options: { share: ShareWord; numThreads: number; mmap: boolean; externalData?: string | ArrayBuffer | ArrayBufferView },

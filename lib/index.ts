@@ -1,6 +1,14 @@
 export { EtnaError, type EtnaErrorCode } from './errors.js';
 export { Program, type ProgramLoadOptions, type ProgramSource } from './program.js';
 export {
+  summarizeProfile,
+  toChromeTrace,
+  type ChromeTraceEvent,
+  type ProfileCategory,
+  type ProfileEvent,
+  type ProfileSummaryRow,
+} from './profile.js';
+export {
   Module,
   type ArenaReport,
   type ExecuteOptions,

@@ -1,9 +1,10 @@
 import { EtnaError, toEtnaError } from './errors.js';
-import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type ShareMemoryArenas } from './binding.js';
+import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type NativeProfileEvent, type ShareMemoryArenas } from './binding.js';
 import { native } from './native.js';
 import { checkProgramSource, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
+import type { ProfileEvent } from './profile.js';
 import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
 export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
@@ -37,6 +38,12 @@ export type InputValue = Value | TensorLike | OnnxruntimeTensorLike;
 export interface ExecuteOptions {
   /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
   outputs?: (TensorData | null | undefined)[];
+  /**
+   * Time this call: the call, each instruction and each delegate stage, kept
+   * on the module for `takeProfile()`. The outputs are the same. Default: on
+   * between `startProfiling()` and `endProfiling()`, else off.
+   */
+  profile?: boolean;
 }
 
 /** Method inputs keyed by name. */
@@ -48,7 +55,12 @@ export type NamedValues = Record<string, Value>;
 export interface RunOptions {
   /** Caller-owned arrays to receive tensor outputs, keyed by output name (or by index, as for `execute`). */
   outputs?: Readonly<Record<string, TensorData>> | ExecuteOptions['outputs'];
+  /** As for `execute`. */
+  profile?: boolean;
 }
+
+// Numbers modules in the process, so that their profiles stay apart in one trace.
+let nextModuleNumber = 1;
 
 function describeExpected(value: ValueDescription): string {
   return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]` : value.kind;
@@ -67,6 +79,10 @@ export class Module {
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private disposed = false;
+  private readonly number = nextModuleNumber++;
+  private calls = 0;
+  private profiling = false;
+  private profileEvents: ProfileEvent[] = [];
 
   private constructor(program: Program, handle: NativeModule) {
     this.program = program;
@@ -125,7 +141,18 @@ export class Module {
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    const start = (): Promise<NativeOutput[]> => this.handle.execute(name, call.inputs, call.buffers);
+    const callNumber = this.calls++;
+    let start = (): Promise<NativeOutput[]> => this.handle.execute(name, call.inputs, call.buffers);
+    if (call.profile) {
+      start = () => {
+        const startUs = native().profileClock();
+        return this.handle.execute(name, call.inputs, call.buffers, true).then((result) => {
+          // Recorded before the outputs reach the caller, so takeProfile() after an await sees the call.
+          this.recordProfile('execute', name, callNumber, startUs, result.profile);
+          return result.outputs;
+        });
+      };
+    }
     let started: Promise<NativeOutput[]>;
     if (this.pending === 0) {
       // Idle: the native call copies the inputs into the module right away.
@@ -162,7 +189,12 @@ export class Module {
     }
     try {
       const call = this.prepare(name, inputs, options);
-      return this.finish(name, this.handle.executeSync(name, call.inputs, call.buffers), call.buffers);
+      const callNumber = this.calls++;
+      if (!call.profile) return this.finish(name, this.handle.executeSync(name, call.inputs, call.buffers), call.buffers);
+      const startUs = native().profileClock();
+      const result = this.handle.executeSync(name, call.inputs, call.buffers, true);
+      this.recordProfile('executeSync', name, callNumber, startUs, result.profile);
+      return this.finish(name, result.outputs, call.buffers);
     } catch (error) {
       throw toEtnaError(error);
     }
@@ -182,7 +214,34 @@ export class Module {
     const meta = this.methodMeta(method);
     const inputs = positionsOf(meta, 'inputs', feeds, true);
     const outputs = options.outputs === undefined || Array.isArray(options.outputs) ? options.outputs : positionsOf(meta, 'outputs', options.outputs, false);
-    return keyByName(meta, await this.execute(method, inputs, { outputs }));
+    return keyByName(meta, await this.execute(method, inputs, { outputs, profile: options.profile }));
+  }
+
+  /**
+   * Profiles every call made from now on, as if each passed `profile: true`
+   * (a call's own `profile: false` still wins). Like onnxruntime's
+   * `session.startProfiling()`.
+   */
+  startProfiling(): void {
+    this.profiling = true;
+  }
+
+  /** Stops profiling calls by default and returns `takeProfile()`. */
+  endProfiling(): ProfileEvent[] {
+    this.profiling = false;
+    return this.takeProfile();
+  }
+
+  /**
+   * The events of the profiled calls finished so far, in call order, and
+   * forgets them (a module keeps every event until they are taken). Turn
+   * them into a trace file with `toChromeTrace()`; summarise them with
+   * `summarizeProfile()`.
+   */
+  takeProfile(): ProfileEvent[] {
+    const events = this.profileEvents;
+    this.profileEvents = [];
+    return events;
   }
 
   memoryReport(): MemoryReport {
@@ -219,9 +278,24 @@ export class Module {
     }
     const converted = inputs.map((value, i) => convertInput(name, i, value, method.inputs[i] as ValueDescription));
     const given = callerOutputs(name, method, options);
+    if (options.profile !== undefined && typeof options.profile !== 'boolean') {
+      throw new EtnaError('INVALID_INPUT', `method '${name}': options.profile must be a boolean, got ${typeof options.profile}`);
+    }
     // Every tensor output gets a buffer, even an empty one (zero elements).
     const buffers = method.outputs.map((output, i) => given[i] ?? (output.kind === 'tensor' ? new ArrayBuffer(output.nbytes ?? 0) : null));
-    return { inputs: converted, buffers };
+    return { inputs: converted, buffers, profile: options.profile ?? this.profiling };
+  }
+
+  // Keeps one call's events: the JavaScript side (from handing the call to
+  // the addon at `startUs` to its results being back) around the native ones.
+  private recordProfile(api: 'execute' | 'executeSync', method: string, call: number, startUs: number, events: NativeProfileEvent[]): void {
+    const module = this.number;
+    const durationUs = native().profileClock() - startUs;
+    this.profileEvents.push({ name: api, category: 'js', method, call, startUs, durationUs, depth: 0, index: -1, module });
+    for (const event of events) {
+      const { name, category, startUs: start, durationUs: duration, index } = event;
+      this.profileEvents.push({ name, category, method, call, startUs: start, durationUs: duration, depth: event.depth + 1, index, module });
+    }
   }
 
   private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {
@@ -239,6 +313,7 @@ export class Module {
 interface PreparedCall {
   inputs: unknown[];
   buffers: (ArrayBuffer | TensorData | null)[];
+  profile: boolean;
 }
 
 // A converted input whose tensor data no caller holds (plain values are immutable already).

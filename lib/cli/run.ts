@@ -1,7 +1,10 @@
 // `etna run FILE`: runs one method, or a sequence of calls on one module.
+import { writeFileSync } from 'node:fs';
+
 import { SHARE_WORDS, shareOption } from '../binding.js';
 import { EtnaError } from '../errors.js';
 import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
+import { summarizeProfile, toChromeTrace, type ProfileEvent } from '../profile.js';
 import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
 import { formatBytes, formatOutput, SUMMARY_THRESHOLD, table } from './format.js';
 import { FILLS, generateInputs, valueFromJson, valueToJson, type Fill } from './values-json.js';
@@ -22,6 +25,7 @@ const RUN_SPEC: CommandSpec = {
     { name: 'seed', value: 'N', help: 'seed for --fill random (default 1)' },
     { name: 'full', help: 'print every element of long tensors instead of a summary' },
     { name: 'report', help: "also print the module's memory report" },
+    { name: 'profile', value: 'TRACE.json', help: 'time every call: write a Chrome trace (Perfetto, chrome://tracing) and print the 10 costliest operators and stages' },
     { name: 'json', help: 'print one JSON object (outputs always in full)' },
   ],
 };
@@ -37,6 +41,7 @@ export interface RunOptions {
   seed: number;
   full: boolean;
   report: boolean;
+  profile?: string;
   json: boolean;
 }
 
@@ -53,6 +58,7 @@ export function runOptions(args: ParsedArgs): RunOptions {
     seed: args.integer('seed', 1, 0),
     full: args.flag('full'),
     report: args.flag('report'),
+    profile: args.string('profile'),
     json: args.flag('json'),
   };
 }
@@ -108,16 +114,39 @@ function reportText(report: MemoryReport): string {
   ].join('\n');
 }
 
+// Rows of the profile table the CLI prints.
+const PROFILE_TABLE_ROWS = 10;
+
+// The costliest names by self time, as a table.
+function profileText(events: ProfileEvent[], file: string): string {
+  const callMs = events.reduce((sum, event) => sum + (event.category === 'call' ? event.durationUs / 1000 : 0), 0);
+  const calls = events.filter((event) => event.category === 'call').length;
+  const rows = summarizeProfile(events)
+    .slice(0, PROFILE_TABLE_ROWS)
+    .map((row) => [`  ${row.name}`, row.category, String(row.count), row.selfMs.toFixed(3), `${row.percent.toFixed(1)}%`]);
+  return [
+    `profile: ${calls} call${calls === 1 ? '' : 's'}, ${callMs.toFixed(3)} ms in the instruction loop; trace written to ${file}`,
+    table([['  name', 'kind', 'calls', 'self ms', '% of calls'], ...rows]),
+  ].join('\n');
+}
+
 export async function runRun(options: RunOptions): Promise<number> {
   const module = await Module.load(options.file, { shareMemoryArenas: options.share, externalData: options.externalData });
   try {
     const calls = parseCalls(options, module.methodNames);
+    if (options.profile !== undefined) module.startProfiling();
     const results: { method: string; outputs: Value[] }[] = [];
     for (const call of calls) {
       const inputs = call.inputs ?? generateInputs(call.method, module.methodMeta(call.method).inputs, options.fill, options.seed);
       results.push({ method: call.method, outputs: await module.execute(call.method, inputs) });
     }
     const report = options.report ? module.memoryReport() : undefined;
+    let profile: string | undefined;
+    if (options.profile !== undefined) {
+      const events = module.endProfiling();
+      writeFileSync(options.profile, JSON.stringify(toChromeTrace(events)));
+      profile = profileText(events, options.profile);
+    }
     if (options.json) {
       const calls = results.map(({ method, outputs }) => ({ method, outputs: outputs.map(valueToJson) }));
       console.log(JSON.stringify(report ? { calls, memory: report } : { calls }));
@@ -128,6 +157,8 @@ export async function runRun(options: RunOptions): Promise<number> {
       }
       if (report) console.log(reportText(report));
     }
+    // Beside --json's one object on stdout, the table goes to stderr.
+    if (profile !== undefined) (options.json ? console.error : console.log)(profile);
     return 0;
   } finally {
     await module.dispose();

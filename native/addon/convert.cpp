@@ -270,4 +270,36 @@ Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs
   return array;
 }
 
+namespace {
+
+// Profile times cross to JS in microseconds, the unit of Chrome trace events.
+double microseconds(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+}  // namespace
+
+Napi::Object profiled_outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs,
+                                    const std::vector<ProfileEvent>& events) {
+  Napi::Array profile = Napi::Array::New(env, events.size());
+  for (uint32_t i = 0; i < events.size(); ++i) {
+    const ProfileEvent& event = events[i];
+    Napi::Object entry = Napi::Object::New(env);
+    entry.Set("name", event.name);
+    entry.Set("category", profile_category_name(event.category));
+    entry.Set("startUs", Napi::Number::New(env, microseconds(event.start_ns)));
+    entry.Set("durationUs", Napi::Number::New(env, microseconds(event.duration_ns)));
+    entry.Set("depth", Napi::Number::New(env, event.depth));
+    entry.Set("index", Napi::Number::New(env, static_cast<double>(event.index)));
+    profile.Set(i, entry);
+  }
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("outputs", outputs_to_js(env, outputs));
+  result.Set("profile", profile);
+  return result;
+}
+
+double profile_clock_us() {
+  return microseconds(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(ProfileClock::now().time_since_epoch()).count());
+}
+
 }  // namespace etna::addon

@@ -7,6 +7,7 @@
 
 #include "core/io.h"
 #include "core/module.h"
+#include "core/profile.h"
 #include "core/program_info.h"
 #include "core/status.h"
 
@@ -38,5 +39,11 @@ Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuf
                              std::vector<Napi::ObjectReference>& keep_alive);
 // Results as JS: tensors as { dtype, shape, byteLength }, other kinds as plain values.
 Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs);
+// A profiled call's results: { outputs, profile: [{ name, category, startUs,
+// durationUs, depth, index }] } (times in microseconds on ProfileClock).
+Napi::Object profiled_outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs,
+                                    const std::vector<ProfileEvent>& events);
+// ProfileClock's time now, in microseconds (the clock of profile events).
+double profile_clock_us();
 
 }  // namespace etna::addon

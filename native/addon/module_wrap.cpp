@@ -17,14 +17,23 @@ struct CallBaton {
   std::shared_ptr<Module> module;                  // declared first: outlives `call`
   std::unique_ptr<Module::Call> call;
   std::vector<Napi::ObjectReference> keep_alive;  // output buffers the worker writes
+  bool profile = false;                           // time the call and return its events
+  std::vector<ProfileEvent> events;               // filled by a profiled call
+
+  Result<std::vector<OutputValue>> run() { return call->run(profile ? &events : nullptr); }
+  Napi::Value results_to_js(Napi::Env env, const std::vector<OutputValue>& outputs) const {
+    if (profile) return profiled_outputs_to_js(env, outputs, events);
+    return outputs_to_js(env, outputs);
+  }
 };
 
-// execute(name, inputs, outputBuffers): converts the arguments and begins the
-// call, so the caller's input arrays are read before this returns.
+// execute(name, inputs, outputBuffers, profile?): converts the arguments and
+// begins the call, so the caller's input arrays are read before this returns.
 Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray()) {
     return make_error(ErrorCode::kInvalidInput, "execute expects (method name, inputs array, output buffers array)");
   }
+  baton.profile = info.Length() >= 4 && info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
   Napi::Array js_inputs = info[1].As<Napi::Array>();
   std::vector<InputValue> inputs(js_inputs.Length());
   for (uint32_t i = 0; i < js_inputs.Length(); ++i) ETNA_TRY(input_from_js(js_inputs.Get(i), i, inputs[i]));
@@ -160,12 +169,14 @@ class ExecuteWorker : public PromiseWorker<std::vector<OutputValue>> {
 
  protected:
   Result<std::vector<OutputValue>> run() override {
-    auto outputs = baton_.call->run();
+    auto outputs = baton_.run();
     baton_.call.reset();  // the lease goes back before the promise settles
     return outputs;
   }
 
-  Napi::Value resolve(Napi::Env env, std::vector<OutputValue>& outputs) override { return outputs_to_js(env, outputs); }
+  Napi::Value resolve(Napi::Env env, std::vector<OutputValue>& outputs) override {
+    return baton_.results_to_js(env, outputs);
+  }
 
  private:
   CallBaton baton_;
@@ -184,6 +195,9 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                     });
   addon_data(env).module_constructor = Napi::Persistent(ctor);
   exports.Set("loadModule", Napi::Function::New(env, &ModuleWrap::load_module, "loadModule"));
+  exports.Set("profileClock", Napi::Function::New(
+                                  env, [](const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), profile_clock_us()); },
+                                  "profileClock"));
 }
 
 ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModuleWrap>(info) {
@@ -272,10 +286,10 @@ Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
     baton.module = live_module(env);
     Status begun = begin_call(info, baton);
     if (!begun) throw make_js_error(env, begun.error());
-    auto result = baton.call->run();
+    auto result = baton.run();
     baton.call.reset();
     if (!result) throw make_js_error(env, result.error());
-    return outputs_to_js(env, *result);
+    return baton.results_to_js(env, *result);
   });
 }
 

@@ -23,8 +23,9 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   static Napi::Value load_module(const Napi::CallbackInfo& info);
   Napi::Value method_names(const Napi::CallbackInfo& info);
   Napi::Value memory_report(const Napi::CallbackInfo& info);
-  // execute(name, inputs, outputBuffers) -> Promise<outputs>; the caller
-  // (lib/module.ts) calls it only when the module is idle.
+  // execute(name, inputs, outputBuffers, profile?) -> Promise<outputs>, or
+  // Promise<{ outputs, profile }> when profiled; the caller (lib/module.ts)
+  // calls it only when the module is idle.
   Napi::Value execute(const Napi::CallbackInfo& info);
   Napi::Value execute_sync(const Napi::CallbackInfo& info);
   Napi::Value dispose(const Napi::CallbackInfo& info);

@@ -21,6 +21,7 @@
 
 #include "bytes.h"
 #include "evalue.h"
+#include "profile.h"
 #include "status.h"
 
 namespace etna {
@@ -66,8 +67,11 @@ class BackendModuleContext {
 class DelegateHandle {
  public:
   virtual ~DelegateHandle() = default;
-  // `args` are the DelegateCall's values: inputs then outputs.
-  virtual Status execute(EValue* const* args, size_t count) = 0;
+  // `args` are the DelegateCall's values: inputs then outputs. When `profile`
+  // is not null, the delegate records each stage it runs as a kStage event
+  // (the caller has opened the DelegateCall's event around it).
+  virtual Status execute(EValue* const* args, size_t count, ProfileRecorder* profile) = 0;
+  Status execute(EValue* const* args, size_t count) { return execute(args, count, nullptr); }
 };
 
 // Errors from init and execute start with the method and delegate they concern

@@ -311,14 +311,17 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
           break;
         }
         case fb::InstructionArguments::MoveCall:
+          step.label = "MoveCall";
           step.a = instruction->instr_args_as_MoveCall()->move_from();
           step.b = instruction->instr_args_as_MoveCall()->move_to();
           break;
         case fb::InstructionArguments::JumpFalseCall:
+          step.label = "JumpFalseCall";
           step.a = instruction->instr_args_as_JumpFalseCall()->cond_value_index();
           step.b = instruction->instr_args_as_JumpFalseCall()->destination_instruction();
           break;
         case fb::InstructionArguments::FreeCall:
+          step.label = "FreeCall";
           step.a = instruction->instr_args_as_FreeCall()->value_index();
           break;
         default: break;  // rejected at program load
@@ -496,7 +499,27 @@ Status Method::validate_outputs(const std::vector<OutputBuffer>& outputs) const 
   return Status::ok();
 }
 
-Status Method::execute() {
+Status Method::execute(ProfileRecorder* profile) {
+  if (profile == nullptr) return run_steps<false>(nullptr);
+  ProfileScope call(profile, ProfileCategory::kCall, name_, -1);
+  return run_steps<true>(profile);
+}
+
+namespace {
+
+ProfileCategory step_category(fb::InstructionArguments kind) {
+  switch (kind) {
+    case fb::InstructionArguments::KernelCall: return ProfileCategory::kKernel;
+    case fb::InstructionArguments::DelegateCall: return ProfileCategory::kDelegate;
+    default: return ProfileCategory::kInstruction;
+  }
+}
+
+}  // namespace
+
+// Two instantiations, so that the unprofiled loop has no profiling code at all.
+template <bool kProfiled>
+Status Method::run_steps(ProfileRecorder* profile) {
   uint64_t executed = 0;
   for (size_t chain = 0; chain + 1 < chain_begin_.size(); ++chain) {
     const uint32_t begin = chain_begin_[chain];
@@ -509,51 +532,63 @@ Status Method::execute() {
                                                           " instructions in one call (a loop that never ends?)");
       }
       const size_t index = begin + pc;
-      const Step& step = steps_[index];
-      switch (step.kind) {
-        case fb::InstructionArguments::KernelCall: {
-          Status status = step.kernel(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count});
-          if (!status) return make_error(status.error().code, where(index) + ": " + status.error().message);
-          break;
-        }
-        case fb::InstructionArguments::DelegateCall: {
-          Status status = step.delegate->execute(arg_storage_.data() + step.arg_begin, step.arg_count);
-          if (!status) return status.error();  // already names the method and delegate
-          break;
-        }
-        case fb::InstructionArguments::MoveCall:
-          values_[static_cast<size_t>(step.b)] = values_[static_cast<size_t>(step.a)];
-          break;
-        case fb::InstructionArguments::JumpFalseCall: {
-          const EValue& condition = values_[static_cast<size_t>(step.a)];
-          bool value = false;
-          if (condition.is_bool()) {
-            value = condition.to_bool();
-          } else if (condition.is_tensor() && condition.to_tensor().dtype() == ScalarType::kBool &&
-                     condition.to_tensor().data() != nullptr) {
-            const Tensor& tensor = condition.to_tensor();
-            const auto* bytes = tensor.data_as<const uint8_t>();
-            value = true;
-            for (size_t k = 0; k < tensor.numel(); ++k) value = value && bytes[k] != 0;
-          } else {
-            return make_error(ErrorCode::kInvalidProgram, "method '" + name_ + "', instruction " +
-                                                              std::to_string(index) +
-                                                              " (JumpFalseCall): condition is not a bool or bool tensor");
-          }
-          if (!value) {
-            pc = static_cast<uint32_t>(step.b);
-            continue;
-          }
-          break;
-        }
-        case fb::InstructionArguments::FreeCall:
-          if (!planned_[static_cast<size_t>(step.a)]) values_[static_cast<size_t>(step.a)].to_tensor().set_data(nullptr, 0);
-          break;
-        default: break;
+      if constexpr (kProfiled) {
+        const Step& step = steps_[index];
+        const size_t slot = profile->open(step_category(step.kind), step.label, static_cast<int64_t>(index));
+        Status status = run_step(index, pc, profile);
+        profile->close(slot);
+        if (!status) return status.error();
+      } else {
+        ETNA_TRY(run_step(index, pc, nullptr));
       }
-      ++pc;
     }
   }
+  return Status::ok();
+}
+
+Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile) {
+  const Step& step = steps_[index];
+  switch (step.kind) {
+    case fb::InstructionArguments::KernelCall: {
+      Status status = step.kernel(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count});
+      if (!status) return make_error(status.error().code, where(index) + ": " + status.error().message);
+      break;
+    }
+    case fb::InstructionArguments::DelegateCall: {
+      Status status = step.delegate->execute(arg_storage_.data() + step.arg_begin, step.arg_count, profile);
+      if (!status) return status.error();  // already names the method and delegate
+      break;
+    }
+    case fb::InstructionArguments::MoveCall:
+      values_[static_cast<size_t>(step.b)] = values_[static_cast<size_t>(step.a)];
+      break;
+    case fb::InstructionArguments::JumpFalseCall: {
+      const EValue& condition = values_[static_cast<size_t>(step.a)];
+      bool value = false;
+      if (condition.is_bool()) {
+        value = condition.to_bool();
+      } else if (condition.is_tensor() && condition.to_tensor().dtype() == ScalarType::kBool &&
+                 condition.to_tensor().data() != nullptr) {
+        const Tensor& tensor = condition.to_tensor();
+        const auto* bytes = tensor.data_as<const uint8_t>();
+        value = true;
+        for (size_t k = 0; k < tensor.numel(); ++k) value = value && bytes[k] != 0;
+      } else {
+        return make_error(ErrorCode::kInvalidProgram, "method '" + name_ + "', instruction " + std::to_string(index) +
+                                                          " (JumpFalseCall): condition is not a bool or bool tensor");
+      }
+      if (!value) {
+        pc = static_cast<uint32_t>(step.b);
+        return Status::ok();
+      }
+      break;
+    }
+    case fb::InstructionArguments::FreeCall:
+      if (!planned_[static_cast<size_t>(step.a)]) values_[static_cast<size_t>(step.a)].to_tensor().set_data(nullptr, 0);
+      break;
+    default: break;
+  }
+  ++pc;
   return Status::ok();
 }
 

@@ -14,6 +14,7 @@
 #include "io.h"
 #include "kernel.h"
 #include "memory.h"
+#include "profile.h"
 #include "program.h"
 #include "status.h"
 
@@ -46,7 +47,13 @@ class Method {
   // Checks there is one buffer per output and that each tensor output's buffer
   // holds the output at its upper bound (output_capacity).
   Status validate_outputs(const std::vector<OutputBuffer>& outputs) const;
-  Status execute();
+  // Runs the instructions. With a `profile` recorder, records one kCall event
+  // around the loop, one event per instruction inside it and the delegates'
+  // stages inside theirs; without one, nothing is timed.
+  Status execute(ProfileRecorder* profile = nullptr);
+  // Events to make room for in a recorder before a profiled call: the call,
+  // one per step, and room for the stages of delegates.
+  size_t profile_capacity() const { return 1 + 4 * steps_.size(); }
   // Copies output i into `buffer` (tensors; checked by validate_outputs) and describes it.
   Result<OutputValue> read_output(size_t index, const OutputBuffer& buffer) const;
   // Bytes an output tensor occupies at its upper bound (0 for non-tensors).
@@ -62,7 +69,7 @@ class Method {
     uint32_t arg_begin = 0;  // into arg_storage_
     uint32_t arg_count = 0;
     KernelFn kernel = nullptr;
-    std::string label;  // operator key or delegate id, for messages
+    std::string label;  // operator key, delegate id or instruction kind, for messages and profiles
     DelegateHandle* delegate = nullptr;
     int32_t a = 0;  // MoveCall from / JumpFalse condition / FreeCall value
     int32_t b = 0;  // MoveCall to / JumpFalse destination
@@ -76,6 +83,10 @@ class Method {
   void place(Tensor& tensor, const fb::AllocationDetails& allocation, size_t nbytes, MethodMemory& memory);
   Status prepare_steps(const BackendContextProvider& backends);
   Status validate_input(size_t i, const InputValue& input) const;
+  template <bool kProfiled>
+  Status run_steps(ProfileRecorder* profile);
+  // Runs steps_[index]; sets `pc` to the chain position that runs next.
+  Status run_step(size_t index, uint32_t& pc, ProfileRecorder* profile);
   std::string where(size_t step) const;
 
   std::shared_ptr<const Program> program_;

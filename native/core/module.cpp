@@ -342,7 +342,7 @@ Result<std::unique_ptr<Module::Call>> Module::begin_call(const std::string& name
 
 Module::Call::~Call() { module_.call_running_.store(false, std::memory_order_release); }
 
-Result<std::vector<OutputValue>> Module::Call::run() {
+Result<std::vector<OutputValue>> Module::Call::run(std::vector<ProfileEvent>* profile) {
   ETNA_TRY(check_unchanged(*module_.program_, module_.options_.external_data.get()));
   ETNA_TRY(module_.load_method(method_index_));
   Method& method = *module_.methods_[method_index_];
@@ -353,7 +353,13 @@ Result<std::vector<OutputValue>> Module::Call::run() {
     captured_.clear();
     captured_bytes_.clear();
   }
-  ETNA_TRY(method.execute());
+  if (profile != nullptr) {
+    ProfileRecorder recorder(method.profile_capacity());
+    ETNA_TRY(method.execute(&recorder));
+    *profile = recorder.take();
+  } else {
+    ETNA_TRY(method.execute());
+  }
   std::vector<OutputValue> results;
   for (size_t i = 0; i < method.output_count(); ++i) {
     auto value = method.read_output(i, outputs_[i]);

@@ -100,7 +100,9 @@ class Module {
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
     // Loads and binds if needed, runs, and copies the outputs out. Once.
-    Result<std::vector<OutputValue>> run();
+    // With `profile`, the instruction loop is timed and its events are stored
+    // there (see Method::execute).
+    Result<std::vector<OutputValue>> run(std::vector<ProfileEvent>* profile = nullptr);
 
    private:
     friend class Module;

@@ -14,31 +14,13 @@ namespace etna {
 namespace {
 
 using test::testdata;
+using test::float_tensor;
+using test::long_tensor;
 
 std::shared_ptr<const Program> load_program(const std::string& name) {
   auto program = Program::load_file(testdata(name));
   EXPECT_TRUE(program) << (program ? "" : program.error().message);
   return program ? *program : nullptr;
-}
-
-InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
-  InputValue value;
-  value.kind = InputValue::Kind::kTensor;
-  value.tensor.dtype = ScalarType::kFloat;
-  value.tensor.shape = std::move(shape);
-  value.tensor.data = data.data();
-  value.tensor.nbytes = data.size() * sizeof(float);
-  return value;
-}
-
-InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int64_t>& data) {
-  InputValue value;
-  value.kind = InputValue::Kind::kTensor;
-  value.tensor.dtype = ScalarType::kLong;
-  value.tensor.shape = std::move(shape);
-  value.tensor.data = data.data();
-  value.tensor.nbytes = data.size() * sizeof(int64_t);
-  return value;
 }
 
 // Runs one method and returns each tensor output's bytes.

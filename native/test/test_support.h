@@ -11,7 +11,29 @@
 #include <string>
 #include <vector>
 
+#include "core/io.h"
+
 namespace etna::test {
+
+// A tensor input over `data` (which must outlive the call that takes it).
+template <typename T>
+InputValue tensor_input(ScalarType dtype, std::vector<int64_t> shape, const std::vector<T>& data) {
+  InputValue value;
+  value.kind = InputValue::Kind::kTensor;
+  value.tensor.dtype = dtype;
+  value.tensor.shape = std::move(shape);
+  value.tensor.data = data.data();
+  value.tensor.nbytes = data.size() * sizeof(T);
+  return value;
+}
+
+inline InputValue float_tensor(std::vector<int64_t> shape, const std::vector<float>& data) {
+  return tensor_input(ScalarType::kFloat, std::move(shape), data);
+}
+
+inline InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int64_t>& data) {
+  return tensor_input(ScalarType::kLong, std::move(shape), data);
+}
 
 inline std::string testdata_dir() {
   if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;

@@ -1,7 +1,7 @@
 // What a user writes under `strict`, against the published entry points:
 // no casts, errors narrowed by `instanceof EtnaError`. The lines under each
 // ts-expect-error directive in misuse() must keep failing to compile.
-import { EtnaError, Module, Tensor, type Feeds, type NamedValues, type Value } from 'etna';
+import { EtnaError, Module, summarizeProfile, Tensor, toChromeTrace, type Feeds, type NamedValues, type ProfileEvent, type Value } from 'etna';
 import { ProgramBuilder } from 'etna/export';
 import * as ort from 'onnxruntime-node';
 
@@ -41,6 +41,13 @@ export async function infer(source: string | Uint8Array): Promise<number> {
   }
   await module.dispose();
   return first + names.length;
+}
+
+export async function profile(module: Module, feeds: Feeds): Promise<string> {
+  await module.run('forward', feeds, { profile: true });
+  const events: ProfileEvent[] = module.takeProfile();
+  const slowest: string | undefined = summarizeProfile(events)[0]?.name;
+  return JSON.stringify(toChromeTrace(events)) + (slowest ?? '');
 }
 
 export function tensors(): void {

@@ -74,6 +74,22 @@ Status resize_to_physical(Tensor& tensor, const Shape& shape, const Describe& wh
   return Status::ok();
 }
 
+// A stage's name in profiles: its node type and engine for a single node,
+// the node types it fuses for a subgraph ("subgraph: XNNAdd, XNNMultiply").
+std::string stage_name(const Graph& graph, Engine engine, const std::vector<size_t>& nodes) {
+  const std::string first = node_type_name(graph.nodes[nodes[0]].type);
+  if (engine == Engine::kPackedOperator) return first + " (packed operator)";
+  if (engine == Engine::kOwnKernel) return first + " (own kernel)";
+  std::vector<std::string> types;
+  for (size_t node : nodes) {
+    std::string type = node_type_name(graph.nodes[node].type);
+    if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(std::move(type));
+  }
+  std::string name = "subgraph: ";
+  for (size_t i = 0; i < types.size(); ++i) name += (i ? ", " : "") + types[i];
+  return name;
+}
+
 std::string arg_name(const Graph& graph, uint32_t index, const char* role) {
   return std::string("arg ") + std::to_string(graph.values[index].external_id) + " (" + role + " " +
          graph.describe_value(index) + ")";
@@ -170,6 +186,7 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
   }
 
   for (Stage& stage : stages_) {
+    stage.name = stage_name(graph_, stage.engine, stage.subgraph.nodes);
     if (stage.engine == Engine::kSubgraph) collect_stage_externals(graph_, stage.subgraph);
     if (stage.engine == Engine::kPackedOperator) {
       auto packed = context.packed_operator(program, graph_, graph_.nodes[stage.subgraph.nodes[0]]);
@@ -272,7 +289,7 @@ Result<XnnpackDelegate::ShapePlan*> XnnpackDelegate::plan_for(const std::vector<
   return dynamic_plans_.back().get();
 }
 
-Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
+Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecorder* profile) {
   ++calls_;
   if (count != graph_.num_externs) {
     return error(ErrorCode::kInvalidInput, "called with " + std::to_string(count) + " arguments, the delegate has " +
@@ -314,10 +331,10 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count) {
   }
   auto plan = plan_for(signature_);
   if (!plan) return plan.error();
-  return run(**plan, args);
+  return run(**plan, args, profile);
 }
 
-Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args) {
+Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile) {
   const size_t value_count = graph_.values.size();
 
   // Inputs XNNPACK reads may be over-read by XNN_EXTRA_BYTES; caller buffers
@@ -370,6 +387,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args) {
   for (size_t s = 0; s < stages_.size(); ++s) {
     Stage& stage = stages_[s];
     const Node& first = graph_.nodes[stage.subgraph.nodes[0]];
+    const ProfileScope timed(profile, ProfileCategory::kStage, stage.name, static_cast<int64_t>(s));
     switch (stage.engine) {
       case Engine::kSubgraph: {
         const auto& externals = stage.subgraph.externals;

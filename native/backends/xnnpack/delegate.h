@@ -35,7 +35,8 @@ class XnnpackDelegate final : public DelegateHandle {
   // fills the producers and consumers of its values.
   static Status check(Graph& graph);
 
-  Status execute(EValue* const* args, size_t count) override;
+  using DelegateHandle::execute;
+  Status execute(EValue* const* args, size_t count, ProfileRecorder* profile) override;
 
   // For tests: how many shape plans (declared one included) are cached.
   size_t cached_plans() const { return 1 + dynamic_plans_.size(); }
@@ -45,6 +46,7 @@ class XnnpackDelegate final : public DelegateHandle {
     Engine engine = Engine::kSubgraph;
     SubgraphStage subgraph;                  // nodes (all engines) and externals (subgraph)
     std::shared_ptr<PackedOperator> packed;  // kPackedOperator
+    std::string name;                        // for profiles: "XNNFullyConnected (packed operator)"
   };
 
   // Everything that depends on the input shapes.
@@ -64,7 +66,7 @@ class XnnpackDelegate final : public DelegateHandle {
   Status build_stages(XnnpackModuleContext& context, const std::shared_ptr<XnnpackProgramContext>& program);
   Result<std::unique_ptr<ShapePlan>> build_plan(std::vector<size_t> signature, bool declared);
   Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
-  Status run(ShapePlan& plan, EValue* const* args);
+  Status run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile);
   Error error(ErrorCode code, const std::string& message) const;
 
   std::string label_;
