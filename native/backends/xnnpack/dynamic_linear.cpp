@@ -13,31 +13,49 @@
 namespace etna::xnn {
 namespace {
 
-constexpr size_t kChunk = 64;     // input channels per packed chunk (32 bytes of 4-bit codes)
-constexpr size_t kHalf = 32;      // input channels one AVX2 register holds
-constexpr size_t kColumns = 8;    // output channels computed together
+constexpr size_t kChunk = 64;     // input channels are padded to a multiple of this
+constexpr size_t kSimdBlock = 32; // AVX2 runs blocks of a multiple of this many input channels
+constexpr size_t kColumns = 8;    // output channels packed and computed together
+constexpr size_t kQuad = 4;       // input channels of one channel side by side
 constexpr int kFourBitZero = 8;   // 4-bit codes store value + 8, as the exporter writes them
 
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // What the dot-product paths read: the packed weights and their geometry.
+//
+// Channels come in groups of 8. Within a group, each quad t of input channels
+// (4t..4t+3) is 32 bytes: channel j's four codes at bytes 4j..4j+3, so one
+// register times a broadcast of 4 activations gives all 8 channels. 8-bit
+// codes are int8 weights; 4-bit codes are weight + 8, quads 2u and 2u + 1
+// sharing 32 bytes (low and high nibbles).
 struct PackedView {
   const uint8_t* codes;
-  const float* scales;
-  size_t row_bytes;  // bytes per output channel in `codes`
+  const float* scales;  // [group][block][8]
+  size_t group_bytes;   // bytes per group of 8 channels
   size_t padded_out;
   size_t blocks;
   size_t block_length;
   bool four_bit;
 };
 
-// The signed weight at (channel n, input k) of the packed layout.
+struct CodePlace {
+  size_t byte;
+  bool high_nibble;
+};
+
+// Where the code of (channel n, input k) lives: the one definition of the layout.
+CodePlace code_place(size_t group_bytes, bool four_bit, size_t n, size_t k) {
+  const size_t quad = k / kQuad;
+  const size_t quad_block = four_bit ? quad / 2 : quad;
+  return {n / kColumns * group_bytes + quad_block * 32 + n % kColumns * kQuad + k % kQuad, four_bit && quad % 2 == 1};
+}
+
+// The signed weight at (channel n, input k).
 int weight_at(const PackedView& w, size_t n, size_t k) {
-  const uint8_t* row = w.codes + n * w.row_bytes;
-  if (!w.four_bit) return static_cast<int8_t>(row[k]);
-  const size_t within = k % kChunk;
-  const uint8_t byte = row[k / kChunk * (kChunk / 2) + within % kHalf];
-  return (within < kHalf ? byte & 0xF : byte >> 4) - kFourBitZero;
+  const CodePlace place = code_place(w.group_bytes, w.four_bit, n, k);
+  const uint8_t byte = w.codes[place.byte];
+  if (!w.four_bit) return static_cast<int8_t>(byte);
+  return (place.high_nibble ? byte >> 4 : byte & 0xF) - kFourBitZero;
 }
 
 // sums[r * padded_out + n] = sum over blocks b of (float)D(r, n, b) * scale(n, b),
@@ -62,68 +80,79 @@ void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, size_t row
 
 #ifdef ETNA_DYNQUANT_X86
 
-// 32 signed weights: half `h` (input channels 32h..32h+31) of a channel's row.
-template <bool kFourBit>
-__attribute__((target("avx2,fma"))) inline __m256i weights_half(const uint8_t* row, size_t h) {
-  if (!kFourBit) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + h * kHalf));
-  const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + h / 2 * kHalf));
-  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-  const __m256i codes = (h & 1) ? _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles)
-                                : _mm256_and_si256(packed, low_nibbles);
-  return _mm256_sub_epi8(codes, _mm256_set1_epi8(kFourBitZero));
+// Four activations of row `a` from input channel k, in every 32-bit lane.
+__attribute__((target("avx2,fma"))) inline __m256i broadcast_quad(const uint8_t* a, size_t k) {
+  int32_t quad;
+  std::memcpy(&quad, a + k, sizeof quad);
+  return _mm256_set1_epi32(quad);
 }
 
-// Eight int32 lanes whose sum is the dot product of 32 unsigned activations
-// and 32 signed weights. 4-bit weights fit maddubs without saturation
-// (2 * 255 * 8 < 32768); 8-bit ones are widened first.
-template <bool kFourBit>
-__attribute__((target("avx2,fma"))) inline __m256i dot_half(__m256i a, __m256i w) {
+// The int32 dot products of kRows rows with the 8 channels of a group over
+// one block, lane j for channel j.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_t* codes, const uint8_t* const* rows,
+                                                                     size_t first_quad, size_t quads, __m256i* dots) {
   const __m256i ones = _mm256_set1_epi16(1);
-  if (kFourBit) return _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), ones);
-  const __m256i a_low = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(a));
-  const __m256i a_high = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(a, 1));
-  const __m256i w_low = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w));
-  const __m256i w_high = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(w, 1));
-  return _mm256_add_epi32(_mm256_madd_epi16(a_low, w_low), _mm256_madd_epi16(a_high, w_high));
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
+  for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_setzero_si256();
+  // Eight quads of int16 products at most (8 * 2 * 255 * 8 < 32768), then widen.
+  for (size_t run = first_quad; run < first_quad + quads; run += 8) {
+    __m256i products[kRows];
+    for (size_t r = 0; r < kRows; ++r) products[r] = _mm256_setzero_si256();
+    for (size_t quad = run; quad < run + 8; quad += 2) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad / 2 * 32));
+      const __m256i even = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
+      const __m256i odd = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+      for (size_t r = 0; r < kRows; ++r) {
+        products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], quad * kQuad), even));
+        products[r] =
+            _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], (quad + 1) * kQuad), odd));
+      }
+    }
+    for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_add_epi32(dots[r], _mm256_madd_epi16(products[r], ones));
+  }
 }
 
-// The lane sums of eight vectors, one per channel, as eight int32 (exact).
-__attribute__((target("avx2,fma"))) inline __m256i sum_lanes(const __m256i* lanes) {
-  const __m256i p0 = _mm256_hadd_epi32(lanes[0], lanes[1]);
-  const __m256i p1 = _mm256_hadd_epi32(lanes[2], lanes[3]);
-  const __m256i p2 = _mm256_hadd_epi32(lanes[4], lanes[5]);
-  const __m256i p3 = _mm256_hadd_epi32(lanes[6], lanes[7]);
-  const __m256i q0 = _mm256_hadd_epi32(p0, p1);
-  const __m256i q1 = _mm256_hadd_epi32(p2, p3);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+// 8-bit weights would saturate maddubs, so both sides are widened to int16.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows,
+                                                                      size_t first_quad, size_t quads, __m256i* dots) {
+  __m256i low[kRows], high[kRows];  // channels 0..3 and 4..7, two lanes each
+  for (size_t r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_si256();
+  for (size_t quad = first_quad; quad < first_quad + quads; ++quad) {
+    const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad * 32));
+    const __m256i w_low = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights));
+    const __m256i w_high = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1));
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m256i a = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(broadcast_quad(rows[r], quad * kQuad)));
+      low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(a, w_low));
+      high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(a, w_high));
+    }
+  }
+  // hadd pairs lanes within 128-bit halves: [c0 c1 c4 c5 | c2 c3 c6 c7], then reorder.
+  for (size_t r = 0; r < kRows; ++r) {
+    dots[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(low[r], high[r]), 0xD8);
+  }
 }
 
 template <bool kFourBit, size_t kRows>
 __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows,
                                                              float* sums) {
-  const size_t halves_per_block = w.block_length / kHalf;
+  const size_t quads_per_block = w.block_length / kQuad;
   for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
-    const uint8_t* group_rows = w.codes + group * kColumns * w.row_bytes;
+    const uint8_t* codes = w.codes + group * w.group_bytes;
     __m256 acc[kRows];
     for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
     for (size_t b = 0; b < w.blocks; ++b) {
-      const size_t first = b * halves_per_block;
-      __m256i lanes[kRows][kColumns];
-      for (size_t j = 0; j < kColumns; ++j) {
-        const uint8_t* row = group_rows + j * w.row_bytes;
-        for (size_t r = 0; r < kRows; ++r) lanes[r][j] = _mm256_setzero_si256();
-        for (size_t h = first; h < first + halves_per_block; ++h) {
-          const __m256i weights = weights_half<kFourBit>(row, h);
-          for (size_t r = 0; r < kRows; ++r) {
-            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[r] + h * kHalf));
-            lanes[r][j] = _mm256_add_epi32(lanes[r][j], dot_half<kFourBit>(a, weights));
-          }
-        }
+      __m256i dots[kRows];
+      if (kFourBit) {
+        block_dots_four_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
+      } else {
+        block_dots_eight_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
       }
       const __m256 scales = _mm256_loadu_ps(w.scales + (group * w.blocks + b) * kColumns);
-      for (size_t r = 0; r < kRows; ++r) {
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes(lanes[r])), scales, acc[r]);
-      }
+      for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, acc[r]);
     }
     for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(sums + r * w.padded_out + group * kColumns, acc[r]);
   }
@@ -132,7 +161,7 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
 template <bool kFourBit>
 void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
   size_t r = 0;
-  for (; r + 2 <= row_count; r += 2) dot_rows_avx2_tile<kFourBit, 2>(w, rows + r, sums + r * w.padded_out);
+  for (; r + 4 <= row_count; r += 4) dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, sums + r * w.padded_out);
   for (; r < row_count; ++r) dot_rows_avx2_tile<kFourBit, 1>(w, rows + r, sums + r * w.padded_out);
 }
 
@@ -250,13 +279,12 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
     }
     return static_cast<int8_t>(transposed ? source[k * n_count + n] : source[n * source_row + k]);
   };
-  const size_t row_bytes = l.four_bit_ ? l.padded_in_ / 2 : l.padded_in_;
-  l.codes_.assign(l.padded_out_ * row_bytes + kChunk, l.four_bit_ ? 0x88 : 0);
+  const size_t group_bytes = (l.four_bit_ ? l.padded_in_ / 2 : l.padded_in_) * kColumns;
+  l.codes_.assign(l.padded_out_ / kColumns * group_bytes, l.four_bit_ ? 0x88 : 0);
   l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
   l.correction_.assign(l.padded_out_, 0.0f);
   l.bias_.assign(l.padded_out_, 0.0f);
   for (size_t n = 0; n < n_count; ++n) {
-    uint8_t* row = l.codes_.data() + n * row_bytes;
     float correction = 0.0f;
     for (size_t b = 0; b < l.blocks_; ++b) {
       int32_t weight_sum = 0;
@@ -264,14 +292,14 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
       for (size_t k = b * l.block_length_; k < end; ++k) {
         const int w = source_weight(n, k);
         weight_sum += w;
+        const CodePlace place = code_place(group_bytes, l.four_bit_, n, k);
+        uint8_t& byte = l.codes_[place.byte];
         if (l.four_bit_) {
-          const size_t within = k % kChunk;
-          uint8_t& byte = row[k / kChunk * (kChunk / 2) + within % kHalf];
           const uint8_t code = static_cast<uint8_t>(w + kFourBitZero);
-          byte = within < kHalf ? static_cast<uint8_t>((byte & 0xF0) | code)
-                                : static_cast<uint8_t>((byte & 0x0F) | (code << 4));
+          byte = place.high_nibble ? static_cast<uint8_t>((byte & 0x0F) | (code << 4))
+                                   : static_cast<uint8_t>((byte & 0xF0) | code);
         } else {
-          row[k] = static_cast<uint8_t>(static_cast<int8_t>(w));
+          byte = static_cast<uint8_t>(static_cast<int8_t>(w));
         }
       }
       const float scale = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
@@ -297,10 +325,10 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
   const size_t rows = row_count(input_shape);
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
-  const PackedView view{codes_.data(),   scales_.data(), four_bit_ ? padded_in_ / 2 : padded_in_, padded_out_,
-                        blocks_,         block_length_,  four_bit_};
+  const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
+  const PackedView view{codes_.data(), scales_.data(), group_bytes, padded_out_, blocks_, block_length_, four_bit_};
   DotPath path = active_dot_path();
-  if (block_length_ % kHalf != 0) path = DotPath::kScalar;  // blocks the registers cannot hold whole
+  if (block_length_ % kSimdBlock != 0) path = DotPath::kScalar;  // blocks that split the AVX2 loads
 
   // Rows are read whole chunks at a time: the bytes past a row are the next
   // row's or the buffer's read padding, and meet zero weights.
