@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
@@ -78,10 +79,10 @@ std::vector<uint8_t> pack_nibbles(const std::vector<int>& w, size_t out, size_t 
 
 // Convert -> FullyConnected with the case's weights; inputs then outputs.
 std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
-  const uint32_t x = b.input({static_cast<uint32_t>(c.rows), static_cast<uint32_t>(c.in)}, 0);
+  const std::vector<uint32_t> dims{static_cast<uint32_t>(c.rows), static_cast<uint32_t>(c.in)};
+  const uint32_t x = b.input(dims, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), c.num_nonbatch_dims);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {static_cast<uint32_t>(c.rows), static_cast<uint32_t>(c.in)},
-                                      fbx::QuantParams::PerTokenDynamicQuant, token.Union());
+  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   const uint32_t out = static_cast<uint32_t>(c.out), in = static_cast<uint32_t>(c.in);
   uint32_t filter = 0;
   uint32_t flags = 0;
@@ -297,6 +298,35 @@ TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
   }
 }
 
+TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
+  Case c;
+  c.rows = 6;
+  c.in = 64;
+  c.out = 10;
+  c.weights = Weights::kQb4Bf16;
+  const Model m = make_model(c);
+  PayloadBuilder b;
+  const auto payload = build(c, m, b);
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, b.lookup());
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  LocalTensor x(ScalarType::kFloat, {6, 64}, 0, ShapeDynamism::kBound);
+  LocalTensor y(ScalarType::kFloat, {6, 10}, 0, ShapeDynamism::kBound);
+  for (int64_t batch : {3, 1, 6}) {
+    const int64_t sizes[] = {batch, 64};
+    ASSERT_TRUE(x.tensor().resize(2, sizes));
+    const auto input = pseudo_random(size_t(batch) * 64, 70 + uint32_t(batch));
+    x.fill(input);
+    Status ran = run_delegate(**delegate, {&x, &y});
+    ASSERT_TRUE(ran) << ran.error().message;
+    ASSERT_EQ(y.tensor().size(0), batch);
+    Case at_batch = c;
+    at_batch.rows = size_t(batch);
+    EXPECT_TRUE(close_to(y.to_vector(), reference(at_batch, m, input), 2e-5f)) << "batch " << batch;
+  }
+  EXPECT_EQ(context.stats().operators_created, 1u);
+}
+
 TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsOwnKernel) {
   Case c;
   PayloadBuilder b;
@@ -332,15 +362,20 @@ TEST(XnnpackDynamicQuant, SameWeightsArePackedOncePerProgram) {
 
 // ---- payloads the delegate refuses ----
 
+// The error initialising a payload gives (it must fail).
+Error init_error(const std::vector<uint8_t>& payload, const PayloadBuilder& b) {
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, b.lookup());
+  EXPECT_FALSE(delegate);
+  return delegate ? Error{} : delegate.error();
+}
+
 Error init_error_of(const Case& c, const std::function<void(Model&)>& edit = {}) {
   Model m = make_model(c);
   if (edit) edit(m);
   PayloadBuilder b;
   const auto payload = build(c, m, b);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, b.lookup());
-  EXPECT_FALSE(delegate);
-  return delegate ? Error{} : delegate.error();
+  return init_error(payload, b);
 }
 
 void expect_rejected(const Error& error, ErrorCode code, std::initializer_list<const char*> parts) {
@@ -381,69 +416,47 @@ TEST(XnnpackDynamicQuant, OnlyPerTokenQuantizationIsAccepted) {
   expect_rejected(init_error_of(c), ErrorCode::kUnsupportedOperator, {"num_nonbatch_dims 2"});
 }
 
+// A qdint8 value converted from fp32 input `x` by a Convert node.
+uint32_t converted(PayloadBuilder& b, uint32_t x, std::vector<uint32_t> dims, uint32_t external_id = PayloadBuilder::kNone,
+                   uint32_t flags = 0) {
+  auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
+  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, std::move(dims), fbx::QuantParams::PerTokenDynamicQuant,
+                                      token.Union(), nullptr, external_id, flags);
+  b.unary(NodeUnion::XNNConvert, x, q);
+  return q;
+}
+
+Error init_error_of(PayloadBuilder& b) { return init_error(b.finish(Layout::kConstantRegion, 2), b); }
+
 TEST(XnnpackDynamicQuant, FourBitFilterBytesAreChecked) {
   // A qcint4 [4, 37] filter needs 4 * 19 bytes; give it 4 * 18.
   PayloadBuilder b;
-  const uint32_t x = b.input({1, 37}, 0);
-  auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {1, 37}, fbx::QuantParams::PerTokenDynamicQuant,
-                                      token.Union());
+  const uint32_t q = converted(b, b.input({1, 37}, 0), {1, 37});
   const uint32_t w = b.channelwise(fbx::Datatype::qcint4, {4, 37}, {1, 1, 1, 1}, 0, std::vector<uint8_t>(72, 0x88));
-  const uint32_t y = b.output({1, 4}, 1);
-  b.unary(NodeUnion::XNNConvert, x, q);
-  b.fully_connected(q, w, PayloadBuilder::kNone, y);
-  const auto payload = b.finish(Layout::kConstantRegion, 2);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context);
-  ASSERT_FALSE(delegate);
-  expect_rejected(delegate.error(), ErrorCode::kInvalidProgram, {"needs 76 constant bytes", "qcint4"});
+  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1));
+  expect_rejected(init_error_of(b), ErrorCode::kInvalidProgram, {"needs 76 constant bytes", "qcint4"});
 }
 
 TEST(XnnpackDynamicQuant, DynamicValuesStayBetweenConvertAndFullyConnected) {
   {
-    // qdint8 as an external output.
     PayloadBuilder b;
-    const uint32_t x = b.input({1, 8}, 0);
-    auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
-    const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {1, 8}, fbx::QuantParams::PerTokenDynamicQuant,
-                                        token.Union(), nullptr, 1, 2);
-    b.unary(NodeUnion::XNNConvert, x, q);
-    xnn::XnnpackModuleContext context(BackendOptions{});
-    auto delegate = make_delegate(b.finish(Layout::kConstantRegion, 2), context);
-    ASSERT_FALSE(delegate);
-    expect_rejected(delegate.error(), ErrorCode::kUnsupportedOperator, {"node 0 (XNNConvert)", "external output"});
+    converted(b, b.input({1, 8}, 0), {1, 8}, 1, 2);  // an external output
+    expect_rejected(init_error_of(b), ErrorCode::kUnsupportedOperator, {"node 0 (XNNConvert)", "external output"});
   }
   {
-    // qdint8 into an elementwise node.
     PayloadBuilder b;
-    const uint32_t x = b.input({1, 8}, 0);
-    auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
-    const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {1, 8}, fbx::QuantParams::PerTokenDynamicQuant,
-                                        token.Union());
-    const uint32_t y = b.output({1, 8}, 1);
-    b.unary(NodeUnion::XNNConvert, x, q);
-    b.unary(NodeUnion::XNNAbs, q, y);
-    xnn::XnnpackModuleContext context(BackendOptions{});
-    auto delegate = make_delegate(b.finish(Layout::kConstantRegion, 2), context);
-    ASSERT_FALSE(delegate);
-    expect_rejected(delegate.error(), ErrorCode::kUnsupportedOperator, {"node 1 (XNNAbs)", "qdint8"});
+    const uint32_t q = converted(b, b.input({1, 8}, 0), {1, 8});
+    b.unary(NodeUnion::XNNAbs, q, b.output({1, 8}, 1));
+    expect_rejected(init_error_of(b), ErrorCode::kUnsupportedOperator, {"node 1 (XNNAbs)", "qdint8"});
   }
 }
 
 TEST(XnnpackDynamicQuant, TransposedFourBitFiltersAreRefused) {
   PayloadBuilder b;
-  const uint32_t x = b.input({1, 8}, 0);
-  auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {1, 8}, fbx::QuantParams::PerTokenDynamicQuant,
-                                      token.Union());
+  const uint32_t q = converted(b, b.input({1, 8}, 0), {1, 8});
   const uint32_t w = b.channelwise(fbx::Datatype::qcint4, {8, 4}, {1, 1, 1, 1}, 1, std::vector<uint8_t>(16, 0x88));
-  const uint32_t y = b.output({1, 4}, 1);
-  b.unary(NodeUnion::XNNConvert, x, q);
-  b.fully_connected(q, w, PayloadBuilder::kNone, y, 1);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(b.finish(Layout::kConstantRegion, 2), context);
-  ASSERT_FALSE(delegate);
-  expect_rejected(delegate.error(), ErrorCode::kUnsupportedOperator, {"flag 0x1", "qcint8 only"});
+  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1), 1);
+  expect_rejected(init_error_of(b), ErrorCode::kUnsupportedOperator, {"flag 0x1", "qcint8 only"});
 }
 
 }  // namespace
