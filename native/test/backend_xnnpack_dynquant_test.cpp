@@ -29,6 +29,16 @@ struct Case {
   int32_t num_nonbatch_dims = 1;
 };
 
+Case make_case(size_t rows, size_t in, size_t out, Weights weights, size_t group = 32) {
+  Case c;
+  c.rows = rows;
+  c.in = in;
+  c.out = out;
+  c.weights = weights;
+  c.group = group;
+  return c;
+}
+
 uint16_t bf16_bits(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof bits);
@@ -216,64 +226,30 @@ void check_case(const Case& c, float range = 2.0f) {
 }
 
 TEST(XnnpackDynamicQuant, PerChannelInt8OddSizesOneAndSeveralRows) {
-  for (size_t rows : {1u, 3u}) {
-    Case c;
-    c.rows = rows;
-    c.in = 37;
-    c.out = 5;
-    check_case(c);
-  }
+  for (size_t rows : {1u, 3u}) check_case(make_case(rows, 37, 5, Weights::kQc8));
 }
 
-TEST(XnnpackDynamicQuant, PerChannelInt8TransposedFilter) {
-  Case c;
-  c.rows = 2;
-  c.in = 70;
-  c.out = 9;
-  c.weights = Weights::kQc8Transposed;
-  check_case(c);
-}
+TEST(XnnpackDynamicQuant, PerChannelInt8TransposedFilter) { check_case(make_case(2, 70, 9, Weights::kQc8Transposed)); }
 
 TEST(XnnpackDynamicQuant, PerChannelFourBitOddInputChannels) {
-  for (size_t rows : {1u, 4u}) {
-    Case c;
-    c.rows = rows;
-    c.in = 37;  // rows of 19 bytes, the last high nibble padding
-    c.out = 7;
-    c.weights = Weights::kQc4;
-    check_case(c);
-  }
+  // Rows of 19 bytes, the last high nibble padding.
+  for (size_t rows : {1u, 4u}) check_case(make_case(rows, 37, 7, Weights::kQc4));
 }
 
 TEST(XnnpackDynamicQuant, BlockwiseFourBitScaleSources) {
   for (Weights weights : {Weights::kQb4Bf16, Weights::kQb4Fp32, Weights::kQb4Buffer}) {
-    Case c;
-    c.rows = 5;
-    c.in = 96;
-    c.out = 11;
-    c.weights = weights;
-    check_case(c);
+    check_case(make_case(5, 96, 11, weights));
   }
 }
 
 TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
-  for (size_t group : {16u, 32u, 64u, 128u}) {
-    Case c;
-    c.rows = 19;  // tiles of 16 rows, pairs and a single row
-    c.in = 256;
-    c.out = 21;
-    c.weights = Weights::kQb4Bf16;
-    c.group = group;
-    check_case(c);
-  }
+  // 19 rows: a tile of 16 (four at a time), then three single rows. Group 16
+  // runs on the portable path only.
+  for (size_t group : {16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
 }
 
 TEST(XnnpackDynamicQuant, ClampAndNoBias) {
-  Case c;
-  c.rows = 3;
-  c.in = 64;
-  c.out = 8;
-  c.weights = Weights::kQb4Bf16;
+  Case c = make_case(3, 64, 8, Weights::kQb4Bf16);
   c.bias = false;
   c.bounds = std::make_pair(-3.0f, 2.5f);
   check_case(c, 4.0f);
@@ -282,10 +258,7 @@ TEST(XnnpackDynamicQuant, ClampAndNoBias) {
 TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
   // Weights [3, -5]: byte (3 + 8) | (-5 + 8) << 4. Input [1, 0] quantizes
   // exactly (scale 1/255, zero point -128), so the output is 3 * scale.
-  Case c;
-  c.in = 2;
-  c.out = 1;
-  c.weights = Weights::kQc4;
+  Case c = make_case(1, 2, 1, Weights::kQc4);
   c.bias = false;
   Model m;
   m.w = {3, -5};
@@ -299,11 +272,7 @@ TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
 }
 
 TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
-  Case c;
-  c.rows = 6;
-  c.in = 64;
-  c.out = 10;
-  c.weights = Weights::kQb4Bf16;
+  const Case c = make_case(6, 64, 10, Weights::kQb4Bf16);
   const Model m = make_model(c);
   PayloadBuilder b;
   const auto payload = build(c, m, b);
@@ -341,9 +310,7 @@ TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsOwnKernel) {
 }
 
 TEST(XnnpackDynamicQuant, SameWeightsArePackedOncePerProgram) {
-  Case c;
-  c.in = 64;
-  c.weights = Weights::kQb4Bf16;
+  const Case c = make_case(1, 64, 4, Weights::kQb4Bf16);
   const Model m = make_model(c);
   PayloadBuilder b;
   const auto payload = build(c, m, b);
@@ -384,17 +351,12 @@ void expect_rejected(const Error& error, ErrorCode code, std::initializer_list<c
 }
 
 TEST(XnnpackDynamicQuant, GroupSizeMustDivideInputChannels) {
-  Case c;
-  c.in = 48;
-  c.weights = Weights::kQb4Bf16;
-  c.group = 32;
+  const Case c = make_case(1, 48, 4, Weights::kQb4Bf16, 32);
   expect_rejected(init_error_of(c), ErrorCode::kInvalidProgram, {"group_size 32", "48 input channels"});
 }
 
 TEST(XnnpackDynamicQuant, ScaleCountMustMatchBlocks) {
-  Case c;
-  c.in = 64;
-  c.weights = Weights::kQb4Bf16;
+  Case c = make_case(1, 64, 4, Weights::kQb4Bf16);
   expect_rejected(init_error_of(c, [](Model& m) { m.scales.pop_back(); }), ErrorCode::kInvalidProgram,
                   {"need 8 scales", "found 7"});
   c.weights = Weights::kQb4Buffer;
@@ -403,10 +365,7 @@ TEST(XnnpackDynamicQuant, ScaleCountMustMatchBlocks) {
 }
 
 TEST(XnnpackDynamicQuant, BlockScalesMustBePositive) {
-  Case c;
-  c.in = 64;
-  c.weights = Weights::kQb4Bf16;
-  expect_rejected(init_error_of(c, [](Model& m) { m.scales[3] = -1.0f; }), ErrorCode::kInvalidProgram,
+  expect_rejected(init_error_of(make_case(1, 64, 4, Weights::kQb4Bf16), [](Model& m) { m.scales[3] = -1.0f; }), ErrorCode::kInvalidProgram,
                   {"block scale", "not a positive number"});
 }
 
