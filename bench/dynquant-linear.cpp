@@ -7,7 +7,7 @@
 //   build-native/etna_dynquant_bench [in] [out] [rounds]      (default 2048 2048 7)
 //
 // Prints, per batch size (1 and 64), the median milliseconds per call of
-// each and their ratio, and which dot-product path ran.
+// fp32, and of 8da4w on each vector path the CPU has, with their ratios.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -96,15 +96,23 @@ int main(int argc, char** argv) {
   const size_t out = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2048;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
   const size_t group = 32;
-  std::printf("dot-product path: %s\n", xnn::dot_path_name(xnn::active_dot_path()));
+  std::printf("best dot-product path on this CPU: %s\n", xnn::dot_path_name(xnn::active_dot_path()));
   for (size_t batch : {size_t{1}, size_t{64}}) {
     PayloadBuilder fp32_builder, int4_builder;
     const auto fp32 = fp32_linear(batch, in, out, fp32_builder);
     const auto int4 = int4_linear(batch, in, out, group, int4_builder);
     const double fp32_ms = time_delegate(fp32, fp32_builder, batch, in, out, rounds);
-    const double int4_ms = time_delegate(int4, int4_builder, batch, in, out, rounds);
-    std::printf("batch %zu, %zux%zu: 8da4w (qb4w group %zu) %.3f ms, fp32 %.3f ms, 8da4w/fp32 %.2f\n", batch, in,
-                out, group, int4_ms, fp32_ms, int4_ms / fp32_ms);
+    std::printf("batch %zu, %zux%zu: fp32 %.3f ms\n", batch, in, out, fp32_ms);
+    // Every vector path the CPU has (the portable one only when there is none).
+    for (xnn::DotPath path : {xnn::DotPath::kAvx2, xnn::DotPath::kScalar}) {
+      if (!xnn::dot_path_available(path)) continue;
+      if (path == xnn::DotPath::kScalar && xnn::dot_path_available(xnn::DotPath::kAvx2)) continue;
+      xnn::force_dot_path(path);
+      const double int4_ms = time_delegate(int4, int4_builder, batch, in, out, rounds);
+      xnn::clear_forced_dot_path();
+      std::printf("  8da4w (qb4w group %zu) on %s: %.3f ms, 8da4w/fp32 %.2f\n", group, xnn::dot_path_name(path),
+                  int4_ms, int4_ms / fp32_ms);
+    }
   }
   return 0;
 }
