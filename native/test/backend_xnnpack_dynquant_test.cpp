@@ -410,6 +410,15 @@ TEST(XnnpackDynamicQuant, DynamicValuesStayBetweenConvertAndFullyConnected) {
   }
 }
 
+TEST(XnnpackDynamicQuant, InputRowsMustMatchTheFilter) {
+  // XNNPACK would flatten [2, 6] into one row of 12; per-row parameters cannot.
+  PayloadBuilder b;
+  const uint32_t q = converted(b, b.input({2, 6}, 0), {2, 6});
+  const uint32_t w = b.channelwise(fbx::Datatype::qcint8, {4, 12}, {1, 1, 1, 1}, 0, std::vector<uint8_t>(48, 1));
+  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1));
+  expect_rejected(init_error_of(b), ErrorCode::kInvalidProgram, {"rows of 6 elements", "takes 12"});
+}
+
 TEST(XnnpackDynamicQuant, TransposedFourBitFiltersAreRefused) {
   PayloadBuilder b;
   const uint32_t q = converted(b, b.input({1, 8}, 0), {1, 8});

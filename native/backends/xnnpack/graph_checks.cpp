@@ -219,6 +219,12 @@ class NodeChecker {
                                     std::to_string(w.quant.channel_dim) + ", expected its output dim " +
                                     std::to_string(out_dim));
     }
+    const Shape& in_shape = value(input).shape;
+    if (in_shape.dims[in_shape.rank - 1] != w.shape.dims[1 - out_dim]) {
+      return invalid(node_, "input " + graph_.describe_value(input) + " has rows of " +
+                                std::to_string(in_shape.dims[in_shape.rank - 1]) + " elements, filter " +
+                                graph_.describe_value(filter) + " takes " + std::to_string(w.shape.dims[1 - out_dim]));
+    }
     if (w.shape.dims[1 - out_dim] > kMaxDynamicInputChannels) {
       return unsupported(node_, "filter " + graph_.describe_value(filter) + " has more than " +
                                     std::to_string(kMaxDynamicInputChannels) +
