@@ -27,7 +27,14 @@ struct Case {
   bool bias = true;
   std::optional<std::pair<float, float>> bounds;
   int32_t num_nonbatch_dims = 1;
+  bool sequence = false;  // rows as [1, rows, channels], as LLM exports write them
 };
+
+// The dims of a [rows, channels] tensor of the case.
+std::vector<uint32_t> dims_of(const Case& c, size_t channels) {
+  const auto rows = static_cast<uint32_t>(c.rows), width = static_cast<uint32_t>(channels);
+  return c.sequence ? std::vector<uint32_t>{1, rows, width} : std::vector<uint32_t>{rows, width};
+}
 
 Case make_case(size_t rows, size_t in, size_t out, Weights weights, size_t group = 32) {
   Case c;
@@ -89,7 +96,7 @@ std::vector<uint8_t> pack_nibbles(const std::vector<int>& w, size_t out, size_t 
 
 // Convert -> FullyConnected with the case's weights; inputs then outputs.
 std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
-  const std::vector<uint32_t> dims{static_cast<uint32_t>(c.rows), static_cast<uint32_t>(c.in)};
+  const std::vector<uint32_t> dims = dims_of(c, c.in);
   const uint32_t x = b.input(dims, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), c.num_nonbatch_dims);
   const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
@@ -138,7 +145,7 @@ std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
     }
   }
   const uint32_t bias = c.bias ? b.constant({out}, m.bias) : PayloadBuilder::kNone;
-  const uint32_t y = b.output({static_cast<uint32_t>(c.rows), out}, 1);
+  const uint32_t y = b.output(dims_of(c, c.out), 1);
   b.unary(NodeUnion::XNNConvert, x, q);
   b.fully_connected(q, filter, bias, y, flags, c.bounds);
   return b.finish(Layout::kNamedData, 2);
@@ -187,9 +194,13 @@ std::vector<float> run_case(const Case& c, const Model& m, const std::vector<flo
   auto delegate = make_delegate(payload, context, b.lookup());
   EXPECT_TRUE(delegate) << (delegate ? "" : delegate.error().message);
   if (!delegate) return {};
-  LocalTensor input(ScalarType::kFloat, {static_cast<int64_t>(c.rows), static_cast<int64_t>(c.in)});
+  auto sizes = [&](size_t channels) {
+    const auto dims = dims_of(c, channels);
+    return std::vector<int64_t>(dims.begin(), dims.end());
+  };
+  LocalTensor input(ScalarType::kFloat, sizes(c.in));
   input.fill(x);
-  LocalTensor output(ScalarType::kFloat, {static_cast<int64_t>(c.rows), static_cast<int64_t>(c.out)});
+  LocalTensor output(ScalarType::kFloat, sizes(c.out));
   xnn::force_dot_path(path);
   Status ran = run_delegate(**delegate, {&input, &output});
   xnn::clear_forced_dot_path();
@@ -246,6 +257,13 @@ TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
   // 19 rows: a tile of 16 (four at a time), then three single rows. Group 16
   // runs on the portable path only.
   for (size_t group : {16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
+}
+
+TEST(XnnpackDynamicQuant, SequenceShapedInputsQuantizePerToken) {
+  Case c = make_case(5, 128, 24, Weights::kQb4Bf16);
+  c.sequence = true;
+  c.bias = false;
+  check_case(c);
 }
 
 TEST(XnnpackDynamicQuant, ClampAndNoBias) {
