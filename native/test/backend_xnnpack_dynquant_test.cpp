@@ -151,6 +151,14 @@ std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
   return b.finish(Layout::kNamedData, 2);
 }
 
+// A case's model and payload (the builder keeps the named data).
+struct Built {
+  explicit Built(const Case& c) : model(make_model(c)), payload(build(c, model, builder)) {}
+  Model model;
+  PayloadBuilder builder;
+  std::vector<uint8_t> payload;
+};
+
 // XNNPACK's qd8 conversion of one row, then the dequantized product in double.
 std::vector<float> reference(const Case& c, const Model& m, const std::vector<float>& x) {
   std::vector<float> y(c.rows * c.out);
@@ -291,11 +299,9 @@ TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
 
 TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
   const Case c = make_case(6, 64, 10, Weights::kQb4Bf16);
-  const Model m = make_model(c);
-  PayloadBuilder b;
-  const auto payload = build(c, m, b);
+  const Built built(c);
   xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, b.lookup());
+  auto delegate = make_delegate(built.payload, context, built.builder.lookup());
   ASSERT_TRUE(delegate) << delegate.error().message;
   LocalTensor x(ScalarType::kFloat, {6, 64}, 0, ShapeDynamism::kBound);
   LocalTensor y(ScalarType::kFloat, {6, 10}, 0, ShapeDynamism::kBound);
@@ -309,17 +315,14 @@ TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
     ASSERT_EQ(y.tensor().size(0), batch);
     Case at_batch = c;
     at_batch.rows = size_t(batch);
-    EXPECT_TRUE(close_to(y.to_vector(), reference(at_batch, m, input), 2e-5f)) << "batch " << batch;
+    EXPECT_TRUE(close_to(y.to_vector(), reference(at_batch, built.model, input), 2e-5f)) << "batch " << batch;
   }
   EXPECT_EQ(context.stats().operators_created, 1u);
 }
 
 TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsOwnKernel) {
-  Case c;
-  PayloadBuilder b;
-  const Model m = make_model(c);
-  const auto payload = build(c, m, b);
-  auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, b.lookup());
+  const Built built(Case{});
+  auto parsed = xnn::parse_payload(ByteSpan{built.payload.data(), built.payload.size()}, built.builder.lookup());
   ASSERT_TRUE(parsed);
   ASSERT_TRUE(xnn::check_graph(parsed->graph));
   const auto& nodes = parsed->graph.nodes;
@@ -328,15 +331,13 @@ TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsOwnKernel) {
 }
 
 TEST(XnnpackDynamicQuant, SameWeightsArePackedOncePerProgram) {
-  const Case c = make_case(1, 64, 4, Weights::kQb4Bf16);
-  const Model m = make_model(c);
-  PayloadBuilder b;
-  const auto payload = build(c, m, b);
+  const Built built(make_case(1, 64, 4, Weights::kQb4Bf16));
+  const auto& payload = built.payload;
   xnn::XnnpackModuleContext context(BackendOptions{});
   auto program = std::make_shared<xnn::XnnpackProgramContext>();
   std::vector<std::unique_ptr<xnn::XnnpackDelegate>> delegates;
   for (int i = 0; i < 2; ++i) {
-    auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, b.lookup());
+    auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, built.builder.lookup());
     ASSERT_TRUE(parsed);
     auto delegate = xnn::XnnpackDelegate::create(std::move(*parsed), context, "d", program);
     ASSERT_TRUE(delegate) << delegate.error().message;
@@ -405,13 +406,23 @@ uint32_t converted(PayloadBuilder& b, uint32_t x, std::vector<uint32_t> dims, ui
 
 Error init_error_of(PayloadBuilder& b) { return init_error(b.finish(Layout::kConstantRegion, 2), b); }
 
+// The init error of Convert -> FullyConnected over a per-channel filter of
+// `bytes` bytes of `fill`, with unit scales.
+Error per_channel_error(std::vector<uint32_t> input, fbx::Datatype type, std::vector<uint32_t> filter,
+                        int32_t channel_dim, size_t bytes, uint8_t fill, uint32_t flags = 0) {
+  PayloadBuilder b;
+  const uint32_t q = converted(b, b.input(input, 0), input);
+  const uint32_t out = filter[static_cast<size_t>(channel_dim)];
+  const uint32_t w = b.channelwise(type, filter, std::vector<float>(out, 1.0f), channel_dim,
+                                   std::vector<uint8_t>(bytes, fill));
+  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, out}, 1), flags);
+  return init_error_of(b);
+}
+
 TEST(XnnpackDynamicQuant, FourBitFilterBytesAreChecked) {
   // A qcint4 [4, 37] filter needs 4 * 19 bytes; give it 4 * 18.
-  PayloadBuilder b;
-  const uint32_t q = converted(b, b.input({1, 37}, 0), {1, 37});
-  const uint32_t w = b.channelwise(fbx::Datatype::qcint4, {4, 37}, {1, 1, 1, 1}, 0, std::vector<uint8_t>(72, 0x88));
-  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1));
-  expect_rejected(init_error_of(b), ErrorCode::kInvalidProgram, {"needs 76 constant bytes", "qcint4"});
+  expect_rejected(per_channel_error({1, 37}, fbx::Datatype::qcint4, {4, 37}, 0, 72, 0x88), ErrorCode::kInvalidProgram,
+                  {"needs 76 constant bytes", "qcint4"});
 }
 
 TEST(XnnpackDynamicQuant, DynamicValuesStayBetweenConvertAndFullyConnected) {
@@ -430,19 +441,13 @@ TEST(XnnpackDynamicQuant, DynamicValuesStayBetweenConvertAndFullyConnected) {
 
 TEST(XnnpackDynamicQuant, InputRowsMustMatchTheFilter) {
   // XNNPACK would flatten [2, 6] into one row of 12; per-row parameters cannot.
-  PayloadBuilder b;
-  const uint32_t q = converted(b, b.input({2, 6}, 0), {2, 6});
-  const uint32_t w = b.channelwise(fbx::Datatype::qcint8, {4, 12}, {1, 1, 1, 1}, 0, std::vector<uint8_t>(48, 1));
-  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1));
-  expect_rejected(init_error_of(b), ErrorCode::kInvalidProgram, {"rows of 6 elements", "takes 12"});
+  expect_rejected(per_channel_error({2, 6}, fbx::Datatype::qcint8, {4, 12}, 0, 48, 1), ErrorCode::kInvalidProgram,
+                  {"rows of 6 elements", "takes 12"});
 }
 
 TEST(XnnpackDynamicQuant, TransposedFourBitFiltersAreRefused) {
-  PayloadBuilder b;
-  const uint32_t q = converted(b, b.input({1, 8}, 0), {1, 8});
-  const uint32_t w = b.channelwise(fbx::Datatype::qcint4, {8, 4}, {1, 1, 1, 1}, 1, std::vector<uint8_t>(16, 0x88));
-  b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, 4}, 1), 1);
-  expect_rejected(init_error_of(b), ErrorCode::kUnsupportedOperator, {"flag 0x1", "qcint8 only"});
+  expect_rejected(per_channel_error({1, 8}, fbx::Datatype::qcint4, {8, 4}, 1, 16, 0x88, 1),
+                  ErrorCode::kUnsupportedOperator, {"flag 0x1", "qcint8 only"});
 }
 
 }  // namespace
