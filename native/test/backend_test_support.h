@@ -147,6 +147,20 @@ class PayloadBuilder {
     values_.push_back(fbx::CreateValue(fbb_, fbx::ValueUnion::QuantizedTensorValue, quantized.Union()));
     return id;
   }
+  // A quantized value with parameters of any kind, built by the caller in
+  // fbb() beforehand; `bytes` (if any) holds constant data.
+  uint32_t quantized_with(fbx::Datatype datatype, std::vector<uint32_t> dims, fbx::QuantParams type,
+                          flatbuffers::Offset<void> params, const std::vector<uint8_t>* bytes = nullptr,
+                          uint32_t external_id = kNone, uint32_t flags = 0) {
+    const uint32_t buffer_index = bytes ? add_constant(bytes->data(), bytes->size()) : 0;
+    const uint32_t id = next_id_++;
+    auto value = make_tensor_value(datatype, dims, buffer_index, external_id, flags, id);
+    auto quantized = fbx::CreateQuantizedTensorValue(fbb_, value, type, params);
+    values_.push_back(fbx::CreateValue(fbb_, fbx::ValueUnion::QuantizedTensorValue, quantized.Union()));
+    return id;
+  }
+  // A constant buffer no value owns (e.g. scales by scale_buffer_idx); returns its index.
+  uint32_t buffer(const std::vector<uint8_t>& bytes) { return add_constant(bytes.data(), bytes.size()); }
   uint32_t input(std::vector<uint32_t> dims, uint32_t external_id) {
     return tensor(fbx::Datatype::fp32, std::move(dims), external_id, 1);
   }

@@ -138,7 +138,8 @@ TEST(XnnpackStages, NodeTypeRowsMatchTheSchema) {
     EXPECT_EQ(row.define != nullptr, row.engine == xnn::Engine::kSubgraph) << row.name;
     EXPECT_EQ(row.define_name != nullptr, row.define != nullptr) << row.name;
     const bool rejected = row.datatypes == xnn::DatatypeRule::kUnsupported;
-    EXPECT_EQ(row.run != nullptr, row.engine == xnn::Engine::kOwnKernel && !rejected) << row.name;
+    const bool runs_own = (row.engine == xnn::Engine::kOwnKernel && !rejected) || row.own_when != nullptr;
+    EXPECT_EQ(row.run != nullptr, runs_own) << row.name;
     EXPECT_EQ(row.shape == nullptr, rejected) << row.name;
   }
   EXPECT_EQ(xnn::node_type_name(0), "code 0");

@@ -165,7 +165,7 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
   std::vector<bool> needs_copy(value_count, false);
 
   for (const Node& node : graph_.nodes) {
-    const Engine engine = engine_for(node.type);
+    const Engine engine = engine_for(graph_, node);
     if (engine == Engine::kSubgraph && !stages_.empty() && stages_.back().engine == Engine::kSubgraph) {
       stages_.back().subgraph.nodes.push_back(node.index);
     } else {
@@ -238,7 +238,7 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
     if (!workspace_value_[v]) continue;
     const Value& value = graph_.values[v];
     BufferLifetime buffer;
-    buffer.bytes = plan->shapes[v].numel() * datatype_size(value.datatype) + kReadPadding;
+    buffer.bytes = value_bytes(value.datatype, plan->shapes[v]) + kReadPadding;
     // Shapes are capped per tensor; the sum over many tensors is capped here.
     total_bytes += round_up(buffer.bytes, kWorkspaceAlignment);
     if (total_bytes > kMaxWorkspaceBytes) {

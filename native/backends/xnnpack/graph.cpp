@@ -19,10 +19,32 @@ size_t datatype_size(Datatype type) {
     case Datatype::qint8:
     case Datatype::quint8:
     case Datatype::qcint8:
+    case Datatype::qdint8:
       return 1;
     default:
       return 0;
   }
+}
+
+bool is_four_bit(Datatype type) { return type == Datatype::qcint4 || type == Datatype::qbint4; }
+
+uint64_t constant_bytes(Datatype type, const Shape& shape) {
+  if (!is_four_bit(type)) return uint64_t{shape.numel()} * datatype_size(type);
+  const uint64_t last = shape.rank ? shape.dims[shape.rank - 1] : 1;
+  if (last == 0) return 0;
+  return shape.numel() / last * ((last + 1) / 2);
+}
+
+size_t row_count(const Shape& shape) {
+  const size_t last = shape.rank ? shape.dims[shape.rank - 1] : 1;
+  return last ? shape.numel() / last : 0;
+}
+
+size_t dynamic_params_offset(const Shape& shape) { return (shape.numel() + 7) / 8 * 8; }
+
+size_t value_bytes(Datatype type, const Shape& shape) {
+  if (type == Datatype::qdint8) return dynamic_params_offset(shape) + row_count(shape) * sizeof(DynamicRowParams);
+  return shape.numel() * datatype_size(type);
 }
 
 std::string Node::describe() const { return "node " + std::to_string(index) + " (" + node_type_name(type) + ")"; }

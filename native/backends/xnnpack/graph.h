@@ -84,24 +84,46 @@ std::string node_type_name(uint8_t code);
 inline std::string node_type_name(NodeType type) { return node_type_name(static_cast<uint8_t>(type)); }
 // "fp32"; "code 77" for codes outside the enum.
 std::string datatype_name(Datatype type);
-// Bytes per element for the datatypes the linked XNNPACK knows (0..7); 0 otherwise.
+// Bytes per element for the datatypes the linked XNNPACK knows (0..7) and
+// qdint8 (1); 0 otherwise (4-bit types pack two elements per byte).
 size_t datatype_size(Datatype type);
+// Whether a datatype holds two 4-bit values per byte (qcint4, qbint4).
+bool is_four_bit(Datatype type);
 
 using Shape = BasicShape<size_t, kMaxRank>;
+
+// Bytes a constant of this datatype and shape occupies: 4-bit types pad each
+// row (last dim) to whole bytes, as the exporter writes them.
+uint64_t constant_bytes(Datatype type, const Shape& shape);
+// One row of a qdint8 value, quantized at run time: real = scale * (q - zero_point).
+// etna stores the row as uint8 with zero_point in [0, 255] (the int8 value plus
+// 128, the same real numbers), which is what the dot-product instructions take.
+struct DynamicRowParams {
+  float scale;
+  int32_t zero_point;
+};
+// Rows of a value: its elements over its last dim (1 for rank 0).
+size_t row_count(const Shape& shape);
+// Where a qdint8 buffer keeps its DynamicRowParams, one per row: behind the
+// data, 8-byte aligned.
+size_t dynamic_params_offset(const Shape& shape);
+// Bytes of a value's buffer (qdint8 values include their row parameters).
+size_t value_bytes(Datatype type, const Shape& shape);
 
 struct Quantization {
   enum class Kind : uint8_t {
     kNone,
     kPerTensor,
     kPerChannel,
-    kUnsupported,  // per-token dynamic or per-group: nothing the linked library can run
+    kPerToken,    // qdint8: scale and zero point chosen per row at run time
+    kBlockwise,   // qbint4: one scale per channel and block of block_size elements
   };
   Kind kind = Kind::kNone;
   float scale = 1.0f;
   int32_t zero_point = 0;
-  std::vector<float> channel_scales;
+  std::vector<float> channel_scales;  // per channel, or per channel and block (blocks innermost)
   size_t channel_dim = 0;
-  std::string unsupported_name;  // for messages, e.g. "PerChannelGroupQuant"
+  size_t block_size = 0;  // kBlockwise
 };
 
 struct Value {

@@ -20,6 +20,9 @@ const Types kMovable = {Datatype::fp32, Datatype::fp16, Datatype::qint8, Datatyp
 // Named lists: an initializer_list made inside an expression dies with it.
 const Types kQs8Filters = {Datatype::qint8};
 const Types kQs8OrPerChannelFilters = {Datatype::qint8, Datatype::qcint8};
+const Types kDynamicFilters = {Datatype::qcint8, Datatype::qcint4, Datatype::qbint4};
+// Keeps every int32 dot product of 8-bit codes (at most 255 * 128 each) exact.
+constexpr size_t kMaxDynamicInputChannels = 65536;
 
 std::string list_types(Types types) {
   std::string text;
@@ -52,22 +55,31 @@ class NodeChecker {
   // The quantization a value of this datatype must carry.
   Status quantization_matches(uint32_t index, const char* role) const {
     const Value& v = value(index);
-    if (v.quant.kind == Quantization::Kind::kUnsupported) {
-      return unsupported(node_, std::string(role) + " " + graph_.describe_value(index) + " uses " +
-                                    v.quant.unsupported_name + " quantization, which the linked XNNPACK cannot run");
+    using Kind = Quantization::Kind;
+    const Kind needed = [&] {
+      switch (v.datatype) {
+        case Datatype::qint8:
+        case Datatype::quint8:
+        case Datatype::qint32:
+          return Kind::kPerTensor;
+        case Datatype::qcint8:
+        case Datatype::qcint32:
+        case Datatype::qcint4:
+          return Kind::kPerChannel;
+        case Datatype::qdint8:
+          return Kind::kPerToken;
+        case Datatype::qbint4:
+          return Kind::kBlockwise;
+        default:
+          return Kind::kNone;
+      }
+    }();
+    static const char* const kNames[] = {"no", "per-tensor", "per-channel", "per-token", "per-group"};
+    if (needed != Kind::kNone && v.quant.kind != needed) {
+      return invalid(node_, std::string(role) + " " + graph_.describe_value(index) + " needs " +
+                                kNames[static_cast<size_t>(needed)] + " quantization parameters");
     }
-    const bool per_tensor =
-        v.datatype == Datatype::qint8 || v.datatype == Datatype::quint8 || v.datatype == Datatype::qint32;
-    const bool per_channel = v.datatype == Datatype::qcint8 || v.datatype == Datatype::qcint32;
-    if (per_tensor && v.quant.kind != Quantization::Kind::kPerTensor) {
-      return invalid(
-          node_, std::string(role) + " " + graph_.describe_value(index) + " needs per-tensor quantization parameters");
-    }
-    if (per_channel && v.quant.kind != Quantization::Kind::kPerChannel) {
-      return invalid(
-          node_, std::string(role) + " " + graph_.describe_value(index) + " needs per-channel quantization parameters");
-    }
-    if (!per_tensor && !per_channel && v.quant.kind != Quantization::Kind::kNone) {
+    if (needed == Kind::kNone && v.quant.kind != Kind::kNone) {
       return invalid(node_, std::string(role) + " " + graph_.describe_value(index) +
                                 " carries quantization parameters its datatype does not use");
     }
@@ -145,6 +157,7 @@ class NodeChecker {
   Status weights(bool allow_per_channel) const {
     const uint32_t input = node_.inputs[0], filter = node_.inputs[1], bias = node_.inputs[2];
     const uint32_t output = node_.outputs[0];
+    if (value(input).datatype == Datatype::qdint8) return dynamic_weights();
     ETNA_TRY(type_in(input, kFloatOrQ8, "input"));
     const Datatype type = value(input).datatype;
     if (value(output).datatype != type) {
@@ -172,6 +185,54 @@ class NodeChecker {
     return Status::ok();
   }
 
+  // Fully connected over a dynamically quantized input (qd8 x qc8w / qc4w /
+  // qb4w, fp32 out), run by etna's own kernels (dynamic_linear.h).
+  Status dynamic_weights() const {
+    const uint32_t input = node_.inputs[0], filter = node_.inputs[1], bias = node_.inputs[2];
+    const uint32_t output = node_.outputs[0];
+    if (node_.type != NodeType::kFullyConnected) {
+      return unsupported(node_, "input " + graph_.describe_value(input) +
+                                    " is dynamically quantized; only fully-connected nodes take qdint8");
+    }
+    ETNA_TRY(quantization_matches(input, "input"));
+    if (value(input).producer < 0) {
+      return unsupported(node_, "input " + graph_.describe_value(input) +
+                                    " must be produced by a Convert node in the delegate");
+    }
+    ETNA_TRY(type_in(output, kFloat, "output"));
+    ETNA_TRY(constant(filter, "filter"));
+    ETNA_TRY(constant(bias, "bias"));
+    ETNA_TRY(type_in(filter, kDynamicFilters, "filter"));
+    if (bias != kNoValue) ETNA_TRY(type_in(bias, kFloat, "bias"));
+    const Value& w = value(filter);
+    if (w.shape.rank != 2) {
+      return unsupported(node_, "filter " + graph_.describe_value(filter) + " must be 2-d");
+    }
+    const bool transposed = node_.flags & 0x1;
+    if (transposed && w.datatype != Datatype::qcint8) {
+      return unsupported(node_, "filter " + graph_.describe_value(filter) +
+                                    " with flag 0x1 ([in, out] layout) is supported for qcint8 only");
+    }
+    const size_t out_dim = transposed ? 1 : 0;
+    if (w.quant.channel_dim != out_dim) {
+      return unsupported(node_, "filter " + graph_.describe_value(filter) + " is quantized along dim " +
+                                    std::to_string(w.quant.channel_dim) + ", expected its output dim " +
+                                    std::to_string(out_dim));
+    }
+    const Shape& in_shape = value(input).shape;
+    if (in_shape.dims[in_shape.rank - 1] != w.shape.dims[1 - out_dim]) {
+      return invalid(node_, "input " + graph_.describe_value(input) + " has rows of " +
+                                std::to_string(in_shape.dims[in_shape.rank - 1]) + " elements, filter " +
+                                graph_.describe_value(filter) + " takes " + std::to_string(w.shape.dims[1 - out_dim]));
+    }
+    if (w.shape.dims[1 - out_dim] > kMaxDynamicInputChannels) {
+      return unsupported(node_, "filter " + graph_.describe_value(filter) + " has more than " +
+                                    std::to_string(kMaxDynamicInputChannels) +
+                                    " input channels (int32 sums could overflow)");
+    }
+    return Status::ok();
+  }
+
   static std::string to_hex(uint32_t v) {
     static const char kDigits[] = "0123456789abcdef";
     std::string text;
@@ -191,10 +252,16 @@ Status check_conversion(const NodeChecker& check, const Node& node) {
   const Datatype from = check.value(node.inputs[0]).datatype;
   const Datatype to = check.value(node.outputs[0]).datatype;
   const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
-  const bool ok = (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
+  const bool dynamic = from == Datatype::fp32 && to == Datatype::qdint8;
+  const bool ok = dynamic || (from == Datatype::fp32 && contains(others, to)) ||
+                  (contains(others, from) && to == Datatype::fp32);
   if (!ok) {
     return unsupported(node, "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
-                                 " is not supported (the linked XNNPACK converts fp32 to and from fp16, qint8, quint8)");
+                                 " is not supported (fp32 to and from fp16, qint8, quint8; fp32 to qdint8)");
+  }
+  if (dynamic && check.value(node.outputs[0]).is_output) {
+    return unsupported(node, "output " + datatype_name(to) +
+                                 " value is an external output; dynamically quantized values stay inside the delegate");
   }
   ETNA_TRY(check.quantization_matches(node.inputs[0], "input"));
   return check.quantization_matches(node.outputs[0], "output");

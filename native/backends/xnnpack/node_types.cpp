@@ -1,5 +1,6 @@
 #include "backends/xnnpack/node_types.h"
 
+#include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/own_kernels.h"
 #include "backends/xnnpack/payload.h"
 #include "backends/xnnpack/shapes.h"
@@ -19,7 +20,7 @@ constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked rele
 constexpr NodeTypeInfo subgraph(NodeType type, const char* name, int8_t inputs, int8_t outputs, DatatypeRule datatypes,
                                 Read read, ShapeRule shape, const char* define_name, Define define) {
   return {type, name, Engine::kSubgraph, inputs, outputs, kAnyFlags, datatypes, nullptr, -1,
-          read,  shape, define, define_name, nullptr};
+          read,  shape, define, define_name, nullptr, nullptr};
 }
 
 // PReLU: input 1 is expanded to one slope per channel when defined.
@@ -32,20 +33,31 @@ constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
 constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_flags, DatatypeRule datatypes,
                               Read read, ShapeRule shape) {
   return {type, name, Engine::kPackedOperator, 3, 1, allowed_flags, datatypes, nullptr, -1,
-          read,  shape, nullptr, nullptr, nullptr};
+          read,  shape, nullptr, nullptr, nullptr, nullptr};
 }
 
 // A node etna runs itself (own_kernels.cpp).
 constexpr NodeTypeInfo own(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
                            DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
   return {type, name, Engine::kOwnKernel, inputs, 1, allowed_flags, datatypes, nullptr, -1,
-          read,  shape, nullptr, nullptr, run};
+          read,  shape, nullptr, nullptr, run, nullptr};
+}
+
+// A subgraph node that runs as etna's kernel `run` when `when` holds.
+constexpr NodeTypeInfo own_kernel_when(NodeTypeInfo info, bool (*when)(const Graph&, const Node&), Run run) {
+  info.own_when = when;
+  info.run = run;
+  return info;
+}
+
+bool converts_to_qdint8(const Graph& graph, const Node& node) {
+  return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
 }
 
 // A node every payload using it is rejected for, with the reason.
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
   return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
-          read,  nullptr, nullptr, nullptr, nullptr};
+          read,  nullptr, nullptr, nullptr, nullptr, nullptr};
 }
 
 using R = DatatypeRule;
@@ -131,9 +143,12 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              }),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
              [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
-             "xnn_define_convert",
-             [](const DefineCall& c) { return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    own_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
+                             "xnn_define_convert",
+                             [](const DefineCall& c) {
+                               return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags);
+                             }),
+                    converts_to_qdint8, quantize_per_token_kernel),
     subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
              global_pooling_shape, "xnn_define_global_average_pooling_2d",
              [](const DefineCall& c) {
@@ -223,6 +238,11 @@ static_assert(rows_in_code_order(), "row i describes wire code i + 1");
 const NodeTypeInfo& node_type_info(NodeType type) { return kNodeTypes[static_cast<size_t>(type) - 1]; }
 
 Engine engine_for(NodeType type) { return node_type_info(type).engine; }
+
+Engine engine_for(const Graph& graph, const Node& node) {
+  const NodeTypeInfo& info = node_type_info(node.type);
+  return info.own_when && info.own_when(graph, node) ? Engine::kOwnKernel : info.engine;
+}
 
 std::string node_type_name(uint8_t code) {
   if (code == 0 || code > kLastNodeType) return "code " + std::to_string(code);

@@ -82,11 +82,17 @@ struct NodeTypeInfo {
   const char* define_name;
   // kOwnKernel: runs the node.
   Status (*run)(const OwnKernelCall& call);
+  // A node of another engine runs as the own kernel `run` when this holds
+  // (Convert to qdint8, which the linked XNNPACK lacks); nullptr for never.
+  bool (*own_when)(const Graph& graph, const Node& node);
 };
 
 // The row of a valid NodeType.
 const NodeTypeInfo& node_type_info(NodeType type);
 
+// The engine of the type's row.
 Engine engine_for(NodeType type);
+// The engine this node runs on (its row's, unless the row's own_when holds).
+Engine engine_for(const Graph& graph, const Node& node);
 
 }  // namespace etna::xnn

@@ -32,7 +32,7 @@ void add_value(KeyWriter& key, const Value& value) {
   key.add(static_cast<int16_t>(value.datatype)).add(value.shape.rank);
   for (size_t d = 0; d < value.shape.rank; ++d) key.add(value.shape.dims[d]);
   key.add(static_cast<uint8_t>(value.quant.kind)).add(value.quant.scale).add(value.quant.zero_point);
-  key.add(value.quant.channel_dim).add(value.quant.channel_scales.size());
+  key.add(value.quant.channel_dim).add(value.quant.block_size).add(value.quant.channel_scales.size());
   for (float scale : value.quant.channel_scales) key.add(scale);
   key.add_text(value.constant_key);
 }
@@ -106,6 +106,13 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   const std::string where = node.describe();
 
   std::unique_ptr<PackedOperator> packed(new PackedOperator());
+  if (input.datatype == Datatype::qdint8) {
+    auto linear = DynamicLinear::create(graph, node);
+    if (!linear) return linear.error();
+    packed->dynamic_ = std::move(*linear);
+    packed->packed_bytes_ = packed->dynamic_->packed_bytes();
+    return packed;
+  }
   switch (node.type) {
     case NodeType::kFullyConnected:
       packed->kind_ = Kind::kFullyConnected;
@@ -309,6 +316,8 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 
 Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
                            pthreadpool_t threadpool) {
+  // etna's own kernel keeps no per-call state in the object: no turns needed.
+  if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
   const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
   if (arithmetic_ == Arithmetic::kQC8 && !as_convolution) {
     return make_error(ErrorCode::kInternal, node.describe() + ": per-channel int8 outside a convolution");

@@ -1,5 +1,6 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
-// convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
+// convolution nodes run as XNNPACK operators (fully-connected nodes over
+// dynamically quantized inputs as etna's DynamicLinear, shared the same way) (through xnn_compat.h) rather
 // than subgraph nodes: an operator packs its weights once when created and
 // takes the batch and spatial size at each setup. So one operator serves
 // every module, delegate instance, method and input shape of a program that
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "core/status.h"
@@ -60,6 +62,7 @@ class PackedOperator {
   size_t packed_bytes_ = 0;
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
+  std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
 };
 
 }  // namespace etna::xnn

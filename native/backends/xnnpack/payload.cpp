@@ -82,6 +82,78 @@ class ConstantResolver {
   const NamedDataLookup& named_data_;
 };
 
+// bf16 is the high half of an fp32.
+float bf16_to_float(uint16_t bits) {
+  const uint32_t wide = uint32_t{bits} << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+// Upstream rounds fp32 block scales to bf16 by scaling up by 1 + 2^-8 and
+// truncating; doing the same keeps results identical to it.
+uint16_t float_to_bf16_like_upstream(float value) {
+  const float adjusted = value * 1.00389105f;
+  uint32_t bits;
+  std::memcpy(&bits, &adjusted, sizeof bits);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// PerChannelGroupQuant: [out, in] weights, one bf16 scale per output channel
+// and block of group_size input channels, from scale_bf16, from a constant
+// buffer of bf16 (scale_buffer_idx, num_scales), or from fp32 `scale`.
+Status read_block_scales(const fbx::PerChannelGroupQuant& params, Value& value, const ConstantResolver& constants,
+                         const std::string& where) {
+  Quantization& quant = value.quant;
+  if (value.shape.rank != 2) {
+    return invalid(where + ": per-group quantization needs a 2-d [out, in] tensor, has shape " +
+                   value.shape.to_string());
+  }
+  if (params.channel_dim() != 0) {
+    return make_error(ErrorCode::kUnsupportedOperator,
+                      where + ": per-group quantization along dim " + std::to_string(params.channel_dim()) +
+                          "; only dim 0 (output channels) is supported");
+  }
+  const size_t out = value.shape.dims[0];
+  const size_t in = value.shape.dims[1];
+  if (params.group_size() <= 0 || in % static_cast<size_t>(params.group_size()) != 0) {
+    return invalid(where + ": group_size " + std::to_string(params.group_size()) + " does not divide the " +
+                   std::to_string(in) + " input channels");
+  }
+  quant.kind = Quantization::Kind::kBlockwise;
+  quant.channel_dim = 0;
+  quant.block_size = static_cast<size_t>(params.group_size());
+  const size_t expected = out * (in / quant.block_size);
+  std::vector<uint16_t> bf16;
+  if (params.scale_bf16()) {
+    bf16.assign(params.scale_bf16()->begin(), params.scale_bf16()->end());
+  } else if (params.scale_buffer_idx() != 0) {
+    auto bytes = constants.resolve(params.scale_buffer_idx(), where + " scale_buffer_idx", nullptr);
+    if (!bytes) return bytes.error();
+    if (params.num_scales() != expected || bytes->size / 2 < expected) {
+      return invalid(where + ": " + std::to_string(expected) + " blocks need as many bf16 scales, buffer has " +
+                     std::to_string(bytes->size / 2) + " (num_scales " + std::to_string(params.num_scales()) + ")");
+    }
+    bf16.resize(expected);
+    for (size_t i = 0; i < expected; ++i) bf16[i] = read_u16(bytes->data + 2 * i);
+  } else if (params.scale()) {
+    for (float scale : *params.scale()) bf16.push_back(float_to_bf16_like_upstream(scale));
+  }
+  if (bf16.size() != expected) {
+    return invalid(where + ": " + std::to_string(out) + " channels in blocks of " + std::to_string(quant.block_size) +
+                   " need " + std::to_string(expected) + " scales, found " + std::to_string(bf16.size()));
+  }
+  quant.channel_scales.resize(expected);
+  for (size_t i = 0; i < expected; ++i) {
+    const float scale = bf16_to_float(bf16[i]);
+    if (!std::isfinite(scale) || scale <= 0) {
+      return invalid(where + ": block scale " + std::to_string(scale) + " is not a positive number");
+    }
+    quant.channel_scales[i] = scale;
+  }
+  return Status::ok();
+}
+
 Status read_quantization(const fbx::QuantizedTensorValue& quantized, Value& value, const ConstantResolver& constants,
                          const std::string& where) {
   Quantization& quant = value.quant;
@@ -133,14 +205,24 @@ Status read_quantization(const fbx::QuantizedTensorValue& quantized, Value& valu
       }
       return Status::ok();
     }
-    case fbx::QuantParams::PerTokenDynamicQuant:
-      quant.kind = Quantization::Kind::kUnsupported;
-      quant.unsupported_name = "PerTokenDynamicQuant";
+    case fbx::QuantParams::PerTokenDynamicQuant: {
+      const auto* params = quantized.quant_params_as_PerTokenDynamicQuant();
+      if (!params) return invalid(where + ": PerTokenDynamicQuant table missing");
+      // Upstream quantizes per token only: one row is the last dim.
+      if (params->num_nonbatch_dims() != 1) {
+        return make_error(ErrorCode::kUnsupportedOperator,
+                          where + ": num_nonbatch_dims " + std::to_string(params->num_nonbatch_dims()) +
+                              "; only per-token quantization (1) is supported");
+      }
+      if (value.shape.rank == 0) return invalid(where + ": a per-token quantized value needs at least one dim");
+      quant.kind = Quantization::Kind::kPerToken;
       return Status::ok();
-    case fbx::QuantParams::PerChannelGroupQuant:
-      quant.kind = Quantization::Kind::kUnsupported;
-      quant.unsupported_name = "PerChannelGroupQuant";
-      return Status::ok();
+    }
+    case fbx::QuantParams::PerChannelGroupQuant: {
+      const auto* params = quantized.quant_params_as_PerChannelGroupQuant();
+      if (!params) return invalid(where + ": PerChannelGroupQuant table missing");
+      return read_block_scales(*params, value, constants, where);
+    }
     default:
       return invalid(where + ": unknown quantization type code " +
                      std::to_string(static_cast<int>(quantized.quant_params_type())));
@@ -201,7 +283,8 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     }
   }
   const size_t element_size = datatype_size(value.datatype);
-  if (element_size && elements * element_size > kMaxTensorBytes) {
+  const uint64_t stored_bytes = constant_bytes(value.datatype, value.shape);
+  if (stored_bytes > kMaxTensorBytes) {
     return invalid(named + " has shape " + value.shape.to_string() + ", too large");
   }
 
@@ -221,7 +304,7 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     std::string key;
     auto bytes = constants.resolve(tensor->constant_buffer_idx(), named, &key);
     if (!bytes) return bytes.error();
-    const uint64_t needed = elements * element_size;
+    const uint64_t needed = stored_bytes;
     if (bytes->size < needed) {
       return invalid(named + " needs " + std::to_string(needed) + " constant bytes for " +
                      datatype_name(value.datatype) + value.shape.to_string() + ", its buffer has " +
@@ -229,7 +312,8 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
     }
     value.is_constant = true;
     // Only the bytes the tensor covers take part in its identity.
-    value.constant = element_size ? ByteSpan{bytes->data, static_cast<size_t>(needed)} : *bytes;
+    const bool sized = element_size || is_four_bit(value.datatype);
+    value.constant = sized ? ByteSpan{bytes->data, static_cast<size_t>(needed)} : *bytes;
     value.constant_key = key.empty() ? "sha256:" + sha256_hex(value.constant.data, value.constant.size) : "name:" + key;
   }
   return Status::ok();

@@ -1,0 +1,367 @@
+#include "backends/xnnpack/dynamic_linear.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ETNA_DYNQUANT_X86 1
+#endif
+
+namespace etna::xnn {
+namespace {
+
+constexpr size_t kChunk = 64;     // input channels are padded to a multiple of this
+constexpr size_t kSimdBlock = 32; // AVX2 runs blocks of a multiple of this many input channels
+constexpr size_t kColumns = 8;    // output channels packed and computed together
+constexpr size_t kQuad = 4;       // input channels of one channel side by side
+constexpr int kFourBitZero = 8;   // 4-bit codes store value + 8, as the exporter writes them
+
+size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// What the dot-product paths read: the packed weights and their geometry.
+//
+// Channels come in groups of 8. Within a group, each quad t of input channels
+// (4t..4t+3) is 32 bytes: channel j's four codes at bytes 4j..4j+3, so one
+// register times a broadcast of 4 activations gives all 8 channels. 8-bit
+// codes are int8 weights; 4-bit codes are weight + 8, quads 2u and 2u + 1
+// sharing 32 bytes (low and high nibbles).
+struct PackedView {
+  const uint8_t* codes;
+  const float* scales;  // [group][block][8]
+  size_t group_bytes;   // bytes per group of 8 channels
+  size_t padded_out;
+  size_t blocks;
+  size_t block_length;
+  bool four_bit;
+};
+
+struct CodePlace {
+  size_t byte;
+  bool high_nibble;
+};
+
+// Where the code of (channel n, input k) lives: the one definition of the layout.
+CodePlace code_place(size_t group_bytes, bool four_bit, size_t n, size_t k) {
+  const size_t quad = k / kQuad;
+  const size_t quad_block = four_bit ? quad / 2 : quad;
+  return {n / kColumns * group_bytes + quad_block * 32 + n % kColumns * kQuad + k % kQuad, four_bit && quad % 2 == 1};
+}
+
+// The signed weight at (channel n, input k).
+int weight_at(const PackedView& w, size_t n, size_t k) {
+  const CodePlace place = code_place(w.group_bytes, w.four_bit, n, k);
+  const uint8_t byte = w.codes[place.byte];
+  if (!w.four_bit) return static_cast<int8_t>(byte);
+  return (place.high_nibble ? byte >> 4 : byte & 0xF) - kFourBitZero;
+}
+
+// sums[r * padded_out + n] = sum over blocks b of (float)D(r, n, b) * scale(n, b),
+// accumulated in block order with fused multiply-adds, where D is the exact
+// int32 dot product of activation row r and channel n over block b.
+void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+  for (size_t r = 0; r < row_count; ++r) {
+    const uint8_t* a = rows[r];
+    for (size_t n = 0; n < w.padded_out; ++n) {
+      float acc = 0.0f;
+      for (size_t b = 0; b < w.blocks; ++b) {
+        int32_t dot = 0;
+        const size_t begin = b * w.block_length;
+        for (size_t k = begin; k < begin + w.block_length; ++k) dot += int32_t{a[k]} * weight_at(w, n, k);
+        const float scale = w.scales[(n / kColumns * w.blocks + b) * kColumns + n % kColumns];
+        acc = std::fma(static_cast<float>(dot), scale, acc);
+      }
+      sums[r * w.padded_out + n] = acc;
+    }
+  }
+}
+
+#ifdef ETNA_DYNQUANT_X86
+
+// Four activations of row `a` from input channel k, in every 32-bit lane.
+__attribute__((target("avx2,fma"))) inline __m256i broadcast_quad(const uint8_t* a, size_t k) {
+  int32_t quad;
+  std::memcpy(&quad, a + k, sizeof quad);
+  return _mm256_set1_epi32(quad);
+}
+
+// The int32 dot products of kRows rows with the 8 channels of a group over
+// one block, lane j for channel j.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_t* codes, const uint8_t* const* rows,
+                                                                     size_t first_quad, size_t quads, __m256i* dots) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
+  for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_setzero_si256();
+  // Eight quads of int16 products at most (8 * 2 * 255 * 8 < 32768), then widen.
+  for (size_t run = first_quad; run < first_quad + quads; run += 8) {
+    __m256i products[kRows];
+    for (size_t r = 0; r < kRows; ++r) products[r] = _mm256_setzero_si256();
+    for (size_t quad = run; quad < run + 8; quad += 2) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad / 2 * 32));
+      const __m256i even = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
+      const __m256i odd = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+      for (size_t r = 0; r < kRows; ++r) {
+        products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], quad * kQuad), even));
+        products[r] =
+            _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], (quad + 1) * kQuad), odd));
+      }
+    }
+    for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_add_epi32(dots[r], _mm256_madd_epi16(products[r], ones));
+  }
+}
+
+// 8-bit weights would saturate maddubs, so both sides are widened to int16.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows,
+                                                                      size_t first_quad, size_t quads, __m256i* dots) {
+  __m256i low[kRows], high[kRows];  // channels 0..3 and 4..7, two lanes each
+  for (size_t r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_si256();
+  for (size_t quad = first_quad; quad < first_quad + quads; ++quad) {
+    const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad * 32));
+    const __m256i w_low = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights));
+    const __m256i w_high = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1));
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m256i a = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(broadcast_quad(rows[r], quad * kQuad)));
+      low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(a, w_low));
+      high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(a, w_high));
+    }
+  }
+  // hadd pairs lanes within 128-bit halves: [c0 c1 c4 c5 | c2 c3 c6 c7], then reorder.
+  for (size_t r = 0; r < kRows; ++r) {
+    dots[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(low[r], high[r]), 0xD8);
+  }
+}
+
+template <bool kFourBit, size_t kRows>
+__attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows,
+                                                             float* sums) {
+  const size_t quads_per_block = w.block_length / kQuad;
+  for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
+    const uint8_t* codes = w.codes + group * w.group_bytes;
+    __m256 acc[kRows];
+    for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+    for (size_t b = 0; b < w.blocks; ++b) {
+      __m256i dots[kRows];
+      if (kFourBit) {
+        block_dots_four_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
+      } else {
+        block_dots_eight_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
+      }
+      const __m256 scales = _mm256_loadu_ps(w.scales + (group * w.blocks + b) * kColumns);
+      for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, acc[r]);
+    }
+    for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(sums + r * w.padded_out + group * kColumns, acc[r]);
+  }
+}
+
+template <bool kFourBit>
+void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+  size_t r = 0;
+  for (; r + 4 <= row_count; r += 4) dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, sums + r * w.padded_out);
+  for (; r < row_count; ++r) dot_rows_avx2_tile<kFourBit, 1>(w, rows + r, sums + r * w.padded_out);
+}
+
+void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+  if (w.four_bit) {
+    dot_rows_avx2_typed<true>(w, rows, row_count, sums);
+  } else {
+    dot_rows_avx2_typed<false>(w, rows, row_count, sums);
+  }
+}
+
+#endif  // ETNA_DYNQUANT_X86
+
+// -1: no forced path.
+std::atomic<int> forced_path{-1};
+
+DotPath best_available_path() {
+#ifdef ETNA_DYNQUANT_X86
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) return DotPath::kAvx2;
+#endif
+  return DotPath::kScalar;
+}
+
+// Per-row parameters of XNNPACK's qd8 conversion: the range [min(0, lo),
+// max(0, hi)] mapped onto [-128, 127], the zero point nudged to an integer.
+// fmin/fmax keep NaN and infinity from reaching an integer conversion.
+DynamicRowParams choose_row_params(const float* x, size_t count, float& multiplier) {
+  float lo = 0.0f, hi = 0.0f;
+  for (size_t i = 0; i < count; ++i) {
+    lo = std::fmin(lo, x[i]);
+    hi = std::fmax(hi, x[i]);
+  }
+  const float qmin = -128.0f, qmax = 127.0f;
+  const float inverse = lo == hi ? 1.0f : (qmax - qmin) / (hi - lo);
+  const float scaled_lo = lo * inverse, scaled_hi = hi * inverse;
+  float zero = (qmin + scaled_lo) + (qmax + scaled_hi) > 0 ? qmin - scaled_lo : qmax - scaled_hi;
+  zero = std::fmin(std::fmax(zero, qmin), qmax);
+  DynamicRowParams params;
+  params.scale = 1.0f / inverse;
+  params.zero_point = static_cast<int32_t>(std::nearbyint(zero));
+  // XNNPACK converts with the reciprocal of the stored scale, not `inverse`.
+  multiplier = 1.0f / params.scale;
+  return params;
+}
+
+}  // namespace
+
+DotPath active_dot_path() {
+  const int forced = forced_path.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<DotPath>(forced) : best_available_path();
+}
+
+const char* dot_path_name(DotPath path) { return path == DotPath::kAvx2 ? "avx2" : "scalar"; }
+
+bool dot_path_available(DotPath path) {
+  return path == DotPath::kScalar || best_available_path() == DotPath::kAvx2;
+}
+
+void force_dot_path(DotPath path) { forced_path.store(static_cast<int>(path), std::memory_order_relaxed); }
+void clear_forced_dot_path() { forced_path.store(-1, std::memory_order_relaxed); }
+
+Status quantize_per_token_kernel(const OwnKernelCall& call) {
+  const Shape& shape = call.shapes[call.node.outputs[0]];
+  const size_t row_length = shape.rank ? shape.dims[shape.rank - 1] : 1;
+  const size_t rows = row_count(shape);
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  uint8_t* output = static_cast<uint8_t*>(call.data[call.node.outputs[0]]);
+  auto* params = reinterpret_cast<DynamicRowParams*>(output + dynamic_params_offset(shape));
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = input + r * row_length;
+    uint8_t* q = output + r * row_length;
+    float multiplier = 1.0f;
+    DynamicRowParams row = choose_row_params(x, row_length, multiplier);
+    const float low = static_cast<float>(-128 - row.zero_point), high = static_cast<float>(127 - row.zero_point);
+    for (size_t i = 0; i < row_length; ++i) {
+      const float v = std::fmin(std::fmax(x[i] * multiplier, low), high);
+      // Stored unsigned: the int8 code plus 128 (see DynamicRowParams).
+      q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + row.zero_point + 128);
+    }
+    row.zero_point += 128;
+    std::memcpy(params + r, &row, sizeof row);
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph, const Node& node) {
+  const Value& filter = graph.values[node.inputs[1]];
+  const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
+  const bool transposed = node.flags & 0x1;
+  std::unique_ptr<DynamicLinear> linear(new DynamicLinear());
+  DynamicLinear& l = *linear;
+  l.out_channels_ = filter.shape.dims[transposed ? 1 : 0];
+  l.in_channels_ = filter.shape.dims[transposed ? 0 : 1];
+  l.padded_in_ = std::max(kChunk, round_up(l.in_channels_, kChunk));
+  l.padded_out_ = std::max(kColumns, round_up(l.out_channels_, kColumns));
+  l.four_bit_ = is_four_bit(filter.datatype);
+  const bool blockwise = filter.quant.kind == Quantization::Kind::kBlockwise;
+  l.block_length_ = blockwise ? filter.quant.block_size : l.padded_in_;
+  l.blocks_ = blockwise ? l.in_channels_ / l.block_length_ : 1;
+  l.output_min_ = node.output_min;
+  l.output_max_ = node.output_max;
+  const size_t n_count = l.out_channels_, k_count = l.in_channels_;
+  if (filter.constant.size < constant_bytes(filter.datatype, filter.shape)) {
+    return make_error(ErrorCode::kInternal, node.describe() + ": filter bytes missing at packing");
+  }
+
+  // Unpacked signed weights [N, K] first, then the packed layout.
+  const uint8_t* source = filter.constant.data;
+  const size_t source_row = l.four_bit_ ? (k_count + 1) / 2 : k_count;
+  auto source_weight = [&](size_t n, size_t k) -> int {
+    if (l.four_bit_) {
+      const uint8_t byte = source[n * source_row + k / 2];
+      return ((k % 2) ? byte >> 4 : byte & 0xF) - kFourBitZero;
+    }
+    return static_cast<int8_t>(transposed ? source[k * n_count + n] : source[n * source_row + k]);
+  };
+  const size_t group_bytes = (l.four_bit_ ? l.padded_in_ / 2 : l.padded_in_) * kColumns;
+  l.codes_.assign(l.padded_out_ / kColumns * group_bytes, l.four_bit_ ? 0x88 : 0);
+  l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
+  l.correction_.assign(l.padded_out_, 0.0f);
+  l.bias_.assign(l.padded_out_, 0.0f);
+  for (size_t n = 0; n < n_count; ++n) {
+    float correction = 0.0f;
+    for (size_t b = 0; b < l.blocks_; ++b) {
+      int32_t weight_sum = 0;
+      const size_t end = std::min(k_count, (b + 1) * l.block_length_);
+      for (size_t k = b * l.block_length_; k < end; ++k) {
+        const int w = source_weight(n, k);
+        weight_sum += w;
+        const CodePlace place = code_place(group_bytes, l.four_bit_, n, k);
+        uint8_t& byte = l.codes_[place.byte];
+        if (l.four_bit_) {
+          const uint8_t code = static_cast<uint8_t>(w + kFourBitZero);
+          byte = place.high_nibble ? static_cast<uint8_t>((byte & 0x0F) | (code << 4))
+                                   : static_cast<uint8_t>((byte & 0xF0) | code);
+        } else {
+          byte = static_cast<uint8_t>(static_cast<int8_t>(w));
+        }
+      }
+      const float scale = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
+      l.scales_[(n / kColumns * l.blocks_ + b) * kColumns + n % kColumns] = scale;
+      correction = std::fma(static_cast<float>(weight_sum), scale, correction);
+    }
+    l.correction_[n] = correction;
+  }
+  if (bias && bias->constant.size) std::memcpy(l.bias_.data(), bias->constant.data, n_count * sizeof(float));
+  return linear;
+}
+
+size_t DynamicLinear::packed_bytes() const {
+  return codes_.size() + (scales_.size() + correction_.size() + bias_.size()) * sizeof(float);
+}
+
+Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output) const {
+  const size_t row_length = input_shape.rank ? input_shape.dims[input_shape.rank - 1] : 1;
+  if (row_length != in_channels_) {
+    return make_error(ErrorCode::kInvalidInput, node.describe() + ": input rows have " + std::to_string(row_length) +
+                                                    " elements, the filter takes " + std::to_string(in_channels_));
+  }
+  const size_t rows = row_count(input_shape);
+  const uint8_t* data = static_cast<const uint8_t*>(input);
+  const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
+  const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
+  const PackedView view{codes_.data(), scales_.data(), group_bytes, padded_out_, blocks_, block_length_, four_bit_};
+  DotPath path = active_dot_path();
+  if (block_length_ % kSimdBlock != 0) path = DotPath::kScalar;  // blocks that split the AVX2 loads
+
+  // Rows are read whole chunks at a time: the bytes past a row are the next
+  // row's or the buffer's read padding, and meet zero weights.
+  constexpr size_t kTileRows = 16;
+  std::vector<float> sums(kTileRows * padded_out_);
+  float* tile_sums = sums.data();
+  const uint8_t* tile_rows[kTileRows];
+  for (size_t first = 0; first < rows; first += kTileRows) {
+    const size_t count = std::min(kTileRows, rows - first);
+    for (size_t r = 0; r < count; ++r) tile_rows[r] = data + (first + r) * row_length;
+#ifdef ETNA_DYNQUANT_X86
+    if (path == DotPath::kAvx2) {
+      dot_rows_avx2(view, tile_rows, count, tile_sums);
+    } else {
+      dot_rows_scalar(view, tile_rows, count, tile_sums);
+    }
+#else
+    dot_rows_scalar(view, tile_rows, count, tile_sums);
+#endif
+    // y = act_scale * (sum - act_zero * sum of scaled weights) + bias, clamped.
+    for (size_t r = 0; r < count; ++r) {
+      DynamicRowParams p;
+      std::memcpy(&p, params + first + r, sizeof p);
+      const float zero = static_cast<float>(p.zero_point);
+      float* out = output + (first + r) * out_channels_;
+      const float* s = tile_sums + r * padded_out_;
+      for (size_t n = 0; n < out_channels_; ++n) {
+        const float y = p.scale * (s[n] - zero * correction_[n]) + bias_[n];
+        out[n] = std::fmin(std::fmax(y, output_min_), output_max_);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace etna::xnn

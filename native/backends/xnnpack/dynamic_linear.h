@@ -1,0 +1,70 @@
+// Dynamically quantized fully connected layers (what ExecuTorch's 8da4w and
+// 8da8w linear layers export): fp32 activations quantized per row at run time
+// to 8 bits (Convert fp32 -> qdint8), times constant weights quantized per
+// output channel to 8 bits (qcint8) or 4 bits (qcint4), or per channel and
+// block of input channels to 4 bits (qbint4), into fp32 outputs. The linked
+// XNNPACK has none of this, so these are etna's kernels.
+//
+// Weights are repacked once, when the program's packed operator is created,
+// and shared like XNNPACK's packed weights (packed_operator.h). Integer dot
+// products run on the best instruction set the CPU offers (AVX2 or portable
+// code); every path computes the same int32 block sums and combines them in
+// the same order, so all paths give bit-identical outputs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/node_types.h"
+#include "core/status.h"
+
+namespace etna::xnn {
+
+enum class DotPath : uint8_t { kScalar, kAvx2 };
+
+// The path the CPU supports best, unless a test forced another.
+DotPath active_dot_path();
+const char* dot_path_name(DotPath path);
+bool dot_path_available(DotPath path);
+// Tests and benchmarks only: run every later call on `path` (must be available).
+void force_dot_path(DotPath path);
+void clear_forced_dot_path();
+
+// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row,
+// chosen as XNNPACK's qd8 conversion chooses them.
+Status quantize_per_token_kernel(const OwnKernelCall& call);
+
+class DynamicLinear {
+ public:
+  // Repacks the node's constant filter (and copies its bias); the constants'
+  // spans must be valid now and are not referenced afterwards.
+  static Result<std::unique_ptr<DynamicLinear>> create(const Graph& graph, const Node& node);
+
+  // `input` is a qdint8 buffer of `input_shape` (data then row parameters).
+  Status run(const Node& node, const Shape& input_shape, const void* input, float* output) const;
+
+  size_t packed_bytes() const;
+
+ private:
+  DynamicLinear() = default;
+
+  size_t out_channels_ = 0;   // N
+  size_t in_channels_ = 0;    // K
+  size_t padded_in_ = 0;      // K rounded up to 64
+  size_t padded_out_ = 0;     // N rounded up to 8
+  size_t block_length_ = 0;   // input channels per scale (padded_in_ for per-channel)
+  size_t blocks_ = 0;         // scales per output channel
+  bool four_bit_ = false;
+  float output_min_ = 0, output_max_ = 0;
+  // Rows of padded_in_ codes: int8 values, or 4-bit (value + 8) with byte i
+  // of each 64-element chunk holding element i (low nibble) and i + 32 (high).
+  std::vector<uint8_t> codes_;
+  std::vector<float> scales_;      // [padded_out_ / 8][blocks_][8]
+  std::vector<float> correction_;  // per channel: sum over blocks of scale * sum of weights
+  std::vector<float> bias_;        // per channel (zeros without bias)
+};
+
+}  // namespace etna::xnn
