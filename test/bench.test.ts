@@ -2,7 +2,8 @@
 // report of the documented shape, and an SVG with one bar group per configuration.
 import { describe, expect, it } from 'vitest';
 
-import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
+import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, programResults, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
+import { formatSessionsTable, parseSessionCounts, sessionDecodeSteps, sessionsResults, type SessionsResult } from '../lib/tools/bench-sessions.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
 function checkXml(text: string): void {
@@ -83,6 +84,54 @@ describe('etna bench', () => {
     const groups = [...formatSvg(silero).matchAll(/data-config="([^"]+)"/g)].map((m) => m[1]);
     expect(groups).toEqual(['etna-shared', 'etna-unshared', 'onnxruntime', 'onnxruntime-folded']);
   }, 120_000);
+
+  it('the sessions entry: a row per runtime and stream count, with the fields of the other rows', async () => {
+    const report = await runBenchmarks({ files: [], examples: [], quick: true, threads: 1, sessions: [1, 3], progress: false });
+    const json = JSON.parse(formatJson(report)) as BenchReport;
+    expect(programResults(json)).toEqual([]);
+    const rows = json.results as SessionsResult[];
+    expect(rows.map((r) => [r.config, r.sessions])).toEqual([
+      ['etna-sessions', 1],
+      ['etna-sessions', 3],
+      ['onnxruntime-sessions', 1],
+      ['onnxruntime-sessions', 3],
+    ]);
+    for (const r of rows) {
+      expect(r.program).toBe('kv-decoder-large');
+      expect(r.decodeSteps).toBe(sessionDecodeSteps(true));
+      // Every stream's logits match the reference: no session sees another's state.
+      expect(r.outputsMatch, `${r.config} x${r.sessions} max error ${r.maxError}`).toBe(true);
+      expect(r.stateful).toBe(true);
+      expect(r.steadyRssBytes).toBeGreaterThan(r.baselineRssBytes);
+      expect(r.peakRssBytes).toBeGreaterThanOrEqual(r.steadyRssBytes);
+      expect(r.loadMs).toBeGreaterThan(0);
+      expect(r.latency).toEqual({});
+      expect(Object.keys(r.sessionLatency).sort()).toEqual(['decode', 'prefill', 'reset']);
+      for (const figures of Object.values(r.sessionLatency)) expect(figures.p95Ms).toBeGreaterThanOrEqual(figures.p50Ms);
+      if (r.config === 'etna-sessions') {
+        expect(r.plannedBytes).toBeGreaterThan(0);
+        expect(r.packedWeightBytes).toBeGreaterThan(0);
+      } else {
+        expect(r.plannedBytes).toBeNull();
+        expect(r.packedWeightBytes).toBeNull();
+      }
+    }
+    // Each etna module plans its own arenas: three modules plan three times one.
+    expect(rows[1]!.plannedBytes).toBe(3 * rows[0]!.plannedBytes!);
+    const text = formatSessionsTable(sessionsResults(json));
+    expect(text.split('\n')[0]).toMatch(/^program\s+config\s+sessions\s+RSS MiB.*decode p50 ms\s+outputs match$/);
+    expect(text.split('\n').filter((line) => line.startsWith('kv-decoder-large'))).toHaveLength(4);
+    expect(formatMarkdown(json)).not.toContain('sessions');
+  }, 240_000);
+
+  it('--sessions takes stream counts, or 0 to leave the entry out', () => {
+    expect(parseSessionCounts(undefined)).toBeUndefined();
+    expect(parseSessionCounts('0')).toEqual([]);
+    expect(parseSessionCounts('1, 16,64')).toEqual([1, 16, 64]);
+    for (const bad of ['', '16,', 'two', '0,4', '-1', '257', '1.5']) {
+      expect(() => parseSessionCounts(bad), bad).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
+    }
+  });
 
   it('percentiles pick the nearest rank', () => {
     const sorted = Array.from({ length: 20 }, (_, i) => i + 1);

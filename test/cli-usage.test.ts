@@ -102,6 +102,7 @@ describeWithTestdata('etna failures are one clean line', () => {
   it('bench with a bad argument fails before starting any child', () => {
     expectOneLineFailure(runCli(['bench', '--threads', 'two']), 'bench', 'INVALID_INPUT', /--threads takes an integer >= 1, got 'two'/);
     expectOneLineFailure(runCli(['bench', '--iterations', '0']), 'bench', 'INVALID_INPUT', /--iterations/);
+    expectOneLineFailure(runCli(['bench', '--sessions', '0,16']), 'bench', 'INVALID_INPUT', /--sessions takes counts from 1 to 256 separated by commas, or 0, got '0,16'/);
     expectOneLineFailure(runCli(['bench', testdataPath('djl_corrupt.pte')]), 'bench', 'INVALID_PROGRAM', /not an ExecuTorch program/);
   });
 

@@ -8,8 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { prepareArtifacts, runInChild, withTemporaryDirectory, type BenchConfig } from '../lib/tools/bench.js';
 import { formatDemoTable } from '../lib/cli/demo.js';
 import { exportExampleUsage, runExportExample } from '../lib/cli/export-example.js';
-import { EXAMPLE_NAMES, EXAMPLES } from '../lib/tools/examples/index.js';
-import { Program } from '../lib/index.js';
+import { ALL_EXAMPLE_NAMES, exampleInfo, exampleReference, KV_DECODER_LARGE_CONFIG } from '../lib/tools/examples/index.js';
+import { Module, Program, Tensor } from '../lib/index.js';
+import { runCli } from './helpers/cli.js';
 
 describe('etna demo', () => {
   it('generates greedily: shared memory follows the reference in less memory, unshared loses the cache as documented', async () => {
@@ -40,12 +41,14 @@ describe('etna demo', () => {
 });
 
 describe('etna export-example', () => {
-  it('help lists every example with its method signatures', () => {
+  it('help lists every example, the large decoder too, with its method signatures', () => {
     const usage = exportExampleUsage();
-    for (const name of EXAMPLE_NAMES) {
-      expect(usage).toContain(name);
-      for (const signature of EXAMPLES[name].methods) expect(usage).toContain(signature);
+    expect(ALL_EXAMPLE_NAMES).toContain('kv-decoder-large');
+    for (const name of ALL_EXAMPLE_NAMES) {
+      expect(usage).toContain(`  ${name}: `);
+      for (const signature of exampleInfo(name).methods) expect(usage).toContain(signature);
     }
+    expect(usage).toMatch(/--xnnpack\s+lower/);
   });
 
   it('writes a program that loads with the example methods, and refuses unknown names', () => {
@@ -59,4 +62,54 @@ describe('etna export-example', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('--xnnpack writes the lowered program; without it every method runs portable kernels', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etna-export-example-'));
+    try {
+      const portable = join(dir, 'kv.pte');
+      const lowered = join(dir, 'kv-xnnpack.pte');
+      expect(runCli(['export-example', 'kv-decoder', portable]).status).toBe(0);
+      const result = runCli(['export-example', '--xnnpack', 'kv-decoder', lowered]);
+      expect(result.status, result.stderr).toBe(0);
+      expect(result.stdout).toMatch(/lowered to XNNPACK/);
+      const delegatesOf = (file: string) => Program.load(file).describe().methods.flatMap((method) => method.delegates);
+      expect(delegatesOf(portable)).toEqual([]);
+      expect(delegatesOf(lowered)).toContain('XnnpackBackend');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('kv-decoder-large lowered to XNNPACK loads and prefills as its reference does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etna-export-example-'));
+    try {
+      const out = join(dir, 'kv-large.pte');
+      expect(runExportExample('kv-decoder-large', out, { xnnpack: true })).toBe(0);
+      const module = await Module.load(out, { shareMemoryArenas: true });
+      try {
+        expect([...module.methodNames].sort()).toEqual(['decode', 'prefill', 'reset']);
+        const reference = exampleReference('kv-decoder-large');
+        const [reset, prefill] = reference.session();
+        for (const call of [reset!, prefill!]) {
+          const want = reference.execute(call.method, call.inputs);
+          const got = await module.execute(call.method, call.inputs);
+          expect(got.length).toBe(want.length);
+          for (const [k, expected] of want.entries()) {
+            const actual = got[k] as Tensor;
+            expect(actual.shape).toEqual([...expected.shape]);
+            const values = actual.data as Float32Array;
+            const wanted = expected.data as Float32Array;
+            let worst = 0;
+            for (let i = 0; i < wanted.length; i++) worst = Math.max(worst, Math.abs(values[i]! - wanted[i]!) / Math.max(1, Math.abs(wanted[i]!)));
+            expect(worst).toBeLessThan(1e-4);
+          }
+        }
+        expect(reference.execute(prefill!.method, prefill!.inputs)[0]!.shape).toEqual([1, KV_DECODER_LARGE_CONFIG.prefillLength, KV_DECODER_LARGE_CONFIG.vocab]);
+      } finally {
+        await module.dispose();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -1,14 +1,14 @@
-// `etna export-example NAME OUT.pte`: writes a built-in example program.
+// `etna export-example NAME OUT.pte [--xnnpack]`: writes a built-in example program.
 import { writeFileSync } from 'node:fs';
 
-import { EXAMPLE_NAMES, EXAMPLES, exportExample, isExampleName } from '../tools/examples/index.js';
+import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName } from '../tools/examples/index.js';
 import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from './format.js';
 
 function examplesList(): string {
   const lines = ['examples:'];
-  for (const name of EXAMPLE_NAMES) {
-    const info = EXAMPLES[name];
+  for (const name of ALL_EXAMPLE_NAMES) {
+    const info = exampleInfo(name);
     lines.push(`  ${name}: ${info.summary}`);
     for (const signature of info.methods) lines.push(`      ${signature}`);
   }
@@ -21,21 +21,27 @@ export const EXPORT_EXAMPLE: Command = {
     synopsis: 'NAME OUT.pte',
     positionals: { min: 2, max: 2 },
     brief: 'write a built-in example program',
-    summary: 'Writes the built-in example NAME as a program with portable kernels.',
-    options: [],
+    summary: 'Writes the built-in example NAME as a program with portable kernels, or lowered to XNNPACK.',
+    options: [{ name: 'xnnpack', help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)' }],
     notes: examplesList(),
   },
-  run: (args) => runExportExample(args.positionals[0]!, args.positionals[1]!),
+  run: (args) => runExportExample(args.positionals[0]!, args.positionals[1]!, { xnnpack: args.flag('xnnpack') }),
 };
 
 export function exportExampleUsage(): string {
   return usage(EXPORT_EXAMPLE.spec);
 }
 
-export function runExportExample(name: string, out: string): number {
-  if (!isExampleName(name)) return reportUsageError(EXPORT_EXAMPLE.spec, `unknown example '${name}'`);
-  const bytes = exportExample(name);
+export interface ExportExampleOptions {
+  /** Write the program lowered to XNNPACK. */
+  readonly xnnpack?: boolean;
+}
+
+export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
+  if (!isAnyExampleName(name)) return reportUsageError(EXPORT_EXAMPLE.spec, `unknown example '${name}'`);
+  const xnnpack = options.xnnpack === true;
+  const bytes = exportExample(name, { xnnpack });
   writeFileSync(out, bytes);
-  console.log(`wrote ${out} (${name}, ${formatBytes(bytes.byteLength)})`);
+  console.log(`wrote ${out} (${name}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
   return 0;
 }

@@ -23,6 +23,7 @@ import {
   SeededRandom,
   type ExampleCall,
   type ExampleReference,
+  type LargeExampleName,
   type ReferenceTensor,
 } from './examples/index.js';
 import { ProgramBuilder } from '../export/index.js';
@@ -32,6 +33,7 @@ import { Module, Program, type InputValue, type Tensor, type Value } from '../in
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
 import { isOnnxGraphName, ONNX_GRAPH_NAMES, onnxGraphProgram, printOnnxGraphComparisons } from './bench-onnx-graphs.js';
+import type { SessionsResult } from './bench-sessions.js';
 import type { Command } from '../cli/command.js';
 import { formatBytes, table } from '../cli/format.js';
 
@@ -118,18 +120,19 @@ export interface BenchResult {
 }
 
 export interface BenchReport {
-  results: BenchResult[];
+  /** A row per program and configuration, then the sessions entry's rows (bench-sessions.ts). */
+  results: (BenchResult | SessionsResult)[];
   threads: number;
   node: string;
   cpu: string;
 }
 
 /** Largest |a - b| tolerated per unit of scale, as in the examples' own tests. */
-const MATCH_TOLERANCE = 1e-4;
+export const MATCH_TOLERANCE = 1e-4;
 
 // ------------------------------------------------------------------ child side
 
-function procStatusBytes(field: 'VmHWM' | 'VmRSS'): number {
+export function procStatusBytes(field: 'VmHWM' | 'VmRSS'): number {
   const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'));
   return match === null ? process.memoryUsage().rss : Number(match[1]) * 1024;
 }
@@ -140,12 +143,12 @@ export function percentile(sorted: readonly number[], fraction: number): number 
   return sorted[rank]!;
 }
 
-function summarize(samples: readonly number[]): LatencyFigures {
+export function summarize(samples: readonly number[]): LatencyFigures {
   const sorted = [...samples].sort((a, b) => a - b);
   return { p50Ms: percentile(sorted, 0.5), p95Ms: percentile(sorted, 0.95) };
 }
 
-function scaledError(actual: ArrayLike<number | bigint>, expected: ArrayLike<number | bigint>): number {
+export function scaledError(actual: ArrayLike<number | bigint>, expected: ArrayLike<number | bigint>): number {
   if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
   let worst = 0;
   for (let i = 0; i < expected.length; i++) {
@@ -163,7 +166,7 @@ function argmax(values: ArrayLike<number>, from: number, count: number): number 
 }
 
 /** A runtime under test, seen through one interface. */
-interface Runner {
+export interface Runner {
   execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>;
   plannedBytes: number | null;
   packedWeightBytes: number | null;
@@ -178,7 +181,7 @@ function toReference(values: readonly Value[]): ReferenceTensor[] {
   });
 }
 
-async function etnaRunner(source: string | Uint8Array, config: BenchConfig, threads: number): Promise<Runner> {
+export async function etnaRunner(source: string | Uint8Array | Program, config: BenchConfig, threads: number): Promise<Runner> {
   const module = await Module.load(source, { shareMemoryArenas: config === 'etna-shared', numThreads: threads });
   // Arenas of an unshared module are allocated per method on first use, so figures are read after the calls.
   const stateful = module.methodNames.some((name) => (module.methodMeta(name).memoryPlan[2] ?? 0) > 0);
@@ -196,15 +199,15 @@ async function etnaRunner(source: string | Uint8Array, config: BenchConfig, thre
 }
 
 type OnnxExport = typeof import('./onnx-emitter/index.js');
-type OnnxTools = [Parameters<OnnxExport['OrtProgramRunner']['create']>[0], OnnxExport];
+export type OnnxTools = [Parameters<OnnxExport['OrtProgramRunner']['create']>[0], OnnxExport];
 
-async function loadOnnxTools(): Promise<OnnxTools> {
+export async function loadOnnxTools(): Promise<OnnxTools> {
   const [ort, tools] = await Promise.all([import('onnxruntime-node'), import('./onnx-emitter/index.js')]);
   // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
   return [(ort as unknown as { default?: OnnxTools[0] }).default ?? (ort as unknown as OnnxTools[0]), tools];
 }
 
-async function onnxRunner([ort, { OrtProgramRunner }]: OnnxTools, onnx: OnnxProgram, threads: number): Promise<Runner> {
+export async function onnxRunner([ort, { OrtProgramRunner }]: OnnxTools, onnx: OnnxProgram, threads: number): Promise<Runner> {
   const runner = await OrtProgramRunner.create(ort, onnx, { threads });
   return {
     execute: (method, inputs) => runner.execute(method, inputs),
@@ -256,7 +259,7 @@ function generationSession(steps: number): { calls: ExampleCall[]; next: (logits
  * kv-decoder's architecture at KV_DECODER_LARGE_CONFIG's size, where weights
  * and KV cache are those of a small real decoder.
  */
-export const LARGE_DECODER_NAME = 'kv-decoder-large';
+export const LARGE_DECODER_NAME: LargeExampleName = 'kv-decoder-large';
 
 /** A program the harness can build in memory: the examples, the larger decoder, an imported model. */
 interface BuiltInProgram {
@@ -329,7 +332,7 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
   return { pte, onnxManifest };
 }
 
-function readOnnxProgram(manifestPath: string): OnnxProgram {
+export function readOnnxProgram(manifestPath: string): OnnxProgram {
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as OnnxManifest;
   return {
     methods: manifest.methods.map(({ file, ...model }) => ({ ...model, bytes: new Uint8Array(readFileSync(file)) })),
@@ -470,10 +473,19 @@ interface ChildFailure {
   error: { code: EtnaErrorCode; message: string };
 }
 
-/** Runs one configuration in a fresh node process (TypeScript sources run through tsx). */
+/** Runs one configuration in a fresh node process. */
 export function runInChild(spec: WorkerSpec): Promise<BenchResult> {
-  const loader = SELF.endsWith('.ts') ? ['--import', 'tsx'] : [];
-  const args = [...loader, '--expose-gc', SELF, '--worker', JSON.stringify(spec)];
+  return runWorkerChild<BenchResult>(SELF, spec, `${spec.program} ${spec.config}`);
+}
+
+/**
+ * Runs `script --worker SPEC_JSON` in a fresh node process (TypeScript sources
+ * through tsx) and resolves with the JSON object it prints last; a failure
+ * comes back as an EtnaError whose message starts with `label`.
+ */
+export function runWorkerChild<T>(script: string, spec: object, label: string): Promise<T> {
+  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const args = [...loader, '--expose-gc', script, '--worker', JSON.stringify(spec)];
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, args, { cwd: PACKAGE_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -483,15 +495,30 @@ export function runInChild(spec: WorkerSpec): Promise<BenchResult> {
     child.on('error', reject);
     child.on('close', (code) => {
       const line = stdout.trim().split('\n').pop() ?? '';
-      const reply = line.startsWith('{') ? (JSON.parse(line) as BenchResult | ChildFailure) : undefined;
-      if (code === 0 && reply !== undefined && !('error' in reply)) {
-        resolvePromise(reply);
+      const reply: unknown = line.startsWith('{') ? JSON.parse(line) : undefined;
+      const failed = typeof reply === 'object' && reply !== null && 'error' in reply;
+      if (code === 0 && reply !== undefined && !failed) {
+        resolvePromise(reply as T);
         return;
       }
-      const failure = reply !== undefined && 'error' in reply ? reply.error : { code: 'INTERNAL' as const, message: `child exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}` };
-      reject(new EtnaError(failure.code, `${spec.program} ${spec.config}: ${failure.message}`));
+      const failure = failed ? (reply as ChildFailure).error : { code: 'INTERNAL' as const, message: `child exited with ${code}: ${stderr.trim().split('\n').pop() ?? ''}` };
+      reject(new EtnaError(failure.code, `${label}: ${failure.message}`));
     });
   });
+}
+
+/** When this process is `script --worker SPEC_JSON`: measures the spec and prints the result, or the failure, as its last line. */
+export function serveWorker<S, R>(script: string, measure: (spec: S) => Promise<R>): void {
+  if (process.argv[2] !== '--worker' || process.argv[1] === undefined || resolve(process.argv[1]) !== script) return;
+  measure(JSON.parse(process.argv[3] ?? '{}') as S).then(
+    (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
+    (error: unknown) => {
+      const { code, message } = toEtnaError(error);
+      const failure: ChildFailure = { error: { code, message } };
+      process.stdout.write(`${JSON.stringify(failure)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }
 
 function progressBar(done: number, total: number, label: string): void {
@@ -514,6 +541,8 @@ export interface BenchOptions {
   iterations?: number;
   warmup?: number;
   progress?: boolean;
+  /** Session counts of the sessions entry; by default SESSION_COUNTS when neither files nor examples are given, else none. */
+  sessions?: readonly number[];
 }
 
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
@@ -528,17 +557,38 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
       specs.push({ program, config, threads: options.threads, iterations, warmup, session: 'reference' });
     }
   }
-  const results = await withTemporaryDirectory(async (dir) => {
+  const sessionsEntry = await import('./bench-sessions.js');
+  const sessionCounts = options.sessions ?? (options.files.length > 0 || options.examples !== undefined ? [] : sessionsEntry.SESSION_COUNTS);
+  const sessionConfigs = sessionsEntry.SESSIONS_CONFIGS.filter((config) => config !== 'onnxruntime-sessions' || onnxruntimeAvailable());
+  const total = specs.length + sessionCounts.length * sessionConfigs.length;
+  const { results, sessions } = await withTemporaryDirectory(async (dir) => {
     const artifacts = new Map<string, ProgramArtifacts>();
+    const artifactsOf = (program: string): ProgramArtifacts => {
+      if (!artifacts.has(program)) artifacts.set(program, prepareArtifacts(program, dir));
+      return artifacts.get(program)!;
+    };
     const collected: BenchResult[] = [];
     for (const [i, spec] of specs.entries()) {
-      if (options.progress !== false) progressBar(i, specs.length, `${spec.program} ${spec.config}`);
-      if (isBuiltInProgram(spec.program) && !artifacts.has(spec.program)) artifacts.set(spec.program, prepareArtifacts(spec.program, dir));
-      collected.push(await runInChild({ ...spec, artifacts: artifacts.get(spec.program) }));
+      if (options.progress !== false) progressBar(i, total, `${spec.program} ${spec.config}`);
+      collected.push(await runInChild({ ...spec, artifacts: isBuiltInProgram(spec.program) ? artifactsOf(spec.program) : undefined }));
     }
-    return collected;
+    let started = specs.length;
+    const sessionRows =
+      sessionCounts.length === 0
+        ? []
+        : await sessionsEntry.runSessionsBenchmarks({
+            counts: sessionCounts,
+            configs: sessionConfigs,
+            quick: options.quick,
+            threads: options.threads,
+            artifacts: artifactsOf(LARGE_DECODER_NAME),
+            onStart: (label) => {
+              if (options.progress !== false) progressBar(started++, total, label);
+            },
+          });
+    return { results: collected, sessions: sessionRows };
   });
-  if (options.progress !== false) progressBar(specs.length, specs.length, 'done');
+  if (options.progress !== false) progressBar(total, total, 'done');
   // Programs without a reference are checked against etna-shared's outputs.
   for (const result of results) {
     if (result.outputs === undefined) continue;
@@ -548,7 +598,7 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
     result.outputsMatch = result.outputs.length === baseline.length && result.maxError <= MATCH_TOLERANCE;
   }
   for (const result of results) delete result.outputs;
-  return { results, threads: options.threads, node: process.version, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)` };
+  return { results: [...results, ...sessions], threads: options.threads, node: process.version, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)` };
 }
 
 // ------------------------------------------------------------------ reports
@@ -569,10 +619,15 @@ function methodsOf(results: readonly BenchResult[]): string[] {
   return methods;
 }
 
+/** The rows of the programs x configurations table (the sessions entry has its own). */
+export function programResults(report: BenchReport): BenchResult[] {
+  return report.results.filter((row): row is BenchResult => !('sessions' in row));
+}
+
 function reportRows(report: BenchReport): string[][] {
-  const methods = methodsOf(report.results);
+  const methods = methodsOf(programResults(report));
   const header = ['program', 'config', 'planned', 'peak RSS MiB', 'steady RSS MiB', 'baseline RSS MiB', 'packed', 'load ms', ...methods.map((m) => `${m} p50/p95 ms`), 'outputs match'];
-  const rows = report.results.map((r) => [
+  const rows = programResults(report).map((r) => [
     r.program,
     r.config,
     r.plannedBytes === null ? '-' : formatBytes(r.plannedBytes),
@@ -591,17 +646,14 @@ export function formatConsoleTable(report: BenchReport): string {
   return table(reportRows(report));
 }
 
+/** A caption line, then `rows` (the first is the header) as a Markdown table. */
+export function markdownTable(caption: string, [header, ...rows]: readonly string[][]): string {
+  const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+  return [caption, '', line(header!), line(header!.map(() => '---')), ...rows.map(line), ''].join('\n');
+}
+
 export function formatMarkdown(report: BenchReport): string {
-  const [header, ...rows] = reportRows(report);
-  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
-  return [
-    `Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`,
-    '',
-    line(header!),
-    line(header!.map(() => '---')),
-    ...rows.map(line),
-    '',
-  ].join('\n');
+  return markdownTable(`Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`, reportRows(report));
 }
 
 export function formatJson(report: BenchReport): string {
@@ -619,7 +671,8 @@ const CONFIG_COLORS: Record<BenchConfig, string> = { 'etna-shared': '#2b7bba', '
  * p50 latency of each method. Each configuration's bars form one <g> group.
  */
 export function formatSvg(report: BenchReport): string {
-  const programs = [...new Set(report.results.map((r) => r.program))];
+  const rows = programResults(report);
+  const programs = [...new Set(rows.map((r) => r.program))];
   const panelWidth = 360;
   const panelHeight = 160;
   const rowHeight = panelHeight + 70;
@@ -630,12 +683,12 @@ export function formatSvg(report: BenchReport): string {
   parts.push(`<title>etna bench: memory and latency per configuration</title>`);
   parts.push(`<rect width="${width}" height="${height}" fill="white"/>`);
   // Legend
-  const configs = [...new Set(report.results.map((r) => r.config))];
+  const configs = [...new Set(rows.map((r) => r.config))];
   configs.forEach((config, i) => {
     parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/><text x="${34 + i * 130}" y="19">${config}</text>`);
   });
   programs.forEach((program, row) => {
-    const results = report.results.filter((r) => r.program === program);
+    const results = rows.filter((r) => r.program === program);
     const top = 40 + row * rowHeight;
     const methods = methodsOf(results);
     const memoryMax = Math.max(1, ...results.map((r) => r.peakRssBytes));
@@ -692,17 +745,21 @@ export const BENCH: Command = {
       "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.\n" +
       'The paddle2onnx-style graphs (mobilenetv3-cls, dbnet-det) are imported from ONNX too, and are\n' +
       'then timed beside onnxruntime in one process (ratio, output difference, delegate calls).\n' +
-      'Names of built-in programs given as arguments select just those.',
+      'Names of built-in programs given as arguments select just those.\n' +
+      'Without files it also runs the sessions entry: kv-decoder-large with 1, 16 and 64 streams in one\n' +
+      'process, as one program with a module per stream (etna-sessions) and a session per stream\n' +
+      '(onnxruntime-sessions), reporting resident memory and decode latency.',
     options: [
-      { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30)' },
+      { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30) and decode steps per session (2, not 8)' },
       { name: 'threads', value: 'N', help: 'threads per runtime (default 1)' },
       { name: 'iterations', value: 'N', help: 'timed calls per method (overrides --quick)' },
       { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
       { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' },
       { name: 'svg', value: 'OUT', help: 'also write an SVG chart of memory and latency to OUT' },
+      { name: 'sessions', value: 'N,N...', help: 'stream counts of the sessions entry (default 1,16,64 without files; 0 leaves it out)' },
     ],
   },
-  run: (args) => {
+  run: async (args) => {
     const files = [...args.positionals];
     // A bad file fails here, in one line, before any child starts; built-in program names select those programs.
     for (const file of files) if (!isBuiltInProgram(file)) Program.load(file);
@@ -714,6 +771,7 @@ export const BENCH: Command = {
       json: args.string('json'),
       md: args.string('md'),
       svg: args.string('svg'),
+      sessions: (await import('./bench-sessions.js')).parseSessionCounts(args.string('sessions')),
     });
   },
 };
@@ -726,27 +784,22 @@ export interface BenchCommand {
   json?: string;
   md?: string;
   svg?: string;
+  /** Session counts of the sessions entry (see BenchOptions.sessions). */
+  sessions?: readonly number[];
 }
 
 export async function runBench(command: BenchCommand): Promise<number> {
-  const report = await runBenchmarks({ files: command.files, quick: command.quick, threads: command.threads, iterations: command.iterations });
+  const report = await runBenchmarks({ files: command.files, quick: command.quick, threads: command.threads, iterations: command.iterations, sessions: command.sessions });
+  const { formatSessionsMarkdown, formatSessionsTable, sessionsResults } = await import('./bench-sessions.js');
+  const sessions = sessionsResults(report);
   console.log(formatConsoleTable(report));
   await printOnnxGraphComparisons(report.results.map((r) => r.program), { quick: command.quick, threads: command.threads, iterations: command.iterations });
+  if (sessions.length > 0) console.log(`\n${formatSessionsTable(sessions)}`);
   if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
-  if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report));
+  if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report) + (sessions.length > 0 ? `\n${formatSessionsMarkdown(sessions)}` : ''));
   if (command.svg !== undefined) writeFileSync(command.svg, formatSvg(report));
   const unexpected = report.results.filter((r) => !r.outputsMatch && !(r.config === 'etna-unshared' && r.stateful));
   return unexpected.length === 0 ? 0 : 1;
 }
 
-if (process.argv[2] === '--worker' && process.argv[1] !== undefined && resolve(process.argv[1]) === SELF) {
-  runWorker(JSON.parse(process.argv[3] ?? '{}') as WorkerSpec).then(
-    (result) => process.stdout.write(`${JSON.stringify(result)}\n`),
-    (error: unknown) => {
-      const { code, message } = toEtnaError(error);
-      const failure: ChildFailure = { error: { code, message } };
-      process.stdout.write(`${JSON.stringify(failure)}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+serveWorker(SELF, runWorker);

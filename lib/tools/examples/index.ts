@@ -3,7 +3,14 @@ import { EtnaError } from '../../errors.js';
 import type { ExportOptions, ProgramBuilder } from '../../export/program-builder.js';
 import { buildEncoderDecoder, EncoderDecoderReference } from './encoder-decoder.js';
 import { buildGruStream, GruStreamReference } from './gru-stream.js';
-import { buildKvDecoder, KV_DECODER_CONFIG as KV, KvDecoderReference } from './kv-decoder.js';
+import {
+  buildKvDecoder,
+  createKvDecoderWeights,
+  KV_DECODER_CONFIG as KV,
+  KV_DECODER_LARGE_CONFIG,
+  KvDecoderReference,
+  type KvDecoderConfig,
+} from './kv-decoder.js';
 import type { ExampleReference } from './reference.js';
 
 export interface ExampleInfo {
@@ -15,15 +22,19 @@ export interface ExampleInfo {
   reference(): ExampleReference;
 }
 
+const kvDecoderShape = (C: KvDecoderConfig): string => `${C.layers} layers, d=${C.modelDim}, ${C.heads} heads, context ${C.context}, vocab ${C.vocab}`;
+
+const kvDecoderMethods = (C: KvDecoderConfig): string[] => [
+  `prefill(tokens int64[1,${C.prefillLength}], start_pos int64[1]) -> logits float32[1,${C.prefillLength},${C.vocab}]`,
+  `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${C.vocab}]`,
+  'reset()',
+];
+
 export const EXAMPLES = {
   'kv-decoder': {
     name: 'kv-decoder',
-    summary: `transformer decoder (${KV.layers} layers, d=${KV.modelDim}, ${KV.heads} heads, context ${KV.context}, vocab ${KV.vocab}) with a KV cache shared by its methods`,
-    methods: [
-      `prefill(tokens int64[1,${KV.prefillLength}], start_pos int64[1]) -> logits float32[1,${KV.prefillLength},${KV.vocab}]`,
-      `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${KV.vocab}]`,
-      'reset()',
-    ],
+    summary: `transformer decoder (${kvDecoderShape(KV)}) with a KV cache shared by its methods`,
+    methods: kvDecoderMethods(KV),
     build: () => buildKvDecoder(),
     reference: () => new KvDecoderReference(),
   },
@@ -43,17 +54,42 @@ export const EXAMPLES = {
   },
 } as const satisfies Record<string, ExampleInfo>;
 
+/**
+ * Examples at benchmark size: `etna export-example` writes them and `etna
+ * bench` runs them, but the test suites and memory tables that loop over
+ * EXAMPLES leave them out.
+ */
+export const LARGE_EXAMPLES = {
+  'kv-decoder-large': {
+    name: 'kv-decoder-large',
+    summary: `kv-decoder at the size of a small real decoder (${kvDecoderShape(KV_DECODER_LARGE_CONFIG)})`,
+    methods: kvDecoderMethods(KV_DECODER_LARGE_CONFIG),
+    build: () => buildKvDecoder(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
+    reference: () => new KvDecoderReference(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
+  },
+} as const satisfies Record<string, ExampleInfo>;
+
 export type ExampleName = keyof typeof EXAMPLES;
+export type LargeExampleName = keyof typeof LARGE_EXAMPLES;
+/** Every example `exampleInfo` and `exportExample` know. */
+export type AnyExampleName = ExampleName | LargeExampleName;
 
 export const EXAMPLE_NAMES = Object.keys(EXAMPLES) as ExampleName[];
+export const ALL_EXAMPLE_NAMES = [...EXAMPLE_NAMES, ...(Object.keys(LARGE_EXAMPLES) as LargeExampleName[])];
+
+const ALL_EXAMPLES: Record<AnyExampleName, ExampleInfo> = { ...EXAMPLES, ...LARGE_EXAMPLES };
 
 export function isExampleName(name: string): name is ExampleName {
   return Object.prototype.hasOwnProperty.call(EXAMPLES, name);
 }
 
+export function isAnyExampleName(name: string): name is AnyExampleName {
+  return Object.prototype.hasOwnProperty.call(ALL_EXAMPLES, name);
+}
+
 export function exampleInfo(name: string): ExampleInfo {
-  if (!isExampleName(name)) throw new EtnaError('INVALID_INPUT', `unknown example '${name}' (available: ${EXAMPLE_NAMES.join(', ')})`);
-  return EXAMPLES[name];
+  if (!isAnyExampleName(name)) throw new EtnaError('INVALID_INPUT', `unknown example '${name}' (available: ${ALL_EXAMPLE_NAMES.join(', ')})`);
+  return ALL_EXAMPLES[name];
 }
 
 /** A fresh builder holding the example program (not yet exported). */

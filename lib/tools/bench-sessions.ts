@@ -1,0 +1,240 @@
+// The `sessions` entry of `etna bench`: a server keeps one stateful session
+// per stream. kv-decoder-large, lowered to XNNPACK, with N sessions in one
+// process: for etna one Program and N Modules over it (packed weights and
+// constants shared, each module its own state); for onnxruntime one runner per
+// stream (an InferenceSession per method, as the other onnxruntime rows run).
+// Each configuration and session count runs in its own child process; run
+// with `--worker SPEC_JSON` this file is that child.
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+import { EtnaError } from '../errors.js';
+import { Program } from '../index.js';
+import { table } from '../cli/format.js';
+import {
+  etnaRunner,
+  LARGE_DECODER_NAME,
+  loadOnnxTools,
+  markdownTable,
+  MATCH_TOLERANCE,
+  onnxRunner,
+  procStatusBytes,
+  readOnnxProgram,
+  runWorkerChild,
+  scaledError,
+  serveWorker,
+  summarize,
+  type BenchReport,
+  type BenchResult,
+  type LatencyFigures,
+  type OnnxTools,
+  type ProgramArtifacts,
+  type Runner,
+} from './bench.js';
+import { createKvDecoderWeights, int64Tensor, KV_DECODER_LARGE_CONFIG, KvDecoderReference, SeededRandom, type ExampleCall, type ReferenceTensor } from './examples/index.js';
+import type { OnnxProgram } from './onnx-emitter/index.js';
+
+/** Session counts of the entry, unless the caller asks for others. */
+export const SESSION_COUNTS: readonly number[] = [1, 16, 64];
+
+export const SESSIONS_CONFIGS = ['etna-sessions', 'onnxruntime-sessions'] as const;
+export type SessionsConfig = (typeof SESSIONS_CONFIGS)[number];
+
+/** Largest stream count `--sessions` takes: 64 onnxruntime sessions of kv-decoder-large already hold about 3.5 GiB. */
+const MAX_SESSIONS = 256;
+
+/** `--sessions 1,16,64` as counts; "0" leaves the entry out; absent: undefined (the default). */
+export function parseSessionCounts(text: string | undefined): number[] | undefined {
+  if (text === undefined) return undefined;
+  if (text === '0') return [];
+  const counts = text.split(',').map((part) => part.trim());
+  const bad = counts.find((part) => !/^\d+$/.test(part) || Number(part) < 1 || Number(part) > MAX_SESSIONS);
+  if (bad !== undefined) throw new EtnaError('INVALID_INPUT', `--sessions takes counts from 1 to ${MAX_SESSIONS} separated by commas, or 0, got '${text}'`);
+  return counts.map(Number);
+}
+
+/** Decode steps of every session: --quick runs fewer. */
+export function sessionDecodeSteps(quick: boolean): number {
+  return quick ? 2 : 8;
+}
+
+/**
+ * A row of the sessions entry: the fields of the other rows, over all N
+ * sessions of one process. `steadyRssBytes` is resident memory once every
+ * session has loaded and run; `sessionLatency` has each method's milliseconds
+ * per call over all sessions' calls (`decode`: per decode step); `latency` is
+ * empty (there is no separate timed loop); `plannedBytes` adds up every
+ * module's arenas.
+ */
+export interface SessionsResult extends Omit<BenchResult, 'config'> {
+  config: SessionsConfig;
+  sessions: number;
+  decodeSteps: number;
+}
+
+/** The sessions entry's rows of a report (bench.ts programResults has the others). */
+export function sessionsResults(report: BenchReport): SessionsResult[] {
+  return report.results.filter((row): row is SessionsResult => 'sessions' in row);
+}
+
+/** What one child process is asked to measure. */
+interface SessionsSpec {
+  readonly config: SessionsConfig;
+  readonly sessions: number;
+  readonly decodeSteps: number;
+  readonly threads: number;
+  readonly artifacts: ProgramArtifacts;
+}
+
+// ------------------------------------------------------------------ child side
+
+/** Streams differ: stream s sends the prompt and tokens of variant s % VARIANTS. */
+const VARIANTS = 4;
+
+/** One stream's calls: reset, prefill of a full chunk, then `steps` decode steps. */
+function streamCalls(variant: number, steps: number): ExampleCall[] {
+  const C = KV_DECODER_LARGE_CONFIG;
+  const random = new SeededRandom(1000 + variant);
+  const prompt = Array.from({ length: C.prefillLength }, () => random.integer(C.vocab));
+  const calls: ExampleCall[] = [
+    { method: 'reset', inputs: [] },
+    { method: 'prefill', inputs: [int64Tensor([1, C.prefillLength], prompt), int64Tensor([1], [0])] },
+  ];
+  for (let step = 0; step < steps; step++) {
+    calls.push({ method: 'decode', inputs: [int64Tensor([1, 1], [random.integer(C.vocab)]), int64Tensor([1], [C.prefillLength + step])] });
+  }
+  return calls;
+}
+
+/** What the reference gives for every call of every variant. */
+function expectedOutputs(variants: readonly ExampleCall[][]): ReferenceTensor[][][] {
+  const reference = new KvDecoderReference(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG));
+  return variants.map((calls) => calls.map((call) => reference.execute(call.method, call.inputs)));
+}
+
+/** N runners; for onnxruntime, over models the caller has read (as the other rows read them before the baseline). */
+async function loadSessions(spec: SessionsSpec, onnx: { tools: OnnxTools; program: OnnxProgram } | undefined): Promise<Runner[]> {
+  const runners: Runner[] = [];
+  if (onnx === undefined) {
+    const program = Program.load(spec.artifacts.pte);
+    for (let s = 0; s < spec.sessions; s++) runners.push(await etnaRunner(program, 'etna-shared', spec.threads));
+  } else {
+    for (let s = 0; s < spec.sessions; s++) runners.push(await onnxRunner(onnx.tools, onnx.program, spec.threads));
+  }
+  return runners;
+}
+
+export async function runSessionsWorker(spec: SessionsSpec): Promise<SessionsResult> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const variants = Array.from({ length: Math.min(VARIANTS, spec.sessions) }, (_, v) => streamCalls(v, spec.decodeSteps));
+  const expected = expectedOutputs(variants);
+  const etna = spec.config === 'etna-sessions';
+  let onnx = etna ? undefined : { tools: await loadOnnxTools(), program: readOnnxProgram(spec.artifacts.onnxManifest) };
+  gc?.();
+  const baselineRssBytes = procStatusBytes('VmRSS');
+  const start = performance.now();
+  const runners = await loadSessions(spec, onnx);
+  const loadMs = performance.now() - start;
+  onnx = undefined;
+
+  // Round-robin, one call at a time, as a server interleaves its streams:
+  // every session resets, then every session prefills, then decode step by step.
+  const samples: Record<string, number[]> = {};
+  let maxError = 0;
+  for (let call = 0; call < variants[0]!.length; call++) {
+    for (const [s, runner] of runners.entries()) {
+      const variant = s % variants.length;
+      const { method, inputs } = variants[variant]![call]!;
+      const t0 = performance.now();
+      const got = await runner.execute(method, inputs);
+      (samples[method] ??= []).push(performance.now() - t0);
+      expected[variant]![call]!.forEach((tensor, k) => (maxError = Math.max(maxError, scaledError(got[k]?.data ?? [], tensor.data))));
+    }
+  }
+  gc?.();
+  const steadyRssBytes = procStatusBytes('VmRSS');
+  const peakRssBytes = Math.max(procStatusBytes('VmHWM'), steadyRssBytes);
+  const result: SessionsResult = {
+    program: LARGE_DECODER_NAME,
+    config: spec.config,
+    sessions: spec.sessions,
+    decodeSteps: spec.decodeSteps,
+    plannedBytes: etna ? runners.reduce((sum, runner) => sum + (runner.plannedBytes ?? 0), 0) : null,
+    peakRssBytes,
+    steadyRssBytes,
+    baselineRssBytes,
+    packedWeightBytes: etna ? runners[0]!.packedWeightBytes : null,
+    loadMs,
+    latency: {},
+    outputsMatch: maxError <= MATCH_TOLERANCE,
+    maxError,
+    stateful: true,
+    sessionLatency: Object.fromEntries(Object.entries(samples).map(([method, values]) => [method, summarize(values)])),
+  };
+  for (const runner of runners) await runner.release();
+  return result;
+}
+
+// ------------------------------------------------------------------ parent side
+
+const SELF = fileURLToPath(import.meta.url);
+
+export interface SessionsOptions {
+  readonly counts: readonly number[];
+  readonly configs: readonly SessionsConfig[];
+  readonly quick: boolean;
+  readonly threads: number;
+  /** kv-decoder-large written out (bench.ts prepareArtifacts). */
+  readonly artifacts: ProgramArtifacts;
+  /** Called before each child starts. */
+  readonly onStart?: (label: string) => void;
+}
+
+/** One child per configuration and session count, one after another. */
+export async function runSessionsBenchmarks(options: SessionsOptions): Promise<SessionsResult[]> {
+  const results: SessionsResult[] = [];
+  for (const config of options.configs) {
+    for (const sessions of options.counts) {
+      const label = `${LARGE_DECODER_NAME} ${config} x${sessions}`;
+      options.onStart?.(label);
+      const spec: SessionsSpec = { config, sessions, decodeSteps: sessionDecodeSteps(options.quick), threads: options.threads, artifacts: options.artifacts };
+      results.push(await runWorkerChild<SessionsResult>(SELF, spec, label));
+    }
+  }
+  return results;
+}
+
+// ------------------------------------------------------------------ reports
+
+const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1);
+const ms = (figures: LatencyFigures | undefined): string => (figures === undefined ? '-' : figures.p50Ms.toFixed(2));
+
+function sessionsRows(results: readonly SessionsResult[]): string[][] {
+  const header = ['program', 'config', 'sessions', 'RSS MiB', 'over baseline MiB', 'per session MiB', 'load ms', 'prefill p50 ms', 'decode p50 ms', 'outputs match'];
+  const rows = results.map((r) => {
+    const added = r.steadyRssBytes - r.baselineRssBytes;
+    return [
+      r.program,
+      r.config,
+      String(r.sessions),
+      mib(r.steadyRssBytes),
+      mib(added),
+      mib(added / r.sessions),
+      r.loadMs.toFixed(0),
+      ms(r.sessionLatency['prefill']),
+      ms(r.sessionLatency['decode']),
+      r.outputsMatch ? 'yes' : `NO (max error ${r.maxError.toExponential(1)})`,
+    ];
+  });
+  return [header, ...rows];
+}
+
+export function formatSessionsTable(results: readonly SessionsResult[]): string {
+  return table(sessionsRows(results));
+}
+
+export function formatSessionsMarkdown(results: readonly SessionsResult[]): string {
+  return markdownTable('Sessions: one stream per session, calls interleaved one at a time; RSS once every session has loaded and run.', sessionsRows(results));
+}
+
+serveWorker(SELF, runSessionsWorker);
