@@ -75,7 +75,7 @@ function describeExpected(value: ValueDescription): string {
 export class Module {
   readonly program: Program;
   private readonly handle: NativeModule;
-  private readonly methods: Map<string, MethodDescription>;
+  private readonly methods: ReadonlyMap<string, MethodDescription>;
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private disposed = false;
@@ -87,7 +87,7 @@ export class Module {
   private constructor(program: Program, handle: NativeModule) {
     this.program = program;
     this.handle = handle;
-    this.methods = new Map(program.describe().methods.map((method) => [method.name, method]));
+    this.methods = program.methodTable();
   }
 
   /**

@@ -1,7 +1,7 @@
 import { EtnaError, toEtnaError } from './errors.js';
 import type { NativeProgram } from './binding.js';
 import { native } from './native.js';
-import type { ProgramDescription } from './program-types.js';
+import type { MethodDescription, ProgramDescription } from './program-types.js';
 
 /** Where a program comes from: a file path, or its bytes (an ArrayBuffer, Buffer, typed array or DataView). */
 export type ProgramSource = string | ArrayBuffer | ArrayBufferView;
@@ -54,6 +54,8 @@ export class Program {
   /** @internal */
   readonly handle: NativeProgram;
 
+  private methods: ReadonlyMap<string, MethodDescription> | undefined;
+
   private constructor(handle: NativeProgram) {
     this.handle = handle;
   }
@@ -73,6 +75,16 @@ export class Program {
     return new Program(handle);
   }
 
+  /**
+   * @internal Each method's description by name, read once (a Program never
+   * changes) and frozen: every module over the program validates its calls
+   * against these same objects.
+   */
+  methodTable(): ReadonlyMap<string, MethodDescription> {
+    this.methods ??= new Map(this.describe().methods.map((method) => [method.name, deepFreeze(method)]));
+    return this.methods;
+  }
+
   describe(): ProgramDescription {
     try {
       return this.handle.describe();
@@ -84,4 +96,12 @@ export class Program {
   get methodNames(): string[] {
     return this.describe().methods.map((method) => method.name);
   }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const field of Object.values(value)) deepFreeze(field);
+    Object.freeze(value);
+  }
+  return value;
 }

@@ -146,6 +146,21 @@ describeWithTestdata('Module on the real programs', () => {
     await m.dispose();
   });
 
+  it('shares one frozen description per program: changing it cannot change how calls are checked', async () => {
+    const program = Program.load(testdataPath('et_add.pte'));
+    const [a, b] = [await Module.load(program), await Module.load(program)];
+    const meta = a.methodMeta('forward');
+    expect(b.methodMeta('forward')).toBe(meta);
+    expect(Object.isFrozen(meta.inputs[0]!.shape)).toBe(true);
+    expect(() => (meta.inputs[0]!.shape as number[]).push(7)).toThrow(TypeError);
+    // describe() still hands out a fresh, mutable copy.
+    const fresh = program.describe().methods[0]!;
+    expect(fresh).not.toBe(meta);
+    expect(Object.isFrozen(fresh)).toBe(false);
+    await expect(b.execute('forward', [Tensor.float32([1], [1]), Tensor.float32([1], [2])])).resolves.toHaveLength(1);
+    await Promise.all([a.dispose(), b.dispose()]);
+  });
+
   it('refuses invalid options', async () => {
     await expect(Module.load(testdataPath('et_add.pte'), { shareMemoryArenas: 'yes' as unknown as boolean })).rejects.toThrow(/shareMemoryArenas/);
     await expect(Module.load(testdataPath('et_add.pte'), { numThreads: 0 })).rejects.toThrow(/numThreads/);
