@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/node_types.h"
 
 namespace etna::xnn {
@@ -167,75 +168,6 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   }
 }
 
-// One batch, b stored [n, k]: c[i, j] is the dot product of rows i of a and j
-// of b. Four columns at a time give four independent sums; each is still
-// accumulated in order over k, so results do not depend on the blocking.
-void matmul_transposed_b(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
-  for (size_t i = 0; i < m; ++i) {
-    const float* a_row = a + i * k;
-    float* c_row = c + i * n;
-    size_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const float* b0 = b + j * k;
-      const float* b1 = b0 + k;
-      const float* b2 = b1 + k;
-      const float* b3 = b2 + k;
-      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (size_t p = 0; p < k; ++p) {
-        const float x = a_row[p];
-        s0 += x * b0[p];
-        s1 += x * b1[p];
-        s2 += x * b2[p];
-        s3 += x * b3[p];
-      }
-      c_row[j] = s0;
-      c_row[j + 1] = s1;
-      c_row[j + 2] = s2;
-      c_row[j + 3] = s3;
-    }
-    for (; j < n; ++j) {
-      const float* b_row = b + j * k;
-      float sum = 0;
-      for (size_t p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
-      c_row[j] = sum;
-    }
-  }
-}
-
-// b stored [k, n]: each row of c accumulates scaled rows of b so the inner
-// loop is contiguous; four rows of a share every load of a row of b.
-void matmul_plain_b(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
-  std::fill(c, c + m * n, 0.0f);
-  size_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    float* c0 = c + i * n;
-    float* c1 = c0 + n;
-    float* c2 = c1 + n;
-    float* c3 = c2 + n;
-    const float* a0 = a + i * k;
-    for (size_t p = 0; p < k; ++p) {
-      const float x0 = a0[p], x1 = a0[k + p], x2 = a0[2 * k + p], x3 = a0[3 * k + p];
-      const float* b_row = b + p * n;
-      for (size_t j = 0; j < n; ++j) {
-        const float y = b_row[j];
-        c0[j] += x0 * y;
-        c1[j] += x1 * y;
-        c2[j] += x2 * y;
-        c3[j] += x3 * y;
-      }
-    }
-  }
-  for (; i < m; ++i) {
-    float* c_row = c + i * n;
-    const float* a_row = a + i * k;
-    for (size_t p = 0; p < k; ++p) {
-      const float x = a_row[p];
-      const float* b_row = b + p * n;
-      for (size_t j = 0; j < n; ++j) c_row[j] += x * b_row[j];
-    }
-  }
-}
-
 void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* const* data) {
   const Shape& a_shape = shapes[node.inputs[0]];
   const Shape& out_shape = shapes[node.outputs[0]];
@@ -253,11 +185,7 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
     const float* a_batch = a + batch * m * k;
     const float* b_batch = b + batch * k * n;
     float* c_batch = c + batch * m * n;
-    if (transposed) {
-      matmul_transposed_b(a_batch, b_batch, c_batch, m, k, n);
-    } else {
-      matmul_plain_b(a_batch, b_batch, c_batch, m, k, n);
-    }
+    matmul_f32(a_batch, b_batch, c_batch, m, k, n, transposed);
   }
 }
 
