@@ -99,14 +99,15 @@ TEST(XnnpackOwnKernels, MatmulEmptyInnerDimensionGivesZeros) {
 
 // Attention's two products over a 1024-position cache (q times keys laid out
 // [heads, head_dim, positions], then probabilities times values), batched by
-// head, plus an odd batched shape with transposed b; each path through the
+// head, plus odd batched shapes in both layouts; each path through the
 // delegate against the reference, and the paths against each other.
 TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
   struct Product {
     size_t batches, m, k, n;
     bool transposed;
   };
-  const Product products[] = {{4, 8, 32, 1024, false}, {4, 8, 1024, 32, false}, {3, 7, 45, 29, true}};
+  const Product products[] = {
+      {4, 8, 32, 1024, false}, {4, 8, 1024, 32, false}, {3, 6, 7, 9, false}, {3, 6, 7, 9, true}, {3, 7, 45, 29, true}};
   for (const Product& p : products) {
     const auto a = pseudo_random(p.batches * p.m * p.k, 41);
     const auto b_plain = pseudo_random(p.batches * p.k * p.n, 42);
