@@ -1,9 +1,12 @@
 // etna's own kernels where speed matters: the batch matrix multiply behind
 // XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
 // that leave remainders after its register tiles, against sums in double, and
-// through the delegate at the shapes a decoder's attention gives it; and
-// reshapes that become views of their input's bytes instead of copies.
+// through the delegate at the shapes a decoder's attention gives it; GELU's
+// vectorized erf; and reshapes that become views of their input's bytes
+// instead of copies.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
@@ -222,6 +225,36 @@ TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
     const float scale = xnnpack_reads ? 2.0f : 1.0f;  // r viewed as [3, 2] = {{1, 2}, {3, 4}, {5, 6}}, transposed
     EXPECT_EQ(output.to_vector(), (std::vector<float>{1 * scale, 3 * scale, 5 * scale, 2 * scale, 4 * scale, 6 * scale}));
     EXPECT_EQ(input.to_vector(), x);
+  }
+}
+
+// GELU's vectorized erf against the exact form in double, on every path: a
+// sweep over [-10, 10] plus far-out values, with a count that leaves a tail
+// after the 8-lane blocks.
+TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
+  std::vector<float> x;
+  for (int i = 0; i < 3000; ++i) x.push_back(-10.0f + 20.0f * static_cast<float>(i) / 2999.0f);
+  for (float far : {-1e30f, -50.0f, -0.0f, 1e-20f, 50.0f, 1e30f}) x.push_back(far);
+  const int64_t count = static_cast<int64_t>(x.size());
+  ASSERT_NE(count % 8, 0);
+  std::vector<float> want;
+  for (float v : x) want.push_back(static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))));
+  for (xnn::DotPath path : available_paths()) {
+    SCOPED_TRACE(xnn::dot_path_name(path));
+    PayloadBuilder builder;
+    const uint32_t in = builder.input({1, static_cast<uint32_t>(count)}, 0);
+    const uint32_t out = builder.output({1, static_cast<uint32_t>(count)}, 1);
+    builder.unary(NodeUnion::XNNGelu, in, out);
+    const auto payload = builder.finish(Layout::kConstantRegion, 2);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, builder.lookup());
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    LocalTensor input(ScalarType::kFloat, {1, count}), output(ScalarType::kFloat, {1, count});
+    input.fill(x);
+    const ForcedPath forced(path);
+    Status ran = run_delegate(**delegate, {&input, &output});
+    ASSERT_TRUE(ran) << ran.error().message;
+    EXPECT_TRUE(close_to(output.to_vector(), want, 1e-6f));
   }
 }
 
