@@ -223,7 +223,8 @@ TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
     Status ran = run_delegate(**delegate, {&input, &output});
     ASSERT_TRUE(ran) << ran.error().message;
     const float scale = xnnpack_reads ? 2.0f : 1.0f;  // r viewed as [3, 2] = {{1, 2}, {3, 4}, {5, 6}}, transposed
-    EXPECT_EQ(output.to_vector(), (std::vector<float>{1 * scale, 3 * scale, 5 * scale, 2 * scale, 4 * scale, 6 * scale}));
+    const std::vector<float> want = {1 * scale, 3 * scale, 5 * scale, 2 * scale, 4 * scale, 6 * scale};
+    EXPECT_EQ(output.to_vector(), want);
     EXPECT_EQ(input.to_vector(), x);
   }
 }

@@ -136,7 +136,9 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
     size_t source_stride = b_stride;
     if (first + vectors * kVector > readable) {
       scratch.assign(k * kVector, 0.0f);
-      for (size_t p = 0; p < k; ++p) std::copy(source + p * b_stride, source + p * b_stride + chunk, &scratch[p * kVector]);
+      for (size_t p = 0; p < k; ++p) {
+        std::copy(source + p * b_stride, source + p * b_stride + chunk, &scratch[p * kVector]);
+      }
       source = scratch.data();
       source_stride = kVector;
     }
