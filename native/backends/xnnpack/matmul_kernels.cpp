@@ -154,6 +154,10 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
 // into [k][24] panels, zero beyond the last column.
 void matmul_avx2(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b,
                  std::vector<float>& panel, std::vector<float>& scratch) {
+  if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
   if (!transposed_b) {
     columns_avx2(a, m, k, b, n, n, n, c, n, scratch);
     return;
