@@ -185,34 +185,6 @@ TEST(XnnpackNodes, TransposeEveryPermutation) {
   } while (std::next_permutation(perm.begin(), perm.end()));
 }
 
-// Both layouts of the second operand, with row and column counts that leave
-// remainders after the kernel's blocks of four, against sums in double.
-TEST(XnnpackNodes, BatchMatrixMultiplyBlocksAndRemainders) {
-  const size_t batches = 3, m = 6, k = 7, n = 9;
-  const auto av = pseudo_random(batches * m * k, 31), bv = pseudo_random(batches * k * n, 32);
-  std::vector<float> bt(bv.size());  // the same matrices stored [n, k]
-  for (size_t q = 0; q < batches; ++q)
-    for (size_t p = 0; p < k; ++p)
-      for (size_t j = 0; j < n; ++j) bt[(q * n + j) * k + p] = bv[(q * k + p) * n + j];
-  std::vector<float> want(batches * m * n);
-  for (size_t q = 0; q < batches; ++q)
-    for (size_t i = 0; i < m; ++i)
-      for (size_t j = 0; j < n; ++j) {
-        double sum = 0;
-        for (size_t p = 0; p < k; ++p) sum += double(av[(q * m + i) * k + p]) * bv[(q * k + p) * n + j];
-        want[(q * m + i) * n + j] = static_cast<float>(sum);
-      }
-  PayloadBuilder b;
-  const uint32_t a = b.input({3, 6, 7}, 0), plain = b.input({3, 7, 9}, 1), transposed = b.input({3, 9, 7}, 2);
-  const uint32_t out_plain = b.output({3, 6, 9}, 3), out_transposed = b.output({3, 6, 9}, 4);
-  b.binary(NodeUnion::XNNBatchMatrixMultiply, a, plain, out_plain);
-  b.binary(NodeUnion::XNNBatchMatrixMultiply, a, transposed, out_transposed, {}, 0x1);
-  auto r = run_graph(b, {{{3, 6, 7}, av}, {{3, 7, 9}, bv}, {{3, 9, 7}, bt}}, {{{3, 6, 9}}, {{3, 6, 9}}});
-  ASSERT_EQ(r.size(), 2u);
-  EXPECT_TRUE(close_to(r[0], want));
-  EXPECT_TRUE(close_to(r[1], want));
-}
-
 TEST(XnnpackNodes, ConstantPadAndBilinearResize) {
   PayloadBuilder b;
   const uint32_t x = b.input({2, 3}, 0), img = b.input({1, 2, 2, 1}, 1);

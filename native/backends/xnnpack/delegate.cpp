@@ -95,6 +95,20 @@ std::string arg_name(const Graph& graph, uint32_t index, const char* role) {
          graph.describe_value(index) + ")";
 }
 
+// For a value a reshape or copy makes: the value whose bytes it can be
+// (same datatype, and a reshape keeps the element count), or kNoValue.
+// qdint8 keeps per-row parameters behind its data, placed by shape: copied.
+uint32_t viewed_input(const Graph& graph, uint32_t v) {
+  const Value& value = graph.values[v];
+  if (value.producer < 0) return kNoValue;
+  const Node& producer = graph.nodes[static_cast<size_t>(value.producer)];
+  if (producer.type != NodeType::kStaticReshape && producer.type != NodeType::kCopy) return kNoValue;
+  const uint32_t input = producer.inputs[0];
+  const Value& source = graph.values[input];
+  if (source.datatype != value.datatype || value.datatype == Datatype::qdint8) return kNoValue;
+  return input;
+}
+
 }  // namespace
 
 Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
@@ -213,6 +227,17 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
     copy_out_[v] = value.is_output && !value.consumers.empty();
     workspace_value_[v] = !value.is_output || copy_out_[v];
   }
+  // A reshape of a delegate input that only etna's kernels read can be the
+  // caller's bytes (XNNPACK may read past a buffer's end; they have no slack).
+  external_view_of_.assign(value_count, kNoValue);
+  for (size_t v = 0; v < value_count; ++v) {
+    const uint32_t input = viewed_input(graph_, static_cast<uint32_t>(v));
+    if (input == kNoValue || !graph_.values[input].is_input) continue;
+    if (workspace_value_[v] && !copy_out_[v] && !read_by_xnnpack_[v]) {
+      external_view_of_[v] = input;
+      workspace_value_[v] = false;
+    }
+  }
   return Status::ok();
 }
 
@@ -252,6 +277,7 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
     buffers.push_back(buffer);
     owners.push_back(static_cast<uint32_t>(v));
   }
+  mark_views(owners, buffers);
   const BufferPlacement placement = place_buffers(buffers);
   plan->offsets.assign(graph_.values.size(), kNotInWorkspace);
   for (size_t i = 0; i < owners.size(); ++i) plan->offsets[owners[i]] = placement.offsets[i];
@@ -265,6 +291,16 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
     plan->runtimes[s] = std::move(*runtime);
   }
   return plan;
+}
+
+void XnnpackDelegate::mark_views(const std::vector<uint32_t>& owners, std::vector<BufferLifetime>& buffers) const {
+  std::vector<size_t> buffer_of(graph_.values.size(), kOwnBytes);
+  for (size_t i = 0; i < owners.size(); ++i) buffer_of[owners[i]] = i;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    const uint32_t input = viewed_input(graph_, owners[i]);
+    // Not in the workspace: the caller's bytes (see external_view_of_) or a constant's.
+    if (input != kNoValue) buffers[i].view_of = buffer_of[input];
+  }
 }
 
 Result<XnnpackDelegate::ShapePlan*> XnnpackDelegate::plan_for(const std::vector<size_t>& signature) {
@@ -368,6 +404,9 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
       data_[index] = staged;
       staging_cursor += round_up(bytes + kReadPadding, kWorkspaceAlignment);
     }
+  }
+  for (size_t v = 0; v < value_count; ++v) {
+    if (external_view_of_[v] != kNoValue) data_[v] = data_[external_view_of_[v]];
   }
   for (uint32_t index : graph_.outputs) {
     Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();

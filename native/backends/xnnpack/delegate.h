@@ -12,6 +12,7 @@
 
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/graph_checks.h"
+#include "backends/xnnpack/memory_plan.h"
 #include "backends/xnnpack/module_context.h"
 #include "backends/xnnpack/packed_operator.h"
 #include "backends/xnnpack/payload.h"
@@ -40,6 +41,8 @@ class XnnpackDelegate final : public DelegateHandle {
 
   // For tests: how many shape plans (declared one included) are cached.
   size_t cached_plans() const { return 1 + dynamic_plans_.size(); }
+  // For tests: workspace bytes the declared input shapes need.
+  size_t declared_workspace_bytes() const { return declared_plan_->workspace_bytes; }
 
  private:
   struct Stage {
@@ -65,6 +68,9 @@ class XnnpackDelegate final : public DelegateHandle {
 
   Status build_stages(XnnpackModuleContext& context, const std::shared_ptr<XnnpackProgramContext>& program);
   Result<std::unique_ptr<ShapePlan>> build_plan(std::vector<size_t> signature, bool declared);
+  // Reshapes and copies whose output can be their input's bytes: marked as
+  // views, so the copy kernel finds one buffer and copies nothing.
+  void mark_views(const std::vector<uint32_t>& owners, std::vector<BufferLifetime>& buffers) const;
   Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
   Status run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile);
   Error error(ErrorCode code, const std::string& message) const;
@@ -78,6 +84,7 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<bool> copy_out_;         // per value: external output also consumed inside, copied out at the end
   std::vector<bool> read_by_xnnpack_;  // per value: read by an XNNPACK stage (may be read past its end)
   std::vector<bool> argmax_index_;     // per value: holds uint32 indices
+  std::vector<uint32_t> external_view_of_;  // per value: the delegate input whose bytes it is, or kNoValue
   WorkspaceSource workspace_;
   std::shared_ptr<Threadpool> threadpool_;
   std::unique_ptr<ShapePlan> declared_plan_;

@@ -2,16 +2,43 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 
 namespace etna::xnn {
+
+namespace {
+
+// The buffer whose bytes `index` is (itself unless a view). A cycle, which
+// callers never make, ends the walk rather than looping.
+size_t owner_of(const std::vector<BufferLifetime>& buffers, size_t index) {
+  for (size_t steps = 0; steps < buffers.size(); ++steps) {
+    const size_t next = buffers[index].view_of;
+    if (next == kOwnBytes || next >= buffers.size()) break;
+    index = next;
+  }
+  return index;
+}
+
+}  // namespace
 
 BufferPlacement place_buffers(const std::vector<BufferLifetime>& buffers) {
   BufferPlacement placement;
   placement.offsets.assign(buffers.size(), 0);
-  std::vector<size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
+
+  // Each owner stands for itself and its views: the largest size, the union of lifetimes.
+  std::vector<size_t> owner(buffers.size());
+  std::vector<BufferLifetime> merged = buffers;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    owner[i] = owner_of(buffers, i);
+    BufferLifetime& group = merged[owner[i]];
+    group.bytes = std::max(group.bytes, buffers[i].bytes);
+    group.first = std::min(group.first, buffers[i].first);
+    group.last = std::max(group.last, buffers[i].last);
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (owner[i] == i) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return merged[a].bytes > merged[b].bytes; });
 
   std::vector<size_t> placed;
   struct Busy {
@@ -19,11 +46,11 @@ BufferPlacement place_buffers(const std::vector<BufferLifetime>& buffers) {
   };
   std::vector<Busy> busy;
   for (size_t index : order) {
-    const BufferLifetime& buffer = buffers[index];
+    const BufferLifetime& buffer = merged[index];
     const size_t bytes = round_up(buffer.bytes, kWorkspaceAlignment);
     busy.clear();
     for (size_t other : placed) {
-      const BufferLifetime& o = buffers[other];
+      const BufferLifetime& o = merged[other];
       if (o.first <= buffer.last && buffer.first <= o.last) {
         busy.push_back({placement.offsets[other], placement.offsets[other] + round_up(o.bytes, kWorkspaceAlignment)});
       }
@@ -43,6 +70,7 @@ BufferPlacement place_buffers(const std::vector<BufferLifetime>& buffers) {
     placement.total_bytes = std::max(placement.total_bytes, best + bytes);
     placed.push_back(index);
   }
+  for (size_t i = 0; i < buffers.size(); ++i) placement.offsets[i] = placement.offsets[owner[i]];
   return placement;
 }
 

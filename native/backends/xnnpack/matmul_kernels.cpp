@@ -1,0 +1,196 @@
+#include "backends/xnnpack/matmul_kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/xnnpack/dynamic_linear.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ETNA_MATMUL_X86 1
+#endif
+
+namespace etna::xnn {
+namespace {
+
+// b stored [n, k]: c[i, j] is the dot product of rows i of a and j of b.
+// Four columns at a time give four independent sums, each accumulated in k order.
+void matmul_transposed_b_scalar(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
+  for (size_t i = 0; i < m; ++i) {
+    const float* a_row = a + i * k;
+    float* c_row = c + i * n;
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* b0 = b + j * k;
+      const float* b1 = b0 + k;
+      const float* b2 = b1 + k;
+      const float* b3 = b2 + k;
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t p = 0; p < k; ++p) {
+        const float x = a_row[p];
+        s0 += x * b0[p];
+        s1 += x * b1[p];
+        s2 += x * b2[p];
+        s3 += x * b3[p];
+      }
+      c_row[j] = s0;
+      c_row[j + 1] = s1;
+      c_row[j + 2] = s2;
+      c_row[j + 3] = s3;
+    }
+    for (; j < n; ++j) {
+      const float* b_row = b + j * k;
+      float sum = 0;
+      for (size_t p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
+      c_row[j] = sum;
+    }
+  }
+}
+
+// b stored [k, n]: each row of c accumulates scaled rows of b so the inner
+// loop is contiguous; four rows of a share every load of a row of b.
+void matmul_plain_b_scalar(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
+  std::fill(c, c + m * n, 0.0f);
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    float* c0 = c + i * n;
+    float* c1 = c0 + n;
+    float* c2 = c1 + n;
+    float* c3 = c2 + n;
+    const float* a0 = a + i * k;
+    for (size_t p = 0; p < k; ++p) {
+      const float x0 = a0[p], x1 = a0[k + p], x2 = a0[2 * k + p], x3 = a0[3 * k + p];
+      const float* b_row = b + p * n;
+      for (size_t j = 0; j < n; ++j) {
+        const float y = b_row[j];
+        c0[j] += x0 * y;
+        c1[j] += x1 * y;
+        c2[j] += x2 * y;
+        c3[j] += x3 * y;
+      }
+    }
+  }
+  for (; i < m; ++i) {
+    float* c_row = c + i * n;
+    const float* a_row = a + i * k;
+    for (size_t p = 0; p < k; ++p) {
+      const float x = a_row[p];
+      const float* b_row = b + p * n;
+      for (size_t j = 0; j < n; ++j) c_row[j] += x * b_row[j];
+    }
+  }
+}
+
+#ifdef ETNA_MATMUL_X86
+
+constexpr size_t kTileRows = 4;  // rows of c per register tile
+constexpr size_t kVector = 8;    // floats per register
+constexpr size_t kMaxVectors = 3;  // a tile is up to 4 x 24: 12 accumulators, 3 loads of b, 1 broadcast
+constexpr size_t kPanelCols = kVector * kMaxVectors;
+
+// kRows x (8 * kVectors) outputs held in registers over the whole k loop:
+// per step of k, kVectors loads of b and kRows broadcasts of a feed
+// kRows * kVectors fused multiply-adds. b holds 8 * kVectors readable
+// columns per row (`b_stride` apart); the first `cols` results are stored.
+template <size_t kRows, size_t kVectors>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, size_t k, const float* b, size_t b_stride,
+                                                    float* c, size_t c_stride, size_t cols) {
+  __m256 acc[kRows][kVectors];
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVectors; ++v) acc[r][v] = _mm256_setzero_ps();
+  }
+  for (size_t p = 0; p < k; ++p) {
+    __m256 y[kVectors];
+    for (size_t v = 0; v < kVectors; ++v) y[v] = _mm256_loadu_ps(b + p * b_stride + v * kVector);
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m256 x = _mm256_broadcast_ss(a + r * k + p);
+      for (size_t v = 0; v < kVectors; ++v) acc[r][v] = _mm256_fmadd_ps(x, y[v], acc[r][v]);
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r) {
+    float row[kVectors * kVector];
+    float* c_row = c + r * c_stride;
+    float* target = cols == kVectors * kVector ? c_row : row;
+    for (size_t v = 0; v < kVectors; ++v) _mm256_storeu_ps(target + v * kVector, acc[r][v]);
+    if (target == row) std::copy(row, row + cols, c_row);
+  }
+}
+
+using TileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t, size_t);
+template <size_t kRows>
+constexpr TileFn kRowTiles[kMaxVectors + 1] = {nullptr, tile_avx2<kRows, 1>, tile_avx2<kRows, 2>,
+                                               tile_avx2<kRows, 3>};
+// kTiles[rows][vectors] for 1..4 rows and 1..3 vectors.
+constexpr const TileFn* kTiles[kTileRows + 1] = {nullptr, kRowTiles<1>, kRowTiles<2>, kRowTiles<3>, kRowTiles<4>};
+
+// c[:, 0..cols) from `block`, which has `readable` columns per row (at least
+// `cols`, `b_stride` apart): chunks of 24, 16 or 8 columns, then fewer than
+// 8, read from a zero-padded copy when the block has no 8 columns left.
+void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t b_stride, size_t cols,
+                  size_t readable, float* c, size_t c_stride, std::vector<float>& scratch) {
+  for (size_t first = 0; first < cols;) {
+    const size_t left = cols - first;
+    const size_t vectors = left < kVector ? 1 : std::min(kMaxVectors, left / kVector);
+    const size_t chunk = std::min(left, vectors * kVector);
+    const float* source = block + first;
+    size_t source_stride = b_stride;
+    if (first + vectors * kVector > readable) {
+      scratch.assign(k * kVector, 0.0f);
+      for (size_t p = 0; p < k; ++p) {
+        std::copy(source + p * b_stride, source + p * b_stride + chunk, &scratch[p * kVector]);
+      }
+      source = scratch.data();
+      source_stride = kVector;
+    }
+    for (size_t i = 0; i < m; i += kTileRows) {
+      const size_t rows = std::min(kTileRows, m - i);
+      kTiles[rows][vectors](a + i * k, k, source, source_stride, c + i * c_stride + first, c_stride, chunk);
+    }
+    first += chunk;
+  }
+}
+
+// Plain b is read in place. Transposed b is packed 24 columns at a time
+// into [k][24] panels, zero beyond the last column.
+void matmul_avx2(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b,
+                 std::vector<float>& panel, std::vector<float>& scratch) {
+  if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
+    std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  if (!transposed_b) {
+    columns_avx2(a, m, k, b, n, n, n, c, n, scratch);
+    return;
+  }
+  for (size_t first = 0; first < n; first += kPanelCols) {
+    const size_t cols = std::min(kPanelCols, n - first);
+    panel.assign(k * kPanelCols, 0.0f);
+    for (size_t j = 0; j < cols; ++j) {
+      const float* column = b + (first + j) * k;
+      for (size_t p = 0; p < k; ++p) panel[p * kPanelCols + j] = column[p];
+    }
+    columns_avx2(a, m, k, panel.data(), kPanelCols, cols, kPanelCols, c + first, n, scratch);
+  }
+}
+
+#endif  // ETNA_MATMUL_X86
+
+}  // namespace
+
+void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b) {
+#ifdef ETNA_MATMUL_X86
+  if (active_dot_path() == DotPath::kAvx2) {
+    // Per thread: delegates of different sessions may run at once.
+    thread_local std::vector<float> panel, scratch;
+    matmul_avx2(a, b, c, m, k, n, transposed_b, panel, scratch);
+    return;
+  }
+#endif
+  if (transposed_b) {
+    matmul_transposed_b_scalar(a, b, c, m, k, n);
+  } else {
+    matmul_plain_b_scalar(a, b, c, m, k, n);
+  }
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,263 @@
+// etna's own kernels where speed matters: the batch matrix multiply behind
+// XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
+// that leave remainders after its register tiles, against sums in double, and
+// through the delegate at the shapes a decoder's attention gives it; GELU's
+// vectorized erf; and reshapes that become views of their input's bytes
+// instead of copies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend_test_support.h"
+#include "backends/xnnpack/dynamic_linear.h"
+#include "backends/xnnpack/matmul_kernels.h"
+#include "backends/xnnpack/memory_plan.h"
+
+namespace etna::test {
+namespace {
+
+using Layout = PayloadBuilder::Layout;
+using fbx::NodeUnion;
+
+std::vector<xnn::DotPath> available_paths() {
+  std::vector<xnn::DotPath> paths;
+  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2}) {
+    if (xnn::dot_path_available(p)) paths.push_back(p);
+  }
+  return paths;
+}
+
+// Forces a path for the scope of a test step.
+class ForcedPath {
+ public:
+  explicit ForcedPath(xnn::DotPath path) { xnn::force_dot_path(path); }
+  ~ForcedPath() { xnn::clear_forced_dot_path(); }
+  ForcedPath(const ForcedPath&) = delete;
+  ForcedPath& operator=(const ForcedPath&) = delete;
+};
+
+// b_plain is [batches][k][n]; the product in double, rounded once.
+std::vector<float> reference(const std::vector<float>& a, const std::vector<float>& b_plain, size_t batches, size_t m,
+                             size_t k, size_t n) {
+  std::vector<float> c(batches * m * n);
+  for (size_t q = 0; q < batches; ++q)
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (size_t p = 0; p < k; ++p) sum += double(a[(q * m + i) * k + p]) * b_plain[(q * k + p) * n + j];
+        c[(q * m + i) * n + j] = static_cast<float>(sum);
+      }
+  return c;
+}
+
+// The same matrices stored [batches][n][k].
+std::vector<float> transpose_batches(const std::vector<float>& b_plain, size_t batches, size_t k, size_t n) {
+  std::vector<float> t(b_plain.size());
+  for (size_t q = 0; q < batches; ++q)
+    for (size_t p = 0; p < k; ++p)
+      for (size_t j = 0; j < n; ++j) t[(q * n + j) * k + p] = b_plain[(q * k + p) * n + j];
+  return t;
+}
+
+constexpr float kSentinel = 12345.0f;
+
+TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
+  const size_t ms[] = {1, 2, 3, 4, 5, 8, 9};
+  const size_t ks[] = {1, 7, 32, 33, 130};
+  const size_t ns[] = {1, 5, 8, 15, 16, 17, 40};
+  for (xnn::DotPath path : available_paths()) {
+    const ForcedPath forced(path);
+    for (size_t m : ms)
+      for (size_t k : ks)
+        for (size_t n : ns) {
+          const auto a = pseudo_random(m * k, static_cast<uint32_t>(m * 1000 + k));
+          const auto b = pseudo_random(k * n, static_cast<uint32_t>(k * 1000 + n));
+          const auto want = reference(a, b, 1, m, k, n);
+          const auto bt = transpose_batches(b, 1, k, n);
+          for (bool transposed : {false, true}) {
+            SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + (transposed ? " transposed" : " plain") + " m=" +
+                         std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+            // One row of sentinels past the end shows nothing is written beyond c.
+            std::vector<float> c(m * n + n, kSentinel);
+            xnn::matmul_f32(a.data(), transposed ? bt.data() : b.data(), c.data(), m, k, n, transposed);
+            EXPECT_TRUE(close_to(std::vector<float>(c.begin(), c.begin() + m * n), want, 1e-5f));
+            for (size_t i = m * n; i < c.size(); ++i) ASSERT_EQ(c[i], kSentinel) << "written past c at " << i;
+          }
+        }
+  }
+}
+
+TEST(XnnpackOwnKernels, MatmulEmptyInnerDimensionGivesZeros) {
+  for (xnn::DotPath path : available_paths()) {
+    SCOPED_TRACE(xnn::dot_path_name(path));
+    const ForcedPath forced(path);
+    for (bool transposed : {false, true}) {
+      std::vector<float> c(5 * 19, kSentinel);
+      const float unused = 0.0f;
+      xnn::matmul_f32(&unused, &unused, c.data(), 5, 0, 19, transposed);
+      EXPECT_EQ(c, std::vector<float>(5 * 19, 0.0f));
+    }
+  }
+}
+
+// Attention's two products over a 1024-position cache (q times keys laid out
+// [heads, head_dim, positions], then probabilities times values), batched by
+// head, plus odd batched shapes in both layouts; each path through the
+// delegate against the reference, and the paths against each other.
+TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
+  struct Product {
+    size_t batches, m, k, n;
+    bool transposed;
+  };
+  const Product products[] = {
+      {4, 8, 32, 1024, false}, {4, 8, 1024, 32, false}, {3, 6, 7, 9, false}, {3, 6, 7, 9, true}, {3, 7, 45, 29, true}};
+  for (const Product& p : products) {
+    const auto a = pseudo_random(p.batches * p.m * p.k, 41);
+    const auto b_plain = pseudo_random(p.batches * p.k * p.n, 42);
+    const auto b = p.transposed ? transpose_batches(b_plain, p.batches, p.k, p.n) : b_plain;
+    const auto want = reference(a, b_plain, p.batches, p.m, p.k, p.n);
+    const int64_t q = static_cast<int64_t>(p.batches), m = static_cast<int64_t>(p.m), k = static_cast<int64_t>(p.k),
+                  n = static_cast<int64_t>(p.n);
+    const std::vector<int64_t> a_dims{q, m, k}, b_dims = p.transposed ? std::vector<int64_t>{q, n, k}
+                                                                       : std::vector<int64_t>{q, k, n};
+    const std::vector<int64_t> c_dims{q, m, n};
+    std::vector<std::vector<float>> results;
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " k=" + std::to_string(p.k) + " n=" + std::to_string(p.n));
+      PayloadBuilder builder;
+      auto to_u32 = [](const std::vector<int64_t>& dims) { return std::vector<uint32_t>(dims.begin(), dims.end()); };
+      const uint32_t va = builder.input(to_u32(a_dims), 0), vb = builder.input(to_u32(b_dims), 1);
+      const uint32_t vc = builder.output(to_u32(c_dims), 2);
+      builder.binary(NodeUnion::XNNBatchMatrixMultiply, va, vb, vc, {}, p.transposed ? 0x1 : 0);
+      const auto payload = builder.finish(Layout::kConstantRegion, 3);
+      xnn::XnnpackModuleContext context(BackendOptions{});
+      auto delegate = make_delegate(payload, context, builder.lookup());
+      ASSERT_TRUE(delegate) << delegate.error().message;
+      LocalTensor ta(ScalarType::kFloat, a_dims), tb(ScalarType::kFloat, b_dims), tc(ScalarType::kFloat, c_dims);
+      ta.fill(a);
+      tb.fill(b);
+      const ForcedPath forced(path);
+      Status ran = run_delegate(**delegate, {&ta, &tb, &tc});
+      ASSERT_TRUE(ran) << ran.error().message;
+      results.push_back(tc.to_vector());
+      // Float sums over 1024 products drift ~1e-5 from the double ones on any path.
+      EXPECT_TRUE(close_to(results.back(), want, 1e-4f));
+    }
+    for (size_t i = 1; i < results.size(); ++i) EXPECT_TRUE(close_to(results[i], results[0], 1e-4f));
+  }
+}
+
+// A view shares its owner's offset; the pair is busy for the union of their
+// lifetimes, so a buffer living inside that union never overlaps them.
+TEST(XnnpackOwnKernels, MemoryPlanPlacesViewsWithTheirOwner) {
+  std::vector<xnn::BufferLifetime> buffers(4);
+  buffers[0] = {256, 0, 1};                // produced at 0, reshaped at 1
+  buffers[1] = {256, 1, 5, 0};             // the reshape's output, read until 5
+  buffers[2] = {128, 2, 3};                // lives inside the view's lifetime only
+  buffers[3] = {256, 3, 6, 1};             // a view of the view
+  const xnn::BufferPlacement placement = xnn::place_buffers(buffers);
+  EXPECT_EQ(placement.offsets[1], placement.offsets[0]);
+  EXPECT_EQ(placement.offsets[3], placement.offsets[0]);
+  const size_t owner = placement.offsets[0], other = placement.offsets[2];
+  EXPECT_TRUE(other + 128 <= owner || owner + 256 <= other) << owner << " " << other;
+  EXPECT_EQ(placement.total_bytes, 256u + 128u);
+}
+
+// in -> t = in + in -> r = reshape(t) -> u = r * r -> v = reshape(u) -> out = v + t.
+// t is read after its reshape, and u is made while r (t's bytes) is still
+// needed, so the views' lifetimes must cover their owners' readers.
+TEST(XnnpackOwnKernels, ReshapesAreViewsAndKeepValues) {
+  PayloadBuilder builder;
+  const uint32_t in = builder.input({2, 3}, 0), out = builder.output({2, 3}, 1);
+  const uint32_t t = builder.internal({2, 3}), r = builder.internal({3, 2}), u = builder.internal({3, 2}),
+                 v = builder.internal({2, 3});
+  builder.binary(NodeUnion::XNNAdd, in, in, t);
+  builder.reshape({3, 2}, t, r);
+  builder.binary(NodeUnion::XNNMultiply, r, r, u);
+  builder.reshape({2, 3}, u, v);
+  builder.binary(NodeUnion::XNNAdd, v, t, out);
+  const auto payload = builder.finish(Layout::kConstantRegion, 2);
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, builder.lookup());
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  // Two buffers (t with r, u with v), not four.
+  const size_t slot = xnn::round_up(6 * sizeof(float) + xnn::kReadPadding, xnn::kWorkspaceAlignment);
+  EXPECT_EQ((*delegate)->declared_workspace_bytes(), 2 * slot);
+  const std::vector<float> x = {1, -2, 3, 0.5f, -4, 6};
+  LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {2, 3});
+  input.fill(x);
+  for (int call = 0; call < 2; ++call) {
+    Status ran = run_delegate(**delegate, {&input, &output});
+    ASSERT_TRUE(ran) << ran.error().message;
+    std::vector<float> want;
+    for (float e : x) want.push_back(4 * e * e + 2 * e);
+    EXPECT_EQ(output.to_vector(), want);
+  }
+}
+
+// A reshape of a delegate input read only by etna's kernels is the caller's
+// bytes (nothing in the workspace); one XNNPACK reads stays a copy, since
+// XNNPACK may read past the end of the caller's buffer.
+TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  for (bool xnnpack_reads : {false, true}) {
+    SCOPED_TRACE(xnnpack_reads ? "read by XNNPACK" : "read by a transpose");
+    PayloadBuilder builder;
+    const uint32_t in = builder.input({2, 3}, 0), out = builder.output({2, 3}, 1);
+    const uint32_t r = builder.internal({3, 2});
+    builder.reshape({3, 2}, in, r);
+    uint32_t last = r;
+    if (xnnpack_reads) {
+      last = builder.internal({3, 2});
+      builder.binary(NodeUnion::XNNAdd, r, r, last);
+    }
+    builder.transpose({1, 0}, last, out);
+    const auto payload = builder.finish(Layout::kConstantRegion, 2);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, builder.lookup());
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    const size_t slot = xnn::round_up(6 * sizeof(float) + xnn::kReadPadding, xnn::kWorkspaceAlignment);
+    EXPECT_EQ((*delegate)->declared_workspace_bytes(), xnnpack_reads ? 2 * slot : 0u);
+    LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {2, 3});
+    input.fill(x);
+    Status ran = run_delegate(**delegate, {&input, &output});
+    ASSERT_TRUE(ran) << ran.error().message;
+    const float scale = xnnpack_reads ? 2.0f : 1.0f;  // r viewed as [3, 2] = {{1, 2}, {3, 4}, {5, 6}}, transposed
+    const std::vector<float> want = {1 * scale, 3 * scale, 5 * scale, 2 * scale, 4 * scale, 6 * scale};
+    EXPECT_EQ(output.to_vector(), want);
+    EXPECT_EQ(input.to_vector(), x);
+  }
+}
+
+// GELU's vectorized erf against the exact form in double, on every path: a
+// sweep over [-10, 10] plus far-out values, with a count that leaves a tail
+// after the 8-lane blocks.
+TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
+  std::vector<float> x;
+  for (int i = 0; i < 3000; ++i) x.push_back(-10.0f + 20.0f * static_cast<float>(i) / 2999.0f);
+  for (float far : {-1e30f, -50.0f, -0.0f, 1e-20f, 50.0f, 1e30f}) x.push_back(far);
+  const int64_t count = static_cast<int64_t>(x.size());
+  ASSERT_NE(count % 8, 0);
+  std::vector<float> want;
+  for (float v : x) want.push_back(static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))));
+  for (xnn::DotPath path : available_paths()) {
+    SCOPED_TRACE(xnn::dot_path_name(path));
+    PayloadBuilder builder;
+    const uint32_t in = builder.input({1, static_cast<uint32_t>(count)}, 0);
+    const uint32_t out = builder.output({1, static_cast<uint32_t>(count)}, 1);
+    builder.unary(NodeUnion::XNNGelu, in, out);
+    const auto payload = builder.finish(Layout::kConstantRegion, 2);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, builder.lookup());
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    LocalTensor input(ScalarType::kFloat, {1, count}), output(ScalarType::kFloat, {1, count});
+    input.fill(x);
+    const ForcedPath forced(path);
+    Status ran = run_delegate(**delegate, {&input, &output});
+    ASSERT_TRUE(ran) << ran.error().message;
+    EXPECT_TRUE(close_to(output.to_vector(), want, 1e-6f));
+  }
+}
+
+}  // namespace
+}  // namespace etna::test
