@@ -2,7 +2,13 @@
 // 4-bit embedding, update_cache into shared state and custom_sdpa. Prefill
 // plus 32 greedy decode steps against the float32 TypeScript reference that
 // uses the same dequantized weights and per-token activation quantization.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+
+import { runExportExample } from '../lib/cli/export-example.js';
+import { runBenchmarks } from '../lib/tools/bench.js';
 
 import { NodeUnion } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
@@ -88,4 +94,25 @@ describe('llama-8da4w example', () => {
     expect(worstDifference(await run(), first)).toBe(0);
     await module.dispose();
   });
+
+  it('etna export-example writes it lowered to XNNPACK without --xnnpack', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etna-llama-'));
+    try {
+      const out = join(dir, 'llama.pte');
+      expect(runExportExample('llama-8da4w', out)).toBe(0);
+      const module = await Module.load(new Uint8Array(readFileSync(out)), { shareMemoryArenas: true });
+      expect(module.memoryReport().packedWeightBytes).toBeGreaterThan(0);
+      await module.dispose();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('etna bench runs it on etna only (no ONNX form) and its outputs match the reference', async () => {
+    const report = await runBenchmarks({ files: [], examples: ['llama-8da4w'], quick: true, threads: 1, iterations: 3, warmup: 1, progress: false, sessions: [] });
+    expect(report.results.map((r) => r.config)).toEqual(['etna-shared', 'etna-unshared']);
+    const shared = report.results.find((r) => r.config === 'etna-shared')!;
+    expect(shared.outputsMatch).toBe(true);
+    expect(Object.keys(shared.latency).sort()).toEqual(['decode', 'prefill', 'reset']);
+  }, 120_000);
 });
