@@ -15,9 +15,8 @@ import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
 import { bf16Value, dequantizeInt4Groups, INT4_MIN, perTokenInt8Row, quantizeInt4Groups, type Int4GroupWeights } from '../../export/quantize.js';
 import {
-  float32Tensor,
   int64Tensor,
-  resetMethod,
+  decoderMethods,
   runReferenceMethod,
   SeededRandom,
   softmaxInPlace,
@@ -337,23 +336,7 @@ export class Llama8da4wReference implements ExampleReference {
     this.output = quantized(weights.output, C.vocab, d);
     this.keyCaches = weights.layers.map(() => new Float32Array(C.context * kv));
     this.valueCaches = weights.layers.map(() => new Float32Array(C.context * kv));
-    this.signatures = {
-      prefill: {
-        inputs: [
-          { name: 'tokens', dtype: 'int64', shape: [1, C.prefillLength] },
-          { name: 'start_pos', dtype: 'int64', shape: [1] },
-        ],
-        run: ([tokens, start]) => [float32Tensor([1, C.prefillLength, C.vocab], this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0])))],
-      },
-      decode: {
-        inputs: [
-          { name: 'token', dtype: 'int64', shape: [1, 1] },
-          { name: 'pos', dtype: 'int64', shape: [1] },
-        ],
-        run: ([token, pos]) => [float32Tensor([1, 1, C.vocab], this.decode(Number(token!.data[0]), Number(pos!.data[0])))],
-      },
-      reset: resetMethod(() => this.reset()),
-    };
+    this.signatures = decoderMethods(C.prefillLength, C.vocab, this);
     this.methods = Object.keys(this.signatures);
   }
 
