@@ -95,6 +95,18 @@ describe('llama-8da4w example', () => {
     await module.dispose();
   });
 
+  it('a position past the context is refused and leaves the caches as they were', async () => {
+    const module = await Module.load(lowered.bytes, { shareMemoryArenas: true });
+    const reference = new Llama8da4wReference();
+    const prompt = [9, 8, 7, 6, 5, 4, 3, 2];
+    await module.execute('prefill', [Tensor.int64([1, C.prefillLength], prompt), Tensor.int64([1], [0])]);
+    reference.prefill(prompt, 0);
+    await expect(module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.context])])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    const [decoded] = await module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.prefillLength])]);
+    expect(worstDifference((decoded as Tensor).data as Float32Array, reference.decode(1, C.prefillLength))).toBeLessThan(LOGIT_TOLERANCE);
+    await module.dispose();
+  });
+
   it('etna export-example writes it lowered to XNNPACK without --xnnpack', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'etna-llama-'));
     try {
