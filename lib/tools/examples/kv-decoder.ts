@@ -13,7 +13,6 @@ import type { MethodBuilder } from '../../export/method-builder.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import {
   addInto,
-  float32Tensor,
   gelu,
   int64Tensor,
   layerNormRows,
@@ -21,7 +20,7 @@ import {
   map,
   randomLinear,
   randomNorm,
-  resetMethod,
+  decoderMethods,
   runReferenceMethod,
   SeededRandom,
   softmaxInPlace,
@@ -275,26 +274,7 @@ export class KvDecoderReference implements ExampleReference {
     this.mask = causalMaskTable(C);
     this.keyCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
     this.valueCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
-    this.signatures = {
-      prefill: {
-        inputs: [
-          { name: 'tokens', dtype: 'int64', shape: [1, C.prefillLength] },
-          { name: 'start_pos', dtype: 'int64', shape: [1] },
-        ],
-        run: ([tokens, start]) => {
-          const logits = this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0]));
-          return [float32Tensor([1, C.prefillLength, C.vocab], logits)];
-        },
-      },
-      decode: {
-        inputs: [
-          { name: 'token', dtype: 'int64', shape: [1, 1] },
-          { name: 'pos', dtype: 'int64', shape: [1] },
-        ],
-        run: ([token, pos]) => [float32Tensor([1, 1, C.vocab], this.decode(Number(token!.data[0]), Number(pos!.data[0])))],
-      },
-      reset: resetMethod(() => this.reset()),
-    };
+    this.signatures = decoderMethods(C.prefillLength, C.vocab, this);
     this.methods = Object.keys(this.signatures);
   }
 

@@ -83,6 +83,39 @@ export function resetMethod(reset: () => void): ReferenceMethod {
   };
 }
 
+/** What a prefill/decode/reset decoder reference computes. */
+export interface DecoderSteps {
+  /** Logits [prefillLength x vocab] for a chunk of tokens at positions start.. */
+  prefill(tokens: readonly number[], start: number): Float32Array;
+  /** Logits [vocab] for one token at `pos`. */
+  decode(token: number, pos: number): Float32Array;
+  reset(): void;
+}
+
+/**
+ * The signatures of a decoder's methods: prefill(tokens int64[1, prefillLength],
+ * start_pos int64[1]), decode(token int64[1, 1], pos int64[1]) and reset().
+ */
+export function decoderMethods(prefillLength: number, vocab: number, steps: DecoderSteps): Record<string, ReferenceMethod> {
+  return {
+    prefill: {
+      inputs: [
+        { name: 'tokens', dtype: 'int64', shape: [1, prefillLength] },
+        { name: 'start_pos', dtype: 'int64', shape: [1] },
+      ],
+      run: ([tokens, start]) => [float32Tensor([1, prefillLength, vocab], steps.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0])))],
+    },
+    decode: {
+      inputs: [
+        { name: 'token', dtype: 'int64', shape: [1, 1] },
+        { name: 'pos', dtype: 'int64', shape: [1] },
+      ],
+      run: ([token, pos]) => [float32Tensor([1, 1, vocab], steps.decode(Number(token!.data[0]), Number(pos!.data[0])))],
+    },
+    reset: resetMethod(() => steps.reset()),
+  };
+}
+
 // ------------------------------------------------------------------ deterministic weights
 
 /** xorshift32: a small deterministic generator so every run builds the same weights. */

@@ -1,0 +1,449 @@
+// A small Llama written the way ExecuTorch's export_llama writes one
+// (`-kv --use_sdpa_with_kv_cache -X -qmode 8da4w --group_size 32 -d fp32`):
+//   prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,256]
+//   decode(token int64[1,1], pos int64[1])         -> logits float32[1,1,256]
+//   reset()                                         (zeroes the caches)
+// RMSNorm, rotary position embedding (interleaved pairs, as Meta's Llama),
+// grouped-query attention, a SiLU-gated MLP. Every linear is 8da4w in the
+// XNNPACK delegate, the token embedding is 4-bit
+// (`quantized_decomposed::embedding_4bit.dtype_out`), keys and values go into
+// caches in shared state with `llama::update_cache`, and attention is
+// `llama::custom_sdpa` masked causally from start_pos.
+import { EtnaError } from '../../errors.js';
+import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
+import type { MethodBuilder } from '../../export/method-builder.js';
+import { ProgramBuilder } from '../../export/program-builder.js';
+import { bf16Value, dequantizeInt4Groups, INT4_MIN, perTokenInt8Row, quantizeInt4Groups, type Int4GroupWeights } from '../../export/quantize.js';
+import {
+  int64Tensor,
+  decoderMethods,
+  runReferenceMethod,
+  SeededRandom,
+  softmaxInPlace,
+  type ExampleCall,
+  type ExampleReference,
+  type ReferenceMethod,
+  type ReferenceTensor,
+} from './reference.js';
+
+export interface Llama8da4wConfig {
+  readonly layers: number;
+  readonly modelDim: number;
+  readonly heads: number;
+  readonly kvHeads: number;
+  readonly hiddenDim: number;
+  readonly vocab: number;
+  readonly context: number;
+  readonly prefillLength: number;
+  readonly groupSize: number;
+  readonly normEps: number;
+  readonly ropeTheta: number;
+  readonly seed: number;
+}
+
+export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
+  layers: 2,
+  modelDim: 128,
+  heads: 4,
+  kvHeads: 2,
+  hiddenDim: 256,
+  vocab: 256,
+  context: 256,
+  prefillLength: 8,
+  groupSize: 32,
+  normEps: 1e-5,
+  ropeTheta: 10000,
+  seed: 0x6c6c_6d34,
+};
+
+const headDim = (C: Llama8da4wConfig): number => C.modelDim / C.heads;
+
+/** Float weights [out, in] of the linears, before quantization. */
+export interface Llama8da4wLayerWeights {
+  readonly attentionNorm: Float32Array;
+  readonly wq: Float32Array;
+  readonly wk: Float32Array;
+  readonly wv: Float32Array;
+  readonly wo: Float32Array;
+  readonly ffnNorm: Float32Array;
+  /** Gate, up and down projections of the MLP: down(silu(gate x) * up x). */
+  readonly w1: Float32Array;
+  readonly w3: Float32Array;
+  readonly w2: Float32Array;
+}
+
+export interface Llama8da4wWeights {
+  readonly config: Llama8da4wConfig;
+  readonly tokenEmbedding: Float32Array;
+  readonly layers: readonly Llama8da4wLayerWeights[];
+  readonly finalNorm: Float32Array;
+  readonly output: Float32Array;
+}
+
+export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG): Llama8da4wWeights {
+  const C = config;
+  const random = new SeededRandom(C.seed);
+  const d = C.modelDim;
+  const kv = C.kvHeads * headDim(C);
+  const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
+  const norm = (): Float32Array => Float32Array.from(random.uniform(d, 0.2), (v) => 1 + v);
+  return {
+    config,
+    tokenEmbedding: random.uniform(C.vocab * d, 1),
+    layers: Array.from({ length: C.layers }, () => ({
+      attentionNorm: norm(),
+      wq: linear(d, d),
+      wk: linear(kv, d),
+      wv: linear(kv, d),
+      wo: linear(d, d),
+      ffnNorm: norm(),
+      w1: linear(C.hiddenDim, d),
+      w3: linear(C.hiddenDim, d),
+      w2: linear(d, C.hiddenDim),
+    })),
+    finalNorm: norm(),
+    output: linear(C.vocab, d),
+  };
+}
+
+/** cos and sin tables [context, headDim / 2] of the rotary embedding, in float32. */
+export function ropeTables(C: Llama8da4wConfig): { cos: Float32Array; sin: Float32Array } {
+  const half = headDim(C) / 2;
+  const cos = new Float32Array(C.context * half);
+  const sin = new Float32Array(C.context * half);
+  for (let p = 0; p < C.context; p++) {
+    for (let i = 0; i < half; i++) {
+      const angle = p * Math.fround(1 / C.ropeTheta ** ((2 * i) / headDim(C)));
+      cos[p * half + i] = Math.cos(angle);
+      sin[p * half + i] = Math.sin(angle);
+    }
+  }
+  return { cos, sin };
+}
+
+/** float16 bits of a bf16 value: exact, as long as it is a normal float16. */
+function float16BitsOfBf16(bits: number): number {
+  const exponent = ((bits >> 7) & 0xff) - 127 + 15;
+  if (exponent < 1 || exponent > 30) throw new EtnaError('INVALID_INPUT', `embedding scale ${bf16Value(bits)} is outside the float16 normal range`);
+  return ((bits & 0x8000) | (exponent << 10) | ((bits & 0x7f) << 3)) & 0xffff;
+}
+
+/** embedding_4bit's layout: code + 8, two per byte, the even element in the high nibble. */
+function packEmbeddingRows(q: Int4GroupWeights): Uint8Array {
+  const bytes = new Uint8Array((q.outFeatures * q.inFeatures) / 2);
+  q.codes.forEach((code, i) => {
+    bytes[i >> 1]! |= i % 2 === 0 ? (code - INT4_MIN) << 4 : code - INT4_MIN;
+  });
+  return bytes;
+}
+
+/** The 4-bit token embedding table: the same group quantization as the linears, scales stored as float16. */
+function quantizedEmbedding(weights: Llama8da4wWeights): Int4GroupWeights {
+  const C = weights.config;
+  return quantizeInt4Groups(weights.tokenEmbedding, C.vocab, C.modelDim, C.groupSize);
+}
+
+// ------------------------------------------------------------------ program
+
+interface LayerConstants {
+  attentionNorm: ConstantTensor;
+  wq: ConstantTensor;
+  wk: ConstantTensor;
+  wv: ConstantTensor;
+  wo: ConstantTensor;
+  ffnNorm: ConstantTensor;
+  w1: ConstantTensor;
+  w3: ConstantTensor;
+  w2: ConstantTensor;
+  keyCache: SharedBuffer;
+  valueCache: SharedBuffer;
+}
+
+export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWeights()): ProgramBuilder {
+  const C = weights.config;
+  const program = new ProgramBuilder();
+  const d = C.modelDim;
+  const hd = headDim(C);
+  const kv = C.kvHeads * hd;
+  const linear = (name: string, data: Float32Array, out: number, inFeatures: number): ConstantTensor =>
+    program.linear8da4wWeight(name, [out, inFeatures], data, { groupSize: C.groupSize });
+  const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, 'float32', [data.length], data);
+
+  const embedding = quantizedEmbedding(weights);
+  const embeddingCodes = program.constant('tok_embeddings.weight', 'uint8', [C.vocab, d / 2], packEmbeddingRows(embedding));
+  const embeddingScales = program.constant('tok_embeddings.scales', 'float16', [C.vocab, d / C.groupSize], Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16));
+  const rope = ropeTables(C);
+  const cosTable = program.constant('rope.cos', 'float32', [C.context, hd / 2], rope.cos);
+  const sinTable = program.constant('rope.sin', 'float32', [C.context, hd / 2], rope.sin);
+  const chunkOffsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
+  const emptyCache = program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv));
+  const layers: LayerConstants[] = weights.layers.map((w, l) => ({
+    attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
+    wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
+    wk: linear(`layers.${l}.attention.wk.weight`, w.wk, kv, d),
+    wv: linear(`layers.${l}.attention.wv.weight`, w.wv, kv, d),
+    wo: linear(`layers.${l}.attention.wo.weight`, w.wo, d, d),
+    ffnNorm: vector(`layers.${l}.ffn_norm.weight`, w.ffnNorm),
+    w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
+    w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
+    w2: linear(`layers.${l}.feed_forward.w2.weight`, w.w2, d, C.hiddenDim),
+    keyCache: program.sharedBuffer(`layers.${l}.attention.k_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
+    valueCache: program.sharedBuffer(`layers.${l}.attention.v_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
+  }));
+  const finalNorm = vector('norm.weight', weights.finalNorm);
+  const output = linear('output.weight', weights.output, C.vocab, d);
+
+  const pass = (m: MethodBuilder, tokens: TensorValue, startPos: TensorValue, positions: TensorValue, length: number): TensorValue => {
+    const g = m.graph;
+    const start = g.addValue({ kind: 'int', value: 0n });
+    g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
+    const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
+
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => {
+      const meanSquare = g.addTensor('float32', [length, 1]);
+      m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
+      const inverse = g.addTensor('float32', [length, 1]);
+      m.kernel('aten::rsqrt.out', [m.add(meanSquare, C.normEps), inverse]);
+      return m.mul(m.mul(x, inverse), weight);
+    };
+    const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
+    const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
+    // Pairs (x[2i], x[2i+1]) rotate by position * theta_i.
+    const rotate = (x: TensorValue, heads: number): TensorValue => {
+      const pairs = m.reshape(x, [length, heads, hd / 2, 2]);
+      const even = m.reshape(m.slice(pairs, 3, 0, 1), [length, heads, hd / 2]);
+      const odd = m.reshape(m.slice(pairs, 3, 1, 2), [length, heads, hd / 2]);
+      const rotatedEven = m.sub(m.mul(even, cos), m.mul(odd, sin));
+      const rotatedOdd = m.add(m.mul(even, sin), m.mul(odd, cos));
+      return m.reshape(m.cat([m.unsqueeze(rotatedEven, 3), m.unsqueeze(rotatedOdd, 3)], 3), [1, length, heads, hd]);
+    };
+
+    const embedded = g.addTensor('float32', [1, length, d]);
+    g.addKernelCall('quantized_decomposed::embedding_4bit.dtype_out', [
+      m.use(embeddingCodes).index, m.use(embeddingScales).index, g.addValue({ kind: 'null' }), int(-8), int(7), tokens.index, int(6), embedded.index, embedded.index,
+    ]);
+    let x = m.reshape(embedded, [length, d]);
+    for (const layer of layers) {
+      const h = rmsNorm(x, layer.attentionNorm);
+      const q = rotate(m.linear(h, layer.wq), C.heads);
+      const k = rotate(m.linear(h, layer.wk), C.kvHeads);
+      const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
+      for (const [update, cache] of [[k, layer.keyCache], [v, layer.valueCache]] as const) {
+        const placeholder = g.addTensor('float32', [1]);
+        g.addKernelCall('llama::update_cache.out', [update.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
+      }
+      const attention = g.addTensor('float32', [1, length, C.heads, hd]);
+      g.addKernelCall('llama::custom_sdpa.out', [
+        q.index, m.use(layer.keyCache).index, m.use(layer.valueCache).index, start,
+        g.addValue({ kind: 'null' }), g.addValue({ kind: 'double', value: 0 }), g.addValue({ kind: 'bool', value: true }), g.addValue({ kind: 'null' }),
+        attention.index, attention.index,
+      ]);
+      x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
+      const h2 = rmsNorm(x, layer.ffnNorm);
+      x = m.add(x, m.linear(m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3)), layer.w2));
+    }
+    return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
+  };
+
+  program.method('prefill', (m) => {
+    const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
+    const start = m.input('start_pos', 'int64', [1]);
+    m.output({ logits: pass(m, tokens, start, m.add(start, chunkOffsets), C.prefillLength) });
+  });
+  program.method('decode', (m) => {
+    const token = m.input('token', 'int64', [1, 1]);
+    const pos = m.input('pos', 'int64', [1]);
+    m.output({ logits: pass(m, token, pos, pos, 1) });
+  });
+  program.method('reset', (m) => {
+    for (const layer of layers) {
+      m.copyInto(layer.keyCache, emptyCache);
+      m.copyInto(layer.valueCache, emptyCache);
+    }
+  });
+  return program;
+}
+
+// ------------------------------------------------------------------ reference
+
+interface QuantizedLinear {
+  readonly out: number;
+  readonly in: number;
+  readonly weight: Float32Array;
+}
+
+/** rows x in -> rows x out: per-token int8 activations times the dequantized 4-bit weights, as the delegate computes. */
+function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32Array {
+  const y = new Float32Array(rows * w.out);
+  for (let r = 0; r < rows; r++) {
+    const row = perTokenInt8Row(x.subarray(r * w.in, (r + 1) * w.in));
+    for (let n = 0; n < w.out; n++) {
+      let sum = 0;
+      for (let k = 0; k < w.in; k++) sum += row[k]! * w.weight[n * w.in + k]!;
+      y[r * w.out + n] = sum;
+    }
+  }
+  return y;
+}
+
+function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number): Float32Array {
+  const y = new Float32Array(x.length);
+  for (let r = 0; r < rows; r++) {
+    let sum = 0;
+    for (let i = 0; i < d; i++) sum += x[r * d + i]! ** 2;
+    const inverse = 1 / Math.sqrt(sum / d + eps);
+    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * weight[i]!;
+  }
+  return y;
+}
+
+/**
+ * The same model in float32 arrays, step for step: dequantized weights, the
+ * delegate's per-token activation quantization before every linear, fixed
+ * caches written at each position and attention over positions <= the query's.
+ */
+export class Llama8da4wReference implements ExampleReference {
+  readonly example = 'llama-8da4w';
+  readonly methods: readonly string[];
+  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
+  private readonly keyCaches: Float32Array[];
+  private readonly valueCaches: Float32Array[];
+  private readonly embedding: Float32Array;
+  private readonly rope: { cos: Float32Array; sin: Float32Array };
+  private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
+  private readonly output: QuantizedLinear;
+
+  constructor(readonly weights: Llama8da4wWeights = createLlama8da4wWeights()) {
+    const C = weights.config;
+    const d = C.modelDim;
+    const kv = C.kvHeads * headDim(C);
+    const quantized = (data: Float32Array, out: number, inFeatures: number): QuantizedLinear => ({
+      out,
+      in: inFeatures,
+      weight: dequantizeInt4Groups(quantizeInt4Groups(data, out, inFeatures, C.groupSize)),
+    });
+    this.embedding = dequantizeInt4Groups(quantizedEmbedding(weights));
+    this.rope = ropeTables(C);
+    this.layers = weights.layers.map((w) => ({
+      wq: quantized(w.wq, d, d),
+      wk: quantized(w.wk, kv, d),
+      wv: quantized(w.wv, kv, d),
+      wo: quantized(w.wo, d, d),
+      w1: quantized(w.w1, C.hiddenDim, d),
+      w3: quantized(w.w3, C.hiddenDim, d),
+      w2: quantized(w.w2, d, C.hiddenDim),
+    }));
+    this.output = quantized(weights.output, C.vocab, d);
+    this.keyCaches = weights.layers.map(() => new Float32Array(C.context * kv));
+    this.valueCaches = weights.layers.map(() => new Float32Array(C.context * kv));
+    this.signatures = decoderMethods(C.prefillLength, C.vocab, this);
+    this.methods = Object.keys(this.signatures);
+  }
+
+  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
+  }
+
+  /** Logits [prefillLength x vocab] for a chunk at positions start.. */
+  prefill(tokens: readonly number[], start: number): Float32Array {
+    const C = this.weights.config;
+    if (tokens.length !== C.prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${C.prefillLength} tokens, got ${tokens.length}`);
+    return this.pass(tokens, start, 'prefill');
+  }
+
+  /** Logits [vocab] for one token at `pos`. */
+  decode(token: number, pos: number): Float32Array {
+    return this.pass([token], pos, 'decode');
+  }
+
+  session(): ExampleCall[] {
+    return llama8da4wSession(this.weights.config);
+  }
+
+  reset(): void {
+    for (const cache of [...this.keyCaches, ...this.valueCaches]) cache.fill(0);
+  }
+
+  private rotate(x: Float32Array, rows: number, heads: number, start: number): void {
+    const hd = headDim(this.weights.config);
+    const half = hd / 2;
+    for (let t = 0; t < rows; t++) {
+      for (let h = 0; h < heads; h++) {
+        for (let i = 0; i < half; i++) {
+          const at = (t * heads + h) * hd + 2 * i;
+          const [even, odd] = [x[at]!, x[at + 1]!];
+          const cos = this.rope.cos[(start + t) * half + i]!;
+          const sin = this.rope.sin[(start + t) * half + i]!;
+          x[at] = even * cos - odd * sin;
+          x[at + 1] = even * sin + odd * cos;
+        }
+      }
+    }
+  }
+
+  private pass(tokens: readonly number[], start: number, method: string): Float32Array {
+    const C = this.weights.config;
+    const rows = tokens.length;
+    for (const token of tokens) {
+      if (!Number.isInteger(token) || token < 0 || token >= C.vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${C.vocab - 1}`);
+    }
+    if (!Number.isInteger(start) || start < 0 || start + rows > C.context) {
+      throw new EtnaError('INVALID_INPUT', `${method}: positions ${start}..${start + rows - 1} are outside the context 0..${C.context - 1}`);
+    }
+    const d = C.modelDim;
+    const hd = headDim(C);
+    const kv = C.kvHeads * hd;
+    const x = new Float32Array(rows * d);
+    tokens.forEach((token, t) => x.set(this.embedding.subarray(token * d, (token + 1) * d), t * d));
+    this.weights.layers.forEach((w, l) => {
+      const layer = this.layers[l]!;
+      const h = rmsNormRows(x, rows, d, w.attentionNorm, C.normEps);
+      const q = linear8da4w(h, rows, layer.wq);
+      const k = linear8da4w(h, rows, layer.wk);
+      const v = linear8da4w(h, rows, layer.wv);
+      this.rotate(q, rows, C.heads, start);
+      this.rotate(k, rows, C.kvHeads, start);
+      this.keyCaches[l]!.set(k, start * kv);
+      this.valueCaches[l]!.set(v, start * kv);
+      const attention = new Float32Array(rows * d);
+      for (let t = 0; t < rows; t++) {
+        const visible = start + t + 1;
+        const scores = new Float32Array(visible);
+        for (let head = 0; head < C.heads; head++) {
+          const kvHead = Math.floor(head / (C.heads / C.kvHeads));
+          for (let c = 0; c < visible; c++) {
+            let dot = 0;
+            for (let i = 0; i < hd; i++) dot += q[(t * C.heads + head) * hd + i]! * this.keyCaches[l]![c * kv + kvHead * hd + i]!;
+            scores[c] = dot / Math.sqrt(hd);
+          }
+          softmaxInPlace(scores, 0, visible);
+          for (let i = 0; i < hd; i++) {
+            let sum = 0;
+            for (let c = 0; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
+            attention[(t * C.heads + head) * hd + i] = sum;
+          }
+        }
+      }
+      const attended = linear8da4w(attention, rows, layer.wo);
+      for (let i = 0; i < x.length; i++) x[i]! += attended[i]!;
+      const h2 = rmsNormRows(x, rows, d, w.ffnNorm, C.normEps);
+      const gate = linear8da4w(h2, rows, layer.w1);
+      const up = linear8da4w(h2, rows, layer.w3);
+      for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+      const down = linear8da4w(gate, rows, layer.w2);
+      for (let i = 0; i < x.length; i++) x[i]! += down[i]!;
+    });
+    return linear8da4w(rmsNormRows(x, rows, d, this.weights.finalNorm, C.normEps), rows, this.output);
+  }
+}
+
+/** reset, a prompt chunk at position 0, one decode step after it. */
+export function llama8da4wSession(C: Llama8da4wConfig = LLAMA_8DA4W_CONFIG, seed = 11): ExampleCall[] {
+  const random = new SeededRandom(seed);
+  const prompt = Array.from({ length: C.prefillLength }, () => random.integer(C.vocab));
+  return [
+    { method: 'reset', inputs: [] },
+    { method: 'prefill', inputs: [int64Tensor([1, C.prefillLength], prompt), int64Tensor([1], [0])] },
+    { method: 'decode', inputs: [int64Tensor([1, 1], [random.integer(C.vocab)]), int64Tensor([1], [C.prefillLength])] },
+  ];
+}
