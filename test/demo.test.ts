@@ -27,10 +27,12 @@ describe('etna demo', () => {
     expect(unshared.outputsMatch).toBe(false);
     expect(unshared.stateful).toBe(true);
     expect(shared.plannedBytes!).toBeLessThan(unshared.plannedBytes!);
-    // Unshared keeps three 2 MiB KV caches and three activation arenas (5 MiB more
-    // planned), well above the ~1.5 MiB run-to-run noise of a node process's peak;
-    // onnxruntime holds a copy of the weights per session.
-    expect(shared.peakRssBytes).toBeLessThan(unshared.peakRssBytes);
+    // Unshared plans three 2 MiB KV caches instead of one (checked above). Arenas
+    // come zeroed by the OS page by page, so a short session makes resident only
+    // the cache rows it writes: shared and unshared peaks differ by less than the
+    // run-to-run noise of a node process and are not compared. onnxruntime holds
+    // a copy of the weights per session, far above that noise.
+    expect(shared.peakRssBytes).toBeLessThan(onnxruntime.peakRssBytes);
     expect(unshared.peakRssBytes).toBeLessThan(onnxruntime.peakRssBytes);
     expect(Object.keys(shared.sessionLatency).sort()).toEqual(['decode', 'prefill', 'reset']);
     const text = formatDemoTable(results);

@@ -20,16 +20,12 @@ import {
   map,
   randomLinear,
   randomNorm,
-  decoderMethods,
-  runReferenceMethod,
+  DecoderReference,
   SeededRandom,
   softmaxInPlace,
   type ExampleCall,
-  type ExampleReference,
   type LinearWeights,
   type NormWeights,
-  type ReferenceMethod,
-  type ReferenceTensor,
 } from './reference.js';
 
 export interface KvDecoderConfig {
@@ -230,12 +226,6 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
 
 // ------------------------------------------------------------------ reference
 
-function checkPosition(C: KvDecoderConfig, method: string, position: number): void {
-  if (!Number.isInteger(position) || position < 0 || position >= C.context) {
-    throw new EtnaError('INVALID_INPUT', `${method}: position ${position} is outside the context 0..${C.context - 1}`);
-  }
-}
-
 function embedRows(weights: KvDecoderWeights, tokens: readonly number[], positions: readonly number[]): Float32Array {
   const d = weights.config.modelDim;
   const x = new Float32Array(tokens.length * d);
@@ -261,49 +251,19 @@ function headLogits(weights: KvDecoderWeights, x: Float32Array, rows: number): F
  * values go into fixed-size caches, and every query attends over the whole
  * context with the additive mask row of its position.
  */
-export class KvDecoderReference implements ExampleReference {
-  readonly example = 'kv-decoder';
-  readonly methods: readonly string[];
-  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
-  private readonly keyCaches: Float32Array[];
-  private readonly valueCaches: Float32Array[];
+export class KvDecoderReference extends DecoderReference {
   private readonly mask: Float32Array;
 
   constructor(readonly weights: KvDecoderWeights = createKvDecoderWeights()) {
     const C = weights.config;
+    const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.modelDim));
+    super('kv-decoder', C, caches(), caches());
     this.mask = causalMaskTable(C);
-    this.keyCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
-    this.valueCaches = weights.layers.map(() => new Float32Array(C.context * C.modelDim));
-    this.signatures = decoderMethods(C.prefillLength, C.vocab, this);
-    this.methods = Object.keys(this.signatures);
   }
 
-  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    return runReferenceMethod(this.example, this.signatures, method, inputs);
-  }
-
-  /** Logits [8 x vocab] for a chunk of 8 tokens at positions start..start+7. */
-  prefill(tokens: readonly number[], start: number): Float32Array {
+  protected pass(tokens: readonly number[], start: number): Float32Array {
     const C = this.weights.config;
-    if (tokens.length !== C.prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${C.prefillLength} tokens, got ${tokens.length}`);
-    return this.pass(tokens, tokens.map((_, i) => start + i), 'prefill');
-  }
-
-  /** Logits [vocab] for one token at `pos`. */
-  decode(token: number, pos: number): Float32Array {
-    return this.pass([token], [pos], 'decode');
-  }
-
-  reset(): void {
-    for (const cache of [...this.keyCaches, ...this.valueCaches]) cache.fill(0);
-  }
-
-  private pass(tokens: readonly number[], positions: readonly number[], method: string): Float32Array {
-    const C = this.weights.config;
-    for (const token of tokens) {
-      if (!Number.isInteger(token) || token < 0 || token >= C.vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${C.vocab - 1}`);
-    }
-    positions.forEach((p) => checkPosition(C, method, p));
+    const positions = tokens.map((_, t) => start + t);
     const rows = tokens.length;
     const d = C.modelDim;
     const x = embedRows(this.weights, tokens, positions);

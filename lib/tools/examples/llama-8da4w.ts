@@ -16,14 +16,10 @@ import { ProgramBuilder } from '../../export/program-builder.js';
 import { bf16Value, dequantizeInt4Groups, INT4_MIN, perTokenInt8Row, quantizeInt4Groups, type Int4GroupWeights } from '../../export/quantize.js';
 import {
   int64Tensor,
-  decoderMethods,
-  runReferenceMethod,
+  DecoderReference,
   SeededRandom,
   softmaxInPlace,
   type ExampleCall,
-  type ExampleReference,
-  type ReferenceMethod,
-  type ReferenceTensor,
 } from './reference.js';
 
 export interface Llama8da4wConfig {
@@ -302,12 +298,7 @@ function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Ar
  * delegate's per-token activation quantization before every linear, fixed
  * caches written at each position and attention over positions <= the query's.
  */
-export class Llama8da4wReference implements ExampleReference {
-  readonly example = 'llama-8da4w';
-  readonly methods: readonly string[];
-  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
-  private readonly keyCaches: Float32Array[];
-  private readonly valueCaches: Float32Array[];
+export class Llama8da4wReference extends DecoderReference {
   private readonly embedding: Float32Array;
   private readonly rope: { cos: Float32Array; sin: Float32Array };
   private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
@@ -315,6 +306,8 @@ export class Llama8da4wReference implements ExampleReference {
 
   constructor(readonly weights: Llama8da4wWeights = createLlama8da4wWeights()) {
     const C = weights.config;
+    const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
+    super('llama-8da4w', C, caches(), caches());
     const d = C.modelDim;
     const kv = C.kvHeads * headDim(C);
     const quantized = (data: Float32Array, out: number, inFeatures: number): QuantizedLinear => ({
@@ -334,34 +327,10 @@ export class Llama8da4wReference implements ExampleReference {
       w2: quantized(w.w2, d, C.hiddenDim),
     }));
     this.output = quantized(weights.output, C.vocab, d);
-    this.keyCaches = weights.layers.map(() => new Float32Array(C.context * kv));
-    this.valueCaches = weights.layers.map(() => new Float32Array(C.context * kv));
-    this.signatures = decoderMethods(C.prefillLength, C.vocab, this);
-    this.methods = Object.keys(this.signatures);
-  }
-
-  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    return runReferenceMethod(this.example, this.signatures, method, inputs);
-  }
-
-  /** Logits [prefillLength x vocab] for a chunk at positions start.. */
-  prefill(tokens: readonly number[], start: number): Float32Array {
-    const C = this.weights.config;
-    if (tokens.length !== C.prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${C.prefillLength} tokens, got ${tokens.length}`);
-    return this.pass(tokens, start, 'prefill');
-  }
-
-  /** Logits [vocab] for one token at `pos`. */
-  decode(token: number, pos: number): Float32Array {
-    return this.pass([token], pos, 'decode');
   }
 
   session(): ExampleCall[] {
     return llama8da4wSession(this.weights.config);
-  }
-
-  reset(): void {
-    for (const cache of [...this.keyCaches, ...this.valueCaches]) cache.fill(0);
   }
 
   private rotate(x: Float32Array, rows: number, heads: number, start: number): void {
@@ -381,15 +350,9 @@ export class Llama8da4wReference implements ExampleReference {
     }
   }
 
-  private pass(tokens: readonly number[], start: number, method: string): Float32Array {
+  protected pass(tokens: readonly number[], start: number): Float32Array {
     const C = this.weights.config;
     const rows = tokens.length;
-    for (const token of tokens) {
-      if (!Number.isInteger(token) || token < 0 || token >= C.vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${C.vocab - 1}`);
-    }
-    if (!Number.isInteger(start) || start < 0 || start + rows > C.context) {
-      throw new EtnaError('INVALID_INPUT', `${method}: positions ${start}..${start + rows - 1} are outside the context 0..${C.context - 1}`);
-    }
     const d = C.modelDim;
     const hd = headDim(C);
     const kv = C.kvHeads * hd;

@@ -83,37 +83,88 @@ export function resetMethod(reset: () => void): ReferenceMethod {
   };
 }
 
-/** What a prefill/decode/reset decoder reference computes. */
-export interface DecoderSteps {
-  /** Logits [prefillLength x vocab] for a chunk of tokens at positions start.. */
-  prefill(tokens: readonly number[], start: number): Float32Array;
-  /** Logits [vocab] for one token at `pos`. */
-  decode(token: number, pos: number): Float32Array;
-  reset(): void;
+/** What a decoder example's methods are sized by. */
+export interface DecoderShape {
+  readonly prefillLength: number;
+  readonly vocab: number;
+  readonly context: number;
 }
 
 /**
- * The signatures of a decoder's methods: prefill(tokens int64[1, prefillLength],
- * start_pos int64[1]), decode(token int64[1, 1], pos int64[1]) and reset().
+ * A decoder with KV caches and the methods prefill(tokens int64[1,
+ * prefillLength], start_pos int64[1]), decode(token int64[1, 1], pos int64[1])
+ * and reset(). The signatures, the token and position checks and the reset
+ * live here; a subclass computes one pass.
  */
-export function decoderMethods(prefillLength: number, vocab: number, steps: DecoderSteps): Record<string, ReferenceMethod> {
-  return {
-    prefill: {
-      inputs: [
-        { name: 'tokens', dtype: 'int64', shape: [1, prefillLength] },
-        { name: 'start_pos', dtype: 'int64', shape: [1] },
-      ],
-      run: ([tokens, start]) => [float32Tensor([1, prefillLength, vocab], steps.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0])))],
-    },
-    decode: {
-      inputs: [
-        { name: 'token', dtype: 'int64', shape: [1, 1] },
-        { name: 'pos', dtype: 'int64', shape: [1] },
-      ],
-      run: ([token, pos]) => [float32Tensor([1, 1, vocab], steps.decode(Number(token!.data[0]), Number(pos!.data[0])))],
-    },
-    reset: resetMethod(() => steps.reset()),
-  };
+export abstract class DecoderReference implements ExampleReference {
+  readonly methods: readonly string[];
+  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
+
+  protected constructor(
+    readonly example: string,
+    private readonly shape: DecoderShape,
+    protected readonly keyCaches: readonly Float32Array[],
+    protected readonly valueCaches: readonly Float32Array[],
+  ) {
+    const { prefillLength, vocab } = shape;
+    this.signatures = {
+      prefill: {
+        inputs: [
+          { name: 'tokens', dtype: 'int64', shape: [1, prefillLength] },
+          { name: 'start_pos', dtype: 'int64', shape: [1] },
+        ],
+        run: ([tokens, start]) => [float32Tensor([1, prefillLength, vocab], this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0])))],
+      },
+      decode: {
+        inputs: [
+          { name: 'token', dtype: 'int64', shape: [1, 1] },
+          { name: 'pos', dtype: 'int64', shape: [1] },
+        ],
+        run: ([token, pos]) => [float32Tensor([1, 1, vocab], this.decode(Number(token!.data[0]), Number(pos!.data[0])))],
+      },
+      reset: resetMethod(() => this.reset()),
+    };
+    this.methods = Object.keys(this.signatures);
+  }
+
+  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
+  }
+
+  /** Logits [prefillLength x vocab] for a chunk of tokens at positions start.. */
+  prefill(tokens: readonly number[], start: number): Float32Array {
+    const { prefillLength } = this.shape;
+    if (tokens.length !== prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${prefillLength} tokens, got ${tokens.length}`);
+    return this.checkedPass(tokens, start, 'prefill');
+  }
+
+  /** Logits [vocab] for one token at `pos`. */
+  decode(token: number, pos: number): Float32Array {
+    return this.checkedPass([token], pos, 'decode');
+  }
+
+  reset(): void {
+    for (const cache of [...this.keyCaches, ...this.valueCaches]) cache.fill(0);
+  }
+
+  abstract session(): ExampleCall[];
+
+  /** Logits [rows x vocab] for `tokens` at positions start..start+rows-1; writes their keys and values into the caches. */
+  protected abstract pass(tokens: readonly number[], start: number): Float32Array;
+
+  private checkedPass(tokens: readonly number[], start: number, method: string): Float32Array {
+    const { vocab, context } = this.shape;
+    for (const token of tokens) {
+      if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${vocab - 1}`);
+    }
+    tokens.forEach((_, t) => {
+      const position = start + t;
+      if (!Number.isInteger(position) || position < 0 || position >= context) {
+        throw new EtnaError('INVALID_INPUT', `${method}: position ${position} is outside the context 0..${context - 1}`);
+      }
+    });
+    return this.pass(tokens, start);
+  }
 }
 
 // ------------------------------------------------------------------ deterministic weights
