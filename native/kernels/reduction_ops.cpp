@@ -27,7 +27,7 @@ bool is_nan_value(T v) {
 // (it must match out), else out's dtype, which is authoritative.
 Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dtype, const Tensor& out,
                           size_t dtype_index) {
-  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  ETNA_TRY(op.expect_element_dtype(out, "out"));
   if (dtype && *dtype != out.dtype()) {
     return op.program_error(OpArgs::arg_label(dtype_index, "dtype") + " is " + std::string(dtype_name(*dtype)) +
                             " but out is " + out.describe());
@@ -36,7 +36,8 @@ Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dty
 }
 
 // Sums (or averages) the reduced elements of self into out, reading self
-// converted to the accumulator type of out's dtype.
+// converted to the accumulator type of out's dtype (double for every float
+// dtype, so float16/bfloat16 results are rounded once).
 Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMaxTensorRank>& mask, bool keepdim,
                 Tensor& out, bool average) {
   const ReductionLayout layout = make_reduction_layout(self, mask, keepdim);
@@ -53,7 +54,7 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
   const void* in = self.data();
   void* result = out.data();
   const bool floating = is_floating_dtype(out.dtype());
-  visit_real_dtype(self.dtype(), [&](auto in_tag) {
+  visit_element_dtype(self.dtype(), [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     auto run = [&](auto acc_tag) {
       using Acc = typename decltype(acc_tag)::type;
@@ -85,7 +86,7 @@ Status sum_intlist_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
   return sum_into(op, *self, mask, keepdim, *out, false);
@@ -93,9 +94,9 @@ Status sum_intlist_out(KernelArgs args) {
 
 Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::optional<ScalarType>& dtype,
                          const Tensor& out, size_t dtype_index) {
-  ETNA_TRY(op.expect_supported_dtype(self, "self"));
+  ETNA_TRY(op.expect_element_dtype(self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, out, dtype_index));
-  ETNA_TRY(op.expect_floating(out, "out"));
+  ETNA_TRY(op.expect_any_floating(out, "out"));
   if (!dtype && !is_floating_dtype(self.dtype())) {
     return op.program_error("mean of " + self.describe() + " needs a floating dtype argument");
   }
@@ -462,7 +463,7 @@ Status cumsum_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(2, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, *out, 2));
   ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
   const Shape shape = Shape::of(*self);
@@ -470,7 +471,7 @@ Status cumsum_out(KernelArgs args) {
   const DimSplit split = split_at_dim(shape, self->rank() == 0 ? 0 : d);
   const void* in = self->data();
   void* result = out->data();
-  visit_real_dtype(self->dtype(), [&](auto in_tag) {
+  visit_element_dtype(self->dtype(), [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     auto run = [&](auto acc_tag) {
       using Acc = typename decltype(acc_tag)::type;
