@@ -379,6 +379,8 @@ template <typename T>
 T accumulate_value(T current, T value) {
   if constexpr (std::is_same_v<T, bool>) {
     return current || value;
+  } else if constexpr (is_16bit_float_v<T>) {
+    return convert_value<T>(widen_to_float(current) + widen_to_float(value));
   } else {
     return wrapping_add(current, value);
   }
@@ -397,9 +399,9 @@ Status put_values(const OpArgs& op, Tensor& target, const std::vector<Tensor*>& 
     return op.program_error("values " + values.describe() + " must have self's dtype " +
                             std::string(dtype_name(target.dtype())));
   }
-  ETNA_TRY(op.expect_supported_dtype(target, "self"));
+  ETNA_TRY(op.expect_element_dtype(target, "self"));
   const Strides value_strides = broadcast_strides(values, plan.result);
-  visit_real_dtype(target.dtype(), [&](auto tag) {
+  visit_element_dtype(target.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     void* dst = target.data();
     const void* src = values.data();

@@ -88,9 +88,10 @@ auto apply_typed_strided(F& f, const std::array<const void*, N>& data, const std
 // out[i] = f(inputs[0][i], ..., inputs[N-1][i]) with broadcasting. Inputs are
 // read converted to C, f returns R, which is converted to out's dtype. `out`
 // must already have the broadcast shape, and every dtype must be an element
-// dtype (the caller checked); float16/bfloat16 go through float. When the dtypes already are C and R the loops load
-// and store directly (flat when the shapes also match and are row-major);
-// otherwise each element goes through a dtype conversion function.
+// dtype (the caller checked). When the dtypes already are C and R the loops
+// load and store directly (flat when the shapes also match and are
+// row-major); otherwise each element goes through a dtype conversion
+// function (the path float16/bfloat16 take, with C = float).
 template <typename C, typename R, size_t N, typename F>
 void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
   const Shape shape = Shape::of(out);

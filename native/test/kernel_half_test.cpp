@@ -558,6 +558,32 @@ TEST(KernelHalf, ShapeAndIndexingOpsMoveSixteenBitElements) {
   }
 }
 
+TEST(KernelHalf, IndexPutWritesSixteenBitCachesAndAccumulatesInFloat) {
+  TensorStore store;
+  for (ScalarType dtype : kSixteenBit) {
+    // cache[:, positions] = values on a [2, 4] cache, as a KV-cache write.
+    Tensor& cache = make_16bit(store, dtype, {2, 4}, std::vector<float>(8, 0.0f));
+    Tensor& positions = store.make<int64_t>({1}, {2});
+    Tensor& values = make_16bit(store, dtype, {2, 1}, {0.3f, -7.1f});
+    Args put;
+    put.tensor(cache).optional_tensors({nullptr, &positions}).tensor(values).boolean(false).same_as(0);
+    ASSERT_TRUE(is_ok(run_kernel("aten::index_put_", put)));
+    const auto v = floats_of(values);
+    EXPECT_EQ(floats_of(cache), (std::vector<float>{0, 0, v[0], 0, 0, 0, v[1], 0}));
+
+    // accumulate adds in float and rounds the sum once.
+    Tensor& base = make_16bit(store, dtype, {2}, {1.0f, 256.0f});
+    Tensor& rows = store.make<int64_t>({2}, {0, 1});
+    Tensor& add = make_16bit(store, dtype, {2}, {0.1f, 0.6f});
+    Tensor& out = store.make_empty(dtype, {2});
+    Args accumulate;
+    accumulate.tensor(base).optional_tensors({&rows}).tensor(add).boolean(true).tensor(out).same_as(4);
+    ASSERT_TRUE(is_ok(run_kernel("aten::index_put.out", accumulate)));
+    const auto a = floats_of(add);
+    EXPECT_EQ(floats_of(out), (std::vector<float>{rounded(dtype, 1.0f + a[0]), rounded(dtype, 256.0f + a[1])}));
+  }
+}
+
 TEST(KernelHalf, SumAndMeanAccumulateWideAndRoundOnce) {
   TensorStore store;
   // 2048 + 1 + 1: a float16 running sum would stay at 2048.
