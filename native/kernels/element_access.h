@@ -143,6 +143,21 @@ inline bool visit_real_dtype(ScalarType type, F&& f) {
   }
 }
 
+// The type an element stored as T is compared in: float for the 16-bit
+// floats (widening is exact, so narrowing back is too), T otherwise.
+template <typename T>
+using value_type_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+
+template <typename T>
+inline value_type_t<T> load_value(const void* base, int64_t index) {
+  return convert_value<value_type_t<T>>(load_element<T>(base, index));
+}
+
+template <typename T>
+inline void store_value(void* base, int64_t index, value_type_t<T> value) {
+  store_element<T>(base, index, convert_value<T>(value));
+}
+
 // As visit_real_dtype, plus float16 (Half) and bfloat16 (BFloat16): the
 // dtypes elements can be read, written and converted in. Kernels reach the
 // 16-bit floats through conversion (readers, writers, convert_value), never

@@ -442,6 +442,10 @@ Status OpArgs::expect_element_dtype(const Tensor& tensor, std::string_view arg) 
 
 Status OpArgs::expect_floating(const Tensor& tensor, std::string_view arg) const {
   if (visit_floating_dtype(tensor.dtype(), [](auto) {})) return Status::ok();
+  if (is_floating_dtype(tensor.dtype())) {
+    // A valid dtype for the operator, just not one this kernel computes in.
+    return unsupported(std::string(arg) + " " + tensor.describe() + ": this kernel takes float32 or float64 only");
+  }
   return program_error(std::string(arg) + " must be float32 or float64, got " + tensor.describe());
 }
 

@@ -186,7 +186,8 @@ class OpArgs {
   Status expect_supported_dtype(const Tensor& tensor, std::string_view arg) const;
   // A supported dtype or float16 / bfloat16.
   Status expect_element_dtype(const Tensor& tensor, std::string_view arg) const;
-  // float32 or float64 (kernels that compute on the stored elements).
+  // float32 or float64 (kernels that compute on the stored elements): other
+  // floats are UNSUPPORTED_OPERATOR, other dtypes INVALID_PROGRAM.
   Status expect_floating(const Tensor& tensor, std::string_view arg) const;
   // Any floating dtype, float16 and bfloat16 included.
   Status expect_any_floating(const Tensor& tensor, std::string_view arg) const;

@@ -289,13 +289,22 @@ TEST(KernelHalf, BadCombinationsStayTypedErrors) {
   ASSERT_TRUE(is_ok(run_kernel("aten::full.out", fits)));
   EXPECT_EQ(floats_of(filled), (std::vector<float>{65504.0f, 65504.0f}));
 
-  // Kernels that compute on stored elements still refuse 16-bit floats by name.
-  Tensor& amax = store.make_empty(ScalarType::kHalf, {});
-  Args reduce;
-  reduce.tensor(h).ints({0}).boolean(false).tensor(amax).same_as(3);
-  const Status unsupported = run_kernel("aten::amax.out", reduce);
+  // Kernels not ported to them still refuse 16-bit floats by name.
+  Tensor& erf = store.make_empty(ScalarType::kHalf, {2});
+  Args unported;
+  unported.tensor(h).tensor(erf).same_as(1);
+  const Status unsupported = run_kernel("aten::erf.out", unported);
   EXPECT_TRUE(fails_with(unsupported, {"float16"}));
   EXPECT_EQ(unsupported.error().code, ErrorCode::kUnsupportedOperator);
+
+  // So do float32/float64-only kernels, as unsupported rather than invalid.
+  Tensor& var = store.make_empty(ScalarType::kHalf, {});
+  Tensor& mean = store.make_empty(ScalarType::kHalf, {});
+  Args var_mean;
+  var_mean.tensor(h).none().none().boolean(false).tensor(var).tensor(mean).tensors({&var, &mean});
+  const Status float_only = run_kernel("aten::var_mean.correction_out", var_mean);
+  EXPECT_TRUE(fails_with(float_only, {"self", "float16", "float32 or float64"}));
+  EXPECT_EQ(float_only.error().code, ErrorCode::kUnsupportedOperator);
 
   // half_to_float is refused as ExecuTorch's portable kernel refuses it.
   Tensor& wide = store.make_empty(ScalarType::kFloat, {2});
@@ -581,6 +590,106 @@ TEST(KernelHalf, IndexPutWritesSixteenBitCachesAndAccumulatesInFloat) {
     ASSERT_TRUE(is_ok(run_kernel("aten::index_put.out", accumulate)));
     const auto a = floats_of(add);
     EXPECT_EQ(floats_of(out), (std::vector<float>{rounded(dtype, 1.0f + a[0]), rounded(dtype, 256.0f + a[1])}));
+  }
+}
+
+TEST(KernelHalf, ExtremesCompareExactlyAndKeepTheStoredBits) {
+  TensorStore store;
+  for (ScalarType dtype : kSixteenBit) {
+    // Logits as an LLM's greedy decoding reads them: argmax, max.dim, topk.
+    Tensor& logits = make_16bit(store, dtype, {2, 4}, {0.5f, 3.25f, -1.0f, 3.0f, kNan, 1.0f, -kInf, 2.0f});
+    const auto bits = bits_of(logits);
+    Tensor& best = store.make_empty(ScalarType::kLong, {2});
+    Args argmax;
+    argmax.tensor(logits).integer(1).boolean(false).tensor(best).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::argmax.out", argmax)));
+    EXPECT_EQ(values_of<int64_t>(best), (std::vector<int64_t>{1, 0}));  // NaN counts as the maximum
+
+    Tensor& values = store.make_empty(dtype, {2});
+    Tensor& indices = store.make_empty(ScalarType::kLong, {2});
+    Args min_dim;
+    min_dim.tensor(logits).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+    ASSERT_TRUE(is_ok(run_kernel("aten::min.dim_min", min_dim)));
+    EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{2, 0}));
+    EXPECT_EQ(bits_of(values), (std::vector<uint16_t>{bits[2], bits[4]}));
+
+    Tensor& top_values = store.make_empty(dtype, {1, 2});
+    Tensor& top_indices = store.make_empty(ScalarType::kLong, {1, 2});
+    Tensor& first_row = make_16bit(store, dtype, {1, 4}, {0.5f, 3.25f, -1.0f, 3.0f});
+    Args topk;
+    topk.tensor(first_row).integer(2).integer(-1).boolean(true).boolean(true).tensor(top_values).tensor(top_indices)
+        .tensors({&top_values, &top_indices});
+    ASSERT_TRUE(is_ok(run_kernel("aten::topk.values", topk)));
+    EXPECT_EQ(values_of<int64_t>(top_indices), (std::vector<int64_t>{1, 3}));
+    EXPECT_EQ(floats_of(top_values), (std::vector<float>{3.25f, 3.0f}));
+
+    // amax into a float32 out widens exactly.
+    Tensor& widest = store.make_empty(ScalarType::kFloat, {4});
+    Args amax;
+    amax.tensor(logits).ints({0}).boolean(false).tensor(widest).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::amax.out", amax)));
+    EXPECT_TRUE(same_floats(values_of<float>(widest), {kNan, 3.25f, -1.0f, 3.0f}));
+
+    Tensor& zeros = make_16bit(store, dtype, {3}, {0.0f, -0.0f, 0.0f});
+    Tensor& found = store.make_empty(ScalarType::kBool, {});
+    Args any;
+    any.tensor(zeros).tensor(found).same_as(1);
+    ASSERT_TRUE(is_ok(run_kernel("aten::any.all_out", any)));
+    EXPECT_EQ(values_of<bool>(found), (std::vector<bool>{false}));  // -0 is zero
+    Args any_logits;
+    any_logits.tensor(logits).tensor(found).same_as(1);
+    ASSERT_TRUE(is_ok(run_kernel("aten::any.all_out", any_logits)));
+    EXPECT_EQ(values_of<bool>(found), (std::vector<bool>{true}));
+  }
+}
+
+TEST(KernelHalf, FactoriesScatterPadClampCumsumAndScalarReads) {
+  TensorStore store;
+  for (ScalarType dtype : kSixteenBit) {
+    Tensor& range = store.make_empty(dtype, {4});
+    Args arange;
+    arange.real(0.0).real(1.0).real(0.3).tensor(range).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::arange.start_out", arange)));
+    EXPECT_EQ(floats_of(range), (std::vector<float>{0.0f, rounded(dtype, 0.3f), rounded(dtype, 0.6f),
+                                                     rounded(dtype, static_cast<float>(3 * 0.3))}));
+
+    Tensor& self = make_16bit(store, dtype, {1, 3}, {1.5f, -2.0f, 9.0f});
+    Tensor& index = store.make<int64_t>({1, 1}, {2});
+    Tensor& scattered = store.make_empty(dtype, {1, 3});
+    Args scatter;
+    scatter.tensor(self).integer(1).tensor(index).real(0.1).tensor(scattered).same_as(4);
+    ASSERT_TRUE(is_ok(run_kernel("aten::scatter.value_out", scatter)));
+    EXPECT_EQ(floats_of(scattered), (std::vector<float>{1.5f, -2.0f, rounded(dtype, 0.1f)}));
+
+    Tensor& padded = store.make_empty(dtype, {1, 5});
+    Args pad;
+    pad.tensor(self).ints({1, 1}).real(0.2).tensor(padded).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::constant_pad_nd.out", pad)));
+    const float fill = rounded(dtype, 0.2f);
+    EXPECT_EQ(floats_of(padded), (std::vector<float>{fill, 1.5f, -2.0f, 9.0f, fill}));
+
+    // clamp bounds are float Scalars; the float result is rounded once.
+    Tensor& clamped = store.make_empty(dtype, {1, 3});
+    Args clamp;
+    clamp.tensor(self).real(-1.1).real(3.3).tensor(clamped).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::clamp.out", clamp)));
+    EXPECT_EQ(floats_of(clamped), (std::vector<float>{1.5f, rounded(dtype, -1.1f), rounded(dtype, 3.3f)}));
+
+    // cumsum keeps a wide running total and rounds each output once.
+    Tensor& steps = make_16bit(store, dtype, {4}, {256.0f, 0.75f, 0.75f, 0.75f});
+    Tensor& running = store.make_empty(dtype, {4});
+    Args cumsum;
+    cumsum.tensor(steps).integer(0).none().tensor(running).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::cumsum.out", cumsum)));
+    EXPECT_EQ(floats_of(running), (std::vector<float>{256.0f, rounded(dtype, 256.75f), rounded(dtype, 257.5f),
+                                                       rounded(dtype, 258.25f)}));
+
+    Tensor& one = make_16bit(store, dtype, {1}, {-0.1f});
+    Args scalar;
+    scalar.tensor(one).none();
+    ASSERT_TRUE(is_ok(run_kernel("aten::_local_scalar_dense", scalar)));
+    ASSERT_TRUE(scalar[1].is_double());
+    EXPECT_EQ(scalar[1].to_double(), static_cast<double>(rounded(dtype, -0.1f)));
   }
 }
 
