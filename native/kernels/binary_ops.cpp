@@ -38,7 +38,7 @@ Result<ScalarType> operands_result_type(const OpArgs& op, const Tensor& self, co
   if (auto type = result.get()) return *type;
   std::string message = "unsupported dtypes: self " + std::string(dtype_name(self.dtype()));
   if (other.tensor) message += ", " + std::string(other.name) + " " + std::string(dtype_name(other.tensor->dtype()));
-  return op.unsupported(message + " (supported: uint8, int8, int16, int32, int64, float32, float64, bool)");
+  return op.unsupported(message + " (supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool)");
 }
 
 // Shapes the output: the broadcast of self and other (or self's shape).
@@ -47,7 +47,7 @@ Status prepare_binary_output(const OpArgs& op, const Tensor& self, const Operand
   if (other.tensor) {
     ETNA_KERNEL_ASSIGN(shape, op.broadcast_shapes(shape, "self", Shape::of(*other.tensor), other.name));
   }
-  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  ETNA_TRY(op.expect_element_dtype(out, "out"));
   return op.prepare_output(out, shape, "out", /*row_major=*/false);
 }
 
@@ -169,7 +169,7 @@ Status divide(const OpArgs& op, bool other_is_tensor, bool has_mode) {
       apply_binary<C, C>(*self, other, *out, [](C a, C b) { return a / b; });
     });
   } else if (is_floating_dtype(result)) {
-    visit_floating_dtype(result, [&](auto tag) {
+    visit_compute_type(result, [&](auto tag) {
       using C = typename decltype(tag)::type;
       if (rounding == Rounding::kTrunc) {
         apply_binary<C, C>(*self, other, *out, [](C a, C b) { return std::trunc(a / b); });
@@ -237,7 +237,7 @@ Status where_self_out(KernelArgs args) {
     return op.unsupported("unsupported dtypes: self " + self->describe() + ", other " + other->describe());
   }
   ETNA_TRY(op.expect_castable(*result, *out));
-  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  ETNA_TRY(op.expect_element_dtype(*out, "out"));
   ETNA_KERNEL_ASSIGN(Shape values_shape, op.broadcast_shapes(Shape::of(*self), "self", Shape::of(*other), "other"));
   ETNA_KERNEL_ASSIGN(Shape shape, op.broadcast_shapes(Shape::of(*condition), "condition", values_shape, "self/other"));
   ETNA_TRY(op.prepare_output(*out, shape, "out", false));
@@ -255,8 +255,8 @@ Status masked_fill_scalar_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * mask, op.strided_input(1, "mask"));
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(2, "value"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
-  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*out, "out"));
   ETNA_TRY(op.expect_dtype(*mask, "mask", ScalarType::kBool));
   if (!value.fits(self->dtype())) {
     return op.input_error("value " + value.describe() + " does not fit self's dtype " +
@@ -272,7 +272,7 @@ Status masked_fill_scalar_out(KernelArgs args) {
     using C = typename decltype(tag)::type;
     // The fill value is first converted to self's dtype (what PyTorch stores).
     C fill = 0;
-    visit_real_dtype(self->dtype(), [&](auto self_tag) {
+    visit_element_dtype(self->dtype(), [&](auto self_tag) {
       fill = convert_value<C>(value.to<typename decltype(self_tag)::type>());
     });
     map_elements<C, C, 2>({self, mask}, *out, [fill](C a, C m) { return m != C(0) ? fill : a; });
@@ -304,7 +304,7 @@ Status pow_tensor_scalar_out(KernelArgs args) {
   }
   ETNA_TRY(prepare_binary_output(op, *self, exponent, *out));
   if (is_floating_dtype(result)) {
-    visit_floating_dtype(result, [&](auto tag) {
+    visit_compute_type(result, [&](auto tag) {
       using C = typename decltype(tag)::type;
       apply_binary<C, C>(*self, exponent, *out, [](C a, C b) { return static_cast<C>(std::pow(a, b)); });
     });

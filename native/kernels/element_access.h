@@ -4,6 +4,11 @@
 // Conversions never invoke undefined behaviour: float -> integer saturates
 // (NaN becomes 0), anything -> bool is "!= 0", and bool bytes are read as
 // "non-zero" so arbitrary caller bytes cannot produce an invalid bool.
+//
+// float16 and bfloat16 elements are stored as Half and BFloat16, which have
+// no arithmetic: they convert through float (exactly when widening, rounded
+// to nearest even when narrowing), so kernels compute them in float and round
+// each result once.
 #pragma once
 
 #include <cmath>
@@ -11,10 +16,36 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "core/dtype.h"
+#include "kernels/real_elements.h"
 
 namespace etna::kernels {
+
+// Storage of one float16 / bfloat16 element (its bit pattern).
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+template <typename T>
+constexpr bool is_16bit_float_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+inline float widen_to_float(Half value) { return half_to_float(value.bits); }
+inline float widen_to_float(BFloat16 value) { return bfloat16_to_float(value.bits); }
+
+template <typename T>
+inline T narrow_from_float(float value) {
+  static_assert(is_16bit_float_v<T>);
+  if constexpr (std::is_same_v<T, Half>) {
+    return Half{float_to_half(value)};
+  } else {
+    return BFloat16{float_to_bfloat16(value)};
+  }
+}
 
 template <typename T>
 struct TypeTag {
@@ -40,12 +71,21 @@ template <>
 constexpr ScalarType dtype_of<double>() { return ScalarType::kDouble; }
 template <>
 constexpr ScalarType dtype_of<bool>() { return ScalarType::kBool; }
+template <>
+constexpr ScalarType dtype_of<Half>() { return ScalarType::kHalf; }
+template <>
+constexpr ScalarType dtype_of<BFloat16>() { return ScalarType::kBFloat16; }
 
 // Value conversion with defined results for every input.
 template <typename To, typename From>
 inline To convert_value(From value) {
   if constexpr (std::is_same_v<To, From>) {
     return value;
+  } else if constexpr (is_16bit_float_v<From>) {
+    return convert_value<To>(widen_to_float(value));
+  } else if constexpr (is_16bit_float_v<To>) {
+    // Wider types round to float first, as PyTorch's Half(float) does.
+    return narrow_from_float<To>(convert_value<float>(value));
   } else if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
   } else if constexpr (std::is_same_v<From, bool>) {
@@ -85,8 +125,9 @@ inline void store_element(void* base, int64_t index, T value) {
   }
 }
 
-// Calls f(TypeTag<T>{}) for the dtypes the computing kernels support (uint8,
-// int8, int16, int32, int64, float32, float64, bool). Returns false for others.
+// Calls f(TypeTag<T>{}) for the dtypes whose elements kernels compute on
+// directly (uint8, int8, int16, int32, int64, float32, float64, bool).
+// Returns false for others.
 template <typename F>
 inline bool visit_real_dtype(ScalarType type, F&& f) {
   switch (type) {
@@ -99,6 +140,34 @@ inline bool visit_real_dtype(ScalarType type, F&& f) {
     case ScalarType::kDouble: f(TypeTag<double>{}); return true;
     case ScalarType::kBool: f(TypeTag<bool>{}); return true;
     default: return false;
+  }
+}
+
+// The type an element stored as T is compared in: float for the 16-bit
+// floats (widening is exact, so narrowing back is too), T otherwise.
+template <typename T>
+using value_type_t = std::conditional_t<is_16bit_float_v<T>, float, T>;
+
+template <typename T>
+inline value_type_t<T> load_value(const void* base, int64_t index) {
+  return convert_value<value_type_t<T>>(load_element<T>(base, index));
+}
+
+template <typename T>
+inline void store_value(void* base, int64_t index, value_type_t<T> value) {
+  store_element<T>(base, index, convert_value<T>(value));
+}
+
+// As visit_real_dtype, plus float16 (Half) and bfloat16 (BFloat16): the
+// dtypes elements can be read, written and converted in. Kernels reach the
+// 16-bit floats through conversion (readers, writers, convert_value), never
+// by computing on T.
+template <typename F>
+inline bool visit_element_dtype(ScalarType type, F&& f) {
+  switch (type) {
+    case ScalarType::kHalf: f(TypeTag<Half>{}); return true;
+    case ScalarType::kBFloat16: f(TypeTag<BFloat16>{}); return true;
+    default: return visit_real_dtype(type, std::forward<F>(f));
   }
 }
 
@@ -123,14 +192,14 @@ void write_converted(void* base, int64_t index, From value) {
 template <typename To>
 ReadFn<To> reader_for(ScalarType type) {
   ReadFn<To> fn = nullptr;
-  visit_real_dtype(type, [&](auto tag) { fn = &read_converted<To, typename decltype(tag)::type>; });
+  visit_element_dtype(type, [&](auto tag) { fn = &read_converted<To, typename decltype(tag)::type>; });
   return fn;
 }
 
 template <typename From>
 WriteFn<From> writer_for(ScalarType type) {
   WriteFn<From> fn = nullptr;
-  visit_real_dtype(type, [&](auto tag) { fn = &write_converted<From, typename decltype(tag)::type>; });
+  visit_element_dtype(type, [&](auto tag) { fn = &write_converted<From, typename decltype(tag)::type>; });
   return fn;
 }
 

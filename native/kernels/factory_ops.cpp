@@ -14,7 +14,7 @@ namespace etna::kernels {
 namespace {
 
 Status fill_output(const OpArgs& op, Tensor& out, const Shape& shape, const Scalar& value) {
-  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  ETNA_TRY(op.expect_element_dtype(out, "out"));
   if (!value.fits(out.dtype())) {
     return op.input_error("fill value " + value.describe() + " does not fit out dtype " +
                           std::string(dtype_name(out.dtype())));
@@ -82,7 +82,7 @@ Status scalar_tensor_out(KernelArgs args) {
 // --- arange ------------------------------------------------------------------------
 
 Status arange_values(const OpArgs& op, const Scalar& start, const Scalar& end, const Scalar& step, Tensor& out) {
-  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  ETNA_TRY(op.expect_element_dtype(out, "out"));
   if (out.dtype() == ScalarType::kBool) return op.program_error("out must not be bool");
   const bool integers = !start.is_double() && !end.is_double() && !step.is_double();
   const double start_d = start.to<double>(), end_d = end.to<double>(), step_d = step.to<double>();

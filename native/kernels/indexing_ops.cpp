@@ -97,7 +97,7 @@ Status scatter_value_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
   ETNA_TRY(expect_index_dtype(op, *index, "index"));
   ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   if (!value.fits(self->dtype())) {
     return op.input_error("value " + value.describe() + " does not fit dtype " +
                           std::string(dtype_name(self->dtype())));
@@ -112,7 +112,7 @@ Status scatter_value_out(KernelArgs args) {
   if (self->rank() > 0) out_strides[d] = 0;
   const Strides index_strides = strides_of(*index);
   std::optional<int64_t> bad_index;
-  visit_real_dtype(out->dtype(), [&](auto tag) {
+  visit_element_dtype(out->dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T fill = value.to<T>();
     void* data = out->data();
@@ -379,6 +379,8 @@ template <typename T>
 T accumulate_value(T current, T value) {
   if constexpr (std::is_same_v<T, bool>) {
     return current || value;
+  } else if constexpr (is_16bit_float_v<T>) {
+    return convert_value<T>(widen_to_float(current) + widen_to_float(value));
   } else {
     return wrapping_add(current, value);
   }
@@ -397,9 +399,9 @@ Status put_values(const OpArgs& op, Tensor& target, const std::vector<Tensor*>& 
     return op.program_error("values " + values.describe() + " must have self's dtype " +
                             std::string(dtype_name(target.dtype())));
   }
-  ETNA_TRY(op.expect_supported_dtype(target, "self"));
+  ETNA_TRY(op.expect_element_dtype(target, "self"));
   const Strides value_strides = broadcast_strides(values, plan.result);
-  visit_real_dtype(target.dtype(), [&](auto tag) {
+  visit_element_dtype(target.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     void* dst = target.data();
     const void* src = values.data();

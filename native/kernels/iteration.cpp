@@ -67,9 +67,9 @@ void copy_strided(const Shape& shape, ScalarType src_type, const void* src, cons
                        dst, dst_strides, dst_base);
     return;
   }
-  visit_real_dtype(src_type, [&](auto src_tag) {
+  visit_element_dtype(src_type, [&](auto src_tag) {
     using S = typename decltype(src_tag)::type;
-    visit_real_dtype(dst_type, [&](auto dst_tag) {
+    visit_element_dtype(dst_type, [&](auto dst_tag) {
       using D = typename decltype(dst_tag)::type;
       for_each_offset<2>(shape, {src_strides, dst_strides}, {src_base, dst_base},
                          [&](const std::array<int64_t, 2>& offsets) {
@@ -90,11 +90,27 @@ void copy_broadcast(const Tensor& src, Tensor& dst) {
   copy_strided(shape, src.dtype(), src.data(), src_strides.data(), 0, dst.dtype(), dst.data(), dst_strides.data(), 0);
 }
 
+bool is_16bit_float_dtype(ScalarType type) { return type == ScalarType::kHalf || type == ScalarType::kBFloat16; }
+
+std::vector<float> widen_elements(const Tensor& tensor) {
+  std::vector<float> values(tensor.numel());
+  const ReadFn<float> read = reader_for<float>(tensor.dtype());
+  const void* data = tensor.data();
+  for (size_t i = 0; i < values.size(); ++i) values[i] = read(data, static_cast<int64_t>(i));
+  return values;
+}
+
+void narrow_elements(const std::vector<float>& values, Tensor& out) {
+  const WriteFn<float> write = writer_for<float>(out.dtype());
+  void* data = out.data();
+  for (size_t i = 0; i < values.size(); ++i) write(data, static_cast<int64_t>(i), values[i]);
+}
+
 void fill_tensor(Tensor& out, const Scalar& value) {
   // Every dim order is dense, so the first numel elements are the tensor.
   const auto n = static_cast<int64_t>(out.numel());
   void* data = out.data();
-  visit_real_dtype(out.dtype(), [&](auto tag) {
+  visit_element_dtype(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = value.to<T>();
     for (int64_t i = 0; i < n; ++i) store_element<T>(data, i, v);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "kernels/kernel_support.h"
 
@@ -86,10 +87,11 @@ auto apply_typed_strided(F& f, const std::array<const void*, N>& data, const std
 
 // out[i] = f(inputs[0][i], ..., inputs[N-1][i]) with broadcasting. Inputs are
 // read converted to C, f returns R, which is converted to out's dtype. `out`
-// must already have the broadcast shape, and every dtype must be supported
-// (the caller checked). When the dtypes already are C and R the loops load
-// and store directly (flat when the shapes also match and are row-major);
-// otherwise each element goes through a dtype conversion function.
+// must already have the broadcast shape, and every dtype must be an element
+// dtype (the caller checked). When the dtypes already are C and R the loops
+// load and store directly (flat when the shapes also match and are
+// row-major); otherwise each element goes through a dtype conversion
+// function (the path float16/bfloat16 take, with C = float).
 template <typename C, typename R, size_t N, typename F>
 void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
   const Shape shape = Shape::of(out);
@@ -133,13 +135,58 @@ void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f
   });
 }
 
+// float16 / bfloat16 tensors for kernels written against stored elements.
+bool is_16bit_float_dtype(ScalarType type);
+// The tensor's elements widened to float, in memory order (every dim order is
+// dense, so the tensor's strides index the copy too).
+std::vector<float> widen_elements(const Tensor& tensor);
+// Rounds `values` (memory order) into out's 16-bit float elements.
+void narrow_elements(const std::vector<float>& values, Tensor& out);
+
+// Calls f(TypeTag<T>{}, in, out) where in[k] is inputs[k]'s data as const T*
+// (nullptr for a null input) and out[k] is outputs[k]'s data as T*. All
+// tensors have dtype `type`. `visit(type, g)` picks T among the dtypes the
+// kernel computes on directly; float16 and bfloat16 run with T = float on
+// widened copies and every result is rounded into its output once at the end.
+// Returns false when neither applies.
+template <size_t N, size_t M, typename Visit, typename F>
+bool visit_stored_or_widened(ScalarType type, Visit&& visit, const std::array<const Tensor*, N>& inputs,
+                             const std::array<Tensor*, M>& outputs, F&& f) {
+  if (is_16bit_float_dtype(type)) {
+    std::array<std::vector<float>, N> wide_in;
+    std::array<const float*, N> in{};
+    for (size_t k = 0; k < N; ++k) {
+      if (!inputs[k]) continue;
+      wide_in[k] = widen_elements(*inputs[k]);
+      in[k] = wide_in[k].data();
+    }
+    std::array<std::vector<float>, M> wide_out;
+    std::array<float*, M> out{};
+    for (size_t k = 0; k < M; ++k) {
+      wide_out[k].resize(outputs[k]->numel());
+      out[k] = wide_out[k].data();
+    }
+    f(TypeTag<float>{}, in, out);
+    for (size_t k = 0; k < M; ++k) narrow_elements(wide_out[k], *outputs[k]);
+    return true;
+  }
+  return visit(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::array<const T*, N> in{};
+    for (size_t k = 0; k < N; ++k) in[k] = inputs[k] ? inputs[k]->template data_as<const T>() : nullptr;
+    std::array<T*, M> out{};
+    for (size_t k = 0; k < M; ++k) out[k] = outputs[k]->template data_as<T>();
+    f(tag, in, out);
+  });
+}
+
 // Copies `src` into `dst`, broadcasting src to dst's shape and converting
 // dtypes, through both tensors' strides. The caller checked that src
-// broadcasts to dst and, when the dtypes differ, that both are supported.
+// broadcasts to dst and, when the dtypes differ, that both are element dtypes.
 void copy_broadcast(const Tensor& src, Tensor& dst);
 
 // Copies `shape` elements between strided layouts, converting from
-// src_type to dst_type (equal dtypes of any kind, or two supported ones).
+// src_type to dst_type (equal dtypes of any kind, or two element dtypes).
 void copy_strided(const Shape& shape, ScalarType src_type, const void* src, const int64_t* src_strides,
                   int64_t src_base, ScalarType dst_type, void* dst, const int64_t* dst_strides, int64_t dst_base);
 
@@ -147,7 +194,7 @@ void copy_strided(const Shape& shape, ScalarType src_type, const void* src, cons
 void copy_strided_bytes(const Shape& shape, size_t element_size, const void* src, const int64_t* src_strides,
                         int64_t src_base, void* dst, const int64_t* dst_strides, int64_t dst_base);
 
-// Writes `value`, converted to out's dtype (supported, checked by the
+// Writes `value`, converted to out's dtype (an element dtype, checked by the
 // caller), into every element of `out`.
 void fill_tensor(Tensor& out, const Scalar& value);
 

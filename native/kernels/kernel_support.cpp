@@ -87,8 +87,14 @@ bool double_fits_integer(double v) {
 
 bool Scalar::fits(ScalarType type) const {
   if (type == ScalarType::kBool || type == ScalarType::kDouble) return true;
-  if (type == ScalarType::kFloat) {
-    return !is_double() || !std::isfinite(double_) || std::fabs(double_) <= static_cast<double>(FLT_MAX);
+  // The largest finite value of each narrower float dtype.
+  double float_max = 0;
+  if (type == ScalarType::kFloat) float_max = static_cast<double>(FLT_MAX);
+  if (type == ScalarType::kHalf) float_max = 65504.0;
+  if (type == ScalarType::kBFloat16) float_max = static_cast<double>(bfloat16_to_float(0x7F7Fu));
+  if (float_max > 0) {
+    if (is_double()) return !std::isfinite(double_) || std::fabs(double_) <= float_max;
+    return !is_int() || std::fabs(static_cast<double>(int_)) <= float_max;
   }
   if (is_bool()) return is_supported_dtype(type);
   bool fits = false;
@@ -119,7 +125,14 @@ bool is_supported_dtype(ScalarType type) {
   return visit_real_dtype(type, [](auto) {});
 }
 
-bool is_floating_dtype(ScalarType type) { return type == ScalarType::kFloat || type == ScalarType::kDouble; }
+bool is_element_dtype(ScalarType type) {
+  return visit_element_dtype(type, [](auto) {});
+}
+
+bool is_floating_dtype(ScalarType type) {
+  return type == ScalarType::kFloat || type == ScalarType::kDouble || type == ScalarType::kHalf ||
+         type == ScalarType::kBFloat16;
+}
 
 bool is_integral_dtype(ScalarType type, bool include_bool) {
   switch (type) {
@@ -144,11 +157,13 @@ int category(ScalarType type) {
 }  // namespace
 
 std::optional<ScalarType> promote_dtypes(ScalarType a, ScalarType b) {
-  if (!is_supported_dtype(a) || !is_supported_dtype(b)) return std::nullopt;
+  if (!is_element_dtype(a) || !is_element_dtype(b)) return std::nullopt;
   if (a == b) return a;
   if (a == ScalarType::kBool) return b;
   if (b == ScalarType::kBool) return a;
-  if (is_floating_dtype(a) || is_floating_dtype(b)) {
+  if (is_floating_dtype(a) != is_floating_dtype(b)) return is_floating_dtype(a) ? a : b;
+  if (is_floating_dtype(a)) {
+    // Two different floats: float16 and bfloat16 meet in float32; otherwise the wider wins.
     return (a == ScalarType::kDouble || b == ScalarType::kDouble) ? ScalarType::kDouble : ScalarType::kFloat;
   }
   if (a == ScalarType::kByte || b == ScalarType::kByte) {
@@ -166,7 +181,7 @@ bool can_cast_dtype(ScalarType from, ScalarType to) {
 }
 
 void ResultType::merge(std::optional<ScalarType>& into, ScalarType type, bool& unsupported) {
-  if (!is_supported_dtype(type)) {
+  if (!is_element_dtype(type)) {
     unsupported = true;
     return;
   }
@@ -419,9 +434,25 @@ Status OpArgs::expect_supported_dtype(const Tensor& tensor, std::string_view arg
                      "; supported: uint8, int8, int16, int32, int64, float32, float64, bool");
 }
 
+Status OpArgs::expect_element_dtype(const Tensor& tensor, std::string_view arg) const {
+  if (is_element_dtype(tensor.dtype())) return Status::ok();
+  return unsupported(std::string(arg) + " has dtype " + std::string(dtype_name(tensor.dtype())) +
+                     "; supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool");
+}
+
 Status OpArgs::expect_floating(const Tensor& tensor, std::string_view arg) const {
-  if (is_floating_dtype(tensor.dtype())) return Status::ok();
+  if (visit_floating_dtype(tensor.dtype(), [](auto) {})) return Status::ok();
+  if (is_floating_dtype(tensor.dtype())) {
+    // A valid dtype for the operator, just not one this kernel computes in.
+    return unsupported(std::string(arg) + " " + tensor.describe() + ": this kernel takes float32 or float64 only");
+  }
   return program_error(std::string(arg) + " must be float32 or float64, got " + tensor.describe());
+}
+
+Status OpArgs::expect_any_floating(const Tensor& tensor, std::string_view arg) const {
+  if (is_floating_dtype(tensor.dtype())) return Status::ok();
+  return program_error(std::string(arg) + " must be floating point (float16, bfloat16, float32 or float64), got " +
+                       tensor.describe());
 }
 
 Status OpArgs::expect_rank(const Tensor& tensor, std::string_view arg, size_t rank) const {
@@ -432,7 +463,7 @@ Status OpArgs::expect_rank(const Tensor& tensor, std::string_view arg, size_t ra
 Status OpArgs::expect_convertible(const Tensor& src, std::string_view src_name, const Tensor& dst,
                                   std::string_view dst_name) const {
   if (src.dtype() == dst.dtype()) return Status::ok();
-  if (is_supported_dtype(src.dtype()) && is_supported_dtype(dst.dtype())) return Status::ok();
+  if (is_element_dtype(src.dtype()) && is_element_dtype(dst.dtype())) return Status::ok();
   return unsupported("cannot convert " + std::string(src_name) + " " + src.describe() + " to " +
                      std::string(dst_name) + " dtype " + std::string(dtype_name(dst.dtype())));
 }

@@ -83,10 +83,16 @@ class Scalar {
 };
 
 // dtype categories and promotion, for the dtypes kernels compute with.
-bool is_supported_dtype(ScalarType type);  // uint8, int8, int16, int32, int64, float32, float64, bool
+// Computed on directly: uint8, int8, int16, int32, int64, float32, float64, bool.
+bool is_supported_dtype(ScalarType type);
+// The supported dtypes plus float16 and bfloat16, which kernels read and
+// write through conversion to float (visit_element_dtype).
+bool is_element_dtype(ScalarType type);
+// float16, bfloat16, float32, float64 (PyTorch's is_floating_point).
 bool is_floating_dtype(ScalarType type);
 bool is_integral_dtype(ScalarType type, bool include_bool);
-// PyTorch's promote_types; nullopt when either dtype is unsupported.
+// PyTorch's promote_types over the element dtypes (float16 with bfloat16
+// gives float32); nullopt when either dtype is not an element dtype.
 std::optional<ScalarType> promote_dtypes(ScalarType a, ScalarType b);
 // PyTorch's can_cast: no floating -> integral, no non-bool -> bool.
 bool can_cast_dtype(ScalarType from, ScalarType to);
@@ -178,9 +184,15 @@ class OpArgs {
   Status check_readable(const Tensor& tensor, std::string_view arg) const;
   Status expect_dtype(const Tensor& tensor, std::string_view arg, ScalarType expected) const;
   Status expect_supported_dtype(const Tensor& tensor, std::string_view arg) const;
+  // A supported dtype or float16 / bfloat16.
+  Status expect_element_dtype(const Tensor& tensor, std::string_view arg) const;
+  // float32 or float64 (kernels that compute on the stored elements): other
+  // floats are UNSUPPORTED_OPERATOR, other dtypes INVALID_PROGRAM.
   Status expect_floating(const Tensor& tensor, std::string_view arg) const;
+  // Any floating dtype, float16 and bfloat16 included.
+  Status expect_any_floating(const Tensor& tensor, std::string_view arg) const;
   Status expect_rank(const Tensor& tensor, std::string_view arg, size_t rank) const;
-  // Copying src into dst is possible: equal dtypes, or two supported ones.
+  // Copying src into dst is possible: equal dtypes, or two element dtypes.
   Status expect_convertible(const Tensor& src, std::string_view src_name, const Tensor& dst,
                             std::string_view dst_name) const;
   // Result dtype `computed` must be castable to the out tensor's dtype.
@@ -215,10 +227,14 @@ Result<Shape> shape_from_sizes(const OpArgs& op, const std::vector<int64_t>& siz
                                std::optional<int64_t> numel_for_inference);
 
 // Calls f(TypeTag<C>{}) with the type used to compute a result of dtype
-// `type`: int64 for bool and integer dtypes, float or double for floats.
+// `type`: int64 for bool and integer dtypes, double for float64 and float
+// for the other floats (float16 and bfloat16 compute in float and round
+// once when stored, as ExecuTorch's portable kernels do).
 template <typename F>
 inline bool visit_compute_type(ScalarType type, F&& f) {
   switch (type) {
+    case ScalarType::kHalf:
+    case ScalarType::kBFloat16:
     case ScalarType::kFloat: f(TypeTag<float>{}); return true;
     case ScalarType::kDouble: f(TypeTag<double>{}); return true;
     case ScalarType::kByte:

@@ -1,5 +1,7 @@
 // Matrix products: mm, bmm, addmm and linear. Operands share one dtype (as
 // in PyTorch); loops run i-k-j so the inner loop streams contiguous rows.
+// float16 and bfloat16 operands are multiplied as float (products accumulate
+// in float) and each result is rounded once.
 
 #include <algorithm>
 
@@ -64,12 +66,21 @@ bool visit_matmul_dtype(ScalarType type, F&& f) {
   }
 }
 
+// Calls f(TypeTag<T>{}, in, result) with the inputs' data as const T* (null
+// inputs give nullptr) and out's data as T*; see visit_stored_or_widened.
+template <size_t N, typename F>
+void with_matmul_operands(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
+  visit_stored_or_widened(
+      out.dtype(), [](ScalarType type, auto&& g) { return visit_matmul_dtype(type, g); }, inputs,
+      std::array<Tensor*, 1>{&out}, [&](auto tag, const auto& in, const auto& results) { f(tag, in, results[0]); });
+}
+
 Status check_matmul_dtypes(const OpArgs& op, std::initializer_list<std::pair<const Tensor*, std::string_view>> tensors,
                            const Tensor& out) {
   const ScalarType dtype = out.dtype();
-  if (dtype == ScalarType::kBool || !is_supported_dtype(dtype)) {
+  if (dtype == ScalarType::kBool || !is_element_dtype(dtype)) {
     return op.unsupported("out has dtype " + std::string(dtype_name(dtype)) +
-                          "; supported: uint8, int8, int16, int32, int64, float32, float64");
+                          "; supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64");
   }
   for (const auto& [tensor, name] : tensors) {
     if (tensor && tensor->dtype() != dtype) {
@@ -103,9 +114,8 @@ Status mm_out(KernelArgs args) {
   shape[0] = self->size(0);
   shape[1] = mat2->size(1);
   ETNA_TRY(op.prepare_output(*out, shape));
-  visit_matmul_dtype(out->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    matmul(self->data_as<T>(), mat2->data_as<T>(), out->data_as<T>(), shape[0], self->size(1), shape[1]);
+  with_matmul_operands<2>({self, mat2}, *out, [&](auto, const auto& in, auto* result) {
+    matmul(in[0], in[1], result, shape[0], self->size(1), shape[1]);
   });
   return Status::ok();
 }
@@ -130,11 +140,9 @@ Status bmm_out(KernelArgs args) {
   shape[2] = mat2->size(2);
   ETNA_TRY(op.prepare_output(*out, shape));
   const int64_t n = shape[1], m = self->size(2), p = shape[2];
-  visit_matmul_dtype(out->dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
+  with_matmul_operands<2>({self, mat2}, *out, [&](auto, const auto& in, auto* result) {
     for (int64_t batch = 0; batch < shape[0]; ++batch) {
-      matmul(self->data_as<T>() + batch * n * m, mat2->data_as<T>() + batch * m * p, out->data_as<T>() + batch * n * p,
-             n, m, p);
+      matmul(in[0] + batch * n * m, in[1] + batch * m * p, result + batch * n * p, n, m, p);
     }
   });
   return Status::ok();
@@ -175,13 +183,12 @@ Status addmm_out(KernelArgs args) {
     return op.program_error("out must not share memory with self");
   }
   const Strides bias_strides = broadcast_strides(*bias, shape);
-  visit_matmul_dtype(out->dtype(), [&](auto tag) {
+  with_matmul_operands<3>({mat1, mat2, bias}, *out, [&](auto tag, const auto& in, auto* result) {
     using T = typename decltype(tag)::type;
-    T* result = out->data_as<T>();
-    matmul(mat1->data_as<T>(), mat2->data_as<T>(), result, shape[0], mat1->size(1), shape[1]);
+    matmul(in[0], in[1], result, shape[0], mat1->size(1), shape[1]);
     const T alpha_value = alpha.to<T>();
     const T beta_value = beta.to<T>();
-    const T* bias_data = bias->data_as<T>();
+    const T* bias_data = in[2];
     // beta == 0 ignores self entirely (NaN and inf included), as in PyTorch.
     const bool use_bias = beta_value != T(0);
     for (int64_t i = 0; i < shape[0]; ++i) {
@@ -220,12 +227,11 @@ Status linear_out(KernelArgs args) {
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.rank; ++d) rows *= shape[d];
   const bool scalar_bias = bias && bias->numel() == 1;
-  visit_matmul_dtype(out->dtype(), [&](auto tag) {
+  with_matmul_operands<3>({input, weight, bias}, *out, [&](auto tag, const auto& in, auto* y) {
     using T = typename decltype(tag)::type;
-    const T* x = input->data_as<T>();
-    const T* w = weight->data_as<T>();
-    const T* b = bias ? bias->data_as<T>() : nullptr;
-    T* y = out->data_as<T>();
+    const T* x = in[0];
+    const T* w = in[1];
+    const T* b = in[2];
     for (int64_t r = 0; r < rows; ++r) {
       const T* x_row = x + r * in_features;
       for (int64_t j = 0; j < out_features; ++j) {

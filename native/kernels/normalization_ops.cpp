@@ -1,4 +1,6 @@
 // Normalizations along dims: softmax, log_softmax, layer norm and group norm.
+// softmax, log_softmax and layer norm also take float16 and bfloat16, computed
+// in float on widened copies and rounded once into the outputs.
 
 #include <cmath>
 #include <limits>
@@ -9,6 +11,15 @@
 namespace etna::kernels {
 namespace {
 
+// Runs f(TypeTag<T>{}, in, out) for float32/float64 tensors directly and for
+// float16/bfloat16 ones on float copies (visit_stored_or_widened).
+template <size_t N, size_t M, typename F>
+void with_floating_operands(ScalarType type, const std::array<const Tensor*, N>& inputs,
+                            const std::array<Tensor*, M>& outputs, F&& f) {
+  visit_stored_or_widened(
+      type, [](ScalarType t, auto&& g) { return visit_floating_dtype(t, g); }, inputs, outputs, std::forward<F>(f));
+}
+
 template <bool kLog>
 Status softmax_family(KernelArgs args, const char* key) {
   OpArgs op(key, args);
@@ -17,17 +28,20 @@ Status softmax_family(KernelArgs args, const char* key) {
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool half_to_float, op.bool_arg(2, "half_to_float"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_floating(*self, "self"));
+  ETNA_TRY(op.expect_any_floating(*self, "self"));
+  if (half_to_float && self->dtype() == ScalarType::kHalf) {
+    return op.unsupported("half_to_float is not supported (ExecuTorch's portable kernel refuses it too)");
+  }
   if (half_to_float) return op.program_error("half_to_float applies only to float16 input, got " + self->describe());
   ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
   ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
   const Shape shape = Shape::of(*self);
   ETNA_TRY(op.prepare_output(*out, shape));
   const DimSplit split = split_at_dim(shape, self->rank() == 0 ? 0 : d);
-  visit_floating_dtype(self->dtype(), [&](auto tag) {
+  with_floating_operands<1, 1>(self->dtype(), {self}, {out}, [&](auto tag, const auto& ins, const auto& outs) {
     using T = typename decltype(tag)::type;
-    const T* in = self->data_as<T>();
-    T* result = out->data_as<T>();
+    const T* in = ins[0];
+    T* result = outs[0];
     for (int64_t o = 0; o < split.outer; ++o) {
       for (int64_t i = 0; i < split.inner; ++i) {
         const int64_t base = o * split.size * split.inner + i;
@@ -85,7 +99,7 @@ Status native_layer_norm_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(5, "out0"));
   ETNA_KERNEL_ASSIGN(Tensor * mean_out, op.output(6, "out1"));
   ETNA_KERNEL_ASSIGN(Tensor * rstd_out, op.output(7, "out2"));
-  ETNA_TRY(op.expect_floating(*input, "input"));
+  ETNA_TRY(op.expect_any_floating(*input, "input"));
   const size_t k = normalized_sizes.size();
   const Shape shape = Shape::of(*input);
   if (k == 0 || k > shape.rank) {
@@ -113,12 +127,16 @@ Status native_layer_norm_out(KernelArgs args) {
   ETNA_TRY(op.prepare_output(*rstd_out, stats_shape, "out2"));
   const int64_t row_size = normalized.numel();
   const int64_t rows = stats_shape.numel();
-  visit_floating_dtype(input->dtype(), [&](auto tag) {
+  const std::array<const Tensor*, 3> operands = {input, weight, bias};
+  const std::array<Tensor*, 3> results = {out, mean_out, rstd_out};
+  with_floating_operands(input->dtype(), operands, results, [&](auto tag, const auto& ins, const auto& outs) {
     using T = typename decltype(tag)::type;
-    const T* in = input->data_as<T>();
-    const T* w = weight ? weight->data_as<T>() : nullptr;
-    const T* b = bias ? bias->data_as<T>() : nullptr;
-    T* result = out->data_as<T>();
+    const T* in = ins[0];
+    const T* w = ins[1];
+    const T* b = ins[2];
+    T* result = outs[0];
+    T* mean_data = outs[1];
+    T* rstd_data = outs[2];
     for (int64_t r = 0; r < rows; ++r) {
       const T* x = in + r * row_size;
       double mean = 0;
@@ -134,8 +152,8 @@ Status native_layer_norm_out(KernelArgs args) {
         if (b) y += b[j];
         result[r * row_size + j] = static_cast<T>(y);
       }
-      mean_out->data_as<T>()[r] = static_cast<T>(mean);
-      rstd_out->data_as<T>()[r] = static_cast<T>(rstd);
+      mean_data[r] = static_cast<T>(mean);
+      rstd_data[r] = static_cast<T>(rstd);
     }
   });
   return Status::ok();

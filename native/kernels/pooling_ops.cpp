@@ -209,7 +209,8 @@ Status max_pool2d_with_indices_out(KernelArgs args) {
 // float32, float64 or int64 (ExecuTorch's average dtypes), shared by out, in
 // a pooling-shaped input.
 Status expect_average_input(const OpArgs& op, const Tensor& in, const Tensor& out) {
-  if (!is_floating_dtype(in.dtype()) && in.dtype() != ScalarType::kLong) {
+  const bool average_dtype = in.dtype() == ScalarType::kLong || visit_floating_dtype(in.dtype(), [](auto) {});
+  if (!average_dtype) {
     return op.program_error("self must be float32, float64 or int64, got " + in.describe());
   }
   ETNA_TRY(op.expect_dtype(out, "out", in.dtype()));

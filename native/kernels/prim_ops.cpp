@@ -239,7 +239,7 @@ Status local_scalar_dense(KernelArgs args) {
   ETNA_TRY(op.expect_count(2));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   if (self->numel() != 1) return op.input_error("self " + self->describe() + " must hold exactly one element");
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   if (self->dtype() == ScalarType::kBool) return write_bool(op, 1, load_element<bool>(self->data(), 0));
   if (is_floating_dtype(self->dtype())) return write_double(op, 1, reader_for<double>(self->dtype())(self->data(), 0));
   return write_int(op, 1, reader_for<int64_t>(self->dtype())(self->data(), 0));

@@ -27,7 +27,7 @@ bool is_nan_value(T v) {
 // (it must match out), else out's dtype, which is authoritative.
 Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dtype, const Tensor& out,
                           size_t dtype_index) {
-  ETNA_TRY(op.expect_supported_dtype(out, "out"));
+  ETNA_TRY(op.expect_element_dtype(out, "out"));
   if (dtype && *dtype != out.dtype()) {
     return op.program_error(OpArgs::arg_label(dtype_index, "dtype") + " is " + std::string(dtype_name(*dtype)) +
                             " but out is " + out.describe());
@@ -36,7 +36,8 @@ Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dty
 }
 
 // Sums (or averages) the reduced elements of self into out, reading self
-// converted to the accumulator type of out's dtype.
+// converted to the accumulator type of out's dtype (double for every float
+// dtype, so float16/bfloat16 results are rounded once).
 Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMaxTensorRank>& mask, bool keepdim,
                 Tensor& out, bool average) {
   const ReductionLayout layout = make_reduction_layout(self, mask, keepdim);
@@ -53,7 +54,7 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
   const void* in = self.data();
   void* result = out.data();
   const bool floating = is_floating_dtype(out.dtype());
-  visit_real_dtype(self.dtype(), [&](auto in_tag) {
+  visit_element_dtype(self.dtype(), [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     auto run = [&](auto acc_tag) {
       using Acc = typename decltype(acc_tag)::type;
@@ -85,7 +86,7 @@ Status sum_intlist_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
   return sum_into(op, *self, mask, keepdim, *out, false);
@@ -93,9 +94,9 @@ Status sum_intlist_out(KernelArgs args) {
 
 Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::optional<ScalarType>& dtype,
                          const Tensor& out, size_t dtype_index) {
-  ETNA_TRY(op.expect_supported_dtype(self, "self"));
+  ETNA_TRY(op.expect_element_dtype(self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, out, dtype_index));
-  ETNA_TRY(op.expect_floating(out, "out"));
+  ETNA_TRY(op.expect_any_floating(out, "out"));
   if (!dtype && !is_floating_dtype(self.dtype())) {
     return op.program_error("mean of " + self.describe() + " needs a floating dtype argument");
   }
@@ -144,8 +145,8 @@ Status extreme_value(KernelArgs args, const char* key) {
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> dims, op.int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
-  ETNA_TRY(op.expect_supported_dtype(*out, "out"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*out, "out"));
   ETNA_TRY(op.expect_castable(self->dtype(), *out));
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims, self->rank(), "dim"));
   const ReductionLayout layout = make_reduction_layout(*self, mask, keepdim);
@@ -155,14 +156,15 @@ Status extreme_value(KernelArgs args, const char* key) {
   ETNA_TRY(op.prepare_output(*out, layout.out_shape));
   const void* in = self->data();
   void* result = out->data();
-  visit_real_dtype(self->dtype(), [&](auto tag) {
+  visit_element_dtype(self->dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const WriteFn<T> write = writer_for<T>(out->dtype());
+    using V = value_type_t<T>;
+    const WriteFn<V> write = writer_for<V>(out->dtype());
     for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
       bool first = true;
-      T best{};
+      V best{};
       reduce([&](int64_t offset) {
-        const T v = load_element<T>(in, offset);
+        const V v = load_value<T>(in, offset);
         if (first || replaces<kMax>(v, best)) best = v;
         first = false;
       });
@@ -183,21 +185,22 @@ Status amin_out(KernelArgs args) { return extreme_value<false>(args, "aten::amin
 template <bool kMax>
 void find_extremes(const ReductionLayout& layout, const Tensor& self, void* value_data, int64_t* index_data) {
   const void* in = self.data();
-  visit_real_dtype(self.dtype(), [&](auto tag) {
+  visit_element_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using V = value_type_t<T>;
     for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
       int64_t position = 0;
       int64_t best_position = 0;
-      T best{};
+      V best{};
       reduce([&](int64_t offset) {
-        const T v = load_element<T>(in, offset);
+        const V v = load_value<T>(in, offset);
         if (position == 0 || replaces<kMax>(v, best)) {
           best = v;
           best_position = position;
         }
         ++position;
       });
-      if (value_data) store_element<T>(value_data, out_index, best);
+      if (value_data) store_value<T>(value_data, out_index, best);
       index_data[out_index] = best_position;
     });
   });
@@ -211,7 +214,7 @@ Status extreme_index(KernelArgs args, const char* key) {
   ETNA_KERNEL_ASSIGN(std::optional<int64_t> dim, op.optional_int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(op.expect_dtype(*out, "out", ScalarType::kLong));
   std::array<bool, kMaxTensorRank> mask{};
   if (dim) {
@@ -251,7 +254,7 @@ Status extreme_along_dim(KernelArgs args, const char* key) {
   const char* indices_name = kMax ? "max_values" : "min_indices";
   ETNA_KERNEL_ASSIGN(Tensor * values, op.output(3, values_name));
   ETNA_KERNEL_ASSIGN(Tensor * indices, op.output(4, indices_name));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(op.expect_dtype(*values, values_name, self->dtype()));
   ETNA_TRY(op.expect_dtype(*indices, indices_name, ScalarType::kLong));
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, {dim}, self->rank(), "dim"));
@@ -291,7 +294,7 @@ Status topk_values(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * values, op.output(5, "values"));
   ETNA_KERNEL_ASSIGN(Tensor * indices, op.output(6, "indices"));
   if (self->dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self->describe());
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(op.expect_dtype(*values, "values", self->dtype()));
   ETNA_TRY(op.expect_dtype(*indices, "indices", ScalarType::kLong));
   ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
@@ -314,11 +317,12 @@ Status topk_values(KernelArgs args) {
   const void* in = self->data();
   void* value_data = values->data();
   auto* index_data = indices->data_as<int64_t>();
-  visit_real_dtype(self->dtype(), [&](auto tag) {
+  visit_element_dtype(self->dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<std::pair<T, int64_t>> row;
+    using V = value_type_t<T>;
+    std::vector<std::pair<V, int64_t>> row;
     row.reserve(static_cast<size_t>(size));
-    auto before = [largest](const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) {
+    auto before = [largest](const std::pair<V, int64_t>& a, const std::pair<V, int64_t>& b) {
       if (largest ? nan_last_less(b.first, a.first) : nan_last_less(a.first, b.first)) return true;
       if (largest ? nan_last_less(a.first, b.first) : nan_last_less(b.first, a.first)) return false;
       return a.second < b.second;
@@ -326,13 +330,13 @@ Status topk_values(KernelArgs args) {
     for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
       row.clear();
       reduce([&](int64_t offset) {
-        row.emplace_back(load_element<T>(in, offset), static_cast<int64_t>(row.size()));
+        row.emplace_back(load_value<T>(in, offset), static_cast<int64_t>(row.size()));
       });
       std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
       const int64_t outer = out_index / inner, i = out_index % inner;
       for (int64_t j = 0; j < k; ++j) {
         const int64_t at = (outer * k + j) * inner + i;
-        store_element<T>(value_data, at, row[static_cast<size_t>(j)].first);
+        store_value<T>(value_data, at, row[static_cast<size_t>(j)].first);
         index_data[at] = row[static_cast<size_t>(j)].second;
       }
     });
@@ -398,7 +402,7 @@ Status var_mean_correction_out(KernelArgs args) {
 // is false. out is bool or uint8, as in ExecuTorch.
 Status any_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMaxTensorRank>& mask, bool keepdim,
                 Tensor& out) {
-  ETNA_TRY(op.expect_supported_dtype(self, "self"));
+  ETNA_TRY(op.expect_element_dtype(self, "self"));
   if (out.dtype() != ScalarType::kBool && out.dtype() != ScalarType::kByte) {
     return op.program_error("out must be bool or uint8, got " + out.describe());
   }
@@ -406,11 +410,12 @@ Status any_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
   ETNA_TRY(op.prepare_output(out, layout.out_shape));
   const void* in = self.data();
   auto* result = static_cast<uint8_t*>(out.data());
-  visit_real_dtype(self.dtype(), [&](auto tag) {
+  visit_element_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    using V = value_type_t<T>;
     for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
       bool found = false;
-      reduce([&](int64_t offset) { found = found || load_element<T>(in, offset) != T(0); });
+      reduce([&](int64_t offset) { found = found || load_value<T>(in, offset) != V(0); });
       result[out_index] = found ? 1 : 0;
     });
   });
@@ -462,7 +467,7 @@ Status cumsum_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(2, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   ETNA_TRY(check_result_dtype(op, dtype, *out, 2));
   ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(dim, self->rank(), "dim"));
   const Shape shape = Shape::of(*self);
@@ -470,7 +475,7 @@ Status cumsum_out(KernelArgs args) {
   const DimSplit split = split_at_dim(shape, self->rank() == 0 ? 0 : d);
   const void* in = self->data();
   void* result = out->data();
-  visit_real_dtype(self->dtype(), [&](auto in_tag) {
+  visit_element_dtype(self->dtype(), [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     auto run = [&](auto acc_tag) {
       using Acc = typename decltype(acc_tag)::type;

@@ -273,7 +273,7 @@ Result<ScalarType> list_result_type(const OpArgs& op, const std::vector<Tensor*>
   for (const Tensor* t : tensors) all_same = all_same && t->dtype() == out.dtype();
   if (all_same) return out.dtype();  // any dtype, copied bytewise
   const auto result = result_type.get();
-  if (!result || !is_supported_dtype(out.dtype())) {
+  if (!result || !is_element_dtype(out.dtype())) {
     return op.unsupported("cannot combine the dtypes of tensors into out " + out.describe());
   }
   ETNA_TRY(op.expect_castable(*result, out));
@@ -551,7 +551,7 @@ Status constant_pad_nd_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(2, "value"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
   ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
-  ETNA_TRY(op.expect_supported_dtype(*self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*self, "self"));
   const size_t rank = self->rank();
   if (pad.size() % 2 != 0 || pad.size() > 2 * rank) {
     return op.input_error("pad must have an even length of at most " + std::to_string(2 * rank) + ", got " +

@@ -16,14 +16,15 @@ struct UnaryOperands {
 };
 
 // Reads self (argument 0) and out (argument out_index) of an operator with
-// `count` arguments, checking dtypes are supported.
+// `count` arguments, checking dtypes are element dtypes (float16 and bfloat16
+// compute in float).
 Result<UnaryOperands> read_unary(const OpArgs& op, size_t count, size_t out_index) {
   ETNA_TRY(op.expect_count(count));
   UnaryOperands operands;
   ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(operands.out, op.output(out_index, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*operands.self, "self"));
-  ETNA_TRY(op.expect_supported_dtype(*operands.out, "out"));
+  ETNA_TRY(op.expect_element_dtype(*operands.self, "self"));
+  ETNA_TRY(op.expect_element_dtype(*operands.out, "out"));
   return operands;
 }
 
@@ -35,7 +36,7 @@ Status floating_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
   const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;
   ETNA_TRY(op.expect_castable(result, out));
   ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
-  visit_floating_dtype(result, [&](auto tag) {
+  visit_compute_type(result, [&](auto tag) {
     using C = typename decltype(tag)::type;
     map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
   });
@@ -157,7 +158,7 @@ Status leaky_relu_out(KernelArgs args) {
   OpArgs op("aten::leaky_relu.out", args);
   ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 4, 2));
   ETNA_KERNEL_ASSIGN(Scalar slope, op.scalar_arg(1, "negative_slope"));
-  ETNA_TRY(op.expect_floating(*operands.self, "self"));
+  ETNA_TRY(op.expect_any_floating(*operands.self, "self"));
   const double slope_value = slope.to<double>();
   return floating_unary(op, operands, [slope_value](auto x) {
     using T = decltype(x);

@@ -242,6 +242,10 @@ TEST(KernelPooling, AvgPoolRejectsZeroDivisorIntegersOtherThanInt64AndMismatched
   EXPECT_TRUE(fails_with(run_avg_pool(ints, {2}, {2}, {0}, false, true, std::nullopt, int_out), {key, "int32"}));
   Tensor& double_out = store.make_empty(ScalarType::kDouble, {1, 1, 1, 1});
   EXPECT_TRUE(fails_with(run_avg_pool(self, {2}, {2}, {0}, false, true, std::nullopt, double_out), {key, "out"}));
+  // float16 is floating but not one of the averaged dtypes: refused, not skipped.
+  Tensor& halves = store.make_empty(ScalarType::kHalf, {1, 1, 2, 2});
+  Tensor& half_out = store.make_empty(ScalarType::kHalf, {1, 1, 1, 1});
+  EXPECT_TRUE(fails_with(run_avg_pool(halves, {2}, {2}, {0}, false, true, std::nullopt, half_out), {key, "float16"}));
   Args short_args;
   short_args.tensor(self).ints({2}).tensor(out).same_as(2);
   EXPECT_FALSE(call_kernel_fn(key, short_args).is_ok());
