@@ -320,19 +320,32 @@ function pow(node: NodeView): OnnxValue[] {
   return [ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }], outDtype, shape)];
 }
 
-function conv(node: NodeView): OnnxValue[] {
-  const { ctx } = node;
-  let x = node.input(0);
+/** What Conv and ConvTranspose read alike: inputs, shapes and window attributes with ONNX's defaults. */
+function convSetup(node: NodeView, what: string) {
+  const x = node.input(0);
   const w = node.input(1);
-  const bias = node.optional(2);
   const xShape = shapeOf(x);
   const wShape = shapeOf(w);
   const spatial = xShape.length - 2;
-  if (spatial < 1 || spatial > 2) node.fail(`only 1-D and 2-D convolutions are supported, input is ${JSON.stringify(xShape)}`);
-  const kernel = node.ints('kernel_shape') ?? wShape.slice(2);
-  const strides = node.ints('strides') ?? new Array<number>(spatial).fill(1);
-  const dilations = node.ints('dilations') ?? new Array<number>(spatial).fill(1);
-  const groups = node.int('group', 1);
+  if (spatial < 1 || spatial > 2) node.fail(`only 1-D and 2-D ${what} are supported, input is ${JSON.stringify(xShape)}`);
+  return {
+    x,
+    w,
+    bias: node.optional(2),
+    xShape,
+    wShape,
+    spatial,
+    groups: node.int('group', 1),
+    kernel: node.ints('kernel_shape') ?? wShape.slice(2),
+    strides: node.ints('strides') ?? new Array<number>(spatial).fill(1),
+    dilations: node.ints('dilations') ?? new Array<number>(spatial).fill(1),
+  };
+}
+
+function conv(node: NodeView): OnnxValue[] {
+  const { ctx } = node;
+  const { w, bias, xShape, wShape, spatial, kernel, strides, dilations, groups, ...setup } = convSetup(node, 'convolutions');
+  let { x } = setup;
   let pads = windowPads(node, xShape.slice(2), kernel, strides, dilations);
   const symmetric = pads.slice(0, spatial).every((p, i) => p === pads[i + spatial]);
   if (!symmetric) {
@@ -476,17 +489,8 @@ function blockedConv(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: Onnx
 
 function convTranspose(node: NodeView): OnnxValue[] {
   const { ctx } = node;
-  let x = node.input(0);
-  let w = node.input(1);
-  const bias = node.optional(2);
-  const xShape = shapeOf(x);
-  const wShape = shapeOf(w);
-  const spatial = xShape.length - 2;
-  if (spatial < 1 || spatial > 2) node.fail(`only 1-D and 2-D transposed convolutions are supported, input is ${JSON.stringify(xShape)}`);
-  const groups = node.int('group', 1);
-  const kernel = node.ints('kernel_shape') ?? wShape.slice(2);
-  const strides = node.ints('strides') ?? new Array<number>(spatial).fill(1);
-  const dilations = node.ints('dilations') ?? new Array<number>(spatial).fill(1);
+  const { bias, xShape, wShape, spatial, kernel, strides, dilations, groups, ...setup } = convSetup(node, 'transposed convolutions');
+  let { x, w } = setup;
   const outputPadding = node.ints('output_padding') ?? new Array<number>(spatial).fill(0);
   const outputShape = node.ints('output_shape');
   const autoPad = node.string('auto_pad', 'NOTSET');

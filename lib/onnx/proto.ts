@@ -151,23 +151,15 @@ function readVarints(reader: WireReader, wire: number, into: bigint[]): void {
   }
 }
 
-function readFloats(reader: WireReader, wire: number, into: number[]): void {
+/** A repeated float (4 bytes) or double (8 bytes) field, packed (wire type 2) or one element at a time. */
+function readReals(reader: WireReader, wire: number, into: number[], bytes: 4 | 8): void {
+  const read = (view: DataView, at: number): number => (bytes === 4 ? view.getFloat32(at, true) : view.getFloat64(at, true));
   if (wire === 2) {
     const packed = reader.bytesField();
     const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
-    for (let i = 0; i + 4 <= packed.byteLength; i += 4) into.push(view.getFloat32(i, true));
+    for (let i = 0; i + bytes <= packed.byteLength; i += bytes) into.push(read(view, i));
   } else {
-    into.push(reader.fixed32().getFloat32(0, true));
-  }
-}
-
-function readDoubles(reader: WireReader, wire: number, into: number[]): void {
-  if (wire === 2) {
-    const packed = reader.bytesField();
-    const view = new DataView(packed.buffer, packed.byteOffset, packed.byteLength);
-    for (let i = 0; i + 8 <= packed.byteLength; i += 8) into.push(view.getFloat64(i, true));
-  } else {
-    into.push(reader.fixed64().getFloat64(0, true));
+    into.push(read(bytes === 4 ? reader.fixed32() : reader.fixed64(), 0));
   }
 }
 
@@ -183,12 +175,12 @@ export function decodeTensor(bytes: Uint8Array): OnnxTensorProto {
     switch (field) {
       case 1: readVarints(reader, wire, dims); break;
       case 2: tensor.dataType = reader.small(); break;
-      case 4: readFloats(reader, wire, tensor.floatData); break;
+      case 4: readReals(reader, wire, tensor.floatData, 4); break;
       case 5: readVarints(reader, wire, int32); break;
       case 7: readVarints(reader, wire, tensor.int64Data); break;
       case 8: tensor.name = text.decode(reader.bytesField()); break;
       case 9: tensor.rawData = reader.bytesField(); break;
-      case 10: readDoubles(reader, wire, tensor.doubleData); break;
+      case 10: readReals(reader, wire, tensor.doubleData, 8); break;
       case 11: readVarints(reader, wire, tensor.uint64Data); break;
       case 14: tensor.external = reader.small() === 1; break;
       default: reader.skip(wire);
@@ -212,7 +204,7 @@ function decodeAttribute(bytes: Uint8Array): OnnxAttribute {
       case 4: attribute.s = reader.bytesField(); break;
       case 5: attribute.t = decodeTensor(reader.bytesField()); break;
       case 6: attribute.g = decodeGraph(reader.bytesField()); break;
-      case 7: readFloats(reader, wire, attribute.floats); break;
+      case 7: readReals(reader, wire, attribute.floats, 4); break;
       case 8: readVarints(reader, wire, attribute.ints); break;
       case 9: attribute.strings.push(reader.bytesField()); break;
       case 20: attribute.type = reader.small(); break;

@@ -27,7 +27,8 @@ export interface ExampleInfo {
 
 const kvDecoderShape = (C: KvDecoderConfig): string => `${C.layers} layers, d=${C.modelDim}, ${C.heads} heads, context ${C.context}, vocab ${C.vocab}`;
 
-const kvDecoderMethods = (C: KvDecoderConfig): string[] => [
+/** Help text of a decoder's prefill/decode/reset methods (DecoderReference's signatures). */
+const decoderMethods = (C: { readonly prefillLength: number; readonly vocab: number }): string[] => [
   `prefill(tokens int64[1,${C.prefillLength}], start_pos int64[1]) -> logits float32[1,${C.prefillLength},${C.vocab}]`,
   `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${C.vocab}]`,
   'reset()',
@@ -37,7 +38,7 @@ export const EXAMPLES = {
   'kv-decoder': {
     name: 'kv-decoder',
     summary: `transformer decoder (${kvDecoderShape(KV)}) with a KV cache shared by its methods`,
-    methods: kvDecoderMethods(KV),
+    methods: decoderMethods(KV),
     build: () => buildKvDecoder(),
     reference: () => new KvDecoderReference(),
   },
@@ -67,18 +68,14 @@ export const LARGE_EXAMPLES = {
   'kv-decoder-large': {
     name: 'kv-decoder-large',
     summary: `kv-decoder at the size of a small real decoder (${kvDecoderShape(KV_DECODER_LARGE_CONFIG)})`,
-    methods: kvDecoderMethods(KV_DECODER_LARGE_CONFIG),
+    methods: decoderMethods(KV_DECODER_LARGE_CONFIG),
     build: () => buildKvDecoder(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
     reference: () => new KvDecoderReference(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)),
   },
   'llama-8da4w': {
     name: 'llama-8da4w',
     summary: `Llama as export_llama writes it (${LLAMA.layers} layers, d=${LLAMA.modelDim}, ${LLAMA.heads} query / ${LLAMA.kvHeads} KV heads, context ${LLAMA.context}, vocab ${LLAMA.vocab}): 8da4w linears in XNNPACK, 4-bit embedding, update_cache, custom_sdpa`,
-    methods: [
-      `prefill(tokens int64[1,${LLAMA.prefillLength}], start_pos int64[1]) -> logits float32[1,${LLAMA.prefillLength},${LLAMA.vocab}]`,
-      `decode(token int64[1,1], pos int64[1]) -> logits float32[1,1,${LLAMA.vocab}]`,
-      'reset()',
-    ],
+    methods: decoderMethods(LLAMA),
     build: () => buildLlama8da4w(),
     reference: () => new Llama8da4wReference(),
     xnnpackOnly: true,
