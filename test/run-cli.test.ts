@@ -47,6 +47,17 @@ describe('etna run', () => {
     expect(out.memory.mode).toBe('shared');
   });
 
+  it('--report says which arena is borrowed per call and what the module owns apart from the program', () => {
+    const shared = runCli(['run', stateProgram(), '--calls', writeJson('calls-report.json', calls), '--report']);
+    expect(shared.status, shared.stderr).toBe(0);
+    expect(shared.stdout).toMatch(/mem_id 1\s+16 B\s+borrowed per call from the program/);
+    expect(shared.stdout).toContain('owned by this module 16 B; held by the program for all its modules 16 B (pooled arena 16 B, pooled workspace 0 B)');
+    const unshared = runCli(['run', stateProgram(), '--calls', writeJson('calls-report2.json', calls), '--report', '--share', 'false']);
+    expect(unshared.status, unshared.stderr).toBe(0);
+    expect(unshared.stdout).not.toContain('borrowed per call');
+    expect(unshared.stdout).toMatch(/held by the program for all its modules 0 B \(pooled arena 0 B/);
+  });
+
   it('loses the state with --share false', () => {
     const result = runCli(['run', stateProgram(), '--calls', writeJson('calls2.json', calls), '--json', '--share', 'false']);
     expect(result.status, result.stderr).toBe(0);

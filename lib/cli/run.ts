@@ -103,7 +103,7 @@ function reportText(report: MemoryReport): string {
   const rows = report.arenas.map((arena) => [
     `  mem_id ${arena.memoryId}`,
     formatBytes(arena.bytes),
-    arena.shared ? 'shared' : 'per method',
+    arena.pooled ? 'borrowed per call from the program' : arena.shared ? 'shared' : 'per method',
     arena.methods.join(', '),
   ]);
   return [
@@ -111,6 +111,7 @@ function reportText(report: MemoryReport): string {
     table(rows),
     `  planned ${formatBytes(report.plannedBytes)} allocated; per-method arenas would need ${formatBytes(report.unsharedPlannedBytes)}`,
     `  constants ${formatBytes(report.constantBytes)} (read in place), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
+    `  owned by this module ${formatBytes(report.ownedBytes)}; held by the program for all its modules ${formatBytes(report.sharedBytes)} (pooled arena ${formatBytes(report.pooledArenaBytes)}, pooled workspace ${formatBytes(report.pooledWorkspaceBytes)})`,
   ].join('\n');
 }
 
