@@ -426,12 +426,7 @@ TEST(KernelHalf, SoftmaxAndLayerNormComputeInFloat) {
     ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", norm)));
     const auto x = floats_of(input);
     for (size_t row = 0; row < 2; ++row) {
-      double m = 0, v = 0;
-      for (size_t j = 0; j < 4; ++j) m += x[row * 4 + j];
-      m /= 4;
-      for (size_t j = 0; j < 4; ++j) v += (x[row * 4 + j] - m) * (x[row * 4 + j] - m);
-      v /= 4;
-      const double r = 1 / std::sqrt(v + 1e-5);
+      const auto [m, r] = row_statistics(x, row, 4, 1e-5);
       EXPECT_EQ(floats_of(mean)[row], rounded(dtype, static_cast<float>(m)));
       EXPECT_EQ(floats_of(rstd)[row], rounded(dtype, static_cast<float>(r)));
       for (size_t j = 0; j < 4; ++j) {

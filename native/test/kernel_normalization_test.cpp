@@ -102,12 +102,7 @@ TEST(KernelNormalization, LayerNormWithWeightAndBias) {
   const auto got = values_of<float>(out);
   const std::vector<float> w = {1, 2, 0.5f, -1}, b = {0, 1, 0, 0.5f};
   for (int row = 0; row < 2; ++row) {
-    double m = 0, v = 0;
-    for (int j = 0; j < 4; ++j) m += x[row * 4 + j];
-    m /= 4;
-    for (int j = 0; j < 4; ++j) v += (x[row * 4 + j] - m) * (x[row * 4 + j] - m);
-    v /= 4;
-    const double r = 1 / std::sqrt(v + 1e-5);
+    const auto [m, r] = row_statistics(x, static_cast<size_t>(row), 4, 1e-5);
     EXPECT_NEAR(values_of<float>(mean)[row], m, 1e-6);
     EXPECT_NEAR(values_of<float>(rstd)[row], r, 1e-5);
     for (int j = 0; j < 4; ++j) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -238,5 +239,22 @@ class Lcg {
  private:
   uint64_t state_;
 };
+
+// Layer-norm statistics of one row, in double: the mean and 1 / sqrt(biased
+// variance + eps), as a reference for native_layer_norm.
+struct RowStatistics {
+  double mean;
+  double rstd;
+};
+
+template <typename T>
+RowStatistics row_statistics(const std::vector<T>& x, size_t row, size_t width, double eps) {
+  double mean = 0, variance = 0;
+  for (size_t j = 0; j < width; ++j) mean += x[row * width + j];
+  mean /= static_cast<double>(width);
+  for (size_t j = 0; j < width; ++j) variance += (x[row * width + j] - mean) * (x[row * width + j] - mean);
+  variance /= static_cast<double>(width);
+  return {mean, 1 / std::sqrt(variance + eps)};
+}
 
 }  // namespace etna::kernel_test
