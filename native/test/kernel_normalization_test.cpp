@@ -162,12 +162,7 @@ TEST(KernelNormalization, GroupNormNormalizesEachGroupAndAppliesPerChannelAffine
     ASSERT_TRUE(is_ok(run_kernel("aten::native_group_norm.out", args)));
     const auto got = values_of<float>(out);
     for (size_t row = 0; row < 4; ++row) {  // (n, g): 6 consecutive values
-      double m = 0, v = 0;
-      for (size_t j = 0; j < 6; ++j) m += values[row * 6 + j];
-      m /= 6;
-      for (size_t j = 0; j < 6; ++j) v += (values[row * 6 + j] - m) * (values[row * 6 + j] - m);
-      v /= 6;
-      const double r = 1 / std::sqrt(v + eps);
+      const auto [m, r] = row_statistics(values, row, 6, eps);
       EXPECT_NEAR(values_of<float>(mean)[row], m, 1e-6);
       EXPECT_NEAR(values_of<float>(rstd)[row], r, 1e-4);
       for (size_t j = 0; j < 6; ++j) {

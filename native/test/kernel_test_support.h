@@ -240,8 +240,8 @@ class Lcg {
   uint64_t state_;
 };
 
-// Layer-norm statistics of one row, in double: the mean and 1 / sqrt(biased
-// variance + eps), as a reference for native_layer_norm.
+// Normalization statistics of one row, in double: the mean and
+// 1 / sqrt(biased variance + eps), as a reference for layer and group norm.
 struct RowStatistics {
   double mean;
   double rstd;
