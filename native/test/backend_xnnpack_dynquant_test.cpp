@@ -218,14 +218,14 @@ std::vector<float> run_case(const Case& c, const Model& m, const std::vector<flo
 
 std::vector<xnn::DotPath> available_paths() {
   std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2}) {
+  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
     if (xnn::dot_path_available(p)) paths.push_back(p);
   }
   return paths;
 }
 
 // The case on every path: close to the reference, identical across paths.
-void check_case(const Case& c, float range = 2.0f) {
+void check_case(const Case& c, float range = 2.0f, float tolerance = 2e-5f) {
   const Model m = make_model(c);
   const auto x = pseudo_random(c.rows * c.in, static_cast<uint32_t>(c.rows * 7 + c.in), range);
   const auto expected = reference(c, m, x);
@@ -233,7 +233,7 @@ void check_case(const Case& c, float range = 2.0f) {
   for (xnn::DotPath path : available_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const auto actual = run_case(c, m, x, path);
-    EXPECT_TRUE(close_to(actual, expected, 2e-5f));
+    EXPECT_TRUE(close_to(actual, expected, tolerance));
     if (first.empty()) {
       first = actual;
     } else {
@@ -262,9 +262,24 @@ TEST(XnnpackDynamicQuant, BlockwiseFourBitScaleSources) {
 }
 
 TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
-  // 19 rows: a tile of 16 (four at a time), then three single rows. Group 16
-  // runs on the portable path only.
-  for (size_t group : {16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
+  // 19 rows: a tile of 16 (four at a time), then three single rows. Groups of
+  // 8 and 16 run on VNNI and the portable path (AVX2 falls back to the latter).
+  for (size_t group : {8u, 16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
+}
+
+TEST(XnnpackDynamicQuant, RowAndChannelRemaindersOfTheVectorTiles) {
+  // Vector paths take rows four at a time and, for single rows, channels in
+  // runs of four groups of 8: batches and widths that leave every remainder.
+  for (size_t rows : {1u, 2u, 4u, 5u, 7u}) {
+    for (size_t out : {8u, 33u, 40u, 52u}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out));
+      // 200 products of 8-bit weights: outputs cancel terms a thousand times
+      // larger, so fp32 rounding (the same on every path) reaches 1e-4.
+      check_case(make_case(rows, 200, out, Weights::kQc8), 2.0f, 1e-4f);
+      check_case(make_case(rows, 130, out, Weights::kQc4));
+      for (size_t group : {8u, 32u, 64u}) check_case(make_case(rows, 192, out, Weights::kQb4Bf16, group));
+    }
+  }
 }
 
 TEST(XnnpackDynamicQuant, SequenceShapedInputsQuantizePerToken) {

@@ -80,6 +80,9 @@ void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, size_t row
 
 #ifdef ETNA_DYNQUANT_X86
 
+// Loops over a tile's registers must unroll, or their arrays live in memory.
+#define ETNA_UNROLL _Pragma("GCC unroll 16")
+
 // Four activations of row `a` from input channel k, in every 32-bit lane.
 __attribute__((target("avx2,fma"))) inline __m256i broadcast_quad(const uint8_t* a, size_t k) {
   int32_t quad;
@@ -95,21 +98,25 @@ __attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
+  ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_setzero_si256();
   // Eight quads of int16 products at most (8 * 2 * 255 * 8 < 32768), then widen.
   for (size_t run = first_quad; run < first_quad + quads; run += 8) {
     __m256i products[kRows];
+    ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) products[r] = _mm256_setzero_si256();
     for (size_t quad = run; quad < run + 8; quad += 2) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad / 2 * 32));
       const __m256i even = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
       const __m256i odd = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+      ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
         products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], quad * kQuad), even));
         products[r] =
             _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], (quad + 1) * kQuad), odd));
       }
     }
+    ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_add_epi32(dots[r], _mm256_madd_epi16(products[r], ones));
   }
 }
@@ -119,11 +126,13 @@ template <size_t kRows>
 __attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows,
                                                                       size_t first_quad, size_t quads, __m256i* dots) {
   __m256i low[kRows], high[kRows];  // channels 0..3 and 4..7, two lanes each
+  ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_si256();
   for (size_t quad = first_quad; quad < first_quad + quads; ++quad) {
     const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad * 32));
     const __m256i w_low = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights));
     const __m256i w_high = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1));
+    ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) {
       const __m256i a = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(broadcast_quad(rows[r], quad * kQuad)));
       low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(a, w_low));
@@ -131,6 +140,7 @@ __attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8
     }
   }
   // hadd pairs lanes within 128-bit halves: [c0 c1 c4 c5 | c2 c3 c6 c7], then reorder.
+  ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) {
     dots[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(low[r], high[r]), 0xD8);
   }
@@ -143,6 +153,7 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
   for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
     const uint8_t* codes = w.codes + group * w.group_bytes;
     __m256 acc[kRows];
+    ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
     for (size_t b = 0; b < w.blocks; ++b) {
       __m256i dots[kRows];
@@ -152,8 +163,10 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
         block_dots_eight_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
       }
       const __m256 scales = _mm256_loadu_ps(w.scales + (group * w.blocks + b) * kColumns);
+      ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, acc[r]);
     }
+    ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(sums + r * w.padded_out + group * kColumns, acc[r]);
   }
 }
@@ -173,17 +186,155 @@ void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, size_t row_c
   }
 }
 
+// AVX-512 VNNI on 256-bit registers (EVEX-encoded ymm): vpdpbusd multiplies
+// unsigned activation bytes by signed weight bytes and adds each lane's four
+// products straight into int32, so neither 8-bit nor 4-bit weights need the
+// int16 steps above. The sums are exact, hence equal to the other paths'.
+#define ETNA_VNNI_TARGET __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
+
+ETNA_VNNI_TARGET inline __m256i broadcast_quad_vnni(const uint8_t* a, size_t k) {
+  int32_t quad;
+  std::memcpy(&quad, a + k, sizeof quad);
+  return _mm256_set1_epi32(quad);
+}
+
+// kRows rows times kGroups consecutive groups of 8 channels over one block:
+// dots[r * kGroups + g], lane j for channel j of group g. A vpdpbusd result
+// feeds the next one on the same register only after several cycles, so each
+// (row, group) pair keeps two accumulators (even and odd quads) and a tile
+// holds at least four pairs where the batch allows.
+template <bool kFourBit, size_t kRows, size_t kGroups>
+ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_bytes, const uint8_t* const* rows,
+                                             size_t first_quad, size_t quads, __m256i* dots) {
+  constexpr size_t kPairs = kRows * kGroups;
+  __m256i even[kPairs], odd[kPairs];
+  ETNA_UNROLL
+  for (size_t i = 0; i < kPairs; ++i) even[i] = odd[i] = _mm256_setzero_si256();
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
+  for (size_t quad = first_quad; quad < first_quad + quads; quad += 2) {
+    __m256i even_weights[kGroups], odd_weights[kGroups];
+    ETNA_UNROLL
+    for (size_t g = 0; g < kGroups; ++g) {
+      const uint8_t* group_codes = codes + g * group_bytes;
+      if (kFourBit) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + quad / 2 * 32));
+        even_weights[g] = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
+        odd_weights[g] =
+            _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+      } else {
+        even_weights[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + quad * 32));
+        odd_weights[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + (quad + 1) * 32));
+      }
+    }
+    ETNA_UNROLL
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m256i a_even = broadcast_quad_vnni(rows[r], quad * kQuad);
+      const __m256i a_odd = broadcast_quad_vnni(rows[r], (quad + 1) * kQuad);
+      ETNA_UNROLL
+      for (size_t g = 0; g < kGroups; ++g) {
+        even[r * kGroups + g] = _mm256_dpbusd_epi32(even[r * kGroups + g], a_even, even_weights[g]);
+        odd[r * kGroups + g] = _mm256_dpbusd_epi32(odd[r * kGroups + g], a_odd, odd_weights[g]);
+      }
+    }
+  }
+  ETNA_UNROLL
+  for (size_t i = 0; i < kPairs; ++i) dots[i] = _mm256_add_epi32(even[i], odd[i]);
+}
+
+template <bool kFourBit, size_t kRows, size_t kGroups>
+ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* const* rows, size_t first_group,
+                                         float* sums) {
+  const size_t quads_per_block = w.block_length / kQuad;
+  const uint8_t* codes = w.codes + first_group * w.group_bytes;
+  __m256 acc[kRows * kGroups];
+  ETNA_UNROLL
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  for (size_t b = 0; b < w.blocks; ++b) {
+    __m256i dots[kRows * kGroups];
+    block_dots_vnni<kFourBit, kRows, kGroups>(codes, w.group_bytes, rows, b * quads_per_block, quads_per_block, dots);
+    ETNA_UNROLL
+    for (size_t g = 0; g < kGroups; ++g) {
+      const __m256 scales = _mm256_loadu_ps(w.scales + ((first_group + g) * w.blocks + b) * kColumns);
+      ETNA_UNROLL
+      for (size_t r = 0; r < kRows; ++r) {
+        __m256& a = acc[r * kGroups + g];
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r * kGroups + g]), scales, a);
+      }
+    }
+  }
+  ETNA_UNROLL
+  for (size_t r = 0; r < kRows; ++r) {
+    ETNA_UNROLL
+    for (size_t g = 0; g < kGroups; ++g) {
+      _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns, acc[r * kGroups + g]);
+    }
+  }
+}
+
+// kRows rows over every group: kGroups groups at a time, then one by one.
+template <bool kFourBit, size_t kRows, size_t kGroups>
+void dot_rows_vnni_groups(const PackedView& w, const uint8_t* const* rows, float* sums) {
+  const size_t groups = w.padded_out / kColumns;
+  size_t g = 0;
+  for (; g + kGroups <= groups; g += kGroups) dot_rows_vnni_tile<kFourBit, kRows, kGroups>(w, rows, g, sums);
+  for (; g < groups; ++g) dot_rows_vnni_tile<kFourBit, kRows, 1>(w, rows, g, sums);
+}
+
+template <bool kFourBit>
+void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+  size_t r = 0;
+  for (; r + 4 <= row_count; r += 4) dot_rows_vnni_groups<kFourBit, 4, 1>(w, rows + r, sums + r * w.padded_out);
+  for (; r < row_count; ++r) dot_rows_vnni_groups<kFourBit, 1, 4>(w, rows + r, sums + r * w.padded_out);
+}
+
+void dot_rows_vnni(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+  if (w.four_bit) {
+    dot_rows_vnni_typed<true>(w, rows, row_count, sums);
+  } else {
+    dot_rows_vnni_typed<false>(w, rows, row_count, sums);
+  }
+}
+
 #endif  // ETNA_DYNQUANT_X86
 
 // -1: no forced path.
 std::atomic<int> forced_path{-1};
 
-DotPath best_available_path() {
+// Whether the CPU (and, for AVX-512, the OS's saved register state: the
+// compiler's CPU check requires both) runs `path`.
+bool cpu_runs(DotPath path) {
 #ifdef ETNA_DYNQUANT_X86
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) return DotPath::kAvx2;
+  static const bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                           __builtin_cpu_supports("avx512vnni");
+  switch (path) {
+    case DotPath::kScalar: return true;
+    case DotPath::kAvx2: return avx2;
+    case DotPath::kAvx512Vnni: return vnni;
+  }
+  return false;
+#else
+  return path == DotPath::kScalar;
 #endif
+}
+
+DotPath best_available_path() {
+  for (DotPath path : {DotPath::kAvx512Vnni, DotPath::kAvx2}) {
+    if (cpu_runs(path)) return path;
+  }
   return DotPath::kScalar;
+}
+
+// Blocks a vector path reads whole: AVX2 widens 4-bit products to int32 every
+// 32 input channels; VNNI reads two quads (8 input channels) per load.
+bool path_takes_blocks(DotPath path, size_t block_length) {
+  switch (path) {
+    case DotPath::kScalar: return true;
+    case DotPath::kAvx2: return block_length % kSimdBlock == 0;
+    case DotPath::kAvx512Vnni: return block_length % (2 * kQuad) == 0;
+  }
+  return false;
 }
 
 // Per-row parameters of XNNPACK's qd8 conversion: the range [min(0, lo),
@@ -215,11 +366,16 @@ DotPath active_dot_path() {
   return forced >= 0 ? static_cast<DotPath>(forced) : best_available_path();
 }
 
-const char* dot_path_name(DotPath path) { return path == DotPath::kAvx2 ? "avx2" : "scalar"; }
-
-bool dot_path_available(DotPath path) {
-  return path == DotPath::kScalar || best_available_path() == DotPath::kAvx2;
+const char* dot_path_name(DotPath path) {
+  switch (path) {
+    case DotPath::kScalar: return "scalar";
+    case DotPath::kAvx2: return "avx2";
+    case DotPath::kAvx512Vnni: return "avx512vnni";
+  }
+  return "unknown";
 }
+
+bool dot_path_available(DotPath path) { return cpu_runs(path); }
 
 void force_dot_path(DotPath path) { forced_path.store(static_cast<int>(path), std::memory_order_relaxed); }
 void clear_forced_dot_path() { forced_path.store(-1, std::memory_order_relaxed); }
@@ -328,7 +484,7 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
   const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
   const PackedView view{codes_.data(), scales_.data(), group_bytes, padded_out_, blocks_, block_length_, four_bit_};
   DotPath path = active_dot_path();
-  if (block_length_ % kSimdBlock != 0) path = DotPath::kScalar;  // blocks that split the AVX2 loads
+  if (!path_takes_blocks(path, block_length_)) path = DotPath::kScalar;
 
   // Rows are read whole chunks at a time: the bytes past a row are the next
   // row's or the buffer's read padding, and meet zero weights.
@@ -340,7 +496,9 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
     const size_t count = std::min(kTileRows, rows - first);
     for (size_t r = 0; r < count; ++r) tile_rows[r] = data + (first + r) * row_length;
 #ifdef ETNA_DYNQUANT_X86
-    if (path == DotPath::kAvx2) {
+    if (path == DotPath::kAvx512Vnni) {
+      dot_rows_vnni(view, tile_rows, count, tile_sums);
+    } else if (path == DotPath::kAvx2) {
       dot_rows_avx2(view, tile_rows, count, tile_sums);
     } else {
       dot_rows_scalar(view, tile_rows, count, tile_sums);

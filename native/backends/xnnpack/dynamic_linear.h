@@ -23,7 +23,7 @@
 
 namespace etna::xnn {
 
-enum class DotPath : uint8_t { kScalar, kAvx2 };
+enum class DotPath : uint8_t { kScalar, kAvx2, kAvx512Vnni };
 
 // The path the CPU supports best, unless a test forced another.
 DotPath active_dot_path();
@@ -32,6 +32,9 @@ bool dot_path_available(DotPath path);
 // Tests and benchmarks only: run every later call on `path` (must be available).
 void force_dot_path(DotPath path);
 void clear_forced_dot_path();
+// Whether `path` includes AVX2 and FMA, which the fp32 own kernels' vector code
+// needs: every path but the portable one (VNNI is only chosen alongside them).
+inline bool path_has_avx2(DotPath path) { return path != DotPath::kScalar; }
 
 // Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row,
 // chosen as XNNPACK's qd8 conversion chooses them.

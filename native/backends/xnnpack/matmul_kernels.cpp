@@ -179,7 +179,7 @@ void matmul_avx2(const float* a, const float* b, float* c, size_t m, size_t k, s
 
 void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b) {
 #ifdef ETNA_MATMUL_X86
-  if (active_dot_path() == DotPath::kAvx2) {
+  if (path_has_avx2(active_dot_path())) {
     // Per thread: delegates of different sessions may run at once.
     thread_local std::vector<float> panel, scratch;
     matmul_avx2(a, b, c, m, k, n, transposed_b, panel, scratch);

@@ -289,7 +289,7 @@ Status log_kernel(const OwnKernelCall& call) { return map_floats(call, [](float 
 // AVX2, erf is approximated to float precision (gelu_avx2).
 Status gelu_kernel(const OwnKernelCall& call) {
 #ifdef ETNA_OWN_KERNELS_X86
-  if (active_dot_path() == DotPath::kAvx2) {
+  if (path_has_avx2(active_dot_path())) {
     gelu_avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
               static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
     return Status::ok();
