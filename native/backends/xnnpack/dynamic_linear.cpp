@@ -192,12 +192,6 @@ void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, size_t row_c
 // int16 steps above. The sums are exact, hence equal to the other paths'.
 #define ETNA_VNNI_TARGET __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
 
-ETNA_VNNI_TARGET inline __m256i broadcast_quad_vnni(const uint8_t* a, size_t k) {
-  int32_t quad;
-  std::memcpy(&quad, a + k, sizeof quad);
-  return _mm256_set1_epi32(quad);
-}
-
 // kRows rows times kGroups consecutive groups of 8 channels over one block:
 // dots[r * kGroups + g], lane j for channel j of group g. A vpdpbusd result
 // feeds the next one on the same register only after several cycles, so each
@@ -229,8 +223,8 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
     }
     ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) {
-      const __m256i a_even = broadcast_quad_vnni(rows[r], quad * kQuad);
-      const __m256i a_odd = broadcast_quad_vnni(rows[r], (quad + 1) * kQuad);
+      const __m256i a_even = broadcast_quad(rows[r], quad * kQuad);
+      const __m256i a_odd = broadcast_quad(rows[r], (quad + 1) * kQuad);
       ETNA_UNROLL
       for (size_t g = 0; g < kGroups; ++g) {
         even[r * kGroups + g] = _mm256_dpbusd_epi32(even[r * kGroups + g], a_even, even_weights[g]);
