@@ -8,8 +8,6 @@
 //
 // Prints, per batch size (1 and 64), the median milliseconds per call of
 // fp32, and of 8da4w on each vector path the CPU has, with their ratios.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,6 +15,7 @@
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
+#include "delegate_timing.h"
 
 namespace {
 
@@ -59,34 +58,12 @@ std::vector<uint8_t> int4_linear(size_t batch, size_t in, size_t out, size_t gro
   return b.finish(PayloadBuilder::Layout::kNamedData, 2);
 }
 
-// Median over rounds of the mean milliseconds per call.
 double time_delegate(const std::vector<uint8_t>& payload, const PayloadBuilder& b, size_t batch, size_t in,
                      size_t out, int rounds) {
-  xnn::XnnpackModuleContext context(etna::BackendOptions{});
-  auto delegate = etna::test::make_delegate(payload, context, b.lookup());
-  if (!delegate) {
-    std::fprintf(stderr, "init failed: %s\n", delegate.error().message.c_str());
-    std::exit(1);
-  }
   LocalTensor input(etna::ScalarType::kFloat, {int64_t(batch), int64_t(in)});
   input.fill(etna::test::pseudo_random(batch * in, 3, 1.0f));
   LocalTensor output(etna::ScalarType::kFloat, {int64_t(batch), int64_t(out)});
-  const int calls = batch == 1 ? 200 : 10;
-  std::vector<double> per_call;
-  for (int round = 0; round < rounds + 1; ++round) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) {
-      etna::Status ran = etna::test::run_delegate(**delegate, {&input, &output});
-      if (!ran) {
-        std::fprintf(stderr, "run failed: %s\n", ran.error().message.c_str());
-        std::exit(1);
-      }
-    }
-    const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-    if (round > 0) per_call.push_back(elapsed.count() / calls);  // round 0 warms up
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+  return etna::bench::median_ms_per_call(payload, b, input, output, batch == 1 ? 200 : 10, rounds);
 }
 
 }  // namespace

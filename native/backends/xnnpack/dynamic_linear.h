@@ -33,8 +33,9 @@ bool dot_path_available(DotPath path);
 void force_dot_path(DotPath path);
 void clear_forced_dot_path();
 
-// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row,
-// chosen as XNNPACK's qd8 conversion chooses them.
+// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row
+// of the output's num_nonbatch_dims trailing dims (a token, or a whole image
+// for a convolution), chosen as XNNPACK's qd8 conversion chooses them.
 Status quantize_per_token_kernel(const OwnKernelCall& call);
 
 class DynamicLinear {
