@@ -236,7 +236,7 @@ TEST(XnnpackDynamicConv, EachImageHasItsOwnScale) {
   }
 }
 
-TEST(XnnpackDynamicConv, SmallerBatchesAndImagesReuseThePackedWeights) {
+TEST(XnnpackDynamicConv, SmallerImagesReuseThePackedWeights) {
   const Case c = make_case(1, 6, 4, 3, 1, 1, 1);
   PayloadBuilder b;
   const Model m = make_model(c);
