@@ -143,19 +143,9 @@ std::vector<float> reference(const Case& c, const Model& m, const std::vector<fl
 std::vector<float> run_case(const Case& c, const Model& m, const std::vector<float>& x, xnn::DotPath path) {
   PayloadBuilder b;
   const auto payload = build(c, m, b);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, b.lookup());
-  EXPECT_TRUE(delegate) << (delegate ? "" : delegate.error().message);
-  if (!delegate) return {};
   auto sizes = [](const std::vector<uint32_t>& dims) { return std::vector<int64_t>(dims.begin(), dims.end()); };
-  LocalTensor input(ScalarType::kFloat, sizes(nhwc(c.images, c.height, c.width, c.in_channels())));
-  input.fill(x);
-  LocalTensor output(ScalarType::kFloat, sizes(nhwc(c.images, c.out_height(), c.out_width(), c.out_channels())));
-  xnn::force_dot_path(path);
-  Status ran = run_delegate(**delegate, {&input, &output});
-  xnn::clear_forced_dot_path();
-  EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
-  return output.to_vector();
+  return run_on_path(payload, b, sizes(nhwc(c.images, c.height, c.width, c.in_channels())), x,
+                     sizes(nhwc(c.images, c.out_height(), c.out_width(), c.out_channels())), path);
 }
 
 // The case on every path: close to the reference, identical across paths.

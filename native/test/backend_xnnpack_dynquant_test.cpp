@@ -185,22 +185,11 @@ std::vector<float> reference(const Case& c, const Model& m, const std::vector<fl
 std::vector<float> run_case(const Case& c, const Model& m, const std::vector<float>& x, xnn::DotPath path) {
   PayloadBuilder b;
   const auto payload = build(c, m, b);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, b.lookup());
-  EXPECT_TRUE(delegate) << (delegate ? "" : delegate.error().message);
-  if (!delegate) return {};
   auto sizes = [&](size_t channels) {
     const auto dims = dims_of(c, channels);
     return std::vector<int64_t>(dims.begin(), dims.end());
   };
-  LocalTensor input(ScalarType::kFloat, sizes(c.in));
-  input.fill(x);
-  LocalTensor output(ScalarType::kFloat, sizes(c.out));
-  xnn::force_dot_path(path);
-  Status ran = run_delegate(**delegate, {&input, &output});
-  xnn::clear_forced_dot_path();
-  EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
-  return output.to_vector();
+  return run_on_path(payload, b, sizes(c.in), x, sizes(c.out), path);
 }
 
 // The case on every path: close to the reference, identical across paths.

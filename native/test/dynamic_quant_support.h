@@ -38,6 +38,25 @@ inline std::vector<double> qd8_dequantized(const float* x, size_t count) {
   return real;
 }
 
+// Initialises `payload` and runs it once on `path` with `x` as input 0 (of
+// `input_sizes`) into output 1 (of `output_sizes`); the output values.
+inline std::vector<float> run_on_path(const std::vector<uint8_t>& payload, const PayloadBuilder& b,
+                                      std::vector<int64_t> input_sizes, const std::vector<float>& x,
+                                      std::vector<int64_t> output_sizes, xnn::DotPath path) {
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, b.lookup());
+  EXPECT_TRUE(delegate) << (delegate ? "" : delegate.error().message);
+  if (!delegate) return {};
+  LocalTensor input(ScalarType::kFloat, std::move(input_sizes));
+  input.fill(x);
+  LocalTensor output(ScalarType::kFloat, std::move(output_sizes));
+  xnn::force_dot_path(path);
+  Status ran = run_delegate(**delegate, {&input, &output});
+  xnn::clear_forced_dot_path();
+  EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
+  return output.to_vector();
+}
+
 // Every dot-product path this CPU can run.
 inline std::vector<xnn::DotPath> available_dot_paths() {
   std::vector<xnn::DotPath> paths;
