@@ -10,10 +10,6 @@
 // Prints, per batch size (1 and 64), the median CPU milliseconds per call of
 // fp32, and of each quantized layer on every vector dot-product path the CPU
 // has (the portable one only when there is none), with their ratios to fp32.
-// Everything runs on the calling thread, so its CPU time is the cost of a call;
-// on a busy machine wall time would mostly count the wait for a core.
-#include <algorithm>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,6 +17,7 @@
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
+#include "delegate_timing.h"
 
 namespace {
 
@@ -72,39 +69,12 @@ std::vector<uint8_t> quantized_linear(size_t batch, size_t in, size_t out, size_
   return b.finish(PayloadBuilder::Layout::kNamedData, 2);
 }
 
-double thread_cpu_ms() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) * 1e-6;
-}
-
-// Median over rounds of the mean CPU milliseconds per call.
 double time_delegate(const std::vector<uint8_t>& payload, const PayloadBuilder& b, size_t batch, size_t in,
                      size_t out, int rounds) {
-  xnn::XnnpackModuleContext context(etna::BackendOptions{});
-  auto delegate = etna::test::make_delegate(payload, context, b.lookup());
-  if (!delegate) {
-    std::fprintf(stderr, "init failed: %s\n", delegate.error().message.c_str());
-    std::exit(1);
-  }
   LocalTensor input(etna::ScalarType::kFloat, {int64_t(batch), int64_t(in)});
   input.fill(etna::test::pseudo_random(batch * in, 3, 1.0f));
   LocalTensor output(etna::ScalarType::kFloat, {int64_t(batch), int64_t(out)});
-  const int calls = batch == 1 ? 200 : 10;
-  std::vector<double> per_call;
-  for (int round = 0; round < rounds + 1; ++round) {
-    const double start = thread_cpu_ms();
-    for (int i = 0; i < calls; ++i) {
-      etna::Status ran = etna::test::run_delegate(**delegate, {&input, &output});
-      if (!ran) {
-        std::fprintf(stderr, "run failed: %s\n", ran.error().message.c_str());
-        std::exit(1);
-      }
-    }
-    if (round > 0) per_call.push_back((thread_cpu_ms() - start) / calls);  // round 0 warms up
-  }
-  std::sort(per_call.begin(), per_call.end());
-  return per_call[per_call.size() / 2];
+  return etna::bench::median_ms_per_call(payload, b, input, output, batch == 1 ? 200 : 10, rounds);
 }
 
 }  // namespace

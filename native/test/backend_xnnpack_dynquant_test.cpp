@@ -10,6 +10,7 @@
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
+#include "dynamic_quant_support.h"
 
 namespace etna::test {
 namespace {
@@ -165,21 +166,7 @@ std::vector<float> reference(const Case& c, const Model& m, const std::vector<fl
   const bool blocks = c.weights == Weights::kQb4Bf16 || c.weights == Weights::kQb4Fp32 ||
                       c.weights == Weights::kQb4Buffer;
   for (size_t r = 0; r < c.rows; ++r) {
-    const float* row = x.data() + r * c.in;
-    float lo = 0, hi = 0;
-    for (size_t k = 0; k < c.in; ++k) lo = std::min(lo, row[k]), hi = std::max(hi, row[k]);
-    const float inverse = lo == hi ? 1.0f : 255.0f / (hi - lo);
-    const float zero_from_min = -128.0f - lo * inverse, zero_from_max = 127.0f - hi * inverse;
-    float zero = (-128.0f + lo * inverse) + (127.0f + hi * inverse) > 0 ? zero_from_min : zero_from_max;
-    zero = std::min(std::max(zero, -128.0f), 127.0f);
-    const int zp = static_cast<int>(std::nearbyint(zero));
-    const float scale = 1.0f / inverse;
-    std::vector<double> real(c.in);
-    for (size_t k = 0; k < c.in; ++k) {
-      float v = row[k] * (1.0f / scale);
-      v = std::min(std::max(v, static_cast<float>(-128 - zp)), static_cast<float>(127 - zp));
-      real[k] = static_cast<double>(scale) * (std::nearbyint(v));
-    }
+    const std::vector<double> real = qd8_dequantized(x.data() + r * c.in, c.in);
     for (size_t n = 0; n < c.out; ++n) {
       double sum = c.bias ? m.bias[n] : 0.0;
       for (size_t k = 0; k < c.in; ++k) {
@@ -198,50 +185,18 @@ std::vector<float> reference(const Case& c, const Model& m, const std::vector<fl
 std::vector<float> run_case(const Case& c, const Model& m, const std::vector<float>& x, xnn::DotPath path) {
   PayloadBuilder b;
   const auto payload = build(c, m, b);
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, b.lookup());
-  EXPECT_TRUE(delegate) << (delegate ? "" : delegate.error().message);
-  if (!delegate) return {};
   auto sizes = [&](size_t channels) {
     const auto dims = dims_of(c, channels);
     return std::vector<int64_t>(dims.begin(), dims.end());
   };
-  LocalTensor input(ScalarType::kFloat, sizes(c.in));
-  input.fill(x);
-  LocalTensor output(ScalarType::kFloat, sizes(c.out));
-  xnn::force_dot_path(path);
-  Status ran = run_delegate(**delegate, {&input, &output});
-  xnn::clear_forced_dot_path();
-  EXPECT_TRUE(ran) << (ran ? "" : ran.error().message);
-  return output.to_vector();
-}
-
-std::vector<xnn::DotPath> available_paths() {
-  std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
-    if (xnn::dot_path_available(p)) paths.push_back(p);
-  }
-  return paths;
+  return run_on_path(payload, b, sizes(c.in), x, sizes(c.out), path);
 }
 
 // The case on every path: close to the reference, identical across paths.
 void check_case(const Case& c, float range = 2.0f, float tolerance = 2e-5f) {
   const Model m = make_model(c);
   const auto x = pseudo_random(c.rows * c.in, static_cast<uint32_t>(c.rows * 7 + c.in), range);
-  const auto expected = reference(c, m, x);
-  std::vector<float> first;
-  for (xnn::DotPath path : available_paths()) {
-    SCOPED_TRACE(xnn::dot_path_name(path));
-    const auto actual = run_case(c, m, x, path);
-    EXPECT_TRUE(close_to(actual, expected, tolerance));
-    if (first.empty()) {
-      first = actual;
-    } else {
-      ASSERT_EQ(actual.size(), first.size());
-      EXPECT_EQ(0, std::memcmp(actual.data(), first.data(), actual.size() * sizeof(float)))
-          << "path " << xnn::dot_path_name(path) << " differs from the scalar path";
-    }
-  }
+  expect_same_on_every_path([&](xnn::DotPath path) { return run_case(c, m, x, path); }, reference(c, m, x), tolerance);
 }
 
 TEST(XnnpackDynamicQuant, PerChannelInt8OddSizesOneAndSeveralRows) {
@@ -305,7 +260,7 @@ TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
   m.w = {3, -5};
   m.scales = {0.5f};
   EXPECT_EQ(pack_nibbles(m.w, 1, 2), std::vector<uint8_t>{0x3B});
-  for (xnn::DotPath path : available_paths()) {
+  for (xnn::DotPath path : available_dot_paths()) {
     const auto y = run_case(c, m, {1.0f, 0.0f}, path);
     ASSERT_EQ(y.size(), 1u);
     EXPECT_FLOAT_EQ(y[0], 1.5f) << xnn::dot_path_name(path);
@@ -377,11 +332,6 @@ Error init_error_of(const Case& c, const std::function<void(Model&)>& edit = {})
   PayloadBuilder b;
   const auto payload = build(c, m, b);
   return init_error(payload, b);
-}
-
-void expect_rejected(const Error& error, ErrorCode code, std::initializer_list<const char*> parts) {
-  EXPECT_EQ(error.code, code) << error.message;
-  for (const char* part : parts) EXPECT_NE(error.message.find(part), std::string::npos) << error.message;
 }
 
 TEST(XnnpackDynamicQuant, GroupSizeMustDivideInputChannels) {

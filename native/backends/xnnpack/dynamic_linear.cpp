@@ -376,8 +376,8 @@ void clear_forced_dot_path() { forced_path.store(-1, std::memory_order_relaxed);
 
 Status quantize_per_token_kernel(const OwnKernelCall& call) {
   const Shape& shape = call.shapes[call.node.outputs[0]];
-  const size_t row_length = shape.rank ? shape.dims[shape.rank - 1] : 1;
-  const size_t rows = row_count(shape);
+  const size_t row_length = dynamic_row_length(shape, call.graph.values[call.node.outputs[0]].quant.nonbatch_dims);
+  const size_t rows = row_length ? shape.numel() / row_length : 0;
   const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
   uint8_t* output = static_cast<uint8_t*>(call.data[call.node.outputs[0]]);
   auto* params = reinterpret_cast<DynamicRowParams*>(output + dynamic_params_offset(shape));

@@ -37,8 +37,9 @@ void clear_forced_dot_path();
 // needs: every path but the portable one (VNNI is only chosen alongside them).
 inline bool path_has_avx2(DotPath path) { return path != DotPath::kScalar; }
 
-// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row,
-// chosen as XNNPACK's qd8 conversion chooses them.
+// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row
+// of the output's num_nonbatch_dims trailing dims (a token, or a whole image
+// for a convolution), chosen as XNNPACK's qd8 conversion chooses them.
 Status quantize_per_token_kernel(const OwnKernelCall& call);
 
 class DynamicLinear {

@@ -1,5 +1,7 @@
 #include "backends/xnnpack/graph.h"
 
+#include <algorithm>
+
 namespace etna::xnn {
 
 std::string datatype_name(Datatype type) {
@@ -38,6 +40,12 @@ uint64_t constant_bytes(Datatype type, const Shape& shape) {
 size_t row_count(const Shape& shape) {
   const size_t last = shape.rank ? shape.dims[shape.rank - 1] : 1;
   return last ? shape.numel() / last : 0;
+}
+
+size_t dynamic_row_length(const Shape& shape, size_t nonbatch_dims) {
+  size_t length = 1;
+  for (size_t d = shape.rank - std::min(nonbatch_dims, shape.rank); d < shape.rank; ++d) length *= shape.dims[d];
+  return length;
 }
 
 size_t dynamic_params_offset(const Shape& shape) { return (shape.numel() + 7) / 8 * 8; }

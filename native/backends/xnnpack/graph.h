@@ -104,8 +104,13 @@ struct DynamicRowParams {
 };
 // Rows of a value: its elements over its last dim (1 for rank 0).
 size_t row_count(const Shape& shape);
-// Where a qdint8 buffer keeps its DynamicRowParams, one per row: behind the
-// data, 8-byte aligned.
+// Elements one qdint8 scale and zero point cover: the product of the last
+// `nonbatch_dims` dims (the last dim for per-token values feeding a fully
+// connected node, a whole NHWC image for a convolution's input).
+size_t dynamic_row_length(const Shape& shape, size_t nonbatch_dims);
+// Where a qdint8 buffer keeps its DynamicRowParams, one per quantized row
+// (room for one per last-dim row, the most there can be): behind the data,
+// 8-byte aligned.
 size_t dynamic_params_offset(const Shape& shape);
 // Bytes of a value's buffer (qdint8 values include their row parameters).
 size_t value_bytes(Datatype type, const Shape& shape);
@@ -124,6 +129,7 @@ struct Quantization {
   std::vector<float> channel_scales;  // per channel, or per channel and block (blocks innermost)
   size_t channel_dim = 0;
   size_t block_size = 0;  // kBlockwise
+  size_t nonbatch_dims = 0;  // kPerToken: trailing dims sharing one scale and zero point
 };
 
 struct Value {

@@ -21,6 +21,7 @@ const Types kMovable = {Datatype::fp32, Datatype::fp16, Datatype::qint8, Datatyp
 const Types kQs8Filters = {Datatype::qint8};
 const Types kQs8OrPerChannelFilters = {Datatype::qint8, Datatype::qcint8};
 const Types kDynamicFilters = {Datatype::qcint8, Datatype::qcint4, Datatype::qbint4};
+const Types kDynamicConvFilters = {Datatype::qcint8};
 // Keeps every int32 dot product of 8-bit codes (at most 255 * 128 each) exact.
 constexpr size_t kMaxDynamicInputChannels = 65536;
 
@@ -185,25 +186,41 @@ class NodeChecker {
     return Status::ok();
   }
 
-  // Fully connected over a dynamically quantized input (qd8 x qc8w / qc4w /
-  // qb4w, fp32 out), run by etna's own kernels (dynamic_linear.h).
+  // Fully connected (qd8 x qc8w / qc4w / qb4w) or convolution (qd8 x qc8w)
+  // over a dynamically quantized input, fp32 out, run by etna's own kernels
+  // (dynamic_linear.h, dynamic_conv.h).
   Status dynamic_weights() const {
     const uint32_t input = node_.inputs[0], filter = node_.inputs[1], bias = node_.inputs[2];
     const uint32_t output = node_.outputs[0];
-    if (node_.type != NodeType::kFullyConnected) {
+    const bool convolution = node_.type == NodeType::kConv2d;
+    if (node_.type != NodeType::kFullyConnected && !convolution) {
       return unsupported(node_, "input " + graph_.describe_value(input) +
-                                    " is dynamically quantized; only fully-connected nodes take qdint8");
+                                    " is dynamically quantized; only fully-connected and XNNConv2d nodes take qdint8" +
+                                    (node_.type == NodeType::kDepthwiseConv2d
+                                         ? " (write a depthwise convolution as XNNConv2d with groups)"
+                                         : ""));
     }
     ETNA_TRY(quantization_matches(input, "input"));
     if (value(input).producer < 0) {
       return unsupported(node_, "input " + graph_.describe_value(input) +
                                     " must be produced by a Convert node in the delegate");
     }
+    // XNNPACK reads one scale and zero point per token (fully connected) or
+    // per image (convolution, NHWC): the Convert must have made exactly those.
+    const size_t nonbatch = value(input).quant.nonbatch_dims;
+    const size_t needed = convolution ? 3 : 1;
+    if (nonbatch != needed) {
+      const std::string reader = convolution ? "a convolution needs 3 (one scale per image)"
+                                             : "a fully-connected node needs 1 (one scale per token)";
+      return unsupported(node_, "input " + graph_.describe_value(input) + " has num_nonbatch_dims " +
+                                    std::to_string(nonbatch) + "; " + reader);
+    }
     ETNA_TRY(type_in(output, kFloat, "output"));
     ETNA_TRY(constant(filter, "filter"));
     ETNA_TRY(constant(bias, "bias"));
-    ETNA_TRY(type_in(filter, kDynamicFilters, "filter"));
+    ETNA_TRY(type_in(filter, convolution ? kDynamicConvFilters : kDynamicFilters, "filter"));
     if (bias != kNoValue) ETNA_TRY(type_in(bias, kFloat, "bias"));
+    if (convolution) return dynamic_convolution();
     const Value& w = value(filter);
     if (w.shape.rank != 2) {
       return unsupported(node_, "filter " + graph_.describe_value(filter) + " must be 2-d");
@@ -225,10 +242,31 @@ class NodeChecker {
                                 std::to_string(in_shape.dims[in_shape.rank - 1]) + " elements, filter " +
                                 graph_.describe_value(filter) + " takes " + std::to_string(w.shape.dims[1 - out_dim]));
     }
-    if (w.shape.dims[1 - out_dim] > kMaxDynamicInputChannels) {
-      return unsupported(node_, "filter " + graph_.describe_value(filter) + " has more than " +
-                                    std::to_string(kMaxDynamicInputChannels) +
-                                    " input channels (int32 sums could overflow)");
+    return dot_length_within(w.shape.dims[1 - out_dim]);
+  }
+
+  // The convolution's own fields (geometry against the filter is the shape
+  // rule's): a [out, kh, kw, in/groups] filter quantized per output channel.
+  Status dynamic_convolution() const {
+    const uint32_t filter = node_.inputs[1];
+    if (node_.flags & 0x4) {
+      return unsupported(node_, "TensorFlow SAME padding (flag 0x4) is not supported over a qdint8 input");
+    }
+    const Value& w = value(filter);
+    if (w.shape.rank != 4 || w.quant.channel_dim != 0) {
+      return unsupported(node_, "filter " + graph_.describe_value(filter) + " quantized along dim " +
+                                    std::to_string(w.quant.channel_dim) +
+                                    " must be 4-d [out, kh, kw, in] and quantized along dim 0");
+    }
+    return dot_length_within(uint64_t{node_.kernel_height} * node_.kernel_width * node_.group_input_channels);
+  }
+
+  // Input channels one output sums over (a filter row).
+  Status dot_length_within(uint64_t length) const {
+    if (length > kMaxDynamicInputChannels) {
+      return unsupported(node_, "filter " + graph_.describe_value(node_.inputs[1]) + " sums over " +
+                                    std::to_string(length) + " inputs per output, more than " +
+                                    std::to_string(kMaxDynamicInputChannels) + " (int32 sums could overflow)");
     }
     return Status::ok();
   }

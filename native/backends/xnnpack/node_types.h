@@ -53,6 +53,7 @@ struct OwnKernelCall {
   const std::vector<Shape>& shapes;
   void* const* data;
   size_t element_size;
+  const Graph& graph;  // the node's values (datatypes, quantization)
 };
 
 // The arguments of a row's shape rule (shapes.cpp).

@@ -318,7 +318,7 @@ Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Sh
   const NodeTypeInfo& info = node_type_info(node.type);
   if (!info.run) return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
   const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
-  return info.run(OwnKernelCall{node, shapes, data, element_size});
+  return info.run(OwnKernelCall{node, shapes, data, element_size, graph});
 }
 
 }  // namespace etna::xnn

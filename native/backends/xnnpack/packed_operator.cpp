@@ -106,6 +106,13 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   const std::string where = node.describe();
 
   std::unique_ptr<PackedOperator> packed(new PackedOperator());
+  if (input.datatype == Datatype::qdint8 && node.type == NodeType::kConv2d) {
+    auto conv = DynamicConv::create(graph, node);
+    if (!conv) return conv.error();
+    packed->dynamic_conv_ = std::move(*conv);
+    packed->packed_bytes_ = packed->dynamic_conv_->packed_bytes();
+    return packed;
+  }
   if (input.datatype == Datatype::qdint8) {
     auto linear = DynamicLinear::create(graph, node);
     if (!linear) return linear.error();
@@ -318,6 +325,7 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
                            pthreadpool_t threadpool) {
   // etna's own kernel keeps no per-call state in the object: no turns needed.
   if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
+  if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output));
   const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
   if (arithmetic_ == Arithmetic::kQC8 && !as_convolution) {
     return make_error(ErrorCode::kInternal, node.describe() + ": per-channel int8 outside a convolution");

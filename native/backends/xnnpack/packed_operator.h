@@ -1,7 +1,8 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
-// convolution nodes run as XNNPACK operators (fully-connected nodes over
-// dynamically quantized inputs as etna's DynamicLinear, shared the same way) (through xnn_compat.h) rather
-// than subgraph nodes: an operator packs its weights once when created and
+// convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
+// than subgraph nodes; over dynamically quantized inputs, fully-connected
+// nodes run as etna's DynamicLinear and convolutions as DynamicConv, shared
+// the same way: an operator packs its weights once when created and
 // takes the batch and spatial size at each setup. So one operator serves
 // every module, delegate instance, method and input shape of a program that
 // has the same node over the same constants: packed weights exist once per
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/xnnpack/dynamic_conv.h"
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/xnn_library.h"
@@ -63,6 +65,7 @@ class PackedOperator {
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
+  std::unique_ptr<DynamicConv> dynamic_conv_;  // the same for a convolution
 };
 
 }  // namespace etna::xnn

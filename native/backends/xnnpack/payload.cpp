@@ -208,14 +208,16 @@ Status read_quantization(const fbx::QuantizedTensorValue& quantized, Value& valu
     case fbx::QuantParams::PerTokenDynamicQuant: {
       const auto* params = quantized.quant_params_as_PerTokenDynamicQuant();
       if (!params) return invalid(where + ": PerTokenDynamicQuant table missing");
-      // Upstream quantizes per token only: one row is the last dim.
-      if (params->num_nonbatch_dims() != 1) {
-        return make_error(ErrorCode::kUnsupportedOperator,
-                          where + ": num_nonbatch_dims " + std::to_string(params->num_nonbatch_dims()) +
-                              "; only per-token quantization (1) is supported");
-      }
+      // One scale and zero point per num_nonbatch_dims trailing dims; which
+      // count a consumer needs is checked with the consumer (graph_checks.cpp).
       if (value.shape.rank == 0) return invalid(where + ": a per-token quantized value needs at least one dim");
+      const int32_t nonbatch = params->num_nonbatch_dims();
+      if (nonbatch < 1 || static_cast<size_t>(nonbatch) > value.shape.rank) {
+        return invalid(where + ": num_nonbatch_dims " + std::to_string(nonbatch) + " is not between 1 and the rank " +
+                       std::to_string(value.shape.rank));
+      }
       quant.kind = Quantization::Kind::kPerToken;
+      quant.nonbatch_dims = static_cast<size_t>(nonbatch);
       return Status::ok();
     }
     case fbx::QuantParams::PerChannelGroupQuant: {
