@@ -13,7 +13,7 @@ import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
 import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
 import { isBuiltInProgram } from '../../lib/tools/bench.js';
 import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { payloadGraph } from '../helpers/xnnpack-payload.js';
+import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 
 const GRAPHS = [
   { name: 'MobileNetV3-style classifier', build: mobilenetV3Classifier, shape: CLASSIFIER_INPUT_SHAPE, output: 'prob' },
@@ -60,12 +60,16 @@ describe('paddle2onnx-style graphs', () => {
     });
   }
 
-  it('keeps the detector channels-last from input to output: Resize, Add, Concat and ConvTranspose included', () => {
-    const { builder, exportOptions } = importOnnxGraph(dbnetDetector());
+  /** The node types of the one delegate payload `model` imports to. */
+  const delegateNodeTypes = (model: Uint8Array): NodeUnion[] => {
+    const { builder, exportOptions } = importOnnxGraph(model);
     const { program } = builder.export(exportOptions);
     expect(program.delegatePayloads).toHaveLength(1);
-    const graph = payloadGraph(program.delegatePayloads![0]!);
-    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    return payloadNodeTypes(program.delegatePayloads![0]!);
+  };
+
+  it('keeps the detector channels-last from input to output: Resize, Add, Concat and ConvTranspose included', () => {
+    const types = delegateNodeTypes(dbnetDetector());
     // Only the input is transposed; the one-channel map comes back to NCHW as a reshape (the same bytes).
     expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(1);
     expect(types.filter((t) => t === NodeUnion.XNNConvTranspose2d)).toHaveLength(2);
@@ -73,11 +77,7 @@ describe('paddle2onnx-style graphs', () => {
   });
 
   it('runs the recogniser\'s AveragePool and the LayerNorm means as delegate nodes', () => {
-    const { builder, exportOptions } = importOnnxGraph(svtrRecognizer());
-    const { program } = builder.export(exportOptions);
-    expect(program.delegatePayloads).toHaveLength(1);
-    const graph = payloadGraph(program.delegatePayloads![0]!);
-    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    const types = delegateNodeTypes(svtrRecognizer());
     expect(types.filter((t) => t === NodeUnion.XNNAvgPooling2d)).toHaveLength(1);
     // Nine linear layers, and two means in each of five decomposed LayerNorms (a unit-weight sum, then a divide).
     expect(types.filter((t) => t === NodeUnion.XNNFullyConnected)).toHaveLength(9 + 10);
