@@ -5,7 +5,7 @@
 // normalised at run time, and the delegate sees one convolution (or two
 // arithmetic nodes) instead of rsqrt calls on constants.
 import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
-import { graphConstants, readCounts } from './graph-info.js';
+import { graphConstants, nameMaker, readCounts } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
 
 /** Per-channel factor gamma / sqrt(var + eps) and shift beta - mean * factor, in float64. */
@@ -67,7 +67,7 @@ function outputChannelOf(conv: OnnxNode, shape: readonly number[]): { count: num
  * `rank` dims and `channels` channels: one value, or `channels` values along
  * dim 1 with every other dim 1 (so broadcasting keeps the output's shape).
  */
-function channelOperand(tensor: ConstTensor, rank: number, channels: number): number[] | undefined {
+export function channelOperand(tensor: ConstTensor, rank: number, channels: number): number[] | undefined {
   if (tensor.dtype !== 'float32' || tensor.shape.length > rank) return undefined;
   const values = toNumbers(tensor);
   if (values.length === 1) return new Array<number>(channels).fill(values[0]!);
@@ -89,13 +89,7 @@ export function foldAffinesIntoConvs(graph: OnnxGraph): FoldedConvAffines {
   const reads = readCounts(graph);
   const producer = new Map<string, OnnxNode>();
   for (const node of graph.nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
-  const taken = new Set<string>([...graph.initializers.map((t) => t.name), ...producer.keys(), ...graph.inputs.map((i) => i.name)]);
-  const freshName = (base: string): string => {
-    let name = base;
-    for (let k = 1; taken.has(name); k++) name = `${base}_${k}`;
-    taken.add(name);
-    return name;
-  };
+  const freshName = nameMaker(graph);
 
   const constants = new Map<string, ConstTensor>();
   const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined ? undefined : constants.get(name) ?? constant(name));
@@ -148,4 +142,77 @@ export function foldAffinesIntoConvs(graph: OnnxGraph): FoldedConvAffines {
   }
   const nodes = graph.nodes.filter((n) => !removed.has(n)).map((n) => replaced.get(n) ?? n);
   return { nodes, constants, folded: removed.size };
+}
+
+/** Whether a Conv reads no padding: an affine of its input then commutes with it. */
+function unpadded(conv: OnnxNode): boolean {
+  const autoPad = conv.attributes.find((a) => a.name === 'auto_pad')?.s;
+  const mode = autoPad === undefined ? 'NOTSET' : new TextDecoder().decode(autoPad);
+  const pads = conv.attributes.find((a) => a.name === 'pads')?.ints ?? [];
+  return (mode === 'NOTSET' || mode === 'VALID') && pads.every((p) => Number(p) === 0);
+}
+
+/**
+ * Folds into an unpadded Conv with constant weights each per-input-channel
+ * Mul or Add by a constant whose single-use output the Conv reads
+ * (PP-LCNet's learnable scale and bias after an activation, before a 1x1
+ * conv): conv(x + b) moves sum(W[o] * b) into the bias, conv(x * a) scales
+ * W[o, c] by a[c], computed in float64. A padded Conv would pad the affine's
+ * input with zeros where the model pads its output, so it is left alone.
+ */
+export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: ReadonlyMap<string, ConstTensor>, graph: OnnxGraph): FoldedConvAffines {
+  const constant = graphConstants(graph);
+  const constants = new Map(folded);
+  const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined || name === '' ? undefined : constants.get(name) ?? constant(name));
+  const reads = readCounts({ ...graph, nodes: [...nodes] });
+  const producer = new Map<string, OnnxNode>();
+  for (const node of nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
+  const freshName = nameMaker(graph);
+  const removed = new Set<OnnxNode>();
+  const replaced = new Map<OnnxNode, OnnxNode>();
+  for (const original of nodes) {
+    if (original.opType !== 'Conv' || !unpadded(original)) continue;
+    let conv = original;
+    for (;;) {
+      const x = conv.inputs[0]!;
+      const affine = producer.get(x);
+      const weight = weights(conv.inputs[1]);
+      const hasBias = (conv.inputs[2] ?? '') !== '';
+      const bias = hasBias ? weights(conv.inputs[2]) : undefined;
+      if (affine === undefined || (affine.opType !== 'Mul' && affine.opType !== 'Add') || affine.inputs.length !== 2 || reads.get(x) !== 1 || graph.outputs.some((o) => o.name === x)) break;
+      if (weight === undefined || weight.dtype !== 'float32' || (hasBias && bias === undefined)) break;
+      const operand = constant(affine.inputs[0]) !== undefined ? 1 : 0;
+      const other = constant(affine.inputs[1 - operand]);
+      const groups = Number(conv.attributes.find((a) => a.name === 'group')?.i ?? 1n);
+      const [outChannels, groupIn] = weight.shape as [number, number];
+      const perChannel = other === undefined ? undefined : channelOperand(other, weight.shape.length, groupIn * groups);
+      if (perChannel === undefined || groups < 1 || outChannels % groups !== 0) break;
+      const taps = shapeSize(weight.shape.slice(2));
+      const channelOfElement = (i: number): number => {
+        const o = Math.floor(i / (groupIn * taps));
+        return Math.floor(o / (outChannels / groups)) * groupIn + (Math.floor(i / taps) % groupIn);
+      };
+      const w = toNumbers(weight);
+      const b = bias === undefined ? new Array<number>(outChannels).fill(0) : toNumbers(bias);
+      const source = affine.inputs[operand]!;
+      let inputs: string[];
+      if (affine.opType === 'Mul') {
+        const scaledName = freshName(`${conv.outputs[0]}_input_scaled_weight`);
+        constants.set(scaledName, fromNumbers('float32', weight.shape, w.map((v, i) => v * perChannel[channelOfElement(i)]!)));
+        inputs = [source, scaledName, ...conv.inputs.slice(2)];
+      } else {
+        const shifted = [...b];
+        w.forEach((v, i) => {
+          shifted[Math.floor(i / (groupIn * taps))]! += v * perChannel[channelOfElement(i)]!;
+        });
+        const shiftedName = freshName(`${conv.outputs[0]}_input_shifted_bias`);
+        constants.set(shiftedName, fromNumbers('float32', [outChannels], shifted));
+        inputs = [source, conv.inputs[1]!, shiftedName];
+      }
+      conv = { ...conv, inputs };
+      removed.add(affine);
+    }
+    if (conv !== original) replaced.set(original, conv);
+  }
+  return { nodes: nodes.filter((n) => !removed.has(n)).map((n) => replaced.get(n) ?? n), constants, folded: removed.size };
 }

@@ -32,3 +32,15 @@ export function readCounts(graph: OnnxGraph, counts = new Map<string, number>())
   graph.outputs.forEach((o) => read(o.name));
   return counts;
 }
+
+/** Makes names no value of `graph` has (nor any name made before), from a base. */
+export function nameMaker(graph: OnnxGraph): (base: string) => string {
+  const taken = new Set<string>([...graph.initializers.map((t) => t.name), ...graph.inputs.map((i) => i.name)]);
+  for (const node of graph.nodes) for (const out of node.outputs) taken.add(out);
+  return (base) => {
+    let name = base;
+    for (let k = 1; taken.has(name); k++) name = `${base}_${k}`;
+    taken.add(name);
+    return name;
+  };
+}

@@ -3,7 +3,7 @@
 // activations paddle2onnx writes for old opsets recognised as one op, so the
 // delegate sees one node instead of a chain of elementwise passes.
 import { toNumbers } from './constant.js';
-import { foldAffinesIntoConvs, type FoldedConvAffines } from './batchnorm.js';
+import { foldAffinesIntoConvs, foldInputAffinesIntoConvs, type FoldedConvAffines } from './batchnorm.js';
 import { graphConstants, readCounts } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
 
@@ -58,9 +58,10 @@ export function fuseHardSwish(nodes: readonly OnnxNode[], graph: OnnxGraph, opse
   return { nodes: nodes.filter((n) => !removed.has(n)).map((n) => replaced.get(n) ?? n), fused: replaced.size };
 }
 
-/** Every rewrite, in order: affines into convs, then activation patterns. `folded` counts the nodes that disappeared. */
+/** Every rewrite, in order: affines into the convs before and after them, then activation patterns. `folded` counts the nodes that disappeared. */
 export function rewriteGraph(graph: OnnxGraph, opset: number): FoldedConvAffines {
   const affines = foldAffinesIntoConvs(graph);
-  const hardSwish = fuseHardSwish(affines.nodes, graph, opset);
-  return { nodes: hardSwish.nodes, constants: affines.constants, folded: affines.folded + 3 * hardSwish.fused };
+  const inputAffines = foldInputAffinesIntoConvs(affines.nodes, affines.constants, graph);
+  const hardSwish = fuseHardSwish(inputAffines.nodes, graph, opset);
+  return { nodes: hardSwish.nodes, constants: inputAffines.constants, folded: affines.folded + inputAffines.folded + 3 * hardSwish.fused };
 }

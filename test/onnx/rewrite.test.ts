@@ -1,6 +1,7 @@
 // Import-time rewrites of paddle2onnx graphs: BatchNormalization, Mul and Add
 // by constants (from Constant nodes as paddle2onnx writes weights) fold into
-// the convolution before them, and x * Clip(x + 3, 0, 6) / 6 becomes one
+// the convolution before them, Mul and Add of an input into an unpadded
+// convolution after them, and x * Clip(x + 3, 0, 6) / 6 becomes one
 // HardSwish, so no elementwise pass is left for them at run time.
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +45,23 @@ function convChain(addShape: number[] = [1, CHANNELS, 1, 1], addValues = CHANNEL
   return onnxModel({ nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, 10, 12] }] }, 9);
 }
 
+/** A per-channel Mul and a scalar Add (constant first) before a conv of `kernel` with `pads` and `group` groups. */
+function affineThenConv(kernel: number, pads: number, group: number): Uint8Array {
+  const next = seededUniform(33);
+  const values = (n: number, low: number, high: number): number[] => Array.from({ length: n }, () => next(low, high));
+  const nodes: TestNode[] = [
+    constantNode('scale', [1, 3, 1, 1], values(3, 0.5, 1.5)),
+    constantNode('shift', [1], [0.25]),
+    constantNode('w', [CHANNELS, 3 / group, kernel, kernel], values((CHANNELS * 3 * kernel * kernel) / group, -0.5, 0.5)),
+    constantNode('b', [CHANNELS], values(CHANNELS, -0.1, 0.1)),
+    { op: 'Mul', inputs: ['x', 'scale'], outputs: ['scaled'] },
+    { op: 'Add', inputs: ['shift', 'scaled'], outputs: ['shifted'] },
+    { op: 'Conv', inputs: ['shifted', 'w', 'b'], outputs: ['y'], ints: { kernel_shape: [kernel, kernel], pads: [pads, pads, pads, pads] }, int: { group } },
+  ];
+  const size = (d: number): number => d + 2 * pads - kernel + 1;
+  return onnxModel({ nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, size(10), size(12)] }] }, 13);
+}
+
 function operators(bytes: Uint8Array): string[] {
   return Program.load(bytes).describe().methods.find((m) => m.name === 'forward')!.operators;
 }
@@ -73,6 +91,20 @@ describe('import-time rewrites', () => {
     const ops = operators(importOnnx(model, { xnnpack: false }).bytes);
     expect(ops).toContain('aten::add.out');
     expect(ops).toContain('aten::hardswish.out');
+    expect(await differenceFromOnnxruntime(model, false)).toBeLessThan(1e-5);
+  });
+
+  for (const group of [1, 3]) {
+    it(`folds a Mul and an Add of the input into an unpadded 1x1 conv with ${group} group(s)`, async () => {
+      const model = affineThenConv(1, 0, group);
+      expect(operators(importOnnx(model, { xnnpack: false }).bytes)).toEqual(['aten::convolution.out']);
+      for (const xnnpack of [true, false]) expect(await differenceFromOnnxruntime(model, xnnpack)).toBeLessThan(1e-5);
+    });
+  }
+
+  it('leaves the Mul and Add before a padded conv (its zero padding would read the shift)', async () => {
+    const model = affineThenConv(3, 1, 1);
+    expect(operators(importOnnx(model, { xnnpack: false }).bytes).sort()).toEqual(['aten::add.Scalar_out', 'aten::convolution.out', 'aten::mul.out']);
     expect(await differenceFromOnnxruntime(model, false)).toBeLessThan(1e-5);
   });
 });
