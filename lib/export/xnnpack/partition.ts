@@ -251,7 +251,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const keep = method.values[keepdim];
       if (!allFloat(self, out) || rank === 0 || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool' || !keep.value) return undefined;
       if (rank === 4 && axes?.length === 2 && axes[0] === 2 && axes[1] === 3) return { kind: 'globalAvgPool', input: self, out };
-      if (axes?.length === 1 && axes[0] === rank - 1) return { kind: 'meanLastDim', input: self, out };
+      // Rows of a matrix or more: a fully connected node wants a batch of rows.
+      if (rank >= 2 && axes?.length === 1 && axes[0] === rank - 1) return { kind: 'meanLastDim', input: self, out };
       return undefined;
     }
     case 'max_pool2d_with_indices.out':
