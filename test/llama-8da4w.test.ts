@@ -43,13 +43,15 @@ describe('llama-8da4w example', () => {
     for (const op of ['quantized_decomposed::embedding_4bit', 'llama::update_cache', 'llama::custom_sdpa']) expect(kernels).toContain(op);
     expect(kernels).not.toContain('aten::mm');
     expect(kernels).not.toContain('aten::addmm');
-    // 7 linears per layer and the output projection, each a Convert and a FullyConnected, in each of the two methods.
+    // 7 linears per layer and the output projection, each a Convert and a FullyConnected, in each of the two methods;
+    // each RMSNorm's mean of squares (2 per layer and the final one) is a FullyConnected sum with unit weights.
     const nodeTypes = lowered.program.delegatePayloads!.flatMap((payload) => {
       const graph = payloadGraph(payload);
       return Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
     });
     const linears = 2 * (7 * C.layers + 1);
-    expect(nodeTypes.filter((type) => type === NodeUnion.XNNFullyConnected)).toHaveLength(linears);
+    const norms = 2 * (2 * C.layers + 1);
+    expect(nodeTypes.filter((type) => type === NodeUnion.XNNFullyConnected)).toHaveLength(linears + norms);
     expect(nodeTypes.filter((type) => type === NodeUnion.XNNConvert)).toHaveLength(linears);
   });
 

@@ -11,7 +11,7 @@ import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js
 import type { SharedBuffer } from '../export/graph.js';
 import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
-import { foldBatchNormsIntoConvs } from './batchnorm.js';
+import { rewriteGraph } from './rewrite.js';
 import { foldNode } from './fold.js';
 import { OP_HANDLERS } from './ops.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
@@ -140,7 +140,7 @@ interface RunStats {
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
 function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
-  const { nodes, constants, folded } = foldBatchNormsIntoConvs(graph);
+  const { nodes, constants, folded } = rewriteGraph(graph, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
   stats.folded += folded;
   for (const node of nodes) runNode(node, ctx, stats);

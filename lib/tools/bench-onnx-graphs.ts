@@ -1,5 +1,6 @@
 // paddle2onnx-style graphs as bench programs: a MobileNetV3-style classifier
-// (1x3x48x192) and a DBNet-style detector (1x3x320x320), written with seeded
+// (1x3x48x192), a DBNet-style detector (1x3x320x320) and an SVTR-style
+// recogniser (1x3x48x320, conv stem and attention blocks), written with seeded
 // weights, imported onto the XNNPACK delegate, and run beside onnxruntime-node
 // on the same ONNX bytes and the same input. Besides the harness's per-config
 // rows, `compareOnnxGraph` times both runtimes in one process, alternating
@@ -13,7 +14,7 @@ import { Module, Tensor } from '../index.js';
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import type { ProgramBuilder } from '../export/index.js';
 import type { ExampleCall, ReferenceTensor } from './examples/index.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform } from './onnx-emitter/paddle-style.js';
+import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from './onnx-emitter/paddle-style.js';
 
 interface OnnxGraphBench {
   readonly model: () => Uint8Array;
@@ -24,6 +25,7 @@ interface OnnxGraphBench {
 const GRAPHS: Readonly<Record<string, OnnxGraphBench>> = {
   'mobilenetv3-cls': { model: mobilenetV3Classifier, inputShape: CLASSIFIER_INPUT_SHAPE, output: 'prob' },
   'dbnet-det': { model: dbnetDetector, inputShape: DETECTOR_INPUT_SHAPE, output: 'maps' },
+  'svtr-rec': { model: svtrRecognizer, inputShape: RECOGNIZER_INPUT_SHAPE, output: 'probs' },
 };
 
 export const ONNX_GRAPH_NAMES: readonly string[] = Object.keys(GRAPHS);

@@ -771,7 +771,7 @@ export const BENCH: Command = {
       'installed, Silero VAD imported from ONNX, as etna-shared, etna-unshared and onnxruntime (Silero\n' +
       'also as onnxruntime-folded: its imported graph written back as ONNX), each in its own child\n' +
       "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.\n" +
-      'The paddle2onnx-style graphs (mobilenetv3-cls, dbnet-det) are imported from ONNX too, and are\n' +
+      'The paddle2onnx-style graphs (mobilenetv3-cls, dbnet-det, svtr-rec) are imported from ONNX too, and are\n' +
       'then timed beside onnxruntime in one process (ratio, output difference, delegate calls).\n' +
       'Names of built-in programs given as arguments select just those.\n' +
       'Without files it also runs the sessions entry: kv-decoder-large with 1, 16 and 64 streams in one\n' +

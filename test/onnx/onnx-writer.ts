@@ -34,6 +34,8 @@ export interface TestNode {
   int?: Record<string, number>;
   float?: Record<string, number>;
   graphs?: Record<string, TestGraph>;
+  /** float32 tensor attributes (a Constant node's `value`). */
+  tensors?: Record<string, TestInitializer>;
 }
 
 export interface TestValue {
@@ -86,6 +88,9 @@ function node(n: TestNode): number[] {
   }
   for (const [name, g] of Object.entries(n.graphs ?? {})) {
     out.push(...bytesField(5, [...text(1, name), ...bytesField(6, graph(g)), ...intField(20, 5)]));
+  }
+  for (const [name, t] of Object.entries(n.tensors ?? {})) {
+    out.push(...bytesField(5, [...text(1, name), ...bytesField(5, initializer(t)), ...intField(20, 4)]));
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // The paddle2onnx-style graphs `etna bench` times: a MobileNetV3-style
-// classifier and a DBNet-style detector (FPN with nearest Resize, Concat, Add,
-// ConvTranspose head) import as few delegate calls with no portable kernel,
+// classifier, a DBNet-style detector (FPN with nearest Resize, Concat, Add,
+// ConvTranspose head) and an SVTR-style recogniser (AveragePool, decomposed
+// LayerNorm, attention) import as few delegate calls with no portable kernel,
 // keep activations channels-last, and match onnxruntime.
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
@@ -11,12 +12,13 @@ import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
 import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
 import { isBuiltInProgram } from '../../lib/tools/bench.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { payloadGraph } from '../helpers/xnnpack-payload.js';
+import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../../lib/tools/onnx-emitter/paddle-style.js';
+import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 
 const GRAPHS = [
   { name: 'MobileNetV3-style classifier', build: mobilenetV3Classifier, shape: CLASSIFIER_INPUT_SHAPE, output: 'prob' },
   { name: 'DBNet-style detector', build: dbnetDetector, shape: DETECTOR_INPUT_SHAPE, output: 'maps' },
+  { name: 'SVTR-style recogniser', build: svtrRecognizer, shape: RECOGNIZER_INPUT_SHAPE, output: 'probs' },
 ] as const;
 
 describe('paddle2onnx-style graphs', () => {
@@ -58,20 +60,33 @@ describe('paddle2onnx-style graphs', () => {
     });
   }
 
-  it('keeps the detector channels-last from input to output: Resize, Add, Concat and ConvTranspose included', () => {
-    const { builder, exportOptions } = importOnnxGraph(dbnetDetector());
+  /** The node types of the one delegate payload `model` imports to. */
+  const delegateNodeTypes = (model: Uint8Array): NodeUnion[] => {
+    const { builder, exportOptions } = importOnnxGraph(model);
     const { program } = builder.export(exportOptions);
     expect(program.delegatePayloads).toHaveLength(1);
-    const graph = payloadGraph(program.delegatePayloads![0]!);
-    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    return payloadNodeTypes(program.delegatePayloads![0]!);
+  };
+
+  it('keeps the detector channels-last from input to output: Resize, Add, Concat and ConvTranspose included', () => {
+    const types = delegateNodeTypes(dbnetDetector());
     // Only the input is transposed; the one-channel map comes back to NCHW as a reshape (the same bytes).
     expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(1);
     expect(types.filter((t) => t === NodeUnion.XNNConvTranspose2d)).toHaveLength(2);
     expect(types.filter((t) => t === NodeUnion.XNNConcatenate4)).toHaveLength(1);
   });
 
+  it('runs the recogniser\'s AveragePool and the LayerNorm means as delegate nodes', () => {
+    const types = delegateNodeTypes(svtrRecognizer());
+    expect(types.filter((t) => t === NodeUnion.XNNAvgPooling2d)).toHaveLength(1);
+    // Nine linear layers, and two means in each of five decomposed LayerNorms (a unit-weight sum, then a divide).
+    expect(types.filter((t) => t === NodeUnion.XNNFullyConnected)).toHaveLength(9 + 10);
+    expect(types.filter((t) => t === NodeUnion.XNNBatchMatrixMultiply)).toHaveLength(4);
+    expect(types.filter((t) => t === NodeUnion.XNNSoftmax)).toHaveLength(3);
+  });
+
   it('are built-in bench programs, compared with onnxruntime in one process', async () => {
-    expect(ONNX_GRAPH_NAMES).toEqual(['mobilenetv3-cls', 'dbnet-det']);
+    expect(ONNX_GRAPH_NAMES).toEqual(['mobilenetv3-cls', 'dbnet-det', 'svtr-rec']);
     for (const name of ONNX_GRAPH_NAMES) expect(isBuiltInProgram(name)).toBe(true);
     const comparison = await compareOnnxGraph(ort, 'mobilenetv3-cls', { iterations: 2, warmup: 1, threads: 1 });
     expect(comparison.calls).toEqual({ delegate: 1, kernel: 0 });

@@ -310,6 +310,23 @@ class RunBuilder {
         this.emit({ kind: 'unary', code: NodeUnion.XNNGlobalAvgPooling2d, input, output: this.defineChannelsLast(fusedOut ?? op.out) }, minMax);
         return;
       }
+      case 'pool2d': {
+        const input = this.operandChannelsLast(op.input);
+        this.emit({ kind: 'pool2d', code: op.code, window: op.window, input, output: this.defineChannelsLast(op.out) });
+        return;
+      }
+      case 'meanLastDim': {
+        // Unit weights make each product exact, so the sum is rounded as a plain
+        // float32 sum and divided once, as a mean is computed elsewhere.
+        const shape = this.method.tensorNode(op.input).shape;
+        const count = shape[shape.length - 1]!;
+        const ones = float32Bytes(new Float32Array(count).fill(1));
+        const sum = this.addValue({ dims: [...shape.slice(0, -1), 1], role: 'internal' });
+        const filter = this.constantValue(constantKey(ones), ones, [1, count]);
+        this.emit({ kind: 'fullyConnected', input: this.operand(op.input), filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
+        this.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: this.scalarOperand({ scalar: count }), output: resultOf(op.out) });
+        return;
+      }
       case 'unary':
         // Softmax normalises along the last dim, which channels-last would change.
         if (op.code !== NodeUnion.XNNSoftmax && this.staysChannelsLast([{ value: op.input }], op.out)) {
@@ -481,6 +498,10 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     for (const value of new Set(reads)) addReader(value, step);
   });
   const methodOutputs = new Set(method.outputs);
+  // An op whose kernel writes an extra output the delegate does not produce stays portable when anything reads that output.
+  matches.forEach((op, step) => {
+    if (op?.kind === 'pool2d' && op.unread !== undefined && (methodOutputs.has(op.unread) || (readers.get(op.unread) ?? []).some((reader) => reader !== step))) matches[step] = undefined;
+  });
 
   const runs: Run[] = [];
   for (let step = 0; step < instructions.length; ) {

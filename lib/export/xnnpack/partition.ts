@@ -4,7 +4,7 @@
 import type { GraphInstruction, MethodGraph, TensorNode } from '../graph.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
-import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type UnaryCode } from './payload.js';
+import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type PoolingCode, type PoolingWindow, type UnaryCode } from './payload.js';
 
 /** A tensor operand: a method value, or a number turned into a one-element constant. */
 export type Operand = { readonly value: number } | { readonly scalar: number };
@@ -17,6 +17,10 @@ export type MatchedOp =
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly out: number }
   /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
   | { readonly kind: 'clamp'; readonly min: number; readonly max: number; readonly input: number; readonly out: number }
+  /** mean over the last dim, dims kept: a sum by a fully connected node with unit weights, divided by the count. */
+  | { readonly kind: 'meanLastDim'; readonly input: number; readonly out: number }
+  /** 2-D max or average pooling of an NCHW tensor; `unread` is an output of the kernel the delegate does not produce. */
+  | { readonly kind: 'pool2d'; readonly code: PoolingCode; readonly window: PoolingWindow; readonly input: number; readonly out: number; readonly unread?: number }
   /** mean over H and W of an NCHW tensor, dims kept. */
   | { readonly kind: 'globalAvgPool'; readonly input: number; readonly out: number }
   | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
@@ -242,11 +246,40 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     }
     case 'mean.out': {
       const [self, dims, keepdim, dtype, out] = a as [number, number, number, number, number];
-      const axes = m.intList(dims)?.map((d) => (d < 0 ? d + 4 : d)).sort();
+      const rank = m.float32(self) ? m.shape(self).length : 0;
+      const axes = m.intList(dims)?.map((d) => (d < 0 ? d + rank : d)).sort();
       const keep = method.values[keepdim];
-      if (!allFloat(self, out) || m.shape(self).length !== 4 || method.values[dtype]?.kind !== 'null') return undefined;
-      if (axes?.length !== 2 || axes[0] !== 2 || axes[1] !== 3 || keep?.kind !== 'bool' || !keep.value) return undefined;
-      return { kind: 'globalAvgPool', input: self, out };
+      if (!allFloat(self, out) || rank === 0 || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool' || !keep.value) return undefined;
+      if (rank === 4 && axes?.length === 2 && axes[0] === 2 && axes[1] === 3) return { kind: 'globalAvgPool', input: self, out };
+      // Rows of a matrix or more: a fully connected node wants a batch of rows.
+      if (rank >= 2 && axes?.length === 1 && axes[0] === rank - 1) return { kind: 'meanLastDim', input: self, out };
+      return undefined;
+    }
+    case 'max_pool2d_with_indices.out':
+    case 'avg_pool2d.out': {
+      const max = op === 'max_pool2d_with_indices';
+      const [self, kernelSize, stride, padding] = a as [number, number, number, number];
+      const pair = (index: number): [number, number] | undefined => {
+        const list = m.intList(index);
+        return list?.length === 2 ? [list[0]!, list[1]!] : undefined;
+      };
+      const kernel = pair(kernelSize);
+      const strides = pair(stride);
+      const pads = pair(padding);
+      const out = a[max ? 6 : 7]!;
+      const ceil = method.values[a[max ? 5 : 4]!];
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined) return undefined;
+      if (ceil?.kind !== 'bool' || ceil.value) return undefined;
+      if (max) {
+        const dilation = pair(a[4]!);
+        if (dilation === undefined) return undefined;
+        return { kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window: { kernel, stride: strides, padding: pads, dilation }, input: self, out, unread: a[7]! };
+      }
+      // XNNPACK leaves padding out of each average's count.
+      const countsPadding = method.values[a[5]!];
+      const padded = pads[0] !== 0 || pads[1] !== 0;
+      if (countsPadding?.kind !== 'bool' || (padded && countsPadding.value) || method.values[a[6]!]?.kind !== 'null') return undefined;
+      return { kind: 'pool2d', code: NodeUnion.XNNAvgPooling2d, window: { kernel, stride: strides, padding: pads, dilation: [1, 1] }, input: self, out };
     }
     case 'sigmoid.out':
     case 'sqrt.out':

@@ -18,6 +18,7 @@ import {
   OutputMinMax,
   PerChannelGroupQuant,
   PerTokenDynamicQuant,
+  Pooling2d,
   QuantizedTensorValue,
   QuantParams,
   StaticConstantPad,
@@ -69,6 +70,16 @@ export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XN
 /** XNNConvert only from fp32 to a perToken (qdint8) value. */
 export type UnaryCode = NodeUnion.XNNConvert | NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d | NodeUnion.XNNHardswish;
 
+export type PoolingCode = NodeUnion.XNNMaxPooling2d | NodeUnion.XNNAvgPooling2d;
+
+/** A pooling window over H and W; padding is symmetric ([top = bottom, left = right]). */
+export interface PoolingWindow {
+  readonly kernel: readonly [number, number];
+  readonly stride: readonly [number, number];
+  readonly padding: readonly [number, number];
+  readonly dilation: readonly [number, number];
+}
+
 export interface ConvolutionGeometry {
   readonly padding: readonly [number, number];
   readonly kernel: readonly [number, number];
@@ -89,6 +100,8 @@ export type XnnNodeBody =
   | { readonly kind: 'convTranspose2d'; readonly geometry: ConvolutionGeometry; readonly adjustment: readonly [number, number]; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
   /** NHWC input resized to [N, height, width, C]; `flags` picks the sampling grid (RESIZE_ALIGN_CORNERS, or none for half-pixel centres). */
   | { readonly kind: 'resizeBilinear'; readonly height: number; readonly width: number; readonly flags: number; readonly input: number; readonly output: number }
+  /** NHWC input pooled to NHWC output. */
+  | { readonly kind: 'pool2d'; readonly code: PoolingCode; readonly window: PoolingWindow; readonly input: number; readonly output: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'reshape'; readonly newShape: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number }
@@ -160,6 +173,18 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
         type: NodeUnion.XNNStaticResizeBilinear2D,
         table: StaticResizeBilinear2d.createStaticResizeBilinear2d(builder, body.height, body.width, body.input, body.output, body.flags),
       };
+    case 'pool2d': {
+      const { kernel, stride, padding, dilation } = body.window;
+      const table = Pooling2d.createPooling2d(
+        builder,
+        padding[0], padding[1], padding[0], padding[1],
+        kernel[0], kernel[1],
+        stride[0], stride[1],
+        dilation[0], dilation[1],
+        body.input, body.output, 0,
+      );
+      return { type: body.code, table };
+    }
     case 'transpose': {
       const perm = StaticTranspose.createPermVector(builder, [...body.perm]);
       return { type: NodeUnion.XNNStaticTranspose, table: StaticTranspose.createStaticTranspose(builder, body.perm.length, perm, body.input, body.output, 0) };

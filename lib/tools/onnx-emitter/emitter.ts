@@ -481,6 +481,22 @@ class MethodEmitter {
         ]);
         return;
       }
+      case 'aten::max_pool2d_with_indices.out':
+      case 'aten::avg_pool2d.out': {
+        // The values only: torch's indices count within each plane, ONNX's over the whole tensor.
+        const max = op === 'aten::max_pool2d_with_indices.out';
+        const padding = this.ints(a[3]!);
+        const flag = (index: number): number => (this.graph.value(index).kind === 'bool' && (this.graph.value(index) as { value: boolean }).value ? 1 : 0);
+        if (!max && this.graph.value(a[6]!).kind !== 'null') return unsupported(this.graph.name, 'avg_pool2d with divisor_override');
+        this.define(a[max ? 6 : 7]!, max ? 'MaxPool' : 'AveragePool', [this.name(a[0]!)], [
+          { name: 'kernel_shape', kind: 'ints', value: this.ints(a[1]!) },
+          { name: 'strides', kind: 'ints', value: this.ints(a[2]!) },
+          { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
+          { name: 'ceil_mode', kind: 'int', value: flag(a[max ? 5 : 4]!) },
+          max ? { name: 'dilations', kind: 'ints', value: this.ints(a[4]!) } : { name: 'count_include_pad', kind: 'int', value: flag(a[5]!) },
+        ]);
+        return;
+      }
       case 'aten::clamp.out':
       case 'aten::hardtanh.out': {
         // Clip's bounds are inputs; an absent one is ''.

@@ -6,6 +6,10 @@ import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer, typ
 
 export const CLASSIFIER_INPUT_SHAPE = [1, 3, 48, 192] as const;
 export const DETECTOR_INPUT_SHAPE = [1, 3, 320, 320] as const;
+export const RECOGNIZER_INPUT_SHAPE = [1, 3, 48, 320] as const;
+// TensorProto data types of Cast's `to`.
+const INT32 = 6;
+const INT64 = 7;
 /** HardSwish needs opset 14; Resize keeps its opset-11 form (X, roi, scales). */
 export const PADDLE_STYLE_OPSET = 14;
 
@@ -18,7 +22,13 @@ export function seededUniform(seed: number): (low: number, high: number) => numb
   };
 }
 
-type Activation = 'relu' | 'hardswish' | 'none';
+type Activation = 'relu' | 'hardswish' | 'swish' | 'none';
+/** A square size, or [height, width]. */
+type Pair = number | readonly [number, number];
+
+function pair(value: Pair): readonly [number, number] {
+  return typeof value === 'number' ? [value, value] : value;
+}
 
 interface Tensor {
   readonly name: string;
@@ -80,21 +90,24 @@ class GraphBuilder {
   activation(x: string, act: Activation): string {
     if (act === 'relu') return this.node('Relu', [x]);
     if (act === 'hardswish') return this.node('HardSwish', [x]);
+    // paddle2onnx writes swish as x * sigmoid(beta * x).
+    if (act === 'swish') return this.node('Mul', [x, this.node('Sigmoid', [this.node('Mul', [x, this.floats([1])])])]);
     return x;
   }
 
-  /** Conv (no bias) + BatchNormalization + activation. */
-  convBn(x: Tensor, outChannels: number, kernel: number, stride: number, act: Activation, groups = 1): Tensor {
+  /** Conv (no bias) + BatchNormalization + activation; pads keep the size at stride 1. */
+  convBn(x: Tensor, outChannels: number, kernelSize: Pair, strides: Pair, act: Activation, groups = 1): Tensor {
     const [n, c, h, w] = x.shape;
-    const pad = Math.floor(kernel / 2);
-    const fanIn = (c / groups) * kernel * kernel;
-    const bound = Math.sqrt(3 / fanIn);
-    const conv = this.node('Conv', [x.name, this.weights([outChannels, c / groups, kernel, kernel], -bound, bound)], {
-      kernel_shape: { ints: [kernel, kernel] }, strides: { ints: [stride, stride] }, pads: { ints: [pad, pad, pad, pad] }, group: { int: groups }, dilations: { ints: [1, 1] },
+    const [kh, kw] = pair(kernelSize);
+    const [sh, sw] = pair(strides);
+    const [ph, pw] = [Math.floor(kh / 2), Math.floor(kw / 2)];
+    const bound = Math.sqrt(3 / ((c / groups) * kh * kw));
+    const conv = this.node('Conv', [x.name, this.weights([outChannels, c / groups, kh, kw], -bound, bound)], {
+      kernel_shape: { ints: [kh, kw] }, strides: { ints: [sh, sw] }, pads: { ints: [ph, pw, ph, pw] }, group: { int: groups }, dilations: { ints: [1, 1] },
     });
-    const out = Math.floor((h + 2 * pad - kernel) / stride) + 1;
-    const outW = Math.floor((w + 2 * pad - kernel) / stride) + 1;
-    return { name: this.activation(this.batchNorm(conv, outChannels), act), shape: [n, outChannels, out, outW] };
+    const outH = Math.floor((h + 2 * ph - kh) / sh) + 1;
+    const outW = Math.floor((w + 2 * pw - kw) / sw) + 1;
+    return { name: this.activation(this.batchNorm(conv, outChannels), act), shape: [n, outChannels, outH, outW] };
   }
 
   /** ConvTranspose (kernel 2, stride 2, with bias) + optional BatchNormalization + activation. */
@@ -121,12 +134,12 @@ class GraphBuilder {
   }
 
   /** MobileNetV3 inverted residual: expand 1x1, depthwise k x k, optional SE, project 1x1, residual when shapes allow. */
-  invertedResidual(x: Tensor, kernel: number, expand: number, out: number, se: boolean, act: Activation, stride: number): Tensor {
+  invertedResidual(x: Tensor, kernel: number, expand: number, out: number, se: boolean, act: Activation, stride: Pair): Tensor {
     let y = x.shape[1] === expand ? x : this.convBn(x, expand, 1, 1, act);
     y = this.convBn(y, expand, kernel, stride, act, expand);
     if (se) y = this.squeezeExcite(y);
     y = this.convBn(y, out, 1, 1, 'none');
-    if (stride === 1 && x.shape[1] === out) return { name: this.node('Add', [x.name, y.name]), shape: y.shape };
+    if (pair(stride).every((s) => s === 1) && x.shape[1] === out) return { name: this.node('Add', [x.name, y.name]), shape: y.shape };
     return y;
   }
 
@@ -141,6 +154,56 @@ class GraphBuilder {
 
   add(a: Tensor, b: Tensor): Tensor {
     return { name: this.node('Add', [a.name, b.name]), shape: a.shape };
+  }
+
+  /** MatMul by [in, out] weights, then Add of the bias, as paddle2onnx writes a linear layer. */
+  linear(x: string, inFeatures: number, outFeatures: number): string {
+    const bound = Math.sqrt(3 / inFeatures);
+    return this.node('Add', [this.node('MatMul', [x, this.weights([inFeatures, outFeatures], -bound, bound)]), this.weights([outFeatures], -0.1, 0.1)]);
+  }
+
+  /** LayerNormalization over the last dim, decomposed: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add. */
+  layerNorm(x: string, features: number): string {
+    const centred = this.node('Sub', [x, this.node('ReduceMean', [x], { axes: { ints: [-1] } })]);
+    const variance = this.node('ReduceMean', [this.node('Pow', [centred, this.floats([2])])], { axes: { ints: [-1] } });
+    const normalised = this.node('Div', [centred, this.node('Sqrt', [this.node('Add', [variance, this.floats([1e-5])])])]);
+    return this.node('Add', [this.node('Mul', [normalised, this.weights([features], 0.8, 1.2)]), this.weights([features], -0.1, 0.1)]);
+  }
+
+  /** Dim `axis` of `x`'s runtime shape, through the int32 round trip paddle2onnx writes. */
+  shapeDim(x: string, axis: number): string {
+    const shape = this.node('Cast', [this.node('Shape', [x])], { to: { int: INT32 } });
+    const dim = this.node('Slice', [shape, this.ints([axis]), this.ints([axis + 1]), this.ints([0])]);
+    return this.node('Cast', [dim], { to: { int: INT64 } });
+  }
+
+  /** Reshape to `dims`, where 'T' is dim `axis` of `like`'s runtime shape (a Shape/Slice/Concat chain). */
+  reshapeLike(x: string, dims: readonly (number | 'T')[], like: string, axis: number): string {
+    const parts = dims.map((d) => (d === 'T' ? this.shapeDim(like, axis) : this.ints([d])));
+    return this.node('Reshape', [x, this.node('Concat', parts, { axis: { int: 0 } })]);
+  }
+
+  /**
+   * SVTR global mixing block on tokens [1, T, D]: pre-norm multi-head
+   * attention (one qkv MatMul, Reshape/Transpose to heads, Slice + Squeeze,
+   * scaled q, MatMul, Softmax, MatMul, Transpose/Reshape back, projection)
+   * and a swish MLP, each with a residual Add.
+   */
+  svtrBlock(x: string, features: number, heads: number): string {
+    const headDim = features / heads;
+    const normed = this.layerNorm(x, features);
+    const qkv = this.reshapeLike(this.linear(normed, features, 3 * features), [0, 'T', 3, heads, headDim], normed, 1);
+    const split = this.node('Transpose', [qkv], { perm: { ints: [2, 0, 3, 1, 4] } });
+    const part = (i: number): string => this.node('Squeeze', [this.node('Slice', [split, this.ints([i]), this.ints([i + 1]), this.ints([0])]), this.ints([0])]);
+    const q = this.node('Mul', [part(0), this.floats([1 / Math.sqrt(headDim)])]);
+    const k = this.node('Transpose', [part(1)], { perm: { ints: [0, 1, 3, 2] } });
+    const v = part(2);
+    const attention = this.node('Softmax', [this.node('MatMul', [q, k])], { axis: { int: 3 } });
+    const mixed = this.node('Transpose', [this.node('MatMul', [attention, v])], { perm: { ints: [0, 2, 1, 3] } });
+    const merged = this.reshapeLike(mixed, [0, 'T', features], normed, 1);
+    const attended = this.node('Add', [x, this.linear(merged, features, features)]);
+    const hidden = this.activation(this.linear(this.layerNorm(attended, features), features, 2 * features), 'swish');
+    return this.node('Add', [attended, this.linear(hidden, 2 * features, features)]);
   }
 
   gemm(x: string, inFeatures: number, outFeatures: number): string {
@@ -207,6 +270,49 @@ export function dbnetDetector(): Uint8Array {
     nodes: g.nodes,
     inputs: [{ name: 'x', shape: DETECTOR_INPUT_SHAPE }],
     outputs: [{ name: 'maps', shape: [1, 1, DETECTOR_INPUT_SHAPE[2], DETECTOR_INPUT_SHAPE[3]] }],
+    initializers: g.initializers,
+  }, PADDLE_STYLE_OPSET);
+}
+
+/**
+ * SVTR-style text recogniser over a 48x320 crop, as PP-OCRv4's is written:
+ * a MobileNetV3-ish conv stem down to height 3, AveragePool 3x2 to one row
+ * of 40 columns, a conv neck, two SVTR blocks on 40 tokens of 120 features
+ * (decomposed LayerNorm, 8-head attention), a conv fusion with the pooled
+ * shortcut, Squeeze, Transpose, and a linear + Softmax head; output 'probs'
+ * [1, 40, classes].
+ */
+export function svtrRecognizer(classes = 97): Uint8Array {
+  const g = new GraphBuilder(13);
+  const features = 120;
+  let x: Tensor = { name: 'x', shape: [...RECOGNIZER_INPUT_SHAPE] };
+  x = g.convBn(x, 16, 3, 2, 'hardswish'); // 24 x 160
+  x = g.invertedResidual(x, 3, 32, 24, false, 'hardswish', 2); // 12 x 80
+  x = g.invertedResidual(x, 5, 64, 40, true, 'hardswish', [2, 1]); // 6 x 80
+  x = g.invertedResidual(x, 5, 96, 48, true, 'hardswish', [2, 1]); // 3 x 80
+  x = g.convBn(x, 96, 1, 1, 'hardswish');
+  const [n, c, h, w] = x.shape;
+  const pooled: Tensor = { name: g.node('AveragePool', [x.name], { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] }, pads: { ints: [0, 0, 0, 0] } }), shape: [n, c, h / 3, w / 2] };
+  const steps = pooled.shape[3];
+
+  // Neck: 1x3 and 1x1 convs with swish, flattened to tokens [1, T, D].
+  const neck = g.convBn(g.convBn(pooled, c / 4, [1, 3], 1, 'swish'), features, 1, 1, 'swish');
+  const flat = g.reshapeLike(neck.name, [0, features, -1], neck.name, 0);
+  let tokens = g.node('Transpose', [flat], { perm: { ints: [0, 2, 1] } });
+  for (let block = 0; block < 2; block++) tokens = g.svtrBlock(tokens, features, 8);
+  tokens = g.layerNorm(tokens, features);
+
+  // Back to [1, D, 1, T], fused with the pooled shortcut, down to one row of class scores.
+  const image: Tensor = { name: g.node('Transpose', [g.reshapeLike(tokens, [0, 1, steps, features], tokens, 0)], { perm: { ints: [0, 3, 1, 2] } }), shape: [n, features, 1, steps] };
+  const projected = g.convBn(image, c, 1, 1, 'swish');
+  const fused: Tensor = { name: g.node('Concat', [pooled.name, projected.name], { axis: { int: 1 } }), shape: [n, 2 * c, 1, steps] };
+  const head = g.convBn(g.convBn(fused, c / 4, [1, 3], 1, 'swish'), c, 1, 1, 'swish');
+  const sequence = g.node('Transpose', [g.node('Squeeze', [head.name, g.ints([2])])], { perm: { ints: [0, 2, 1] } });
+  g.nodes.push({ op: 'Softmax', inputs: [g.linear(sequence, c, classes)], outputs: ['probs'], attributes: { axis: { int: 2 } } });
+  return writeOnnxModel({
+    nodes: g.nodes,
+    inputs: [{ name: 'x', shape: RECOGNIZER_INPUT_SHAPE }],
+    outputs: [{ name: 'probs', shape: [1, steps, classes] }],
     initializers: g.initializers,
   }, PADDLE_STYLE_OPSET);
 }
