@@ -9,6 +9,7 @@ import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type Cons
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
 import { batchNormAffine } from './batchnorm.js';
 import { broadcastShape, concatConst, normalizeAxis, reshapeConst, sliceConst } from './fold.js';
+import { poolKernel } from './pool-kernel.js';
 import { resize } from './resize.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
@@ -576,6 +577,10 @@ function pool(kind: 'max' | 'average'): OpHandler {
     const ceil = node.int('ceil_mode', 0) !== 0;
     const includePad = node.int('count_include_pad', 0) !== 0;
     const pads = windowPads(node, shape.slice(2), kernel, strides, dilations);
+    if (ctx.followsInputSize && !wantIndices && !columnMajor) {
+      const pooled = poolKernel(ctx, kind, x, { kernel, strides, dilations, pads, ceil, includePad });
+      if (pooled !== undefined) return [pooled];
+    }
     const inSpatial = shape.slice(2);
     const outSpatial: number[] = [];
     const padEnds: number[] = [];
