@@ -255,15 +255,22 @@ function followSizeArguments(upper: MethodGraph, probes: readonly MethodGraph[],
       upper.values[scalesArg] = { kind: 'doubleList', items: factors };
       for (const item of items) handled.add(item);
     } else if (op === 'aten::slice_copy.Tensor_out') {
-      // A slice running to the end of its dim: the kernel clamps the upper bound's end to the actual size.
-      const [self, dim, , end] = args as [number, number, number, number];
-      if (!differing.has(end)) return;
-      const toEnd = [upper, ...probes].every((g) => {
-        const shape = shapeIn(g, self);
-        const d = intIn(g, dim);
-        return intIn(g, end) === shape[d < 0 ? d + shape.length : d];
-      });
-      if (toEnd) handled.add(end);
+      // A bound at a fixed distance from the end of its dim: the end itself
+      // (the kernel clamps the upper bound's value to the actual size) or a
+      // negative index, which the kernel counts from the end.
+      const [self, dim, start, end] = args as [number, number, number, number];
+      for (const bound of [start, end]) {
+        if (!differing.has(bound)) continue;
+        const fromEnd = (g: MethodGraph): number => {
+          const shape = shapeIn(g, self);
+          const d = intIn(g, dim);
+          return intIn(g, bound) - shape[d < 0 ? d + shape.length : d]!;
+        };
+        const distance = fromEnd(upper);
+        if (distance > 0 || !probes.every((g) => fromEnd(g) === distance)) continue;
+        if (distance < 0) setInt(bound, distance);
+        handled.add(bound);
+      }
     }
   });
   upper.instructions.forEach((instruction, i) => {

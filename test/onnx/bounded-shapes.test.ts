@@ -158,6 +158,41 @@ describe('bounded dynamic input shapes', () => {
     });
   }
 
+  it('slices counted from the end, Flatten and a mean over the varying axis follow the width', async () => {
+    // y = [x[..., 1:-1] flattened from axis 1, mean of x[..., -3:] over W, mean over W]: ends and starts at a fixed
+    // distance from the varying end become negative indices, and the mean divides by the actual width.
+    const nodes: OnnxGraphNode[] = [
+      { op: 'Slice', inputs: ['x', 'one', 'minus_one', 'axis3'], outputs: ['inner'] },
+      { op: 'Flatten', inputs: ['inner'], outputs: ['flat'], attributes: { axis: { int: 1 } } },
+      { op: 'Slice', inputs: ['x', 'minus_three', 'big', 'axis3'], outputs: ['tail'] },
+      { op: 'ReduceMean', inputs: ['tail'], outputs: ['tail_mean'], attributes: { axes: { ints: [3] }, keepdims: { int: 0 } } },
+      { op: 'ReduceMean', inputs: ['x'], outputs: ['mean'], attributes: { axes: { ints: [3] }, keepdims: { int: 0 } } },
+      { op: 'Flatten', inputs: ['tail_mean'], outputs: ['tail_flat'], attributes: { axis: { int: 1 } } },
+      { op: 'Flatten', inputs: ['mean'], outputs: ['mean_flat'], attributes: { axis: { int: 1 } } },
+      { op: 'Concat', inputs: ['flat', 'tail_flat', 'mean_flat'], outputs: ['prob'], attributes: { axis: { int: 1 } } },
+    ];
+    const initializers: OnnxGraphInitializer[] = [
+      { name: 'one', dims: [1], int64: [1] },
+      { name: 'minus_one', dims: [1], int64: [-1] },
+      { name: 'minus_three', dims: [1], int64: [-3] },
+      { name: 'big', dims: [1], int64: [1 << 30] },
+      { name: 'axis3', dims: [1], int64: [3] },
+    ];
+    const sliced = writeOnnxModel({ nodes, inputs: [{ name: 'x' }], outputs: [{ name: 'prob' }], initializers }, 17);
+    for (const xnnpack of [true, false]) {
+      const imported = importOnnx(sliced, { shapes: { x: [1, 3, HEIGHT, RANGE] }, xnnpack });
+      const module = await Module.load(imported.bytes);
+      for (const width of [RANGE.min, 29, RANGE.max]) {
+        const expected = await onnxruntimeAt(sliced, width);
+        const input = inputAt(width);
+        const actual = (await module.run('forward', { x: Tensor.float32(input.shape, input.data) })).prob!;
+        expect(actual.shape).toEqual(expected.shape);
+        expect(relativeDifference(actual.toArray() as number[], expected.data)).toBeLessThan(1e-5);
+      }
+      await module.dispose();
+    }
+  });
+
   it('the text form and the object form import the same program', () => {
     const fromText = importOnnx(model, { shapes: { x: `1x3x${HEIGHT}x16..64` } });
     const fromObject = importOnnx(model, { shapes: { x: [1, 3, HEIGHT, { min: 16, max: 64 }] } });

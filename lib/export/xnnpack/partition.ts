@@ -161,7 +161,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const [self, dim, start, , step, out] = a as [number, number, number, number, number, number];
       const d = m.int(dim);
       const first = m.int(start);
-      if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined) return undefined;
+      // A negative start counts from the end of a dim whose size may change per call.
+      if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined || first < 0) return undefined;
       const offsets = m.shape(self).map((_, i) => (i === d ? first : 0));
       return { kind: 'slice', offsets, input: self, out };
     }
