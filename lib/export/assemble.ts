@@ -15,7 +15,8 @@ function bytesKey(bytes: Uint8Array): string {
   return `${bytes.byteLength}:${(hash >>> 0).toString(16)}`;
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+/** Whether two byte arrays hold the same bytes. */
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.byteLength !== b.byteLength) return false;
   for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
   return true;

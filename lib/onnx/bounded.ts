@@ -10,6 +10,7 @@
 // Anything else that differs (a constant, a count, the ops chosen) means the
 // graph computes something from the size that the program cannot follow.
 import { EtnaError } from '../errors.js';
+import { sameBytes } from '../export/assemble.js';
 import type { GraphValue, MethodGraph, TensorNode } from '../export/graph.js';
 
 /** A dim whose size varies per call, from `min` to `max` inclusive. */
@@ -125,12 +126,6 @@ function sameScalar(a: GraphValue, b: GraphValue): boolean {
   }
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.byteLength !== b.byteLength) return false;
-  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 /**
  * Compares the main method imported at the upper bound with the same method
  * imported at the probe sizes; marks every dim that differs as dynamic and
@@ -151,13 +146,11 @@ export function markBoundedDims(upper: MethodGraph, probes: readonly MethodGraph
   const dynamic = new Map<number, Set<number>>();
   const differingInts = new Set<number>();
   for (const probe of probes) {
-    const count = Math.min(upper.instructions.length, probe.instructions.length);
-    for (let i = 0; i <= count; i++) {
-      const a = upper.instructions[i];
-      const b = probe.instructions[i];
-      if (a === undefined && b === undefined) break;
-      const same = a !== undefined && b !== undefined && a.kind === b.kind && JSON.stringify(a) === JSON.stringify(b);
-      if (!same) unsupported(nodeOf(Math.min(i, upper.instructions.length - 1)), 'the ops it lowers to depend on the input size');
+    const length = Math.max(upper.instructions.length, probe.instructions.length);
+    for (let i = 0; i < length; i++) {
+      if (JSON.stringify(upper.instructions[i]) !== JSON.stringify(probe.instructions[i])) {
+        unsupported(nodeOf(Math.min(i, upper.instructions.length - 1)), 'the ops it lowers to depend on the input size');
+      }
     }
     if (probe.values.length !== upper.values.length) unsupported('the graph', 'its values depend on the input size');
     upper.values.forEach((value, index) => {

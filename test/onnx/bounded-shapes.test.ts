@@ -229,6 +229,10 @@ describe('bounded dynamic input shapes', () => {
     });
   }
 
+  it('refuses a range on a state input', () => {
+    expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' }, state: [{ input: 'x', output: 'y' }] })).toThrow(/input 'x': a state or context input cannot have a size range/);
+  });
+
   it('refuses a graph that turns the width into data, naming the node', () => {
     expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' } })).toThrow(/node 'Add_2' \(Add\).*import-time data computed from the input size/);
     // At one fixed width the same graph imports.
