@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 
 import { EtnaError } from '../errors.js';
-import { formatTensorShape, importOnnx, type ImportedTensorInfo, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
+import { formatBounds } from '../onnx/bounded.js';
+import { importOnnx, type ImportedTensorInfo, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
 import { readInputFile, reportUsageError, type Command, type ParsedArgs } from './command.js';
 import { formatBytes } from './format.js';
 
@@ -77,7 +78,7 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
     xnnpack: !args.flag('no-xnnpack'),
   });
   fs.writeFileSync(output, result.bytes);
-  const io = (list: ImportedTensorInfo[]): string => list.map((t) => `${t.name} ${t.dtype}[${formatTensorShape(t)}]`).join(', ') || '-';
+  const io = (list: ImportedTensorInfo[]): string => list.map((t) => `${t.name} ${t.dtype}[${formatBounds({ max: t.shape, min: t.minShape ?? t.shape })}]`).join(', ') || '-';
   console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
   console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
   if (result.stateBuffers.length > 0) {

@@ -76,6 +76,7 @@ function parseShapeText(input: string, text: string): (number | DimRange)[] {
   });
 }
 
+/** A shape as `1,3,48,32..960`: each dim its size, or its range where it varies. */
 export function formatBounds(bounds: ShapeBounds): string {
   return bounds.max.map((hi, d) => (bounds.min[d] === hi ? String(hi) : `${bounds.min[d]}..${hi}`)).join(',');
 }

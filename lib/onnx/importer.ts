@@ -13,7 +13,7 @@ import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, 
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
 import { foldBatchNormsIntoConvs } from './batchnorm.js';
 import { foldNode } from './fold.js';
-import { formatBounds, markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
+import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
@@ -304,11 +304,6 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
       return min.every((size, d) => size === info.shape[d]) ? info : { ...info, minShape: [...min] };
     });
   return { ...upper.imported, inputs: withMin(upper.imported.inputs, smallest.inputs), outputs: withMin(upper.imported.outputs, smallest.outputs) };
-}
-
-/** A tensor's shape as `1,3,48,32..960` (ranges where it varies per call). */
-export function formatTensorShape(info: ImportedTensorInfo): string {
-  return formatBounds({ max: info.shape, min: info.minShape ?? info.shape });
 }
 
 function importAtShapes(
