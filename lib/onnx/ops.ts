@@ -874,13 +874,15 @@ function softmaxHandler(log: boolean): OpHandler {
     const x = node.input(0);
     const shape = shapeOf(x);
     const name = log ? 'aten::_log_softmax.out' : 'aten::_softmax.out';
-    if (node.opset < 13) {
-      const axis = normalizeAxis(node.int('axis', 1), shape.length);
+    const coerced = node.opset < 13 ? normalizeAxis(node.int('axis', 1), shape.length) : undefined;
+    // Before opset 13 the input is viewed as a matrix split at `axis`; at the last dim that is a softmax over it.
+    if (coerced !== undefined && coerced !== shape.length - 1) {
+      const axis = coerced;
       const flat = reshape(ctx, x, [shapeSize(shape.slice(0, axis)), shapeSize(shape.slice(axis))]);
       const y = ctx.emit(name, [ctx.tensor(flat), { int: 1 }, { bool: false }], dtypeOf(x), shapeOf(flat));
       return [reshape(ctx, y, shape)];
     }
-    const axis = normalizeAxis(node.int('axis', -1), shape.length);
+    const axis = coerced ?? normalizeAxis(node.int('axis', -1), shape.length);
     return [ctx.emit(name, [ctx.tensor(x), { int: axis }, { bool: false }], dtypeOf(x), shape)];
   };
 }

@@ -193,6 +193,27 @@ describe('bounded dynamic input shapes', () => {
     }
   });
 
+  it('an opset-11 Softmax over the last dim runs on the tensor as it is, with height and width both ranged', async () => {
+    // Viewed as a matrix [3 * H, W], both dims would vary: the view would leave the delegate.
+    const softmax = writeOnnxModel({ nodes: [{ op: 'Softmax', inputs: ['x'], outputs: ['prob'], attributes: { axis: { int: 3 } } }], inputs: [{ name: 'x' }], outputs: [{ name: 'prob' }], initializers: [] }, 11);
+    const imported = importOnnx(softmax, { shapes: { x: '1x3x4..8x16..64' } });
+    expect(imported.inputs[0]!.minShape).toEqual([1, 3, 4, 16]);
+    expect(imported.calls).toEqual({ delegate: 1, kernel: 0 });
+    const module = await Module.load(imported.bytes);
+    const session = await ort.InferenceSession.create(softmax, { intraOpNumThreads: 1 });
+    for (const [height, width] of [[4, 16], [5, 37], [8, 64]] as const) {
+      const shape = [1, 3, height, width];
+      const random = seededUniform(height * width);
+      const data = Float32Array.from({ length: 3 * height * width }, () => random(-3, 3));
+      const expected = (await session.run({ x: new ort.Tensor('float32', data, shape) })).prob!;
+      const actual = (await module.run('forward', { x: Tensor.float32(shape, data) })).prob!;
+      expect(actual.shape).toEqual(shape);
+      expect(relativeDifference(actual.toArray() as number[], expected.data as Float32Array)).toBeLessThan(1e-5);
+    }
+    await session.release();
+    await module.dispose();
+  });
+
   it('the text form and the object form import the same program', () => {
     const fromText = importOnnx(model, { shapes: { x: `1x3x${HEIGHT}x16..64` } });
     const fromObject = importOnnx(model, { shapes: { x: [1, 3, HEIGHT, { min: 16, max: 64 }] } });
