@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 
 import { EtnaError } from '../errors.js';
-import { importOnnx, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
+import { formatBounds } from '../onnx/bounded.js';
+import { importOnnx, type ImportedTensorInfo, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
 import { readInputFile, reportUsageError, type Command, type ParsedArgs } from './command.js';
 import { formatBytes } from './format.js';
 
@@ -17,7 +18,7 @@ export const IMPORT_ONNX: Command = {
     options: [
       { name: 'output', short: 'o', value: 'OUT.pte', help: 'where to write the program (required)' },
       { name: 'bind', value: 'NAME=VALUE', multiple: true, help: 'fix a scalar input at import time (e.g. --bind sr=16000)' },
-      { name: 'shape', value: 'NAME=DxDx..', multiple: true, help: 'concrete shape of an input with symbolic dims (full shape, context included)' },
+      { name: 'shape', value: 'NAME=DxDx..', multiple: true, help: 'shape of an input with symbolic dims (full shape, context included); a dim LO..HI varies per call' },
       { name: 'state', value: 'IN:OUT', multiple: true, help: 'keep IN/OUT as one shared buffer at mem_id 2, read from IN and written back in place' },
       { name: 'context', value: 'INPUT:KEEP', multiple: true, help: 'keep the last KEEP elements of INPUT (last dim) between calls; the method takes only the new part' },
       { name: 'method', value: 'NAME', help: 'name of the method running the graph (default forward)' },
@@ -38,13 +39,6 @@ function splitPair(text: string, separator: string, flag: string): [string, stri
   return [text.slice(0, at), text.slice(at + 1)];
 }
 
-function parseShape(text: string, flag: string): number[] {
-  if (text === '' || text === 'scalar') return [];
-  const dims = text.split('x').map(Number);
-  if (dims.some((d) => !Number.isInteger(d) || d < 0)) throw new EtnaError('INVALID_INPUT', `${flag}: '${text}' is not a shape like 1x512`);
-  return dims;
-}
-
 function parseNumber(text: string, flag: string): number | bigint {
   if (/^-?\d+$/.test(text)) return BigInt(text);
   const value = Number(text);
@@ -59,10 +53,11 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
     const [name, value] = splitPair(item, '=', '--bind');
     bind[name] = parseNumber(value, `--bind ${name}`);
   }
-  const shapes: Record<string, number[]> = {};
+  // The importer reads the text form (sizes and LO..HI ranges).
+  const shapes: Record<string, string> = {};
   for (const item of args.list('shape')) {
     const [name, shape] = splitPair(item, '=', '--shape');
-    shapes[name] = parseShape(shape, `--shape ${name}`);
+    shapes[name] = shape;
   }
   const state: OnnxStatePair[] = args.list('state').map((item) => {
     const [input, output] = splitPair(item, ':', '--state');
@@ -83,7 +78,7 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
     xnnpack: !args.flag('no-xnnpack'),
   });
   fs.writeFileSync(output, result.bytes);
-  const io = (list: { name: string; dtype: string; shape: number[] }[]): string => list.map((t) => `${t.name} ${t.dtype}[${t.shape.join(',')}]`).join(', ') || '-';
+  const io = (list: ImportedTensorInfo[]): string => list.map((t) => `${t.name} ${t.dtype}[${formatBounds({ max: t.shape, min: t.minShape ?? t.shape })}]`).join(', ') || '-';
   console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
   console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
   if (result.stateBuffers.length > 0) {

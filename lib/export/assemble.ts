@@ -3,7 +3,8 @@
 // allocation info, and builds each method's operator table.
 import { EtnaError } from '../errors.js';
 import { dtypeInfo } from './dtype.js';
-import type { ConstantTensor, GraphValue, ProgramGraph, SharedBuffer } from './graph.js';
+import { isBounded, type ConstantTensor, type GraphValue, type ProgramGraph, type SharedBuffer } from './graph.js';
+import { TensorShapeDynamism } from '../generated/program/program_generated.js';
 import type { ProgramMemoryPlan } from './planner.js';
 import type { PteInstruction, PteMethod, PteOperator, PteProgram, PteValue } from './writer.js';
 
@@ -14,7 +15,8 @@ function bytesKey(bytes: Uint8Array): string {
   return `${bytes.byteLength}:${(hash >>> 0).toString(16)}`;
 }
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+/** Whether two byte arrays hold the same bytes. */
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.byteLength !== b.byteLength) return false;
   for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
   return true;
@@ -72,7 +74,13 @@ export function assembleProgram(program: ProgramGraph, plan: ProgramMemoryPlan):
     const values = method.values.map((value, index): PteValue => {
       if (value.kind !== 'tensor') return scalarValue(value);
       const sizes = [...value.shape];
-      const base = { kind: 'tensor' as const, scalarType: dtypeInfo(value.dtype).scalarType, sizes, dimOrder: sizes.map((_, i) => i) };
+      const base = {
+        kind: 'tensor' as const,
+        scalarType: dtypeInfo(value.dtype).scalarType,
+        sizes,
+        dimOrder: sizes.map((_, i) => i),
+        ...(isBounded(value) ? { shapeDynamism: TensorShapeDynamism.DYNAMIC_BOUND } : {}),
+      };
       const origin = value.origin;
       if (origin.kind === 'constant') return { ...base, dataBufferIdx: constantIndex.get(origin.constant)! };
       const where = placement.get(index);

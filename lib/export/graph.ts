@@ -71,6 +71,17 @@ export interface TensorNode {
   readonly origin: TensorOrigin;
   /** Set for method inputs: the input's name (stored in the program, used in error messages). */
   readonly label?: string;
+  /**
+   * Dims whose size may be smaller at run time: `shape` holds their upper
+   * bound, the memory plan reserves it, and the program marks the tensor
+   * DYNAMIC_BOUND so kernels and delegates resize it within that capacity.
+   */
+  readonly dynamicDims?: readonly number[];
+}
+
+/** Whether a tensor's size can change from call to call (within its planned bound). */
+export function isBounded(node: TensorNode): boolean {
+  return node.dynamicDims !== undefined && node.dynamicDims.length > 0;
 }
 
 export type GraphValue = TensorNode | NonTensorValue;
@@ -159,6 +170,20 @@ export class MethodGraph {
   addTensor(dtype: DType, shape: Shape, origin: TensorOrigin = { kind: 'activation' }, label?: string): TensorValue {
     const node: TensorNode = label === undefined ? { kind: 'tensor', dtype, shape, origin } : { kind: 'tensor', dtype, shape, origin, label };
     return new TensorValue(this, this.addValue(node), dtype, shape);
+  }
+
+  /** Marks the dims of tensor `index` whose size may shrink at run time (see TensorNode.dynamicDims). */
+  markDynamic(index: number, dims: readonly number[]): void {
+    const node = this.tensorNode(index);
+    if (node.origin.kind === 'constant' || node.origin.kind === 'shared') {
+      throw new EtnaError('INVALID_INPUT', `method '${this.name}': tensor v${index} is a ${node.origin.kind}; only inputs and activations can have a dynamic shape`);
+    }
+    const rank = node.shape.length;
+    const sorted = [...new Set(dims)].sort((a, b) => a - b);
+    if (sorted.some((d) => !Number.isInteger(d) || d < 0 || d >= rank)) {
+      throw new EtnaError('INVALID_INPUT', `method '${this.name}': dynamic dims ${JSON.stringify(dims)} are outside tensor v${index} of rank ${rank}`);
+    }
+    this.values[index] = { ...node, dynamicDims: sorted };
   }
 
   /** The method's tensor value for a program-level constant or shared buffer, created on first use. */

@@ -50,6 +50,8 @@ export class LoweringContext {
     readonly wideAccumulation = false,
     /** The program is lowered to XNNPACK: emit float32 products in the forms its partitioner takes, unsplit. */
     readonly xnnpack = false,
+    /** The program runs a range of input sizes: prefer kernels that follow their input's size over import-time index maps. */
+    readonly followsInputSize = false,
   ) {}
 
   /** A tensor operand for a value; constants become program constants on first use. */

@@ -8,11 +8,12 @@ import type { DType } from '../export/dtype.js';
 import { TensorValue } from '../export/graph.js';
 import type { MethodBuilder } from '../export/method-builder.js';
 import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js';
-import type { SharedBuffer } from '../export/graph.js';
+import type { MethodGraph, SharedBuffer } from '../export/graph.js';
 import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
 import { rewriteGraph } from './rewrite.js';
 import { foldNode } from './fold.js';
+import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
@@ -61,8 +62,13 @@ export interface OnnxContextWindow {
 export type BoundValue = number | bigint | ConstTensor;
 
 export interface ImportOnnxOptions {
-  /** Concrete shapes of graph inputs whose shapes are symbolic (the full model shape, context included). */
-  shapes?: Readonly<Record<string, readonly number[]>>;
+  /**
+   * Shapes of graph inputs whose shapes are symbolic (the full model shape,
+   * context included). A dim given as a range (`{ min: 32, max: 960 }`, or
+   * `'1x3x48x32..960'`) varies per call: the program is planned for the
+   * largest size and runs any size in the range.
+   */
+  shapes?: Readonly<Record<string, InputShape>>;
   /** Graph inputs fixed at import time (e.g. Silero's `sr`). */
   bind?: Readonly<Record<string, BoundValue>>;
   state?: readonly OnnxStatePair[];
@@ -93,7 +99,10 @@ export interface ImportOnnxOptions {
 export interface ImportedTensorInfo {
   name: string;
   dtype: DType;
+  /** The shape, or for a tensor whose size varies per call, its largest shape. */
   shape: number[];
+  /** Set when the size varies per call: the shape at the smallest input sizes. */
+  minShape?: number[];
 }
 
 export interface ImportOnnxResult {
@@ -132,9 +141,13 @@ function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
   return fromNumbers(dtype, shape, [Number(value)]);
 }
 
+/** Each node in lowering order with the main method's instruction count after it. */
+type NodeSpans = { label: string; end: number }[];
+
 interface RunStats {
   folded: number;
   lowered: number;
+  spans: NodeSpans;
 }
 
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
@@ -187,6 +200,7 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
       else stats.lowered++;
     }
   }
+  stats.spans.push({ label, end: ctx.m.graph.instructions.length });
   node.outputs.forEach((name, i) => {
     if (name === '') return;
     const value = results[i];
@@ -259,6 +273,45 @@ export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): 
 }
 
 export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportedOnnxGraph {
+  const bounds = new Map(Object.entries(options.shapes ?? {}).map(([name, shape]): [string, ShapeBounds] => [name, shapeBounds(name, shape)]));
+  for (const [name, b] of bounds) {
+    const varies = b.min.some((lo, d) => lo !== b.max[d]);
+    const kept = (options.state ?? []).some((p) => p.input === name) || (options.context ?? []).some((c) => c.input === name);
+    if (varies && kept) throw new EtnaError('INVALID_INPUT', `shape of input '${name}': a state or context input cannot have a size range`);
+  }
+  const probes = probeShapes(bounds);
+  const ranged = probes.length > 0;
+  const upper = importAtShapes(bytes, options, new Map([...bounds].map(([name, b]) => [name, b.max])), ranged);
+  if (!ranged) return upper.imported;
+  const methodName = upper.imported.methods[0]!;
+  const mainOf = (imported: ImportedOnnxGraph): MethodGraph => imported.builder.programGraph.method(methodName);
+  const probed = probes.map((shapes) => {
+    try {
+      return importAtShapes(bytes, options, shapes, true).imported;
+    } catch (error) {
+      if (!(error instanceof EtnaError)) throw error;
+      const at = [...shapes].map(([name, shape]) => `${name}=${shape.join('x')}`).join(' ');
+      throw new EtnaError(error.code, `at ${at} (inside the given range): ${error.message}`, { cause: error });
+    }
+  });
+  const spans = upper.spans;
+  const nodeOf = (index: number): string => spans.find((span) => span.end > index)?.label ?? 'a graph output';
+  markBoundedDims(mainOf(upper.imported), probed.map(mainOf), nodeOf);
+  const smallest = probed[0]!;
+  const withMin = (list: ImportedTensorInfo[], smallList: ImportedTensorInfo[]): ImportedTensorInfo[] =>
+    list.map((info, i) => {
+      const min = smallList[i]!.shape;
+      return min.every((size, d) => size === info.shape[d]) ? info : { ...info, minShape: [...min] };
+    });
+  return { ...upper.imported, inputs: withMin(upper.imported.inputs, smallest.inputs), outputs: withMin(upper.imported.outputs, smallest.outputs) };
+}
+
+function importAtShapes(
+  bytes: Uint8Array,
+  options: ImportOnnxOptions,
+  shapes: ReadonlyMap<string, readonly number[]>,
+  followsInputSize: boolean,
+): { imported: ImportedOnnxGraph; spans: NodeSpans } {
   const model = decodeModel(bytes);
   const opset = model.opsets.get('');
   if (opset === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', 'the model imports no default-domain (ai.onnx) opset');
@@ -273,7 +326,6 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
   // Wide accumulation runs in float64, which the delegate does not take.
   const xnnpack = options.xnnpack !== false && options.wideAccumulation !== true;
   const bind = options.bind ?? {};
-  const shapes = options.shapes ?? {};
   const statePairs = options.state ?? [];
   const contexts = options.context ?? [];
   const initializerNames = new Set(graph.initializers.map((t) => t.name));
@@ -282,7 +334,7 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
   const outputNames = new Set(graph.outputs.map((o) => o.name));
 
   for (const name of Object.keys(bind)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--bind ${name}: the model has no input named '${name}'`);
-  for (const name of Object.keys(shapes)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
+  for (const name of shapes.keys()) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
   for (const pair of statePairs) {
     if (!inputInfo.has(pair.input)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no input named '${pair.input}'`);
     if (!outputNames.has(pair.output)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no output named '${pair.output}'`);
@@ -298,7 +350,7 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
   for (const pair of statePairs) {
     const info = inputInfo.get(pair.input)!;
     const dtype = dtypeFromOnnx(info.elemType, `state input '${pair.input}'`);
-    const shape = staticShape(info, shapes[pair.input]);
+    const shape = staticShape(info, shapes.get(pair.input));
     const name = bufferName('state', pair.input);
     const buffer = program.sharedBuffer(name, dtype, shape);
     stateBuffers.push({ buffer, info: { name, dtype, shape } });
@@ -308,7 +360,7 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
   for (const c of contexts) {
     const info = inputInfo.get(c.input)!;
     const dtype = dtypeFromOnnx(info.elemType, `input '${c.input}'`);
-    const full = staticShape(info, shapes[c.input]);
+    const full = staticShape(info, shapes.get(c.input));
     const last = full[full.length - 1]!;
     if (c.keep >= last) throw new EtnaError('INVALID_INPUT', `--context ${c.input}:${c.keep}: must be shorter than the input's last dim ${last}`);
     const shape = [...full.slice(0, -1), c.keep];
@@ -320,9 +372,9 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
 
   const inputs: ImportedTensorInfo[] = [];
   const outputs: ImportedTensorInfo[] = [];
-  const stats: RunStats = { folded: 0, lowered: 0 };
+  const stats: RunStats = { folded: 0, lowered: 0, spans: [] };
   program.method(methodName, (m) => {
-    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack);
+    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
     const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
     for (const info of runtimeInputs) {
       const bound = bind[info.name];
@@ -336,7 +388,7 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
         continue;
       }
       const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
-      const full = staticShape(info, shapes[info.name]);
+      const full = staticShape(info, shapes.get(info.name));
       const context = contextByInput.get(info.name);
       if (context !== undefined) {
         const chunkShape = [...full.slice(0, -1), full[full.length - 1]! - context.keep];
@@ -400,7 +452,7 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
     });
     methods.push('get_state');
   }
-  return {
+  const imported: ImportedOnnxGraph = {
     builder: program,
     exportOptions: { xnnpack },
     methods,
@@ -408,8 +460,9 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
     outputs,
     stateBuffers: stateBuffers.map((s) => s.info),
     opset,
-    nodes: stats,
+    nodes: { folded: stats.folded, lowered: stats.lowered },
   };
+  return { imported, spans: stats.spans };
 }
 
 /** Wraps typed data as an import-time tensor for `bind`. */

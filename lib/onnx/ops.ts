@@ -9,6 +9,7 @@ import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type Cons
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
 import { batchNormAffine } from './batchnorm.js';
 import { broadcastShape, concatConst, normalizeAxis, reshapeConst, sliceConst } from './fold.js';
+import { poolKernel } from './pool-kernel.js';
 import { resize } from './resize.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
@@ -562,40 +563,6 @@ function convTranspose(node: NodeView): OnnxValue[] {
   ], dtypeOf(x), outShape)];
 }
 
-interface PoolWindow {
-  readonly kernel: readonly number[];
-  readonly strides: readonly number[];
-  readonly dilations: readonly number[];
-  /** ONNX order: begins, then ends. */
-  readonly pads: readonly number[];
-  readonly includePad: boolean;
-}
-
-/**
- * A 2-D float32 pool as one `max_pool2d_with_indices` / `avg_pool2d` call,
- * which the XNNPACK delegate runs as a pooling node, when the aten op means
- * the same as the ONNX one: symmetric pads, and for averages either no pads or
- * pads left out of the count. Anything else returns undefined (window gather).
- */
-function pool2dKernel(ctx: LoweringContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
-  const shape = shapeOf(x);
-  const { kernel, strides, dilations, pads } = window;
-  if (shape.length !== 4 || dtypeOf(x) !== 'float32' || pads[0] !== pads[2] || pads[1] !== pads[3]) return undefined;
-  // aten pools take at most half a window of padding.
-  if (pads.some((p, i) => 2 * p > kernel[i % 2]!)) return undefined;
-  const padded = pads.some((p) => p !== 0);
-  if (kind === 'average' && ((padded && window.includePad) || dilations.some((d) => d !== 1))) return undefined;
-  const outShape = [shape[0]!, shape[1]!];
-  for (let i = 0; i < 2; i++) outShape.push(Math.floor((shape[i + 2]! + 2 * pads[i]! - dilations[i]! * (kernel[i]! - 1) - 1) / strides[i]!) + 1);
-  if (outShape.some((d) => d < 1)) return undefined;
-  const geometry = [{ intList: [...kernel] }, { intList: [...strides] }, { intList: [pads[0]!, pads[1]!] }];
-  if (kind === 'average') return ctx.emit('aten::avg_pool2d.out', [ctx.tensor(x), ...geometry, { bool: false }, { bool: false }, null], 'float32', outShape);
-  const values = ctx.out('float32', outShape);
-  // The indices output is required by the kernel's signature; nothing reads it.
-  ctx.kernel('aten::max_pool2d_with_indices.out', [ctx.tensor(x), ...geometry, { intList: [...dilations] }, { bool: false }, values, ctx.out('int64', outShape)]);
-  return tensorValue(values);
-}
-
 function pool(kind: 'max' | 'average'): OpHandler {
   return (node) => {
     const { ctx } = node;
@@ -610,9 +577,13 @@ function pool(kind: 'max' | 'average'): OpHandler {
     const ceil = node.int('ceil_mode', 0) !== 0;
     const includePad = node.int('count_include_pad', 0) !== 0;
     const pads = windowPads(node, shape.slice(2), kernel, strides, dilations);
-    if (ctx.xnnpack && !wantIndices && !ceil) {
-      const kernelCall = pool2dKernel(ctx, kind, x, { kernel, strides, dilations, pads, includePad });
-      if (kernelCall !== undefined) return [kernelCall];
+    // On XNNPACK a 2-D pool is one delegate node where the delegate can run it
+    // (floor mode, padding left out of averages); a graph imported for a range
+    // of sizes needs the kernels' run-time windows whatever the backend.
+    const delegable = ctx.xnnpack && !ceil && !(kind === 'average' && includePad && pads.some((p) => p !== 0));
+    if ((delegable || ctx.followsInputSize) && !wantIndices && !columnMajor) {
+      const pooled = poolKernel(ctx, kind, x, { kernel, strides, dilations, pads, ceil, includePad });
+      if (pooled !== undefined) return [pooled];
     }
     const inSpatial = shape.slice(2);
     const outSpatial: number[] = [];
@@ -907,13 +878,15 @@ function softmaxHandler(log: boolean): OpHandler {
     const x = node.input(0);
     const shape = shapeOf(x);
     const name = log ? 'aten::_log_softmax.out' : 'aten::_softmax.out';
-    if (node.opset < 13) {
-      const axis = normalizeAxis(node.int('axis', 1), shape.length);
+    const coerced = node.opset < 13 ? normalizeAxis(node.int('axis', 1), shape.length) : undefined;
+    // Before opset 13 the input is viewed as a matrix split at `axis`; at the last dim that is a softmax over it.
+    if (coerced !== undefined && coerced !== shape.length - 1) {
+      const axis = coerced;
       const flat = reshape(ctx, x, [shapeSize(shape.slice(0, axis)), shapeSize(shape.slice(axis))]);
       const y = ctx.emit(name, [ctx.tensor(flat), { int: 1 }, { bool: false }], dtypeOf(x), shapeOf(flat));
       return [reshape(ctx, y, shape)];
     }
-    const axis = normalizeAxis(node.int('axis', -1), shape.length);
+    const axis = coerced ?? normalizeAxis(node.int('axis', -1), shape.length);
     return [ctx.emit(name, [ctx.tensor(x), { int: axis }, { bool: false }], dtypeOf(x), shape)];
   };
 }

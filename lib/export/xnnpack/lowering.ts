@@ -229,9 +229,13 @@ class RunBuilder {
    * one pixel, both layouts hold the same bytes: a reshape, not a transpose.
    */
   private emitLayoutChange(index: number, input: number, output: number, perm: readonly number[]): void {
-    const [n, c, h, w] = this.method.tensorNode(index).shape as [number, number, number, number];
-    if (c === 1 || h * w === 1) {
-      const newShape = perm === NCHW_TO_NHWC ? [n, h, w, c] : [n, c, h, w];
+    const node = this.method.tensorNode(index);
+    const [n, c, h, w] = node.shape as [number, number, number, number];
+    const dynamic = node.dynamicDims ?? [];
+    if ((c === 1 || h * w === 1) && dynamic.length <= 1) {
+      // A dim whose size changes per call is the one the delegate infers (0).
+      const [dn, dc, dh, dw] = [0, 1, 2, 3].map((d) => (dynamic.includes(d) ? 0 : node.shape[d]!));
+      const newShape = perm === NCHW_TO_NHWC ? [dn, dh, dw, dc] : [dn, dc, dh, dw];
       this.emit({ kind: 'reshape', newShape, input, output });
       return;
     }
@@ -251,6 +255,16 @@ class RunBuilder {
     this.emit({ kind: 'transpose', perm: swapLast(transpose.perm), input: this.operand(transpose.input), output: rows });
     const input1 = this.scalarOperand(op.a);
     this.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1, input2: rows, output: this.define(op.out), flags: BATCH_MATMUL_TRANSPOSE_B });
+  }
+
+  /**
+   * Method value `index`'s shape with every dim whose size changes per call
+   * as 0, which a reshape reads as "infer" (the partitioner leaves at most
+   * one) and a slice as "to the end".
+   */
+  private runtimeSizes(index: number): number[] {
+    const node = this.method.tensorNode(index);
+    return node.shape.map((size, d) => (node.dynamicDims?.includes(d) ? 0 : size));
   }
 
   private scalarOperand(operand: Operand): number {
@@ -340,22 +354,22 @@ class RunBuilder {
         return;
       case 'reshape': {
         const input = this.operand(op.input);
-        this.emit({ kind: 'reshape', newShape: this.method.tensorNode(op.out).shape, input, output: resultOf(op.out) });
+        this.emit({ kind: 'reshape', newShape: this.runtimeSizes(op.out), input, output: resultOf(op.out) });
         return;
       }
       case 'slice': {
         const input = this.operand(op.input);
-        this.emit({ kind: 'slice', offsets: op.offsets, sizes: this.method.tensorNode(op.out).shape, input, output: resultOf(op.out) });
+        this.emit({ kind: 'slice', offsets: op.offsets, sizes: this.runtimeSizes(op.out), input, output: resultOf(op.out) });
         return;
       }
       case 'select': {
         const input = this.operand(op.input);
         const shape = this.method.tensorNode(op.input).shape;
-        const sizes = shape.map((d, k) => (k === op.dim ? 1 : d));
+        const sizes = this.runtimeSizes(op.input).map((d, k) => (k === op.dim ? 1 : d));
         const offsets = shape.map((_, k) => (k === op.dim ? op.index : 0));
-        const picked = this.addValue({ dims: sizes, role: 'internal' });
+        const picked = this.addValue({ dims: shape.map((d, k) => (k === op.dim ? 1 : d)), role: 'internal' });
         this.emit({ kind: 'slice', offsets, sizes, input, output: picked });
-        this.emit({ kind: 'reshape', newShape: this.method.tensorNode(op.out).shape, input: picked, output: resultOf(op.out) });
+        this.emit({ kind: 'reshape', newShape: this.runtimeSizes(op.out), input: picked, output: resultOf(op.out) });
         return;
       }
       case 'concatenate': {

@@ -1,7 +1,7 @@
 // Recognizes the portable kernel calls the XNNPACK delegate can run and
 // describes each as a delegate node over method values. Anything not matched
 // here stays a portable kernel call.
-import type { GraphInstruction, MethodGraph, TensorNode } from '../graph.js';
+import { isBounded, type GraphInstruction, type MethodGraph, type TensorNode } from '../graph.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type PoolingCode, type PoolingWindow, type UnaryCode } from './payload.js';
@@ -69,7 +69,7 @@ const MAX_RANK = 6;
 class Matcher {
   constructor(private readonly method: MethodGraph) {}
 
-  private tensor(index: number): TensorNode | undefined {
+  tensor(index: number): TensorNode | undefined {
     const value = this.method.values[index];
     return value?.kind === 'tensor' ? value : undefined;
   }
@@ -82,6 +82,15 @@ class Matcher {
 
   constant(index: number): boolean {
     return this.tensor(index)?.origin.kind === 'constant';
+  }
+
+  // Resizes name their output sizes in the payload, so they cannot follow a
+  // size that changes per call.
+  bounded(...indices: number[]): boolean {
+    return indices.some((index) => {
+      const node = this.tensor(index);
+      return node !== undefined && isBounded(node);
+    });
   }
 
   shape(index: number): readonly number[] {
@@ -149,13 +158,15 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     }
     case 'view_copy.out': {
       const [self, , out] = a as [number, number, number];
-      return allFloat(self, out) ? { kind: 'reshape', input: self, out } : undefined;
+      // The delegate infers at most one dim of the new shape.
+      return allFloat(self, out) && (m.tensor(out)?.dynamicDims?.length ?? 0) <= 1 ? { kind: 'reshape', input: self, out } : undefined;
     }
     case 'slice_copy.Tensor_out': {
       const [self, dim, start, , step, out] = a as [number, number, number, number, number, number];
       const d = m.int(dim);
       const first = m.int(start);
-      if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined) return undefined;
+      // A negative start counts from the end of a dim whose size may change per call.
+      if (!allFloat(self, out) || m.int(step) !== 1 || d === undefined || first === undefined || first < 0) return undefined;
       const offsets = m.shape(self).map((_, i) => (i === d ? first : 0));
       return { kind: 'slice', offsets, input: self, out };
     }
@@ -166,6 +177,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const i = m.int(index);
       // A rank-0 result has no delegate shape; it stays portable.
       if (!allFloat(self, out) || d === undefined || i === undefined || rank < 2 || d < 0 || d >= rank) return undefined;
+      // The selected row is reshaped to the result, where the delegate infers at most one dim.
+      if ((m.tensor(out)?.dynamicDims?.length ?? 0) > 1) return undefined;
       const size = m.shape(self)[d]!;
       if (i < 0 || i >= size) return undefined;
       return { kind: 'select', dim: d, index: i, input: self, out };
@@ -306,12 +319,14 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const align = method.values[alignCorners];
       const size = m.intList(outputSize);
       if (!allFloat(self, out) || m.shape(self).length !== 4 || align?.kind !== 'bool' || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      if (m.bounded(self, out)) return undefined;
       return { kind: 'resizeBilinear', alignCorners: align.value, input: self, out };
     }
     case 'upsample_nearest2d.vec_out': {
       const [self, outputSize, scales, out] = a as [number, number, number, number];
       const size = m.intList(outputSize);
       if (!allFloat(self, out) || m.shape(self).length !== 4 || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      if (m.bounded(self, out)) return undefined;
       const [, , h, w] = m.shape(self) as [number, number, number, number];
       const factors: [number, number] = [size[0]! / h, size[1]! / w];
       if (!factors.every((f) => Number.isInteger(f) && f >= 1)) return undefined;
