@@ -2,11 +2,13 @@
 // XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
 // that leave remainders after its register tiles, against sums in double, and
 // through the delegate at the shapes a decoder's attention gives it; GELU's
-// vectorized erf; and reshapes that become views of their input's bytes
-// instead of copies.
+// vectorized erf; transposes between image layouts and transposed
+// convolutions whose kernel is their stride, on every path; and reshapes
+// that become views of their input's bytes instead of copies.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
@@ -256,6 +258,136 @@ TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
     Status ran = run_delegate(**delegate, {&input, &output});
     ASSERT_TRUE(ran) << ran.error().message;
     EXPECT_TRUE(close_to(output.to_vector(), want, 1e-6f));
+  }
+}
+
+// Image layout changes (NCHW <-> NHWC) with sizes that leave remainders
+// after the 8 x 8 register tiles and the 8-pixel blocks of the 3-plane
+// interleave, and a few channels other than 3, on every path: each output
+// element is the input element the permutation names.
+TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
+  struct Case {
+    std::vector<uint32_t> dims, perm;
+  };
+  const Case cases[] = {
+      {{2, 3, 9, 21}, {0, 2, 3, 1}},   // RGB planes to pixels
+      {{1, 3, 4, 4}, {0, 2, 3, 1}},    // fewer than 8 pixels per row
+      {{1, 5, 6, 11}, {0, 2, 3, 1}},   // 5 planes: one strided pass per plane
+      {{1, 8, 7, 19}, {0, 2, 3, 1}},   // 8 planes: register tiles
+      {{2, 7, 5, 8}, {0, 3, 1, 2}},    // NHWC back to NCHW, 8 channels
+      {{1, 13, 17, 19}, {0, 3, 1, 2}}, // remainders on both sides of the tiles
+      {{3, 17, 19}, {0, 2, 1}},
+  };
+  for (const Case& c : cases) {
+    const size_t rank = c.dims.size();
+    size_t count = 1;
+    for (uint32_t d : c.dims) count *= d;
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i);
+    std::vector<uint32_t> out_dims;
+    for (uint32_t p : c.perm) out_dims.push_back(c.dims[p]);
+    std::vector<size_t> in_strides(rank, 1);
+    for (size_t d = rank - 1; d-- > 0;) in_strides[d] = in_strides[d + 1] * c.dims[d + 1];
+    std::vector<float> want(count);
+    std::vector<size_t> index(rank, 0);
+    for (size_t k = 0; k < count; ++k) {
+      size_t source = 0;
+      for (size_t d = 0; d < rank; ++d) source += index[d] * in_strides[c.perm[d]];
+      want[k] = x[source];
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < out_dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    const std::vector<int64_t> in_sizes(c.dims.begin(), c.dims.end()), out_sizes(out_dims.begin(), out_dims.end());
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " dims " + std::to_string(c.dims[1]) + "x" +
+                   std::to_string(c.dims[2]));
+      PayloadBuilder builder;
+      const uint32_t in = builder.input(c.dims, 0), out = builder.output(out_dims, 1);
+      builder.transpose(c.perm, in, out);
+      const auto payload = builder.finish(Layout::kConstantRegion, 2);
+      xnn::XnnpackModuleContext context(BackendOptions{});
+      auto delegate = make_delegate(payload, context, builder.lookup());
+      ASSERT_TRUE(delegate) << delegate.error().message;
+      LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
+      input.fill(x);
+      const ForcedPath forced(path);
+      Status ran = run_delegate(**delegate, {&input, &output});
+      ASSERT_TRUE(ran) << ran.error().message;
+      EXPECT_EQ(output.to_vector(), want);
+    }
+  }
+}
+
+// Transposed convolutions whose kernel equals their stride (each input pixel
+// writes its own patch): patch rows of 8 or more outputs (one product per
+// row) and narrower ones (the row of pixels as columns), odd channel counts,
+// batches, no bias and output bounds, on every path, against sums in double.
+TEST(XnnpackOwnKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
+  struct Case {
+    uint32_t batch, height, width, in_channels, out_channels, kernel_h, kernel_w;
+    bool bias;
+    float low, high;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const Case cases[] = {
+      {1, 4, 9, 8, 8, 2, 2, true, 0.0f, inf},       // 16 outputs per patch row
+      {2, 3, 11, 5, 3, 3, 3, true, -0.2f, 0.3f},    // 9
+      {1, 2, 5, 17, 5, 2, 2, false, -inf, inf},     // 10, odd input channels
+      {1, 6, 13, 8, 1, 2, 2, true, -inf, inf},      // 2: by pixel
+      {2, 3, 7, 3, 2, 1, 3, false, -0.1f, 0.25f},   // 6: by pixel, one row per patch
+      {1, 1, 1, 4, 7, 2, 1, true, -inf, inf},       // 7: a single pixel
+  };
+  for (const Case& c : cases) {
+    const uint32_t out_h = c.height * c.kernel_h, out_w = c.width * c.kernel_w;
+    const size_t filter_count = size_t{c.out_channels} * c.kernel_h * c.kernel_w * c.in_channels;
+    const auto filter = pseudo_random(filter_count, 51), bias = pseudo_random(c.out_channels, 52);
+    const auto x = pseudo_random(size_t{c.batch} * c.height * c.width * c.in_channels, 53);
+    std::vector<float> want(size_t{c.batch} * out_h * out_w * c.out_channels);
+    for (size_t n = 0; n < c.batch; ++n)
+      for (size_t oy = 0; oy < out_h; ++oy)
+        for (size_t ox = 0; ox < out_w; ++ox)
+          for (size_t co = 0; co < c.out_channels; ++co) {
+            const size_t iy = oy / c.kernel_h, ky = oy % c.kernel_h, ix = ox / c.kernel_w, kx = ox % c.kernel_w;
+            double sum = c.bias ? bias[co] : 0.0;
+            for (size_t ci = 0; ci < c.in_channels; ++ci) {
+              sum += double(x[((n * c.height + iy) * c.width + ix) * c.in_channels + ci]) *
+                     filter[((co * c.kernel_h + ky) * c.kernel_w + kx) * c.in_channels + ci];
+            }
+            want[((n * out_h + oy) * out_w + ox) * c.out_channels + co] =
+                std::min(c.high, std::max(c.low, static_cast<float>(sum)));
+          }
+    const std::vector<int64_t> in_sizes{c.batch, c.height, c.width, c.in_channels};
+    const std::vector<int64_t> out_sizes{c.batch, out_h, out_w, c.out_channels};
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " " + std::to_string(c.in_channels) + " -> " +
+                   std::to_string(c.out_channels) + " kernel " + std::to_string(c.kernel_h) + "x" +
+                   std::to_string(c.kernel_w));
+      PayloadBuilder builder;
+      PayloadBuilder::ConvParams p;
+      p.kernel_h = p.stride_h = c.kernel_h;
+      p.kernel_w = p.stride_w = c.kernel_w;
+      p.group_in = c.in_channels;
+      p.group_out = c.out_channels;
+      const uint32_t in = builder.input({c.batch, c.height, c.width, c.in_channels}, 0);
+      const uint32_t f = builder.constant({c.out_channels, c.kernel_h, c.kernel_w, c.in_channels}, filter);
+      const uint32_t b = c.bias ? builder.constant({c.out_channels}, bias) : PayloadBuilder::kNone;
+      const uint32_t out = builder.output({c.batch, out_h, out_w, c.out_channels}, 1);
+      builder.convolution(NodeUnion::XNNConvTranspose2d, p, in, f, b, out, std::make_pair(c.low, c.high));
+      const auto payload = builder.finish(Layout::kConstantRegion, 2);
+      xnn::XnnpackModuleContext context(BackendOptions{});
+      auto delegate = make_delegate(payload, context, builder.lookup());
+      ASSERT_TRUE(delegate) << delegate.error().message;
+      LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
+      input.fill(x);
+      const ForcedPath forced(path);
+      for (int call = 0; call < 2; ++call) {  // the second call reuses the per-thread scratch
+        Status ran = run_delegate(**delegate, {&input, &output});
+        ASSERT_TRUE(ran) << ran.error().message;
+        EXPECT_TRUE(close_to(output.to_vector(), want, 1e-5f));
+      }
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
-// convolution nodes run as XNNPACK operators (fully-connected nodes over
-// dynamically quantized inputs as etna's DynamicLinear, shared the same way) (through xnn_compat.h) rather
-// than subgraph nodes: an operator packs its weights once when created and
+// convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
+// than subgraph nodes, or as etna's own kernels shared the same way
+// (fully-connected nodes over dynamically quantized inputs as DynamicLinear,
+// transposed convolutions whose kernel is their stride as
+// PatchDeconvolution): an operator packs its weights once when created and
 // takes the batch and spatial size at each setup. So one operator serves
 // every module, delegate instance, method and input shape of a program that
 // has the same node over the same constants: packed weights exist once per
@@ -22,6 +24,7 @@
 
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/patch_deconvolution.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "core/status.h"
 
@@ -63,6 +66,7 @@ class PackedOperator {
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
+  std::unique_ptr<PatchDeconvolution> patch_;  // instead of op_: non-overlapping transposed convolution
 };
 
 }  // namespace etna::xnn
