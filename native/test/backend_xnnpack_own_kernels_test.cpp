@@ -231,6 +231,49 @@ TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
   }
 }
 
+// A value read only by the reshape that makes a delegate output is written
+// into the caller's output: nothing in the workspace, nothing copied. Read by
+// anything else too, it keeps its own buffer.
+TEST(XnnpackOwnKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
+  const std::vector<float> x = {1, -2, 3, 0.5f, -4, 6};
+  for (bool read_again : {false, true}) {
+    SCOPED_TRACE(read_again ? "also read by an Add" : "read by the reshape only");
+    PayloadBuilder builder;
+    const uint32_t in = builder.input({2, 3}, 0), out = builder.output({3, 2}, 1);
+    const uint32_t t = builder.internal({2, 3});
+    builder.binary(NodeUnion::XNNAdd, in, in, t);
+    builder.reshape({3, 2}, t, out);
+    uint32_t externals = 2;
+    if (read_again) {
+      builder.binary(NodeUnion::XNNAdd, t, in, builder.output({2, 3}, 2));
+      externals = 3;
+    }
+    const auto payload = builder.finish(Layout::kConstantRegion, externals);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, builder.lookup());
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    const size_t slot = xnn::round_up(6 * sizeof(float) + xnn::kReadPadding, xnn::kWorkspaceAlignment);
+    EXPECT_EQ((*delegate)->declared_workspace_bytes(), read_again ? slot : 0u);
+    LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {3, 2}), other(ScalarType::kFloat, {2, 3});
+    input.fill(x);
+    std::vector<LocalTensor*> args = {&input, &output};
+    if (read_again) args.push_back(&other);
+    for (int call = 0; call < 2; ++call) {
+      Status ran = run_delegate(**delegate, args);
+      ASSERT_TRUE(ran) << ran.error().message;
+      std::vector<float> twice, thrice;
+      for (float e : x) {
+        twice.push_back(2 * e);
+        thrice.push_back(3 * e);
+      }
+      EXPECT_EQ(output.to_vector(), twice);
+      if (read_again) {
+        EXPECT_EQ(other.to_vector(), thrice);
+      }
+    }
+  }
+}
+
 // GELU's vectorized erf against the exact form in double, on every path: a
 // sweep over [-10, 10] plus far-out values, with a count that leaves a tail
 // after the 8-lane blocks.
