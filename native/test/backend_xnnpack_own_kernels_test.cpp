@@ -63,6 +63,28 @@ std::vector<float> transpose_batches(const std::vector<float>& b_plain, size_t b
 
 constexpr float kSentinel = 12345.0f;
 
+// Runs a payload of one input (external id 0) and one output (id 1) on
+// `path`, `calls` times over the same tensors; the last call's output
+// (empty when the delegate could not be made or a call failed).
+std::vector<float> run_on_path(PayloadBuilder& builder, const std::vector<int64_t>& in_sizes,
+                               const std::vector<float>& x, const std::vector<int64_t>& out_sizes,
+                               xnn::DotPath path, int calls = 1) {
+  const auto payload = builder.finish(Layout::kConstantRegion, 2);
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, builder.lookup());
+  EXPECT_TRUE(delegate) << delegate.error().message;
+  if (!delegate) return {};
+  LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
+  input.fill(x);
+  const ForcedPath forced(path);
+  for (int call = 0; call < calls; ++call) {
+    Status ran = run_delegate(**delegate, {&input, &output});
+    EXPECT_TRUE(ran) << ran.error().message;
+    if (!ran) return {};
+  }
+  return output.to_vector();
+}
+
 TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
   const size_t ms[] = {1, 2, 3, 4, 5, 8, 9};
   const size_t ks[] = {1, 7, 32, 33, 130};
@@ -349,16 +371,7 @@ TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
       PayloadBuilder builder;
       const uint32_t in = builder.input(c.dims, 0), out = builder.output(out_dims, 1);
       builder.transpose(c.perm, in, out);
-      const auto payload = builder.finish(Layout::kConstantRegion, 2);
-      xnn::XnnpackModuleContext context(BackendOptions{});
-      auto delegate = make_delegate(payload, context, builder.lookup());
-      ASSERT_TRUE(delegate) << delegate.error().message;
-      LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
-      input.fill(x);
-      const ForcedPath forced(path);
-      Status ran = run_delegate(**delegate, {&input, &output});
-      ASSERT_TRUE(ran) << ran.error().message;
-      EXPECT_EQ(output.to_vector(), want);
+      EXPECT_EQ(run_on_path(builder, in_sizes, x, out_sizes, path), want);
     }
   }
 }
@@ -418,18 +431,8 @@ TEST(XnnpackOwnKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
       const uint32_t b = c.bias ? builder.constant({c.out_channels}, bias) : PayloadBuilder::kNone;
       const uint32_t out = builder.output({c.batch, out_h, out_w, c.out_channels}, 1);
       builder.convolution(NodeUnion::XNNConvTranspose2d, p, in, f, b, out, std::make_pair(c.low, c.high));
-      const auto payload = builder.finish(Layout::kConstantRegion, 2);
-      xnn::XnnpackModuleContext context(BackendOptions{});
-      auto delegate = make_delegate(payload, context, builder.lookup());
-      ASSERT_TRUE(delegate) << delegate.error().message;
-      LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
-      input.fill(x);
-      const ForcedPath forced(path);
-      for (int call = 0; call < 2; ++call) {  // the second call reuses the per-thread scratch
-        Status ran = run_delegate(**delegate, {&input, &output});
-        ASSERT_TRUE(ran) << ran.error().message;
-        EXPECT_TRUE(close_to(output.to_vector(), want, 1e-5f));
-      }
+      // Two calls: the second reuses the per-thread scratch.
+      EXPECT_TRUE(close_to(run_on_path(builder, in_sizes, x, out_sizes, path, 2), want, 1e-5f));
     }
   }
 }
