@@ -376,6 +376,47 @@ TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
   }
 }
 
+// Channel concatenation of NHWC maps whose pixels hold 16, 32, 128 bytes
+// (copied as inlined chunks), 12 and 132 bytes (library copies): every
+// output pixel holds each input's channels in input order.
+TEST(XnnpackOwnKernels, ConcatenatesShortAndLongChannelRows) {
+  const std::vector<uint32_t> channels = {4, 8, 3, 32, 33};
+  const uint32_t height = 3, width = 5, pixels = height * width;
+  uint32_t total = 0;
+  for (uint32_t c : channels) total += c;
+  PayloadBuilder builder;
+  std::vector<uint32_t> inputs;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    inputs.push_back(builder.input({1, height, width, channels[i]}, static_cast<uint32_t>(i)));
+  }
+  const uint32_t out = builder.output({1, height, width, total}, static_cast<uint32_t>(channels.size()));
+  builder.concatenate(3, inputs, out);
+  const auto payload = builder.finish(Layout::kConstantRegion, static_cast<uint32_t>(channels.size() + 1));
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, builder.lookup());
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  std::vector<std::unique_ptr<LocalTensor>> tensors;
+  std::vector<LocalTensor*> args;
+  std::vector<float> want(size_t{pixels} * total);
+  uint32_t first = 0;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    std::vector<float> x(size_t{pixels} * channels[i]);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(1000 * i + k);
+    for (size_t p = 0; p < pixels; ++p) {
+      for (size_t c = 0; c < channels[i]; ++c) want[p * total + first + c] = x[p * channels[i] + c];
+    }
+    first += channels[i];
+    tensors.push_back(std::make_unique<LocalTensor>(ScalarType::kFloat, std::vector<int64_t>{1, height, width, channels[i]}));
+    tensors.back()->fill(x);
+    args.push_back(tensors.back().get());
+  }
+  LocalTensor output(ScalarType::kFloat, {1, height, width, total});
+  args.push_back(&output);
+  Status ran = run_delegate(**delegate, args);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(output.to_vector(), want);
+}
+
 // Transposed convolutions whose kernel equals their stride (each input pixel
 // writes its own patch): patch rows of 8 or more outputs (one product per
 // row) and narrower ones (the row of pixels as columns), odd channel counts,
