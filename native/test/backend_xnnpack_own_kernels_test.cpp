@@ -328,8 +328,9 @@ TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
 
 // Image layout changes (NCHW <-> NHWC) with sizes that leave remainders
 // after the 8 x 8 register tiles and the 8-pixel blocks of the 3-plane
-// interleave, and a few channels other than 3, on every path: each output
-// element is the input element the permutation names.
+// interleave, a few channels other than 3, and permutations that keep the
+// innermost dim (rows copied whole), on every path: each output element is
+// the input element the permutation names.
 TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
   struct Case {
     std::vector<uint32_t> dims, perm;
@@ -342,6 +343,9 @@ TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
       {{2, 7, 5, 8}, {0, 3, 1, 2}},    // NHWC back to NCHW, 8 channels
       {{1, 13, 17, 19}, {0, 3, 1, 2}}, // remainders on both sides of the tiles
       {{3, 17, 19}, {0, 2, 1}},
+      {{2, 6, 3, 8}, {0, 2, 1, 3}},    // rows of 32 bytes kept whole (inlined chunks)
+      {{1, 5, 4, 32}, {0, 2, 1, 3}},   // 128 bytes (a head's slice of a cache position)
+      {{1, 5, 4, 33}, {0, 2, 1, 3}},   // 132 bytes (a library copy)
   };
   for (const Case& c : cases) {
     const size_t rank = c.dims.size();

@@ -177,6 +177,20 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   }
 }
 
+constexpr size_t kSmallRowChunk = 16;  // bytes
+constexpr size_t kSmallRowBytes = 128;
+
+// Copies one row. Short rows (the channels of a pixel, a head's slice of a
+// position) move as fixed-size chunks the compiler inlines: a library memcpy
+// call per row costs more than the row's bytes.
+inline void copy_row(uint8_t* target, const uint8_t* source, size_t bytes) {
+  if (bytes % kSmallRowChunk == 0 && bytes <= kSmallRowBytes) {
+    for (size_t b = 0; b < bytes; b += kSmallRowChunk) std::memcpy(target + b, source + b, kSmallRowChunk);
+  } else if (bytes) {
+    std::memcpy(target, source, bytes);
+  }
+}
+
 Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
   const Shape& in_shape = shapes[node.inputs[0]];
   const Shape& out_shape = shapes[node.outputs[0]];
@@ -201,7 +215,7 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
     for (size_t row = 0; row < rows; ++row) {
       size_t source = 0;
       for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
-      std::memcpy(output, input + source * element_size, run);
+      copy_row(output, input + source * element_size, run);
       output += run;
       for (size_t d = rank - 1; d-- > 0;) {
         if (++index[d] < out_shape.dims[d]) break;
@@ -228,9 +242,6 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
   return Status::ok();
 }
 
-constexpr size_t kSmallRowChunk = 16;  // bytes
-constexpr size_t kSmallRowBytes = 128;
-
 void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
   const Shape& out_shape = shapes[node.outputs[0]];
   size_t outer = 1;
@@ -244,18 +255,7 @@ void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const
     size_t row = element_size;
     for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
     const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
-    if (row % kSmallRowChunk == 0 && row <= kSmallRowBytes) {
-      // Short rows (the channels of each pixel in an NHWC concat): a
-      // library memcpy call per row costs more than the row's bytes, so
-      // they move as fixed-size chunks the compiler inlines.
-      for (size_t i = 0; i < outer; ++i) {
-        uint8_t* target = output + i * out_row + column;
-        const uint8_t* source = input + i * row;
-        for (size_t b = 0; b < row; b += kSmallRowChunk) std::memcpy(target + b, source + b, kSmallRowChunk);
-      }
-    } else if (row) {
-      for (size_t i = 0; i < outer; ++i) std::memcpy(output + i * out_row + column, input + i * row, row);
-    }
+    for (size_t i = 0; i < outer; ++i) copy_row(output + i * out_row + column, input + i * row, row);
     column += row;
   }
 }
@@ -281,7 +281,7 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   for (size_t row = 0; row < rows; ++row) {
     size_t source = base;
     for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
-    std::memcpy(output, input + source * element_size, run);
+    copy_row(output, input + source * element_size, run);
     output += run;
     for (size_t d = rank - 1; d-- > 0;) {
       if (++index[d] < out_shape.dims[d]) break;
