@@ -2,11 +2,13 @@
 // XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
 // that leave remainders after its register tiles, against sums in double, and
 // through the delegate at the shapes a decoder's attention gives it; GELU's
-// vectorized erf; and reshapes that become views of their input's bytes
-// instead of copies.
+// vectorized erf; transposes between image layouts and transposed
+// convolutions whose kernel is their stride, on every path; and reshapes
+// that become views of their input's bytes instead of copies.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
@@ -60,6 +62,28 @@ std::vector<float> transpose_batches(const std::vector<float>& b_plain, size_t b
 }
 
 constexpr float kSentinel = 12345.0f;
+
+// Runs a payload of one input (external id 0) and one output (id 1) on
+// `path`, `calls` times over the same tensors; the last call's output
+// (empty when the delegate could not be made or a call failed).
+std::vector<float> run_on_path(PayloadBuilder& builder, const std::vector<int64_t>& in_sizes,
+                               const std::vector<float>& x, const std::vector<int64_t>& out_sizes,
+                               xnn::DotPath path, int calls = 1) {
+  const auto payload = builder.finish(Layout::kConstantRegion, 2);
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, builder.lookup());
+  EXPECT_TRUE(delegate) << delegate.error().message;
+  if (!delegate) return {};
+  LocalTensor input(ScalarType::kFloat, in_sizes), output(ScalarType::kFloat, out_sizes);
+  input.fill(x);
+  const ForcedPath forced(path);
+  for (int call = 0; call < calls; ++call) {
+    Status ran = run_delegate(**delegate, {&input, &output});
+    EXPECT_TRUE(ran) << ran.error().message;
+    if (!ran) return {};
+  }
+  return output.to_vector();
+}
 
 TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
   const size_t ms[] = {1, 2, 3, 4, 5, 8, 9};
@@ -229,6 +253,49 @@ TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
   }
 }
 
+// A value read only by the reshape that makes a delegate output is written
+// into the caller's output: nothing in the workspace, nothing copied. Read by
+// anything else too, it keeps its own buffer.
+TEST(XnnpackOwnKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
+  const std::vector<float> x = {1, -2, 3, 0.5f, -4, 6};
+  for (bool read_again : {false, true}) {
+    SCOPED_TRACE(read_again ? "also read by an Add" : "read by the reshape only");
+    PayloadBuilder builder;
+    const uint32_t in = builder.input({2, 3}, 0), out = builder.output({3, 2}, 1);
+    const uint32_t t = builder.internal({2, 3});
+    builder.binary(NodeUnion::XNNAdd, in, in, t);
+    builder.reshape({3, 2}, t, out);
+    uint32_t externals = 2;
+    if (read_again) {
+      builder.binary(NodeUnion::XNNAdd, t, in, builder.output({2, 3}, 2));
+      externals = 3;
+    }
+    const auto payload = builder.finish(Layout::kConstantRegion, externals);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, builder.lookup());
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    const size_t slot = xnn::round_up(6 * sizeof(float) + xnn::kReadPadding, xnn::kWorkspaceAlignment);
+    EXPECT_EQ((*delegate)->declared_workspace_bytes(), read_again ? slot : 0u);
+    LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {3, 2}), other(ScalarType::kFloat, {2, 3});
+    input.fill(x);
+    std::vector<LocalTensor*> args = {&input, &output};
+    if (read_again) args.push_back(&other);
+    for (int call = 0; call < 2; ++call) {
+      Status ran = run_delegate(**delegate, args);
+      ASSERT_TRUE(ran) << ran.error().message;
+      std::vector<float> twice, thrice;
+      for (float e : x) {
+        twice.push_back(2 * e);
+        thrice.push_back(3 * e);
+      }
+      EXPECT_EQ(output.to_vector(), twice);
+      if (read_again) {
+        EXPECT_EQ(other.to_vector(), thrice);
+      }
+    }
+  }
+}
+
 // GELU's vectorized erf against the exact form in double, on every path: a
 // sweep over [-10, 10] plus far-out values, with a count that leaves a tail
 // after the 8-lane blocks. Every vector path runs the same AVX2 code.
@@ -260,6 +327,162 @@ TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
     if (!xnn::path_has_avx2(path)) continue;
     if (vector_result.empty()) vector_result = output.to_vector();
     EXPECT_EQ(output.to_vector(), vector_result) << "not the AVX2 kernel";
+  }
+}
+
+// Image layout changes (NCHW <-> NHWC) with sizes that leave remainders
+// after the 8 x 8 register tiles and the 8-pixel blocks of the 3-plane
+// interleave, a few channels other than 3, and permutations that keep the
+// innermost dim (rows copied whole), on every path: each output element is
+// the input element the permutation names.
+TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
+  struct Case {
+    std::vector<uint32_t> dims, perm;
+  };
+  const Case cases[] = {
+      {{2, 3, 9, 21}, {0, 2, 3, 1}},   // RGB planes to pixels
+      {{1, 3, 4, 4}, {0, 2, 3, 1}},    // fewer than 8 pixels per row
+      {{1, 5, 6, 11}, {0, 2, 3, 1}},   // 5 planes: one strided pass per plane
+      {{1, 8, 7, 19}, {0, 2, 3, 1}},   // 8 planes: register tiles
+      {{2, 7, 5, 8}, {0, 3, 1, 2}},    // NHWC back to NCHW, 8 channels
+      {{1, 13, 17, 19}, {0, 3, 1, 2}}, // remainders on both sides of the tiles
+      {{3, 17, 19}, {0, 2, 1}},
+      {{2, 6, 3, 8}, {0, 2, 1, 3}},    // rows of 32 bytes kept whole (inlined chunks)
+      {{1, 5, 4, 32}, {0, 2, 1, 3}},   // 128 bytes (a head's slice of a cache position)
+      {{1, 5, 4, 33}, {0, 2, 1, 3}},   // 132 bytes (a library copy)
+  };
+  for (const Case& c : cases) {
+    const size_t rank = c.dims.size();
+    size_t count = 1;
+    for (uint32_t d : c.dims) count *= d;
+    std::vector<float> x(count);
+    for (size_t i = 0; i < count; ++i) x[i] = static_cast<float>(i);
+    std::vector<uint32_t> out_dims;
+    for (uint32_t p : c.perm) out_dims.push_back(c.dims[p]);
+    std::vector<size_t> in_strides(rank, 1);
+    for (size_t d = rank - 1; d-- > 0;) in_strides[d] = in_strides[d + 1] * c.dims[d + 1];
+    std::vector<float> want(count);
+    std::vector<size_t> index(rank, 0);
+    for (size_t k = 0; k < count; ++k) {
+      size_t source = 0;
+      for (size_t d = 0; d < rank; ++d) source += index[d] * in_strides[c.perm[d]];
+      want[k] = x[source];
+      for (size_t d = rank; d-- > 0;) {
+        if (++index[d] < out_dims[d]) break;
+        index[d] = 0;
+      }
+    }
+    const std::vector<int64_t> in_sizes(c.dims.begin(), c.dims.end()), out_sizes(out_dims.begin(), out_dims.end());
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " dims " + std::to_string(c.dims[1]) + "x" +
+                   std::to_string(c.dims[2]));
+      PayloadBuilder builder;
+      const uint32_t in = builder.input(c.dims, 0), out = builder.output(out_dims, 1);
+      builder.transpose(c.perm, in, out);
+      EXPECT_EQ(run_on_path(builder, in_sizes, x, out_sizes, path), want);
+    }
+  }
+}
+
+// Channel concatenation of NHWC maps whose pixels hold 16, 32, 128 bytes
+// (copied as inlined chunks), 12 and 132 bytes (library copies): every
+// output pixel holds each input's channels in input order.
+TEST(XnnpackOwnKernels, ConcatenatesShortAndLongChannelRows) {
+  const std::vector<uint32_t> channels = {4, 8, 3, 32, 33};
+  const uint32_t height = 3, width = 5, pixels = height * width;
+  uint32_t total = 0;
+  for (uint32_t c : channels) total += c;
+  PayloadBuilder builder;
+  std::vector<uint32_t> inputs;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    inputs.push_back(builder.input({1, height, width, channels[i]}, static_cast<uint32_t>(i)));
+  }
+  const uint32_t out = builder.output({1, height, width, total}, static_cast<uint32_t>(channels.size()));
+  builder.concatenate(3, inputs, out);
+  const auto payload = builder.finish(Layout::kConstantRegion, static_cast<uint32_t>(channels.size() + 1));
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  auto delegate = make_delegate(payload, context, builder.lookup());
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  std::vector<std::unique_ptr<LocalTensor>> tensors;
+  std::vector<LocalTensor*> args;
+  std::vector<float> want(size_t{pixels} * total);
+  uint32_t first = 0;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    std::vector<float> x(size_t{pixels} * channels[i]);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(1000 * i + k);
+    for (size_t p = 0; p < pixels; ++p) {
+      for (size_t c = 0; c < channels[i]; ++c) want[p * total + first + c] = x[p * channels[i] + c];
+    }
+    first += channels[i];
+    tensors.push_back(std::make_unique<LocalTensor>(ScalarType::kFloat, std::vector<int64_t>{1, height, width, channels[i]}));
+    tensors.back()->fill(x);
+    args.push_back(tensors.back().get());
+  }
+  LocalTensor output(ScalarType::kFloat, {1, height, width, total});
+  args.push_back(&output);
+  Status ran = run_delegate(**delegate, args);
+  ASSERT_TRUE(ran) << ran.error().message;
+  EXPECT_EQ(output.to_vector(), want);
+}
+
+// Transposed convolutions whose kernel equals their stride (each input pixel
+// writes its own patch): patch rows of 8 or more outputs (one product per
+// row) and narrower ones (the row of pixels as columns), odd channel counts,
+// batches, no bias and output bounds, on every path, against sums in double.
+TEST(XnnpackOwnKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
+  struct Case {
+    uint32_t batch, height, width, in_channels, out_channels, kernel_h, kernel_w;
+    bool bias;
+    float low, high;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const Case cases[] = {
+      {1, 4, 9, 8, 8, 2, 2, true, 0.0f, inf},       // 16 outputs per patch row
+      {2, 3, 11, 5, 3, 3, 3, true, -0.2f, 0.3f},    // 9
+      {1, 2, 5, 17, 5, 2, 2, false, -inf, inf},     // 10, odd input channels
+      {1, 6, 13, 8, 1, 2, 2, true, -inf, inf},      // 2: by pixel
+      {2, 3, 7, 3, 2, 1, 3, false, -0.1f, 0.25f},   // 6: by pixel, one row per patch
+      {1, 1, 1, 4, 7, 2, 1, true, -inf, inf},       // 7: a single pixel
+  };
+  for (const Case& c : cases) {
+    const uint32_t out_h = c.height * c.kernel_h, out_w = c.width * c.kernel_w;
+    const size_t filter_count = size_t{c.out_channels} * c.kernel_h * c.kernel_w * c.in_channels;
+    const auto filter = pseudo_random(filter_count, 51), bias = pseudo_random(c.out_channels, 52);
+    const auto x = pseudo_random(size_t{c.batch} * c.height * c.width * c.in_channels, 53);
+    std::vector<float> want(size_t{c.batch} * out_h * out_w * c.out_channels);
+    for (size_t n = 0; n < c.batch; ++n)
+      for (size_t oy = 0; oy < out_h; ++oy)
+        for (size_t ox = 0; ox < out_w; ++ox)
+          for (size_t co = 0; co < c.out_channels; ++co) {
+            const size_t iy = oy / c.kernel_h, ky = oy % c.kernel_h, ix = ox / c.kernel_w, kx = ox % c.kernel_w;
+            double sum = c.bias ? bias[co] : 0.0;
+            for (size_t ci = 0; ci < c.in_channels; ++ci) {
+              sum += double(x[((n * c.height + iy) * c.width + ix) * c.in_channels + ci]) *
+                     filter[((co * c.kernel_h + ky) * c.kernel_w + kx) * c.in_channels + ci];
+            }
+            want[((n * out_h + oy) * out_w + ox) * c.out_channels + co] =
+                std::min(c.high, std::max(c.low, static_cast<float>(sum)));
+          }
+    const std::vector<int64_t> in_sizes{c.batch, c.height, c.width, c.in_channels};
+    const std::vector<int64_t> out_sizes{c.batch, out_h, out_w, c.out_channels};
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " " + std::to_string(c.in_channels) + " -> " +
+                   std::to_string(c.out_channels) + " kernel " + std::to_string(c.kernel_h) + "x" +
+                   std::to_string(c.kernel_w));
+      PayloadBuilder builder;
+      PayloadBuilder::ConvParams p;
+      p.kernel_h = p.stride_h = c.kernel_h;
+      p.kernel_w = p.stride_w = c.kernel_w;
+      p.group_in = c.in_channels;
+      p.group_out = c.out_channels;
+      const uint32_t in = builder.input({c.batch, c.height, c.width, c.in_channels}, 0);
+      const uint32_t f = builder.constant({c.out_channels, c.kernel_h, c.kernel_w, c.in_channels}, filter);
+      const uint32_t b = c.bias ? builder.constant({c.out_channels}, bias) : PayloadBuilder::kNone;
+      const uint32_t out = builder.output({c.batch, out_h, out_w, c.out_channels}, 1);
+      builder.convolution(NodeUnion::XNNConvTranspose2d, p, in, f, b, out, std::make_pair(c.low, c.high));
+      // Two calls: the second reuses the per-thread scratch.
+      EXPECT_TRUE(close_to(run_on_path(builder, in_sizes, x, out_sizes, path, 2), want, 1e-5f));
+    }
   }
 }
 

@@ -238,6 +238,20 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
       workspace_value_[v] = false;
     }
   }
+  // A value read only by the reshape or copy that makes a delegate output is
+  // written straight into the caller's output (XNNPACK writes no further than
+  // a value's end), so that reshape finds one buffer and copies nothing.
+  output_view_of_.assign(value_count, kNoValue);
+  for (uint32_t output : graph_.outputs) {
+    const uint32_t source = viewed_input(graph_, output);
+    if (source == kNoValue || copy_out_[output] || argmax_index_[output] || argmax_index_[source]) continue;
+    const Value& value = graph_.values[source];
+    if (value.is_output || value.producer < 0 || external_view_of_[source] != kNoValue) continue;
+    const auto reshape = static_cast<uint32_t>(graph_.values[output].producer);
+    if (!std::all_of(value.consumers.begin(), value.consumers.end(), [&](uint32_t c) { return c == reshape; })) continue;
+    output_view_of_[source] = output;
+    workspace_value_[source] = false;
+  }
   return Status::ok();
 }
 
@@ -420,6 +434,9 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
                                                  " bytes of room, needs " + std::to_string(bytes));
     }
     if (!copy_out_[index]) data_[index] = tensor.data();
+  }
+  for (size_t v = 0; v < value_count; ++v) {
+    if (output_view_of_[v] != kNoValue) data_[v] = data_[output_view_of_[v]];
   }
 
   pthreadpool_t pool = threadpool_->get();

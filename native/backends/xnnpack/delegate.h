@@ -85,6 +85,7 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<bool> read_by_xnnpack_;  // per value: read by an XNNPACK stage (may be read past its end)
   std::vector<bool> argmax_index_;     // per value: holds uint32 indices
   std::vector<uint32_t> external_view_of_;  // per value: the delegate input whose bytes it is, or kNoValue
+  std::vector<uint32_t> output_view_of_;    // per value: the delegate output whose bytes it is, or kNoValue
   WorkspaceSource workspace_;
   std::shared_ptr<Threadpool> threadpool_;
   std::unique_ptr<ShapePlan> declared_plan_;

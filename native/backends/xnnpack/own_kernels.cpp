@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/matmul_kernels.h"
@@ -25,13 +27,83 @@ void contiguous_strides(const Shape& shape, size_t* strides) {
   }
 }
 
+#ifdef ETNA_OWN_KERNELS_X86
+
+// out[i * out_stride + j] = in[j * in_stride + i] for i, j < 8: eight rows
+// of eight 4-byte elements turned in registers (unpack pairs, then quads,
+// then swap 128-bit halves).
+__attribute__((target("avx2"))) inline void transpose_8x8_avx2(const float* in, size_t in_stride, float* out,
+                                                               size_t out_stride) {
+  __m256 r[8], t[8];
+  for (size_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(in + j * in_stride);
+  for (size_t j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (size_t j = 0; j < 8; j += 4) {
+    r[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(out + i * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(out + (i + 4) * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+// The whole 8 x 8 tiles of out[i * out_stride + j] = in[j * in_stride + i]
+// (i < rows, j < cols); returns how many rows and columns they cover.
+__attribute__((target("avx2"))) std::pair<size_t, size_t> transpose_tiles_avx2(const float* in, size_t in_stride,
+                                                                               float* out, size_t out_stride,
+                                                                               size_t rows, size_t cols) {
+  const size_t whole_rows = rows / 8 * 8, whole_cols = cols / 8 * 8;
+  for (size_t i = 0; i < whole_rows; i += 8) {
+    for (size_t j = 0; j < whole_cols; j += 8) {
+      transpose_8x8_avx2(in + j * in_stride + i, in_stride, out + i * out_stride + j, out_stride);
+    }
+  }
+  return {whole_rows, whole_cols};
+}
+
+// out[3 * i + j] = columns[j][i] for i < count / 8 * 8 (three planes of an
+// image into pixels): each 8 outputs gather the same lanes of all three
+// planes, then take every third lane from each. Returns the pixels done.
+__attribute__((target("avx2"))) size_t interleave3_avx2(const float* const columns[3], float* out, size_t count) {
+  const __m256i lanes[3] = {_mm256_setr_epi32(0, 0, 0, 1, 1, 1, 2, 2), _mm256_setr_epi32(2, 3, 3, 3, 4, 4, 4, 5),
+                            _mm256_setr_epi32(5, 5, 6, 6, 6, 7, 7, 7)};
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 a = _mm256_loadu_ps(columns[0] + i), b = _mm256_loadu_ps(columns[1] + i),
+                 c = _mm256_loadu_ps(columns[2] + i);
+    // Output vector v holds plane (8v + lane) % 3 at each lane.
+    const __m256 from_a[3] = {_mm256_permutevar8x32_ps(a, lanes[0]), _mm256_permutevar8x32_ps(a, lanes[1]),
+                              _mm256_permutevar8x32_ps(a, lanes[2])};
+    const __m256 from_b[3] = {_mm256_permutevar8x32_ps(b, lanes[0]), _mm256_permutevar8x32_ps(b, lanes[1]),
+                              _mm256_permutevar8x32_ps(b, lanes[2])};
+    const __m256 from_c[3] = {_mm256_permutevar8x32_ps(c, lanes[0]), _mm256_permutevar8x32_ps(c, lanes[1]),
+                              _mm256_permutevar8x32_ps(c, lanes[2])};
+    float* target = out + 3 * i;
+    _mm256_storeu_ps(target, _mm256_blend_ps(_mm256_blend_ps(from_a[0], from_b[0], 0x92), from_c[0], 0x24));
+    _mm256_storeu_ps(target + 8, _mm256_blend_ps(_mm256_blend_ps(from_a[1], from_b[1], 0x24), from_c[1], 0x49));
+    _mm256_storeu_ps(target + 16, _mm256_blend_ps(_mm256_blend_ps(from_a[2], from_b[2], 0x49), from_c[2], 0x92));
+  }
+  return i;
+}
+
+#endif  // ETNA_OWN_KERNELS_X86
+
 // Moves 2-D tiles: rows along the output dim whose input stride is smallest
 // (the input's contiguous dim), columns along the output's innermost dim, so
-// reads and writes both stay within a few cache lines per tile.
+// reads and writes both stay within a few cache lines per tile. When that
+// input dim is contiguous (stride 1), 4-byte elements move as 8 x 8 register
+// tiles with AVX2, and few columns (an NCHW image of 3 channels to NHWC) as
+// one strided pass per column.
 template <typename Element>
 void transpose_elements(const Element* input, Element* output, const Shape& out_shape,
                         const size_t* in_strides_by_out) {
   constexpr size_t kTile = 16;
+  constexpr size_t kFewColumns = 8;
   const size_t rank = out_shape.rank;
   size_t out_strides[kMaxRank];
   contiguous_strides(out_shape, out_strides);
@@ -44,6 +116,10 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   const size_t row_in = in_strides_by_out[row_dim];
   const size_t col_in = in_strides_by_out[rank - 1];
   const size_t row_out = out_strides[row_dim];
+  bool tiles_in_registers = false;
+#ifdef ETNA_OWN_KERNELS_X86
+  tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && active_dot_path() == DotPath::kAvx2;
+#endif
   size_t index[kMaxRank] = {};  // odometer over the dims other than row_dim and the innermost
   const size_t blocks = out_shape.numel() / (rows * cols);
   for (size_t block = 0; block < blocks; ++block) {
@@ -54,14 +130,42 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
       source += index[d] * in_strides_by_out[d];
       target += index[d] * out_strides[d];
     }
-    for (size_t r0 = 0; r0 < rows; r0 += kTile) {
-      const size_t r1 = std::min(rows, r0 + kTile);
-      for (size_t c0 = 0; c0 < cols; c0 += kTile) {
-        const size_t c1 = std::min(cols, c0 + kTile);
-        for (size_t i = r0; i < r1; ++i) {
-          Element* out_row = output + target + i * row_out;
-          const Element* in_row = input + source + i * row_in;
-          for (size_t j = c0; j < c1; ++j) out_row[j] = in_row[j * col_in];
+    const Element* in_block = input + source;
+    Element* out_block = output + target;
+    if (row_in == 1 && cols < kFewColumns) {
+      size_t done = 0;
+#ifdef ETNA_OWN_KERNELS_X86
+      if (tiles_in_registers && cols == 3 && row_out == 3) {
+        const float* planes[3] = {reinterpret_cast<const float*>(in_block),
+                                  reinterpret_cast<const float*>(in_block + col_in),
+                                  reinterpret_cast<const float*>(in_block + 2 * col_in)};
+        done = interleave3_avx2(planes, reinterpret_cast<float*>(out_block), rows);
+      }
+#endif
+      for (size_t j = 0; j < cols; ++j) {
+        const Element* column = in_block + j * col_in;
+        Element* out_column = out_block + j;
+        for (size_t i = done; i < rows; ++i) out_column[i * row_out] = column[i];
+      }
+    } else {
+      size_t done_rows = 0, done_cols = 0;
+#ifdef ETNA_OWN_KERNELS_X86
+      if (tiles_in_registers) {
+        std::tie(done_rows, done_cols) =
+            transpose_tiles_avx2(reinterpret_cast<const float*>(in_block), col_in, reinterpret_cast<float*>(out_block),
+                                 row_out, rows, cols);
+      }
+#endif
+      // What the register tiles left: the last rows, and the last columns of the others.
+      for (size_t r0 = 0; r0 < rows; r0 += kTile) {
+        const size_t r1 = std::min(rows, r0 + kTile);
+        for (size_t c0 = 0; c0 < cols; c0 += kTile) {
+          const size_t c1 = std::min(cols, c0 + kTile);
+          for (size_t i = r0; i < r1; ++i) {
+            Element* out_row = out_block + i * row_out;
+            const Element* in_row = in_block + i * row_in;
+            for (size_t j = i < done_rows ? std::max(c0, done_cols) : c0; j < c1; ++j) out_row[j] = in_row[j * col_in];
+          }
         }
       }
     }
@@ -70,6 +174,20 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
       if (++index[d] < out_shape.dims[d]) break;
       index[d] = 0;
     }
+  }
+}
+
+constexpr size_t kSmallRowChunk = 16;  // bytes
+constexpr size_t kSmallRowBytes = 128;
+
+// Copies one row. Short rows (the channels of a pixel, a head's slice of a
+// position) move as fixed-size chunks the compiler inlines: a library memcpy
+// call per row costs more than the row's bytes.
+inline void copy_row(uint8_t* target, const uint8_t* source, size_t bytes) {
+  if (bytes % kSmallRowChunk == 0 && bytes <= kSmallRowBytes) {
+    for (size_t b = 0; b < bytes; b += kSmallRowChunk) std::memcpy(target + b, source + b, kSmallRowChunk);
+  } else if (bytes) {
+    std::memcpy(target, source, bytes);
   }
 }
 
@@ -97,7 +215,7 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
     for (size_t row = 0; row < rows; ++row) {
       size_t source = 0;
       for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
-      std::memcpy(output, input + source * element_size, run);
+      copy_row(output, input + source * element_size, run);
       output += run;
       for (size_t d = rank - 1; d-- > 0;) {
         if (++index[d] < out_shape.dims[d]) break;
@@ -137,9 +255,7 @@ void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const
     size_t row = element_size;
     for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
     const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
-    if (row) {
-      for (size_t i = 0; i < outer; ++i) std::memcpy(output + i * out_row + column, input + i * row, row);
-    }
+    for (size_t i = 0; i < outer; ++i) copy_row(output + i * out_row + column, input + i * row, row);
     column += row;
   }
 }
@@ -165,7 +281,7 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   for (size_t row = 0; row < rows; ++row) {
     size_t source = base;
     for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
-    std::memcpy(output, input + source * element_size, run);
+    copy_row(output, input + source * element_size, run);
     output += run;
     for (size_t d = rank - 1; d-- > 0;) {
       if (++index[d] < out_shape.dims[d]) break;

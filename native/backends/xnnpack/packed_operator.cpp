@@ -120,6 +120,13 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
     packed->packed_bytes_ = packed->dynamic_->packed_bytes();
     return packed;
   }
+  if (PatchDeconvolution::handles(graph, node)) {
+    auto patch = PatchDeconvolution::create(graph, node);
+    if (!patch) return patch.error();
+    packed->patch_ = std::move(*patch);
+    packed->packed_bytes_ = packed->patch_->packed_bytes();
+    return packed;
+  }
   switch (node.type) {
     case NodeType::kFullyConnected:
       packed->kind_ = Kind::kFullyConnected;
@@ -323,9 +330,13 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 
 Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
                            pthreadpool_t threadpool) {
-  // etna's own kernel keeps no per-call state in the object: no turns needed.
+  // etna's own kernels keep no per-call state in the object: no turns needed.
   if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
   if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output));
+  if (patch_) {
+    patch_->run(input_shape, static_cast<const float*>(input), static_cast<float*>(output));
+    return Status::ok();
+  }
   const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
   if (arithmetic_ == Arithmetic::kQC8 && !as_convolution) {
     return make_error(ErrorCode::kInternal, node.describe() + ": per-channel int8 outside a convolution");

@@ -1,8 +1,10 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
 // convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
-// than subgraph nodes; over dynamically quantized inputs, fully-connected
-// nodes run as etna's DynamicLinear and convolutions as DynamicConv, shared
-// the same way: an operator packs its weights once when created and
+// than subgraph nodes, or as etna's own kernels shared the same way
+// (fully-connected nodes over dynamically quantized inputs as DynamicLinear,
+// convolutions over them as DynamicConv, transposed convolutions whose kernel
+// is their stride as PatchDeconvolution): an operator packs its weights once
+// when created and
 // takes the batch and spatial size at each setup. So one operator serves
 // every module, delegate instance, method and input shape of a program that
 // has the same node over the same constants: packed weights exist once per
@@ -24,6 +26,7 @@
 #include "backends/xnnpack/dynamic_conv.h"
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/patch_deconvolution.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "core/status.h"
 
@@ -66,6 +69,7 @@ class PackedOperator {
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
   std::unique_ptr<DynamicConv> dynamic_conv_;  // the same for a convolution
+  std::unique_ptr<PatchDeconvolution> patch_;  // instead of op_: non-overlapping transposed convolution
 };
 
 }  // namespace etna::xnn
