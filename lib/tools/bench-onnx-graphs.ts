@@ -83,15 +83,8 @@ export function onnxGraphProgram(name: string): {
   };
 }
 
-export interface OnnxGraphComparison {
+export interface OnnxGraphComparison extends AlternatedTiming {
   program: string;
-  etnaP50Ms: number;
-  onnxruntimeP50Ms: number;
-  /** etna p50 / onnxruntime p50. */
-  ratio: number;
-  /** Fastest calls: on a loaded machine, closer to the cost of the work itself. */
-  etnaMinMs: number;
-  onnxruntimeMinMs: number;
   /** Largest output difference over the largest onnxruntime output magnitude. */
   relativeError: number;
   calls: { delegate: number; kernel: number };
@@ -114,6 +107,38 @@ function median(samples: number[]): number {
   return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
+/** Per-call p50 and fastest call of two runtimes timed alternately, so both see the same machine load. */
+export interface AlternatedTiming {
+  etnaP50Ms: number;
+  onnxruntimeP50Ms: number;
+  /** etna p50 / onnxruntime p50. */
+  ratio: number;
+  /** Fastest calls: on a loaded machine, closer to the cost of the work itself. */
+  etnaMinMs: number;
+  onnxruntimeMinMs: number;
+}
+
+/** Calls `etna` then `onnxruntime`, `warmup + iterations` times, timing each call after the warm-up. */
+export async function alternateCalls(etna: () => unknown, onnxruntime: () => Promise<unknown>, options: { iterations: number; warmup: number }): Promise<AlternatedTiming> {
+  const etnaSamples: number[] = [];
+  const ortSamples: number[] = [];
+  for (let i = 0; i < options.warmup + options.iterations; i++) {
+    let t0 = performance.now();
+    await etna();
+    const etnaMs = performance.now() - t0;
+    t0 = performance.now();
+    await onnxruntime();
+    const ortMs = performance.now() - t0;
+    if (i >= options.warmup) {
+      etnaSamples.push(etnaMs);
+      ortSamples.push(ortMs);
+    }
+  }
+  const etnaP50Ms = median(etnaSamples);
+  const onnxruntimeP50Ms = median(ortSamples);
+  return { etnaP50Ms, onnxruntimeP50Ms, ratio: etnaP50Ms / onnxruntimeP50Ms, etnaMinMs: Math.min(...etnaSamples), onnxruntimeMinMs: Math.min(...ortSamples) };
+}
+
 /**
  * Both runtimes in this process on one thread each, on the calling thread,
  * calls alternating so both see the same machine load; each allocates its
@@ -130,29 +155,10 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
     const x = new Tensor('float32', [...input.shape], input.data as Float32Array);
     const etnaRun = async (): Promise<ArrayLike<number>> => (module.executeSync('forward', [x])[0] as Tensor).data as Float32Array;
     const relativeError = relativeDifference(await etnaRun(), await session.run(input));
-    const etnaSamples: number[] = [];
-    const ortSamples: number[] = [];
-    for (let i = 0; i < options.warmup + options.iterations; i++) {
-      let t0 = performance.now();
-      await etnaRun();
-      const etnaMs = performance.now() - t0;
-      t0 = performance.now();
-      await session.run(input);
-      const ortMs = performance.now() - t0;
-      if (i >= options.warmup) {
-        etnaSamples.push(etnaMs);
-        ortSamples.push(ortMs);
-      }
-    }
-    const etnaP50Ms = median(etnaSamples);
-    const onnxruntimeP50Ms = median(ortSamples);
+    const timing = await alternateCalls(etnaRun, () => session.run(input), options);
     return {
       program: name,
-      etnaP50Ms,
-      onnxruntimeP50Ms,
-      ratio: etnaP50Ms / onnxruntimeP50Ms,
-      etnaMinMs: Math.min(...etnaSamples),
-      onnxruntimeMinMs: Math.min(...ortSamples),
+      ...timing,
       relativeError,
       calls: imported.calls,
     };

@@ -35,7 +35,7 @@ import { EtnaError, toEtnaError, type EtnaErrorCode } from '../errors.js';
 import { Module, Program, type InputValue, type Tensor, type Value } from '../index.js';
 import { importOnnx, importOnnxGraph } from '../onnx/index.js';
 import { SILERO_IMPORT_OPTIONS, SILERO_NAME, sileroModelBytes, sileroModelPath, sileroOriginalSession, sileroSession } from './bench-silero.js';
-import { isOnnxGraphName, ONNX_GRAPH_NAMES, onnxGraphProgram, printOnnxGraphComparisons } from './bench-onnx-graphs.js';
+import { alternateCalls, isOnnxGraphName, ONNX_GRAPH_NAMES, onnxGraphProgram, printOnnxGraphComparisons, relativeDifference, type AlternatedTiming } from './bench-onnx-graphs.js';
 import type { SessionsResult } from './bench-sessions.js';
 import type { Command } from '../cli/command.js';
 import { formatBytes, table } from '../cli/format.js';
@@ -484,6 +484,61 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   return result;
 }
 
+/** One method of a program timed beside onnxruntime in one process. */
+export interface MethodComparison extends AlternatedTiming {
+  program: string;
+  method: string;
+  /** Largest output difference over the largest onnxruntime output magnitude, on the first call. */
+  relativeError: number;
+}
+
+/**
+ * Each method of a built-in program (its first call in the session) on etna
+ * and on onnxruntime (the emitter's ONNX form) in this process, calls
+ * alternating. Both compute on the calling thread (etna through executeSync),
+ * so the ratio is the work and the per-call cost, not the event-loop hop the
+ * per-configuration rows include. Both see the same call sequence, so their
+ * state agrees when each method's first call is compared.
+ */
+export async function compareMethods(name: string, options: { iterations: number; warmup: number; threads: number }): Promise<MethodComparison[]> {
+  const builtIn = builtInProgram(name);
+  if (builtIn === undefined || !hasOnnxForm(name)) throw new Error(`${name} has no ONNX form to compare`);
+  const module = await Module.load(programBytes(builtIn), { shareMemoryArenas: true, numThreads: options.threads });
+  const ort = await onnxRunner(await loadOnnxTools(), builderToOnnx(builtIn.build()), options.threads);
+  try {
+    const firstCalls = new Map<string, ExampleCall>();
+    for (const call of builtIn.calls()) if (!firstCalls.has(call.method)) firstCalls.set(call.method, call);
+    const rows: MethodComparison[] = [];
+    for (const [method, call] of firstCalls) {
+      const etnaCall = (): ReferenceTensor[] => toReference(module.executeSync(method, call.inputs as unknown as InputValue[]));
+      const ortCall = (): Promise<ReferenceTensor[]> => ort.execute(method, call.inputs);
+      const etnaOutputs = etnaCall();
+      const ortOutputs = await ortCall();
+      const numbers = (t: ReferenceTensor | undefined): number[] => Array.from((t?.data ?? []) as ArrayLike<number | bigint>, Number);
+      const relativeError = Math.max(0, ...etnaOutputs.map((t, k) => relativeDifference(numbers(t), numbers(ortOutputs[k]))));
+      rows.push({ program: name, method, relativeError, ...(await alternateCalls(etnaCall, ortCall, options)) });
+    }
+    return rows;
+  } finally {
+    await ort.release();
+    await module.dispose();
+  }
+}
+
+/** After the harness's table: the decoders' methods beside onnxruntime in one process (skipped without onnxruntime-node). */
+async function printMethodComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
+  const names = [...new Set(programs)].filter((name) => (isExampleName(name) || name === LARGE_DECODER_NAME) && hasOnnxForm(name));
+  if (names.length === 0 || !onnxruntimeAvailable()) return;
+  const iterations = options.iterations ?? (options.quick ? 50 : 300);
+  const rows: MethodComparison[] = [];
+  for (const name of names) rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads: options.threads })));
+  console.log(`\nMethods beside onnxruntime, one process, ${options.threads} thread(s), calls alternating, both on the calling thread:`);
+  console.log(table([
+    ['program', 'method', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|'],
+    ...rows.map((r) => [r.program, r.method, r.etnaP50Ms.toFixed(3), r.onnxruntimeP50Ms.toFixed(3), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(3)} / ${r.onnxruntimeMinMs.toFixed(3)}`, r.relativeError.toExponential(1)]),
+  ]));
+}
+
 // ------------------------------------------------------------------ parent side
 
 const SELF = fileURLToPath(import.meta.url);
@@ -772,7 +827,8 @@ export const BENCH: Command = {
       'also as onnxruntime-folded: its imported graph written back as ONNX), each in its own child\n' +
       "process. Files run as etna-shared and etna-unshared; their outputs are checked against etna-shared's.\n" +
       'The paddle2onnx-style graphs (mobilenetv3-cls, dbnet-det, svtr-rec) are imported from ONNX too, and are\n' +
-      'then timed beside onnxruntime in one process (ratio, output difference, delegate calls).\n' +
+      'then timed beside onnxruntime in one process (ratio, output difference, delegate calls), and so are\n' +
+      "the examples' methods (kv-decoder prefill and decode, ...), both runtimes on the calling thread.\n" +
       'Names of built-in programs given as arguments select just those.\n' +
       'Without files it also runs the sessions entry: kv-decoder-large with 1, 16 and 64 streams in one\n' +
       'process, as one program with a module per stream (etna-sessions) and a session per stream\n' +
@@ -821,7 +877,9 @@ export async function runBench(command: BenchCommand): Promise<number> {
   const { formatSessionsMarkdown, formatSessionsTable, sessionsResults } = await import('./bench-sessions.js');
   const sessions = sessionsResults(report);
   console.log(formatConsoleTable(report));
-  await printOnnxGraphComparisons(report.results.map((r) => r.program), { quick: command.quick, threads: command.threads, iterations: command.iterations });
+  const compared = { quick: command.quick, threads: command.threads, iterations: command.iterations };
+  await printMethodComparisons(report.results.map((r) => r.program), compared);
+  await printOnnxGraphComparisons(report.results.map((r) => r.program), compared);
   if (sessions.length > 0) console.log(`\n${formatSessionsTable(sessions)}`);
   if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
   if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report) + (sessions.length > 0 ? `\n${formatSessionsMarkdown(sessions)}` : ''));
