@@ -2,7 +2,7 @@
 // report of the documented shape, and an SVG with one bar group per configuration.
 import { describe, expect, it } from 'vitest';
 
-import { CONFIGS, formatJson, formatMarkdown, formatSvg, percentile, programResults, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
+import { CONFIGS, compareMethods, formatJson, formatMarkdown, formatSvg, percentile, programResults, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
 import { formatSessionsTable, parseSessionCounts, sessionDecodeSteps, sessionsResults, type SessionsResult } from '../lib/tools/bench-sessions.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
@@ -131,6 +131,18 @@ describe('etna bench', () => {
     for (const bad of ['', '16,', 'two', '0,4', '-1', '257', '1.5']) {
       expect(() => parseSessionCounts(bad), bad).toThrow(expect.objectContaining({ code: 'INVALID_INPUT' }));
     }
+  });
+
+  it("times each example method beside onnxruntime in one process, with outputs that agree", async () => {
+    const rows = await compareMethods('kv-decoder', { iterations: 3, warmup: 1, threads: 1 });
+    expect(rows.map((r) => r.method)).toEqual(['reset', 'prefill', 'decode']);
+    for (const row of rows) {
+      expect(row.program).toBe('kv-decoder');
+      expect(row.relativeError).toBeLessThan(1e-4);
+      for (const ms of [row.etnaP50Ms, row.onnxruntimeP50Ms, row.etnaMinMs, row.onnxruntimeMinMs]) expect(ms).toBeGreaterThan(0);
+      expect(row.ratio).toBeCloseTo(row.etnaP50Ms / row.onnxruntimeP50Ms, 10);
+    }
+    await expect(compareMethods('llama-8da4w', { iterations: 1, warmup: 0, threads: 1 })).rejects.toThrow(/no ONNX form/);
   });
 
   it('percentiles pick the nearest rank', () => {
