@@ -1,5 +1,5 @@
 // An 8 x 8 block of 4-byte elements transposed in AVX2 registers, shared by
-// the transpose kernel and the matrix multiply's packing of transposed B.
+// the transpose kernel and the matrix multiply's reading of transposed B.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +9,11 @@
 
 namespace etna::xnn {
 
-// out[i * out_stride + j] = in[j * in_stride + i] for i, j < 8: eight rows
-// of eight 4-byte elements turned in registers (unpack pairs, then quads,
-// then swap 128-bit halves).
-__attribute__((target("avx2"))) inline void transpose_8x8_avx2(const float* in, size_t in_stride, float* out,
-                                                               size_t out_stride) {
+// columns[i][j] = in[j * in_stride + i] for i, j < 8: eight rows of eight
+// 4-byte elements turned in registers (unpack pairs, then quads, then swap
+// 128-bit halves).
+__attribute__((target("avx2"))) inline void transpose_8x8_to_registers_avx2(const float* in, size_t in_stride,
+                                                                            __m256 columns[8]) {
   __m256 r[8], t[8];
   for (size_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(in + j * in_stride);
   for (size_t j = 0; j < 8; j += 2) {
@@ -27,9 +27,17 @@ __attribute__((target("avx2"))) inline void transpose_8x8_avx2(const float* in, 
     r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
   for (size_t i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(out + i * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(out + (i + 4) * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    columns[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    columns[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
   }
+}
+
+// out[i * out_stride + j] = in[j * in_stride + i] for i, j < 8.
+__attribute__((target("avx2"))) inline void transpose_8x8_avx2(const float* in, size_t in_stride, float* out,
+                                                               size_t out_stride) {
+  __m256 columns[8];
+  transpose_8x8_to_registers_avx2(in, in_stride, columns);
+  for (size_t i = 0; i < 8; ++i) _mm256_storeu_ps(out + i * out_stride, columns[i]);
 }
 
 }  // namespace etna::xnn

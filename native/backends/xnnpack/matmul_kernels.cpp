@@ -173,8 +173,44 @@ __attribute__((target("avx2"))) void pack_transposed_panel_avx2(const float* b, 
   }
 }
 
-// Plain b is read in place. Transposed b is packed 24 columns at a time
-// into [k][24] panels.
+// kRows x 8 outputs of a transposed b (8 rows `b_stride` apart, k a multiple
+// of 8) without packing: each 8 x 8 block of b turned in registers gives the
+// 8 columns at 8 steps of k, consumed in k order like the panel tiles.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) void transposed_tile_avx2(const float* a, size_t k, const float* b, size_t b_stride,
+                                                               float* c, size_t c_stride) {
+  __m256 acc[kRows];
+  for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  for (size_t p0 = 0; p0 < k; p0 += kVector) {
+    __m256 y[kVector];
+    transpose_8x8_to_registers_avx2(b + p0, b_stride, y);
+#pragma GCC unroll 8
+    for (size_t p = 0; p < kVector; ++p) {
+#pragma GCC unroll 8
+      for (size_t r = 0; r < kRows; ++r) {
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r * k + p0 + p), y[p], acc[r]);
+      }
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(c + r * c_stride, acc[r]);
+}
+
+constexpr size_t kTransposedTileRows = 8;
+using TransposedTileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t);
+constexpr TransposedTileFn kTransposedTiles[kTransposedTileRows + 1] = {
+    nullptr,
+    transposed_tile_avx2<1>,
+    transposed_tile_avx2<2>,
+    transposed_tile_avx2<3>,
+    transposed_tile_avx2<4>,
+    transposed_tile_avx2<5>,
+    transposed_tile_avx2<6>,
+    transposed_tile_avx2<7>,
+    transposed_tile_avx2<8>};
+
+// Plain b is read in place. Transposed b is read by 8 x 8 blocks while k
+// is a multiple of 8, for whole groups of 8 columns; other columns are packed
+// 24 at a time into [k][24] panels.
 void matmul_avx2(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
                  bool transposed_b, std::vector<float>& panel, std::vector<float>& scratch) {
   if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
@@ -185,8 +221,15 @@ void matmul_avx2(const float* a, const float* b, size_t b_stride, float* c, size
     columns_avx2(a, m, k, b, b_stride, n, n, c, n, scratch);
     return;
   }
+  const size_t unpacked = k % kVector == 0 ? n / kVector * kVector : 0;
+  for (size_t i = 0; i < m; i += kTransposedTileRows) {
+    const size_t rows = std::min(kTransposedTileRows, m - i);
+    for (size_t j = 0; j < unpacked; j += kVector) {
+      kTransposedTiles[rows](a + i * k, k, b + j * b_stride, b_stride, c + i * n + j, n);
+    }
+  }
   panel.resize(k * kPanelCols);
-  for (size_t first = 0; first < n; first += kPanelCols) {
+  for (size_t first = unpacked; first < n; first += kPanelCols) {
     const size_t cols = std::min(kPanelCols, n - first);
     pack_transposed_panel_avx2(b, b_stride, k, first, cols, panel.data());
     columns_avx2(a, m, k, panel.data(), kPanelCols, cols, kPanelCols, c + first, n, scratch);
