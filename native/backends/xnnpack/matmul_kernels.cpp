@@ -134,7 +134,10 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
                   size_t readable, float* c, size_t c_stride, std::vector<float>& scratch) {
   for (size_t first = 0; first < cols;) {
     const size_t left = cols - first;
-    const size_t vectors = left < kVector ? 1 : std::min(kMaxVectors, left / kVector);
+    // 32 columns go as 16 + 16, not 24 + 8: a lone vector's 4 sums wait on
+    // each other's latency.
+    const size_t whole = left / kVector;
+    const size_t vectors = left < kVector ? 1 : whole == 4 ? 2 : std::min(kMaxVectors, whole);
     const size_t chunk = std::min(left, vectors * kVector);
     const float* source = block + first;
     size_t source_stride = b_stride;
