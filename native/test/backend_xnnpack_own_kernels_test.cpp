@@ -1,7 +1,8 @@
 // etna's own kernels where speed matters: the batch matrix multiply behind
 // XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
 // that leave remainders after its register tiles, against sums in double, and
-// through the delegate at the shapes a decoder's attention gives it; GELU's
+// through the delegate at the shapes a decoder's attention gives it, with B
+// rows strided and read in place through a transposed KV cache; GELU's
 // vectorized erf; transposes between image layouts and transposed
 // convolutions whose kernel is their stride, on every path; and reshapes
 // that become views of their input's bytes instead of copies.
@@ -86,9 +87,9 @@ std::vector<float> run_on_path(PayloadBuilder& builder, const std::vector<int64_
 }
 
 TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
-  const size_t ms[] = {1, 2, 3, 4, 5, 8, 9};
-  const size_t ks[] = {1, 7, 32, 33, 130};
-  const size_t ns[] = {1, 5, 8, 15, 16, 17, 40};
+  const size_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const size_t ks[] = {1, 7, 8, 32, 33, 130};
+  const size_t ns[] = {1, 5, 8, 15, 16, 17, 32, 40};
   for (xnn::DotPath path : available_paths()) {
     const ForcedPath forced(path);
     for (size_t m : ms)
@@ -106,6 +107,17 @@ TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
             xnn::matmul_f32(a.data(), transposed ? bt.data() : b.data(), c.data(), m, k, n, transposed);
             EXPECT_TRUE(close_to(std::vector<float>(c.begin(), c.begin() + m * n), want, 1e-5f));
             for (size_t i = m * n; i < c.size(); ++i) ASSERT_EQ(c[i], kSentinel) << "written past c at " << i;
+            // The same rows `gap` elements further apart, NaN between them:
+            // the same bits, and nothing outside the rows is read.
+            const size_t rows = transposed ? n : k, row = transposed ? k : n, gap = 3;
+            const std::vector<float>& dense = transposed ? bt : b;
+            std::vector<float> wide(rows * (row + gap), std::numeric_limits<float>::quiet_NaN());
+            for (size_t i = 0; i < rows; ++i) {
+              std::copy(dense.begin() + i * row, dense.begin() + (i + 1) * row, wide.begin() + i * (row + gap));
+            }
+            std::vector<float> strided(m * n + n, kSentinel);
+            xnn::matmul_f32(a.data(), wide.data(), row + gap, strided.data(), m, k, n, transposed);
+            EXPECT_EQ(strided, c);
           }
         }
   }
@@ -168,6 +180,94 @@ TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
       EXPECT_TRUE(close_to(results.back(), want, 1e-4f));
     }
     for (size_t i = 1; i < results.size(); ++i) EXPECT_TRUE(close_to(results[i], results[0], 1e-4f));
+  }
+}
+
+// An attention product reading a [positions, heads * head_dim] cache viewed
+// [positions, heads, head_dim] and transposed by `perm` into its B input,
+// plain or flagged transposed. When the perm keeps the cache's innermost dim
+// among the two matrix dims the transpose is folded into the multiply: the
+// workspace holds nothing, and each path gives the very bits it gives with
+// the transposed cache materialised as a dense input.
+TEST(XnnpackOwnKernels, MatmulReadsATransposedCacheInPlace) {
+  struct Case {
+    size_t positions, heads, head_dim, rows;
+    std::vector<uint32_t> perm;
+    bool transposed_flag, folds;
+  };
+  const Case cases[] = {
+      {1024, 4, 32, 8, {1, 2, 0}, false, true},   // q times keys [heads, head_dim, positions]
+      {1024, 4, 32, 1, {1, 2, 0}, false, true},   // one query
+      {1024, 4, 32, 8, {1, 0, 2}, false, true},   // probabilities times values [heads, positions, head_dim]
+      {1024, 4, 32, 8, {1, 0, 2}, true, true},    // q times keys flagged transposed
+      {29, 3, 7, 5, {1, 2, 0}, false, true},      // remainders everywhere
+      {29, 3, 7, 5, {1, 0, 2}, false, true},
+      {29, 3, 7, 5, {1, 0, 2}, true, true},
+      {29, 3, 7, 5, {0, 2, 1}, false, true},      // batched by position, heads as columns
+      {29, 3, 7, 5, {2, 0, 1}, false, false},     // head_dim as the batch: copied first
+  };
+  auto to_u32 = [](const std::vector<size_t>& dims) { return std::vector<uint32_t>(dims.begin(), dims.end()); };
+  auto to_i64 = [](const std::vector<size_t>& dims) { return std::vector<int64_t>(dims.begin(), dims.end()); };
+  for (const Case& c : cases) {
+    const std::vector<size_t> cache_dims{c.positions, c.heads * c.head_dim};
+    const std::vector<size_t> view_dims{c.positions, c.heads, c.head_dim};
+    std::vector<size_t> b_dims;
+    for (uint32_t p : c.perm) b_dims.push_back(view_dims[p]);
+    const size_t batches = b_dims[0];
+    const size_t k = c.transposed_flag ? b_dims[2] : b_dims[1], n = c.transposed_flag ? b_dims[1] : b_dims[2];
+    const auto cache = pseudo_random(c.positions * c.heads * c.head_dim, 43);
+    const auto a = pseudo_random(batches * c.rows * k, 44);
+    // The transposed cache, dense, and as [batches][k][n] for the reference.
+    const size_t view_strides[3] = {c.heads * c.head_dim, c.head_dim, 1};
+    std::vector<float> b(cache.size());
+    size_t at = 0;
+    for (size_t i = 0; i < b_dims[0]; ++i)
+      for (size_t j = 0; j < b_dims[1]; ++j)
+        for (size_t l = 0; l < b_dims[2]; ++l)
+          b[at++] = cache[i * view_strides[c.perm[0]] + j * view_strides[c.perm[1]] + l * view_strides[c.perm[2]]];
+    const auto b_plain = c.transposed_flag ? transpose_batches(b, batches, n, k) : b;
+    const auto want = reference(a, b_plain, batches, c.rows, k, n);
+    const std::vector<size_t> a_dims{batches, c.rows, k}, c_dims{batches, c.rows, n};
+    const uint32_t flags = c.transposed_flag ? 0x1 : 0;
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + " positions=" + std::to_string(c.positions) + " perm " +
+                   std::to_string(c.perm[0]) + std::to_string(c.perm[1]) + std::to_string(c.perm[2]) +
+                   (c.transposed_flag ? " flagged" : ""));
+      std::vector<std::vector<float>> results;
+      for (bool through_cache : {true, false}) {
+        PayloadBuilder builder;
+        const uint32_t va = builder.input(to_u32(a_dims), 0);
+        const uint32_t vb = builder.input(to_u32(through_cache ? cache_dims : b_dims), 1);
+        const uint32_t vc = builder.output(to_u32(c_dims), 2);
+        uint32_t operand = vb;
+        if (through_cache) {
+          const uint32_t view = builder.internal(to_u32(view_dims));
+          operand = builder.internal(to_u32(b_dims));
+          builder.reshape(to_u32(view_dims), vb, view);
+          builder.transpose(c.perm, view, operand);
+        }
+        builder.binary(NodeUnion::XNNBatchMatrixMultiply, va, operand, vc, {}, flags);
+        const auto payload = builder.finish(Layout::kConstantRegion, 3);
+        xnn::XnnpackModuleContext context(BackendOptions{});
+        auto delegate = make_delegate(payload, context, builder.lookup());
+        ASSERT_TRUE(delegate) << delegate.error().message;
+        if (through_cache) {
+          EXPECT_EQ((*delegate)->declared_workspace_bytes() == 0, c.folds);
+        }
+        LocalTensor ta(ScalarType::kFloat, to_i64(a_dims));
+        LocalTensor tb(ScalarType::kFloat, to_i64(through_cache ? cache_dims : b_dims));
+        LocalTensor tc(ScalarType::kFloat, to_i64(c_dims));
+        ta.fill(a);
+        tb.fill(through_cache ? cache : b);
+        const ForcedPath forced(path);
+        Status ran = run_delegate(**delegate, {&ta, &tb, &tc});
+        ASSERT_TRUE(ran) << ran.error().message;
+        results.push_back(tc.to_vector());
+        EXPECT_EQ(tb.to_vector(), through_cache ? cache : b);
+      }
+      EXPECT_TRUE(close_to(results[0], want, 1e-4f));
+      EXPECT_EQ(results[0], results[1]);
+    }
   }
 }
 

@@ -170,7 +170,9 @@ struct Node {
   uint32_t axis = 0;                       // concatenation
   uint32_t new_height = 0, new_width = 0;  // bilinear resize
   float scalar = 0;                        // ELU alpha, leaky slope, padding value
-  std::vector<size_t> list1;               // perm, new_shape, slice offsets, pre_paddings
+  // perm, new_shape, slice offsets, pre_paddings; for a batch matrix multiply
+  // (empty as parsed), the perm of a transpose folded into its input 1.
+  std::vector<size_t> list1;
   std::vector<size_t> list2;               // slice sizes, post_paddings
 
   std::string describe() const;  // "node 3 (XNNConv2d)"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backends/xnnpack/avx2_transpose.h"
 #include "backends/xnnpack/dynamic_linear.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -13,18 +14,20 @@
 namespace etna::xnn {
 namespace {
 
-// b stored [n, k]: c[i, j] is the dot product of rows i of a and j of b.
-// Four columns at a time give four independent sums, each accumulated in k order.
-void matmul_transposed_b_scalar(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
+// b stored [n, k] (rows `b_stride` apart): c[i, j] is the dot product of rows
+// i of a and j of b. Four columns at a time give four independent sums, each
+// accumulated in k order.
+void matmul_transposed_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k,
+                                size_t n) {
   for (size_t i = 0; i < m; ++i) {
     const float* a_row = a + i * k;
     float* c_row = c + i * n;
     size_t j = 0;
     for (; j + 4 <= n; j += 4) {
-      const float* b0 = b + j * k;
-      const float* b1 = b0 + k;
-      const float* b2 = b1 + k;
-      const float* b3 = b2 + k;
+      const float* b0 = b + j * b_stride;
+      const float* b1 = b0 + b_stride;
+      const float* b2 = b1 + b_stride;
+      const float* b3 = b2 + b_stride;
       float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
       for (size_t p = 0; p < k; ++p) {
         const float x = a_row[p];
@@ -39,7 +42,7 @@ void matmul_transposed_b_scalar(const float* a, const float* b, float* c, size_t
       c_row[j + 3] = s3;
     }
     for (; j < n; ++j) {
-      const float* b_row = b + j * k;
+      const float* b_row = b + j * b_stride;
       float sum = 0;
       for (size_t p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
       c_row[j] = sum;
@@ -47,9 +50,10 @@ void matmul_transposed_b_scalar(const float* a, const float* b, float* c, size_t
   }
 }
 
-// b stored [k, n]: each row of c accumulates scaled rows of b so the inner
-// loop is contiguous; four rows of a share every load of a row of b.
-void matmul_plain_b_scalar(const float* a, const float* b, float* c, size_t m, size_t k, size_t n) {
+// b stored [k, n] (rows `b_stride` apart): each row of c accumulates scaled
+// rows of b so the inner loop is contiguous; four rows of a share every load
+// of a row of b.
+void matmul_plain_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n) {
   std::fill(c, c + m * n, 0.0f);
   size_t i = 0;
   for (; i + 4 <= m; i += 4) {
@@ -60,7 +64,7 @@ void matmul_plain_b_scalar(const float* a, const float* b, float* c, size_t m, s
     const float* a0 = a + i * k;
     for (size_t p = 0; p < k; ++p) {
       const float x0 = a0[p], x1 = a0[k + p], x2 = a0[2 * k + p], x3 = a0[3 * k + p];
-      const float* b_row = b + p * n;
+      const float* b_row = b + p * b_stride;
       for (size_t j = 0; j < n; ++j) {
         const float y = b_row[j];
         c0[j] += x0 * y;
@@ -75,7 +79,7 @@ void matmul_plain_b_scalar(const float* a, const float* b, float* c, size_t m, s
     const float* a_row = a + i * k;
     for (size_t p = 0; p < k; ++p) {
       const float x = a_row[p];
-      const float* b_row = b + p * n;
+      const float* b_row = b + p * b_stride;
       for (size_t j = 0; j < n; ++j) c_row[j] += x * b_row[j];
     }
   }
@@ -130,7 +134,10 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
                   size_t readable, float* c, size_t c_stride, std::vector<float>& scratch) {
   for (size_t first = 0; first < cols;) {
     const size_t left = cols - first;
-    const size_t vectors = left < kVector ? 1 : std::min(kMaxVectors, left / kVector);
+    // 32 columns go as 16 + 16, not 24 + 8: a lone vector's 4 sums wait on
+    // each other's latency.
+    const size_t whole = left / kVector;
+    const size_t vectors = left < kVector ? 1 : whole == 4 ? 2 : std::min(kMaxVectors, whole);
     const size_t chunk = std::min(left, vectors * kVector);
     const float* source = block + first;
     size_t source_stride = b_stride;
@@ -150,25 +157,84 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
   }
 }
 
-// Plain b is read in place. Transposed b is packed 24 columns at a time
-// into [k][24] panels, zero beyond the last column.
-void matmul_avx2(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b,
-                 std::vector<float>& panel, std::vector<float>& scratch) {
+// Columns [first, first + cols) of a transposed b (rows `b_stride` apart)
+// into a [k][24] panel, zero beyond the last column: 8 x 8 blocks turned in
+// registers, what is left one element at a time.
+__attribute__((target("avx2"))) void pack_transposed_panel_avx2(const float* b, size_t b_stride, size_t k,
+                                                                size_t first, size_t cols, float* panel) {
+  if (cols < kPanelCols) std::fill(panel, panel + k * kPanelCols, 0.0f);
+  const size_t whole_cols = cols / kVector * kVector, whole_k = k / kVector * kVector;
+  for (size_t j = 0; j < whole_cols; j += kVector) {
+    const float* rows = b + (first + j) * b_stride;
+    for (size_t p = 0; p < whole_k; p += kVector) {
+      transpose_8x8_avx2(rows + p, b_stride, panel + p * kPanelCols + j, kPanelCols);
+    }
+  }
+  for (size_t j = 0; j < cols; ++j) {
+    const float* column = b + (first + j) * b_stride;
+    for (size_t p = j < whole_cols ? whole_k : 0; p < k; ++p) panel[p * kPanelCols + j] = column[p];
+  }
+}
+
+// kRows x 8 outputs of a transposed b (8 rows `b_stride` apart, k a multiple
+// of 8) without packing: each 8 x 8 block of b turned in registers gives the
+// 8 columns at 8 steps of k, consumed in k order like the panel tiles.
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) void transposed_tile_avx2(const float* a, size_t k, const float* b, size_t b_stride,
+                                                               float* c, size_t c_stride) {
+  __m256 acc[kRows];
+  for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+  for (size_t p0 = 0; p0 < k; p0 += kVector) {
+    __m256 y[kVector];
+    transpose_8x8_to_registers_avx2(b + p0, b_stride, y);
+#pragma GCC unroll 8
+    for (size_t p = 0; p < kVector; ++p) {
+#pragma GCC unroll 8
+      for (size_t r = 0; r < kRows; ++r) {
+        acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r * k + p0 + p), y[p], acc[r]);
+      }
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(c + r * c_stride, acc[r]);
+}
+
+constexpr size_t kTransposedTileRows = 8;
+using TransposedTileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t);
+constexpr TransposedTileFn kTransposedTiles[kTransposedTileRows + 1] = {
+    nullptr,
+    transposed_tile_avx2<1>,
+    transposed_tile_avx2<2>,
+    transposed_tile_avx2<3>,
+    transposed_tile_avx2<4>,
+    transposed_tile_avx2<5>,
+    transposed_tile_avx2<6>,
+    transposed_tile_avx2<7>,
+    transposed_tile_avx2<8>};
+
+// Plain b is read in place. Transposed b is read by 8 x 8 blocks while k
+// is a multiple of 8, for whole groups of 8 columns; other columns are packed
+// 24 at a time into [k][24] panels.
+void matmul_avx2(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                 bool transposed_b, std::vector<float>& panel, std::vector<float>& scratch) {
   if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
     std::fill(c, c + m * n, 0.0f);
     return;
   }
   if (!transposed_b) {
-    columns_avx2(a, m, k, b, n, n, n, c, n, scratch);
+    columns_avx2(a, m, k, b, b_stride, n, n, c, n, scratch);
     return;
   }
-  for (size_t first = 0; first < n; first += kPanelCols) {
-    const size_t cols = std::min(kPanelCols, n - first);
-    panel.assign(k * kPanelCols, 0.0f);
-    for (size_t j = 0; j < cols; ++j) {
-      const float* column = b + (first + j) * k;
-      for (size_t p = 0; p < k; ++p) panel[p * kPanelCols + j] = column[p];
+  const size_t unpacked = k % kVector == 0 ? n / kVector * kVector : 0;
+  for (size_t i = 0; i < m; i += kTransposedTileRows) {
+    const size_t rows = std::min(kTransposedTileRows, m - i);
+    for (size_t j = 0; j < unpacked; j += kVector) {
+      kTransposedTiles[rows](a + i * k, k, b + j * b_stride, b_stride, c + i * n + j, n);
     }
+  }
+  panel.resize(k * kPanelCols);
+  for (size_t first = unpacked; first < n; first += kPanelCols) {
+    const size_t cols = std::min(kPanelCols, n - first);
+    pack_transposed_panel_avx2(b, b_stride, k, first, cols, panel.data());
     columns_avx2(a, m, k, panel.data(), kPanelCols, cols, kPanelCols, c + first, n, scratch);
   }
 }
@@ -177,19 +243,20 @@ void matmul_avx2(const float* a, const float* b, float* c, size_t m, size_t k, s
 
 }  // namespace
 
-void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b) {
+void matmul_f32(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                bool transposed_b) {
 #ifdef ETNA_MATMUL_X86
   if (path_has_avx2(active_dot_path())) {
     // Per thread: delegates of different sessions may run at once.
     thread_local std::vector<float> panel, scratch;
-    matmul_avx2(a, b, c, m, k, n, transposed_b, panel, scratch);
+    matmul_avx2(a, b, b_stride, c, m, k, n, transposed_b, panel, scratch);
     return;
   }
 #endif
   if (transposed_b) {
-    matmul_transposed_b_scalar(a, b, c, m, k, n);
+    matmul_transposed_b_scalar(a, b, b_stride, c, m, k, n);
   } else {
-    matmul_plain_b_scalar(a, b, c, m, k, n);
+    matmul_plain_b_scalar(a, b, b_stride, c, m, k, n);
   }
 }
 

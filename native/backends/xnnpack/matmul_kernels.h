@@ -9,7 +9,16 @@
 namespace etna::xnn {
 
 // c[m, n] = a[m, k] times b, with b stored [k, n] or, when `transposed_b`,
-// [n, k]. All three are dense row-major; c is overwritten.
-void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b);
+// [n, k]. a and c are dense row-major; b's stored rows are `b_stride`
+// elements apart (n, or k when transposed, when dense), so b may be a view
+// into a wider tensor (one head of a [positions, heads * head_dim] cache).
+// c is overwritten.
+void matmul_f32(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                bool transposed_b);
+
+// The same with b dense.
+inline void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b) {
+  matmul_f32(a, b, transposed_b ? k : n, c, m, k, n, transposed_b);
+}
 
 }  // namespace etna::xnn

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "backends/xnnpack/avx2_transpose.h"
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/node_types.h"
@@ -28,29 +29,6 @@ void contiguous_strides(const Shape& shape, size_t* strides) {
 }
 
 #ifdef ETNA_OWN_KERNELS_X86
-
-// out[i * out_stride + j] = in[j * in_stride + i] for i, j < 8: eight rows
-// of eight 4-byte elements turned in registers (unpack pairs, then quads,
-// then swap 128-bit halves).
-__attribute__((target("avx2"))) inline void transpose_8x8_avx2(const float* in, size_t in_stride, float* out,
-                                                               size_t out_stride) {
-  __m256 r[8], t[8];
-  for (size_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(in + j * in_stride);
-  for (size_t j = 0; j < 8; j += 2) {
-    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-  }
-  for (size_t j = 0; j < 8; j += 4) {
-    r[j] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (size_t i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(out + i * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(out + (i + 4) * out_stride, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
-}
 
 // The whole 8 x 8 tiles of out[i * out_stride + j] = in[j * in_stride + i]
 // (i < rows, j < cols); returns how many rows and columns they cover.
@@ -290,24 +268,42 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   }
 }
 
+// B may be read through a permutation (node.list1, a transpose the delegate
+// folded in, see fold_transposes_into_matmuls): its element strides are then
+// the source's, permuted, and the matrix whose rows are contiguous is
+// multiplied in place, plain or as transposed B, with its rows' stride.
 void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* const* data) {
   const Shape& a_shape = shapes[node.inputs[0]];
+  const Shape& b_source = shapes[node.inputs[1]];
   const Shape& out_shape = shapes[node.outputs[0]];
   const size_t r = a_shape.rank;
   const size_t m = a_shape.dims[r - 2];
   const size_t k = a_shape.dims[r - 1];
   const size_t n = out_shape.dims[r - 1];
-  size_t batches = 1;
-  for (size_t d = 0; d + 2 < r; ++d) batches *= a_shape.dims[d];
-  const bool transposed = node.flags & 0x1;
+  size_t source_strides[kMaxRank];
+  contiguous_strides(b_source, source_strides);
+  size_t b_strides[kMaxRank];  // by the dims of B as the product sees it
+  for (size_t d = 0; d < r; ++d) b_strides[d] = node.list1.empty() ? source_strides[d] : source_strides[node.list1[d]];
+  const bool stored_transposed = node.flags & 0x1;
+  const size_t k_stride = b_strides[stored_transposed ? r - 1 : r - 2];
+  const size_t n_stride = b_strides[stored_transposed ? r - 2 : r - 1];
+  // The fold only accepts permutations keeping one of the two contiguous.
+  const bool transposed = n_stride != 1 && k_stride == 1;
+  const size_t b_row_stride = transposed ? n_stride : k_stride;
   const float* a = static_cast<const float*>(data[node.inputs[0]]);
   const float* b = static_cast<const float*>(data[node.inputs[1]]);
   float* c = static_cast<float*>(data[node.outputs[0]]);
+  size_t batches = 1;
+  for (size_t d = 0; d + 2 < r; ++d) batches *= a_shape.dims[d];
+  size_t index[kMaxRank] = {};  // odometer over the batch dims
   for (size_t batch = 0; batch < batches; ++batch) {
-    const float* a_batch = a + batch * m * k;
-    const float* b_batch = b + batch * k * n;
-    float* c_batch = c + batch * m * n;
-    matmul_f32(a_batch, b_batch, c_batch, m, k, n, transposed);
+    size_t b_offset = 0;
+    for (size_t d = 0; d + 2 < r; ++d) b_offset += index[d] * b_strides[d];
+    matmul_f32(a + batch * m * k, b + b_offset, b_row_stride, c + batch * m * n, m, k, n, transposed);
+    for (size_t d = r - 2; d-- > 0;) {
+      if (++index[d] < a_shape.dims[d]) break;
+      index[d] = 0;
+    }
   }
 }
 

@@ -343,7 +343,10 @@ class ShapeRules {
 
   Status batch_matmul() {
     const Shape& a = in(0);
-    const Shape& b = in(1);
+    Shape b = in(1);
+    if (!node_.list1.empty()) {  // B read through a folded transpose
+      for (size_t d = 0; d < b.rank; ++d) b.dims[d] = in(1).dims[node_.list1[d]];
+    }
     if (a.rank < 2 || a.rank != b.rank) {
       return shape_error(node_, "inputs " + a.to_string() + " and " + b.to_string() + " need the same rank >= 2");
     }
