@@ -96,7 +96,7 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   const size_t row_out = out_strides[row_dim];
   bool tiles_in_registers = false;
 #ifdef ETNA_OWN_KERNELS_X86
-  tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && active_dot_path() == DotPath::kAvx2;
+  tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
 #endif
   size_t index[kMaxRank] = {};  // odometer over the dims other than row_dim and the innermost
   const size_t blocks = out_shape.numel() / (rows * cols);
