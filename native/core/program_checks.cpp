@@ -1,6 +1,7 @@
 // Semantic checks of a verified FlatBuffer: every index, offset, size and
 // enum that execution follows is proven in range here, once, at load.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,15 @@ class Checker {
     if (dynamism < 0 || dynamism > 2) return fail(t + ": unknown shape_dynamism " + num(int32_t{dynamism}));
     auto nbytes = tensor_nbytes(tensor);
     if (!nbytes) return fail(t + ": byte size overflows");
+    // Strides count a zero-sized dim as 1, so a tensor of no elements can
+    // still have strides too large for int64.
+    uint64_t stride_span = 1;
+    for (int32_t size : *tensor.sizes()) {
+      if (__builtin_mul_overflow(stride_span, static_cast<uint64_t>(size == 0 ? 1 : size), &stride_span) ||
+          stride_span > static_cast<uint64_t>(INT64_MAX)) {
+        return fail(t + ": strides overflow");
+      }
+    }
 
     const fb::ExtraTensorInfo* extra = tensor.extra_tensor_info();
     if (extra) {
