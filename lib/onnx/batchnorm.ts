@@ -5,7 +5,7 @@
 // normalised at run time, and the delegate sees one convolution (or two
 // arithmetic nodes) instead of rsqrt calls on constants.
 import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
-import { graphConstants, nameMaker, readCounts } from './graph-info.js';
+import { producers, readCounts, type GraphTables } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
 
 /** Per-channel factor gamma / sqrt(var + eps) and shift beta - mean * factor, in float64. */
@@ -35,7 +35,6 @@ function isInferenceBatchNorm(node: OnnxNode): boolean {
   const training = node.attributes.find((a) => a.name === 'training_mode')?.i ?? 0n;
   return node.opType === 'BatchNormalization' && training === 0n && node.outputs.slice(1).every((o) => o === '');
 }
-
 
 export interface FoldedConvAffines {
   /** The graph's nodes with every folded BN, Mul and Add removed and its Conv rewritten. */
@@ -84,12 +83,9 @@ export function channelOperand(tensor: ConstTensor, rank: number, channels: numb
  * one after another (paddle2onnx writes PP-LCNet's learnable affine as a Mul
  * and an Add after the BN). Constants come from initializers or Constant nodes.
  */
-export function foldAffinesIntoConvs(graph: OnnxGraph): FoldedConvAffines {
-  const constant = graphConstants(graph);
+export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: GraphTables): FoldedConvAffines {
   const reads = readCounts(graph);
-  const producer = new Map<string, OnnxNode>();
-  for (const node of graph.nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
-  const freshName = nameMaker(graph);
+  const producer = producers(graph.nodes);
 
   const constants = new Map<string, ConstTensor>();
   const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined ? undefined : constants.get(name) ?? constant(name));
@@ -160,14 +156,11 @@ function unpadded(conv: OnnxNode): boolean {
  * W[o, c] by a[c], computed in float64. A padded Conv would pad the affine's
  * input with zeros where the model pads its output, so it is left alone.
  */
-export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: ReadonlyMap<string, ConstTensor>, graph: OnnxGraph): FoldedConvAffines {
-  const constant = graphConstants(graph);
+export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: ReadonlyMap<string, ConstTensor>, graph: OnnxGraph, { constant, freshName }: GraphTables): FoldedConvAffines {
   const constants = new Map(folded);
   const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined || name === '' ? undefined : constants.get(name) ?? constant(name));
   const reads = readCounts({ ...graph, nodes: [...nodes] });
-  const producer = new Map<string, OnnxNode>();
-  for (const node of nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
-  const freshName = nameMaker(graph);
+  const producer = producers(nodes);
   const removed = new Set<OnnxNode>();
   const replaced = new Map<OnnxNode, OnnxNode>();
   for (const original of nodes) {

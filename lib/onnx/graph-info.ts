@@ -1,10 +1,28 @@
 // What the import-time rewrites need to know about a graph: its constant
-// values by name and how often each value is read.
+// values by name, which node produces each value, how often each value is
+// read, and names no value has yet.
 import { constFromProto, type ConstTensor } from './constant.js';
-import type { OnnxGraph, OnnxTensorProto } from './proto.js';
+import type { OnnxGraph, OnnxNode, OnnxTensorProto } from './proto.js';
+
+/** What every rewrite of one graph shares: its constants, decoded once, and one source of fresh names. */
+export interface GraphTables {
+  readonly constant: (name: string | undefined) => ConstTensor | undefined;
+  readonly freshName: (base: string) => string;
+}
+
+export function graphTables(graph: OnnxGraph): GraphTables {
+  return { constant: graphConstants(graph), freshName: nameMaker(graph) };
+}
+
+/** The node producing each value name. */
+export function producers(nodes: readonly OnnxNode[]): Map<string, OnnxNode> {
+  const producer = new Map<string, OnnxNode>();
+  for (const node of nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
+  return producer;
+}
 
 /** Constant values of a graph by name: initializers and Constant nodes holding a tensor. */
-export function graphConstants(graph: OnnxGraph): (name: string | undefined) => ConstTensor | undefined {
+function graphConstants(graph: OnnxGraph): (name: string | undefined) => ConstTensor | undefined {
   const protos = new Map<string, OnnxTensorProto>(graph.initializers.map((t) => [t.name, t]));
   for (const node of graph.nodes) {
     const value = node.attributes[0];
@@ -34,7 +52,7 @@ export function readCounts(graph: OnnxGraph, counts = new Map<string, number>())
 }
 
 /** Makes names no value of `graph` has (nor any name made before), from a base. */
-export function nameMaker(graph: OnnxGraph): (base: string) => string {
+function nameMaker(graph: OnnxGraph): (base: string) => string {
   const taken = new Set<string>([...graph.initializers.map((t) => t.name), ...graph.inputs.map((i) => i.name)]);
   for (const node of graph.nodes) for (const out of node.outputs) taken.add(out);
   return (base) => {

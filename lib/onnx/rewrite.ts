@@ -4,19 +4,16 @@
 // delegate sees one node instead of a chain of elementwise passes.
 import { toNumbers } from './constant.js';
 import { foldAffinesIntoConvs, foldInputAffinesIntoConvs, type FoldedConvAffines } from './batchnorm.js';
-import { graphConstants, readCounts } from './graph-info.js';
+import { graphTables, producers, readCounts, type GraphTables } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
-
 
 /**
  * x * Clip(x + 3, 0, 6) / 6, as paddle2onnx writes hardswish before opset 14,
  * becomes one HardSwish node. Each intermediate must have no other reader.
  */
-export function fuseHardSwish(nodes: readonly OnnxNode[], graph: OnnxGraph, opset: number): { nodes: OnnxNode[]; fused: number } {
-  const constant = graphConstants(graph);
+export function fuseHardSwish(nodes: readonly OnnxNode[], graph: OnnxGraph, opset: number, { constant }: GraphTables): { nodes: OnnxNode[]; fused: number } {
   const reads = readCounts({ ...graph, nodes: [...nodes] });
-  const producer = new Map<string, OnnxNode>();
-  for (const node of nodes) for (const out of node.outputs) if (out !== '') producer.set(out, node);
+  const producer = producers(nodes);
   const scalar = (name: string | undefined): number | undefined => {
     const tensor = constant(name);
     const values = tensor === undefined || tensor.dtype !== 'float32' ? undefined : toNumbers(tensor);
@@ -60,8 +57,9 @@ export function fuseHardSwish(nodes: readonly OnnxNode[], graph: OnnxGraph, opse
 
 /** Every rewrite, in order: affines into the convs before and after them, then activation patterns. `folded` counts the nodes that disappeared. */
 export function rewriteGraph(graph: OnnxGraph, opset: number): FoldedConvAffines {
-  const affines = foldAffinesIntoConvs(graph);
-  const inputAffines = foldInputAffinesIntoConvs(affines.nodes, affines.constants, graph);
-  const hardSwish = fuseHardSwish(inputAffines.nodes, graph, opset);
+  const tables = graphTables(graph);
+  const affines = foldAffinesIntoConvs(graph, tables);
+  const inputAffines = foldInputAffinesIntoConvs(affines.nodes, affines.constants, graph, tables);
+  const hardSwish = fuseHardSwish(inputAffines.nodes, graph, opset, tables);
   return { nodes: hardSwish.nodes, constants: inputAffines.constants, folded: affines.folded + inputAffines.folded + 3 * hardSwish.fused };
 }
