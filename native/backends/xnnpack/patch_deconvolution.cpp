@@ -107,27 +107,21 @@ void PatchDeconvolution::run_by_row(size_t rows, size_t width, const float* inpu
   }
 }
 
-// The row of pixels as columns: [patch column][in channel] times the row
-// transposed to [in channel][width], then each patch column spread over
+// [patch column][in channel] times the row of pixels read as a transposed
+// operand ([width][in channel] is [n][k]), then each patch column spread over
 // the output rows it belongs to.
 void PatchDeconvolution::run_by_pixel(size_t rows, size_t width, const float* input, float* output) const {
   // Per thread: delegates of different sessions may run at once.
-  thread_local std::vector<float> transposed, products;
+  thread_local std::vector<float> products;
   const size_t cin = in_channels_, cout = out_channels_, kw = kernel_w_;
   const size_t patch_row = kw * cout;  // products per ky
-  transposed.resize(cin * width);
   products.resize(patch_columns() * width);
-  float* __restrict columns = transposed.data();
   const float* __restrict sums = products.data();
   const float* bias = bias_.data();
   const float low = output_min_, high = output_max_;
   const size_t out_row = width * patch_row;
   for (size_t r = 0; r < rows; ++r) {
-    const float* __restrict in_row = input + r * width * cin;
-    for (size_t x = 0; x < width; ++x) {
-      for (size_t ci = 0; ci < cin; ++ci) columns[ci * width + x] = in_row[x * cin + ci];
-    }
-    matmul_f32(by_pixel_.data(), columns, products.data(), patch_columns(), cin, width, false);
+    matmul_f32(by_pixel_.data(), input + r * width * cin, products.data(), patch_columns(), cin, width, true);
     for (size_t ky = 0; ky < kernel_h_; ++ky) {
       float* __restrict target = output + (r * kernel_h_ + ky) * out_row;
       for (size_t j = 0; j < patch_row; ++j) {  // j = kx * out_channels + co
