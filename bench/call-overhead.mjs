@@ -11,7 +11,7 @@ import { Module } from '../dist/index.js';
 import { ProtoWriter } from '../dist/tools/onnx-emitter/protobuf.js';
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { calls: { type: 'string', default: '20000' } } });
-const candidates = [positionals[0], '../shared/testdata/pte/et_add.pte'].filter(Boolean);
+const candidates = [positionals[0], 'test/fixtures/pte/et_add.pte'].filter(Boolean);
 const ptePath = candidates.find((p) => existsSync(p));
 if (ptePath === undefined) throw new Error('et_add.pte not found; pass its path');
 const calls = Number(values.calls);

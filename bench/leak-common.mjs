@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-export const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, '../shared/testdata/pte');
+export const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, 'test/fixtures/pte');
 
 export async function importEtna() {
   const dist = path.join(repoRoot, 'dist/index.js');

@@ -25,7 +25,7 @@ const { values, positionals } = parseArgs({
     http: { type: 'boolean', default: false },
   },
 });
-const programPath = [positionals[0], '../shared/testdata/pte/et_add.pte'].find((p) => p !== undefined && existsSync(p));
+const programPath = [positionals[0], 'test/fixtures/pte/et_add.pte'].find((p) => p !== undefined && existsSync(p));
 if (programPath === undefined) throw new Error('et_add.pte not found; pass its path');
 const sizes = values.modules.split(',').map(Number);
 const seconds = Number(values.seconds);

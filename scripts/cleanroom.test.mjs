@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const cleanroomScript = path.join(repoRoot, 'scripts', 'cleanroom.sh');
 const cacheDir = process.env.ETNA_CLEANROOM_CACHE ?? '/var/tmp/etna-cleanroom';
-const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, '../shared/testdata/pte');
+const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, 'test/fixtures/pte');
 const packageJson = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8'));
 
 const BUNDLED_LIBRARIES = ['libXNNPACK.so.0', 'libpthreadpool.so.0', 'libcpuinfo.so.0'];

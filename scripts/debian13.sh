@@ -9,17 +9,13 @@
 # This checkout is mounted read-only at /src/etna in the root, with
 # build-debian13/build-native mounted writable over its build-native/, where
 # scripts/test-native.sh builds (kept between runs, so only what changed
-# recompiles). The test programs ($ETNA_TESTDATA, default
-# ../shared/testdata/pte beside the checkout) are mounted read-only at
-# /src/shared/testdata/pte, where the tests look for them.
+# recompiles). The test programs are the checkout's own test/fixtures/pte.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/debian-root.sh
 
 started=$(date +%s)
 root=${ETNA_DEBIAN13_ROOT:-$PWD/build-debian13/root}
-testdata=${ETNA_TESTDATA:-$(cd .. && pwd)/shared/testdata/pte}
-[ -d "$testdata" ] || debian_root_die "test programs not found in $testdata (set ETNA_TESTDATA)"
 
 make_debian_root trixie "$root"
 
@@ -29,7 +25,7 @@ build_dir=$(dirname "$root")/build-native
 mkdir -p "$build_dir" build-native
 
 run_in_root --bind "$PWD" /src/etna --bind-writable "$build_dir" /src/etna/build-native \
-  --bind "$testdata" /src/shared/testdata/pte "$root" \
+  "$root" \
   /bin/bash -euo pipefail -c '
     . /etc/os-release
     echo "debian13: $PRETTY_NAME"

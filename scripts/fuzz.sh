@@ -9,7 +9,7 @@
 #
 # Seeds: the committed inputs in fuzz/corpus/<target>/ (programs authored
 # with lib/export, see fuzz/README.md), the real programs of the testdata
-# folder ($ETNA_TESTDATA, default ../shared/testdata/pte beside the checkout),
+# folder ($ETNA_TESTDATA, default test/fixtures/pte),
 # read in place, and for fuzz_xnnpack_payload the XnnpackBackend payloads cut
 # out of those programs into build-fuzz/seeds/ at run time. New inputs the
 # fuzzer finds go to build-fuzz/corpus/<target>/, crashes to
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-testdata="${ETNA_TESTDATA:-$(cd .. && pwd)/shared/testdata/pte}"
+testdata="${ETNA_TESTDATA:-$PWD/test/fixtures/pte}"
 export ETNA_TESTDATA="$testdata"
 
 cmake -S native/test/fuzz -B build-fuzz -G Ninja ${ETNA_FUZZ_CMAKE_ARGS:-} > /dev/null

@@ -2,11 +2,11 @@
 // everything checkable is refused before anything runs (and leaves state
 // alone), dispose() lets earlier calls finish, and memoryReport() is safe and
 // counts constants once while calls run.
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
 import { exportExample } from '../lib/tools/examples/index.js';
-import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 function first(values: Value[]): number[] {
   expect(values[0]).toBeInstanceOf(Tensor);
@@ -30,7 +30,7 @@ function frame(seed: number): Tensor {
   );
 }
 
-describeWithTestdata('inputs are taken when execute() is called', () => {
+describe('inputs are taken when execute() is called', () => {
   it('gives each of several queued calls over one reused array the value it had at its call', async () => {
     const m = await Module.load(testdataPath('et_add.pte'));
     const buffer = new Float32Array(1);
@@ -71,7 +71,7 @@ describeWithTestdata('inputs are taken when execute() is called', () => {
   });
 });
 
-describeWithTestdata('a refused call changes nothing', () => {
+describe('a refused call changes nothing', () => {
   it('refuses a too-small or wrong-type output array with INVALID_INPUT before the step runs', async () => {
     const bytes = exportExample('gru-stream');
     const m = await Module.load(bytes);
@@ -100,7 +100,7 @@ describeWithTestdata('a refused call changes nothing', () => {
   });
 });
 
-describeWithTestdata('dispose()', () => {
+describe('dispose()', () => {
   it('completes a call made before it and refuses one made after it', async () => {
     const m = await Module.load(testdataPath('et_add.pte'));
     const before = m.execute('forward', [Tensor.float32([1], [1]), Tensor.float32([1], [2])]);
@@ -112,7 +112,7 @@ describeWithTestdata('dispose()', () => {
   });
 });
 
-describeWithTestdata('memoryReport()', () => {
+describe('memoryReport()', () => {
   it('counts constants read by several methods once, with each method listed beside', async () => {
     const bytes = exportExample('kv-decoder');
     const stored = Program.load(bytes).describe().constants.bytes; // what `etna inspect --json` prints

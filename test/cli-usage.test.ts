@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { runInChild } from '../lib/tools/bench.js';
 import { runCli, type CliResult } from './helpers/cli.js';
-import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-cli-usage-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -70,7 +70,7 @@ describe('etna --help and usage', () => {
   });
 });
 
-describeWithTestdata('etna failures are one clean line', () => {
+describe('etna failures are one clean line', () => {
   it('a missing file', () => {
     expectOneLineFailure(runCli(['run', path.join(dir, 'missing.pte')]), 'run', 'INVALID_PROGRAM', /cannot open .*missing\.pte/);
     expectOneLineFailure(runCli(['inspect', path.join(dir, 'missing.pte')]), 'inspect', 'INVALID_PROGRAM', /cannot open .*missing\.pte/);

@@ -4,11 +4,11 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
 import { exportExample } from '../lib/tools/examples/index.js';
-import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
+import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const SOFTMAX_SHAPE = [2, 4096];
 
@@ -70,7 +70,7 @@ async function disposeSet(set: Record<string, Module>): Promise<void> {
   await Promise.all(Object.values(set).map((m) => m.dispose()));
 }
 
-describeWithTestdata('concurrent execute', () => {
+describe('concurrent execute', () => {
   it('gives every interleaved call across methods and modules the result of the same call made alone', async () => {
     const reference = await loadSet('auto');
     const seeds = Array.from({ length: 64 }, (_, i) => i);
@@ -196,7 +196,7 @@ function runChild(source: string): { status: number | null; signal: NodeJS.Signa
   return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
 }
 
-describeWithTestdata('process exit with calls in flight', () => {
+describe('process exit with calls in flight', () => {
   const preamble = `
     import { Module, Tensor } from ${JSON.stringify(distIndex)};
     const input = Tensor.float32([2, 4096], new Float32Array(8192).fill(0.5));

@@ -2,10 +2,10 @@
 // returns the loss, gradients and parameters, checked against the same
 // network computed here from the returned parameters.
 import fs from 'node:fs';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Tensor } from '../lib/index.js';
-import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 const PROGRAM = 'et_xor_training.pte';
 const DATA = 'et_xor_training.ptd';
@@ -32,7 +32,7 @@ function close(actual: number[], expected: number[]): void {
   actual.forEach((v, i) => expect(v).toBeCloseTo(expected[i]!, 5));
 }
 
-describeWithTestdata('external data (.ptd)', () => {
+describe('external data (.ptd)', () => {
   for (const source of ['path', 'bytes'] as const) {
     it(`runs the xor training step with its parameters from the .ptd (${source})`, async () => {
       const externalData = source === 'path' ? testdataPath(DATA) : new Uint8Array(fs.readFileSync(testdataPath(DATA)));

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../lib/export/index.js';
 import { EtnaError, Module, Program, Tensor } from '../lib/index.js';
-import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
+import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const ROWS = 64;
 const COLS = 256;
@@ -192,7 +192,7 @@ describe('a program file that changes after loading', () => {
   });
 });
 
-describeWithTestdata('a .ptd file that changes after loading', () => {
+describe('a .ptd file that changes after loading', () => {
   function xorRequest(change: Change, options: Record<string, unknown>): ChildRequest {
     const file = freshCopy(testdataPath('et_xor_training.pte'));
     const data = freshCopy(testdataPath('et_xor_training.ptd'), '.ptd');
@@ -216,7 +216,7 @@ describeWithTestdata('a .ptd file that changes after loading', () => {
   }
 });
 
-describeWithTestdata('external data from bytes', () => {
+describe('external data from bytes', () => {
   it('accepts the .ptd as an ArrayBuffer or a Buffer at an offset, with the results of the path', async () => {
     const call = async (externalData: string | ArrayBuffer | Buffer): Promise<number[][]> => {
       const m = await Module.load(testdataPath('et_xor_training.pte'), { externalData });

@@ -4,12 +4,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { readExternalData } from '../lib/cli/external-data.js';
 import { EtnaError } from '../lib/index.js';
 import { runCli } from './helpers/cli.js';
-import { describeWithTestdata, testdataFiles, testdataPath } from './helpers/testdata.js';
+import { testdataFiles, testdataPath } from './helpers/testdata.js';
 
 interface IO {
   kind: string;
@@ -56,7 +56,7 @@ interface Expected {
   }[];
 }
 
-// Facts from ../shared/testdata/pte/README.md.
+// Facts from test/fixtures/pte/README.md.
 const EXPECTED: Record<string, Expected> = {
   'djl_add_unplanned_xnnpack.pte': {
     header: [32, 1048, 1152],
@@ -306,7 +306,7 @@ function inspect(name: string): InspectJson {
   return JSON.parse(result.stdout) as InspectJson;
 }
 
-describeWithTestdata('etna inspect --json on the real programs', () => {
+describe('etna inspect --json on the real programs', () => {
   it('covers every valid file in the testdata folder', () => {
     const valid = testdataFiles().filter((name) => name !== 'djl_corrupt.pte');
     expect(Object.keys(EXPECTED).sort()).toEqual(valid);
@@ -375,7 +375,7 @@ describeWithTestdata('etna inspect --json on the real programs', () => {
   });
 });
 
-describeWithTestdata('etna inspect on a .ptd external data file', () => {
+describe('etna inspect on a .ptd external data file', () => {
   const ptd = testdataPath('et_xor_training.ptd');
 
   it('lists its tensors with --json: the parameters the training program reads, shaped as its outputs', () => {

@@ -1,10 +1,10 @@
 // Malformed programs never crash the process: every truncation and byte
 // corruption of every real file either loads or throws INVALID_PROGRAM.
 import fs from 'node:fs';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Program } from '../lib/index.js';
-import { describeWithTestdata, testdataFiles, testdataPath } from './helpers/testdata.js';
+import { testdataFiles, testdataPath } from './helpers/testdata.js';
 
 function outcome(bytes: Uint8Array): 'loaded' | 'rejected' {
   try {
@@ -28,7 +28,7 @@ function lcg(seed: number): () => number {
   };
 }
 
-describeWithTestdata('malformed programs', () => {
+describe('malformed programs', () => {
   const files = testdataFiles().filter((name) => name !== 'djl_corrupt.pte');
 
   for (const name of files) {

@@ -1,9 +1,9 @@
 // The Module API on real programs: results, validation, the per-module lock
 // and output safety.
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
-import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 function f32(shape: number[], values: number[]): Tensor {
   return Tensor.float32(shape, values);
@@ -22,7 +22,7 @@ async function expectCode(promise: Promise<unknown>, code: string, message?: Reg
   return error as EtnaError;
 }
 
-describeWithTestdata('Module on the real programs', () => {
+describe('Module on the real programs', () => {
   it('adds with execute and executeSync', async () => {
     const m = await Module.load(testdataPath('et_add.pte'));
     const [y] = await m.execute('forward', [f32([1], [2]), f32([1], [0.5])]);

@@ -7,7 +7,7 @@ import { EtnaError, Module, Program, Tensor } from '../lib/index.js';
 import { ProgramBuilder } from '../lib/export/index.js';
 import { exampleInfo, EXAMPLE_NAMES } from '../lib/tools/examples/index.js';
 import { readProgram } from './export/pte-reader.js';
-import { describeWithTestdata, testdataFiles, testdataPath } from './helpers/testdata.js';
+import { testdataFiles, testdataPath } from './helpers/testdata.js';
 
 async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
   const error = await promise.then(
@@ -29,7 +29,7 @@ function sumAndDifference(): Uint8Array {
   return program.toPte();
 }
 
-describeWithTestdata('names in ExecuTorch exports', () => {
+describe('names in ExecuTorch exports', () => {
   it('are input_<i> and output_<i> for every method of every real file (no keyword arguments there)', () => {
     for (const file of testdataFiles().filter((f) => f !== 'djl_corrupt.pte')) {
       for (const method of Program.load(testdataPath(file)).describe().methods) {

@@ -9,7 +9,7 @@ import { Module, Tensor } from '../lib/index.js';
 import { formatOutput, summarizeTensor } from '../lib/cli/format.js';
 import { valueToJson } from '../lib/cli/values-json.js';
 import { runCli } from './helpers/cli.js';
-import { haveTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-run-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -64,7 +64,7 @@ describe('etna run', () => {
     expect(JSON.parse(result.stdout).calls[1].outputs[0].data).toEqual([0, 0, 0, 0]);
   });
 
-  it.runIf(haveTestdata)('runs one method with inputs from a file, int64 as strings or numbers', () => {
+  it('runs one method with inputs from a file, int64 as strings or numbers', () => {
     const inputs = writeJson('in.json', [
       { dtype: 'int64', shape: [1], data: ['4000000000'] },
       { dtype: 'float32', shape: [1], data: [1.5] },
@@ -84,13 +84,13 @@ describe('etna run', () => {
     });
   });
 
-  it.runIf(haveTestdata)('generates inputs from the metadata', () => {
+  it('generates inputs from the metadata', () => {
     const result = runCli(['run', testdataPath('et_add.pte'), '--fill', 'ones', '--json']);
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout).calls[0].outputs[0].data).toEqual([2]);
   });
 
-  it.runIf(haveTestdata)('prints errors as JSON and exits 1', () => {
+  it('prints errors as JSON and exits 1', () => {
     const inputs = writeJson('bad.json', [{ dtype: 'float32', shape: [2], data: [1, 2] }]);
     const result = runCli(['run', testdataPath('et_add.pte'), '--inputs', inputs, '--json']);
     expect(result.status).toBe(1);
@@ -99,7 +99,7 @@ describe('etna run', () => {
     expect(JSON.parse(missing.stdout).error.code).toBe('METHOD_NOT_FOUND');
   });
 
-  it.runIf(haveTestdata)('passes --external-data to the module: the xor training step runs with its .ptd', async () => {
+  it('passes --external-data to the module: the xor training step runs with its .ptd', async () => {
     const x = { dtype: 'float32', shape: [1, 2], data: [1, 0] };
     const label = { dtype: 'int64', shape: [1], data: [1] };
     const inputs = writeJson('xor.json', [x, label]);

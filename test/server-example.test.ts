@@ -12,7 +12,7 @@ import { Module, Tensor } from '../lib/index.js';
 // The example is plain JavaScript; the test imports it as the server does.
 import { ModulePool, PoolBusyError, PoolClosedError } from '../examples/server/pool.mjs';
 import { runCli } from './helpers/cli.js';
-import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
+import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const SERVER = path.join(repoRoot, 'examples/server/server.mjs');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-server-'));
@@ -60,7 +60,7 @@ async function post(url: string, body: string): Promise<{ status: number; json: 
 
 const f32 = (values: number[]) => ({ dtype: 'float32', shape: [values.length], data: values });
 
-describeWithTestdata('examples/server', () => {
+describe('examples/server', () => {
   it('answers 200 concurrent requests correctly, refuses malformed ones with 400, keeps serving, stops cleanly on SIGTERM', async () => {
     const server = await startServer(testdataPath('et_add.pte'), { POOL_SIZE: '4', QUEUE_LIMIT: '256' });
     const run = `${server.url}/run/forward`;

@@ -6,10 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { Module, Tensor } from '../lib/index.js';
-import { describeWithTestdata, repoRoot, testdataPath } from './helpers/testdata.js';
+import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const distIndex = path.join(repoRoot, 'dist/index.js');
 
@@ -56,7 +56,7 @@ const softmaxWorker = `
   parentPort.postMessage({ results });
 `;
 
-describeWithTestdata('modules in worker_threads', () => {
+describe('modules in worker_threads', () => {
   it('loads the addon in several workers at once and matches main-thread results', async () => {
     const main = await Module.load(testdataPath('et_softmax_pr17248.pte'));
     const seedsPerWorker = [

@@ -2,11 +2,11 @@
 // references computed here from each file's own weights.
 import fs from 'node:fs';
 import * as flatbuffers from 'flatbuffers';
-import { expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { Program as ProgramTable } from '../lib/generated/program/etna/pte/program.js';
 import { Module, Tensor } from '../lib/index.js';
-import { describeWithTestdata, testdataPath } from './helpers/testdata.js';
+import { testdataPath } from './helpers/testdata.js';
 
 // Named data blobs of a .pte, by key.
 function namedData(file: string): Map<string, Float32Array> {
@@ -33,7 +33,7 @@ function random(n: number, seed: number): number[] {
   });
 }
 
-describeWithTestdata('XNNPACK programs', () => {
+describe('XNNPACK programs', () => {
   for (const file of ['npr_add_xnnpack.pte', 'djl_add_unplanned_xnnpack.pte']) {
     it(`${file} adds on XNNPACK`, async () => {
       const m = await Module.load(testdataPath(file));

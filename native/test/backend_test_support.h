@@ -1,4 +1,4 @@
-// Helpers shared by the XNNPACK delegate tests: test data location, tensors
+// Helpers shared by the XNNPACK delegate tests: tensors
 // over local buffers, a builder for XNNPACK payloads, and deterministic
 // input values.
 #pragma once
@@ -23,22 +23,11 @@
 #include "backends/xnnpack/xnn_library.h"
 #include "core/evalue.h"
 #include "core/tensor.h"
+#include "fixtures.h"
 #include "generated/xnnpack_generated.h"
 
 namespace etna::test {
 
-inline std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
-
-inline bool have_testdata() {
-  std::ifstream probe(testdata_dir() + "/npr_add_xnnpack.pte", std::ios::binary);
-  return probe.good();
-}
-
-#define REQUIRE_XNNPACK_TESTDATA() \
-  if (!::etna::test::have_testdata()) GTEST_SKIP() << "no test data at " << ::etna::test::testdata_dir();
 
 // A tensor over a local buffer, with `slack` bytes of capacity beyond its
 // current size (0 makes XNNPACK-read inputs go through the staging copy).

@@ -163,17 +163,17 @@ void check_add_file(const std::string& file) {
 }
 
 TEST(XnnpackFiles, NprAddComputesSum) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   check_add_file("npr_add_xnnpack.pte");
 }
 
 TEST(XnnpackFiles, DjlUnplannedAddComputesSum) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   check_add_file("djl_add_unplanned_xnnpack.pte");
 }
 
 TEST(XnnpackFiles, Linear129MatchesReferenceFromNamedData) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   DelegatedMethod method = load_method("djl_lin129_planned.pte");
   ASSERT_NE(method.delegate, nullptr);
   // Graph: FC(input id 0, filter id 1 [64, 129], bias id 2) -> id 3.
@@ -202,7 +202,7 @@ TEST(XnnpackFiles, Linear129MatchesReferenceFromNamedData) {
 }
 
 TEST(XnnpackFiles, ConvMatchesReferenceFromNamedData) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   DelegatedMethod method = load_method("djl_conv_xnnpack.pte");
   ASSERT_NE(method.delegate, nullptr);
   // Graph: transpose NCHW->NHWC, conv 3x3 pad 1 stride 1 with relu bounds
@@ -254,7 +254,7 @@ TEST(XnnpackFiles, ConvMatchesReferenceFromNamedData) {
 }
 
 TEST(XnnpackFiles, NamedKeysAreSha256OfTheirBytes) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   // The exporter names constants by content; etna hashes unnamed constants
   // the same way, so this checks the hash against real keys.
   auto program = Program::load_file(testdata_dir() + "/djl_conv_xnnpack.pte");

@@ -181,7 +181,7 @@ TEST(XnnpackPayload, CorruptionAtAnyByteNeverCrashes) {
 }
 
 TEST(XnnpackPayload, RealPayloadsTruncatedOrCorrupted) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   for (const char* file : {"djl_conv_xnnpack.pte", "djl_lin129_planned.pte", "npr_add_xnnpack.pte"}) {
     auto program = Program::load_file(testdata_dir() + "/" + file);
     ASSERT_TRUE(program) << program.error().message;

@@ -280,7 +280,7 @@ TEST(XnnpackSharing, ModulesOfOneProgramRunInParallelOnOnePacking) {
 // Through the Backend interface with a real program: two instances of the
 // same delegate (as two methods would have) report packed bytes once.
 TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
   ASSERT_TRUE(program) << program.error().message;
   const pte::ExecutionPlan& plan = (*program)->method(0);
@@ -315,7 +315,7 @@ TEST(XnnpackSharing, RealProgramTwoInstancesReportPackedBytesOnce) {
 // parsed payload and its packing; the packing goes with the last delegate
 // that holds it.
 TEST(XnnpackSharing, ModulesOverOneProgramShareOnePacking) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
   ASSERT_TRUE(program) << program.error().message;
   const pte::BackendDelegate& entry = *(*program)->method(0).delegates()->Get(0);
@@ -374,7 +374,7 @@ TEST(XnnpackSharing, ModulesOverOneProgramShareOnePacking) {
 
 // Through Module: the report counts the shared bytes in every module.
 TEST(XnnpackSharing, ModuleReportsShowSharedPackedWeights) {
-  REQUIRE_XNNPACK_TESTDATA();
+  ETNA_REQUIRE_TESTDATA();
   auto program = Program::load_file(testdata_dir() + "/djl_lin129_planned.pte");
   ASSERT_TRUE(program) << program.error().message;
   ModuleOptions options;

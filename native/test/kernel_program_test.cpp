@@ -9,19 +9,17 @@
 #include <filesystem>
 
 #include "core/program.h"
+#include "fixtures.h"
 #include "kernel_test_support.h"
 
 namespace etna::kernel_test {
 namespace {
 
-std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
+using ::etna::test::testdata_dir;
 
 #define REQUIRE_PROGRAM(program, file)                                                    \
   if (!std::filesystem::exists(testdata_dir() + "/" + file)) {                            \
-    GTEST_SKIP() << "no testdata at " << testdata_dir();                                  \
+    GTEST_FAIL() << "test fixture not found: " << testdata_dir() << "/" << file;         \
   }                                                                                       \
   auto program##_result = Program::load_file(testdata_dir() + "/" + file);                \
   ASSERT_TRUE(program##_result) << program##_result.error().message;                      \

@@ -7,21 +7,17 @@
 #include <set>
 
 #include "core/program.h"
+#include "fixtures.h"
 #include "kernel_test_support.h"
 #include "kernels/registry.h"
 
 namespace etna::kernel_test {
 namespace {
 
-std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
-
-bool have_testdata() { return std::filesystem::exists(testdata_dir() + "/et_add.pte"); }
+using ::etna::test::testdata_dir;
 
 TEST(KernelRegistry, EveryOperatorInTheTestProgramsIsRegisteredWithItsArity) {
-  if (!have_testdata()) GTEST_SKIP() << "no testdata at " << testdata_dir();
+  ETNA_REQUIRE_TESTDATA();
   std::set<std::string> seen;
   size_t calls = 0;
   for (const auto& entry : std::filesystem::directory_iterator(testdata_dir())) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/io.h"
+#include "fixtures.h"
 
 namespace etna::test {
 
@@ -35,19 +36,10 @@ inline InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int6
   return tensor_input(ScalarType::kLong, std::move(shape), data);
 }
 
-inline std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
-
 inline std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
-
-inline bool have_testdata() { return !read_file(testdata_dir() + "/et_add.pte").empty(); }
-
-inline std::string testdata(const std::string& name) { return testdata_dir() + "/" + name; }
 
 // Replaces the first occurrence of `from` with `to` (same length) in `bytes`.
 inline bool patch_bytes(std::vector<uint8_t>& bytes, const std::string& from, const std::string& to) {
@@ -100,6 +92,3 @@ class ScratchFile {
 };
 
 }  // namespace etna::test
-
-#define ETNA_REQUIRE_TESTDATA() \
-  if (!::etna::test::have_testdata()) GTEST_SKIP() << "no testdata at " << ::etna::test::testdata_dir();

@@ -10,7 +10,7 @@ import {
 } from '../../lib/export/index.js';
 import { exportExample, KV_DECODER_CONFIG, EXAMPLE_NAMES } from '../../lib/tools/examples/index.js';
 import { DataLocation, ScalarType } from '../../lib/generated/program/program_generated.js';
-import { describeWithTestdata, testdataPath } from '../helpers/testdata.js';
+import { testdataPath } from '../helpers/testdata.js';
 import { reluToBackend, syntheticProgram } from './programs.js';
 import {
   bufferSizes,
@@ -279,7 +279,7 @@ describe('flatc decodes the written programs against schema/program.fbs', () => 
   });
 });
 
-describeWithTestdata('the layout checks hold for upstream files', () => {
+describe('the layout checks hold for upstream files', () => {
   it.each(['et_arduino_add_model.pte', 'npr_multi_method.pte', 'djl_conv_xnnpack.pte', 'djl_lin129_planned.pte', 'et_add.pte', 'et_softmax_pr17248.pte'])('%s', (file) => {
     const bytes = new Uint8Array(fs.readFileSync(testdataPath(file)));
     const layout = checkLayout(bytes);

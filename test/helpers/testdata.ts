@@ -1,23 +1,20 @@
-// Where the real .pte files live (../shared/testdata/pte beside the checkout,
-// or $ETNA_TESTDATA). Suites that need them skip, saying so, when absent.
+// Where the real .pte files live: test/fixtures/pte in this repository (see
+// its README for provenance), or $ETNA_TESTDATA. A missing file fails the test
+// that asked for it, naming the path; nothing is skipped.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe } from 'vitest';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, '../shared/testdata/pte');
-export const haveTestdata = fs.existsSync(path.join(testdataDir, 'et_add.pte'));
-
-if (!haveTestdata) console.warn(`real .pte files not found at ${testdataDir}: suites that read them are skipped`);
-
-export const describeWithTestdata = haveTestdata ? describe : describe.skip;
+export const testdataDir = process.env.ETNA_TESTDATA ?? path.resolve(repoRoot, 'test/fixtures/pte');
 
 export function testdataPath(name: string): string {
-  return path.join(testdataDir, name);
+  const file = path.join(testdataDir, name);
+  if (!fs.existsSync(file)) throw new Error(`test fixture not found: ${file}`);
+  return file;
 }
 
 export function testdataFiles(): string[] {
-  if (!haveTestdata) return [];
+  if (!fs.existsSync(testdataDir)) throw new Error(`test fixture folder not found: ${testdataDir}`);
   return fs.readdirSync(testdataDir).filter((name) => name.endsWith('.pte')).sort();
 }

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/io.h"
 #include "core/program_info.h"
+#include "../fixtures.h"
 
 namespace etna::fuzz {
 
@@ -20,10 +21,7 @@ inline std::vector<uint8_t> read_file(const std::string& path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
 }
 
-inline std::string testdata_dir() {
-  if (const char* dir = std::getenv("ETNA_TESTDATA")) return dir;
-  return ETNA_TESTDATA_DIR;
-}
+using ::etna::test::testdata_dir;
 
 // Backing storage and descriptions for one call with all-zero inputs.
 struct ZeroInputs {
