@@ -44,7 +44,15 @@ cmake --build build-fuzz --parallel 2
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
+# One line per input or target, "passed|failed NAME", read by
+# scripts/test-summary.mjs.
+record() {
+  echo "$1 $2" >> "$results"
+}
+
 if [ "$replay" = 1 ]; then
+  results=build-fuzz/replay-results.txt
+  : > "$results"
   status=0
   for target in "${targets[@]}"; do
     dir="fuzz/regressions/$target"
@@ -52,7 +60,10 @@ if [ "$replay" = 1 ]; then
     mapfile -t files < <(find "$dir" -type f ! -name '*.md' | sort)
     [ "${#files[@]}" -gt 0 ] || continue
     echo "== $target: replaying ${#files[@]} regression input(s)"
-    "build-fuzz/$target" -runs=1 "${files[@]}" || status=1
+    # One run per input, so each is counted on its own.
+    for file in "${files[@]}"; do
+      if "build-fuzz/$target" -runs=1 "$file"; then record passed "$file"; else record failed "$file"; status=1; fi
+    done
   done
   exit "$status"
 fi
@@ -67,6 +78,8 @@ mkdir -p "$payload_seeds"
 build-fuzz/fuzz_seed_payloads "$payload_seeds" "$testdata"/*.pte
 declare -A seeds=([fuzz_program]="$testdata" [fuzz_xnnpack_payload]="$payload_seeds")
 
+results=build-fuzz/run-results.txt
+: > "$results"
 status=0
 for target in "${targets[@]}"; do
   work="build-fuzz/corpus/$target"
@@ -79,6 +92,7 @@ for target in "${targets[@]}"; do
   echo "== $target"
   "build-fuzz/$target" "${limit[@]}" "${jobs_flag[@]}" \
     -timeout=30 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/" "${dirs[@]}" || { status=1; echo "== $target found a crash (see $artifacts/)" >&2; }
+    -artifact_prefix="$artifacts/" "${dirs[@]}" && record passed "$target" ||
+    { record failed "$target"; status=1; echo "== $target found a crash (see $artifacts/)" >&2; }
 done
 exit "$status"

