@@ -53,44 +53,65 @@ const FLOAT_WORDS: ReadonlyMap<string, number> = new Map([
 ]);
 const DECIMAL_INTEGER = /^[+-]?\d+$/;
 
+// Why an element was refused, naming it as `name` or `name[index]`.
+function refuse(value: unknown, name: string, index: number, problem: string): never {
+  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describe(value)} ${problem}`);
+}
+
+type ElementConverter = (value: unknown, name: string, index: number) => number | bigint;
+
+function floatConverter(): ElementConverter {
+  return (value, name, index) => {
+    if (typeof value === 'number') return value;
+    const word = typeof value === 'string' ? FLOAT_WORDS.get(value) : undefined;
+    return word ?? refuse(value, name, index, `is not a number`);
+  };
+}
+
+function integerConverter(dtype: DType, [min, max]: readonly [bigint, bigint]): ElementConverter {
+  const wide = DTYPE_TABLE[dtype].bytes === 8;
+  // Safe integers between these are inside the range (the bounds of 64-bit
+  // dtypes round outwards, past every safe integer, so they never decide).
+  const low = Number(min);
+  const high = Number(max);
+  const patterns = dtype === 'float16' || dtype === 'bfloat16' ? ` (${dtype} elements are raw 16-bit patterns, integers 0 to 65535)` : '';
+  const inRange = (integer: bigint, value: unknown, name: string, index: number): number | bigint => {
+    if (integer < min || integer > max) refuse(value, name, index, `is outside the ${dtype} range [${min}, ${max}]${patterns}`);
+    return wide ? integer : Number(integer);
+  };
+  return (value, name, index) => {
+    if (typeof value === 'number') {
+      if (Number.isSafeInteger(value) && value >= low && value <= high) return wide ? BigInt(value) : value;
+      if (!Number.isInteger(value)) return refuse(value, name, index, `is not an integer${patterns}`);
+      const integer = BigInt(value);
+      if (!Number.isSafeInteger(value) && integer >= min && integer <= max) {
+        return refuse(value, name, index, `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`);
+      }
+      return inRange(integer, value, name, index);
+    }
+    if (typeof value === 'bigint') return inRange(value, value, name, index);
+    if (typeof value === 'string' && DECIMAL_INTEGER.test(value)) return inRange(BigInt(value), value, name, index);
+    if (typeof value === 'boolean' && dtype === 'bool') return value ? 1 : 0;
+    return refuse(value, name, index, `is not an integer${patterns}`);
+  };
+}
+
+// One converter per dtype, made once.
+const CONVERTERS = new Map<DType, ElementConverter>(
+  DTYPES.map((dtype) => {
+    const range = DTYPE_TABLE[dtype].range;
+    return [dtype, range === undefined ? floatConverter() : integerConverter(dtype, range)];
+  }),
+);
+
 /**
  * The one conversion of a JS or JSON value into an element of `dtype`, as its
  * array stores it (a bigint for the 64-bit integer dtypes, else a number).
  * Anything that would be rounded, wrapped or truncated is INVALID_INPUT naming
- * `name` (with `[index]` when index >= 0).
+ * `name` (with `[index]` when index >= 0). The rules are those of `Tensor.from`.
  */
 export function elementOf(dtype: DType, value: unknown, name: string, index = -1): number | bigint {
-  const fail = (problem: string): never => invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describe(value)} ${problem}`);
-  const { range, bytes } = DTYPE_TABLE[dtype];
-  if (range === undefined) {
-    if (typeof value === 'number') return value;
-    const word = typeof value === 'string' ? FLOAT_WORDS.get(value) : undefined;
-    if (word !== undefined) return word;
-    return fail(`is not a number`);
-  }
-  const [min, max] = range;
-  const patterns = dtype === 'float16' || dtype === 'bfloat16' ? ` (${dtype} elements are raw 16-bit patterns, integers 0 to 65535)` : '';
-  const wide = bytes === 8;
-  let integer: bigint;
-  if (typeof value === 'number') {
-    if (!Number.isInteger(value)) return fail(`is not an integer${patterns}`);
-    // The common case, without a bigint: a safe integer inside the range.
-    if (Number.isSafeInteger(value) && value >= Number(min) && value <= Number(max)) return wide ? BigInt(value) : value;
-    integer = BigInt(value);
-    if (!Number.isSafeInteger(value) && integer >= min && integer <= max) {
-      return fail(`is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`);
-    }
-  } else if (typeof value === 'bigint') {
-    integer = value;
-  } else if (typeof value === 'string' && DECIMAL_INTEGER.test(value)) {
-    integer = BigInt(value);
-  } else if (typeof value === 'boolean' && dtype === 'bool') {
-    return value ? 1 : 0;
-  } else {
-    return fail(`is not an integer${patterns}`);
-  }
-  if (integer < min || integer > max) return fail(`is outside the ${dtype} range [${min}, ${max}]${patterns}`);
-  return wide ? integer : Number(integer);
+  return (CONVERTERS.get(dtype) as ElementConverter)(value, name, index);
 }
 
 // A zero-filled array of `length` elements; INVALID_INPUT when it cannot be
@@ -185,7 +206,8 @@ export class Tensor<D extends DType = DType> {
     // Element errors name the element themselves (`name[i]`).
     const elements = data as unknown as { [i: number]: number | bigint };
     const label = name ?? `${dtype} values`;
-    for (let i = 0; i < checked.length; i++) elements[i] = elementOf(dtype, checked[i], label, i);
+    const convert = CONVERTERS.get(dtype) as ElementConverter;
+    for (let i = 0; i < checked.length; i++) elements[i] = convert(checked[i], label, i);
     return within(name, () => new Tensor(dtype, shape, data));
   }
 
