@@ -98,6 +98,8 @@ export interface MemoryReport {
 export interface NativeProgram {
   describe(): ProgramDescription;
   readonly fileSize: number;
+  /** Drops this handle's reference; modules over the program keep theirs. */
+  dispose(): void;
 }
 
 /** A tensor result: its bytes are in the output buffer passed to the call. */

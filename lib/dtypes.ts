@@ -42,22 +42,31 @@ export interface DTypeEntry<D extends DType = DType> {
   readonly array: ArrayClass<TensorDataTypes[D]>;
   readonly scalarType: ScalarType;
   readonly kind: DTypeKind;
+  /**
+   * The integers an element holds, for every dtype whose array stores
+   * integers: int and bool kinds, and float16/bfloat16 (their raw 16-bit
+   * patterns). Absent for float32 and float64, which store numbers.
+   */
+  readonly range?: readonly [min: bigint, max: bigint];
 }
+
+const signed = (bits: bigint): readonly [bigint, bigint] => [-(2n ** (bits - 1n)), 2n ** (bits - 1n) - 1n];
+const unsigned = (bits: bigint): readonly [bigint, bigint] => [0n, 2n ** bits - 1n];
 
 export const DTYPE_TABLE: { readonly [D in DType]: DTypeEntry<D> } = {
   float32: { bytes: 4, array: Float32Array, scalarType: ScalarType.FLOAT, kind: 'float' },
   float64: { bytes: 8, array: Float64Array, scalarType: ScalarType.DOUBLE, kind: 'float' },
-  float16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.HALF, kind: 'float' },
-  bfloat16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.BFLOAT16, kind: 'float' },
-  int8: { bytes: 1, array: Int8Array, scalarType: ScalarType.CHAR, kind: 'int' },
-  uint8: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BYTE, kind: 'int' },
-  int16: { bytes: 2, array: Int16Array, scalarType: ScalarType.SHORT, kind: 'int' },
-  int32: { bytes: 4, array: Int32Array, scalarType: ScalarType.INT, kind: 'int' },
-  int64: { bytes: 8, array: BigInt64Array, scalarType: ScalarType.LONG, kind: 'int' },
-  uint16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.UINT16, kind: 'int' },
-  uint32: { bytes: 4, array: Uint32Array, scalarType: ScalarType.UINT32, kind: 'int' },
-  uint64: { bytes: 8, array: BigUint64Array, scalarType: ScalarType.UINT64, kind: 'int' },
-  bool: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BOOL, kind: 'bool' },
+  float16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.HALF, kind: 'float', range: unsigned(16n) },
+  bfloat16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.BFLOAT16, kind: 'float', range: unsigned(16n) },
+  int8: { bytes: 1, array: Int8Array, scalarType: ScalarType.CHAR, kind: 'int', range: signed(8n) },
+  uint8: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BYTE, kind: 'int', range: unsigned(8n) },
+  int16: { bytes: 2, array: Int16Array, scalarType: ScalarType.SHORT, kind: 'int', range: signed(16n) },
+  int32: { bytes: 4, array: Int32Array, scalarType: ScalarType.INT, kind: 'int', range: signed(32n) },
+  int64: { bytes: 8, array: BigInt64Array, scalarType: ScalarType.LONG, kind: 'int', range: signed(64n) },
+  uint16: { bytes: 2, array: Uint16Array, scalarType: ScalarType.UINT16, kind: 'int', range: unsigned(16n) },
+  uint32: { bytes: 4, array: Uint32Array, scalarType: ScalarType.UINT32, kind: 'int', range: unsigned(32n) },
+  uint64: { bytes: 8, array: BigUint64Array, scalarType: ScalarType.UINT64, kind: 'int', range: unsigned(64n) },
+  bool: { bytes: 1, array: Uint8Array, scalarType: ScalarType.BOOL, kind: 'bool', range: [0n, 1n] },
 };
 
 /** Every dtype name, in table order. */

@@ -9,6 +9,7 @@ export {
   type ProfileSummaryRow,
 } from './profile.js';
 export {
+  MAX_NUM_THREADS,
   Module,
   type ArenaReport,
   type ExecuteOptions,
@@ -27,6 +28,7 @@ export {
   elementSize,
   toTensor,
   type DType,
+  type ElementValue,
   type OnnxruntimeTensorLike,
   type TensorData,
   type TensorDataTypes,

@@ -1,17 +1,27 @@
 import { EtnaError, toEtnaError } from './errors.js';
 import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type NativeProfileEvent, type ShareMemoryArenas } from './binding.js';
 import { native } from './native.js';
-import { checkProgramSource, mmapOption, Program, type ProgramSource } from './program.js';
+import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, describeValue, disposeSymbol, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
 import type { ProfileEvent } from './profile.js';
-import { arrayTypeName, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
+import { arrayTypeName, elementOf, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
 export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
 
+/**
+ * The most threads one module may ask for (`numThreads`). Each thread is a
+ * real one (a stack and a scheduler entry) for the module's whole life, and
+ * past the machine's cores more of them only slow calls down.
+ */
+export const MAX_NUM_THREADS = 256;
+
 export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
-  /** Threads for XNNPACK work (default 1: calls of different modules already run in parallel). */
+  /**
+   * Threads for XNNPACK work: an integer from 1 to `MAX_NUM_THREADS` (256);
+   * default 1, since calls of different modules already run in parallel.
+   */
   numThreads?: number;
   /**
    * The program's external data (a .ptd file path or its bytes), for programs
@@ -59,6 +69,13 @@ export interface RunOptions {
   profile?: boolean;
 }
 
+const MODULE_OPTIONS: readonly (keyof ModuleOptions)[] = ['shareMemoryArenas', 'numThreads', 'externalData', 'mmap'];
+const EXECUTE_OPTIONS: readonly (keyof ExecuteOptions)[] = ['outputs', 'profile'];
+const RUN_OPTIONS: readonly (keyof RunOptions)[] = ['outputs', 'profile'];
+
+// The method `run(feeds)` runs when no method is named, as onnxruntime's one graph.
+const DEFAULT_METHOD = 'forward';
+
 // Numbers modules in the process, so that their profiles stay apart in one trace.
 let nextModuleNumber = 1;
 
@@ -74,6 +91,8 @@ function describeExpected(value: ValueDescription): string {
  */
 export class Module {
   readonly program: Program;
+  // Set when the module loaded the program itself (from a path or bytes): its dispose() disposes the program too.
+  private readonly ownsProgram: boolean;
   private readonly handle: NativeModule;
   private readonly methods: ReadonlyMap<string, MethodDescription>;
   private tail: Promise<unknown> = Promise.resolve();
@@ -84,8 +103,9 @@ export class Module {
   private profiling = false;
   private profileEvents: ProfileEvent[] = [];
 
-  private constructor(program: Program, handle: NativeModule) {
+  private constructor(program: Program, handle: NativeModule, ownsProgram: boolean) {
     this.program = program;
+    this.ownsProgram = ownsProgram;
     this.handle = handle;
     this.methods = program.methodTable();
   }
@@ -93,23 +113,32 @@ export class Module {
   /**
    * Loads a program from a path, bytes or a loaded Program, and allocates its
    * memory. Files are read (or mapped, with `mmap`) and verified on the thread
-   * pool; bytes are copied once before this returns its promise.
+   * pool; bytes are copied once before this returns its promise. A module
+   * loaded from a path or bytes owns the program it loads (`module.program`):
+   * its `dispose()` disposes that program too. Options other than those of
+   * `ModuleOptions` are refused, naming them.
    */
   static async load(source: ProgramSource | Program, options: ModuleOptions = {}): Promise<Module> {
     if (!(source instanceof Program)) checkProgramSource(source, 'Module.load');
-    const mmap = mmapOption(options, 'Module.load');
-    const share = shareWord(options.shareMemoryArenas);
-    const numThreads = options.numThreads ?? 1;
-    if (!Number.isInteger(numThreads) || numThreads < 1) {
-      throw new EtnaError('INVALID_INPUT', `numThreads must be a positive integer, got ${numThreads}`);
-    }
+    const checked = checkOptionKeys(options, MODULE_OPTIONS, 'Module.load');
     const { externalData } = options;
     if (externalData !== undefined) checkProgramSource(externalData, 'Module.load: externalData');
+    const mmap = mmapOption(checked, 'Module.load', [source, externalData]);
+    const share = shareWord(options.shareMemoryArenas);
+    const numThreads = options.numThreads ?? 1;
+    if (typeof numThreads !== 'number' || !Number.isInteger(numThreads) || numThreads < 1 || numThreads > MAX_NUM_THREADS) {
+      throw new EtnaError('INVALID_INPUT', `Module.load: numThreads must be an integer from 1 to ${MAX_NUM_THREADS} (MAX_NUM_THREADS), got ${describeValue(numThreads)}`);
+    }
+    if (source instanceof Program) {
+      source.checkLive('Module.load');
+      // Read now, so that a dispose() of the program while this loads cannot take it away.
+      source.methodTable();
+    }
     try {
       const loaded = await native().loadModule(source instanceof Program ? source.handle : source, { share, numThreads, mmap, externalData });
-      if (source instanceof Program) return new Module(source, loaded.module);
+      if (source instanceof Program) return new Module(source, loaded.module, false);
       if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
-      return new Module(Program.fromHandle(loaded.program), loaded.module);
+      return new Module(Program.fromHandle(loaded.program), loaded.module, true);
     } catch (error) {
       throw toEtnaError(error);
     }
@@ -117,6 +146,30 @@ export class Module {
 
   get methodNames(): string[] {
     return [...this.methods.keys()];
+  }
+
+  /**
+   * The input names of `forward` (the method `run(feeds)` runs), like
+   * onnxruntime's `session.inputNames`; `inputNamesOf(method)` for any other.
+   * METHOD_NOT_FOUND when the program has no `forward`.
+   */
+  get inputNames(): readonly string[] {
+    return this.inputNamesOf(this.defaultMethod());
+  }
+
+  /** The output names of `forward`, like onnxruntime's `session.outputNames`; `outputNamesOf(method)` for any other. */
+  get outputNames(): readonly string[] {
+    return this.outputNamesOf(this.defaultMethod());
+  }
+
+  /** The names `run(method, feeds)` takes, in the method's input order. */
+  inputNamesOf(method: string): readonly string[] {
+    return this.methodMeta(method).inputs.map((input) => input.name);
+  }
+
+  /** The names `run(method, feeds)` resolves to, in the method's output order. */
+  outputNamesOf(method: string): readonly string[] {
+    return this.methodMeta(method).outputs.map((output) => output.name);
   }
 
   /** Inputs, outputs, memory plan, operators and delegates of one method. */
@@ -208,13 +261,28 @@ export class Module {
   /**
    * Runs `method` with inputs keyed by name and resolves to its outputs keyed
    * by name, like onnxruntime's `session.run(feeds)`. The names are those of
-   * `methodMeta(method).inputs[i].name` and `.outputs[i].name`.
+   * `inputNamesOf(method)` and `outputNamesOf(method)`. Without a method name
+   * (`run(feeds)`, onnxruntime's form) it runs `forward`, and refuses with
+   * METHOD_NOT_FOUND, naming the methods, when the program has none.
    */
-  async run(method: string, feeds: Feeds, options: RunOptions = {}): Promise<NamedValues> {
+  run(method: string, feeds: Feeds, options?: RunOptions): Promise<NamedValues>;
+  run(feeds: Feeds, options?: RunOptions): Promise<NamedValues>;
+  async run(methodOrFeeds: string | Feeds, feedsOrOptions?: Feeds | RunOptions, maybeOptions?: RunOptions): Promise<NamedValues> {
+    const named = typeof methodOrFeeds === 'string';
+    const method = named ? methodOrFeeds : this.defaultMethod();
+    const feeds = (named ? feedsOrOptions : methodOrFeeds) as Feeds;
+    const options = checkOptionKeys((named ? maybeOptions : feedsOrOptions) ?? {}, RUN_OPTIONS, `run('${method}')`) as RunOptions;
     const meta = this.methodMeta(method);
     const inputs = positionsOf(meta, 'inputs', feeds, true);
     const outputs = options.outputs === undefined || Array.isArray(options.outputs) ? options.outputs : positionsOf(meta, 'outputs', options.outputs, false);
     return keyByName(meta, await this.execute(method, inputs, { outputs, profile: options.profile }));
+  }
+
+  // `forward`, or METHOD_NOT_FOUND naming the methods there are.
+  private defaultMethod(): string {
+    if (this.methods.has(DEFAULT_METHOD)) return DEFAULT_METHOD;
+    const names = this.methodNames.map((n) => `'${n}'`).join(', ') || 'none';
+    throw new EtnaError('METHOD_NOT_FOUND', `no method named, and this program has no '${DEFAULT_METHOD}' to default to (methods: ${names}); pass one, as in run('${this.methodNames[0] ?? 'method'}', feeds)`);
   }
 
   /**
@@ -254,24 +322,37 @@ export class Module {
   }
 
   /**
-   * Frees the module's memory once every call made before it has finished.
-   * Calls made after it reject with DISPOSED.
+   * Frees the module's memory once every call made before it has finished;
+   * calls made after it reject with DISPOSED. A module loaded from a path or
+   * bytes disposes its program too (`module.program`), whose memory goes with
+   * its last module.
    */
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    if (this.ownsProgram) this.program.dispose();
     await this.tail;
     this.handle.dispose();
   }
 
-  async [Symbol.asyncDispose](): Promise<void> {
+  /** `await using m = await Module.load(...)`: `dispose()` at the end of the scope. */
+  async [asyncDisposeSymbol](): Promise<void> {
     await this.dispose();
+  }
+
+  /**
+   * `using m = await Module.load(...)`: starts `dispose()` at the end of the
+   * scope without waiting; calls made before it still finish, then the memory goes.
+   */
+  [disposeSymbol](): void {
+    void this.dispose();
   }
 
   // Checks every input, output buffer and option against the method's
   // metadata, and allocates the output buffers; nothing has run yet.
   private prepare(name: string, inputs: readonly InputValue[], options: ExecuteOptions): PreparedCall {
     const method = this.methodMeta(name);
+    checkOptionKeys(options, EXECUTE_OPTIONS, `method '${name}'`);
     if (!Array.isArray(inputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': inputs must be an array`);
     if (inputs.length !== method.inputs.length) {
       throw new EtnaError('INVALID_INPUT', `method '${name}' takes ${method.inputs.length} input${method.inputs.length === 1 ? '' : 's'}, got ${inputs.length}`);
@@ -325,7 +406,6 @@ function ownCopy(input: unknown): unknown {
 // The caller's output arrays by output index, each checked for type and size
 // (the size of the output at its upper-bound shape).
 function callerOutputs(name: string, method: MethodDescription, options: ExecuteOptions): (TensorData | null)[] {
-  if (typeof options !== 'object' || options === null) throw new EtnaError('INVALID_INPUT', `method '${name}': options must be an object`);
   const outputs = options.outputs;
   if (outputs === undefined) return [];
   if (!Array.isArray(outputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': options.outputs must be an array`);
@@ -374,9 +454,7 @@ function convertInput(method: string, index: number, value: InputValue, expected
       return { dtype: tensor.dtype, shape: [...tensor.shape], data: tensor.data };
     }
     case 'int':
-      if (typeof value === 'bigint') return value;
-      if (typeof value === 'number' && Number.isInteger(value)) return BigInt(value);
-      throw new EtnaError('INVALID_INPUT', `${at}: expected an integer, got ${typeof value}`);
+      return elementOf('int64', value, at);
     case 'double':
       if (typeof value === 'number') return value;
       if (typeof value === 'bigint') return Number(value);

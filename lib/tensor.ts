@@ -37,21 +37,104 @@ function checkShape(shape: unknown): readonly number[] {
 }
 
 function checkValues(values: unknown, dtype: DType): ArrayLike<unknown> {
-  const arrayLike = Array.isArray(values) || ArrayBuffer.isView(values);
+  const arrayLike = Array.isArray(values) || (ArrayBuffer.isView(values) && !(values instanceof DataView));
   if (!arrayLike) invalid(`${dtype} values must be an array, got ${describe(values)}`);
   return values as ArrayLike<unknown>;
 }
 
-const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
+/** What `Tensor.from` converts into one element (see there for the rules per dtype). */
+export type ElementValue = number | bigint | string | boolean;
 
-function int64Element(value: unknown, index: number): bigint {
-  if (typeof value === 'bigint') {
-    if (value < INT64_MIN || value > INT64_MAX) invalid(`int64 values[${index}] = ${value}n is outside the int64 range`);
-    return value;
+// The strings JSON carries for the float values it cannot write as numbers.
+const FLOAT_WORDS: ReadonlyMap<string, number> = new Map([
+  ['NaN', Number.NaN],
+  ['Infinity', Number.POSITIVE_INFINITY],
+  ['-Infinity', Number.NEGATIVE_INFINITY],
+]);
+const DECIMAL_INTEGER = /^[+-]?\d+$/;
+
+// Why an element was refused, naming it as `name` or `name[index]`.
+function refuse(value: unknown, name: string, index: number, problem: string): never {
+  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describe(value)} ${problem}`);
+}
+
+type ElementConverter = (value: unknown, name: string, index: number) => number | bigint;
+
+function floatConverter(): ElementConverter {
+  return (value, name, index) => {
+    if (typeof value === 'number') return value;
+    const word = typeof value === 'string' ? FLOAT_WORDS.get(value) : undefined;
+    return word ?? refuse(value, name, index, `is not a number`);
+  };
+}
+
+function integerConverter(dtype: DType, [min, max]: readonly [bigint, bigint]): ElementConverter {
+  const wide = DTYPE_TABLE[dtype].bytes === 8;
+  // Safe integers between these are inside the range (the bounds of 64-bit
+  // dtypes round outwards, past every safe integer, so they never decide).
+  const low = Number(min);
+  const high = Number(max);
+  const patterns = dtype === 'float16' || dtype === 'bfloat16' ? ` (${dtype} elements are raw 16-bit patterns, integers 0 to 65535)` : '';
+  const inRange = (integer: bigint, value: unknown, name: string, index: number): number | bigint => {
+    if (integer < min || integer > max) refuse(value, name, index, `is outside the ${dtype} range [${min}, ${max}]${patterns}`);
+    return wide ? integer : Number(integer);
+  };
+  return (value, name, index) => {
+    if (typeof value === 'number') {
+      if (Number.isSafeInteger(value) && value >= low && value <= high) return wide ? BigInt(value) : value;
+      if (!Number.isInteger(value)) return refuse(value, name, index, `is not an integer${patterns}`);
+      const integer = BigInt(value);
+      if (!Number.isSafeInteger(value) && integer >= min && integer <= max) {
+        return refuse(value, name, index, `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`);
+      }
+      return inRange(integer, value, name, index);
+    }
+    if (typeof value === 'bigint') return inRange(value, value, name, index);
+    if (typeof value === 'string' && DECIMAL_INTEGER.test(value)) return inRange(BigInt(value), value, name, index);
+    if (typeof value === 'boolean' && dtype === 'bool') return value ? 1 : 0;
+    return refuse(value, name, index, `is not an integer${patterns}`);
+  };
+}
+
+// One converter per dtype, made once.
+const CONVERTERS = new Map<DType, ElementConverter>(
+  DTYPES.map((dtype) => {
+    const range = DTYPE_TABLE[dtype].range;
+    return [dtype, range === undefined ? floatConverter() : integerConverter(dtype, range)];
+  }),
+);
+
+/**
+ * The one conversion of a JS or JSON value into an element of `dtype`, as its
+ * array stores it (a bigint for the 64-bit integer dtypes, else a number).
+ * Anything that would be rounded, wrapped or truncated is INVALID_INPUT naming
+ * `name` (with `[index]` when index >= 0). The rules are those of `Tensor.from`.
+ */
+export function elementOf(dtype: DType, value: unknown, name: string, index = -1): number | bigint {
+  return (CONVERTERS.get(dtype) as ElementConverter)(value, name, index);
+}
+
+// A zero-filled array of `length` elements; INVALID_INPUT when it cannot be
+// allocated (too many elements for a TypedArray, or for memory).
+function allocate<D extends DType>(dtype: D, length: number, shape: readonly number[]): TensorData<D> {
+  const { array, bytes } = DTYPE_TABLE[dtype];
+  try {
+    return new array(length);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} can hold (${error.message})`);
   }
-  if (typeof value !== 'number' || !Number.isInteger(value)) invalid(`int64 values[${index}] = ${describe(value)} is not an integer`);
-  return int64Element(BigInt(value), index);
+}
+
+// Runs `body`, prefixing the message of an EtnaError it throws with `context`.
+function within<T>(context: string | undefined, body: () => T): T {
+  if (context === undefined) return body();
+  try {
+    return body();
+  } catch (error) {
+    if (error instanceof EtnaError) throw new EtnaError(error.code, `${context}: ${error.message}`);
+    throw error;
+  }
 }
 
 // A call in onnxruntime's order (type, data, dims) puts the data in `shape`'s
@@ -93,30 +176,64 @@ export class Tensor<D extends DType = DType> {
     this.data = data;
   }
 
-  /** A zero-filled tensor. */
+  /** A zero-filled tensor; INVALID_INPUT when its elements cannot be allocated. */
   static zeros<D extends DType>(dtype: D, shape: readonly number[]): Tensor<D> {
-    const info = DTYPE_TABLE[checkDType(dtype) as D];
-    return new Tensor(dtype, shape, new info.array(numel(checkShape(shape))));
+    checkDType(dtype);
+    return new Tensor(dtype, shape, allocate(dtype, numel(checkShape(shape)), shape));
   }
 
-  /** float32 from plain numbers. */
+  /**
+   * A tensor of `dtype` from plain values (an array or a TypedArray), each
+   * converted exactly or refused with INVALID_INPUT naming the element:
+   * - float32, float64: numbers (float32 rounds them to nearest), and the
+   *   strings 'NaN', 'Infinity' and '-Infinity' (as JSON carries them);
+   * - integer dtypes: integers inside the dtype's range, as numbers up to
+   *   2^53 - 1 in magnitude (past it numbers are not exact), bigints or
+   *   decimal strings ("18446744073709551615" for uint64); bool also takes
+   *   true and false;
+   * - float16, bfloat16: their raw 16-bit patterns (integers 0 to 65535), as
+   *   their Uint16Array holds them.
+   * `name` (default "<dtype> values") is what error messages call the values:
+   * element i is `name[i]`.
+   */
+  static from<D extends DType>(dtype: D, shape: readonly number[], values: ArrayLike<ElementValue>, name?: string): Tensor<D> {
+    const [checked, data] = within(name, () => {
+      checkDType(dtype);
+      checkShape(shape);
+      const checked = checkValues(values, dtype);
+      return [checked, allocate(dtype, checked.length, shape)] as const;
+    });
+    // Element errors name the element themselves (`name[i]`).
+    const elements = data as unknown as { [i: number]: number | bigint };
+    const label = name ?? `${dtype} values`;
+    const convert = CONVERTERS.get(dtype) as ElementConverter;
+    for (let i = 0; i < checked.length; i++) elements[i] = convert(checked[i], label, i);
+    return within(name, () => new Tensor(dtype, shape, data));
+  }
+
+  /** float32 from plain numbers: `Tensor.from('float32', shape, values)`. */
   static float32(shape: readonly number[], values: ArrayLike<number>): Tensor<'float32'> {
-    const checked = checkValues(values, 'float32');
-    const data = new Float32Array(checked.length);
-    for (let i = 0; i < checked.length; i++) {
-      const value = checked[i];
-      if (typeof value !== 'number') invalid(`float32 values[${i}] = ${describe(value)} is not a number`);
-      data[i] = value;
-    }
-    return new Tensor('float32', shape, data);
+    return Tensor.from('float32', shape, values);
   }
 
-  /** int64 from integers (numbers or bigints). */
-  static int64(shape: readonly number[], values: ArrayLike<number | bigint>): Tensor<'int64'> {
-    const checked = checkValues(values, 'int64');
-    const data = new BigInt64Array(checked.length);
-    for (let i = 0; i < checked.length; i++) data[i] = int64Element(checked[i], i);
-    return new Tensor('int64', shape, data);
+  /** int64 from integers (numbers, bigints or decimal strings): `Tensor.from('int64', shape, values)`. */
+  static int64(shape: readonly number[], values: ArrayLike<number | bigint | string>): Tensor<'int64'> {
+    return Tensor.from('int64', shape, values);
+  }
+
+  /** The dtype under onnxruntime's name for it (`ort.Tensor.type`). */
+  get type(): D {
+    return this.dtype;
+  }
+
+  /** The shape under onnxruntime's name for it (`ort.Tensor.dims`). */
+  get dims(): readonly number[] {
+    return this.shape;
+  }
+
+  /** Where the data is, in onnxruntime's words: always 'cpu' (a JS-owned array). */
+  get location(): 'cpu' {
+    return 'cpu';
   }
 
   get size(): number {

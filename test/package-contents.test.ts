@@ -78,7 +78,7 @@ describe('npm pack', () => {
 // The runtime names each entry point exports (types are checked by test/typings).
 const ENTRY_EXPORTS: Record<string, string[]> = {
   'dist/index.js': [
-    'EtnaError', 'Module', 'Program', 'Tensor', 'elementSize', 'summarizeProfile', 'toChromeTrace', 'toTensor',
+    'EtnaError', 'MAX_NUM_THREADS', 'Module', 'Program', 'Tensor', 'elementSize', 'summarizeProfile', 'toChromeTrace', 'toTensor',
   ],
   'dist/export/index.js': [
     'ACTIVATION_MEMORY_ID', 'ConstantTensor', 'DEFAULT_CONSTANT_ALIGNMENT', 'DEFAULT_PLANNING_ALIGNMENT',

@@ -84,6 +84,23 @@ describe('etna run', () => {
     });
   });
 
+  it('refuses a token past int64 instead of running it wrapped, naming the input and element', () => {
+    // Written into a BigInt64Array as it is, 18446744073709551617 (2^64 + 1) would run as token 1.
+    for (const token of ['"18446744073709551617"', '18446744073709551617']) {
+      const file = path.join(dir, 'wrapped.json');
+      fs.writeFileSync(file, `[{"dtype": "int64", "shape": [1], "data": [${token}]}, {"dtype": "float32", "shape": [1], "data": [1.5]}]`);
+      const result = runCli(['run', testdataPath('npr_dtypes.pte'), '--inputs', file, '--json']);
+      expect(result.status, token).toBe(1);
+      const { error } = JSON.parse(result.stdout);
+      expect(error.code).toBe('INVALID_INPUT');
+      expect(error.message).toMatch(/^inputs\[0\]\.data\[0\] = (number 18446744073709552000|'18446744073709551617') is outside the int64 range/);
+    }
+    const narrow = writeJson('fraction.json', [{ dtype: 'int64', shape: [1], data: [2.5] }, { dtype: 'float32', shape: [1], data: ['NaN'] }]);
+    const fraction = runCli(['run', testdataPath('npr_dtypes.pte'), '--inputs', narrow, '--json']);
+    expect(fraction.status).toBe(1);
+    expect(JSON.parse(fraction.stdout).error).toEqual({ code: 'INVALID_INPUT', message: 'inputs[0].data[0] = number 2.5 is not an integer' });
+  });
+
   it('generates inputs from the metadata', () => {
     const result = runCli(['run', testdataPath('et_add.pte'), '--fill', 'ones', '--json']);
     expect(result.status, result.stderr).toBe(0);

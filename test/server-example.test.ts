@@ -79,7 +79,7 @@ describe('examples/server', () => {
       [run, JSON.stringify({ inputs: [f32([1])] }), 'INVALID_INPUT', /takes 2 inputs, got 1/],
       [run, JSON.stringify({ inputs: [{ dtype: 'int64', shape: [1], data: [1] }, f32([1])] }), 'INVALID_INPUT', /input 0: expected float32\[1\], got int64\[1\] \(dtype differs\)/],
       [run, JSON.stringify({ inputs: [f32([1]), f32([1, 2])] }), 'INVALID_INPUT', /input 1: expected float32\[1\], got float32\[2\] \(shape differs\)/],
-      [run, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }), 'INVALID_INPUT', /inputs\[0\]\.data\[0\]: "x" is not a number/],
+      [run, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }), 'INVALID_INPUT', /inputs\[0\]\.data\[0\] = 'x' is not a number/],
       [`${server.url}/run/backward`, JSON.stringify({ inputs: [] }), 'METHOD_NOT_FOUND', /no method named 'backward'/],
       [`${server.url}/run/%E0%A4%A`, JSON.stringify({ inputs: [] }), 'INVALID_INPUT', /not a valid percent-encoded method name/],
     ];
@@ -113,6 +113,26 @@ describe('examples/server', () => {
     await module.dispose();
     expect(json.outputs).toEqual([{ dtype: 'float32', shape: [1, 8], data: Array.from(want!.data as Float32Array) }]);
     server.child.kill('SIGINT');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+  }, 60_000);
+
+  it('answers 400 INVALID_INPUT for integers the dtype cannot hold, instead of running them wrapped', async () => {
+    const server = await startServer(testdataPath('npr_dtypes.pte'), { POOL_SIZE: '1' });
+    const run = `${server.url}/run/forward`;
+    const request = (int64: string, float32 = '1.5'): string => `{"inputs": [{"dtype": "int64", "shape": [1], "data": [${int64}]}, {"dtype": "float32", "shape": [1], "data": [${float32}]}]}`;
+    // 2^64 + 1: written into a BigInt64Array as it is, it would run as token 1.
+    // As a bare number, -2^63 - 1 parses to -2^63: in range, but not the value sent.
+    for (const token of ['"18446744073709551617"', '18446744073709551617', '-9223372036854775809', '0.5']) {
+      const { status, json } = await post(run, request(token));
+      expect(status, token).toBe(400);
+      expect(json.error.code, token).toBe('INVALID_INPUT');
+      expect(json.error.message, token).toMatch(/^inputs\[0\]\.data\[0\] = .* (is outside the int64 range|is not an integer|is past 2\^53 - 1)/);
+    }
+    // A token past 2^53, as a decimal string, runs exactly; the float input may be the string "NaN".
+    const { status, json } = await post(run, request('"4611686018427387903"', '"NaN"'));
+    expect(status).toBe(200);
+    expect(json.outputs[0]).toEqual({ dtype: 'int64', shape: [1], data: ['9223372036854775806'] });
+    server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
   }, 60_000);
 });

@@ -68,10 +68,14 @@ describe('Tensor factories', () => {
   it('int64 names the element that is not an integer', () => {
     expect(thrown(() => Tensor.int64([2], [1, 2.5])).message).toBe('int64 values[1] = number 2.5 is not an integer');
     expect(thrown(() => Tensor.int64([1], [Number.NaN])).message).toMatch(/values\[0\] = number NaN/);
-    expect(thrown(() => untyped.int64([1], ['7'])).message).toMatch(/values\[0\] = '7' is not an integer/);
-    expect(thrown(() => Tensor.int64([1], [2n ** 63n])).message).toMatch(/values\[0\] = 9223372036854775808n is outside the int64 range/);
+    expect(thrown(() => untyped.int64([1], ['7.5'])).message).toMatch(/values\[0\] = '7.5' is not an integer/);
+    expect(thrown(() => Tensor.int64([1], [2n ** 63n])).message).toMatch(/values\[0\] = bigint 9223372036854775808 is outside the int64 range/);
     expect(thrown(() => Tensor.int64([1], [-(2 ** 64)])).message).toMatch(/outside the int64 range/);
     expect(thrown(() => untyped.int64([1], 5)).message).toMatch(/int64 values must be an array, got number 5/);
+  });
+
+  it('int64 takes decimal strings, exactly', () => {
+    expect(Array.from(Tensor.int64([2], ['9223372036854775807', '-7']).data)).toEqual([2n ** 63n - 1n, -7n]);
   });
 
   it('int64 keeps exact values at the ends of the range', () => {
@@ -99,10 +103,127 @@ describe('Tensor factories', () => {
     expect(Array.from(zeros.data)).toEqual([0n, 0n, 0n, 0n]);
   });
 
+  it('zeros refuses more elements than an array can hold with INVALID_INPUT, naming the shape', () => {
+    expect(thrown(() => Tensor.zeros('float32', [1e6, 1e6])).message).toMatch(/^shape \[1000000, 1000000\] holds 1000000000000 float32 elements \(4000000000000 bytes\), more than one Float32Array can hold/);
+    expect(thrown(() => Tensor.zeros('int64', [2 ** 40, 2 ** 40])).message).toMatch(/more than one BigInt64Array can hold/);
+  });
+
   it('is() narrows by dtype', () => {
     const t: Tensor = Tensor.float32([1], [3]);
     expect(t.is('float32')).toBe(true);
     expect(t.is('int64')).toBe(false);
+  });
+});
+
+// Every dtype whose array stores integers, with its range.
+const INTEGER_RANGES: [DType, bigint, bigint][] = [
+  ['int8', -128n, 127n],
+  ['uint8', 0n, 255n],
+  ['int16', -32768n, 32767n],
+  ['uint16', 0n, 65535n],
+  ['int32', -(2n ** 31n), 2n ** 31n - 1n],
+  ['uint32', 0n, 2n ** 32n - 1n],
+  ['int64', -(2n ** 63n), 2n ** 63n - 1n],
+  ['uint64', 0n, 2n ** 64n - 1n],
+  ['bool', 0n, 1n],
+  ['float16', 0n, 65535n],
+  ['bfloat16', 0n, 65535n],
+];
+
+const elements = (t: Tensor): (number | bigint)[] => Array.from(t.data as ArrayLike<number | bigint>);
+
+describe('Tensor.from', () => {
+  for (const [dtype, min, max] of INTEGER_RANGES) {
+    const wide = dtype === 'int64' || dtype === 'uint64';
+    const stored = (v: bigint): number | bigint => (wide ? v : Number(v));
+
+    it(`${dtype}: keeps both ends of [${min}, ${max}] exactly, as bigints, decimal strings and (when safe) numbers`, () => {
+      expect(elements(Tensor.from(dtype, [2], [min, max]))).toEqual([stored(min), stored(max)]);
+      expect(elements(Tensor.from(dtype, [2], [String(min), String(max)]))).toEqual([stored(min), stored(max)]);
+      const safe = (v: bigint): bigint => (v > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : v < BigInt(Number.MIN_SAFE_INTEGER) ? BigInt(Number.MIN_SAFE_INTEGER) : v);
+      expect(elements(Tensor.from(dtype, [2], [Number(safe(min)), Number(safe(max))]))).toEqual([stored(safe(min)), stored(safe(max))]);
+      expect(Tensor.from(dtype, [1], [0]).data).toBeInstanceOf(Tensor.zeros(dtype, [0]).data.constructor);
+    });
+
+    it(`${dtype}: refuses one past either end and fractions, naming the element and the range`, () => {
+      const range = `the ${dtype} range \\[${min}, ${max}\\]`;
+      expect(thrown(() => Tensor.from(dtype, [2], [0n, max + 1n])).message).toMatch(new RegExp(`^${dtype} values\\[1\\] = bigint ${max + 1n} is outside ${range}`));
+      expect(thrown(() => Tensor.from(dtype, [1], [String(min - 1n)])).message).toMatch(new RegExp(`values\\[0\\] = '${min - 1n}' is outside ${range}`));
+      expect(thrown(() => Tensor.from(dtype, [3], [0, 0, 0.5])).message).toMatch(new RegExp(`values\\[2\\] = number 0.5 is not an integer`));
+      expect(thrown(() => Tensor.from(dtype, [1], [Number.NaN])).message).toMatch(/is not an integer/);
+      expect(thrown(() => Tensor.from(dtype, [1], ['1e3'])).message).toMatch(/'1e3' is not an integer/);
+    });
+  }
+
+  it('int64: the wrapped token of a JSON request is refused, as string and as number', () => {
+    expect(thrown(() => Tensor.from('int64', [2], [5, '18446744073709551617'], 'inputs[0].data')).message).toBe(
+      "inputs[0].data[1] = '18446744073709551617' is outside the int64 range [-9223372036854775808, 9223372036854775807]",
+    );
+    // JSON.parse gives 18446744073709552000 for the bare number.
+    expect(thrown(() => Tensor.from('int64', [1], [JSON.parse('18446744073709551617') as number])).message).toMatch(/is outside the int64 range/);
+  });
+
+  it('int64: numbers past 2^53 - 1 are refused even inside the range, since they are no longer exact', () => {
+    expect(elements(Tensor.from('int64', [2], [2 ** 53 - 1, -(2 ** 53 - 1)]))).toEqual([2n ** 53n - 1n, -(2n ** 53n - 1n)]);
+    expect(thrown(() => Tensor.from('int64', [1], [2 ** 53])).message).toMatch(/= number 9007199254740992 is past 2\^53 - 1, .*bigint or a decimal string/);
+    expect(elements(Tensor.from('int64', [1], ['9007199254740993']))).toEqual([9007199254740993n]);
+  });
+
+  it('bool: takes true, false, 0 and 1 only', () => {
+    expect(elements(Tensor.from('bool', [4], [true, false, 1, 0]))).toEqual([1, 0, 1, 0]);
+    expect(thrown(() => Tensor.from('bool', [1], [2])).message).toMatch(/outside the bool range \[0, 1\]/);
+    expect(thrown(() => Tensor.from('bool', [1], ['true'])).message).toMatch(/'true' is not an integer/);
+    expect(thrown(() => Tensor.from('int8', [1], [true])).message).toMatch(/boolean true is not an integer/);
+  });
+
+  it('float16 and bfloat16 take their raw 16-bit patterns, and say so when given a value', () => {
+    expect(elements(Tensor.from('float16', [2], [0x3c00, 0xfc00]))).toEqual([0x3c00, 0xfc00]);
+    expect(thrown(() => Tensor.from('float16', [1], [1.5])).message).toMatch(/number 1.5 is not an integer \(float16 elements are raw 16-bit patterns, integers 0 to 65535\)/);
+    expect(thrown(() => Tensor.from('bfloat16', [1], [-1])).message).toMatch(/outside the bfloat16 range \[0, 65535\] \(bfloat16 elements are raw/);
+  });
+
+  for (const dtype of ['float32', 'float64'] as const) {
+    it(`${dtype}: numbers, and NaN and the infinities as JSON writes them; -0 stays -0`, () => {
+      const t = Tensor.from(dtype, [6], [1.5, 'NaN', 'Infinity', '-Infinity', -0, Number.NaN]);
+      const values = Array.from(t.data);
+      expect(values.slice(0, 4)).toEqual([1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]);
+      expect(Object.is(values[4], -0)).toBe(true);
+      expect(values[5]).toBeNaN();
+      expect(thrown(() => Tensor.from(dtype, [1], [1n])).message).toBe(`${dtype} values[0] = bigint 1 is not a number`);
+      expect(thrown(() => Tensor.from(dtype, [1], ['nan'])).message).toMatch(/'nan' is not a number/);
+      expect(thrown(() => Tensor.from(dtype, [1], [true])).message).toMatch(/boolean true is not a number/);
+    });
+  }
+
+  it('float32 rounds to nearest, overflowing to infinity as PyTorch does', () => {
+    expect(Array.from(Tensor.from('float32', [3], [0.1, 1e39, -1e39]).data)).toEqual([Math.fround(0.1), Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]);
+    expect(Array.from(Tensor.from('float64', [1], [0.1]).data)).toEqual([0.1]);
+  });
+
+  it('names its values in every message when given a name, and checks dtype, shape and count', () => {
+    expect(thrown(() => Tensor.from('int8', [1], [200], 'inputs[0].data')).message).toBe('inputs[0].data[0] = number 200 is outside the int8 range [-128, 127]');
+    expect(thrown(() => Tensor.from('int8', [3], [1, 2], 'inputs[0].data')).message).toBe('inputs[0].data: shape [3] holds 3 elements, data has 2');
+    expect(thrown(() => Tensor.from('int9' as DType, [1], [1], 'x')).message).toMatch(/^x: unknown dtype 'int9'/);
+    expect(thrown(() => Tensor.from('int8', [-1], [])).message).toMatch(/shape\[0\] = number -1/);
+    expect(thrown(() => Tensor.from('int8', [1], 'a' as unknown as number[])).message).toMatch(/int8 values must be an array, got 'a'/);
+  });
+
+  it('reads TypedArrays as well as arrays', () => {
+    expect(elements(Tensor.from('int16', [2], new Float64Array([-3, 7])))).toEqual([-3, 7]);
+    expect(thrown(() => Tensor.from('uint8', [1], new Float64Array([256]))).message).toMatch(/outside the uint8 range/);
+  });
+});
+
+describe('onnxruntime names', () => {
+  it('type and dims read dtype and shape, and cannot be set', () => {
+    const t = Tensor.from('int32', [2, 1], [1, 2]);
+    expect(t.type).toBe('int32');
+    expect(t.dims).toEqual([2, 1]);
+    expect(t.dims).toBe(t.shape);
+    expect(Object.isFrozen(t.dims)).toBe(true);
+    expect(() => {
+      (t as unknown as { dims: number[] }).dims = [9];
+    }).toThrow(TypeError);
   });
 });
 

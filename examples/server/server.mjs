@@ -41,24 +41,14 @@ if (config.program === undefined) {
 
 // ---------------------------------------------------------------- JSON <-> values
 
-/** Element `raw` of a JSON tensor as the typed array of `dtype` stores it. */
-function element(raw, bigint, where) {
-  if (bigint) {
-    if ((typeof raw === 'number' && Number.isInteger(raw)) || (typeof raw === 'string' && /^-?\d+$/.test(raw))) return BigInt(raw);
-    throw new EtnaError('INVALID_INPUT', `${where}: ${JSON.stringify(raw)} is not an integer`);
-  }
-  if (typeof raw === 'number') return raw;
-  if (typeof raw === 'boolean') return raw ? 1 : 0;
-  throw new EtnaError('INVALID_INPUT', `${where}: ${JSON.stringify(raw)} is not a number`);
-}
-
 /**
- * A JSON input as the module takes it. The data is stored in the array type
- * of the dtype the method expects, while the dtype and shape stay the
- * client's: Module.execute then compares them with the method and names any
- * difference.
+ * A JSON input as the module takes it. Tensor data goes through Tensor.from,
+ * which converts every element exactly or refuses it (INVALID_INPUT naming
+ * inputs[i].data[k]): a token past int64, a fraction for an integer dtype,
+ * 300 for uint8. Module.execute then compares dtype and shape with the
+ * method and names any difference.
  */
-function inputFromJson(json, expected, where) {
+function inputFromJson(json, where) {
   if (json === null || typeof json !== 'object') return json;
   const { dtype, shape, data } = json;
   if (typeof dtype !== 'string') throw new EtnaError('INVALID_INPUT', `${where}.dtype must be a string`);
@@ -66,18 +56,7 @@ function inputFromJson(json, expected, where) {
     throw new EtnaError('INVALID_INPUT', `${where}.shape must be an array of non-negative integers`);
   }
   if (!Array.isArray(data)) throw new EtnaError('INVALID_INPUT', `${where}.data must be an array`);
-  const count = shape.reduce((product, d) => product * d, 1);
-  if (data.length !== count) throw new EtnaError('INVALID_INPUT', `${where}: shape [${shape.join(', ')}] holds ${count} elements, data has ${data.length}`);
-  const storage = expected?.kind === 'tensor' && dtype === expected.dtype ? expected.dtype : dtype;
-  let typed;
-  try {
-    typed = Tensor.zeros(storage, [count]).data;
-  } catch {
-    throw new EtnaError('INVALID_INPUT', `${where}: unknown dtype '${dtype}'`);
-  }
-  const bigint = typed instanceof BigInt64Array || typed instanceof BigUint64Array;
-  data.forEach((raw, i) => (typed[i] = element(raw, bigint, `${where}.data[${i}]`)));
-  return { dtype, shape, data: typed };
+  return Tensor.from(dtype, shape, data, `${where}.data`);
 }
 
 function outputToJson(value) {
@@ -137,7 +116,7 @@ function methodFromPath(segment) {
 
 async function handleRun(request, pool, method) {
   // Metadata comes from the Program, so a bad request never takes a module.
-  const meta = pool.modules[0].methodMeta(method);
+  pool.modules[0].methodMeta(method);
   const text = await readBody(request, config.maxBodyBytes);
   let body;
   try {
@@ -148,7 +127,7 @@ async function handleRun(request, pool, method) {
   if (body === null || typeof body !== 'object' || !Array.isArray(body.inputs)) {
     throw new EtnaError('INVALID_INPUT', 'request body must be {"inputs": [...]}');
   }
-  const inputs = body.inputs.map((input, i) => inputFromJson(input, meta.inputs[i], `inputs[${i}]`));
+  const inputs = body.inputs.map((input, i) => inputFromJson(input, `inputs[${i}]`));
   const outputs = await pool.run(method, inputs);
   return { outputs: outputs.map(outputToJson) };
 }

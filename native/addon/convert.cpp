@@ -236,7 +236,7 @@ Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuf
     out.capacity = buffer.ByteLength();
   } else if (value.IsTypedArray()) {
     Napi::TypedArray array = value.As<Napi::TypedArray>();
-    out.data = static_cast<uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+    out.data = typed_array_bytes(array);
     out.capacity = array.ByteLength();
   } else {
     return Error{ErrorCode::kInvalidInput, "output " + std::to_string(index) + ": destination is not an ArrayBuffer or TypedArray"};

@@ -13,9 +13,15 @@
 
 namespace etna::addon {
 
-// First byte a typed array views.
-inline const uint8_t* typed_array_bytes(const Napi::TypedArray& array) {
-  return static_cast<const uint8_t*>(array.ArrayBuffer().Data()) + array.ByteOffset();
+// First byte a typed array views, asked of N-API directly: unlike
+// array.ArrayBuffer().Data(), that also works when the memory is a
+// SharedArrayBuffer. A SharedArrayBuffer is never detached or freed while a
+// view of it is alive.
+inline uint8_t* typed_array_bytes(const Napi::TypedArray& array) {
+  void* data = nullptr;
+  napi_status status = napi_get_typedarray_info(array.Env(), array, nullptr, nullptr, &data, nullptr, nullptr);
+  NAPI_THROW_IF_FAILED(array.Env(), status, nullptr);
+  return static_cast<uint8_t*>(data);
 }
 
 // A JS Error carrying `code` (an EtnaError code); lib/ rewraps it as EtnaError.

@@ -239,7 +239,7 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
       if (mmap.IsBoolean() && mmap.As<Napi::Boolean>().Value()) access = FileAccess::kMap;
       external_data = load_source(object.Get("externalData"));
     }
-    auto* worker = new LoadWorker(env, program != nullptr ? program->program() : nullptr, std::move(program_source),
+    auto* worker = new LoadWorker(env, program != nullptr ? program->live_program(env) : nullptr, std::move(program_source),
                                   std::move(external_data), access, std::move(options));
     Napi::Promise promise = worker->promise();
     worker->Queue();

@@ -13,6 +13,7 @@ void ProgramWrap::init(Napi::Env env, Napi::Object exports) {
                                     {
                                         InstanceMethod<&ProgramWrap::describe>("describe"),
                                         InstanceAccessor<&ProgramWrap::file_size>("fileSize"),
+                                        InstanceMethod<&ProgramWrap::dispose>("dispose"),
                                     });
   addon_data(env).program_constructor = Napi::Persistent(ctor);
   exports.Set("NativeProgram", ctor);
@@ -22,7 +23,9 @@ ProgramWrap::ProgramWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Prog
   Napi::Env env = info.Env();
   guard(env, [&]() -> Napi::Value {
     if (info.Length() >= 1 && info[0].IsExternal()) {
-      program_ = *info[0].As<Napi::External<ProgramHolder>>().Data();
+      // Taken, not copied: the external lives until a garbage collection, and
+      // a copy there would keep the program alive after dispose().
+      program_ = std::move(*info[0].As<Napi::External<ProgramHolder>>().Data());
       return env.Undefined();
     }
     Result<ProgramHolder> loaded =
@@ -52,12 +55,25 @@ ProgramWrap* ProgramWrap::unwrap(const Napi::Value& value) {
   return Napi::ObjectWrap<ProgramWrap>::Unwrap(object);
 }
 
+const std::shared_ptr<const Program>& ProgramWrap::live_program(Napi::Env env) const {
+  if (!program_) throw make_js_error(env, Error{ErrorCode::kDisposed, "program has been disposed"});
+  return program_;
+}
+
 Napi::Value ProgramWrap::describe(const Napi::CallbackInfo& info) {
-  return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), describe_program(*program_)); });
+  return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), describe_program(*live_program(info.Env()))); });
 }
 
 Napi::Value ProgramWrap::file_size(const Napi::CallbackInfo& info) {
-  return Napi::Number::New(info.Env(), static_cast<double>(program_->file_size()));
+  return guard(info.Env(), [&]() -> Napi::Value {
+    return Napi::Number::New(info.Env(), static_cast<double>(live_program(info.Env())->file_size()));
+  });
+}
+
+Napi::Value ProgramWrap::dispose(const Napi::CallbackInfo& info) {
+  // Modules and load workers over the program hold their own references.
+  program_.reset();
+  return info.Env().Undefined();
 }
 
 std::optional<ByteSpan> view_bytes(const Napi::Value& value) {

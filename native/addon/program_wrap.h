@@ -19,12 +19,15 @@ class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
   explicit ProgramWrap(const Napi::CallbackInfo& info);
 
   static Napi::Object wrap(Napi::Env env, std::shared_ptr<const Program> program);
-  const std::shared_ptr<const Program>& program() const { return program_; }
+  // The program; throws DISPOSED once dispose() has dropped it.
+  const std::shared_ptr<const Program>& live_program(Napi::Env env) const;
   static ProgramWrap* unwrap(const Napi::Value& value);
 
  private:
   Napi::Value describe(const Napi::CallbackInfo& info);
   Napi::Value file_size(const Napi::CallbackInfo& info);
+  // Drops this handle's reference: the program is freed with its last module.
+  Napi::Value dispose(const Napi::CallbackInfo& info);
 
   std::shared_ptr<const Program> program_;
 };

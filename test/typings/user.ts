@@ -1,7 +1,7 @@
 // What a user writes under `strict`, against the published entry points:
 // no casts, errors narrowed by `instanceof EtnaError`. The lines under each
 // ts-expect-error directive in misuse() must keep failing to compile.
-import { EtnaError, Module, summarizeProfile, Tensor, toChromeTrace, type Feeds, type NamedValues, type ProfileEvent, type Value } from 'etna';
+import { EtnaError, MAX_NUM_THREADS, Module, Program, summarizeProfile, Tensor, toChromeTrace, type ElementValue, type Feeds, type NamedValues, type ProfileEvent, type Value } from 'etna';
 import { ProgramBuilder } from 'etna/export';
 import * as ort from 'onnxruntime-node';
 
@@ -68,6 +68,26 @@ export function tensors(): void {
   }
 }
 
+// Habits from onnxruntime-node, and freeing with `using`.
+export async function migrate(path: string): Promise<number> {
+  using program = Program.load(path);
+  await using module = await Module.load(program, { numThreads: Math.min(4, MAX_NUM_THREADS) });
+  const names: readonly string[] = module.inputNames;
+  const decodeOutputs: readonly string[] = module.outputNamesOf('forward');
+  const values: ElementValue[] = ['9007199254740993', 2n, 3, true];
+  const ids: Tensor<'int64'> = Tensor.from('int64', [4], values, 'ids');
+  const feeds: Feeds = Object.fromEntries(names.map((name) => [name, Tensor.from('float32', [1, 4], [1, 'NaN', 0, 0])]));
+  const outputs: NamedValues = await module.run(feeds);
+  const logits = outputs.logits;
+  let total = ids.dims.length + decodeOutputs.length;
+  if (logits instanceof Tensor && logits.is('float32')) {
+    const dims: readonly number[] = logits.dims;
+    const asOrt = new ort.Tensor(logits.type, logits.data, logits.dims);
+    total += dims.length + asOrt.size;
+  }
+  return total;
+}
+
 export async function misuse(module: Module, unknownDType: Tensor): Promise<void> {
   // @ts-expect-error etna takes (dtype, shape, data), not onnxruntime's (type, data, dims)
   new Tensor('float32', new Float32Array(4), [1, 4]);
@@ -79,6 +99,10 @@ export async function misuse(module: Module, unknownDType: Tensor): Promise<void
   await module.execute('forward', [{ dtype: 'int64', shape: [1], data: new Float32Array(1) }]);
   // @ts-expect-error feeds are keyed by input name
   await module.run('forward', Tensor.float32([1], [1]));
+  // @ts-expect-error a misspelt option is no ModuleOptions key
+  await Module.load('model.pte', { shareMemoryArena: true });
+  // @ts-expect-error dims are read-only
+  Tensor.float32([1], [1]).dims.push(2);
   // @ts-expect-error before narrowing, an element is number | bigint
   const unnarrowed: number = unknownDType.data[0]!;
   void [wrongArray, unnarrowed];
