@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { readExternalData } from '../lib/cli/external-data.js';
 import { EtnaError } from '../lib/index.js';
 import { runCli } from './helpers/cli.js';
-import { testdataFiles, testdataPath } from './helpers/testdata.js';
+import { testdataDir, testdataFiles, testdataPath } from './helpers/testdata.js';
 
 interface IO {
   name?: string;
@@ -391,7 +391,7 @@ describe('etna inspect --json on the real programs', () => {
   });
 
   it('names a missing file in a readable line and exits 1', () => {
-    const result = runCli(['inspect', testdataPath('no-such-file.pte')]);
+    const result = runCli(['inspect', path.join(testdataDir, 'no-such-file.pte')]);
     expect(result.status).toBe(1);
     expect(result.stderr).toMatch(/INVALID_PROGRAM: cannot open .*no-such-file\.pte/);
   });
