@@ -12,6 +12,7 @@ import { runCli } from './helpers/cli.js';
 import { testdataDir, testdataFiles, testdataPath } from './helpers/testdata.js';
 
 interface IO {
+  name?: string;
   kind: string;
   dtype?: string;
   shape?: number[];
@@ -348,8 +349,29 @@ describe('etna inspect --json on the real programs', () => {
 
   it('reports tensor IO with every documented field', () => {
     const [input] = inspect('djl_add_unplanned_xnnpack.pte').methods[0]!.inputs;
-    expect(Object.keys(input!).sort()).toEqual(['dtype', 'dynamism', 'kind', 'planned', 'shape']);
-    expect(input).toEqual({ kind: 'tensor', dtype: 'float32', shape: [1], dynamism: 'static', planned: false });
+    expect(Object.keys(input!).sort()).toEqual(['dtype', 'dynamism', 'kind', 'name', 'planned', 'shape']);
+    expect(input).toEqual({ name: 'input_0', kind: 'tensor', dtype: 'float32', shape: [1], dynamism: 'static', planned: false });
+  });
+
+  it('names inputs and outputs, in JSON and in text, as the program names them', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-inspect-names-'));
+    try {
+      const file = path.join(dir, 'encoder-decoder.pte');
+      expect(runCli(['export-example', 'encoder-decoder', file]).status).toBe(0);
+      const json = runCli(['inspect', '--json', file]);
+      expect(json.status, json.stderr).toBe(0);
+      const [encode, decode] = (JSON.parse(json.stdout) as InspectJson).methods;
+      expect(encode!.inputs.map((v) => v.name)).toEqual(['x']);
+      expect(encode!.outputs.map((v) => v.name)).toEqual(['code']);
+      expect(decode!.inputs.map((v) => v.name)).toEqual(['code']);
+      expect(decode!.outputs.map((v) => v.name)).toEqual(['reconstruction']);
+      const text = runCli(['inspect', file]);
+      expect(text.status).toBe(0);
+      expect(text.stdout).toMatch(/method encode\n\s+inputs\s+x float32\[1x32\]\n\s+outputs\s+code float32\[1x8\]\n/);
+      expect(text.stdout).toMatch(/method decode\n\s+inputs\s+code float32\[1x8\]\n\s+outputs\s+reconstruction float32\[1x32\]\n/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses djl_corrupt.pte with INVALID_PROGRAM and says why', () => {

@@ -41,9 +41,23 @@ describe('npm pack', () => {
     for (const header of ['native/core/module.h', 'native/core/program.h', 'native/backends/xnnpack/node_types.h']) {
       expect(shipped).toContain(header);
     }
-    const docs = packageJson.files.filter((entry) => entry.startsWith('docs/'));
+    const docs = fs.readdirSync(path.join(repoRoot, 'docs')).filter((name) => name.endsWith('.md'));
     expect(docs.length).toBeGreaterThan(0);
-    for (const doc of docs) expect(shipped, doc).toContain(doc);
+    for (const doc of docs) expect(shipped, doc).toContain(`docs/${doc}`);
+  });
+
+  it('ships what every relative link in README.md points at', () => {
+    const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
+    const targets = [...readme.matchAll(/\]\(([^)\s]+)\)/g)]
+      .map((match) => match[1]!)
+      .filter((target) => !/^[a-z]+:/i.test(target) && !target.startsWith('#'))
+      .map((target) => path.posix.normalize(target.replace(/#.*$/, '')));
+    expect(targets.length).toBeGreaterThan(5);
+    for (const target of targets) {
+      const found = target.endsWith('/') ? [...shipped].some((file) => file.startsWith(target)) : shipped.has(target);
+      expect(found, `README.md links to ${target}, which the package does not ship`).toBe(true);
+    }
+    expect(shipped).toContain('README.md');
   });
 
   it('includes prebuilds/ by rule, so binaries placed there by prebuildify ship', () => {

@@ -4,6 +4,7 @@
 // modules whose calls the test finishes by hand, so "busy" is deterministic.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -60,6 +61,32 @@ async function post(url: string, body: string): Promise<{ status: number; json: 
 
 const f32 = (values: number[]) => ({ dtype: 'float32', shape: [values.length], data: values });
 
+/** Everything a socket receives, when it closes, and any error (a reset) on it. */
+function collect(socket: net.Socket) {
+  let text = '';
+  let failure: Error | undefined;
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => (text += chunk));
+  socket.on('error', (error) => (failure = error));
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  return { text: () => text, error: () => failure, closed };
+}
+
+/** The complete HTTP responses at the start of `text`. */
+function parseResponses(text: string): { status: number; headers: string; body: string }[] {
+  const responses: { status: number; headers: string; body: string }[] = [];
+  let rest = text;
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end < 0) return responses;
+    const headers = rest.slice(0, end);
+    const length = Number(/^content-length: (\d+)$/im.exec(headers)?.[1] ?? 0);
+    if (rest.length < end + 4 + length) return responses;
+    responses.push({ status: Number(headers.split(' ')[1]), headers, body: rest.slice(end + 4, end + 4 + length) });
+    rest = rest.slice(end + 4 + length);
+  }
+}
+
 describe('examples/server', () => {
   it('answers 200 concurrent requests correctly, refuses malformed ones with 400, keeps serving, stops cleanly on SIGTERM', async () => {
     const server = await startServer(testdataPath('et_add.pte'), { POOL_SIZE: '4', QUEUE_LIMIT: '256' });
@@ -98,6 +125,58 @@ describe('examples/server', () => {
     server.child.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
     expect(server.stdout()).toMatch(/SIGTERM: finishing running calls, then stopping\nstopped\n$/);
+    expect(server.stderr()).toBe('');
+  }, 60_000);
+
+  it('on SIGTERM answers every request sent on a keep-alive connection with 200 or 503, never a reset', async () => {
+    const server = await startServer(testdataPath('et_add.pte'), { POOL_SIZE: '2', QUEUE_LIMIT: '64' });
+    const { port } = new URL(server.url);
+    const body = JSON.stringify({ inputs: [f32([1]), f32([2])] });
+    const request = `POST /run/forward HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+    // 20 keep-alive connections, each sending its next request as soon as the
+    // previous one is answered (as a client with queued work does), until an
+    // answer says the connection closes. SIGTERM comes once 40 requests are out.
+    let written = 0;
+    let signalled: () => void;
+    const fortyWritten = new Promise<void>((resolve) => (signalled = resolve));
+    const connections = Array.from({ length: 20 }, () => {
+      const socket = net.connect(Number(port), '127.0.0.1');
+      const received = collect(socket);
+      const state = { sent: 0, received, closing: false };
+      const send = (): void => {
+        state.sent++;
+        socket.write(request, () => {
+          if (++written === 40) signalled();
+        });
+      };
+      socket.on('connect', send);
+      socket.on('data', () => {
+        const answers = parseResponses(received.text());
+        if (answers.length < state.sent) return;
+        if (/^connection: close\r?$/im.test(answers[answers.length - 1]!.headers)) state.closing = true;
+        else send();
+      });
+      return state;
+    });
+    await fortyWritten;
+    server.child.kill('SIGTERM');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    await Promise.all(connections.map(({ received }) => received.closed));
+    let shuttingDown = 0;
+    for (const [i, { sent, received, closing }] of connections.entries()) {
+      expect(received.error(), `connection ${i}`).toBeUndefined();
+      const answers = parseResponses(received.text());
+      expect(answers, `connection ${i}`).toHaveLength(sent);
+      for (const answer of answers) {
+        expect([200, 503]).toContain(answer.status);
+        if (answer.status === 200) expect(JSON.parse(answer.body)).toEqual({ outputs: [{ dtype: 'float32', shape: [1], data: [3] }] });
+        else expect(JSON.parse(answer.body).error.code).toBe('SHUTTING_DOWN');
+        if (answer.status === 503) shuttingDown++;
+      }
+      expect(closing, `connection ${i} ends after an answer that says so`).toBe(true);
+    }
+    expect(written).toBeGreaterThanOrEqual(40);
+    expect(shuttingDown).toBeGreaterThan(0);
     expect(server.stderr()).toBe('');
   }, 60_000);
 

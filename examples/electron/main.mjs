@@ -2,15 +2,15 @@
 // numbers back over IPC, through the one function preload.cjs exposes.
 import { app, BrowserWindow, ipcMain } from 'electron';
 import { Module, Tensor } from 'etna';
-import { exportExample } from 'etna/export';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-// A real app loads its own .pte file (Module.load('/path/to/model.pte'));
-// the example builds etna's small tied-weight autoencoder in memory instead.
-const modelPromise = Module.load(exportExample('encoder-decoder'), { numThreads: 2 });
+// The app ships its .pte file beside this one. Here it is etna's small
+// tied-weight autoencoder, written by `npm run model` (which `npm start` and
+// `npm run dist` run first): `etna export-example encoder-decoder model.pte`.
+const modelPromise = Module.load(path.join(here, 'model.pte'), { numThreads: 2 });
 
 ipcMain.handle('etna:encode-decode', async (_event, values) => {
   if (!Array.isArray(values) || values.length !== 32 || !values.every(Number.isFinite)) {

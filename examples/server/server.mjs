@@ -14,6 +14,8 @@ import { EtnaError, Module, Program, Tensor } from 'etna';
 import { ModulePool, PoolBusyError, PoolClosedError } from './pool.mjs';
 
 const HOST = '127.0.0.1';
+/** How long a stopping server still reads requests on idle connections before closing them. */
+const IDLE_CLOSE_DELAY_MS = 200;
 
 function integerSetting(name, fallback, min) {
   const text = process.env[name];
@@ -77,7 +79,11 @@ class HttpError extends Error {
 
 function send(response, status, body, headers = {}) {
   const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  // While stopping, the answer to the last request received on a connection
+  // ends it, so no client sends another; requests already received behind it
+  // (pipelined) are answered first.
+  const connection = stopping && openRequests.get(response.req.socket) === 1 ? { connection: 'close' } : {};
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...connection, ...headers });
   response.end(text);
 }
 
@@ -132,8 +138,14 @@ async function handleRun(request, pool, method) {
   return { outputs: outputs.map(outputToJson) };
 }
 
+/** Requests received and not yet answered, per connection. */
+const openRequests = new WeakMap();
+
 function serve(pool) {
   return http.createServer(async (request, response) => {
+    const { socket } = request;
+    openRequests.set(socket, (openRequests.get(socket) ?? 0) + 1);
+    response.on('close', () => openRequests.set(socket, openRequests.get(socket) - 1));
     try {
       const url = new URL(request.url, `http://${HOST}`);
       const run = /^\/run\/([^/]+)$/.exec(url.pathname);
@@ -170,13 +182,17 @@ async function stop(signal) {
   if (stopping) return;
   stopping = true;
   console.log(`${signal}: finishing running calls, then stopping`);
-  // No new connections; idle keep-alive sockets close now, busy ones once
-  // their answer is sent (or after a grace period).
+  // New calls are refused (503) from now on; running and queued ones finish.
+  const drained = pool.close();
+  // A keep-alive client may have sent a request on a connection that looks
+  // idle here, and closing a connection that holds a request resets it. Every
+  // answer from now on ends its connection (see send), so wait briefly for
+  // requests on their way to arrive, then stop listening and close the idle
+  // connections. Busy ones close after their answer, or after a grace period.
+  await new Promise((resolve) => setTimeout(resolve, IDLE_CLOSE_DELAY_MS));
   const closed = new Promise((resolve) => server.close(resolve));
-  server.closeIdleConnections();
   const grace = setTimeout(() => server.closeAllConnections(), 5000).unref();
-  await pool.close();
-  server.closeIdleConnections();
+  await drained;
   await closed;
   clearTimeout(grace);
   await Promise.all(modules.map((module) => module.dispose()));

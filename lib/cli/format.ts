@@ -12,8 +12,8 @@ export function formatBytes(bytes: number): string {
 }
 
 export function formatValue(value: ValueDescription): string {
-  if (value.kind !== 'tensor') return value.kind;
-  const shape = `${value.dtype}[${(value.shape ?? []).join('x')}]`;
+  if (value.kind !== 'tensor') return `${value.name} ${value.kind}`;
+  const shape = `${value.name} ${value.dtype}[${(value.shape ?? []).join('x')}]`;
   const notes: string[] = [];
   if (value.dynamism && value.dynamism !== 'static') notes.push(`${value.dynamism} shape`);
   if (!value.planned) notes.push('unplanned');

@@ -9,6 +9,7 @@ import { isExternalData, readExternalData, type ExternalDataDescription } from '
 import { formatBytes, formatValue, table } from './format.js';
 
 export interface InspectIO {
+  name: string;
   kind: string;
   dtype?: string;
   shape?: number[];
@@ -17,8 +18,8 @@ export interface InspectIO {
 }
 
 function ioJson(value: ValueDescription): InspectIO {
-  if (value.kind !== 'tensor') return { kind: value.kind };
-  return { kind: 'tensor', dtype: value.dtype, shape: value.shape, dynamism: value.dynamism, planned: value.planned };
+  if (value.kind !== 'tensor') return { name: value.name, kind: value.kind };
+  return { name: value.name, kind: 'tensor', dtype: value.dtype, shape: value.shape, dynamism: value.dynamism, planned: value.planned };
 }
 
 /** The JSON document `etna inspect --json` prints (docs/cli.md). */

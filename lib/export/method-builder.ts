@@ -58,6 +58,74 @@ function isTensorInput(value: unknown): value is TensorInput {
   return value instanceof TensorValue || value instanceof ConstantTensor || value instanceof SharedBuffer;
 }
 
+function shapeOfArgument(qualifiedName: string, args: readonly KernelArgument[], i: number): Shape {
+  const arg = args[i];
+  if (!isTensorInput(arg)) invalid(`kernel ${qualifiedName}: argument ${i} must be a tensor`);
+  return arg.shape;
+}
+
+const BROADCASTING_KERNELS: ReadonlySet<string> = new Set([
+  'aten::add.out', 'aten::sub.out', 'aten::mul.out', 'aten::div.out', 'aten::div.out_mode', 'aten::where.self_out',
+  'aten::eq.Tensor_out', 'aten::ne.Tensor_out', 'aten::gt.Tensor_out', 'aten::ge.Tensor_out', 'aten::lt.Tensor_out', 'aten::le.Tensor_out',
+  'aten::maximum.out', 'aten::minimum.out', 'aten::pow.Tensor_Tensor_out', 'aten::logical_and.out', 'aten::logical_or.out',
+]);
+
+/**
+ * The operand rules of the kernels whose operands constrain each other, for
+ * calls emitted through the escape hatch: the same shape inference the
+ * builder's own ops apply, so contradicting operands are refused when the
+ * program is written rather than when it loads or runs.
+ */
+function checkOperandShapes(qualifiedName: string, args: readonly KernelArgument[]): void {
+  const shape = (i: number): Shape => shapeOfArgument(qualifiedName, args, i);
+  const op = qualifiedName.replace(/^aten::/, '').replace(/\..*$/, '');
+  if (BROADCASTING_KERNELS.has(qualifiedName)) {
+    const tensors = args.slice(0, -1).filter(isTensorInput).map((t) => t.shape);
+    tensors.reduce((acc, s) => broadcastShapes(op, acc, s), []);
+    return;
+  }
+  switch (qualifiedName) {
+    case 'aten::mm.out':
+      mmShape(op, shape(0), shape(1));
+      return;
+    case 'aten::bmm.out':
+      bmmShape(op, shape(0), shape(1));
+      return;
+    case 'aten::addmm.out': {
+      const product = mmShape(op, shape(1), shape(2));
+      if (!broadcastsTo(shape(0), product)) invalid(`${op}: bias ${formatShape(shape(0))} does not broadcast to the product ${formatShape(product)}`);
+      return;
+    }
+    case 'aten::view_copy.out': {
+      const target = args[1];
+      if (target !== null && typeof target === 'object' && 'intList' in target) viewShape(op, shape(0), target.intList);
+      return;
+    }
+    case 'aten::cat.out': {
+      const list = args[0];
+      const dim = args[1];
+      if (list === null || typeof list !== 'object' || !('tensorList' in list) || dim === null || typeof dim !== 'object' || !('int' in dim)) return;
+      catShape(op, list.tensorList.map((t) => t.shape), Number(dim.int));
+      return;
+    }
+    case 'aten::convolution.out': {
+      const input = shape(0);
+      const weight = shape(1);
+      const transposed = args[6];
+      const groupsArg = args[8];
+      const groups = groupsArg !== null && typeof groupsArg === 'object' && 'int' in groupsArg ? Number(groupsArg.int) : 1;
+      const isTransposed = transposed !== null && typeof transposed === 'object' && 'bool' in transposed && transposed.bool;
+      if (input.length !== weight.length || input.length < 3) invalid(`${op}: input ${formatShape(input)} and weight ${formatShape(weight)} must have the same rank, at least 3`);
+      const expected = isTransposed ? weight[0]! : weight[1]! * groups;
+      if (input[1] !== expected) {
+        invalid(`${op}: input ${formatShape(input)} has ${input[1]} channels; weight ${formatShape(weight)} with groups ${groups} expects ${expected}`);
+      }
+      return;
+    }
+    default:
+  }
+}
+
 export class MethodBuilder {
   /** @internal */
   constructor(
@@ -479,6 +547,7 @@ export class MethodBuilder {
    * `returnValue` when given).
    */
   kernel(qualifiedName: string, args: readonly KernelArgument[], returnValue?: TensorValue): void {
+    checkOperandShapes(qualifiedName, args);
     const indices = args.map((arg) => this.argument(arg));
     const last = args[args.length - 1];
     const ret = returnValue !== undefined ? this.use(returnValue).index : last instanceof TensorValue ? last.index : undefined;

@@ -38,6 +38,8 @@ export class LoweringContext {
   readonly values = new Map<string, OnnxValue>();
   /** Which node produced each name, for error messages. */
   readonly producers = new Map<string, string>();
+  /** The input shapes given at import (e.g. `x=1x5`), named when a node's operand shapes contradict each other. */
+  givenShapes = '';
   private readonly materialized = new WeakMap<ConstTensor, TensorInput>();
   private constantCount = 0;
 
@@ -116,6 +118,11 @@ export class NodeView {
 
   fail(message: string): never {
     throw new EtnaError('UNSUPPORTED_OPERATOR', `${this.label}: ${message}`);
+  }
+
+  /** Refuses operands whose shapes contradict each other (the model, or the shapes given at import, are wrong). */
+  invalid(message: string): never {
+    throw new EtnaError('INVALID_INPUT', `${this.label}: ${message}`);
   }
 
   input(i: number): OnnxValue {

@@ -133,6 +133,24 @@ function staticShape(info: OnnxValueInfo, given: readonly number[] | undefined):
   return shape as number[];
 }
 
+/**
+ * A shape given at import may set the model's symbolic dims but not change a
+ * fixed one or the rank: onnxruntime refuses such an input too.
+ */
+function checkGivenShape(info: OnnxValueInfo, given: readonly number[]): void {
+  const declared = info.shape;
+  if (declared === undefined) return;
+  const describe = (dims: readonly (number | string | null)[]): string => `[${dims.map((d) => (d === null ? '?' : String(d))).join(', ')}]`;
+  if (declared.length !== given.length) {
+    throw new EtnaError('INVALID_INPUT', `shape of input '${info.name}': the model declares rank ${declared.length} ${describe(declared)}, the given shape ${given.join('x')} has rank ${given.length}`);
+  }
+  declared.forEach((size, dim) => {
+    if (typeof size === 'number' && size >= 0 && size !== given[dim]) {
+      throw new EtnaError('INVALID_INPUT', `shape of input '${info.name}': dim ${dim} is fixed at ${size} by the model ${describe(declared)}, the given shape sets it to ${given[dim]}; only symbolic dims can be set`);
+    }
+  });
+}
+
 function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
   if (typeof value === 'object') return value;
   const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
@@ -195,7 +213,11 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
     } else {
       const handler = OP_HANDLERS[node.opType];
       if (handler === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: ONNX operator '${node.opType}' has no lowering`);
-      results = handler(view);
+      try {
+        results = handler(view);
+      } catch (error) {
+        throw atNode(label, ctx, error);
+      }
       if (results.every((r) => r === undefined || r.kind === 'const')) stats.folded++;
       else stats.lowered++;
     }
@@ -208,6 +230,18 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
     ctx.values.set(name, value);
     ctx.producers.set(name, label);
   });
+}
+
+/**
+ * Names the node in an error raised while lowering it. Operand shapes that
+ * contradict each other (INVALID_INPUT from shape inference) also name the
+ * input shapes given at import, the usual cause.
+ */
+function atNode(label: string, ctx: LoweringContext, error: unknown): unknown {
+  if (!(error instanceof EtnaError)) return error;
+  const named = error.message.startsWith(label) ? error.message : `${label}: ${error.message}`;
+  if (error.code !== 'INVALID_INPUT' || ctx.givenShapes === '') return named === error.message ? error : new EtnaError(error.code, named, { cause: error });
+  return new EtnaError(error.code, `${named} (with the input shapes given at import: ${ctx.givenShapes})`, { cause: error });
 }
 
 function constantNode(view: NodeView): OnnxValue {
@@ -334,7 +368,11 @@ function importAtShapes(
   const outputNames = new Set(graph.outputs.map((o) => o.name));
 
   for (const name of Object.keys(bind)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--bind ${name}: the model has no input named '${name}'`);
-  for (const name of shapes.keys()) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
+  for (const [name, given] of shapes) {
+    const info = inputInfo.get(name);
+    if (info === undefined) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
+    checkGivenShape(info, given);
+  }
   for (const pair of statePairs) {
     if (!inputInfo.has(pair.input)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no input named '${pair.input}'`);
     if (!outputNames.has(pair.output)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no output named '${pair.output}'`);
@@ -375,6 +413,7 @@ function importAtShapes(
   const stats: RunStats = { folded: 0, lowered: 0, spans: [] };
   program.method(methodName, (m) => {
     const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
+    ctx.givenShapes = [...shapes].map(([name, shape]) => `${name}=${shape.join('x')}`).join(' ');
     const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
     for (const info of runtimeInputs) {
       const bound = bind[info.name];

@@ -4,6 +4,7 @@
 // folded instead of lowered wherever the result is needed as an argument.
 import type { DType } from '../export/dtype.js';
 import type { KernelArgument } from '../export/method-builder.js';
+import { viewShape } from '../export/shape-inference.js';
 import { MAX_CONCATENATE_INPUTS } from '../export/xnnpack/payload.js';
 import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, isFloat, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
@@ -92,7 +93,7 @@ function cat(ctx: LoweringContext, parts: readonly OnnxValue[], dim: number): On
 
 function binaryShape(node: NodeView, a: OnnxValue, b: OnnxValue): number[] {
   const shape = broadcastShape(shapeOf(a), shapeOf(b));
-  if (shape === undefined) node.fail(`shapes ${JSON.stringify(shapeOf(a))} and ${JSON.stringify(shapeOf(b))} do not broadcast`);
+  if (shape === undefined) node.invalid(`shapes ${JSON.stringify(shapeOf(a))} and ${JSON.stringify(shapeOf(b))} do not broadcast`);
   return shape;
 }
 
@@ -141,7 +142,7 @@ function compare(ctx: LoweringContext, node: NodeView, kind: string, a: OnnxValu
 
 function where(ctx: LoweringContext, node: NodeView, cond: OnnxValue, x: OnnxValue, y: OnnxValue): OnnxValue {
   const shape = broadcastShape(binaryShape(node, cond, x), shapeOf(y));
-  if (shape === undefined) node.fail('operands of Where do not broadcast');
+  if (shape === undefined) node.invalid('operands of Where do not broadcast');
   return ctx.emit('aten::where.self_out', [ctx.tensor(cond), ctx.tensor(x), ctx.tensor(y)], dtypeOf(x), shape);
 }
 
@@ -823,9 +824,7 @@ function reshapeOp(node: NodeView): OnnxValue[] {
   const requested = node.opset >= 5 ? node.constInts(1, 'shape')! : node.ints('shape')!;
   const allowZero = node.int('allowzero', 0) !== 0;
   const out = requested.map((d, i) => (d === 0 && !allowZero ? shape[i]! : d));
-  const known = out.filter((d) => d !== -1).reduce((a, b) => a * b, 1);
-  const inferred = out.map((d) => (d === -1 ? shapeSize(shape) / known : d));
-  return [reshape(node.ctx, x, inferred)];
+  return [reshape(node.ctx, x, viewShape('Reshape', shape, out))];
 }
 
 function flatten(node: NodeView): OnnxValue[] {
@@ -934,7 +933,7 @@ function matmul(node: NodeView): OnnxValue[] {
     outShape = [m, n];
   } else {
     const batch = broadcastShape(aShape.slice(0, -2), bShape.slice(0, -2));
-    if (batch === undefined) node.fail('batch dims do not broadcast');
+    if (batch === undefined) node.invalid(`batch dims of ${JSON.stringify(aShape)} and ${JSON.stringify(bShape)} do not broadcast`);
     const count = shapeSize(batch);
     if (bShape.length === 2 && shapeSize(aShape.slice(0, -2)) === count) {
       const flat = reshape(ctx, expandTo(ctx, a, [...batch, m, k]), [count * m, k]);

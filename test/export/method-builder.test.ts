@@ -287,6 +287,17 @@ describe('errors name the op and the shapes', () => {
     ['copy shape', (m, p) => m.copyInto(p.sharedBuffer('s', f32, [2]), m.input('x', f32, [3])), /^copy_: source \[3\] does not broadcast to target \[2\]/],
     ['conv', (m, p) => m.conv2d(m.input('x', f32, [1, 4, 8, 8]), p.constant('w', f32, [2, 3, 3, 3], new Float32Array(54))), /^conv2d: weight \[2, 3, 3, 3\] expects 3 input channels/],
     ['int scalar', (m) => m.mul(m.input('x', 'int32', [2]), 0.5), /^mul: scalar 0.5 is not an integer, but the tensor is int32/],
+    ['kernel mm', (m) => m.kernel('aten::mm.out', [m.input('a', f32, [1, 5]), m.input('b', f32, [4, 8]), m.graph.addTensor(f32, [1, 8])]), /^mm: inner dimensions differ: \[1, 5\] x \[4, 8\]/],
+    ['kernel addmm', (m) => m.kernel('aten::addmm.out', [m.input('c', f32, [3]), m.input('a', f32, [2, 4]), m.input('b', f32, [4, 8]), { double: 1 }, { double: 1 }, m.graph.addTensor(f32, [2, 8])]), /^addmm: bias \[3\] does not broadcast to the product \[2, 8\]/],
+    ['kernel bmm', (m) => m.kernel('aten::bmm.out', [m.input('a', f32, [2, 2, 3]), m.input('b', f32, [2, 4, 5]), m.graph.addTensor(f32, [2, 2, 5])]), /^bmm: inner dimensions differ/],
+    ['kernel view', (m) => m.kernel('aten::view_copy.out', [m.input('a', f32, [1, 5]), { intList: [4, 8] }, m.graph.addTensor(f32, [4, 8])]), /^view_copy: cannot view \[1, 5\] \(5 elements\) as \[4, 8\]/],
+    ['kernel cat', (m) => m.kernel('aten::cat.out', [{ tensorList: [m.input('a', f32, [1, 4]), m.input('b', f32, [2, 3])] }, { int: 0 }, m.graph.addTensor(f32, [3, 4])]), /^cat: tensor 1 has shape \[2, 3\]/],
+    ['kernel add', (m) => m.kernel('aten::add.out', [m.input('a', f32, [2, 3]), m.input('b', f32, [4]), { int: 1 }, m.graph.addTensor(f32, [2, 3])]), /^add: shapes \[2, 3\] and \[4\] cannot be broadcast/],
+    [
+      'kernel convolution',
+      (m, p) => m.kernel('aten::convolution.out', [m.input('x', f32, [1, 5, 8]), p.constant('w', f32, [4, 3, 3], new Float32Array(36)), null, { intList: [1] }, { intList: [0] }, { intList: [1] }, { bool: false }, { intList: [0] }, { int: 1 }, m.graph.addTensor(f32, [1, 4, 6])]),
+      /^convolution: input \[1, 5, 8\] has 5 channels; weight \[4, 3, 3\] with groups 1 expects 3/,
+    ],
   ];
   it.each(cases)('%s', (_, body, message) => {
     let caught: unknown;

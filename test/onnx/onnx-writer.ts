@@ -42,7 +42,8 @@ export interface TestValue {
   name: string;
   /** ONNX element type: 1 float, 7 int64, 9 bool. */
   type: number;
-  shape: number[];
+  /** A number for a fixed dim, a name for a symbolic one. */
+  shape: (number | string)[];
 }
 
 /** A float32 initializer (a weight). */
@@ -66,7 +67,7 @@ function initializer(t: TestInitializer): number[] {
 }
 
 function valueInfo(value: TestValue): number[] {
-  const dims = value.shape.flatMap((d) => bytesField(1, intField(1, d)));
+  const dims = value.shape.flatMap((d) => bytesField(1, typeof d === 'string' ? text(2, d) : intField(1, d)));
   const tensorType = [...intField(1, value.type), ...bytesField(2, dims)];
   return [...text(1, value.name), ...bytesField(2, bytesField(1, tensorType))];
 }
