@@ -130,9 +130,8 @@ void attend(const AttentionArgs& a) {
   const SequenceLayout kv{a.key_cache->size(0), a.key_cache->size(1), a.key_cache->size(2), a.key_cache->size(3)};
   const int64_t group = q.heads / kv.heads;
   const int64_t visible = a.mask ? kv.sequence : a.start_pos + q.sequence;
-  // The mask is read through its strides: its dim order need not be row-major.
+  // Rows of the mask are its row stride apart (the kernel takes row-major tensors only).
   const int64_t mask_row_stride = a.mask ? a.mask->stride(0) : 0;
-  const int64_t mask_column_stride = a.mask ? a.mask->stride(1) : 0;
   const float scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)));
   const float* query = a.query->data_as<const float>();
   const float* keys = a.key_cache->data_as<const float>();
@@ -153,7 +152,7 @@ void attend(const AttentionArgs& a) {
           float dot = 0;
           for (int64_t d = 0; d < q.head_dim; ++d) dot += q_row[d] * k_row[d];
           float score = dot * scale;
-          if (mask != nullptr) score += mask[r * mask_row_stride + c * mask_column_stride];
+          if (mask != nullptr) score += mask[r * mask_row_stride + c];
           scores[static_cast<size_t>(c)] = score;
           if (score > max_score) max_score = score;
         }
