@@ -72,6 +72,9 @@ class DelegateHandle {
   // (the caller has opened the DelegateCall's event around it).
   virtual Status execute(EValue* const* args, size_t count, ProfileRecorder* profile) = 0;
   Status execute(EValue* const* args, size_t count) { return execute(args, count, nullptr); }
+  // How many arguments (inputs plus outputs) the payload declares, when it
+  // says: a DelegateCall with another count is refused when the method loads.
+  virtual std::optional<size_t> argument_count() const { return std::nullopt; }
 };
 
 // Errors from init and execute start with the method and delegate they concern

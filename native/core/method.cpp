@@ -308,6 +308,14 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
           step.delegate = delegates_[static_cast<size_t>(call->delegate_index())].get();
           step.label = plan_->delegates()->Get(static_cast<uint32_t>(call->delegate_index()))->id()->str();
           args = call->args();
+          const std::optional<size_t> expected = step.delegate->argument_count();
+          if (expected && *expected != args->size()) {
+            return make_error(ErrorCode::kInvalidProgram,
+                              "method '" + name_ + "': instruction " + std::to_string(steps_.size()) +
+                                  " calls delegate " + std::to_string(call->delegate_index()) + " (" + step.label +
+                                  ") with " + std::to_string(args->size()) + " arguments; its payload declares " +
+                                  std::to_string(*expected) + " inputs and outputs");
+          }
           break;
         }
         case fb::InstructionArguments::MoveCall:

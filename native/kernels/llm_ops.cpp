@@ -4,7 +4,10 @@
 // Layouts are ExecuTorch's: q/k/v projections and caches are
 // [batch, sequence, heads, head_dim], row-major. `start_pos` is the position
 // of the first query row; query row r sits at start_pos + r and, with causal
-// masking, sees cache positions 0 ..= start_pos + r. Query heads are grouped
+// masking, sees cache positions 0 ..= start_pos + r. Without a mask the keys
+// are cache positions 0 .. start_pos + sequence; with one (ExecuTorch >= 0.7)
+// they are every position of the cache and the mask is [sequence, capacity],
+// so the mask alone decides what a row sees. Query heads are grouped
 // onto key/value heads (grouped-query attention): head h reads kv head
 // h / (query_heads / kv_heads).
 //
@@ -86,7 +89,7 @@ struct AttentionArgs {
   const Tensor* key_cache = nullptr;
   const Tensor* value_cache = nullptr;
   int64_t start_pos = 0;
-  const Tensor* mask = nullptr;  // float32 [sequence, start_pos + sequence], added after scaling
+  const Tensor* mask = nullptr;  // float32 [sequence, cache capacity], added after scaling
   bool is_causal = false;
   std::optional<double> scale;
   Tensor* out = nullptr;
@@ -113,9 +116,9 @@ Status check_attention(const OpArgs& op, const AttentionArgs& a) {
   if (a.mask != nullptr) {
     if (a.is_causal) return op.input_error("attn_mask and is_causal cannot both be set");
     ETNA_TRY(op.expect_dtype(*a.mask, "attn_mask", ScalarType::kFloat));
-    if (a.mask->rank() != 2 || a.mask->size(0) != q.sequence || a.mask->size(1) != a.start_pos + q.sequence) {
+    if (a.mask->rank() != 2 || a.mask->size(0) != q.sequence || a.mask->size(1) != k.sequence) {
       return op.input_error("attn_mask " + a.mask->describe() + " must be [" + std::to_string(q.sequence) + ", " +
-                            std::to_string(a.start_pos + q.sequence) + "] (query rows by visible keys)");
+                            std::to_string(k.sequence) + "] (query rows by cache positions)");
     }
   }
   return Status::ok();
@@ -126,7 +129,9 @@ void attend(const AttentionArgs& a) {
   const SequenceLayout q{a.query->size(0), a.query->size(1), a.query->size(2), a.query->size(3)};
   const SequenceLayout kv{a.key_cache->size(0), a.key_cache->size(1), a.key_cache->size(2), a.key_cache->size(3)};
   const int64_t group = q.heads / kv.heads;
-  const int64_t visible = a.start_pos + q.sequence;
+  const int64_t visible = a.mask ? kv.sequence : a.start_pos + q.sequence;
+  // Rows of the mask are its row stride apart (the kernel takes row-major tensors only).
+  const int64_t mask_row_stride = a.mask ? a.mask->stride(0) : 0;
   const float scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)));
   const float* query = a.query->data_as<const float>();
   const float* keys = a.key_cache->data_as<const float>();
@@ -147,7 +152,7 @@ void attend(const AttentionArgs& a) {
           float dot = 0;
           for (int64_t d = 0; d < q.head_dim; ++d) dot += q_row[d] * k_row[d];
           float score = dot * scale;
-          if (mask != nullptr) score += mask[r * visible + c];
+          if (mask != nullptr) score += mask[r * mask_row_stride + c];
           scores[static_cast<size_t>(c)] = score;
           if (score > max_score) max_score = score;
         }

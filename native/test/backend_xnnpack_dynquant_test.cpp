@@ -4,6 +4,7 @@
 // CPU has; and the payloads the delegate must refuse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -242,6 +243,66 @@ TEST(XnnpackDynamicQuant, SequenceShapedInputsQuantizePerToken) {
   c.sequence = true;
   c.bias = false;
   check_case(c);
+}
+
+// Rows whose products with the multiplier fall on a tie: hi - lo = 1.02 gives
+// m = 250 exactly, while 1 / (1 / m) (the 2022 rule) is 249.999985. 0.006 * m
+// is 1.5 (code 2, ties to even) where the old rule gave 1.4999999 (code 1);
+// with hi - lo = 1.08, 0.036 * m is 8.5 (code 8) where the old rule gave
+// 8.500001 (code 9).
+TEST(XnnpackDynamicQuant, RowParametersFollowXnnpackAtTies) {
+  for (Weights weights : {Weights::kQc8, Weights::kQc4, Weights::kQb4Fp32}) {
+    SCOPED_TRACE(static_cast<int>(weights));
+    Case c = make_case(2, 64, 16, weights);
+    const Model m = make_model(c);
+    std::vector<float> x(c.rows * c.in, 0.0f);
+    x[0] = 1.02f;
+    x[1] = 0.006f;
+    x[c.in] = 1.08f;
+    x[c.in + 5] = 0.036f;
+    expect_same_on_every_path([&](xnn::DotPath path) { return run_case(c, m, x, path); }, reference(c, m, x), 2e-5f);
+  }
+}
+
+// An all-zero row is all zero-point codes: every output is exactly the bias
+// (the zero point is taken off in integers, as XNNPACK does).
+TEST(XnnpackDynamicQuant, AllZeroRowGivesExactlyTheBias) {
+  for (Weights weights : {Weights::kQc8, Weights::kQc4, Weights::kQb4Fp32}) {
+    SCOPED_TRACE(static_cast<int>(weights));
+    Case c = make_case(2, 96, 24, weights);
+    const Model m = make_model(c);
+    std::vector<float> x = pseudo_random(c.rows * c.in, 3, 2.0f);
+    std::fill(x.begin(), x.begin() + static_cast<long>(c.in), 0.0f);
+    const auto expected = reference(c, m, x);
+    for (xnn::DotPath path : available_dot_paths()) {
+      SCOPED_TRACE(xnn::dot_path_name(path));
+      const auto y = run_case(c, m, x, path);
+      ASSERT_EQ(y.size(), c.rows * c.out);
+      for (size_t n = 0; n < c.out; ++n) EXPECT_EQ(y[n], m.bias[n]) << "channel " << n;
+      EXPECT_TRUE(close_to(y, expected, 2e-5f));
+    }
+  }
+}
+
+// A row holding NaN or an infinity has no quantization range: its outputs are
+// NaN (as quantizing it in PyTorch gives); the other rows are unaffected.
+TEST(XnnpackDynamicQuant, NonFiniteRowsGiveNaN) {
+  Case c = make_case(3, 64, 16, Weights::kQc8);
+  const Model m = make_model(c);
+  std::vector<float> x = pseudo_random(c.rows * c.in, 9, 2.0f);
+  x[c.in + 3] = NAN;
+  x[2 * c.in + 7] = INFINITY;
+  const auto expected = reference(c, m, x);
+  for (xnn::DotPath path : available_dot_paths()) {
+    SCOPED_TRACE(xnn::dot_path_name(path));
+    const auto y = run_case(c, m, x, path);
+    ASSERT_EQ(y.size(), c.rows * c.out);
+    for (size_t n = 0; n < c.out; ++n) {
+      EXPECT_NEAR(y[n], expected[n], 2e-5f * std::max(1.0f, std::fabs(expected[n])));
+      EXPECT_TRUE(std::isnan(y[c.out + n])) << "NaN row, channel " << n << ": " << y[c.out + n];
+      EXPECT_TRUE(std::isnan(y[2 * c.out + n])) << "infinite row, channel " << n << ": " << y[2 * c.out + n];
+    }
+  }
 }
 
 TEST(XnnpackDynamicQuant, ClampAndNoBias) {

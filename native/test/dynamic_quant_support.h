@@ -18,20 +18,23 @@
 
 namespace etna::test {
 
-// real[i] = scale * (q[i] - zero_point), with the range [min(0, lo), max(0, hi)]
-// mapped onto [-128, 127] and the zero point nudged to an integer.
+// real[i] = scale * (q[i] - zero_point), as XNNPACK (November 2024 on)
+// quantizes a row: the range [min(0, lo), max(0, hi)] mapped onto [-128, 127]
+// by the multiplier m = 255 / (hi - lo), which also converts the row
+// (q = round(x * m), ties to even); the zero point rounded the same way; the
+// scale 1 / m.
 inline std::vector<double> qd8_dequantized(const float* x, size_t count) {
   float lo = 0, hi = 0;
   for (size_t i = 0; i < count; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
-  const float inverse = lo == hi ? 1.0f : 255.0f / (hi - lo);
-  const float zero_from_min = -128.0f - lo * inverse, zero_from_max = 127.0f - hi * inverse;
-  float zero = (-128.0f + lo * inverse) + (127.0f + hi * inverse) > 0 ? zero_from_min : zero_from_max;
+  const float multiplier = lo == hi ? 1.0f : 255.0f / (hi - lo);
+  const float zero_from_min = -128.0f - lo * multiplier, zero_from_max = 127.0f - hi * multiplier;
+  float zero = (-128.0f + lo * multiplier) + (127.0f + hi * multiplier) > 0 ? zero_from_min : zero_from_max;
   zero = std::min(std::max(zero, -128.0f), 127.0f);
   const int zp = static_cast<int>(std::nearbyint(zero));
-  const float scale = 1.0f / inverse;
+  const float scale = 1.0f / multiplier;
   std::vector<double> real(count);
   for (size_t i = 0; i < count; ++i) {
-    float v = x[i] * (1.0f / scale);
+    float v = x[i] * multiplier;
     v = std::min(std::max(v, static_cast<float>(-128 - zp)), static_cast<float>(127 - zp));
     real[i] = static_cast<double>(scale) * std::nearbyint(v);
   }

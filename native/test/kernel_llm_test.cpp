@@ -17,10 +17,12 @@ struct AttentionCase {
   bool causal;
 };
 
-// out[b, r, h, :] with keys 0 .. start_pos + sequence, computed in double.
+// out[b, r, h, :] computed in double. Without a mask the keys are positions
+// 0 .. start_pos + sequence; with one, every cache position, and mask[r, j]
+// is (*mask)[r * capacity + j].
 std::vector<float> reference_attention(const AttentionCase& c, const std::vector<float>& q, const std::vector<float>& k,
                                        const std::vector<float>& v, const std::vector<float>* mask, double scale) {
-  const int64_t visible = c.start_pos + c.sequence;
+  const int64_t visible = mask ? c.capacity : c.start_pos + c.sequence;
   std::vector<float> out(static_cast<size_t>(c.batch * c.sequence * c.heads * c.head_dim));
   auto q_at = [&](int64_t b, int64_t s, int64_t h, int64_t d) {
     return q[static_cast<size_t>(((b * c.sequence + s) * c.heads + h) * c.head_dim + d)];
@@ -96,17 +98,83 @@ TEST(CustomSdpa, AddsMaskAndUsesExplicitScale) {
   const auto q_values = rng.floats(16);
   const auto k_values = rng.floats(24);
   const auto v_values = rng.floats(24);
-  std::vector<float> mask_values = {0.0f, -1.0f, 0.5f, -std::numeric_limits<float>::infinity(), 0.0f, 2.0f};
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> mask_values = {0.0f, -1.0f, 0.5f, -inf, -inf, -inf, -inf, 0.0f, 2.0f, -inf, -inf, -inf};
   Tensor& q = store.make<float>({1, 2, 2, 4}, q_values);
   Tensor& k = store.make<float>({1, 6, 1, 4}, k_values);
   Tensor& v = store.make<float>({1, 6, 1, 4}, v_values);
-  Tensor& mask = store.make<float>({2, 3}, mask_values);
+  Tensor& mask = store.make<float>({2, 6}, mask_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
   Args args;
   args.tensor(q).tensor(k).tensor(v).integer(1).tensor(mask).real(0.0).boolean(false).real(0.25).tensor(out).same_as(8);
   ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
   expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, &mask_values, 0.25),
                   2e-5f);
+}
+
+// ExecuTorch >= 0.7: with a mask, every key of the cache takes part and the
+// mask is [sequence, capacity]. Keys past start_pos + sequence get finite
+// mask values here, so a kernel that stops at start_pos + sequence differs.
+TEST(CustomSdpa, MaskCoversTheWholeCache) {
+  const AttentionCase c{1, 3, 4, 2, 8, 8, 2, false};
+  Lcg rng(23);
+  TensorStore store;
+  const auto q_values = rng.floats(static_cast<size_t>(c.sequence * c.heads * c.head_dim));
+  const auto k_values = rng.floats(static_cast<size_t>(c.capacity * c.kv_heads * c.head_dim));
+  const auto v_values = rng.floats(static_cast<size_t>(c.capacity * c.kv_heads * c.head_dim));
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> mask_values = {
+      0.0f,  -0.5f, 0.25f, -inf, 1.0f,  0.0f,  -2.0f, 0.75f,  // row 0 sees keys past position 2
+      -inf,  0.0f,  0.0f,  0.5f, -inf,  -1.0f, 0.0f,  -inf,   //
+      1.5f,  -inf,  0.0f,  0.0f, 0.25f, -inf,  -inf,  0.0f,   //
+  };
+  Tensor& q = store.make<float>({1, 3, 4, 8}, q_values);
+  Tensor& k = store.make<float>({1, 8, 2, 8}, k_values);
+  Tensor& v = store.make<float>({1, 8, 2, 8}, v_values);
+  Tensor& mask = store.make<float>({3, 8}, mask_values);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 3, 4, 8});
+  Args args;
+  args.tensor(q).tensor(k).tensor(v).integer(c.start_pos).tensor(mask).real(0.0).boolean(false).none().tensor(out)
+      .same_as(8);
+  ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
+  const double scale = 1.0 / std::sqrt(8.0);
+  expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, &mask_values, scale),
+                  2e-5f);
+
+  // A mask as wide as start_pos + sequence only (the rule before ExecuTorch 0.7) is refused.
+  Tensor& narrow = store.make<float>({3, 5}, std::vector<float>(15, 0.0f));
+  Args old_rule;
+  old_rule.tensor(q).tensor(k).tensor(v).integer(c.start_pos).tensor(narrow).real(0.0).boolean(false).none()
+      .tensor(out).same_as(8);
+  EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", old_rule), {"attn_mask", "must be [3, 8]"}));
+}
+
+TEST(SdpaWithKvCache, MaskCoversTheWholeCache) {
+  const AttentionCase c{1, 2, 2, 2, 4, 6, 1, false};
+  Lcg rng(29);
+  TensorStore store;
+  const auto q_values = rng.floats(16);
+  const auto k_new = rng.floats(16);
+  const auto v_new = rng.floats(16);
+  auto k_cache_values = rng.floats(48);
+  auto v_cache_values = rng.floats(48);
+  const std::vector<float> mask_values = {0.0f, 0.5f, -1.0f, 0.0f, 0.25f, -0.75f,
+                                          -0.25f, 0.0f, 0.0f, 1.0f, 0.0f, 0.5f};
+  Tensor& q = store.make<float>({1, 2, 2, 4}, q_values);
+  Tensor& k = store.make<float>({1, 2, 2, 4}, k_new);
+  Tensor& v = store.make<float>({1, 2, 2, 4}, v_new);
+  Tensor& k_cache = store.make<float>({1, 6, 2, 4}, k_cache_values);
+  Tensor& v_cache = store.make<float>({1, 6, 2, 4}, v_cache_values);
+  Tensor& mask = store.make<float>({2, 6}, mask_values);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
+  Args args;
+  args.tensor(q).tensor(k).tensor(v).tensor(k_cache).tensor(v_cache).integer(1).integer(2).tensor(mask).real(0.0)
+      .boolean(false).none().tensor(out).same_as(11);
+  ASSERT_TRUE(is_ok(run_kernel("llama::sdpa_with_kv_cache.out", args)));
+  std::copy(k_new.begin(), k_new.end(), k_cache_values.begin() + 1 * 8);
+  std::copy(v_new.begin(), v_new.end(), v_cache_values.begin() + 1 * 8);
+  expect_near_all(values_of<float>(out),
+                  reference_attention(c, q_values, k_cache_values, v_cache_values, &mask_values, 0.5), 2e-5f);
 }
 
 TEST(CustomSdpa, RefusesBadShapes) {

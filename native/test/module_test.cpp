@@ -2,12 +2,14 @@
 // semantics, and load-time errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
 #include "core/module.h"
 #include "core/program.h"
+#include "generated/xnnpack_generated.h"
 #include "test_support.h"
 
 namespace etna {
@@ -224,6 +226,48 @@ TEST(Module, UnknownBackendIsNamed) {
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().code, ErrorCode::kUnsupportedBackend);
   EXPECT_NE(status.error().message.find("'QnnBackendXXXX'"), std::string::npos) << status.error().message;
+}
+
+// Sets the num_externs field of the first delegate's XNNPACK graph in the
+// program's bytes (the field a corrupted payload gets wrong).
+bool set_num_externs(std::vector<uint8_t>& bytes, uint32_t num_externs) {
+  auto program = Program::load_bytes(bytes.data(), bytes.size());
+  if (!program) return false;
+  const ByteSpan payload = (*program)->delegate_payload(*(*program)->method(0).delegates()->Get(0));
+  if (payload.size < 64) return false;
+  // The payload inside the file: its first 64 bytes are unique there.
+  auto at = std::search(bytes.begin(), bytes.end(), payload.data, payload.data + 64);
+  if (at == bytes.end()) return false;
+  uint8_t* base = &*at;
+  auto read32 = [](const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  };
+  // An "XH00" header (at byte 4) gives the flatbuffer's offset at byte 10.
+  uint8_t* flatbuffer = std::memcmp(base + 4, "XH00", 4) == 0 ? base + read32(base + 10) : base;
+  uint8_t* table = flatbuffer + read32(flatbuffer);
+  const uint8_t* vtable = table - static_cast<int32_t>(read32(table));
+  uint16_t field = 0;
+  std::memcpy(&field, vtable + etna::xnnpack::Graph::VT_NUM_EXTERNS, 2);
+  if (field == 0) return false;
+  std::memcpy(table + field, &num_externs, 4);
+  return true;
+}
+
+TEST(Module, DelegatePayloadDisagreeingWithItsCallIsRefusedAtLoad) {
+  ETNA_REQUIRE_TESTDATA();
+  auto bytes = test::read_file(testdata("npr_add_xnnpack.pte"));
+  ASSERT_TRUE(set_num_externs(bytes, 296));
+  auto program = Program::load_bytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(program) << program.error().message;
+  auto module = Module::load(*program, ModuleOptions{});
+  ASSERT_TRUE(module);
+  Status status = (*module)->load_method("forward");
+  ASSERT_FALSE(status);
+  EXPECT_EQ(status.error().code, ErrorCode::kInvalidProgram);
+  EXPECT_NE(status.error().message.find("its payload declares 296 inputs and outputs"), std::string::npos)
+      << status.error().message;
 }
 
 TEST(Module, MemoryReportSaysWhy) {

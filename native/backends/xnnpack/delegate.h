@@ -38,6 +38,7 @@ class XnnpackDelegate final : public DelegateHandle {
 
   using DelegateHandle::execute;
   Status execute(EValue* const* args, size_t count, ProfileRecorder* profile) override;
+  std::optional<size_t> argument_count() const override { return graph_.num_externs; }
 
   // For tests: how many shape plans (declared one included) are cached.
   size_t cached_plans() const { return 1 + dynamic_plans_.size(); }

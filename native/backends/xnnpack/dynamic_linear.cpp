@@ -4,11 +4,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ETNA_DYNQUANT_X86 1
 #endif
+
+#include "backends/xnnpack/output_bounds.h"
 
 namespace etna::xnn {
 namespace {
@@ -30,7 +33,8 @@ size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) /
 // sharing 32 bytes (low and high nibbles).
 struct PackedView {
   const uint8_t* codes;
-  const float* scales;  // [group][block][8]
+  const float* scales;         // [group][block][8]
+  const int32_t* weight_sums;  // [group][block][8]: the block's signed weights summed
   size_t group_bytes;   // bytes per group of 8 channels
   size_t padded_out;
   size_t blocks;
@@ -60,8 +64,11 @@ int weight_at(const PackedView& w, size_t n, size_t k) {
 
 // sums[r * padded_out + n] = sum over blocks b of (float)D(r, n, b) * scale(n, b),
 // accumulated in block order with fused multiply-adds, where D is the exact
-// int32 dot product of activation row r and channel n over block b.
-void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+// int32 dot product of activation row r (less its zero point, zero_points[r])
+// and channel n over block b. The zero point comes off in integers, as in
+// XNNPACK, so a row of zero-point codes (an all-zero input) sums to exactly 0.
+void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                     float* sums) {
   for (size_t r = 0; r < row_count; ++r) {
     const uint8_t* a = rows[r];
     for (size_t n = 0; n < w.padded_out; ++n) {
@@ -70,8 +77,9 @@ void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, size_t row
         int32_t dot = 0;
         const size_t begin = b * w.block_length;
         for (size_t k = begin; k < begin + w.block_length; ++k) dot += int32_t{a[k]} * weight_at(w, n, k);
-        const float scale = w.scales[(n / kColumns * w.blocks + b) * kColumns + n % kColumns];
-        acc = std::fma(static_cast<float>(dot), scale, acc);
+        const size_t at = (n / kColumns * w.blocks + b) * kColumns + n % kColumns;
+        dot -= zero_points[r] * w.weight_sums[at];
+        acc = std::fma(static_cast<float>(dot), w.scales[at], acc);
       }
       sums[r * w.padded_out + n] = acc;
     }
@@ -146,9 +154,20 @@ __attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8
   }
 }
 
+// dots[r] less zero_points[r] times the block's weight sums (8 channels from `weight_sums`).
+template <size_t kRows>
+__attribute__((target("avx2,fma"))) inline void remove_zero_points(const int32_t* weight_sums,
+                                                                   const int32_t* zero_points, __m256i* dots) {
+  const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weight_sums));
+  ETNA_UNROLL
+  for (size_t r = 0; r < kRows; ++r) {
+    dots[r] = _mm256_sub_epi32(dots[r], _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), sums));
+  }
+}
+
 template <bool kFourBit, size_t kRows>
 __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows,
-                                                             float* sums) {
+                                                             const int32_t* zero_points, float* sums) {
   const size_t quads_per_block = w.block_length / kQuad;
   for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
     const uint8_t* codes = w.codes + group * w.group_bytes;
@@ -162,6 +181,7 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
       } else {
         block_dots_eight_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
       }
+      remove_zero_points<kRows>(w.weight_sums + (group * w.blocks + b) * kColumns, zero_points, dots);
       const __m256 scales = _mm256_loadu_ps(w.scales + (group * w.blocks + b) * kColumns);
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, acc[r]);
@@ -172,17 +192,21 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
 }
 
 template <bool kFourBit>
-void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
+                         size_t row_count, float* sums) {
   size_t r = 0;
-  for (; r + 4 <= row_count; r += 4) dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, sums + r * w.padded_out);
-  for (; r < row_count; ++r) dot_rows_avx2_tile<kFourBit, 1>(w, rows + r, sums + r * w.padded_out);
+  for (; r + 4 <= row_count; r += 4) {
+    dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  }
+  for (; r < row_count; ++r) dot_rows_avx2_tile<kFourBit, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
 }
 
-void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                   float* sums) {
   if (w.four_bit) {
-    dot_rows_avx2_typed<true>(w, rows, row_count, sums);
+    dot_rows_avx2_typed<true>(w, rows, zero_points, row_count, sums);
   } else {
-    dot_rows_avx2_typed<false>(w, rows, row_count, sums);
+    dot_rows_avx2_typed<false>(w, rows, zero_points, row_count, sums);
   }
 }
 
@@ -237,8 +261,8 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
 }
 
 template <bool kFourBit, size_t kRows, size_t kGroups>
-ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* const* rows, size_t first_group,
-                                         float* sums) {
+ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
+                                         size_t first_group, float* sums) {
   const size_t quads_per_block = w.block_length / kQuad;
   const uint8_t* codes = w.codes + first_group * w.group_bytes;
   __m256 acc[kRows * kGroups];
@@ -249,11 +273,15 @@ ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* con
     block_dots_vnni<kFourBit, kRows, kGroups>(codes, w.group_bytes, rows, b * quads_per_block, quads_per_block, dots);
     ETNA_UNROLL
     for (size_t g = 0; g < kGroups; ++g) {
-      const __m256 scales = _mm256_loadu_ps(w.scales + ((first_group + g) * w.blocks + b) * kColumns);
+      const size_t at = ((first_group + g) * w.blocks + b) * kColumns;
+      const __m256 scales = _mm256_loadu_ps(w.scales + at);
+      const __m256i weight_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.weight_sums + at));
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
         __m256& a = acc[r * kGroups + g];
-        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r * kGroups + g]), scales, a);
+        const __m256i dot = _mm256_sub_epi32(dots[r * kGroups + g],
+                                             _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), weight_sums));
+        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scales, a);
       }
     }
   }
@@ -268,25 +296,33 @@ ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* con
 
 // kRows rows over every group: kGroups groups at a time, then one by one.
 template <bool kFourBit, size_t kRows, size_t kGroups>
-void dot_rows_vnni_groups(const PackedView& w, const uint8_t* const* rows, float* sums) {
+void dot_rows_vnni_groups(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, float* sums) {
   const size_t groups = w.padded_out / kColumns;
   size_t g = 0;
-  for (; g + kGroups <= groups; g += kGroups) dot_rows_vnni_tile<kFourBit, kRows, kGroups>(w, rows, g, sums);
-  for (; g < groups; ++g) dot_rows_vnni_tile<kFourBit, kRows, 1>(w, rows, g, sums);
+  for (; g + kGroups <= groups; g += kGroups) {
+    dot_rows_vnni_tile<kFourBit, kRows, kGroups>(w, rows, zero_points, g, sums);
+  }
+  for (; g < groups; ++g) dot_rows_vnni_tile<kFourBit, kRows, 1>(w, rows, zero_points, g, sums);
 }
 
 template <bool kFourBit>
-void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
+                         size_t row_count, float* sums) {
   size_t r = 0;
-  for (; r + 4 <= row_count; r += 4) dot_rows_vnni_groups<kFourBit, 4, 1>(w, rows + r, sums + r * w.padded_out);
-  for (; r < row_count; ++r) dot_rows_vnni_groups<kFourBit, 1, 4>(w, rows + r, sums + r * w.padded_out);
+  for (; r + 4 <= row_count; r += 4) {
+    dot_rows_vnni_groups<kFourBit, 4, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  }
+  for (; r < row_count; ++r) {
+    dot_rows_vnni_groups<kFourBit, 1, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  }
 }
 
-void dot_rows_vnni(const PackedView& w, const uint8_t* const* rows, size_t row_count, float* sums) {
+void dot_rows_vnni(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                   float* sums) {
   if (w.four_bit) {
-    dot_rows_vnni_typed<true>(w, rows, row_count, sums);
+    dot_rows_vnni_typed<true>(w, rows, zero_points, row_count, sums);
   } else {
-    dot_rows_vnni_typed<false>(w, rows, row_count, sums);
+    dot_rows_vnni_typed<false>(w, rows, zero_points, row_count, sums);
   }
 }
 
@@ -331,25 +367,35 @@ bool path_takes_blocks(DotPath path, size_t block_length) {
   return false;
 }
 
-// Per-row parameters of XNNPACK's qd8 conversion: the range [min(0, lo),
-// max(0, hi)] mapped onto [-128, 127], the zero point nudged to an integer.
-// fmin/fmax keep NaN and infinity from reaching an integer conversion.
+// Per-row parameters of XNNPACK's qd8 conversion (as of November 2024): the
+// range [min(0, lo), max(0, hi)] mapped onto [-128, 127] by the multiplier
+// 255 / (hi - lo) (1 for an all-zero row), which also converts the row; the
+// zero point taken from the end of the range with the smaller error, clamped
+// and rounded to nearest, ties to even; the stored scale is 1 / multiplier.
+// A row holding NaN or an infinity has no such range: its scale is NaN, so
+// every output of the row is NaN (as quantizing it in PyTorch gives), whatever
+// its codes. fmin/fmax keep such values out of lo/hi.
 DynamicRowParams choose_row_params(const float* x, size_t count, float& multiplier) {
-  float lo = 0.0f, hi = 0.0f;
+  float lo = 0.0f, hi = 0.0f, probe = 0.0f;
   for (size_t i = 0; i < count; ++i) {
     lo = std::fmin(lo, x[i]);
     hi = std::fmax(hi, x[i]);
+    probe += x[i] * 0.0f;  // NaN once any element is NaN or infinite
+  }
+  DynamicRowParams params;
+  if (probe != 0.0f) {
+    params.scale = std::numeric_limits<float>::quiet_NaN();
+    params.zero_point = 0;
+    multiplier = 0.0f;
+    return params;
   }
   const float qmin = -128.0f, qmax = 127.0f;
-  const float inverse = lo == hi ? 1.0f : (qmax - qmin) / (hi - lo);
-  const float scaled_lo = lo * inverse, scaled_hi = hi * inverse;
+  multiplier = lo == hi ? 1.0f : (qmax - qmin) / (hi - lo);
+  const float scaled_lo = lo * multiplier, scaled_hi = hi * multiplier;
   float zero = (qmin + scaled_lo) + (qmax + scaled_hi) > 0 ? qmin - scaled_lo : qmax - scaled_hi;
   zero = std::fmin(std::fmax(zero, qmin), qmax);
-  DynamicRowParams params;
-  params.scale = 1.0f / inverse;
+  params.scale = 1.0f / multiplier;
   params.zero_point = static_cast<int32_t>(std::nearbyint(zero));
-  // XNNPACK converts with the reciprocal of the stored scale, not `inverse`.
-  multiplier = 1.0f / params.scale;
   return params;
 }
 
@@ -432,10 +478,9 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
   const size_t group_bytes = (l.four_bit_ ? l.padded_in_ / 2 : l.padded_in_) * kColumns;
   l.codes_.assign(l.padded_out_ / kColumns * group_bytes, l.four_bit_ ? 0x88 : 0);
   l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
-  l.correction_.assign(l.padded_out_, 0.0f);
+  l.weight_sums_.assign(l.padded_out_ * l.blocks_, 0);
   l.bias_.assign(l.padded_out_, 0.0f);
   for (size_t n = 0; n < n_count; ++n) {
-    float correction = 0.0f;
     for (size_t b = 0; b < l.blocks_; ++b) {
       int32_t weight_sum = 0;
       const size_t end = std::min(k_count, (b + 1) * l.block_length_);
@@ -452,18 +497,17 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
           byte = static_cast<uint8_t>(static_cast<int8_t>(w));
         }
       }
-      const float scale = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
-      l.scales_[(n / kColumns * l.blocks_ + b) * kColumns + n % kColumns] = scale;
-      correction = std::fma(static_cast<float>(weight_sum), scale, correction);
+      const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
+      l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
+      l.weight_sums_[at] = weight_sum;
     }
-    l.correction_[n] = correction;
   }
   if (bias && bias->constant.size) std::memcpy(l.bias_.data(), bias->constant.data, n_count * sizeof(float));
   return linear;
 }
 
 size_t DynamicLinear::packed_bytes() const {
-  return codes_.size() + (scales_.size() + correction_.size() + bias_.size()) * sizeof(float);
+  return codes_.size() + (scales_.size() + bias_.size()) * sizeof(float) + weight_sums_.size() * sizeof(int32_t);
 }
 
 Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output) const {
@@ -476,7 +520,8 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
   const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
-  const PackedView view{codes_.data(), scales_.data(), group_bytes, padded_out_, blocks_, block_length_, four_bit_};
+  const PackedView view{codes_.data(), scales_.data(), weight_sums_.data(), group_bytes, padded_out_,
+                        blocks_,       block_length_, four_bit_};
   DotPath path = active_dot_path();
   if (!path_takes_blocks(path, block_length_)) path = DotPath::kScalar;
 
@@ -486,31 +531,34 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
   std::vector<float> sums(kTileRows * padded_out_);
   float* tile_sums = sums.data();
   const uint8_t* tile_rows[kTileRows];
+  DynamicRowParams tile_params[kTileRows];
+  int32_t tile_zero_points[kTileRows];
+  const bool clamped = has_finite_bound(output_min_, output_max_);
   for (size_t first = 0; first < rows; first += kTileRows) {
     const size_t count = std::min(kTileRows, rows - first);
-    for (size_t r = 0; r < count; ++r) tile_rows[r] = data + (first + r) * row_length;
+    for (size_t r = 0; r < count; ++r) {
+      tile_rows[r] = data + (first + r) * row_length;
+      std::memcpy(&tile_params[r], params + first + r, sizeof tile_params[r]);
+      tile_zero_points[r] = tile_params[r].zero_point;
+    }
 #ifdef ETNA_DYNQUANT_X86
     if (path == DotPath::kAvx512Vnni) {
-      dot_rows_vnni(view, tile_rows, count, tile_sums);
+      dot_rows_vnni(view, tile_rows, tile_zero_points, count, tile_sums);
     } else if (path == DotPath::kAvx2) {
-      dot_rows_avx2(view, tile_rows, count, tile_sums);
+      dot_rows_avx2(view, tile_rows, tile_zero_points, count, tile_sums);
     } else {
-      dot_rows_scalar(view, tile_rows, count, tile_sums);
+      dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
     }
 #else
-    dot_rows_scalar(view, tile_rows, count, tile_sums);
+    dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
 #endif
-    // y = act_scale * (sum - act_zero * sum of scaled weights) + bias, clamped.
+    // y = act_scale * (sum less the zero point's part) + bias, then the node's bounds.
     for (size_t r = 0; r < count; ++r) {
-      DynamicRowParams p;
-      std::memcpy(&p, params + first + r, sizeof p);
-      const float zero = static_cast<float>(p.zero_point);
+      const float scale = tile_params[r].scale;
       float* out = output + (first + r) * out_channels_;
       const float* s = tile_sums + r * padded_out_;
-      for (size_t n = 0; n < out_channels_; ++n) {
-        const float y = p.scale * (s[n] - zero * correction_[n]) + bias_[n];
-        out[n] = std::fmin(std::fmax(y, output_min_), output_max_);
-      }
+      for (size_t n = 0; n < out_channels_; ++n) out[n] = scale * s[n] + bias_[n];
+      if (clamped) clamp_keeping_nan(out, out_channels_, output_min_, output_max_);
     }
   }
   return Status::ok();

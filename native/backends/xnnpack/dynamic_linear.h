@@ -67,8 +67,8 @@ class DynamicLinear {
   // Rows of padded_in_ codes: int8 values, or 4-bit (value + 8) with byte i
   // of each 64-element chunk holding element i (low nibble) and i + 32 (high).
   std::vector<uint8_t> codes_;
-  std::vector<float> scales_;      // [padded_out_ / 8][blocks_][8]
-  std::vector<float> correction_;  // per channel: sum over blocks of scale * sum of weights
+  std::vector<float> scales_;          // [padded_out_ / 8][blocks_][8]
+  std::vector<int32_t> weight_sums_;  // the same layout: each block's signed weights summed
   std::vector<float> bias_;        // per channel (zeros without bias)
 };
 

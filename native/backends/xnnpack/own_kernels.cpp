@@ -10,6 +10,7 @@
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/node_types.h"
+#include "backends/xnnpack/output_bounds.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -362,7 +363,152 @@ __attribute__((target("avx2,fma"))) void gelu_avx2(const float* input, float* ou
   for (; i < count; ++i) output[i] = gelu(input[i]);
 }
 
+// Softmax of one row, len > 0 and its max `top` finite: e^(x - top) over the
+// row's sum. -Infinity (a masked score) gives exactly 0.
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(const float* x, float* y, size_t len, float top) {
+  const __m256 max = _mm256_set1_ps(top);
+  const __m256 floor = _mm256_set1_ps(-87.0f);
+  __m256 total = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    const __m256 shifted = _mm256_sub_ps(_mm256_loadu_ps(x + i), max);
+    const __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(shifted, floor, _CMP_LT_OQ), exp_nonpositive_avx2(shifted));
+    _mm256_storeu_ps(y + i, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, total);
+  float sum = 0.0f;
+  for (float lane : lanes) sum += lane;
+  for (; i < len; ++i) sum += (y[i] = std::exp(x[i] - top));
+  const __m256 divisor = _mm256_set1_ps(sum);
+  i = 0;
+  for (; i + 8 <= len; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(y + i), divisor));
+  for (; i < len; ++i) y[i] /= sum;
+}
+
 #endif  // ETNA_OWN_KERNELS_X86
+
+// Strides of `shape` by the dims of `out` it broadcasts to (shapes aligned at
+// the innermost dim): 0 where it has size 1 or lacks the dim.
+void broadcast_strides(const Shape& shape, const Shape& out, size_t* strides) {
+  size_t contiguous[kMaxRank];
+  contiguous_strides(shape, contiguous);
+  const size_t missing = out.rank - shape.rank;
+  for (size_t d = 0; d < out.rank; ++d) {
+    strides[d] = d < missing || shape.dims[d - missing] == 1 ? 0 : contiguous[d - missing];
+  }
+}
+
+// out = op(a, b) elementwise with broadcasting, one innermost row at a time.
+template <typename Op>
+void broadcast_floats(const OwnKernelCall& call, Op op) {
+  const Node& node = call.node;
+  const Shape& out_shape = call.shapes[node.outputs[0]];
+  const Shape& a_shape = call.shapes[node.inputs[0]];
+  const Shape& b_shape = call.shapes[node.inputs[1]];
+  const float* a = static_cast<const float*>(call.data[node.inputs[0]]);
+  const float* b = static_cast<const float*>(call.data[node.inputs[1]]);
+  float* out = static_cast<float*>(call.data[node.outputs[0]]);
+  const size_t count = out_shape.numel();
+  if (count == 0) return;
+  if (a_shape.numel() == count && b_shape.numel() == count) {
+    for (size_t i = 0; i < count; ++i) out[i] = op(a[i], b[i]);
+    return;
+  }
+  const size_t rank = out_shape.rank;
+  size_t a_strides[kMaxRank], b_strides[kMaxRank];
+  broadcast_strides(a_shape, out_shape, a_strides);
+  broadcast_strides(b_shape, out_shape, b_strides);
+  const size_t inner = out_shape.dims[rank - 1];
+  const bool a_runs = a_strides[rank - 1] != 0, b_runs = b_strides[rank - 1] != 0;
+  size_t index[kMaxRank] = {};
+  for (size_t row = 0; row < count / inner; ++row) {
+    size_t a_at = 0, b_at = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      a_at += index[d] * a_strides[d];
+      b_at += index[d] * b_strides[d];
+    }
+    const float* x = a + a_at;
+    const float* y = b + b_at;
+    float* target = out + row * inner;
+    if (a_runs && b_runs) {
+      for (size_t i = 0; i < inner; ++i) target[i] = op(x[i], y[i]);
+    } else if (a_runs) {
+      const float right = y[0];
+      for (size_t i = 0; i < inner; ++i) target[i] = op(x[i], right);
+    } else if (b_runs) {
+      const float left = x[0];
+      for (size_t i = 0; i < inner; ++i) target[i] = op(left, y[i]);
+    } else {
+      std::fill(target, target + inner, op(x[0], y[0]));
+    }
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++index[d] < out_shape.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// torch.maximum and torch.minimum: NaN when either side is NaN.
+float maximum_keeping_nan(float x, float y) { return x != x ? x : (y != y ? y : (x > y ? x : y)); }
+float minimum_keeping_nan(float x, float y) { return x != x ? x : (y != y ? y : (x < y ? x : y)); }
+
+// A pooling window's placement along one axis: the padding before the image
+// (SAME padding splits the total as XNNPACK does, the smaller half first).
+size_t padding_before(const Node& node, size_t input, size_t output, uint32_t kernel, uint32_t stride,
+                      uint32_t dilation, uint32_t explicit_before) {
+  if (!(node.flags & 0x4)) return explicit_before;
+  const size_t effective = size_t{kernel - 1} * dilation + 1;
+  const size_t needed = (output - 1) * stride + effective;
+  return needed > input ? (needed - input) / 2 : 0;
+}
+
+// Max or average pooling over NHWC windows; padding never counts (XNNPACK's
+// average divides by the window's pixels inside the image).
+template <bool kMax>
+void pool(const OwnKernelCall& call) {
+  const Node& node = call.node;
+  const Shape& in = call.shapes[node.inputs[0]];
+  const Shape& out = call.shapes[node.outputs[0]];
+  const float* input = static_cast<const float*>(call.data[node.inputs[0]]);
+  float* output = static_cast<float*>(call.data[node.outputs[0]]);
+  const size_t batch = in.dims[0], height = in.dims[1], width = in.dims[2], channels = in.dims[3];
+  const size_t out_h = out.dims[1], out_w = out.dims[2];
+  const uint32_t dilation_h = kMax ? std::max<uint32_t>(node.dilation_height, 1) : 1;
+  const uint32_t dilation_w = kMax ? std::max<uint32_t>(node.dilation_width, 1) : 1;
+  const size_t top = padding_before(node, height, out_h, node.kernel_height, node.stride_height, dilation_h,
+                                    node.padding_top);
+  const size_t left = padding_before(node, width, out_w, node.kernel_width, node.stride_width, dilation_w,
+                                     node.padding_left);
+  std::vector<float> acc(channels);
+  for (size_t n = 0; n < batch; ++n) {
+    for (size_t oy = 0; oy < out_h; ++oy) {
+      for (size_t ox = 0; ox < out_w; ++ox) {
+        std::fill(acc.begin(), acc.end(), kMax ? -INFINITY : 0.0f);
+        size_t pixels = 0;
+        for (size_t ky = 0; ky < node.kernel_height; ++ky) {
+          const size_t y = oy * node.stride_height + ky * dilation_h;
+          if (y < top || y - top >= height) continue;
+          for (size_t kx = 0; kx < node.kernel_width; ++kx) {
+            const size_t x = ox * node.stride_width + kx * dilation_w;
+            if (x < left || x - left >= width) continue;
+            const float* pixel = input + ((n * height + (y - top)) * width + (x - left)) * channels;
+            for (size_t c = 0; c < channels; ++c) {
+              acc[c] = kMax ? maximum_keeping_nan(acc[c], pixel[c]) : acc[c] + pixel[c];
+            }
+            ++pixels;
+          }
+        }
+        float* target = output + ((n * out_h + oy) * out_w + ox) * channels;
+        for (size_t c = 0; c < channels; ++c) {
+          const float value = kMax ? acc[c] : acc[c] / static_cast<float>(pixels);
+          target[c] = clamp_keeping_nan(value, node.output_min, node.output_max);
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -413,6 +559,95 @@ Status tanh_kernel(const OwnKernelCall& call) { return map_floats(call, [](float
 Status exp_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::exp(x); }); }
 Status sin_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sin(x); }); }
 Status cos_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::cos(x); }); }
+
+Status binary_float_kernel(const OwnKernelCall& call) {
+  switch (call.node.type) {
+    case NodeType::kAdd: broadcast_floats(call, [](float x, float y) { return x + y; }); break;
+    case NodeType::kSubtract: broadcast_floats(call, [](float x, float y) { return x - y; }); break;
+    case NodeType::kMultiply: broadcast_floats(call, [](float x, float y) { return x * y; }); break;
+    case NodeType::kDiv: broadcast_floats(call, [](float x, float y) { return x / y; }); break;
+    case NodeType::kMaximum: broadcast_floats(call, maximum_keeping_nan); return Status::ok();
+    case NodeType::kMinimum: broadcast_floats(call, minimum_keeping_nan); return Status::ok();
+    default: return make_error(ErrorCode::kInternal, call.node.describe() + " is not a binary fp32 node");
+  }
+  if (has_finite_bound(call.node.output_min, call.node.output_max)) {
+    clamp_keeping_nan(static_cast<float*>(call.data[call.node.outputs[0]]),
+                      call.shapes[call.node.outputs[0]].numel(), call.node.output_min, call.node.output_max);
+  }
+  return Status::ok();
+}
+
+Status clamp_kernel(const OwnKernelCall& call) {
+  const float lo = call.node.output_min, hi = call.node.output_max;
+  return map_floats(call, [lo, hi](float x) { return clamp_keeping_nan(x, lo, hi); });
+}
+
+// Over the innermost dim, as torch.softmax computes it: a row holding NaN, or
+// whose largest value is infinite, is NaN throughout.
+Status softmax_kernel(const OwnKernelCall& call) {
+  const Shape& shape = call.shapes[call.node.outputs[0]];
+  const size_t len = shape.rank ? shape.dims[shape.rank - 1] : 1;
+  if (len == 0) return Status::ok();
+  const size_t rows = shape.numel() / len;
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
+  bool vector = false;
+#ifdef ETNA_OWN_KERNELS_X86
+  vector = path_has_avx2(active_dot_path());
+#endif
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = input + r * len;
+    float* y = output + r * len;
+    float top = x[0];
+    for (size_t i = 1; i < len; ++i) top = maximum_keeping_nan(top, x[i]);
+    if (!std::isfinite(top)) {
+      std::fill(y, y + len, NAN);
+      continue;
+    }
+#ifdef ETNA_OWN_KERNELS_X86
+    if (vector) {
+      softmax_row_avx2(x, y, len, top);
+      continue;
+    }
+#endif
+    (void)vector;
+    float sum = 0.0f;
+    for (size_t i = 0; i < len; ++i) sum += (y[i] = std::exp(x[i] - top));
+    for (size_t i = 0; i < len; ++i) y[i] /= sum;
+  }
+  return Status::ok();
+}
+
+Status max_pooling_kernel(const OwnKernelCall& call) {
+  pool<true>(call);
+  return Status::ok();
+}
+
+Status average_pooling_kernel(const OwnKernelCall& call) {
+  pool<false>(call);
+  return Status::ok();
+}
+
+// The mean of each image's pixels per channel (NHWC in, [N, C] elements out).
+Status global_average_pooling_kernel(const OwnKernelCall& call) {
+  const Shape& in = call.shapes[call.node.inputs[0]];
+  const size_t batch = in.dims[0], pixels = in.dims[1] * in.dims[2], channels = in.dims[3];
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
+  for (size_t n = 0; n < batch; ++n) {
+    float* target = output + n * channels;
+    std::fill(target, target + channels, 0.0f);
+    for (size_t p = 0; p < pixels; ++p) {
+      const float* pixel = input + (n * pixels + p) * channels;
+      for (size_t c = 0; c < channels; ++c) target[c] += pixel[c];
+    }
+    for (size_t c = 0; c < channels; ++c) {
+      target[c] = clamp_keeping_nan(target[c] / static_cast<float>(pixels), call.node.output_min,
+                                    call.node.output_max);
+    }
+  }
+  return Status::ok();
+}
 
 Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data) {
   for (uint32_t index : node.inputs) {
