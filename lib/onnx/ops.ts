@@ -984,7 +984,8 @@ function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
     let acc = parts[0]!;
     for (const next of parts.slice(1)) {
       if (kind === 'sum' || kind === 'mean') acc = arith(ctx, node, 'add', acc, next);
-      else acc = where(ctx, node, compare(ctx, node, kind === 'max' ? 'ge' : 'le', acc, next), acc, next);
+      // maximum/minimum let NaN win from either side, as onnxruntime does; a compare-and-select would keep only the second's.
+      else acc = ctx.emit(`aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`, [ctx.tensor(acc), ctx.tensor(next)], dtypeOf(acc), binaryShape(node, acc, next));
     }
     if (kind === 'mean') acc = arith(ctx, node, 'div', acc, ctx.constant(dtypeOf(acc), [], [parts.length]));
     if (parts.length === 1) acc = expandTo(ctx, acc, shapeOf(acc));
@@ -1372,7 +1373,10 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
     const { ctx } = node;
     const x = node.input(0);
     const toX = (v: OnnxValue): OnnxValue => ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtypeOf(x), shapeOf(x));
-    return [arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))))];
+    const sign = arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))));
+    if (!isFloat(dtypeOf(x))) return [sign];
+    // NaN compares false both ways; it stays NaN.
+    return [where(ctx, node, compare(ctx, node, 'ne', x, x), x, sign)];
   },
   LeakyRelu: (node) => {
     const x = node.input(0);

@@ -1,0 +1,64 @@
+// NaN, infinities and extreme magnitudes through single ONNX operators, as
+// onnxruntime computes them: cases the differential tester found.
+import * as ort from 'onnxruntime-node';
+import { describe, expect, it } from 'vitest';
+
+import { Module, Tensor } from '../../lib/index.js';
+import { importOnnx } from '../../lib/onnx/index.js';
+import { onnxModel, type TestNode } from './onnx-writer.js';
+
+const FLT_MAX = 3.4028234663852886e38;
+
+type Feeds = Record<string, number[]>;
+
+function model(node: Omit<TestNode, 'outputs'>, feeds: Feeds, floats: Record<string, number> = {}): Uint8Array {
+  const runtime = Object.keys(feeds);
+  return onnxModel({
+    nodes: [{ ...node, outputs: ['y'] }],
+    inputs: runtime.map((name) => ({ name, type: 1, shape: [feeds[name]!.length] })),
+    outputs: [{ name: 'y', type: 1 }],
+    initializers: Object.entries(floats).map(([name, v]) => ({ name, dims: [], floats: [v] })),
+  });
+}
+
+async function etna(bytes: Uint8Array, feeds: Feeds, xnnpack: boolean): Promise<number[]> {
+  const module = await Module.load(importOnnx(bytes, { xnnpack }).bytes);
+  const [y] = await module.execute('forward', Object.values(feeds).map((v) => Tensor.float32([v.length], v)));
+  await module.dispose();
+  return (y as Tensor).toArray();
+}
+
+async function onnxruntime(bytes: Uint8Array, feeds: Feeds): Promise<number[]> {
+  const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
+  const result = await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, new ort.Tensor('float32', Float32Array.from(v), [v.length])])));
+  await session.release();
+  return Array.from(result.y!.data as Float32Array);
+}
+
+/** Same NaN and infinity positions, finite values within `rtol`. */
+function expectClose(actual: number[], expected: number[], rtol = 1e-6): void {
+  expect(actual.length).toBe(expected.length);
+  actual.forEach((a, i) => {
+    const e = expected[i]!;
+    if (Number.isNaN(e) || !Number.isFinite(e)) expect(a, `element ${i}`).toBe(e);
+    else expect(Math.abs(a - e), `element ${i}: ${a} vs ${e}`).toBeLessThanOrEqual(rtol * Math.abs(e) + 1e-45);
+  });
+}
+
+describe('special values through the importer', () => {
+  it('Max and Min let NaN win from either operand', async () => {
+    const feeds = { a: [1, NaN, 2, NaN], b: [NaN, 1, 1, NaN] };
+    const max = model({ op: 'Max', inputs: ['a', 'b'] }, feeds);
+    const min = model({ op: 'Min', inputs: ['a', 'b'] }, feeds);
+    expect(await etna(max, feeds, false)).toEqual([NaN, NaN, 2, NaN]);
+    expect(await etna(min, feeds, false)).toEqual([NaN, NaN, 1, NaN]);
+    expect(await onnxruntime(max, feeds)).toEqual([NaN, NaN, 2, NaN]);
+  });
+
+  it('Sign keeps NaN', async () => {
+    const feeds = { x: [NaN, 3, -2, 0, -Infinity] };
+    const bytes = model({ op: 'Sign', inputs: ['x'] }, feeds);
+    expect(await etna(bytes, feeds, false)).toEqual([NaN, 1, -1, 0, -1]);
+    expect(await onnxruntime(bytes, feeds)).toEqual([NaN, 1, -1, 0, -1]);
+  });
+});
