@@ -16,6 +16,12 @@ export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
 
 const LOWEST_FLOAT32 = -3.4028234663852886e38;
 
+/** The finite range of each float dtype: ONNX's default Clip bounds. */
+const FINITE_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+  float32: [LOWEST_FLOAT32, -LOWEST_FLOAT32],
+  float64: [-Number.MAX_VALUE, Number.MAX_VALUE],
+};
+
 // ---------------------------------------------------------------- shared helpers
 
 function reshape(ctx: LoweringContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
@@ -955,6 +961,7 @@ function clip(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const dtype = dtypeOf(x);
+  const range = FINITE_RANGE[dtype];
   let low: number | undefined;
   let high: number | undefined;
   if (node.opset < 11) {
@@ -968,10 +975,18 @@ function clip(node: NodeView): OnnxValue[] {
       let y = x;
       if (lowInput !== undefined) y = where(ctx, node, compare(ctx, node, 'lt', y, lowInput), lowInput, y);
       if (highInput !== undefined) y = where(ctx, node, compare(ctx, node, 'gt', y, highInput), highInput, y);
+      if (range !== undefined && (lowInput === undefined || highInput === undefined)) {
+        y = ctx.emit('aten::clamp.out', [ctx.tensor(y), lowInput === undefined ? ctx.scalar(dtype, range[0]) : null, highInput === undefined ? ctx.scalar(dtype, range[1]) : null], dtype, shapeOf(y));
+      }
       return [expandTo(ctx, y, shapeOf(x))];
     }
     if (lowInput !== undefined) low = elementAt(node.constInput(1, 'min'), 0);
     if (highInput !== undefined) high = elementAt(node.constInput(2, 'max'), 0);
+  }
+  // A missing bound is the dtype's lowest or largest finite value, so infinities clamp to them.
+  if (range !== undefined) {
+    low ??= range[0];
+    high ??= range[1];
   }
   if (low === undefined && high === undefined) return [x];
   return [ctx.emit('aten::clamp.out', [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)], dtype, shapeOf(x))];

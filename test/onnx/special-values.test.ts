@@ -61,4 +61,21 @@ describe('special values through the importer', () => {
     expect(await etna(bytes, feeds, false)).toEqual([NaN, 1, -1, 0, -1]);
     expect(await onnxruntime(bytes, feeds)).toEqual([NaN, 1, -1, 0, -1]);
   });
+
+  it('Clip without a bound clamps infinities to the largest finite float32', async () => {
+    const feeds = { x: [Infinity, -Infinity, 0, -5] };
+    const unbounded = model({ op: 'Clip', inputs: ['x'] }, feeds);
+    const lowOnly = model({ op: 'Clip', inputs: ['x', 'low'] }, feeds, { low: -1 });
+    for (const xnnpack of [false, true]) {
+      expect(await etna(unbounded, feeds, xnnpack)).toEqual([FLT_MAX, -FLT_MAX, 0, -5]);
+      expect(await etna(lowOnly, feeds, xnnpack)).toEqual([FLT_MAX, -1, 0, -1]);
+    }
+    expect(await onnxruntime(lowOnly, feeds)).toEqual([FLT_MAX, -1, 0, -1]);
+  });
+
+  it('Clip with equal bounds runs when lowered to XNNPACK', async () => {
+    const feeds = { x: [3, -3, 0.5] };
+    const bytes = model({ op: 'Clip', inputs: ['x', 'low', 'high'] }, feeds, { low: 0.5, high: 0.5 });
+    expect(await etna(bytes, feeds, true)).toEqual([0.5, 0.5, 0.5]);
+  });
 });

@@ -254,7 +254,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const bound = (index: number, fallback: number): number | undefined => (method.values[index]?.kind === 'null' ? fallback : m.number(index));
       const min = bound(low, -Infinity);
       const max = bound(high, Infinity);
-      if (!allFloat(self, out) || min === undefined || max === undefined || !(min <= max)) return undefined;
+      // XNNPACK refuses a clamp whose bounds are equal (or crossed): that one stays portable.
+      if (!allFloat(self, out) || min === undefined || max === undefined || !(min < max)) return undefined;
       return { kind: 'clamp', min, max, input: self, out };
     }
     case 'mean.out': {
