@@ -227,7 +227,10 @@ function reduceHandler(kind: 'sum' | 'mean' | 'amax' | 'amin' | 'sumsquare' | 'l
     if (kind === 'sumsquare' || kind === 'l2') x = arith(ctx, node, 'mul', x, x);
     if (kind === 'l1') x = unary(ctx, 'aten::abs.out', x);
     if (kind === 'logsumexp') {
-      const peak = reduceKernel(ctx, 'amax', x, axes, true);
+      // Shifted by the peak so exp cannot overflow; an infinite peak shifts by 0 instead (inf - inf would be NaN).
+      const highest = reduceKernel(ctx, 'amax', x, axes, true);
+      const infinite = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', highest), ctx.constant(dtypeOf(x), [], [Infinity]));
+      const peak = where(ctx, node, infinite, zeroOf(ctx, x), highest);
       const shifted = unary(ctx, 'aten::exp.out', arith(ctx, node, 'sub', x, peak));
       const summed = unary(ctx, 'aten::log.out', reduceKernel(ctx, 'sum', shifted, axes, true));
       return [reshape(ctx, arith(ctx, node, 'add', summed, peak), reducedShape(shapeOf(x), axes, keep))];
@@ -1008,6 +1011,22 @@ function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
   };
 }
 
+/**
+ * log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): exp never overflows, so a
+ * large x gives x rather than Inf, and a very negative one keeps its tiny value.
+ */
+function softplus(node: NodeView): OnnxValue[] {
+  const { ctx } = node;
+  const x = node.input(0);
+  const one = ctx.constant(dtypeOf(x), [], [1]);
+  const small = unary(ctx, 'aten::exp.out', unary(ctx, 'aten::neg.out', unary(ctx, 'aten::abs.out', x)));
+  // log1p(u) = u * log(w) / (w - 1) with w = 1 + u, and u itself where w rounds to 1.
+  const w = arith(ctx, node, 'add', small, one);
+  const ratio = arith(ctx, node, 'div', unary(ctx, 'aten::log.out', w), arith(ctx, node, 'sub', w, one));
+  const log1p = where(ctx, node, compare(ctx, node, 'eq', w, one), small, arith(ctx, node, 'mul', small, ratio));
+  return [arith(ctx, node, 'add', unary(ctx, 'aten::relu.out', x), log1p)];
+}
+
 function zeroOf(ctx: LoweringContext, x: OnnxValue): OnnxValue {
   return ctx.constant(dtypeOf(x), [], [0]);
 }
@@ -1379,11 +1398,7 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
     const x = node.input(0);
     return [node.ctx.emit('aten::pow.Tensor_Scalar_out', [node.ctx.tensor(x), { double: -1 }], dtypeOf(x), shapeOf(x))];
   },
-  Softplus: (node) => {
-    const { ctx } = node;
-    const x = node.input(0);
-    return [unary(ctx, 'aten::log.out', arith(ctx, node, 'add', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])))];
-  },
+  Softplus: softplus,
   Sign: (node) => {
     const { ctx } = node;
     const x = node.input(0);

@@ -78,4 +78,28 @@ describe('special values through the importer', () => {
     const bytes = model({ op: 'Clip', inputs: ['x', 'low', 'high'] }, feeds, { low: 0.5, high: 0.5 });
     expect(await etna(bytes, feeds, true)).toEqual([0.5, 0.5, 0.5]);
   });
+
+  it('Softplus returns x for large x and keeps tiny results for very negative x', async () => {
+    const feeds = { x: [100, 89, -100, -20, 0, Infinity, -Infinity, NaN, 1e-8, 2.5] };
+    const bytes = model({ op: 'Softplus', inputs: ['x'] }, feeds);
+    const expected = await onnxruntime(bytes, feeds);
+    expect(expected.slice(0, 2)).toEqual([100, 89]);
+    expectClose(await etna(bytes, feeds, false), expected);
+  });
+
+  it('ReduceLogSumExp gives the infinity of a row that holds one', async () => {
+    const feeds = { x: [1, Infinity, -Infinity, -Infinity, 1, 2] };
+    const reshaped = onnxModel({
+      nodes: [
+        { op: 'Reshape', inputs: ['x', 'rows'], outputs: ['m'] },
+        { op: 'ReduceLogSumExp', inputs: ['m'], outputs: ['y'], ints: { axes: [1] }, int: { keepdims: 0 } },
+      ],
+      inputs: [{ name: 'x', type: 1, shape: [6] }],
+      outputs: [{ name: 'y', type: 1 }],
+      initializers: [{ name: 'rows', dims: [2], floats: [], int64s: [3, 2] }],
+    });
+    const expected = await onnxruntime(reshaped, feeds);
+    expectClose(expected, [Infinity, -Infinity, 2.3132617], 1e-6);
+    for (const xnnpack of [false, true]) expectClose(await etna(reshaped, feeds, xnnpack), expected);
+  });
 });
