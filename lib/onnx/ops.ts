@@ -322,7 +322,21 @@ function pow(node: NodeView): OnnxValue[] {
       y = where(ctx, node, zero, ctx.constant(floatDtype, [], [1]), y);
     }
   } else {
-    y = where(ctx, node, negative, ctx.constant(floatDtype, [], [NaN]), y);
+    // A negative base keeps a sign for integer exponents (negative for odd ones) and is NaN otherwise.
+    const integral = compare(ctx, node, 'eq', e, unary(ctx, 'aten::round.out', e));
+    const half = arith(ctx, node, 'mul', e, ctx.constant(floatDtype, [], [0.5]));
+    const odd = compare(ctx, node, 'ne', unary(ctx, 'aten::floor.out', half), half);
+    const signed = arith(ctx, node, 'mul', y, where(ctx, node, odd, ctx.constant(floatDtype, [], [-1]), ctx.constant(floatDtype, [], [1])));
+    y = where(ctx, node, negative, where(ctx, node, integral, signed, ctx.constant(floatDtype, [], [NaN])), y);
+    // As C's pow: x^0 and 1^y are 1 whatever the other operand (NaN and infinities included), and so is (-1)^±Inf.
+    const unitBase = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', b), ctx.constant(floatDtype, [], [1]));
+    const infiniteExponent = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', e), ctx.constant(floatDtype, [], [Infinity]));
+    const oneCases = [
+      compare(ctx, node, 'eq', e, ctx.constant(floatDtype, [], [0])),
+      compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [1])),
+      ctx.emit('aten::logical_and.out', [ctx.tensor(unitBase), ctx.tensor(infiniteExponent)], 'bool', binaryShape(node, unitBase, infiniteExponent)),
+    ];
+    for (const isOne of oneCases) y = where(ctx, node, isOne, ctx.constant(floatDtype, [], [1]), y);
   }
   y = expandTo(ctx, y, shape);
   if (isFloat(outDtype)) return [y];
