@@ -1,5 +1,6 @@
-// NaN, infinities and extreme magnitudes through single ONNX operators, as
-// onnxruntime computes them: cases the differential tester found.
+// Single ONNX operators on cases the differential tester found: NaN,
+// infinities and extreme magnitudes as onnxruntime computes them, and
+// geometries the XNNPACK delegate refuses.
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
@@ -112,5 +113,22 @@ describe('special values through the importer', () => {
     const expected = await onnxruntime(bytes, feeds);
     expect(expected).toEqual([1, -8, 4, NaN, 1, 1, 1, 1, 1, 1, 1024, Math.fround(1 / 9), 0, 0, Infinity]);
     expectClose(await etna(bytes, feeds, false), expected, 1e-6);
+  });
+
+  it('MaxPool and AveragePool with a 1x1 window stay portable, which XNNPACK refuses', async () => {
+    const x = Array.from({ length: 16 }, (_, i) => i - 5);
+    for (const op of ['MaxPool', 'AveragePool']) {
+      const bytes = onnxModel({
+        nodes: [{ op, inputs: ['x'], outputs: ['y'], ints: { kernel_shape: [1, 1], strides: [1, 2] } }],
+        inputs: [{ name: 'x', type: 1, shape: [1, 1, 4, 4] }],
+        outputs: [{ name: 'y', type: 1 }],
+      });
+      const imported = importOnnx(bytes);
+      expect(imported.calls.delegate).toBe(0);
+      const module = await Module.load(imported.bytes);
+      const [y] = await module.execute('forward', [Tensor.float32([1, 1, 4, 4], x)]);
+      await module.dispose();
+      expect((y as Tensor).toArray()).toEqual([-5, -3, -1, 1, 3, 5, 7, 9]);
+    }
   });
 });

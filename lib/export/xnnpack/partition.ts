@@ -284,6 +284,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const ceil = method.values[a[max ? 5 : 4]!];
       if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined) return undefined;
       if (ceil?.kind !== 'bool' || ceil.value) return undefined;
+      // XNNPACK refuses a 1x1 window (a copy or a strided subsample); that stays portable.
+      if (kernel[0] * kernel[1] === 1) return undefined;
       if (max) {
         const dilation = pair(a[4]!);
         if (dilation === undefined) return undefined;
