@@ -1434,7 +1434,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   PRelu: (node) => {
     const { ctx } = node;
     const x = node.input(0);
-    return [where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, arith(ctx, node, 'mul', x, node.input(1)))];
+    // slope * x only where x < 0: elsewhere x itself, so an infinite slope cannot turn 0 into NaN.
+    return [where(ctx, node, compare(ctx, node, 'lt', x, zeroOf(ctx, x)), arith(ctx, node, 'mul', x, node.input(1)), x)];
   },
   Equal: comparison(COMPARISON_KERNELS.Equal!),
   Greater: comparison(COMPARISON_KERNELS.Greater!),

@@ -104,6 +104,13 @@ describe('special values through the importer', () => {
     for (const xnnpack of [false, true]) expectClose(await etna(reshaped, feeds, xnnpack), expected);
   });
 
+  it('PRelu scales only negative inputs, so an infinite slope leaves 0 alone', async () => {
+    const feeds = { x: [0, -0, -2, 3, NaN], slope: [-Infinity, Infinity, Infinity, NaN, 2] };
+    const bytes = model({ op: 'PRelu', inputs: ['x', 'slope'] }, feeds);
+    expect(await onnxruntime(bytes, feeds)).toEqual([0, -0, -Infinity, 3, NaN]);
+    expect(await etna(bytes, feeds, false)).toEqual([0, -0, -Infinity, 3, NaN]);
+  });
+
   it('Pow with a run-time exponent follows C pow for negative bases, zeros, ones and infinities', async () => {
     const feeds = {
       base: [-1, -2, -2, -2, 0, Infinity, NaN, 1, -1, -1, 2, 3, -0.5, 0, 0],
