@@ -327,9 +327,16 @@ function pow(node: NodeView): OnnxValue[] {
     const half = arith(ctx, node, 'mul', e, ctx.constant(floatDtype, [], [0.5]));
     const odd = compare(ctx, node, 'ne', unary(ctx, 'aten::floor.out', half), half);
     const signed = arith(ctx, node, 'mul', y, where(ctx, node, odd, ctx.constant(floatDtype, [], [-1]), ctx.constant(floatDtype, [], [1])));
-    // -Inf to a fractional power is +0 or +Inf like +Inf, not NaN.
-    const fractional = where(ctx, node, compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [-Infinity])), y, ctx.constant(floatDtype, [], [NaN]));
-    y = where(ctx, node, negative, where(ctx, node, integral, signed, fractional), y);
+    // The sign bit decides, so -0 counts as negative: 1 / -0 is -Inf.
+    const reciprocalNegative = compare(ctx, node, 'lt', arith(ctx, node, 'div', ctx.constant(floatDtype, [], [1]), b), ctx.constant(floatDtype, [], [0]));
+    const signBit = ctx.emit('aten::logical_or.out', [ctx.tensor(negative), ctx.tensor(reciprocalNegative)], 'bool', shapeOf(b));
+    // -Inf and -0 to a fractional power are +0 or +Inf like their positive twins, not NaN.
+    const zeroOrInfinite = ctx.emit('aten::logical_or.out', [
+      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [-Infinity]))),
+      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [0]))),
+    ], 'bool', shapeOf(b));
+    const fractional = where(ctx, node, zeroOrInfinite, y, ctx.constant(floatDtype, [], [NaN]));
+    y = where(ctx, node, signBit, where(ctx, node, integral, signed, fractional), y);
     // As C's pow: x^0 and 1^y are 1 whatever the other operand (NaN and infinities included), and so is (-1)^±Inf.
     const unitBase = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', b), ctx.constant(floatDtype, [], [1]));
     const infiniteExponent = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', e), ctx.constant(floatDtype, [], [Infinity]));
