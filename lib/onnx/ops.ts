@@ -1054,13 +1054,16 @@ function zeroOf(ctx: LoweringContext, x: OnnxValue): OnnxValue {
   return ctx.constant(dtypeOf(x), [], [0]);
 }
 
-function elu(node: NodeView, alphaDefault: number, scale: number): OnnxValue[] {
+/** Elu (exponential branch for x < 0, so -0 stays -0) and Selu (for x <= 0, so -0 gives +0), as onnxruntime computes them. */
+function elu(node: NodeView, alphaDefault: number, scale: number, zeroTakesExponential: boolean): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const alpha = node.float('alpha', alphaDefault);
   const gamma = node.float('gamma', scale);
   const negative = arith(ctx, node, 'mul', arith(ctx, node, 'sub', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])), ctx.constant(dtypeOf(x), [], [alpha]));
-  const y = where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, negative);
+  const y = zeroTakesExponential
+    ? where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, negative)
+    : where(ctx, node, compare(ctx, node, 'lt', x, zeroOf(ctx, x)), negative, x);
   return [gamma === 1 ? y : arith(ctx, node, 'mul', y, ctx.constant(dtypeOf(x), [], [gamma]))];
 }
 
@@ -1435,8 +1438,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
     const x = node.input(0);
     return [node.ctx.emit('aten::leaky_relu.out', [node.ctx.tensor(x), { double: node.float('alpha', 0.01) }], dtypeOf(x), shapeOf(x))];
   },
-  Elu: (node) => elu(node, 1, 1),
-  Selu: (node) => elu(node, 1.67326319217681884765625, 1.05070102214813232421875),
+  Elu: (node) => elu(node, 1, 1, false),
+  Selu: (node) => elu(node, 1.67326319217681884765625, 1.05070102214813232421875, true),
   HardSigmoid: (node) => [hardSigmoid(node.ctx, node, node.input(0), node.float('alpha', 0.2), node.float('beta', 0.5))],
   // One aten::hardswish (one XNNPACK node when delegated); the same function as ONNX's x * HardSigmoid(x, 1/6, 1/2).
   HardSwish: (node) => [unary(node.ctx, 'aten::hardswish.out', node.input(0))],

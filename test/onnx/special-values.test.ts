@@ -104,6 +104,20 @@ describe('special values through the importer', () => {
     for (const xnnpack of [false, true]) expectClose(await etna(reshaped, feeds, xnnpack), expected);
   });
 
+  it('Elu keeps -0 as -0 and Selu turns it into +0, as onnxruntime does', async () => {
+    const feeds = { x: [-0, 0, -1, 2, NaN] };
+    for (const op of ['Elu', 'Selu']) {
+      const bytes = onnxModel({
+        nodes: [{ op, inputs: ['x'], outputs: ['e'] }, { op: 'Reciprocal', inputs: ['e'], outputs: ['y'] }],
+        inputs: [{ name: 'x', type: 1, shape: [5] }],
+        outputs: [{ name: 'y', type: 1 }],
+      });
+      const expected = await onnxruntime(bytes, feeds);
+      expect(expected.slice(0, 2)).toEqual(op === 'Elu' ? [-Infinity, Infinity] : [Infinity, Infinity]);
+      expectClose(await etna(bytes, feeds, false), expected);
+    }
+  });
+
   it('PRelu scales only negative inputs, so an infinite slope leaves 0 alone', async () => {
     const feeds = { x: [0, -0, -2, 3, NaN], slope: [-Infinity, Infinity, Infinity, NaN, 2] };
     const bytes = model({ op: 'PRelu', inputs: ['x', 'slope'] }, feeds);
