@@ -152,4 +152,21 @@ describe('special values through the importer', () => {
       expect((y as Tensor).toArray()).toEqual([-5, -3, -1, 1, 3, 5, 7, 9]);
     }
   });
+
+  it('a dilated MaxPool window that reads only padding gives the lowest float, as onnxruntime does', async () => {
+    // Width 1, pad 1 each side, taps 2 apart: the one window reads positions -1 and 1.
+    const feeds = { x: [5] };
+    const bytes = onnxModel({
+      nodes: [
+        { op: 'Reshape', inputs: ['x', 'shape'], outputs: ['x4'] },
+        { op: 'MaxPool', inputs: ['x4'], outputs: ['y'], ints: { kernel_shape: [1, 2], strides: [1, 2], dilations: [1, 2], pads: [0, 1, 0, 1] } },
+      ],
+      inputs: [{ name: 'x', type: 1, shape: [1] }],
+      outputs: [{ name: 'y', type: 1 }],
+      initializers: [{ name: 'shape', dims: [4], floats: [], int64s: [1, 1, 1, 1] }],
+    });
+    const expected = await onnxruntime(bytes, feeds);
+    expect(expected).toEqual([-FLT_MAX]);
+    for (const xnnpack of [false, true]) expect(await etna(bytes, feeds, xnnpack)).toEqual(expected);
+  });
 });
