@@ -14,6 +14,8 @@ export interface CampaignOptions {
   shrinkPerSignature?: number;
   /** Write shrunk failures under regressions/. */
   save?: boolean;
+  /** Check only the graph with this index (to reproduce one finding). */
+  only?: number;
   log?: (line: string) => void;
 }
 
@@ -52,6 +54,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
   for (let i = 0; i < options.count; i++) {
     const recipe = randomRecipe(rng);
     const graph = buildGraph(recipe);
+    if (options.only !== undefined && i !== options.only) continue;
     const feeds = inputValues(graph.inputs, recipe.valueSeed);
     const result = await checkGraph(graph, feeds);
     if (result.invalid !== undefined) {

@@ -1,7 +1,8 @@
-// npm run test:differential -- [--count N] [--seed S] [--shrink K] [--save] [--quiet]
+// npm run test:differential -- [--count N] [--seed S] [--shrink K] [--save] [--quiet] [--graph I]
 // Runs N random graphs from seed S through onnxruntime-node and both etna
 // paths, prints every kind of disagreement found, shrinks the first K of each
 // kind and, with --save, writes them under test/differential/regressions/.
+// --graph I checks only graph I of the run (to reproduce one finding).
 // Exits 1 when a disagreement is not in known-disagreements.json.
 import { runCampaign } from './campaign.js';
 
@@ -21,6 +22,7 @@ const result = await runCampaign({
   seed,
   shrinkPerSignature: option('shrink', 1),
   save: process.argv.includes('--save'),
+  only: process.argv.includes('--graph') ? option('graph', 0) : undefined,
   log: quiet ? undefined : (line) => console.log(line),
 });
 console.log(`\n${result.graphs} graphs (seed ${seed}) in ${result.seconds.toFixed(1)} s: ${(result.graphs / result.seconds).toFixed(1)} graphs/s; ${result.invalid} refused by onnxruntime; ${result.compared} elements compared, ${result.skipped} skipped as ill-conditioned`);

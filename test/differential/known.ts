@@ -25,22 +25,22 @@ export interface KnownDisagreement {
   inputsOver?: number;
   /** A denormal appears in the inputs or in a value computed on the way. */
   denormals?: boolean;
-  /** Some node of this operator reads a first input below this value. */
-  inputBelow?: { op: string; value: number };
-  /** A Floor, Ceil, Round or Sign reads a value close to (not on) where its result jumps. */
+  /** Some node of this operator reads a first input in [low, high]. */
+  inputIn?: { op: string; low: number; high: number };
+  /** A Floor, Ceil, Round or Sign reads a value close to (not on) where its result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0. */
   nearJump?: boolean;
-  /** onnxruntime gives one infinity and etna the other (the sign of a zero flipped upstream). */
-  infinitySignFlip?: boolean;
+  /** Some value computed on the way is NaN. */
+  nanInside?: boolean;
 }
 
 const JUMP_RELATIVE = 1e-4;
 
-/** Distance from v to the nearest point where the rounding op's result jumps. */
+/** Distance from v to the nearest point where the op's result jumps (or has a singularity). */
 function distanceToJump(op: string, v: number): number | undefined {
   if (!Number.isFinite(v)) return undefined;
   if (op === 'Floor' || op === 'Ceil') return Math.abs(v - Math.round(v));
   if (op === 'Round') return Math.abs(Math.abs(v - Math.floor(v)) - 0.5);
-  if (op === 'Sign') return Math.abs(v);
+  if (op === 'Sign' || op === 'Log' || op === 'Sqrt' || op === 'Reciprocal' || op === 'Pow') return Math.abs(v);
   return undefined;
 }
 
@@ -82,15 +82,18 @@ export async function matchKnown(known: readonly KnownDisagreement[], d: Disagre
       && (k.kind === undefined || k.kind === d.kind)
       && (k.expected === undefined || (d.expected !== undefined && classOf(d.expected) === k.expected))
       && (k.actual === undefined || (d.actual !== undefined && classOf(d.actual) === k.actual))
-      && (k.ops === undefined || k.ops.some((op) => ops.includes(op)))
-      && (k.infinitySignFlip === undefined || (d.expected !== undefined && d.actual !== undefined && Math.abs(d.expected) === Infinity && d.actual === -d.expected) === k.infinitySignFlip);
+      && (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
     if (!matches) continue;
     // Looking inside the graph costs a run: only for an entry that asks.
-    if (k.denormals !== undefined || k.inputBelow !== undefined || k.nearJump !== undefined) inside ??= await graphValues(context.model, feeds);
-    if (k.nearJump !== undefined && k.nearJump !== nearJump(inside!)) continue;
-    if (k.denormals !== undefined && k.denormals !== [...inside!.values.values()].some((values) => values.some(isDenormal))) continue;
-    const below = k.inputBelow;
-    if (below !== undefined && !inside!.nodes.some((n) => n.opType === below.op && (inside!.values.get(n.inputs[0] ?? '')?.some((v) => v < below.value) ?? false))) continue;
+    if (k.denormals === undefined && k.inputIn === undefined && k.nearJump === undefined && k.nanInside === undefined) return k;
+    inside ??= await graphValues(context.model, feeds);
+    const all = [...inside.values.values()];
+    if (k.nearJump !== undefined && k.nearJump !== nearJump(inside)) continue;
+    if (k.denormals !== undefined && k.denormals !== all.some((values) => values.some(isDenormal))) continue;
+    if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
+    const range = k.inputIn;
+    const values = inside.values;
+    if (range !== undefined && !inside.nodes.some((n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false))) continue;
     return k;
   }
   return undefined;
