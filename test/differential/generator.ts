@@ -308,15 +308,15 @@ function pool(name: 'MaxPool' | 'AveragePool'): OpSpec {
     build: (b, rng, x) => {
       const spatial = x.shape.slice(2);
       const geometry = window(rng, spatial, name === 'MaxPool');
-      const ceil = geometry.autoPad === 'NOTSET' && rng.chance(0.25);
-      const out = ceil
-        ? spatial.map((d, i) => {
-          const span = geometry.dilations[i]! * (geometry.kernel[i]! - 1) + 1;
-          let o = Math.ceil((d + geometry.pads[i]! + geometry.pads[i + spatial.length]! - span) / geometry.strides[i]!) + 1;
-          if ((o - 1) * geometry.strides[i]! >= d + geometry.pads[i]!) o--;
-          return o;
-        })
-        : geometry.out;
+      const ceilOut = spatial.map((d, i) => {
+        const span = geometry.dilations[i]! * (geometry.kernel[i]! - 1) + 1;
+        return Math.ceil((d + geometry.pads[i]! + geometry.pads[i + spatial.length]! - span) / geometry.strides[i]!) + 1;
+      });
+      // Where ceil mode's last window would start past the input, the kernels (onnxruntime's and etna's) drop it but
+      // ONNX shape inference does not, and onnxruntime then refuses the ops after it: such windows use floor mode.
+      const dropsWindow = ceilOut.some((o, i) => (o - 1) * geometry.strides[i]! >= spatial[i]! + geometry.pads[i]!);
+      const ceil = geometry.autoPad === 'NOTSET' && !dropsWindow && rng.chance(0.25);
+      const out = ceil ? ceilOut : geometry.out;
       const int: Record<string, number> = {};
       if (ceil) int.ceil_mode = 1;
       if (name === 'AveragePool' && rng.chance(0.4)) int.count_include_pad = 1;
