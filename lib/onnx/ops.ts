@@ -17,6 +17,12 @@ export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
 
 const LOWEST_FLOAT32 = -3.4028234663852886e38;
 
+/** The finite range of each float dtype: ONNX's default Clip bounds. */
+const FINITE_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+  float32: [LOWEST_FLOAT32, -LOWEST_FLOAT32],
+  float64: [-Number.MAX_VALUE, Number.MAX_VALUE],
+};
+
 // ---------------------------------------------------------------- shared helpers
 
 function reshape(ctx: LoweringContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
@@ -222,7 +228,10 @@ function reduceHandler(kind: 'sum' | 'mean' | 'amax' | 'amin' | 'sumsquare' | 'l
     if (kind === 'sumsquare' || kind === 'l2') x = arith(ctx, node, 'mul', x, x);
     if (kind === 'l1') x = unary(ctx, 'aten::abs.out', x);
     if (kind === 'logsumexp') {
-      const peak = reduceKernel(ctx, 'amax', x, axes, true);
+      // Shifted by the peak so exp cannot overflow; an infinite peak shifts by 0 instead (inf - inf would be NaN).
+      const highest = reduceKernel(ctx, 'amax', x, axes, true);
+      const infinite = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', highest), ctx.constant(dtypeOf(x), [], [Infinity]));
+      const peak = where(ctx, node, infinite, zeroOf(ctx, x), highest);
       const shifted = unary(ctx, 'aten::exp.out', arith(ctx, node, 'sub', x, peak));
       const summed = unary(ctx, 'aten::log.out', reduceKernel(ctx, 'sum', shifted, axes, true));
       return [reshape(ctx, arith(ctx, node, 'add', summed, peak), reducedShape(shapeOf(x), axes, keep))];
@@ -314,7 +323,30 @@ function pow(node: NodeView): OnnxValue[] {
       y = where(ctx, node, zero, ctx.constant(floatDtype, [], [1]), y);
     }
   } else {
-    y = where(ctx, node, negative, ctx.constant(floatDtype, [], [NaN]), y);
+    // A negative base keeps a sign for integer exponents (negative for odd ones) and is NaN otherwise.
+    const integral = compare(ctx, node, 'eq', e, unary(ctx, 'aten::round.out', e));
+    const half = arith(ctx, node, 'mul', e, ctx.constant(floatDtype, [], [0.5]));
+    const odd = compare(ctx, node, 'ne', unary(ctx, 'aten::floor.out', half), half);
+    const signed = arith(ctx, node, 'mul', y, where(ctx, node, odd, ctx.constant(floatDtype, [], [-1]), ctx.constant(floatDtype, [], [1])));
+    // The sign bit decides, so -0 counts as negative: 1 / -0 is -Inf.
+    const reciprocalNegative = compare(ctx, node, 'lt', arith(ctx, node, 'div', ctx.constant(floatDtype, [], [1]), b), ctx.constant(floatDtype, [], [0]));
+    const signBit = ctx.emit('aten::logical_or.out', [ctx.tensor(negative), ctx.tensor(reciprocalNegative)], 'bool', shapeOf(b));
+    // -Inf and -0 to a fractional power are +0 or +Inf like their positive twins, not NaN.
+    const zeroOrInfinite = ctx.emit('aten::logical_or.out', [
+      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [-Infinity]))),
+      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [0]))),
+    ], 'bool', shapeOf(b));
+    const fractional = where(ctx, node, zeroOrInfinite, y, ctx.constant(floatDtype, [], [NaN]));
+    y = where(ctx, node, signBit, where(ctx, node, integral, signed, fractional), y);
+    // As C's pow: x^0 and 1^y are 1 whatever the other operand (NaN and infinities included), and so is (-1)^±Inf.
+    const unitBase = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', b), ctx.constant(floatDtype, [], [1]));
+    const infiniteExponent = compare(ctx, node, 'eq', unary(ctx, 'aten::abs.out', e), ctx.constant(floatDtype, [], [Infinity]));
+    const oneCases = [
+      compare(ctx, node, 'eq', e, ctx.constant(floatDtype, [], [0])),
+      compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [1])),
+      ctx.emit('aten::logical_and.out', [ctx.tensor(unitBase), ctx.tensor(infiniteExponent)], 'bool', binaryShape(node, unitBase, infiniteExponent)),
+    ];
+    for (const isOne of oneCases) y = where(ctx, node, isOne, ctx.constant(floatDtype, [], [1]), y);
   }
   y = expandTo(ctx, y, shape);
   if (isFloat(outDtype)) return [y];
@@ -954,6 +986,7 @@ function clip(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const dtype = dtypeOf(x);
+  const range = FINITE_RANGE[dtype];
   let low: number | undefined;
   let high: number | undefined;
   if (node.opset < 11) {
@@ -967,10 +1000,18 @@ function clip(node: NodeView): OnnxValue[] {
       let y = x;
       if (lowInput !== undefined) y = where(ctx, node, compare(ctx, node, 'lt', y, lowInput), lowInput, y);
       if (highInput !== undefined) y = where(ctx, node, compare(ctx, node, 'gt', y, highInput), highInput, y);
+      if (range !== undefined && (lowInput === undefined || highInput === undefined)) {
+        y = ctx.emit('aten::clamp.out', [ctx.tensor(y), lowInput === undefined ? ctx.scalar(dtype, range[0]) : null, highInput === undefined ? ctx.scalar(dtype, range[1]) : null], dtype, shapeOf(y));
+      }
       return [expandTo(ctx, y, shapeOf(x))];
     }
     if (lowInput !== undefined) low = elementAt(node.constInput(1, 'min'), 0);
     if (highInput !== undefined) high = elementAt(node.constInput(2, 'max'), 0);
+  }
+  // A missing bound is the dtype's lowest or largest finite value, so infinities clamp to them.
+  if (range !== undefined) {
+    low ??= range[0];
+    high ??= range[1];
   }
   if (low === undefined && high === undefined) return [x];
   return [ctx.emit('aten::clamp.out', [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)], dtype, shapeOf(x))];
@@ -983,7 +1024,8 @@ function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
     let acc = parts[0]!;
     for (const next of parts.slice(1)) {
       if (kind === 'sum' || kind === 'mean') acc = arith(ctx, node, 'add', acc, next);
-      else acc = where(ctx, node, compare(ctx, node, kind === 'max' ? 'ge' : 'le', acc, next), acc, next);
+      // maximum/minimum let NaN win from either side, as onnxruntime does; a compare-and-select would keep only the second's.
+      else acc = ctx.emit(`aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`, [ctx.tensor(acc), ctx.tensor(next)], dtypeOf(acc), binaryShape(node, acc, next));
     }
     if (kind === 'mean') acc = arith(ctx, node, 'div', acc, ctx.constant(dtypeOf(acc), [], [parts.length]));
     if (parts.length === 1) acc = expandTo(ctx, acc, shapeOf(acc));
@@ -991,17 +1033,36 @@ function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
   };
 }
 
+/**
+ * log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): exp never overflows, so a
+ * large x gives x rather than Inf, and a very negative one keeps its tiny value.
+ */
+function softplus(node: NodeView): OnnxValue[] {
+  const { ctx } = node;
+  const x = node.input(0);
+  const one = ctx.constant(dtypeOf(x), [], [1]);
+  const small = unary(ctx, 'aten::exp.out', unary(ctx, 'aten::neg.out', unary(ctx, 'aten::abs.out', x)));
+  // log1p(u) = u * log(w) / (w - 1) with w = 1 + u, and u itself where w rounds to 1.
+  const w = arith(ctx, node, 'add', small, one);
+  const ratio = arith(ctx, node, 'div', unary(ctx, 'aten::log.out', w), arith(ctx, node, 'sub', w, one));
+  const log1p = where(ctx, node, compare(ctx, node, 'eq', w, one), small, arith(ctx, node, 'mul', small, ratio));
+  return [arith(ctx, node, 'add', unary(ctx, 'aten::relu.out', x), log1p)];
+}
+
 function zeroOf(ctx: LoweringContext, x: OnnxValue): OnnxValue {
   return ctx.constant(dtypeOf(x), [], [0]);
 }
 
-function elu(node: NodeView, alphaDefault: number, scale: number): OnnxValue[] {
+/** Elu (exponential branch for x < 0, so -0 stays -0) and Selu (for x <= 0, so -0 gives +0), as onnxruntime computes them. */
+function elu(node: NodeView, alphaDefault: number, scale: number, zeroTakesExponential: boolean): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const alpha = node.float('alpha', alphaDefault);
   const gamma = node.float('gamma', scale);
   const negative = arith(ctx, node, 'mul', arith(ctx, node, 'sub', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])), ctx.constant(dtypeOf(x), [], [alpha]));
-  const y = where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, negative);
+  const y = zeroTakesExponential
+    ? where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, negative)
+    : where(ctx, node, compare(ctx, node, 'lt', x, zeroOf(ctx, x)), negative, x);
   return [gamma === 1 ? y : arith(ctx, node, 'mul', y, ctx.constant(dtypeOf(x), [], [gamma]))];
 }
 
@@ -1362,30 +1423,30 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
     const x = node.input(0);
     return [node.ctx.emit('aten::pow.Tensor_Scalar_out', [node.ctx.tensor(x), { double: -1 }], dtypeOf(x), shapeOf(x))];
   },
-  Softplus: (node) => {
-    const { ctx } = node;
-    const x = node.input(0);
-    return [unary(ctx, 'aten::log.out', arith(ctx, node, 'add', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])))];
-  },
+  Softplus: softplus,
   Sign: (node) => {
     const { ctx } = node;
     const x = node.input(0);
     const toX = (v: OnnxValue): OnnxValue => ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtypeOf(x), shapeOf(x));
-    return [arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))))];
+    const sign = arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))));
+    if (!isFloat(dtypeOf(x))) return [sign];
+    // NaN compares false both ways; it stays NaN.
+    return [where(ctx, node, compare(ctx, node, 'ne', x, x), x, sign)];
   },
   LeakyRelu: (node) => {
     const x = node.input(0);
     return [node.ctx.emit('aten::leaky_relu.out', [node.ctx.tensor(x), { double: node.float('alpha', 0.01) }], dtypeOf(x), shapeOf(x))];
   },
-  Elu: (node) => elu(node, 1, 1),
-  Selu: (node) => elu(node, 1.67326319217681884765625, 1.05070102214813232421875),
+  Elu: (node) => elu(node, 1, 1, false),
+  Selu: (node) => elu(node, 1.67326319217681884765625, 1.05070102214813232421875, true),
   HardSigmoid: (node) => [hardSigmoid(node.ctx, node, node.input(0), node.float('alpha', 0.2), node.float('beta', 0.5))],
   // One aten::hardswish (one XNNPACK node when delegated); the same function as ONNX's x * HardSigmoid(x, 1/6, 1/2).
   HardSwish: (node) => [unary(node.ctx, 'aten::hardswish.out', node.input(0))],
   PRelu: (node) => {
     const { ctx } = node;
     const x = node.input(0);
-    return [where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, arith(ctx, node, 'mul', x, node.input(1)))];
+    // slope * x only where x < 0: elsewhere x itself, so an infinite slope cannot turn 0 into NaN.
+    return [where(ctx, node, compare(ctx, node, 'lt', x, zeroOf(ctx, x)), arith(ctx, node, 'mul', x, node.input(1)), x)];
   },
   Equal: comparison(COMPARISON_KERNELS.Equal!),
   Greater: comparison(COMPARISON_KERNELS.Greater!),

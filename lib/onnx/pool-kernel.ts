@@ -18,7 +18,7 @@ export interface PoolWindow {
 /**
  * The pooled value, or undefined when the kernels cannot express the window
  * (not 2-D, asymmetric pads, pads over half the window, a dilated average, a
- * dtype other than float32).
+ * dilated max window over padding only, a dtype other than float32).
  */
 export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
   const shape = shapeOf(x);
@@ -37,6 +37,9 @@ export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: Onn
     return out;
   });
   if (outSpatial.some((o) => o < 1)) return undefined;
+  // A dilated max window that reads only padding gives 0 in the kernel and on XNNPACK; the gathered lowering gives
+  // the lowest float, as onnxruntime does.
+  if (kind === 'max' && [0, 1].some((i) => windowOnlyInPadding(shape[i + 2]!, outSpatial[i]!, kernel[i]!, strides[i]!, padding[i]!, dilations[i]!))) return undefined;
   const outShape = [shape[0]!, shape[1]!, ...outSpatial];
   if (kind === 'average') {
     const args = [ctx.tensor(x), { intList: kernel }, { intList: strides }, { intList: padding }, { bool: ceil }, { bool: window.includePad }, null];
@@ -51,4 +54,17 @@ export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: Onn
     values.index, indices.index, g.addValue({ kind: 'tensorList', items: [values.index, indices.index] }),
   ]);
   return { kind: 'tensor', tensor: values, dtype: 'float32', shape: outShape };
+}
+
+/** Whether some output position's window (along one dim) has every tap in the padding. */
+function windowOnlyInPadding(input: number, output: number, kernel: number, stride: number, pad: number, dilation: number): boolean {
+  for (let o = 0; o < output; o++) {
+    let inside = false;
+    for (let t = 0; t < kernel && !inside; t++) {
+      const at = o * stride - pad + t * dilation;
+      inside = at >= 0 && at < input;
+    }
+    if (!inside) return true;
+  }
+  return false;
 }

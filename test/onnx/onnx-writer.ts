@@ -33,6 +33,7 @@ export interface TestNode {
   ints?: Record<string, number[]>;
   int?: Record<string, number>;
   float?: Record<string, number>;
+  strings?: Record<string, string>;
   graphs?: Record<string, TestGraph>;
   /** float32 tensor attributes (a Constant node's `value`). */
   tensors?: Record<string, TestInitializer>;
@@ -42,15 +43,16 @@ export interface TestValue {
   name: string;
   /** ONNX element type: 1 float, 7 int64, 9 bool. */
   type: number;
-  /** A number for a fixed dim, a name for a symbolic one. */
-  shape: (number | string)[];
+  /** A number for a fixed dim, a name for a symbolic one; omitted, the shape is left unstated (allowed for graph outputs). */
+  shape?: (number | string)[];
 }
 
-/** A float32 initializer (a weight). */
+/** A float32 initializer (a weight), or an int64 one when `int64s` is given (shapes, axes, pads). */
 export interface TestInitializer {
   name: string;
   dims: number[];
   floats: number[];
+  int64s?: number[];
 }
 
 export interface TestGraph {
@@ -60,15 +62,16 @@ export interface TestGraph {
   initializers?: TestInitializer[];
 }
 
-// TensorProto: dims (1), data_type (2, 1 = float), name (8), raw_data (9, little-endian).
+// TensorProto: dims (1), data_type (2, 1 = float, 7 = int64), name (8), raw_data (9, little-endian).
 function initializer(t: TestInitializer): number[] {
-  const raw = new Uint8Array(Float32Array.from(t.floats).buffer);
-  return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, 1), ...text(8, t.name), ...bytesField(9, raw)];
+  const raw = new Uint8Array(t.int64s !== undefined ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer : Float32Array.from(t.floats).buffer);
+  return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, t.int64s !== undefined ? 7 : 1), ...text(8, t.name), ...bytesField(9, raw)];
 }
 
 function valueInfo(value: TestValue): number[] {
-  const dims = value.shape.flatMap((d) => bytesField(1, typeof d === 'string' ? text(2, d) : intField(1, d)));
-  const tensorType = [...intField(1, value.type), ...bytesField(2, dims)];
+  const shape =
+    value.shape === undefined ? [] : bytesField(2, value.shape.flatMap((d) => bytesField(1, typeof d === 'string' ? text(2, d) : intField(1, d))));
+  const tensorType = [...intField(1, value.type), ...shape];
   return [...text(1, value.name), ...bytesField(2, bytesField(1, tensorType))];
 }
 
@@ -86,6 +89,9 @@ function node(n: TestNode): number[] {
   for (const [name, value] of Object.entries(n.float ?? {})) {
     const f = new Uint8Array(Float32Array.of(value).buffer);
     out.push(...bytesField(5, [...text(1, name), ...varint(2 * 8 + 5), ...Array.from(f), ...intField(20, 1)]));
+  }
+  for (const [name, value] of Object.entries(n.strings ?? {})) {
+    out.push(...bytesField(5, [...text(1, name), ...text(4, value), ...intField(20, 3)]));
   }
   for (const [name, g] of Object.entries(n.graphs ?? {})) {
     out.push(...bytesField(5, [...text(1, name), ...bytesField(6, graph(g)), ...intField(20, 5)]));

@@ -254,7 +254,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const bound = (index: number, fallback: number): number | undefined => (method.values[index]?.kind === 'null' ? fallback : m.number(index));
       const min = bound(low, -Infinity);
       const max = bound(high, Infinity);
-      if (!allFloat(self, out) || min === undefined || max === undefined || !(min <= max)) return undefined;
+      // XNNPACK refuses a clamp whose bounds are equal (or crossed): that one stays portable.
+      if (!allFloat(self, out) || min === undefined || max === undefined || !(min < max)) return undefined;
       return { kind: 'clamp', min, max, input: self, out };
     }
     case 'mean.out': {
@@ -283,6 +284,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const ceil = method.values[a[max ? 5 : 4]!];
       if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined) return undefined;
       if (ceil?.kind !== 'bool' || ceil.value) return undefined;
+      // XNNPACK refuses a 1x1 window (a copy or a strided subsample); that stays portable.
+      if (kernel[0] * kernel[1] === 1) return undefined;
       if (max) {
         const dilation = pair(a[4]!);
         if (dilation === undefined) return undefined;

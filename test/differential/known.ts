@@ -1,0 +1,156 @@
+// Known disagreements (known-disagreements.json) and saved regressions
+// (regressions/*.onnx with a .json beside each).
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import type { Tolerance } from './generator.js';
+import { classOf, graphValues, isDenormal, type Disagreement, type EnginePath, type Feeds, type GraphValues, type ModelSpec, type ValueClass } from './runner.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const KNOWN_FILE = path.join(here, 'known-disagreements.json');
+export const REGRESSION_DIR = path.join(here, 'regressions');
+
+/** One reviewed class of disagreement: every field given must match; `reason` says why it is left. */
+export interface KnownDisagreement {
+  id: string;
+  reason: string;
+  path?: EnginePath;
+  kind?: Disagreement['kind'];
+  expected?: ValueClass;
+  actual?: ValueClass;
+  /** The graph contains one of these operators. */
+  ops?: string[];
+  /** Some input value has at least this magnitude (infinities included). */
+  inputsOver?: number;
+  /** A denormal appears in the inputs or in a value computed on the way. */
+  denormals?: boolean;
+  /** Some node of this operator reads a first input in [low, high]. */
+  inputIn?: { op: string; low: number; high: number };
+  /** A Floor, Ceil, Round or Sign reads a value close to (not on) where its result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0. */
+  nearJump?: boolean;
+  /** Some value computed on the way is NaN. */
+  nanInside?: boolean;
+}
+
+const JUMP_RELATIVE = 1e-4;
+
+/** Distance from v to the nearest point where the op's result jumps (or has a singularity). */
+function distanceToJump(op: string, v: number): number | undefined {
+  if (!Number.isFinite(v)) return undefined;
+  if (op === 'Floor' || op === 'Ceil') return Math.abs(v - Math.round(v));
+  if (op === 'Round') return Math.abs(Math.abs(v - Math.floor(v)) - 0.5);
+  if (op === 'Sign' || op === 'Log' || op === 'Sqrt' || op === 'Reciprocal' || op === 'Pow') return Math.abs(v);
+  return undefined;
+}
+
+function nearJump(inside: GraphValues): boolean {
+  return inside.nodes.some((n) => {
+    const values = inside.values.get(n.inputs[0] ?? '');
+    return values !== undefined && values.some((v) => {
+      const d = distanceToJump(n.opType, v);
+      return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
+    });
+  });
+}
+
+/** What a disagreement is matched against besides itself: the graph's operators and inputs, and the model to look inside when an entry asks. */
+export interface MatchContext {
+  ops: readonly string[];
+  feeds: Feeds;
+  model: Uint8Array;
+}
+
+export function readKnown(): KnownDisagreement[] {
+  const entries = JSON.parse(fs.readFileSync(KNOWN_FILE, 'utf8')) as KnownDisagreement[];
+  for (const entry of entries) {
+    if (typeof entry.id !== 'string' || typeof entry.reason !== 'string' || entry.reason.length < 20) {
+      throw new Error(`${KNOWN_FILE}: entry ${JSON.stringify(entry)} needs an id and a reason`);
+    }
+  }
+  return entries;
+}
+
+/** The known entry a disagreement falls under, if any. */
+export async function matchKnown(known: readonly KnownDisagreement[], d: Disagreement, context: MatchContext): Promise<KnownDisagreement | undefined> {
+  const { ops, feeds } = context;
+  const largest = Math.max(0, ...Object.values(feeds).map((values) => values.reduce((m, v) => (Math.abs(v) > m ? Math.abs(v) : m), 0)));
+  let inside: GraphValues | undefined;
+  for (const k of known) {
+    const matches = (k.path === undefined || k.path === d.path)
+      && (k.inputsOver === undefined || largest >= k.inputsOver)
+      && (k.kind === undefined || k.kind === d.kind)
+      && (k.expected === undefined || (d.expected !== undefined && classOf(d.expected) === k.expected))
+      && (k.actual === undefined || (d.actual !== undefined && classOf(d.actual) === k.actual))
+      && (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
+    if (!matches) continue;
+    // Looking inside the graph costs a run: only for an entry that asks.
+    if (k.denormals === undefined && k.inputIn === undefined && k.nearJump === undefined && k.nanInside === undefined) return k;
+    inside ??= await graphValues(context.model, feeds);
+    const all = [...inside.values.values()];
+    if (k.nearJump !== undefined && k.nearJump !== nearJump(inside)) continue;
+    if (k.denormals !== undefined && k.denormals !== all.some((values) => values.some(isDenormal))) continue;
+    if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
+    const range = k.inputIn;
+    const values = inside.values;
+    if (range !== undefined && !inside.nodes.some((n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false))) continue;
+    return k;
+  }
+  return undefined;
+}
+
+/** A saved failing graph: its inputs, what disagreed when it was found, and the known entry it fell under, if any. */
+export interface Regression {
+  ops: string[];
+  inputs: { name: string; shape: number[]; values: (number | string)[] }[];
+  outputs: string[];
+  tolerance: Tolerance;
+  disagreement: Disagreement;
+  known?: string;
+  found: string;
+}
+
+// JSON has no NaN, infinities or -0: those are written as strings.
+function encode(v: number): number | string {
+  if (Number.isNaN(v) || !Number.isFinite(v) || Object.is(v, -0)) return Object.is(v, -0) ? '-0' : String(v);
+  return v;
+}
+
+function decode(v: number | string): number {
+  return typeof v === 'number' ? v : Number(v);
+}
+
+export function saveRegression(name: string, model: Uint8Array, regression: Omit<Regression, 'inputs'> & { inputs: { name: string; shape: number[] }[] }, feeds: Feeds): string {
+  fs.mkdirSync(REGRESSION_DIR, { recursive: true });
+  const inputs = regression.inputs.map((i) => ({ name: i.name, shape: i.shape, values: Array.from(feeds[i.name]!, encode) }));
+  const disagreement = { ...regression.disagreement, expected: regression.disagreement.expected === undefined ? undefined : encode(regression.disagreement.expected), actual: regression.disagreement.actual === undefined ? undefined : encode(regression.disagreement.actual) };
+  fs.writeFileSync(path.join(REGRESSION_DIR, `${name}.onnx`), model);
+  fs.writeFileSync(path.join(REGRESSION_DIR, `${name}.json`), `${JSON.stringify({ ...regression, inputs, disagreement }, null, 1)}\n`);
+  return path.join(REGRESSION_DIR, `${name}.onnx`);
+}
+
+export interface LoadedRegression {
+  name: string;
+  model: Uint8Array;
+  spec: ModelSpec;
+  feeds: Feeds;
+  regression: Regression;
+}
+
+export function loadRegressions(): LoadedRegression[] {
+  if (!fs.existsSync(REGRESSION_DIR)) return [];
+  return fs.readdirSync(REGRESSION_DIR).filter((f) => f.endsWith('.json')).sort().map((file) => {
+    const name = file.slice(0, -'.json'.length);
+    const regression = JSON.parse(fs.readFileSync(path.join(REGRESSION_DIR, file), 'utf8')) as Regression;
+    const modelFile = path.join(REGRESSION_DIR, `${name}.onnx`);
+    if (!fs.existsSync(modelFile)) throw new Error(`regression ${name}: ${modelFile} is missing`);
+    const feeds: Feeds = Object.fromEntries(regression.inputs.map((i) => [i.name, Float32Array.from(i.values, decode)]));
+    return {
+      name,
+      model: new Uint8Array(fs.readFileSync(modelFile)),
+      spec: { inputs: regression.inputs.map((i) => ({ name: i.name, shape: i.shape })), outputs: regression.outputs, tolerance: regression.tolerance },
+      feeds,
+      regression,
+    };
+  });
+}
