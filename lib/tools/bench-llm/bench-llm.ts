@@ -15,7 +15,7 @@ import { formatBytes, table } from '../../cli/format.js';
 import { headDim, LLAMA_8DA4W_PRESET_NAMES, type Llama8da4wConfig } from '../examples/llama-8da4w.js';
 import { prepareLlmArtifacts, type LlmArtifacts } from './artifacts.js';
 import { measureReadBandwidth, type BandwidthFigures } from './bandwidth.js';
-import { LLM_RUNTIMES, type LlmRuntime } from './runners.js';
+import { LLM_PEER_PACKAGES, LLM_RUNTIMES, llmRuntimeAvailable, type LlmRuntime } from './runners.js';
 import { benchTokens, LLM_WORKER_SCRIPT, type LlmRuntimeResult, type LlmWorkerSpec } from './worker.js';
 
 /** Prompt lengths whose prefill is timed. */
@@ -24,6 +24,7 @@ export const PREFILL_LENGTHS = [8, 128] as const;
 export interface LlmBenchOptions {
   readonly preset: string;
   readonly threads: readonly number[];
+  /** Default: every runtime whose package is installed. */
   readonly runtimes?: readonly LlmRuntime[];
   readonly cacheDir?: string;
   readonly prefillRepeats?: number;
@@ -36,8 +37,8 @@ export interface LlmBenchOptions {
 export interface LlmBenchRow extends LlmRuntimeResult {
   /** Bytes one decode step reads: the linears' weights in this runtime's format and the KV cache so far. */
   readonly decodeBytesPerStep: number;
-  /** decodeBytesPerStep per median decode step, over the machine's read bandwidth at the same thread count. */
-  readonly bandwidthFraction: number;
+  /** decodeBytesPerStep per decode step (the fastest and the median), over the machine's read bandwidth at the same thread count. */
+  readonly bandwidthFraction: { readonly min: number; readonly median: number };
   /** Centered relative RMS difference of the check prompt's log-probabilities from etna's (null without an etna row). */
   readonly differenceFromEtna: number | null;
 }
@@ -99,6 +100,9 @@ export function logitsDistance(a: readonly (number | null)[], b: readonly (numbe
 
 export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchReport> {
   const log = options.log ?? (() => {});
+  const runtimes = options.runtimes ?? LLM_RUNTIMES.filter(llmRuntimeAvailable);
+  const missing = runtimes.find((runtime) => !llmRuntimeAvailable(runtime));
+  if (missing !== undefined) throw new EtnaError('INVALID_INPUT', `${missing} needs the package ${LLM_PEER_PACKAGES[missing]}, which is not installed`);
   const artifacts = prepareLlmArtifacts(options.preset, { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log });
   const C = artifacts.config;
   const loadAverage = loadavg()[0]!;
@@ -112,7 +116,7 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   if (decodeAfter + decodeSteps > C.context) throw new EtnaError('INVALID_INPUT', `${decodeSteps} decode steps after ${decodeAfter} tokens run past the context of ${C.context}`);
   const results: LlmRuntimeResult[] = [];
   for (const threads of options.threads) {
-    for (const runtime of options.runtimes ?? LLM_RUNTIMES) {
+    for (const runtime of runtimes) {
       log(`${runtime}, ${threads} thread${threads === 1 ? '' : 's'}`);
       const spec: LlmWorkerSpec = {
         runtime,
@@ -136,7 +140,10 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
     return {
       ...result,
       decodeBytesPerStep: bytes,
-      bandwidthFraction: bytes / (result.decode.medianMs / 1000) / machine.bytesPerSecond,
+      bandwidthFraction: {
+        min: bytes / (result.decode.minMs / 1000) / machine.bytesPerSecond,
+        median: bytes / (result.decode.medianMs / 1000) / machine.bytesPerSecond,
+      },
       differenceFromEtna: etna === undefined ? null : logitsDistance(result.checkLogProbs, etna.checkLogProbs),
     };
   });
@@ -149,7 +156,7 @@ const range = (t: { minMs: number; medianMs: number }): string => `${ms(t.minMs)
 /** The report's rows: header first. */
 export function llmTableRows(report: LlmBenchReport): string[][] {
   const lengths = Object.keys(report.rows[0]?.prefill ?? {});
-  const header = ['runtime', 'threads', 'load ms', 'RSS after load', ...lengths.map((n) => `prefill ${n} ms (min / median)`), 'decode ms/token (min / median)', 'decode GB/s', 'of read bandwidth', 'log-probs vs etna'];
+  const header = ['runtime', 'threads', 'load ms', 'RSS after load', ...lengths.map((n) => `prefill ${n} ms (min / median)`), 'decode ms/token (min / median)', 'decode GB/s (min / median)', 'of read bandwidth (min / median)', 'log-probs vs etna'];
   const rows = report.rows.map((r) => [
     r.runtime,
     String(r.threads),
@@ -157,8 +164,8 @@ export function llmTableRows(report: LlmBenchReport): string[][] {
     formatBytes(r.rssAfterLoadBytes),
     ...lengths.map((n) => (r.prefill[n] === undefined ? '-' : range(r.prefill[n]!))),
     range(r.decode),
-    (r.decodeBytesPerStep / (r.decode.medianMs / 1000) / 1e9).toFixed(1),
-    `${(r.bandwidthFraction * 100).toFixed(0)}%`,
+    `${(r.decodeBytesPerStep / r.decode.minMs / 1e6).toFixed(1)} / ${(r.decodeBytesPerStep / r.decode.medianMs / 1e6).toFixed(1)}`,
+    `${(r.bandwidthFraction.min * 100).toFixed(0)}% / ${(r.bandwidthFraction.median * 100).toFixed(0)}%`,
     r.differenceFromEtna === null ? '-' : r.differenceFromEtna.toFixed(3),
   ]);
   return [header, ...rows];
@@ -190,8 +197,7 @@ function parseThreads(text: string | undefined): number[] {
   return values;
 }
 
-function parseRuntimes(text: string | undefined): LlmRuntime[] {
-  if (text === undefined) return [...LLM_RUNTIMES];
+function parseRuntimes(text: string): LlmRuntime[] {
   return text.split(',').map((name) => {
     if (!(LLM_RUNTIMES as readonly string[]).includes(name)) throw new EtnaError('INVALID_INPUT', `--runtimes takes names from ${LLM_RUNTIMES.join(', ')}, got '${name}'`);
     return name as LlmRuntime;
@@ -210,7 +216,7 @@ export const BENCH_LLM: Command = {
     options: [
       { name: 'preset', value: 'NAME', help: `model size: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')} (default stories110m)` },
       { name: 'threads', value: 'N,N...', help: 'thread counts to run each runtime at (default 1,2)' },
-      { name: 'runtimes', value: 'NAME,...', help: `runtimes to run (default ${LLM_RUNTIMES.join(',')})` },
+      { name: 'runtimes', value: 'NAME,...', help: `runtimes to run (default: those of ${LLM_RUNTIMES.join(', ')} that are installed)` },
       { name: 'decode-steps', value: 'N', help: 'timed decode steps (default 64)' },
       { name: 'repeats', value: 'N', help: 'timed runs of each prefill length (default 5)' },
       { name: 'cache', value: 'DIR', help: 'folder for the written model files (default bench/cache/llm)' },
@@ -219,10 +225,11 @@ export const BENCH_LLM: Command = {
     ],
   },
   run: async (args) => {
+    const runtimes = args.string('runtimes');
     const report = await runLlmBench({
       preset: args.string('preset') ?? 'stories110m',
       threads: parseThreads(args.string('threads')),
-      runtimes: parseRuntimes(args.string('runtimes')),
+      ...(runtimes !== undefined && { runtimes: parseRuntimes(runtimes) }),
       decodeSteps: args.integer('decode-steps', 64, 1),
       prefillRepeats: args.integer('repeats', 5, 1),
       ...(args.string('cache') !== undefined && { cacheDir: args.string('cache') }),

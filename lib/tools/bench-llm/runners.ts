@@ -4,6 +4,8 @@
 // the way its users drive it: etna through its prefill/decode methods,
 // llama.cpp through node-llama-cpp's context sequence (CPU only, its prebuilt
 // binary, never a build), onnxruntime with the cache passed in and out.
+import { createRequire } from 'node:module';
+
 import { EtnaError } from '../../errors.js';
 import { Module, Tensor } from '../../index.js';
 import { headDim, type Llama8da4wConfig } from '../examples/llama-8da4w.js';
@@ -11,6 +13,20 @@ import { ONNX_LLAMA_NAMES } from './onnx-llama.js';
 
 export const LLM_RUNTIMES = ['etna', 'llama.cpp', 'onnxruntime'] as const;
 export type LlmRuntime = (typeof LLM_RUNTIMES)[number];
+
+/** The package each peer runtime comes in: dev dependencies, which an installed etna may lack. */
+export const LLM_PEER_PACKAGES: Readonly<Record<LlmRuntime, string | undefined>> = { etna: undefined, 'llama.cpp': 'node-llama-cpp', onnxruntime: 'onnxruntime-node' };
+
+export function llmRuntimeAvailable(runtime: LlmRuntime): boolean {
+  const name = LLM_PEER_PACKAGES[runtime];
+  if (name === undefined) return true;
+  try {
+    createRequire(import.meta.url).resolve(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export interface LlmRunner {
   /**
