@@ -7,12 +7,12 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { runExportExample } from '../lib/cli/export-example.js';
 import { dequantizeInt4Groups, quantizeInt4Groups } from '../lib/export/quantize.js';
 import { Module, Tensor } from '../lib/index.js';
-import { prepareLlmArtifacts } from '../lib/tools/bench-llm/artifacts.js';
+import { prepareLlmArtifacts, type LlmArtifacts } from '../lib/tools/bench-llm/artifacts.js';
 import { formatLlmReport, llmTableRows, logitsDistance, runLlmBench } from '../lib/tools/bench-llm/bench-llm.js';
 import { dequantizeQ4_0, float16Bits, float16Value, ggufChunks, quantizeQ4_0 } from '../lib/tools/bench-llm/gguf.js';
 import { logSoftmax, prepareLlmLoader, type LlmRuntime } from '../lib/tools/bench-llm/runners.js';
@@ -77,7 +77,10 @@ describe('GGUF writer', () => {
 });
 
 describe('the three formats of one model', () => {
-  const artifacts = prepareLlmArtifacts('small', { cacheDir: dir });
+  let artifacts: LlmArtifacts;
+  beforeAll(async () => {
+    artifacts = await prepareLlmArtifacts('small', { cacheDir: dir, inProcess: true });
+  });
   const tokens = [5, 300, 17, 400, 9, 260, 77, 120];
   const next = 42;
   /** Log-probabilities after the prompt and after one decode step. */

@@ -6,10 +6,11 @@
 // in a cache folder (bench/cache/llm by default, git-ignored) with a stamp of
 // the config and writer version they were written for; a stale or partial
 // set is written again.
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { runWorkerChild, serveWorker } from '../bench.js';
 import { buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset, type Llama8da4wConfig, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
 import { writeGguf } from './gguf.js';
 import { onnxLlama } from './onnx-llama.js';
@@ -29,34 +30,60 @@ export interface LlmArtifacts {
   readonly bytes: { readonly pte: number; readonly gguf: number; readonly onnx: number };
 }
 
-/** Writes `bytes` (or what `write` writes) to a temporary name, then renames it into place. */
+/** Has `write` write to a temporary name, then renames it into place. */
 function writeAtomically(path: string, write: (temporary: string) => void): void {
   const temporary = `${path}.partial`;
   write(temporary);
   renameSync(temporary, path);
 }
 
-/** Writes the three files of `weights` into `dir`. */
-export function writeLlmArtifacts(dir: string, weights: Llama8da4wWeights): { pte: string; gguf: string; onnx: string } {
+export const LLM_FORMATS = ['pte', 'gguf', 'onnx'] as const;
+export type LlmFormat = (typeof LLM_FORMATS)[number];
+
+const fileName = (format: LlmFormat): string => `model.${format}`;
+
+/** Writes one file of `weights` into `dir`; returns its path. */
+export function writeLlmArtifact(dir: string, format: LlmFormat, weights: Llama8da4wWeights): string {
   mkdirSync(dir, { recursive: true });
-  const paths = { pte: join(dir, 'model.pte'), gguf: join(dir, 'model.gguf'), onnx: join(dir, 'model.onnx') };
-  writeAtomically(paths.pte, (path) => writeFileSync(path, buildLlama8da4w(weights).toPte({ xnnpack: true })));
-  writeAtomically(paths.gguf, (path) => writeGguf(path, weights));
-  writeAtomically(paths.onnx, (path) => writeFileSync(path, onnxLlama(weights)));
-  return paths;
+  const path = join(dir, fileName(format));
+  writeAtomically(path, (temporary) => {
+    if (format === 'pte') writeFileSync(temporary, buildLlama8da4w(weights).toPte({ xnnpack: true }));
+    else if (format === 'gguf') writeGguf(temporary, weights);
+    else writeFileSync(temporary, onnxLlama(weights));
+  });
+  return path;
 }
 
-/** The preset's files in `cacheDir`, written first if missing or stale. */
-export function prepareLlmArtifacts(preset: string, options: { cacheDir?: string; log?: (line: string) => void } = {}): LlmArtifacts {
+interface ArtifactSpec {
+  readonly dir: string;
+  readonly format: LlmFormat;
+  readonly config: Llama8da4wConfig;
+}
+
+const ARTIFACTS_SCRIPT = fileURLToPath(import.meta.url);
+
+/**
+ * The preset's files in `cacheDir`, written first if missing or stale. Each
+ * file is written from freshly generated weights in a process of its own
+ * (at llama-1b-shape a writer holds several copies of 1.2 billion weights;
+ * memory goes back to the system between files), or in this process with
+ * `inProcess`.
+ */
+export async function prepareLlmArtifacts(preset: string, options: { cacheDir?: string; inProcess?: boolean; log?: (line: string) => void } = {}): Promise<LlmArtifacts> {
   const config = llama8da4wPreset(preset);
   const dir = join(options.cacheDir ?? DEFAULT_LLM_CACHE, preset);
   const stampPath = join(dir, 'stamp.json');
   const stamp = JSON.stringify({ version: ARTIFACTS_VERSION, config });
-  const paths = { pte: join(dir, 'model.pte'), gguf: join(dir, 'model.gguf'), onnx: join(dir, 'model.onnx') };
+  const paths = { pte: join(dir, fileName('pte')), gguf: join(dir, fileName('gguf')), onnx: join(dir, fileName('onnx')) };
   const fresh = existsSync(stampPath) && readFileSync(stampPath, 'utf8') === stamp && Object.values(paths).every((path) => existsSync(path));
   if (!fresh) {
-    options.log?.(`writing ${preset} (.pte, .gguf, .onnx) into ${dir}`);
-    writeLlmArtifacts(dir, createLlama8da4wWeights(config));
+    rmSync(stampPath, { force: true });
+    const weights = options.inProcess === true ? createLlama8da4wWeights(config) : undefined;
+    for (const format of LLM_FORMATS) {
+      options.log?.(`writing ${preset} as ${paths[format]}`);
+      if (weights !== undefined) writeLlmArtifact(dir, format, weights);
+      else await runWorkerChild<{ path: string }>(ARTIFACTS_SCRIPT, { dir, format, config } satisfies ArtifactSpec, `writing ${format}`);
+    }
     writeFileSync(stampPath, stamp);
   }
   return {
@@ -66,3 +93,5 @@ export function prepareLlmArtifacts(preset: string, options: { cacheDir?: string
     bytes: { pte: statSync(paths.pte).size, gguf: statSync(paths.gguf).size, onnx: statSync(paths.onnx).size },
   };
 }
+
+serveWorker(ARTIFACTS_SCRIPT, (spec: ArtifactSpec) => Promise.resolve({ path: writeLlmArtifact(spec.dir, spec.format, createLlama8da4wWeights(spec.config)) }));

@@ -103,7 +103,7 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   const runtimes = options.runtimes ?? LLM_RUNTIMES.filter(llmRuntimeAvailable);
   const missing = runtimes.find((runtime) => !llmRuntimeAvailable(runtime));
   if (missing !== undefined) throw new EtnaError('INVALID_INPUT', `${missing} needs the package ${LLM_PEER_PACKAGES[missing]}, which is not installed`);
-  const artifacts = prepareLlmArtifacts(options.preset, { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log });
+  const artifacts = await prepareLlmArtifacts(options.preset, { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log });
   const C = artifacts.config;
   const loadAverage = loadavg()[0]!;
   const bandwidth: BandwidthFigures[] = [];
