@@ -2,6 +2,7 @@
 // The `etna` command line. Exit status: 0 success, 1 failure (one line
 // `etna COMMAND: CODE: message`), 2 bad usage (the command's usage).
 import { BENCH } from '../tools/bench.js';
+import { BENCH_LLM } from '../tools/bench-llm/bench-llm.js';
 import { parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
@@ -9,7 +10,7 @@ import { IMPORT_ONNX } from './import-onnx.js';
 import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH];
+const COMMANDS: readonly Command[] = [INSPECT, RUN, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => `${spec.name} ${spec.synopsis}`.length));
@@ -22,7 +23,8 @@ function overview(): string {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  // `etna bench llm` is a command of its own, with its own options.
+  const [name, ...rest] = argv[0] === 'bench' && argv[1] === 'llm' ? ['bench llm', ...argv.slice(2)] : argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     console.log(overview());
     return 0;

@@ -11,7 +11,14 @@ import {
   KvDecoderReference,
   type KvDecoderConfig,
 } from './kv-decoder.js';
-import { buildLlama8da4w, LLAMA_8DA4W_CONFIG as LLAMA, Llama8da4wReference } from './llama-8da4w.js';
+import {
+  buildLlama8da4w,
+  createLlama8da4wWeights,
+  LLAMA_8DA4W_CONFIG as LLAMA,
+  LLAMA_8DA4W_PRESET_NAMES,
+  llama8da4wPreset,
+  Llama8da4wReference,
+} from './llama-8da4w.js';
 import type { ExampleReference } from './reference.js';
 
 export interface ExampleInfo {
@@ -19,7 +26,9 @@ export interface ExampleInfo {
   readonly summary: string;
   /** Signatures, for help text. */
   readonly methods: readonly string[];
-  build(): ProgramBuilder;
+  /** Sizes `build(preset)` also knows, beside the default. */
+  readonly presets?: readonly string[];
+  build(preset?: string): ProgramBuilder;
   reference(): ExampleReference;
   /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
   readonly xnnpackOnly?: true;
@@ -76,7 +85,8 @@ export const LARGE_EXAMPLES = {
     name: 'llama-8da4w',
     summary: `Llama as export_llama writes it (${LLAMA.layers} layers, d=${LLAMA.modelDim}, ${LLAMA.heads} query / ${LLAMA.kvHeads} KV heads, context ${LLAMA.context}, vocab ${LLAMA.vocab}): 8da4w linears in XNNPACK, 4-bit embedding, update_cache, custom_sdpa`,
     methods: decoderMethods(LLAMA),
-    build: () => buildLlama8da4w(),
+    presets: LLAMA_8DA4W_PRESET_NAMES,
+    build: (preset?: string) => buildLlama8da4w(preset === undefined ? undefined : createLlama8da4wWeights(llama8da4wPreset(preset))),
     reference: () => new Llama8da4wReference(),
     xnnpackOnly: true,
   },
@@ -105,15 +115,21 @@ export function exampleInfo(name: string): ExampleInfo {
   return ALL_EXAMPLES[name];
 }
 
-/** A fresh builder holding the example program (not yet exported). */
-export function buildExample(name: string): ProgramBuilder {
-  return exampleInfo(name).build();
+/** A fresh builder holding the example program (not yet exported), at one of its presets' sizes if given. */
+export function buildExample(name: string, preset?: string): ProgramBuilder {
+  const info = exampleInfo(name);
+  if (preset !== undefined && !(info.presets ?? []).includes(preset)) {
+    const known = info.presets === undefined ? 'it has no presets' : `available: ${info.presets.join(', ')}`;
+    throw new EtnaError('INVALID_INPUT', `example '${name}' has no preset '${preset}' (${known})`);
+  }
+  return info.build(preset);
 }
 
 /** The example as .pte bytes. */
-export function exportExample(name: string, options?: ExportOptions): Uint8Array {
+export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string }): Uint8Array {
   const info = exampleInfo(name);
-  return info.build().toPte(info.xnnpackOnly === true ? { ...options, xnnpack: true } : options);
+  const { preset, ...exportOptions } = options ?? {};
+  return buildExample(name, preset).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
 }
 
 /** A fresh reference implementation (its own state) of the example. */
@@ -136,7 +152,18 @@ export {
   kvDecoderSession,
 } from './kv-decoder.js';
 export type { KvDecoderConfig, KvDecoderLayerWeights, KvDecoderWeights } from './kv-decoder.js';
-export { buildLlama8da4w, createLlama8da4wWeights, LLAMA_8DA4W_CONFIG, Llama8da4wReference, llama8da4wSession } from './llama-8da4w.js';
-export type { Llama8da4wConfig, Llama8da4wLayerWeights, Llama8da4wWeights } from './llama-8da4w.js';
+export {
+  buildLlama8da4w,
+  createLlama8da4wWeights,
+  headDim,
+  isLlama8da4wPreset,
+  LLAMA_8DA4W_CONFIG,
+  LLAMA_8DA4W_PRESET_NAMES,
+  LLAMA_8DA4W_PRESETS,
+  llama8da4wPreset,
+  Llama8da4wReference,
+  llama8da4wSession,
+} from './llama-8da4w.js';
+export type { Llama8da4wArithmetic, Llama8da4wConfig, Llama8da4wLayerWeights, Llama8da4wPreset, Llama8da4wWeights } from './llama-8da4w.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

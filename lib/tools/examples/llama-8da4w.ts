@@ -1,8 +1,13 @@
-// A small Llama written the way ExecuTorch's export_llama writes one
+// A Llama written the way ExecuTorch's export_llama writes one
 // (`-kv --use_sdpa_with_kv_cache -X -qmode 8da4w --group_size 32 -d fp32`):
 //   prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,256]
 //   decode(token int64[1,1], pos int64[1])         -> logits float32[1,1,256]
 //   reset()                                         (zeroes the caches)
+// The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
+// 1 to 128 tokens (a bounded dynamic dim, as export_llama's
+// `--enable_dynamic_shape`) and returns the last position's logits only, as
+// export_llama does by default: prefill(tokens int64[1,1..128], start_pos)
+// -> logits float32[1,1,vocab].
 // RMSNorm, rotary position embedding (interleaved pairs, as Meta's Llama),
 // grouped-query attention, a SiLU-gated MLP. Every linear is 8da4w in the
 // XNNPACK delegate, the token embedding is 4-bit
@@ -10,7 +15,7 @@
 // caches in shared state with `llama::update_cache`, and attention is
 // `llama::custom_sdpa` masked causally from start_pos.
 import { EtnaError } from '../../errors.js';
-import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
+import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
 import { bf16Value, dequantizeInt4Groups, INT4_MIN, perTokenInt8Row, quantizeInt4Groups, type Int4GroupWeights } from '../../export/quantize.js';
@@ -30,7 +35,12 @@ export interface Llama8da4wConfig {
   readonly hiddenDim: number;
   readonly vocab: number;
   readonly context: number;
+  /** Tokens a prefill call takes: exactly this many, or 1 to this many when `prefillBounded`. */
   readonly prefillLength: number;
+  /** Prefill takes any length from 1 to prefillLength (its token dim is DYNAMIC_BOUND). */
+  readonly prefillBounded?: boolean;
+  /** Prefill returns logits for every position ('all'), or the last one only ('last', [1,1,vocab]). */
+  readonly prefillLogits?: 'all' | 'last';
   readonly groupSize: number;
   readonly normEps: number;
   readonly ropeTheta: number;
@@ -52,7 +62,38 @@ export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
   seed: 0x6c6c_6d34,
 };
 
-const headDim = (C: Llama8da4wConfig): number => C.modelDim / C.heads;
+/** Prefill at export_llama's defaults with dynamic shape: up to 128 tokens, last-position logits. */
+const BOUNDED_PREFILL = { prefillLength: 128, prefillBounded: true, prefillLogits: 'last' } as const;
+
+/** Shapes of real models, with seeded random weights: what `etna bench llm` and `--preset` build. */
+export const LLAMA_8DA4W_PRESETS = {
+  /** The example's own small shapes, with room in the vocabulary for SentencePiece's 256 byte pieces (GGUF needs them). */
+  small: { ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL, vocab: 512 },
+  /** The shape of the stories110M checkpoint (llama2.c). */
+  stories110m: {
+    ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL,
+    layers: 12, modelDim: 768, heads: 12, kvHeads: 12, hiddenDim: 2048, vocab: 32000, context: 1024,
+  },
+  /** The shape of Llama 3.2 1B (grouped-query attention, a 128256-token vocabulary). */
+  'llama-1b-shape': {
+    ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL,
+    layers: 16, modelDim: 2048, heads: 32, kvHeads: 8, hiddenDim: 8192, vocab: 128256, context: 2048, ropeTheta: 500000,
+  },
+} as const satisfies Record<string, Llama8da4wConfig>;
+
+export type Llama8da4wPreset = keyof typeof LLAMA_8DA4W_PRESETS;
+export const LLAMA_8DA4W_PRESET_NAMES = Object.keys(LLAMA_8DA4W_PRESETS) as Llama8da4wPreset[];
+
+export function isLlama8da4wPreset(name: string): name is Llama8da4wPreset {
+  return Object.hasOwn(LLAMA_8DA4W_PRESETS, name);
+}
+
+export function llama8da4wPreset(name: string): Llama8da4wConfig {
+  if (!isLlama8da4wPreset(name)) throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w preset '${name}' (available: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')})`);
+  return LLAMA_8DA4W_PRESETS[name];
+}
+
+export const headDim = (C: Llama8da4wConfig): number => C.modelDim / C.heads;
 
 /** Float weights [out, in] of the linears, before quantization. */
 export interface Llama8da4wLayerWeights {
@@ -189,16 +230,16 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   const finalNorm = vector('norm.weight', weights.finalNorm);
   const output = linear('output.weight', weights.output, C.vocab, d);
 
-  const pass = (m: MethodBuilder, tokens: TensorValue, startPos: TensorValue, positions: TensorValue, length: number): TensorValue => {
+  const pass = (m: MethodBuilder, tokens: TensorValue, startPos: TensorValue, positions: TensorValue, length: number, logits: 'all' | 'last'): TensorValue => {
     const g = m.graph;
     const start = g.addValue({ kind: 'int', value: 0n });
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
-    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => {
-      const meanSquare = g.addTensor('float32', [length, 1]);
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor, rows = length): TensorValue => {
+      const meanSquare = g.addTensor('float32', [rows, 1]);
       m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
-      const inverse = g.addTensor('float32', [length, 1]);
+      const inverse = g.addTensor('float32', [rows, 1]);
       m.kernel('aten::rsqrt.out', [m.add(meanSquare, C.normEps), inverse]);
       return m.mul(m.mul(x, inverse), weight);
     };
@@ -238,18 +279,39 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
       const h2 = rmsNorm(x, layer.ffnNorm);
       x = m.add(x, m.linear(m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3)), layer.w2));
     }
-    return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
+    if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
+    // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
+    lengthEnd = g.values.length;
+    const last = g.addTensor('float32', [d]);
+    m.kernel('aten::select_copy.int_out', [x, { int: 0 }, { int: -1 }, last]);
+    const lastRow = m.reshape(last, [1, d]);
+    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm, 1), output), [1, 1, C.vocab]);
   };
+  // Values created before this index may carry the prefill's length (see markPrefillLength).
+  let lengthEnd = 0;
 
   program.method('prefill', (m) => {
     const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
     const start = m.input('start_pos', 'int64', [1]);
-    m.output({ logits: pass(m, tokens, start, m.add(start, chunkOffsets), C.prefillLength) });
+    const logits = C.prefillLogits ?? 'all';
+    if (C.prefillBounded !== true) {
+      m.output({ logits: pass(m, tokens, start, m.add(start, chunkOffsets), C.prefillLength, logits) });
+      return;
+    }
+    // Positions start..start+n-1 for any n: a running count over the tokens' shape, so they follow its length.
+    const firstInstruction = m.graph.instructions.length;
+    const count = m.graph.addTensor('int64', [1, C.prefillLength]);
+    m.kernel('aten::cumsum.out', [m.add(m.mul(tokens, 0), 1), { int: 1 }, null, count]);
+    lengthEnd = Number.MAX_SAFE_INTEGER;
+    const out = pass(m, tokens, start, m.sub(m.add(count, start), 1), C.prefillLength, logits);
+    m.graph.markDynamic(tokens.index, [1]);
+    markPrefillLength(m.graph, tokens.index, C.prefillLength, lengthEnd, firstInstruction);
+    m.output({ logits: out });
   });
   program.method('decode', (m) => {
     const token = m.input('token', 'int64', [1, 1]);
     const pos = m.input('pos', 'int64', [1]);
-    m.output({ logits: pass(m, token, pos, pos, 1) });
+    m.output({ logits: pass(m, token, pos, pos, 1, 'all') });
   });
   program.method('reset', (m) => {
     for (const layer of layers) {
@@ -260,19 +322,70 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   return program;
 }
 
+/**
+ * Marks the prefill's varying length on every tensor computed from the
+ * tokens (instructions from `firstInstruction` on, values before `valueEnd`):
+ * an out tensor of an instruction that reads a varying tensor varies too, at
+ * its dim 0 ([n, ...]) or dim 1 ([1, n, ...]), and a view_copy to it infers
+ * that dim (-1). A tensor is an instruction's out when that instruction is the
+ * first to name it, as the builder emits them.
+ */
+function markPrefillLength(graph: MethodGraph, tokens: number, length: number, valueEnd: number, firstInstruction: number): void {
+  const varying = new Set([tokens]);
+  const named = new Set([tokens]);
+  const tensorArgs = (args: readonly number[]): number[] =>
+    args.flatMap((index) => {
+      const value = graph.value(index);
+      return value.kind === 'tensor' ? [index] : value.kind === 'tensorList' ? [...value.items] : [];
+    });
+  graph.instructions.forEach((instruction, at) => {
+    const tensors = tensorArgs(instruction.args);
+    const outs = new Set(tensors.filter((t) => !named.has(t) && graph.tensorNode(t).origin.kind === 'activation'));
+    tensors.forEach((t) => named.add(t));
+    if (at < firstInstruction || !tensors.some((t) => !outs.has(t) && varying.has(t))) return;
+    for (const out of outs) {
+      const { shape } = graph.tensorNode(out);
+      const dim = shape.length >= 2 && shape[0] === 1 && shape[1] === length ? 1 : shape[0] === length ? 0 : -1;
+      if (out >= valueEnd || dim < 0) continue;
+      graph.markDynamic(out, [dim]);
+      varying.add(out);
+      if (instruction.kind === 'kernel' && instruction.name === 'aten::view_copy') {
+        const sizes = graph.value(instruction.args[1]!);
+        if (sizes.kind !== 'intList') throw new EtnaError('INTERNAL', 'view_copy sizes are not an int list');
+        const items = [...sizes.items];
+        items[dim] = graph.addValue({ kind: 'int', value: -1n });
+        graph.values[instruction.args[1]!] = { kind: 'intList', items };
+      }
+    }
+  });
+}
+
 // ------------------------------------------------------------------ reference
 
 interface QuantizedLinear {
   readonly out: number;
   readonly in: number;
   readonly weight: Float32Array;
+  /** Float arithmetic: the activations are not quantized. */
+  readonly float: boolean;
 }
 
-/** rows x in -> rows x out: per-token int8 activations times the dequantized 4-bit weights, as the delegate computes. */
+/**
+ * How the reference computes: '8da4w' as the program does (the default), or
+ * 'float', the unquantized model the peers' 4-bit formats are compared with.
+ */
+export type Llama8da4wArithmetic = '8da4w' | 'float';
+
+/**
+ * rows x in -> rows x out: per-token int8 activations times the dequantized
+ * 4-bit weights, as the delegate computes; in float arithmetic, the float
+ * activations times the weights as given.
+ */
 function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32Array {
   const y = new Float32Array(rows * w.out);
   for (let r = 0; r < rows; r++) {
-    const row = perTokenInt8Row(x.subarray(r * w.in, (r + 1) * w.in));
+    const input = x.subarray(r * w.in, (r + 1) * w.in);
+    const row = w.float ? input : perTokenInt8Row(input);
     for (let n = 0; n < w.out; n++) {
       let sum = 0;
       for (let k = 0; k < w.in; k++) sum += row[k]! * w.weight[n * w.in + k]!;
@@ -304,18 +417,20 @@ export class Llama8da4wReference extends DecoderReference {
   private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
   private readonly output: QuantizedLinear;
 
-  constructor(readonly weights: Llama8da4wWeights = createLlama8da4wWeights()) {
+  constructor(readonly weights: Llama8da4wWeights = createLlama8da4wWeights(), arithmetic: Llama8da4wArithmetic = '8da4w') {
     const C = weights.config;
     const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
     super('llama-8da4w', C, caches(), caches());
     const d = C.modelDim;
     const kv = C.kvHeads * headDim(C);
+    const float = arithmetic === 'float';
     const quantized = (data: Float32Array, out: number, inFeatures: number): QuantizedLinear => ({
       out,
       in: inFeatures,
-      weight: dequantizeInt4Groups(quantizeInt4Groups(data, out, inFeatures, C.groupSize)),
+      weight: float ? data : dequantizeInt4Groups(quantizeInt4Groups(data, out, inFeatures, C.groupSize)),
+      float,
     });
-    this.embedding = dequantizeInt4Groups(quantizedEmbedding(weights));
+    this.embedding = float ? weights.tokenEmbedding : dequantizeInt4Groups(quantizedEmbedding(weights));
     this.rope = ropeTables(C);
     this.layers = weights.layers.map((w) => ({
       wq: quantized(w.wq, d, d),

@@ -86,6 +86,8 @@ export function resetMethod(reset: () => void): ReferenceMethod {
 /** What a decoder example's methods are sized by. */
 export interface DecoderShape {
   readonly prefillLength: number;
+  /** Prefill takes 1 to prefillLength tokens instead of exactly prefillLength. */
+  readonly prefillBounded?: boolean;
   readonly vocab: number;
   readonly context: number;
 }
@@ -131,10 +133,12 @@ export abstract class DecoderReference implements ExampleReference {
     return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
-  /** Logits [prefillLength x vocab] for a chunk of tokens at positions start.. */
+  /** Logits [tokens x vocab] for a chunk of tokens at positions start.. */
   prefill(tokens: readonly number[], start: number): Float32Array {
-    const { prefillLength } = this.shape;
-    if (tokens.length !== prefillLength) throw new EtnaError('INVALID_INPUT', `prefill: expected ${prefillLength} tokens, got ${tokens.length}`);
+    const { prefillLength, prefillBounded } = this.shape;
+    if (prefillBounded === true ? tokens.length < 1 || tokens.length > prefillLength : tokens.length !== prefillLength) {
+      throw new EtnaError('INVALID_INPUT', `prefill: expected ${prefillBounded === true ? `1 to ${prefillLength}` : prefillLength} tokens, got ${tokens.length}`);
+    }
     return this.checkedPass(tokens, start, 'prefill');
   }
 
