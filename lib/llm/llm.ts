@@ -330,8 +330,9 @@ export class LlmSession {
     let firstToken = prefilled;
     if (aborted()) stopReason = 'aborted';
     else {
-      let row = await this.feed(feed);
+      // The pending token is part of this feed: a failed call leaves the cache as far as its calls got.
       this.pending = undefined;
+      let row = await this.feed(feed);
       prefilled = now();
       for (;;) {
         const sampleStart = now();
@@ -355,8 +356,8 @@ export class LlmSession {
           stopReason = 'aborted';
           break;
         }
-        row = await this.feed([token]);
         this.pending = undefined;
+        row = await this.feed([token]);
       }
       if (stopReason !== 'stop') show(stream.finish());
     }
