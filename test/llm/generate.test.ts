@@ -104,6 +104,22 @@ describe('forward layout', () => {
     await llm.dispose();
   });
 
+  it('with enable_dynamic_shape, feeds the prompt in chunks of up to get_max_seq_len tokens', async () => {
+    // Every row gets the position table's row for input_pos: 'x' follows only a call that starts at position 0.
+    const chunked = async (maxSeqLen: number): Promise<string> => {
+      const metadata = { get_max_seq_len: [maxSeqLen], get_max_context_len: [32], enable_dynamic_shape: [true], get_eos_ids: [0] };
+      const llm = await Llm.load(bigramProgram({ chain: chainOf(text), atPosition: [[0, 0x78]], maxTokens: 16, metadata }), { tokenizer });
+      expect(llm.metadata.prefill).toMatchObject({ name: 'forward', tokens: Math.min(maxSeqLen, 16), exact: false });
+      const result = await llm.generate('aé🌍', { temperature: 0 });
+      await llm.dispose();
+      return result.text;
+    };
+    // All 7 prompt tokens in one call at position 0: its last row is boosted.
+    expect(await chunked(8)).toBe('x');
+    // Chunks of 4 and 3: the last call starts at position 4, and z follows the emoji.
+    expect(await chunked(4)).toBe('z');
+  });
+
   it('takes last-token logits [1, vocab] as well as [1, n, vocab]', async () => {
     const llm = await Llm.load(bigramProgram({ chain: chainOf(text), lastTokenOnly: true }), { tokenizer });
     expect((await llm.generate('a', { temperature: 0 })).text).toBe('é🌍z');

@@ -84,6 +84,8 @@ export interface BigramOptions {
   /** Logits [1, vocab] for the last token, as a last-token-only export returns them, instead of [1, 1, vocab]. */
   readonly lastTokenOnly?: boolean;
   readonly tokensDtype?: 'int64' | 'int32';
+  /** Tokens one call takes up to, as a dynamic dim (DYNAMIC_BOUND); without it forward takes exactly one. */
+  readonly maxTokens?: number;
   readonly metadata?: Record<string, (number | boolean)[]>;
 }
 
@@ -103,9 +105,11 @@ export function bigramProgram(options: BigramOptions): Uint8Array {
   const tableConstant = program.constant('table', 'float32', [vocab, vocab], table);
   const positionConstant = program.constant('positions', 'float32', [context, vocab], positions);
   program.method('forward', (m) => {
-    const tokens = m.input('tokens', options.tokensDtype ?? 'int64', [1, 1]);
+    const tokens = m.input('tokens', options.tokensDtype ?? 'int64', [1, options.maxTokens ?? 1]);
     const position = m.input('input_pos', 'int64', [1]);
-    const logits = m.add(m.embedding(tableConstant, tokens), m.embedding(positionConstant, position));
+    const rows = m.embedding(tableConstant, tokens);
+    const logits = m.add(rows, m.embedding(positionConstant, position));
+    if (options.maxTokens !== undefined) for (const value of [tokens, rows, logits]) m.graph.markDynamic(value.index, [1]);
     m.output({ logits: options.lastTokenOnly === true ? m.reshape(logits, [1, vocab]) : logits });
   });
   const metadata = options.metadata ?? { get_max_seq_len: [context], get_max_context_len: [context], get_eos_ids: [0] };
