@@ -73,6 +73,12 @@ describe('prefill/decode layout (llama-8da4w)', () => {
     expect(turn2.tokens).toEqual(referenceGreedy([turn1.tokens.at(-1)!, ...second], 6, LLAMA_8DA4W_CONFIG, reference, first.length + 5));
     expect(session.position).toBe(first.length + 6 + second.length + 6);
 
+    // One generation at a time per session; the refused one changes nothing.
+    const running = session.generate([1], { temperature: 0, maxNewTokens: 2 });
+    await expect(session.generate([2], { temperature: 0, maxNewTokens: 2 })).rejects.toThrow(/this session is already generating/);
+    const continued = await running;
+    expect(continued.tokens).toEqual(referenceGreedy([turn2.tokens.at(-1)!, 1], 2, LLAMA_8DA4W_CONFIG, reference, first.length + 6 + second.length + 5));
+
     const used = session.position;
     const attempt = session.generate(Array.from({ length: 10 }, () => 1), { maxNewTokens: 250 });
     await expect(attempt).rejects.toThrow(EtnaError);
