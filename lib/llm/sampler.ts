@@ -83,9 +83,12 @@ export class Sampler {
     if (!keepK && topP >= 1) return this.draw(p, total);
     // Candidates: with top-p alone, tokens below (1 - p) / (vocab - 1) of the mass cannot be in the nucleus
     // (ExecuTorch's sampler cuts the same way), which keeps the sort short.
-    const cutoff = keepK ? 0 : ((1 - topP) / (vocab - 1)) * total;
     let count = 0;
-    for (let i = 0; i < vocab; i++) if (p[i]! >= cutoff) this.order[count++] = i;
+    if (keepK) count = this.keepTopK(p, topK);
+    else {
+      const cutoff = ((1 - topP) / (vocab - 1)) * total;
+      for (let i = 0; i < vocab; i++) if (p[i]! >= cutoff) this.order[count++] = i;
+    }
     const candidates = this.order.subarray(0, count);
     candidates.sort((a, b) => p[b]! - p[a]! || a - b);
     let kept = keepK ? Math.min(topK, count) : count;
@@ -109,6 +112,42 @@ export class Sampler {
       if (r < 0) return candidates[i]!;
     }
     return candidates[kept - 1]!;
+  }
+
+  /**
+   * Puts the k most likely tokens (ties: the lower id) into `order[0..k)`, in
+   * no particular order: a min-heap of k indices over one pass, so top-k
+   * costs vocab * log k instead of sorting the vocabulary.
+   */
+  private keepTopK(p: Float32Array, k: number): number {
+    const heap = this.order;
+    // a ranks below b: less probable, or as probable with a higher id.
+    const below = (a: number, b: number): boolean => p[a]! < p[b]! || (p[a] === p[b] && a > b);
+    const swap = (i: number, j: number): void => {
+      const t = heap[i]!;
+      heap[i] = heap[j]!;
+      heap[j] = t;
+    };
+    let size = 0;
+    for (let id = 0; id < p.length; id++) {
+      if (size < k) {
+        heap[size] = id;
+        for (let i = size++; i > 0 && below(heap[i]!, heap[(i - 1) >> 1]!); i = (i - 1) >> 1) swap(i, (i - 1) >> 1);
+      } else if (below(heap[0]!, id)) {
+        heap[0] = id;
+        for (let i = 0; ; ) {
+          const left = 2 * i + 1;
+          const right = left + 1;
+          let least = i;
+          if (left < size && below(heap[left]!, heap[least]!)) least = left;
+          if (right < size && below(heap[right]!, heap[least]!)) least = right;
+          if (least === i) break;
+          swap(i, least);
+          i = least;
+        }
+      }
+    }
+    return size;
   }
 
   private draw(weights: Float32Array, total: number): number {
