@@ -69,7 +69,7 @@ export interface RunOptions {
   profile?: boolean;
 }
 
-const MODULE_OPTIONS: readonly (keyof ModuleOptions)[] = ['shareMemoryArenas', 'numThreads', 'externalData', 'mmap'];
+export const MODULE_OPTIONS: readonly (keyof ModuleOptions)[] = ['shareMemoryArenas', 'numThreads', 'externalData', 'mmap'];
 const EXECUTE_OPTIONS: readonly (keyof ExecuteOptions)[] = ['outputs', 'profile'];
 const RUN_OPTIONS: readonly (keyof RunOptions)[] = ['outputs', 'profile'];
 

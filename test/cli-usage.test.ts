@@ -13,7 +13,7 @@ import { testdataPath } from './helpers/testdata.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-cli-usage-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-const COMMANDS = ['inspect', 'run', 'import-onnx', 'export-example', 'demo', 'bench'];
+const COMMANDS = ['inspect', 'run', 'generate', 'import-onnx', 'export-example', 'demo', 'bench'];
 
 function expectOneLineFailure(result: CliResult, command: string, code: string, message: RegExp): void {
   expect(result.status, result.stderr).toBe(1);
@@ -104,6 +104,15 @@ describe('etna failures are one clean line', () => {
     expectOneLineFailure(runCli(['bench', '--iterations', '0']), 'bench', 'INVALID_INPUT', /--iterations/);
     expectOneLineFailure(runCli(['bench', '--sessions', '0,16']), 'bench', 'INVALID_INPUT', /--sessions takes counts from 1 to 256 separated by commas, or 0, got '0,16'/);
     expectOneLineFailure(runCli(['bench', testdataPath('djl_corrupt.pte')]), 'bench', 'INVALID_PROGRAM', /not an ExecuTorch program/);
+  });
+
+  it('generate without a tokenizer, or with a SentencePiece model', () => {
+    const model = testdataPath('djl_corrupt.pte');
+    expectOneLineFailure(runCli(['generate', model, '--prompt', 'hi']), 'generate', 'INVALID_INPUT', /--tokenizer FILE is required/);
+    const sentencepiece = path.join(dir, 'tokenizer.model');
+    fs.writeFileSync(sentencepiece, Uint8Array.of(0x0a, 0x0b, 0x0a, 0x05, 0x3c, 0x75, 0x6e, 0x6b, 0x3e));
+    expectOneLineFailure(runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi']), 'generate', 'INVALID_INPUT', /SentencePiece/);
+    expectOneLineFailure(runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi', '--temperature', 'hot']), 'generate', 'INVALID_INPUT', /--temperature takes a number >= 0, got 'hot'/);
   });
 
   it('import-onnx with a missing model', () => {

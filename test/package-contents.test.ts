@@ -108,6 +108,7 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'sliceShape', 'tensorLifetimes', 'transposeShape', 'unsqueezeShape', 'validateMethodGraph', 'validatePteProgram',
     'viewShape', 'writePte', 'xnnpackLowering',
   ],
+  'dist/llm/index.js': ['Generation', 'Llm', 'LlmSession', 'METADATA_METHODS', 'Sampler', 'TextStream', 'argmax', 'loadTokenizer'],
   'dist/onnx/index.js': [
     'MIN_ONNX_OPSET', 'boundConstant', 'constFromProto', 'decodeModel', 'decodeTensor', 'dtypeFromOnnx', 'importOnnx',
     'importOnnxGraph', 'readOnnxModel',

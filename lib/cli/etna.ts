@@ -6,11 +6,12 @@ import { BENCH_LLM } from '../tools/bench-llm/bench-llm.js';
 import { parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
+import { GENERATE } from './generate.js';
 import { IMPORT_ONNX } from './import-onnx.js';
 import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM];
+const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => `${spec.name} ${spec.synopsis}`.length));

@@ -3,6 +3,7 @@
 // ts-expect-error directive in misuse() must keep failing to compile.
 import { EtnaError, MAX_NUM_THREADS, Module, Program, summarizeProfile, Tensor, toChromeTrace, type ElementValue, type Feeds, type NamedValues, type ProfileEvent, type Value } from 'etna';
 import { ProgramBuilder } from 'etna/export';
+import { Llm, type GenerationResult } from 'etna/llm';
 import * as ort from 'onnxruntime-node';
 
 export function author(): Uint8Array {
@@ -106,4 +107,17 @@ export async function misuse(module: Module, unknownDType: Tensor): Promise<void
   // @ts-expect-error before narrowing, an element is number | bigint
   const unnarrowed: number = unknownDType.data[0]!;
   void [wrongArray, unnarrowed];
+}
+
+export async function chat(model: string, tokenizer: string): Promise<string> {
+  const llm = await Llm.load(model, { tokenizer, numThreads: 2 });
+  const session = await llm.session();
+  const generation = session.generate('Hello', { temperature: 0, maxNewTokens: 8, stop: ['\n'], signal: AbortSignal.timeout(1000) });
+  let text = '';
+  for await (const piece of generation) text += piece;
+  const result: GenerationResult = await generation;
+  const rate: number = result.stats.tokensPerSecond;
+  await session.dispose();
+  await llm.dispose();
+  return `${text} ${result.stopReason} ${rate} ${llm.metadata.maxContextLen}`;
 }

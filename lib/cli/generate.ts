@@ -1,0 +1,84 @@
+// `etna generate MODEL.pte --tokenizer FILE --prompt TEXT`: streams generated
+// text to stdout, then one stats line to stderr, as ExecuTorch's llama_main
+// reports after its text.
+import { EtnaError } from '../errors.js';
+import { Llm, type GenerateOptions, type GenerationResult } from '../llm/index.js';
+import { MAX_NUM_THREADS } from '../module.js';
+import type { Command, ParsedArgs } from './command.js';
+
+function decimal(args: ParsedArgs, name: string, ok: (value: number) => boolean, rule: string): number | undefined {
+  const text = args.string(name);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || !ok(value)) throw new EtnaError('INVALID_INPUT', `--${name} takes ${rule}, got '${text}'`);
+  return value;
+}
+
+const seconds = (ms: number): string => (ms / 1000).toFixed(3);
+
+/** The one line printed after the text: ExecuTorch's Stats, in its report's terms. */
+export function statsLine({ stats, stopReason }: GenerationResult): string {
+  return [
+    `prompt tokens: ${stats.promptTokens}`,
+    `generated tokens: ${stats.generatedTokens}`,
+    `load: ${seconds(stats.loadMs + stats.sessionLoadMs)} s`,
+    `prompt eval: ${seconds(stats.prefillMs)} s (${stats.promptTokensPerSecond.toFixed(1)} tok/s)`,
+    `first token: ${seconds(stats.timeToFirstTokenMs)} s`,
+    `generation: ${seconds(stats.decodeMs)} s (${stats.tokensPerSecond.toFixed(1)} tok/s)`,
+    `sampling: ${seconds(stats.samplingMs)} s`,
+    `stop: ${stopReason}`,
+  ].join(' | ');
+}
+
+async function runGenerate(args: ParsedArgs): Promise<number> {
+  const tokenizer = args.string('tokenizer');
+  const prompt = args.string('prompt');
+  if (tokenizer === undefined) throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
+  if (prompt === undefined) throw new EtnaError('INVALID_INPUT', '--prompt TEXT is required');
+  const options: GenerateOptions = {
+    maxNewTokens: args.string('max-new-tokens') === undefined ? undefined : args.integer('max-new-tokens', 1, 1),
+    temperature: decimal(args, 'temperature', (v) => v >= 0, 'a number >= 0'),
+    topK: args.integer('top-k', 0, 0),
+    topP: decimal(args, 'top-p', (v) => v > 0 && v <= 1, 'a number in (0, 1]'),
+    seed: args.string('seed') === undefined ? undefined : args.integer('seed', 0, 0, 2 ** 32 - 1),
+    stop: args.list('stop'),
+    echo: args.flag('echo'),
+    ignoreEos: args.flag('ignore-eos'),
+  };
+  const llm = await Llm.load(args.positionals[0]!, { tokenizer, numThreads: args.integer('threads', 1, 1, MAX_NUM_THREADS) });
+  try {
+    const generation = llm.generate(prompt, Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)));
+    for await (const piece of generation) process.stdout.write(piece);
+    const result = await generation;
+    process.stdout.write('\n');
+    process.stderr.write(`${statsLine(result)}\n`);
+    return 0;
+  } finally {
+    await llm.dispose();
+  }
+}
+
+export const GENERATE: Command = {
+  spec: {
+    name: 'generate',
+    synopsis: 'MODEL.pte --tokenizer FILE --prompt TEXT',
+    positionals: { min: 1, max: 1 },
+    brief: 'generate text with an LLM program',
+    summary: 'Runs an ExecuTorch LLM program (export_llama\'s forward, or prefill and decode) on a prompt and streams the text to stdout, then prints one stats line to stderr.',
+    options: [
+      { name: 'tokenizer', value: 'FILE', help: 'tokenizer.json (Hugging Face) or tokenizer.model in tiktoken form (Llama 3)' },
+      { name: 'prompt', value: 'TEXT', help: 'the text to continue' },
+      { name: 'max-new-tokens', value: 'N', help: 'tokens to generate at most (default: as many as the context holds)' },
+      { name: 'temperature', value: 'T', help: '0 is greedy (default 0.8)' },
+      { name: 'top-k', value: 'K', help: 'sample among the K most likely tokens (default 0: all)' },
+      { name: 'top-p', value: 'P', help: 'sample among the most likely tokens making up P of the probability (default 1: all)' },
+      { name: 'seed', value: 'S', help: 'seed for sampling (default: random)' },
+      { name: 'stop', value: 'TEXT', multiple: true, help: 'stop before this text (repeatable)' },
+      { name: 'echo', help: 'print the prompt before the generated text' },
+      { name: 'ignore-eos', help: 'keep generating past end-of-sequence tokens' },
+      { name: 'threads', value: 'N', help: `XNNPACK threads, 1 to ${MAX_NUM_THREADS} (default 1)` },
+    ],
+    notes: 'docs/llm.md describes the programs it runs, the tokenizers and what each stats figure means.',
+  },
+  run: runGenerate,
+};

