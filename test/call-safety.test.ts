@@ -4,22 +4,14 @@
 // counts constants once while calls run.
 import { describe, expect, it } from 'vitest';
 
-import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
+import { Module, Program, Tensor, type Value } from '../lib/index.js';
 import { exportExample } from '../lib/tools/examples/index.js';
 import { testdataPath } from './helpers/testdata.js';
+import { rejection } from './helpers/errors.js';
 
 function first(values: Value[]): number[] {
   expect(values[0]).toBeInstanceOf(Tensor);
   return (values[0] as Tensor).toArray();
-}
-
-async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(EtnaError);
-  return error as EtnaError;
 }
 
 // A deterministic 16-value frame for gru-stream's step.

@@ -9,33 +9,15 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../lib/export/index.js';
-import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
+import { Module, Program, Tensor, type Value } from '../lib/index.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
+import { rejection, thrown } from './helpers/errors.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-dispose-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const ADD = testdataPath('et_add.pte');
 const MiB = 1024 * 1024;
-
-async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(EtnaError);
-  return error as EtnaError;
-}
-
-function thrown(action: () => unknown): EtnaError {
-  try {
-    action();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EtnaError);
-    return error as EtnaError;
-  }
-  throw new Error('expected an EtnaError');
-}
 
 const add = (m: Module, a: number, b: number): Promise<Value[]> => m.forward([Tensor.float32([1], [a]), Tensor.float32([1], [b])]);
 const first = (values: Value[]): number => (values[0] as Tensor).toArray()[0]!;

@@ -3,20 +3,12 @@
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
-import { EtnaError, Module, Program, Tensor } from '../lib/index.js';
+import { Module, Program, Tensor } from '../lib/index.js';
 import { ProgramBuilder } from '../lib/export/index.js';
 import { exampleInfo, EXAMPLE_NAMES } from '../lib/tools/examples/index.js';
 import { readProgram } from './export/pte-reader.js';
 import { testdataFiles, testdataPath } from './helpers/testdata.js';
-
-async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
-  const error = await promise.then(
-    () => new Error('the call succeeded'),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(EtnaError);
-  return error as EtnaError;
-}
+import { rejection } from './helpers/errors.js';
 
 /** sum = a + b, diff = a - b over float32[1, 3]. */
 function sumAndDifference(): Uint8Array {

@@ -5,18 +5,10 @@ import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../lib/export/index.js';
-import { EtnaError, Module, Tensor } from '../lib/index.js';
+import { Module, Tensor } from '../lib/index.js';
 import { importOnnx } from '../lib/onnx/index.js';
 import { onnxModel } from './onnx/onnx-writer.js';
-
-async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(EtnaError);
-  return error as EtnaError;
-}
+import { rejection } from './helpers/errors.js';
 
 // z = x + y and w = x * y over float32 [2, 3], as ONNX and as an etna program.
 const ADD_MUL = onnxModel({

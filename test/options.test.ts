@@ -4,30 +4,12 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
-import { EtnaError, MAX_NUM_THREADS, Module, Program, Tensor, type ModuleOptions } from '../lib/index.js';
+import { MAX_NUM_THREADS, Module, Program, Tensor, type ModuleOptions } from '../lib/index.js';
 import { testdataPath } from './helpers/testdata.js';
+import { rejection, thrown } from './helpers/errors.js';
 
 const ADD = testdataPath('et_add.pte');
 const XNNPACK_ADD = testdataPath('npr_add_xnnpack.pte');
-
-async function rejection(promise: Promise<unknown>): Promise<EtnaError> {
-  const error = await promise.then(
-    () => undefined,
-    (reason: unknown) => reason,
-  );
-  expect(error).toBeInstanceOf(EtnaError);
-  return error as EtnaError;
-}
-
-function thrown(action: () => unknown): EtnaError {
-  try {
-    action();
-  } catch (error) {
-    expect(error).toBeInstanceOf(EtnaError);
-    return error as EtnaError;
-  }
-  throw new Error('expected an EtnaError');
-}
 
 const one = (v: number): Tensor => Tensor.float32([1], [v]);
 

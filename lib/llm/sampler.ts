@@ -16,7 +16,7 @@ export interface SamplingOptions {
 }
 
 /** mulberry32: a small 32-bit generator, so seeded sampling is the same on every platform. */
-class SeededGenerator {
+export class SeededGenerator {
   private state: number;
 
   constructor(seed: number) {

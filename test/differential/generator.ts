@@ -4,23 +4,11 @@
 // previous step produced, so the same recipe always gives the same graph, and
 // a shrunk recipe (a step dropped, a smaller first shape) rebuilds into a
 // valid graph or is refused with `Unbuildable`.
+import { SeededGenerator } from '../../lib/llm/sampler.js';
 import type { TestGraph, TestInitializer, TestNode, TestValue } from '../onnx/onnx-writer.js';
 
-/** mulberry32: small, fast and seedable. */
-export class Rng {
-  private state: number;
-
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
+/** The sampler's seeded generator, with the draws the generator needs. */
+export class Rng extends SeededGenerator {
 
   /** An integer in [low, high]. */
   int(low: number, high: number): number {
