@@ -373,12 +373,11 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
   const size_t count = output_shape.numel();
   const size_t channels = output_shape.rank ? output_shape.dims[output_shape.rank - 1] : 1;
   auto* out = static_cast<float*>(output);
-  // Unbounded, the kernels still turn NaN into an infinity (the bound their
-  // kernel applies first): only infinite outputs can be NaN. Negating the
-  // input negates every product, so a NaN output comes out the same again
-  // while a true infinity changes sign.
-  auto infinite = [](float v) { return std::fabs(v) == INFINITY; };
-  if (std::any_of(out, out + count, infinite)) {
+  // Unbounded, the kernels still turn NaN into -Infinity: only outputs that
+  // came out -Infinity can be NaN. Negating the input negates every product,
+  // so an output that is NaN stays NaN (and -Infinity again) while a true
+  // -Infinity turns into +Infinity.
+  if (std::find(out, out + count, -INFINITY) != out + count) {
     const size_t input_count = input_shape.numel();
     std::vector<float> negated(input_count), mirror(count);
     const auto* in = static_cast<const float*>(input);
@@ -386,7 +385,7 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
     const compat::Outcome again = run_operator(size, negated.data(), mirror.data(), threadpool);
     if (again.status != xnn_status_success) return xnnpack_error(node.describe(), again.call, again.status);
     for (size_t i = 0; i < count; ++i) {
-      if (infinite(out[i]) && !(mirror[i] == -out[i])) out[i] = NAN;
+      if (out[i] == -INFINITY && !(mirror[i] > -INFINITY)) out[i] = NAN;
     }
   }
   if (!late_bias_.empty() && channels == late_bias_.size()) {
