@@ -499,7 +499,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
       }
       case Engine::kPackedOperator: {
         Status ran = stage.packed->run(first, plan.shapes[first.inputs[0]], data_[first.inputs[0]],
-                                       plan.shapes[first.outputs[0]], data_[first.outputs[0]], pool);
+                                       data_[first.outputs[0]], pool);
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }

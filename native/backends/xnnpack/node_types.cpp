@@ -54,16 +54,6 @@ bool converts_to_qdint8(const Graph& graph, const Node& node) {
   return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
 }
 
-bool runs_on_floats(const Graph& graph, const Node& node) {
-  return graph.values[node.outputs[0]].datatype == Datatype::fp32;
-}
-
-// A subgraph row whose fp32 form runs as etna's kernel `run`: XNNPACK's fp32
-// kernels for it turn NaN into a bound (output_bounds.h).
-constexpr NodeTypeInfo own_when_float(NodeTypeInfo info, Run run) {
-  return own_kernel_when(info, runs_on_floats, run);
-}
-
 // A node every payload using it is rejected for, with the reason.
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
   return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
@@ -75,30 +65,31 @@ using T = NodeType;
 
 // One row per wire code, in code order (checked below).
 constexpr NodeTypeInfo kNodeTypes[] = {
-    own_when_float(
-        subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
-                 [](const DefineCall& c) {
-                   return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
-                                          c.node.flags);
-                 }),
-        binary_float_kernel),
+    subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
+             [](const DefineCall& c) {
+               return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
+                                      c.node.flags);
+             }),
     packed(T::kFullyConnected, "XNNFullyConnected", 0x1, R::kWeights, read_fully_connected_node,
            fully_connected_shape),
-    own(T::kSoftmax, "XNNSoftmax", 1, kAnyFlags, R::kFloat, read_unary_node, softmax_shape, softmax_kernel),
+    subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
+             [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
              "xnn_define_sigmoid",
              [](const DefineCall& c) { return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     own(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
         transpose_kernel),
-    own_when_float(
-        subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
-                 [](const DefineCall& c) {
-                   return xnn_define_clamp(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.out[0],
-                                           c.node.flags);
-                 }),
-        clamp_kernel),
+    subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
+             [](const DefineCall& c) {
+               return xnn_define_clamp(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.out[0],
+                                       c.node.flags);
+             }),
     packed(T::kConv2d, "XNNConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    own(T::kDiv, "XNNDiv", 2, kAnyFlags, R::kFloat, read_binary_node, broadcast_shape, binary_float_kernel),
+    subgraph(T::kDiv, "XNNDiv", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_divide",
+             [](const DefineCall& c) {
+               return xnn_define_divide(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
+                                        c.node.flags);
+             }),
     subgraph(T::kStaticResizeBilinear2d, "XNNStaticResizeBilinear2D", 1, 1, R::kFloatOrQ8, read_resize_bilinear_node,
              resize_bilinear_shape, "xnn_define_static_resize_bilinear_2d",
              [](const DefineCall& c) {
@@ -114,38 +105,42 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.scalar, c.in[0], c.out[0],
                                                      c.node.flags);
              }),
-    own(T::kAvgPooling2d, "XNNAvgPooling2d", 1, kAnyFlags, R::kFloat, read_pooling_node, pooling_shape,
-        average_pooling_kernel),
-    own(T::kMinimum, "XNNMinimum", 2, kAnyFlags, R::kFloat, read_binary_node, broadcast_shape, binary_float_kernel),
+    subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
+             "xnn_define_average_pooling_2d",
+             [](const DefineCall& c) {
+               const Node& n = c.node;
+               return xnn_define_average_pooling_2d(c.subgraph, n.padding_top, n.padding_right, n.padding_bottom,
+                                                    n.padding_left, n.kernel_height, n.kernel_width, n.stride_height,
+                                                    n.stride_width, n.output_min, n.output_max, c.in[0], c.out[0],
+                                                    n.flags & ~kKeepDimsFlag);
+             }),
+    subgraph(T::kMinimum, "XNNMinimum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_minimum2",
+             [](const DefineCall& c) {
+               return xnn_define_minimum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+             }),
     packed(T::kDepthwiseConv2d, "XNNDepthwiseConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    own_when_float(
-        subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
-                 "xnn_define_max_pooling_2d",
-                 [](const DefineCall& c) {
-                   const Node& n = c.node;
-                   return xnn_define_max_pooling_2d(
-                       c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
-                       n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
-                       n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
-                       n.flags & ~kKeepDimsFlag);
-                 }),
-        max_pooling_kernel),
-    own_when_float(
-        subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-                 "xnn_define_multiply2",
-                 [](const DefineCall& c) {
-                   return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                               c.out[0], c.node.flags);
-                 }),
-        binary_float_kernel),
-    own_when_float(
-        subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-                 "xnn_define_subtract",
-                 [](const DefineCall& c) {
-                   return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                              c.out[0], c.node.flags);
-                 }),
-        binary_float_kernel),
+    subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
+             "xnn_define_max_pooling_2d",
+             [](const DefineCall& c) {
+               const Node& n = c.node;
+               return xnn_define_max_pooling_2d(
+                   c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
+                   n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
+                   n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
+                   n.flags & ~kKeepDimsFlag);
+             }),
+    subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+             "xnn_define_multiply2",
+             [](const DefineCall& c) {
+               return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                           c.out[0], c.node.flags);
+             }),
+    subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+             "xnn_define_subtract",
+             [](const DefineCall& c) {
+               return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                          c.out[0], c.node.flags);
+             }),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
              [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     own_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
@@ -154,14 +149,12 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags);
                              }),
                     converts_to_qdint8, quantize_per_token_kernel),
-    own_when_float(
-        subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
-                 global_pooling_shape, "xnn_define_global_average_pooling_2d",
-                 [](const DefineCall& c) {
-                   return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max,
-                                                               c.in[0], c.out[0], c.node.flags & ~kKeepDimsFlag);
-                 }),
-        global_average_pooling_kernel),
+    subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
+             global_pooling_shape, "xnn_define_global_average_pooling_2d",
+             [](const DefineCall& c) {
+               return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max, c.in[0],
+                                                           c.out[0], c.node.flags & ~kKeepDimsFlag);
+             }),
     own(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
         copy_kernel),
     // The index output is declared fp32 and receives uint32 indices.
@@ -186,7 +179,10 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              [](const DefineCall& c) {
                return xnn_define_leaky_relu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
              }),
-    own(T::kMaximum, "XNNMaximum", 2, kAnyFlags, R::kFloat, read_binary_node, broadcast_shape, binary_float_kernel),
+    subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
+             [](const DefineCall& c) {
+               return xnn_define_maximum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+             }),
     subgraph(T::kNegate, "XNNNegate", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_negate",
              [](const DefineCall& c) { return xnn_define_negate(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     subgraph(T::kSquare, "XNNSquare", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_square",

@@ -1,9 +1,8 @@
 // etna's own implementations of the node types the linked (2022) XNNPACK has
 // no subgraph node for: data movement (transpose, concatenate, slice, copy,
 // reshape), batch matrix multiply, and fp32 elementwise math (rsqrt, log,
-// gelu, tanh, exp, sin, cos); and of the fp32 nodes whose XNNPACK kernels
-// lose NaN (binary arithmetic, clamp, softmax, pooling). They run between
-// XNNPACK stages on the same buffers.
+// gelu, tanh, exp, sin, cos). They run between XNNPACK stages on the same
+// buffers.
 #pragma once
 
 #include <vector>
@@ -31,13 +30,5 @@ Status tanh_kernel(const OwnKernelCall& call);
 Status exp_kernel(const OwnKernelCall& call);
 Status sin_kernel(const OwnKernelCall& call);
 Status cos_kernel(const OwnKernelCall& call);
-// fp32 nodes the linked XNNPACK runs with a clamp that loses NaN
-// (output_bounds.h): etna keeps NaN, as PyTorch and onnxruntime do.
-Status binary_float_kernel(const OwnKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
-Status clamp_kernel(const OwnKernelCall& call);
-Status softmax_kernel(const OwnKernelCall& call);
-Status max_pooling_kernel(const OwnKernelCall& call);
-Status average_pooling_kernel(const OwnKernelCall& call);
-Status global_average_pooling_kernel(const OwnKernelCall& call);
 
 }  // namespace etna::xnn

@@ -1,11 +1,9 @@
 #include "backends/xnnpack/packed_operator.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
-#include "backends/xnnpack/output_bounds.h"
 #include "backends/xnnpack/xnn_compat.h"
 
 namespace etna::xnn {
@@ -166,23 +164,8 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   const void* kernel = filter_data.data();
   const void* bias_pointer = bias ? bias_data.data() : nullptr;
 
-  // fp32: XNNPACK gets no bounds and run() applies them (output_bounds.h).
-  // A bias holding NaN or an infinity is added by run() too: finish_f32's
-  // negated run relies on a finite bias inside the operator.
-  const bool f32 = packed->arithmetic_ == Arithmetic::kF32;
-  packed->output_min_ = node.output_min;
-  packed->output_max_ = node.output_max;
-  if (f32 && bias_pointer && bias->constant.size) {
-    const size_t count = bias->constant.size / sizeof(float);
-    std::vector<float> values(count);
-    std::memcpy(values.data(), bias_pointer, count * sizeof(float));
-    if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
-      packed->late_bias_ = std::move(values);
-      bias_pointer = nullptr;
-    }
-  }
-  const float min = f32 ? -INFINITY : node.output_min;
-  const float max = f32 ? INFINITY : node.output_max;
+  const float min = node.output_min;
+  const float max = node.output_max;
   const int8_t min_s8 = quantized_bound_s8(min, output.quant), max_s8 = quantized_bound_s8(max, output.quant);
   const uint8_t min_u8 = quantized_bound_u8(min, output.quant), max_u8 = quantized_bound_u8(max, output.quant);
   const int8_t input_zero_s8 = static_cast<int8_t>(input.quant.zero_point);
@@ -345,8 +328,8 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   return packed;
 }
 
-Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape,
-                           void* output, pthreadpool_t threadpool) {
+Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
+                           pthreadpool_t threadpool) {
   // etna's own kernels keep no per-call state in the object: no turns needed.
   if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
   if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output));
@@ -367,72 +350,45 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
     size.width = input_shape.dims[2];
   }
   std::lock_guard<std::mutex> lock(run_mutex_);
-  const compat::Outcome outcome = run_operator(size, input, output, threadpool);
-  if (outcome.status != xnn_status_success) return xnnpack_error(node.describe(), outcome.call, outcome.status);
-  if (arithmetic_ != Arithmetic::kF32) return Status::ok();
-  const size_t count = output_shape.numel();
-  const size_t channels = output_shape.rank ? output_shape.dims[output_shape.rank - 1] : 1;
-  auto* out = static_cast<float*>(output);
-  // Unbounded, the kernels still turn NaN into -Infinity: only outputs that
-  // came out -Infinity can be NaN. Negating the input negates every product,
-  // so an output that is NaN stays NaN (and -Infinity again) while a true
-  // -Infinity turns into +Infinity.
-  if (std::find(out, out + count, -INFINITY) != out + count) {
-    const size_t input_count = input_shape.numel();
-    std::vector<float> negated(input_count), mirror(count);
-    const auto* in = static_cast<const float*>(input);
-    for (size_t i = 0; i < input_count; ++i) negated[i] = -in[i];
-    const compat::Outcome again = run_operator(size, negated.data(), mirror.data(), threadpool);
-    if (again.status != xnn_status_success) return xnnpack_error(node.describe(), again.call, again.status);
-    for (size_t i = 0; i < count; ++i) {
-      if (out[i] == -INFINITY && !(mirror[i] > -INFINITY)) out[i] = NAN;
-    }
-  }
-  if (!late_bias_.empty() && channels == late_bias_.size()) {
-    for (size_t i = 0; i < count; ++i) out[i] += late_bias_[i % channels];
-  }
-  if (has_finite_bound(output_min_, output_max_)) clamp_keeping_nan(out, count, output_min_, output_max_);
-  return Status::ok();
-}
-
-compat::Outcome PackedOperator::run_operator(const compat::ImageSize& size, const void* input, void* output,
-                                             pthreadpool_t threadpool) {
-  const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
   xnn_operator_t op = op_.get();
-  const auto* in_f32 = static_cast<const float*>(input);
-  const auto* in_s8 = static_cast<const int8_t*>(input);
-  const auto* in_u8 = static_cast<const uint8_t*>(input);
-  auto* out_f32 = static_cast<float*>(output);
-  auto* out_s8 = static_cast<int8_t*>(output);
-  auto* out_u8 = static_cast<uint8_t*>(output);
-  if (as_convolution) {
+  const compat::Outcome outcome = [&]() -> compat::Outcome {
+    const auto* in_f32 = static_cast<const float*>(input);
+    const auto* in_s8 = static_cast<const int8_t*>(input);
+    const auto* in_u8 = static_cast<const uint8_t*>(input);
+    auto* out_f32 = static_cast<float*>(output);
+    auto* out_s8 = static_cast<int8_t*>(output);
+    auto* out_u8 = static_cast<uint8_t*>(output);
+    if (as_convolution) {
+      switch (arithmetic_) {
+        case Arithmetic::kF32:
+          return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
+        case Arithmetic::kQS8:
+          return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
+        case Arithmetic::kQU8:
+          return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
+        case Arithmetic::kQC8:
+          return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
+      }
+    }
+    const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
+    const bool fully_connected = kind_ == Kind::kFullyConnected;
     switch (arithmetic_) {
       case Arithmetic::kF32:
-        return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_f32, out_f32, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_f32, out_f32, threadpool);
       case Arithmetic::kQS8:
-        return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_s8, out_s8, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_s8, out_s8, threadpool);
       case Arithmetic::kQU8:
-        return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
+        return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
+                               : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
       case Arithmetic::kQC8:
-        return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
+        break;  // refused above
     }
-  }
-  const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
-  const bool fully_connected = kind_ == Kind::kFullyConnected;
-  switch (arithmetic_) {
-    case Arithmetic::kF32:
-      return fully_connected ? compat::run_fully_connected(op, size.batch, in_f32, out_f32, threadpool)
-                             : compat::run_deconvolution(op, size, adjustment, in_f32, out_f32, threadpool);
-    case Arithmetic::kQS8:
-      return fully_connected ? compat::run_fully_connected(op, size.batch, in_s8, out_s8, threadpool)
-                             : compat::run_deconvolution(op, size, adjustment, in_s8, out_s8, threadpool);
-    case Arithmetic::kQU8:
-      return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
-                             : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
-    case Arithmetic::kQC8:
-      break;  // refused above
-  }
-  return {xnn_status_invalid_state, "PackedOperator::run"};
+    return {xnn_status_invalid_state, "PackedOperator::run"};
+  }();
+  if (outcome.status != xnn_status_success) return xnnpack_error(node.describe(), outcome.call, outcome.status);
+  return Status::ok();
 }
 
 }  // namespace etna::xnn

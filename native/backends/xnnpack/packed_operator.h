@@ -17,7 +17,6 @@
 // object of its own over shared packed weights.)
 #pragma once
 
-#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -28,7 +27,6 @@
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/patch_deconvolution.h"
-#include "backends/xnnpack/xnn_compat.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "core/status.h"
 
@@ -45,11 +43,9 @@ class PackedOperator {
   // spans must be valid now; they are not referenced afterwards).
   static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node);
 
-  // Sets the operator up for this input shape and buffers, then runs it;
-  // fp32 outputs keep NaN and get the node's bounds (output_bounds.h).
+  // Sets the operator up for this input shape and buffers, then runs it.
   // Thread-safe: one caller at a time.
-  Status run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape, void* output,
-             pthreadpool_t threadpool);
+  Status run(const Node& node, const Shape& input_shape, const void* input, void* output, pthreadpool_t threadpool);
 
   // Bytes XNNPACK allocated when creating the operator (the packed weights
   // plus the operator object), or the unpacked constant size when the
@@ -62,10 +58,6 @@ class PackedOperator {
 
   PackedOperator() = default;
 
-  // Sets op_ up for `size` and these buffers and runs it (run_mutex_ held).
-  compat::Outcome run_operator(const compat::ImageSize& size, const void* input, void* output,
-                               pthreadpool_t threadpool);
-
   Kind kind_ = Kind::kFullyConnected;
   Arithmetic arithmetic_ = Arithmetic::kF32;
   bool fully_connected_as_convolution_ = false;  // per-channel int8 FC runs as a 1x1 convolution
@@ -73,8 +65,6 @@ class PackedOperator {
   uint32_t adjustment_height_ = 0;
   uint32_t adjustment_width_ = 0;
   size_t packed_bytes_ = 0;
-  float output_min_ = -INFINITY, output_max_ = INFINITY;  // the node's; applied by run() for fp32
-  std::vector<float> late_bias_;  // fp32 bias with NaN or infinities, added by run() instead of XNNPACK
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
