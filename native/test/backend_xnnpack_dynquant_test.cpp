@@ -290,9 +290,12 @@ TEST(XnnpackDynamicQuant, NonFiniteRowsGiveNaN) {
   Case c = make_case(3, 64, 16, Weights::kQc8);
   const Model m = make_model(c);
   std::vector<float> x = pseudo_random(c.rows * c.in, 9, 2.0f);
+  // The reference quantizes every row, so it gets zeros where the rows are non-finite; only row 0 is compared.
+  std::vector<float> finite = x;
+  std::fill(finite.begin() + c.in, finite.end(), 0.0f);
+  const auto expected = reference(c, m, finite);
   x[c.in + 3] = NAN;
   x[2 * c.in + 7] = INFINITY;
-  const auto expected = reference(c, m, x);
   for (xnn::DotPath path : available_dot_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const auto y = run_case(c, m, x, path);
