@@ -1,7 +1,8 @@
 // `etna export-example NAME OUT.pte [--xnnpack]`: writes a built-in example program.
 import { writeFileSync } from 'node:fs';
 
-import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName } from '../tools/examples/index.js';
+import { loadTokenizer } from '../llm/tokenizer.js';
+import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName, type ExampleVocabulary } from '../tools/examples/index.js';
 import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from './format.js';
 
@@ -12,6 +13,10 @@ function examplesList(): string {
     lines.push(`  ${name}: ${info.summary}`);
     for (const signature of info.methods) lines.push(`      ${signature}`);
     if (info.presets !== undefined) lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position logits)`);
+    info.layouts?.forEach((layout, i) => {
+      lines.push(`      layout ${layout.name}${i === 0 ? ' (default)' : ''}:`);
+      for (const signature of layout.methods) lines.push(`        ${signature}`);
+    });
   }
   return lines.join('\n');
 }
@@ -26,10 +31,18 @@ export const EXPORT_EXAMPLE: Command = {
     options: [
       { name: 'xnnpack', help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)' },
       { name: 'preset', value: 'NAME', help: "write the example at one of its preset sizes, with seeded random weights (see the example's presets below)" },
+      { name: 'layout', value: 'NAME', help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode or forward)" },
+      { name: 'vocab-from', value: 'FILE', help: "size the vocabulary to a tokenizer.json or tiktoken file's, and name its BOS and EOS tokens (llama-8da4w)" },
     ],
     notes: examplesList(),
   },
-  run: (args) => runExportExample(args.positionals[0]!, args.positionals[1]!, { xnnpack: args.flag('xnnpack'), preset: args.string('preset') }),
+  run: (args) =>
+    runExportExample(args.positionals[0]!, args.positionals[1]!, {
+      xnnpack: args.flag('xnnpack'),
+      preset: args.string('preset'),
+      layout: args.string('layout'),
+      vocabFrom: args.string('vocab-from'),
+    }),
 };
 
 export function exportExampleUsage(): string {
@@ -40,7 +53,11 @@ export interface ExportExampleOptions {
   /** Write the program lowered to XNNPACK. */
   readonly xnnpack?: boolean;
   /** One of the example's preset sizes. */
-  readonly preset?: string;
+  readonly preset?: string | undefined;
+  /** One of the example's layouts. */
+  readonly layout?: string | undefined;
+  /** A tokenizer file whose vocabulary the program takes. */
+  readonly vocabFrom?: string | undefined;
 }
 
 export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
@@ -50,8 +67,31 @@ export function runExportExample(name: string, out: string, options: ExportExamp
   if (options.preset !== undefined && !presets.includes(options.preset)) {
     return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has no preset '${options.preset}'${presets.length > 0 ? ` (available: ${presets.join(', ')})` : ''}`);
   }
-  const bytes = exportExample(name, { xnnpack, ...(options.preset !== undefined && { preset: options.preset }) });
+  const layouts = (exampleInfo(name).layouts ?? []).map((layout) => layout.name);
+  if (options.layout !== undefined && !layouts.includes(options.layout)) {
+    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has no layout '${options.layout}'${layouts.length > 0 ? ` (available: ${layouts.join(', ')})` : ''}`);
+  }
+  if (options.vocabFrom !== undefined && exampleInfo(name).takesVocabulary !== true) {
+    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has a vocabulary of its own; --vocab-from applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesVocabulary === true).join(', ')}`);
+  }
+  let vocabulary: ExampleVocabulary | undefined;
+  if (options.vocabFrom !== undefined) {
+    const tokenizer = loadTokenizer(options.vocabFrom);
+    vocabulary = { size: tokenizer.vocabSize, bosId: tokenizer.bosId, eosId: tokenizer.eosId };
+  }
+  const bytes = exportExample(name, {
+    xnnpack,
+    ...(options.preset !== undefined && { preset: options.preset }),
+    ...(options.layout !== undefined && { layout: options.layout }),
+    ...(vocabulary !== undefined && { vocabulary }),
+  });
   writeFileSync(out, bytes);
-  console.log(`wrote ${out} (${name}${options.preset !== undefined ? ` preset ${options.preset}` : ''}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
+  const details = [
+    name,
+    ...(options.preset !== undefined ? [`preset ${options.preset}`] : []),
+    ...(options.layout !== undefined ? [`layout ${options.layout}`] : []),
+    ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
+  ];
+  console.log(`wrote ${out} (${details.join(', ')}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
   return 0;
 }

@@ -255,6 +255,20 @@ export class LlmSession {
     return new Generation((emit, stopped) => this.run(prompt, options, emit, stopped));
   }
 
+  /**
+   * Starts the next turn from an empty context, as ExecuTorch's runner
+   * resets: position 0, nothing pending. The cache keeps its old entries,
+   * but every call writes its positions before attending over positions up
+   * to its own, so none of them is read again. A pool of sessions reuses a
+   * session for another conversation this way.
+   */
+  reset(): void {
+    if (this.disposed) throw new EtnaError('DISPOSED', 'reset: the session has been disposed');
+    if (this.busy) throw new EtnaError('INVALID_INPUT', 'reset: this session is generating; await the generation (or abort it) first');
+    this.cached = 0;
+    this.pending = undefined;
+  }
+
   /** Frees the module once a running generation has finished. */
   async dispose(): Promise<void> {
     this.disposed = true;

@@ -88,6 +88,27 @@ describe('prefill/decode layout (llama-8da4w)', () => {
     await llm.dispose();
   });
 
+  it('reset starts the next turn from an empty context, as a fresh session would', async () => {
+    const llm = await Llm.load(llamaBytes, { tokenizer });
+    const session = await llm.session();
+    await session.generate([9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11], { temperature: 0, maxNewTokens: 10 });
+    session.reset();
+    expect(session.position).toBe(0);
+    const prompt = [100, 101, 102];
+    const reused = await session.generate(prompt, { temperature: 0.8, seed: 5, maxNewTokens: 12 });
+    const fresh = await llm.generate(prompt, { temperature: 0.8, seed: 5, maxNewTokens: 12 });
+    expect(reused.tokens).toEqual(fresh.tokens);
+    session.reset();
+    expect((await session.generate(prompt, { temperature: 0, maxNewTokens: 12 })).tokens).toEqual(referenceGreedy(prompt, 12));
+
+    const running = session.generate([1, 2], { temperature: 0, maxNewTokens: 3 });
+    expect(() => session.reset()).toThrow(/reset: this session is generating/);
+    await running;
+    await session.dispose();
+    expect(() => session.reset()).toThrow(expect.objectContaining({ code: 'DISPOSED' }));
+    await llm.dispose();
+  });
+
   it('with a real tokenizer.json and its vocabulary, greedy text follows the reference', async () => {
     const { createRequire } = await import('node:module');
     const config = { ...LLAMA_8DA4W_CONFIG, vocab: 32000 };

@@ -1,22 +1,11 @@
 // Programs and tokenizers the LLM runner tests share.
-import { buildLlama8da4w, createLlama8da4wWeights, LLAMA_8DA4W_CONFIG, Llama8da4wReference, type Llama8da4wConfig } from '../../lib/tools/examples/llama-8da4w.js';
+import { addConstantMethod, buildLlama8da4w, createLlama8da4wWeights, LLAMA_8DA4W_CONFIG, Llama8da4wReference, type Llama8da4wConfig } from '../../lib/tools/examples/llama-8da4w.js';
 import { ProgramBuilder } from '../../lib/export/program-builder.js';
-
-/** Adds a constant method returning ints, as export_llama writes its metadata. */
-export function constantMethod(program: ProgramBuilder, name: string, ...values: (number | boolean)[]): void {
-  program.method(name, (m) => {
-    for (const value of values) {
-      const index = m.graph.addValue(typeof value === 'boolean' ? { kind: 'bool', value } : { kind: 'int', value: BigInt(value) });
-      m.graph.outputs.push(index);
-      m.graph.outputNames.push(`output_${m.graph.outputNames.length}`);
-    }
-  });
-}
 
 /** The llama-8da4w example (prefill/decode layout) with extra metadata methods. */
 export function llamaProgram(config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG, metadata: Record<string, (number | boolean)[]> = {}): Uint8Array {
   const program = buildLlama8da4w(createLlama8da4wWeights(config));
-  for (const [name, values] of Object.entries(metadata)) constantMethod(program, name, ...values);
+  for (const [name, values] of Object.entries(metadata)) addConstantMethod(program, name, values);
   return program.export({ xnnpack: true }).bytes;
 }
 
@@ -113,7 +102,7 @@ export function bigramProgram(options: BigramOptions): Uint8Array {
     m.output({ logits: options.lastTokenOnly === true ? m.reshape(logits, [1, vocab]) : logits });
   });
   const metadata = options.metadata ?? { get_max_seq_len: [context], get_max_context_len: [context], get_eos_ids: [0] };
-  for (const [name, values] of Object.entries(metadata)) constantMethod(program, name, ...values);
+  for (const [name, values] of Object.entries(metadata)) addConstantMethod(program, name, values);
   return program.toPte();
 }
 

@@ -18,8 +18,24 @@ import {
   LLAMA_8DA4W_PRESET_NAMES,
   llama8da4wPreset,
   Llama8da4wReference,
+  type Llama8da4wLayout,
 } from './llama-8da4w.js';
 import type { ExampleReference } from './reference.js';
+
+/** A tokenizer's vocabulary, for an example that can take it: its size and the tokens that begin and end a sequence. */
+export interface ExampleVocabulary {
+  readonly size: number;
+  readonly bosId?: number | undefined;
+  readonly eosId?: number | undefined;
+}
+
+/** How to write an example, beside its size (the preset). */
+export interface ExampleVariant {
+  /** One of the example's `layouts`; the first is the default. */
+  readonly layout?: string;
+  /** The vocabulary the program is to have (examples with `takesVocabulary` only). */
+  readonly vocabulary?: ExampleVocabulary;
+}
 
 export interface ExampleInfo {
   readonly name: string;
@@ -28,7 +44,11 @@ export interface ExampleInfo {
   readonly methods: readonly string[];
   /** Sizes `build(preset)` also knows, beside the default. */
   readonly presets?: readonly string[];
-  build(preset?: string): ProgramBuilder;
+  /** Method layouts `build` can write, the default first, with the signatures each adds, for help text. */
+  readonly layouts?: readonly { readonly name: string; readonly methods: readonly string[] }[];
+  /** Set when `build` can size the program to a tokenizer's vocabulary. */
+  readonly takesVocabulary?: true;
+  build(preset?: string, variant?: ExampleVariant): ProgramBuilder;
   reference(): ExampleReference;
   /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
   readonly xnnpackOnly?: true;
@@ -86,7 +106,25 @@ export const LARGE_EXAMPLES = {
     summary: `Llama as export_llama writes it (${LLAMA.layers} layers, d=${LLAMA.modelDim}, ${LLAMA.heads} query / ${LLAMA.kvHeads} KV heads, context ${LLAMA.context}, vocab ${LLAMA.vocab}): 8da4w linears in XNNPACK, 4-bit embedding, update_cache, custom_sdpa`,
     methods: decoderMethods(LLAMA),
     presets: LLAMA_8DA4W_PRESET_NAMES,
-    build: (preset?: string) => buildLlama8da4w(preset === undefined ? undefined : createLlama8da4wWeights(llama8da4wPreset(preset))),
+    layouts: [
+      { name: 'prefill-decode', methods: ['prefill, decode and reset, sharing the caches at mem_id 2 (above)'] },
+      {
+        name: 'forward',
+        methods: [
+          'forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]: n is 1, or 1 to 128 with a preset (enable_dynamic_shape)',
+          'the caches as mutable buffers (mem_id 2), and the constant methods export_llama writes: get_max_seq_len, get_max_context_len, get_vocab_size, get_bos_id, get_eos_ids, get_n_layers, use_kv_cache, enable_dynamic_shape, use_sdpa_with_kv_cache',
+        ],
+      },
+    ],
+    takesVocabulary: true,
+    build: (preset?: string, variant: ExampleVariant = {}) => {
+      const config = preset === undefined ? LLAMA : llama8da4wPreset(preset);
+      const { layout, vocabulary } = variant;
+      return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
+        ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
+        ...(vocabulary !== undefined && { bosId: vocabulary.bosId ?? null, eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId] }),
+      });
+    },
     reference: () => new Llama8da4wReference(),
     xnnpackOnly: true,
   },
@@ -115,21 +153,32 @@ export function exampleInfo(name: string): ExampleInfo {
   return ALL_EXAMPLES[name];
 }
 
-/** A fresh builder holding the example program (not yet exported), at one of its presets' sizes if given. */
-export function buildExample(name: string, preset?: string): ProgramBuilder {
+/** A fresh builder holding the example program (not yet exported), at one of its presets' sizes and in one of its layouts if given. */
+export function buildExample(name: string, preset?: string, variant: ExampleVariant = {}): ProgramBuilder {
   const info = exampleInfo(name);
   if (preset !== undefined && !(info.presets ?? []).includes(preset)) {
     const known = info.presets === undefined ? 'it has no presets' : `available: ${info.presets.join(', ')}`;
     throw new EtnaError('INVALID_INPUT', `example '${name}' has no preset '${preset}' (${known})`);
   }
-  return info.build(preset);
+  const layouts = (info.layouts ?? []).map((layout) => layout.name);
+  if (variant.layout !== undefined && !layouts.includes(variant.layout)) {
+    const known = layouts.length === 0 ? 'it has one' : `available: ${layouts.join(', ')}`;
+    throw new EtnaError('INVALID_INPUT', `example '${name}' has no layout '${variant.layout}' (${known})`);
+  }
+  if (variant.vocabulary !== undefined) {
+    if (info.takesVocabulary !== true) throw new EtnaError('INVALID_INPUT', `example '${name}' has a vocabulary of its own; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesVocabulary === true).join(', ')} take one`);
+    const { size } = variant.vocabulary;
+    if (!Number.isSafeInteger(size) || size < 1) throw new EtnaError('INVALID_INPUT', `example '${name}': a vocabulary of ${size} tokens`);
+  }
+  return info.build(preset, variant);
 }
 
 /** The example as .pte bytes. */
-export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string }): Uint8Array {
+export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, ...exportOptions } = options ?? {};
-  return buildExample(name, preset).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
+  const { preset, layout, vocabulary, ...exportOptions } = options ?? {};
+  const variant = { ...(layout !== undefined && { layout }), ...(vocabulary !== undefined && { vocabulary }) };
+  return buildExample(name, preset, variant).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
 }
 
 /** A fresh reference implementation (its own state) of the example. */
@@ -153,17 +202,21 @@ export {
 } from './kv-decoder.js';
 export type { KvDecoderConfig, KvDecoderLayerWeights, KvDecoderWeights } from './kv-decoder.js';
 export {
+  addConstantMethod,
   buildLlama8da4w,
   createLlama8da4wWeights,
   headDim,
   isLlama8da4wPreset,
   LLAMA_8DA4W_CONFIG,
+  LLAMA_8DA4W_LAYOUTS,
+  LLAMA_8DA4W_METADATA,
+  llama8da4wMetadata,
   LLAMA_8DA4W_PRESET_NAMES,
   LLAMA_8DA4W_PRESETS,
   llama8da4wPreset,
   Llama8da4wReference,
   llama8da4wSession,
 } from './llama-8da4w.js';
-export type { Llama8da4wArithmetic, Llama8da4wConfig, Llama8da4wLayerWeights, Llama8da4wPreset, Llama8da4wWeights } from './llama-8da4w.js';
+export type { Llama8da4wArithmetic, Llama8da4wBuildOptions, Llama8da4wConfig, Llama8da4wLayout, Llama8da4wLayerWeights, Llama8da4wPreset, Llama8da4wWeights } from './llama-8da4w.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

@@ -1,8 +1,14 @@
 // A Llama written the way ExecuTorch's export_llama writes one
-// (`-kv --use_sdpa_with_kv_cache -X -qmode 8da4w --group_size 32 -d fp32`):
+// (`-kv --use_sdpa_with_kv_cache -X -qmode 8da4w --group_size 32 -d fp32`),
+// in one of two layouts. 'prefill-decode' (the default):
 //   prefill(tokens int64[1,8], start_pos int64[1]) -> logits float32[1,8,256]
 //   decode(token int64[1,1], pos int64[1])         -> logits float32[1,1,256]
 //   reset()                                         (zeroes the caches)
+// 'forward', export_llama's own: one method over the caches, and the
+// constant methods export_llama writes beside it (LLAMA_8DA4W_METADATA):
+//   forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]
+// where n is 1, or 1 to prefillLength with a bounded prefill (export_llama's
+// `--enable_dynamic_shape`).
 // The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
 // 1 to 128 tokens (a bounded dynamic dim, as export_llama's
 // `--enable_dynamic_shape`) and returns the last position's logits only, as
@@ -196,8 +202,78 @@ interface LayerConstants {
   valueCache: SharedBuffer;
 }
 
-export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWeights()): ProgramBuilder {
+/** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
+export type Llama8da4wLayout = 'prefill-decode' | 'forward';
+export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode', 'forward'];
+
+export interface Llama8da4wBuildOptions {
+  /** Default 'prefill-decode'. */
+  readonly layout?: Llama8da4wLayout;
+  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1, as export_llama); null writes no such method. */
+  readonly bosId?: number | null;
+  /** The end tokens its `get_eos_ids` names (default [2], as export_llama); [] writes no such method. */
+  readonly eosIds?: readonly number[];
+}
+
+/** The constant methods export_llama writes beside `forward`, in the order it lists them. */
+export const LLAMA_8DA4W_METADATA = [
+  'get_bos_id',
+  'get_eos_ids',
+  'get_max_seq_len',
+  'get_max_context_len',
+  'get_n_layers',
+  'get_vocab_size',
+  'use_kv_cache',
+  'use_sdpa_with_kv_cache',
+  'enable_dynamic_shape',
+] as const;
+
+/**
+ * What the forward layout's constant methods return. The token dim is
+ * bounded by get_max_seq_len when the prefill is (enable_dynamic_shape), and
+ * a forward call then takes 1 to that many tokens; otherwise it takes one.
+ */
+export function llama8da4wMetadata(C: Llama8da4wConfig, options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {}): Record<string, (number | boolean)[]> {
+  const bosId = options.bosId === undefined ? 1 : options.bosId;
+  const eosIds = options.eosIds ?? [2];
+  for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
+    if (!Number.isInteger(id) || id < 0 || id >= C.vocab) throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
+  }
+  const values: Record<string, (number | boolean)[]> = {
+    get_bos_id: bosId === null ? [] : [bosId],
+    get_eos_ids: [...eosIds],
+    get_max_seq_len: [C.prefillLength],
+    get_max_context_len: [C.context],
+    get_n_layers: [C.layers],
+    get_vocab_size: [C.vocab],
+    use_kv_cache: [true],
+    use_sdpa_with_kv_cache: [true],
+    enable_dynamic_shape: [C.prefillBounded === true],
+  };
+  // A vocabulary without such tokens gets no method, so the runner asks the tokenizer, as it does for a program without one.
+  if (bosId === null) delete values['get_bos_id'];
+  if (eosIds.length === 0) delete values['get_eos_ids'];
+  return values;
+}
+
+/** Adds a method with no inputs returning these ints or bools, as export_llama writes its metadata. */
+export function addConstantMethod(program: ProgramBuilder, name: string, values: readonly (number | boolean)[]): void {
+  program.method(name, (m) => {
+    for (const value of values) {
+      const index = m.graph.addValue(typeof value === 'boolean' ? { kind: 'bool', value } : { kind: 'int', value: BigInt(value) });
+      m.graph.outputs.push(index);
+      m.graph.outputNames.push(`output_${m.graph.outputNames.length}`);
+    }
+  });
+}
+
+export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWeights(), options: Llama8da4wBuildOptions = {}): ProgramBuilder {
   const C = weights.config;
+  const layout = options.layout ?? 'prefill-decode';
+  if (!LLAMA_8DA4W_LAYOUTS.includes(layout)) throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
+  const twoMethods = layout === 'prefill-decode';
+  // Checked before anything is built, so a bad token id costs nothing.
+  const metadata = twoMethods ? undefined : llama8da4wMetadata(C, options);
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -212,8 +288,9 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   const rope = ropeTables(C);
   const cosTable = program.constant('rope.cos', 'float32', [C.context, hd / 2], rope.cos);
   const sinTable = program.constant('rope.sin', 'float32', [C.context, hd / 2], rope.sin);
-  const chunkOffsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
-  const emptyCache = program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv));
+  // Only the two-method layout has a fixed-length chunk and a reset.
+  const chunkOffsets = twoMethods ? program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i)) : undefined;
+  const emptyCache = twoMethods ? program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv)) : undefined;
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
     wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
@@ -290,14 +367,10 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
 
-  program.method('prefill', (m) => {
-    const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
-    const start = m.input('start_pos', 'int64', [1]);
-    const logits = C.prefillLogits ?? 'all';
-    if (C.prefillBounded !== true) {
-      m.output({ logits: pass(m, tokens, start, m.add(start, chunkOffsets), C.prefillLength, logits) });
-      return;
-    }
+  /** (tokens [1, 1..prefillLength], start [1]) -> logits: one call over any number of tokens up to the bound. */
+  const boundedPass = (m: MethodBuilder, tokenName: string, startName: string, logits: 'all' | 'last'): TensorValue => {
+    const tokens = m.input(tokenName, 'int64', [1, C.prefillLength]);
+    const start = m.input(startName, 'int64', [1]);
     // Positions start..start+n-1 for any n: a running count over the tokens' shape, so they follow its length.
     const firstInstruction = m.graph.instructions.length;
     const count = m.graph.addTensor('int64', [1, C.prefillLength]);
@@ -306,7 +379,34 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
     const out = pass(m, tokens, start, m.sub(m.add(count, start), 1), C.prefillLength, logits);
     m.graph.markDynamic(tokens.index, [1]);
     markPrefillLength(m.graph, tokens.index, C.prefillLength, lengthEnd, firstInstruction);
-    m.output({ logits: out });
+    return out;
+  };
+
+  if (!twoMethods) {
+    program.method('forward', (m) => {
+      let logits: TensorValue;
+      if (C.prefillBounded === true) logits = boundedPass(m, 'tokens', 'input_pos', 'last');
+      else {
+        const tokens = m.input('tokens', 'int64', [1, 1]);
+        const position = m.input('input_pos', 'int64', [1]);
+        logits = pass(m, tokens, position, position, 1, 'all');
+      }
+      // export_llama keeps h[:, -1, :], so its logits are [1, vocab].
+      m.output({ logits: m.reshape(logits, [1, C.vocab]) });
+    });
+    for (const [name, values] of Object.entries(metadata!)) addConstantMethod(program, name, values);
+    return program;
+  }
+
+  program.method('prefill', (m) => {
+    const logits = C.prefillLogits ?? 'all';
+    if (C.prefillBounded === true) {
+      m.output({ logits: boundedPass(m, 'tokens', 'start_pos', logits) });
+      return;
+    }
+    const tokens = m.input('tokens', 'int64', [1, C.prefillLength]);
+    const start = m.input('start_pos', 'int64', [1]);
+    m.output({ logits: pass(m, tokens, start, m.add(start, chunkOffsets!), C.prefillLength, logits) });
   });
   program.method('decode', (m) => {
     const token = m.input('token', 'int64', [1, 1]);
@@ -315,8 +415,8 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   });
   program.method('reset', (m) => {
     for (const layer of layers) {
-      m.copyInto(layer.keyCache, emptyCache);
-      m.copyInto(layer.valueCache, emptyCache);
+      m.copyInto(layer.keyCache, emptyCache!);
+      m.copyInto(layer.valueCache, emptyCache!);
     }
   });
   return program;
