@@ -14,46 +14,6 @@ using Layout = PayloadBuilder::Layout;
 using fbx::NodeUnion;
 using Params = PayloadBuilder::ConvParams;
 
-struct Io {
-  Io(std::vector<int64_t> sizes_in, std::vector<float> data_in = {}, ScalarType dtype_in = ScalarType::kFloat)
-      : sizes(std::move(sizes_in)), data(std::move(data_in)), dtype(dtype_in) {}
-  std::vector<int64_t> sizes;
-  std::vector<float> data;  // inputs only
-  ScalarType dtype;
-};
-
-// Runs a payload whose external ids are the inputs then the outputs.
-std::vector<std::vector<float>> run_graph(PayloadBuilder& builder, const std::vector<Io>& inputs,
-                                          const std::vector<Io>& outputs) {
-  const auto payload = builder.finish(Layout::kConstantRegion, static_cast<uint32_t>(inputs.size() + outputs.size()));
-  xnn::XnnpackModuleContext context(BackendOptions{});
-  auto delegate = make_delegate(payload, context, builder.lookup());
-  EXPECT_TRUE(delegate) << delegate.error().message;
-  if (!delegate) return {};
-  std::vector<std::unique_ptr<LocalTensor>> tensors;
-  std::vector<LocalTensor*> args;
-  for (const Io& io : inputs) {
-    tensors.push_back(std::make_unique<LocalTensor>(io.dtype, io.sizes));
-    tensors.back()->fill(io.data);
-  }
-  for (const Io& io : outputs) tensors.push_back(std::make_unique<LocalTensor>(io.dtype, io.sizes));
-  for (auto& t : tensors) args.push_back(t.get());
-  Status status = run_delegate(**delegate, args);
-  EXPECT_TRUE(status) << status.error().message;
-  std::vector<std::vector<float>> results;
-  for (size_t i = inputs.size(); i < tensors.size(); ++i) {
-    if (tensors[i]->tensor().dtype() == ScalarType::kLong) {
-      std::vector<float> widened;
-      const int64_t* values = tensors[i]->tensor().data_as<int64_t>();
-      for (size_t k = 0; k < tensors[i]->numel(); ++k) widened.push_back(static_cast<float>(values[k]));
-      results.push_back(widened);
-    } else {
-      results.push_back(tensors[i]->to_vector());
-    }
-  }
-  return results;
-}
-
 std::vector<float> map(const std::vector<float>& x, float (*fn)(float)) {
   std::vector<float> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) out[i] = fn(x[i]);

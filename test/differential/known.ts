@@ -23,6 +23,8 @@ export interface KnownDisagreement {
   ops?: string[];
   /** Some input value has at least this magnitude (infinities included). */
   inputsOver?: number;
+  /** Every input value is finite (true) or some is NaN or infinite (false). */
+  inputsFinite?: boolean;
   /** A denormal appears in the inputs or in a value computed on the way. */
   denormals?: boolean;
   /** Some node of this operator reads a first input in [low, high]. */
@@ -79,6 +81,7 @@ export async function matchKnown(known: readonly KnownDisagreement[], d: Disagre
   for (const k of known) {
     const matches = (k.path === undefined || k.path === d.path)
       && (k.inputsOver === undefined || largest >= k.inputsOver)
+      && (k.inputsFinite === undefined || k.inputsFinite === Object.values(feeds).every((values) => values.every(Number.isFinite)))
       && (k.kind === undefined || k.kind === d.kind)
       && (k.expected === undefined || (d.expected !== undefined && classOf(d.expected) === k.expected))
       && (k.actual === undefined || (d.actual !== undefined && classOf(d.actual) === k.actual))

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/xnnpack/memory_plan.h"
+#include "backends/xnnpack/nan_keeping_kernels.h"
 #include "backends/xnnpack/own_kernels.h"
 #include "backends/xnnpack/shapes.h"
 
@@ -139,6 +140,27 @@ std::vector<bool> fold_transposes_into_matmuls(Graph& graph) {
   return folded;
 }
 
+// Whether XNNPACK's kernels for some node of the graph lose NaN: an fp32 node
+// with a NaN-keeping kernel, or an fp32 XNNPACK packed operator.
+bool loses_nan(const Graph& graph) {
+  for (const Node& node : graph.nodes) {
+    if (nan_keeping_kernel_for(graph, node)) return true;
+    if (engine_for(graph, node) == Engine::kPackedOperator &&
+        PackedOperator::cache_key(graph, node, NanHandling::kFast) !=
+            PackedOperator::cache_key(graph, node, NanHandling::kKeepNan)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto* a_begin = static_cast<const uint8_t*>(a.data());
+  const auto* b_begin = static_cast<const uint8_t*>(b.data());
+  if (!a_begin || !b_begin) return false;
+  return a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
+}
+
 }  // namespace
 
 Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
@@ -166,17 +188,26 @@ Status XnnpackDelegate::check(Graph& graph) {
 
 Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
     ParsedPayload parsed, XnnpackModuleContext& context, std::string label,
-    const std::shared_ptr<XnnpackProgramContext>& program, bool checked) {
+    const std::shared_ptr<XnnpackProgramContext>& program, bool checked, std::shared_ptr<const ParsedPayload> source,
+    NanHandling handling, std::unique_ptr<XnnpackModuleContext> own_context) {
   std::unique_ptr<XnnpackDelegate> delegate(new XnnpackDelegate());
   delegate->label_ = std::move(label);
-  delegate->graph_ = std::move(parsed.graph);
-  Graph& graph = delegate->graph_;
+  delegate->handling_ = handling;
   auto fail = [&](const Error& e) { return make_error(e.code, delegate->label_ + ": " + e.message); };
 
   if (!checked) {
-    Status valid = check(graph);
+    Status valid = check(parsed.graph);
     if (!valid) return fail(valid.error());
   }
+  if (handling == NanHandling::kFast && loses_nan(parsed.graph)) {
+    delegate->loses_nan_ = true;
+    delegate->source_ = source ? std::move(source) : std::make_shared<const ParsedPayload>(parsed);
+    delegate->context_ = &context;
+    delegate->own_context_ = std::move(own_context);
+    delegate->program_ = program;
+  }
+  delegate->graph_ = std::move(parsed.graph);
+  Graph& graph = delegate->graph_;
 
   delegate->workspace_ = context.workspace_for_delegate(program);
   delegate->threadpool_ = context.threadpool();
@@ -196,7 +227,8 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
   auto reserved = delegate->workspace_.acquire(delegate->declared_plan_->workspace_bytes);
   if (!reserved) return fail(reserved.error());
 
-  // Constant bytes belong to the program; nothing may read them after init.
+  // Constant bytes belong to the program; only source_ (for the NaN-keeping
+  // variant, made during a call, after the program's own checks) reads them later.
   for (Value& value : graph.values) value.constant = ByteSpan{};
   return delegate;
 }
@@ -211,12 +243,13 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
 
   for (const Node& node : graph_.nodes) {
     if (folded[node.index]) continue;
-    const Engine engine = engine_for(graph_, node);
+    const Engine engine = engine_for(graph_, node, handling_);
     if (engine == Engine::kSubgraph && !stages_.empty() && stages_.back().engine == Engine::kSubgraph) {
       stages_.back().subgraph.nodes.push_back(node.index);
     } else {
       Stage stage;
       stage.engine = engine;
+      stage.keeps_nan = handling_ == NanHandling::kKeepNan && nan_keeping_kernel_for(graph_, node);
       stage.subgraph.nodes.push_back(node.index);
       stages_.push_back(std::move(stage));
     }
@@ -233,9 +266,10 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
 
   for (Stage& stage : stages_) {
     stage.name = stage_name(graph_, stage.engine, stage.subgraph.nodes);
+    if (handling_ == NanHandling::kKeepNan) stage.name += " [keeping NaN]";
     if (stage.engine == Engine::kSubgraph) collect_stage_externals(graph_, stage.subgraph);
     if (stage.engine == Engine::kPackedOperator) {
-      auto packed = context.packed_operator(program, graph_, graph_.nodes[stage.subgraph.nodes[0]]);
+      auto packed = context.packed_operator(program, graph_, graph_.nodes[stage.subgraph.nodes[0]], handling_);
       if (!packed) return packed.error();
       stage.packed = std::move(*packed);
     }
@@ -413,7 +447,47 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecord
   }
   auto plan = plan_for(signature_);
   if (!plan) return plan.error();
-  return run(**plan, args, profile);
+  if (loses_nan_ && inputs_not_finite(**plan, args)) return execute_keeping_nan(args, count, profile);
+  ETNA_TRY(run(**plan, args, profile));
+  if (loses_nan_ && outputs_may_hide_nan(**plan, args)) return execute_keeping_nan(args, count, profile);
+  return Status::ok();
+}
+
+bool XnnpackDelegate::inputs_not_finite(const ShapePlan& plan, EValue* const* args) const {
+  for (uint32_t index : graph_.inputs) {
+    if (graph_.values[index].datatype != Datatype::fp32) continue;
+    const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    if (any_non_finite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) return true;
+  }
+  return false;
+}
+
+bool XnnpackDelegate::outputs_may_hide_nan(const ShapePlan& plan, EValue* const* args) const {
+  bool infinite = false;
+  for (uint32_t index : graph_.outputs) {
+    if (graph_.values[index].datatype != Datatype::fp32 || argmax_index_[index]) continue;
+    const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    if (any_infinite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) infinite = true;
+  }
+  if (!infinite) return false;
+  // Running again needs the inputs as they were.
+  for (uint32_t output : graph_.outputs) {
+    const Tensor& written = args[graph_.values[output].external_id]->to_tensor();
+    for (uint32_t input : graph_.inputs) {
+      if (overlaps(written, args[graph_.values[input].external_id]->to_tensor())) return false;
+    }
+  }
+  return true;
+}
+
+Status XnnpackDelegate::execute_keeping_nan(EValue* const* args, size_t count, ProfileRecorder* profile) {
+  if (!keeping_nan_) {
+    auto made = create(*source_, *context_, label_, program_, true, nullptr, NanHandling::kKeepNan);
+    if (!made) return made.error();
+    keeping_nan_ = std::move(*made);
+  }
+  ++nan_keeping_calls_;
+  return keeping_nan_->execute(args, count, profile);
 }
 
 Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile) {
@@ -499,12 +573,13 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
       }
       case Engine::kPackedOperator: {
         Status ran = stage.packed->run(first, plan.shapes[first.inputs[0]], data_[first.inputs[0]],
-                                       data_[first.outputs[0]], pool);
+                                       plan.shapes[first.outputs[0]], data_[first.outputs[0]], pool);
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }
       case Engine::kOwnKernel: {
-        Status ran = run_own_kernel(graph_, first, plan.shapes, data_.data());
+        Status ran = stage.keeps_nan ? run_nan_keeping_kernel(graph_, first, plan.shapes, data_.data())
+                                     : run_own_kernel(graph_, first, plan.shapes, data_.data());
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }

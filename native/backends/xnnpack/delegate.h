@@ -2,6 +2,18 @@
 // sequence of stages (XNNPACK subgraph runtimes, shared packed operators and
 // etna's own kernels), with a plan per input-shape signature saying where
 // every intermediate lives in the workspace.
+//
+// NaN: the linked (2022) XNNPACK clamps fp32 outputs even when the bounds
+// are infinite, which turns NaN into a bound. A call whose fp32 inputs are
+// all finite runs on XNNPACK's kernels (fast); a NaN can only arise inside
+// from 0/0, Inf - Inf and the like, and is then clamped to an infinity, so a
+// call whose fp32 outputs hold an infinity is run again on the NaN-keeping
+// variant, which a call with NaN or infinite inputs runs from the start.
+// That variant (NanHandling::kKeepNan) is a second delegate over the same
+// graph, made at its first use: fp32 nodes that lose NaN run as own kernels
+// (nan_keeping_kernels.h) and packed fp32 operators are checked
+// (PackedOperator::create). A NaN made inside from finite inputs that a
+// later node hides (relu(0/0) is 0 on XNNPACK) is not detected.
 #pragma once
 
 #include <atomic>
@@ -27,10 +39,14 @@ class XnnpackDelegate final : public DelegateHandle {
   // Packed weights come from `program` (shared with the program's other
   // modules); null keeps them to `context`. `checked`: check() already
   // passed on this graph (XnnpackProgramContext::checked_payload).
-  static Result<std::unique_ptr<XnnpackDelegate>> create(ParsedPayload parsed, XnnpackModuleContext& context,
-                                                         std::string label,
-                                                         const std::shared_ptr<XnnpackProgramContext>& program = nullptr,
-                                                         bool checked = false);
+  // `source`: the same payload as `parsed`, kept for making the NaN-keeping
+  // variant later (null: a copy of `parsed` is kept when the graph needs one).
+  // `own_context`: `context` when the delegate owns it (no module made it).
+  static Result<std::unique_ptr<XnnpackDelegate>> create(
+      ParsedPayload parsed, XnnpackModuleContext& context, std::string label,
+      const std::shared_ptr<XnnpackProgramContext>& program = nullptr, bool checked = false,
+      std::shared_ptr<const ParsedPayload> source = nullptr, NanHandling handling = NanHandling::kFast,
+      std::unique_ptr<XnnpackModuleContext> own_context = nullptr);
 
   // The graph's rules (check_graph) and its declared shapes' consistency;
   // fills the producers and consumers of its values.
@@ -44,12 +60,15 @@ class XnnpackDelegate final : public DelegateHandle {
   size_t cached_plans() const { return 1 + dynamic_plans_.size(); }
   // For tests: workspace bytes the declared input shapes need.
   size_t declared_workspace_bytes() const { return declared_plan_->workspace_bytes; }
+  // For tests: calls the NaN-keeping variant ran.
+  uint64_t nan_keeping_calls() const { return nan_keeping_calls_; }
 
  private:
   struct Stage {
     Engine engine = Engine::kSubgraph;
     SubgraphStage subgraph;                  // nodes (all engines) and externals (subgraph)
     std::shared_ptr<PackedOperator> packed;  // kPackedOperator
+    bool keeps_nan = false;                  // kOwnKernel: the node's NaN-keeping kernel
     std::string name;                        // for profiles: "XNNFullyConnected (packed operator)"
   };
 
@@ -74,9 +93,25 @@ class XnnpackDelegate final : public DelegateHandle {
   void mark_views(const std::vector<uint32_t>& owners, std::vector<BufferLifetime>& buffers) const;
   Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
   Status run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile);
+  // Whether a call must run on the NaN-keeping variant: before the fast run,
+  // an fp32 input holds NaN or an infinity; after it, an fp32 output holds an
+  // infinity and no output overwrote an input.
+  bool inputs_not_finite(const ShapePlan& plan, EValue* const* args) const;
+  bool outputs_may_hide_nan(const ShapePlan& plan, EValue* const* args) const;
+  Status execute_keeping_nan(EValue* const* args, size_t count, ProfileRecorder* profile);
   Error error(ErrorCode code, const std::string& message) const;
 
   std::string label_;
+  NanHandling handling_ = NanHandling::kFast;
+  // kFast, when some fp32 node loses NaN on XNNPACK: what the NaN-keeping
+  // variant is made from, and that variant once made.
+  bool loses_nan_ = false;
+  std::shared_ptr<const ParsedPayload> source_;
+  XnnpackModuleContext* context_ = nullptr;
+  std::unique_ptr<XnnpackModuleContext> own_context_;
+  std::shared_ptr<XnnpackProgramContext> program_;
+  std::unique_ptr<XnnpackDelegate> keeping_nan_;
+  uint64_t nan_keeping_calls_ = 0;
   Graph graph_;
   std::vector<Stage> stages_;
   std::vector<std::shared_ptr<const AlignedBuffer>> constants_;  // per value; null unless XNNPACK reads it in place

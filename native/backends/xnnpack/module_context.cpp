@@ -79,6 +79,7 @@ std::string constant_key(const Value& value) { return value.constant_key + "/" +
 Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::packed_operator(const std::string& key,
                                                                                              const Graph& graph,
                                                                                              const Node& node,
+                                                                                             NanHandling handling,
                                                                                              bool& created) {
   created = false;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -86,7 +87,7 @@ Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::pa
   if (it != operators_.end()) {
     if (auto existing = it->second.lock()) return existing;
   }
-  auto packed = PackedOperator::create(graph, node);
+  auto packed = PackedOperator::create(graph, node, handling);
   if (!packed) return packed.error();
   auto entry = std::make_shared<ProgramShared<PackedOperator>>(std::shared_ptr<PackedOperator>(std::move(*packed)));
   operators_[key] = entry;
@@ -151,12 +152,12 @@ Result<std::shared_ptr<T>> XnnpackModuleContext::use(std::unordered_map<std::str
 }
 
 Result<std::shared_ptr<PackedOperator>> XnnpackModuleContext::packed_operator(
-    const std::shared_ptr<XnnpackProgramContext>& program, const Graph& graph, const Node& node) {
-  const std::string key = PackedOperator::cache_key(graph, node);
+    const std::shared_ptr<XnnpackProgramContext>& program, const Graph& graph, const Node& node, NanHandling handling) {
+  const std::string key = PackedOperator::cache_key(graph, node, handling);
   std::lock_guard<std::mutex> lock(mutex_);
   bool created = false;
   auto result = use(operators_, program, key, [&](XnnpackProgramContext& source) {
-    return source.packed_operator(key, graph, node, created);
+    return source.packed_operator(key, graph, node, handling, created);
   });
   if (result) ++(created ? operators_created_ : operators_reused_);
   return result;

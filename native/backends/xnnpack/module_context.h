@@ -123,7 +123,8 @@ class XnnpackProgramContext final : public BackendProgramContext {
   // packing it when no module holds it.
   // `created` tells whether this call packed it.
   Result<std::shared_ptr<ProgramShared<PackedOperator>>> packed_operator(const std::string& key, const Graph& graph,
-                                                                        const Node& node, bool& created);
+                                                                        const Node& node, NanHandling handling,
+                                                                        bool& created);
   // The program's padded copy of a constant value, made when no module holds it.
   Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> constant_copy(const std::string& key,
                                                                            const Value& value);
@@ -159,7 +160,7 @@ class XnnpackModuleContext final : public BackendModuleContext {
   // this module's own, for delegates made without a program), packing it
   // only when no module over the program holds it.
   Result<std::shared_ptr<PackedOperator>> packed_operator(const std::shared_ptr<XnnpackProgramContext>& program,
-                                                          const Graph& graph, const Node& node);
+                                                          const Graph& graph, const Node& node, NanHandling handling);
   // The padded copy of a constant value, from `program` likewise.
   Result<std::shared_ptr<const AlignedBuffer>> constant_copy(const std::shared_ptr<XnnpackProgramContext>& program,
                                                              const Value& value);

@@ -1,6 +1,7 @@
 #include "backends/xnnpack/node_types.h"
 
 #include "backends/xnnpack/dynamic_linear.h"
+#include "backends/xnnpack/nan_keeping_kernels.h"
 #include "backends/xnnpack/own_kernels.h"
 #include "backends/xnnpack/payload.h"
 #include "backends/xnnpack/shapes.h"
@@ -54,6 +55,13 @@ bool converts_to_qdint8(const Graph& graph, const Node& node) {
   return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
 }
 
+// An fp32 subgraph node whose XNNPACK kernel turns NaN into a bound: the
+// NaN-keeping variant of the delegate runs it as `run` (nan_keeping_kernels.h).
+constexpr NodeTypeInfo keeping_nan_with(NodeTypeInfo info, Run run) {
+  info.run_keeping_nan = run;
+  return info;
+}
+
 // A node every payload using it is rejected for, with the reason.
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
   return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
@@ -65,31 +73,39 @@ using T = NodeType;
 
 // One row per wire code, in code order (checked below).
 constexpr NodeTypeInfo kNodeTypes[] = {
-    subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
-             [](const DefineCall& c) {
-               return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
-                                      c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
+                 [](const DefineCall& c) {
+                   return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
+                                          c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
     packed(T::kFullyConnected, "XNNFullyConnected", 0x1, R::kWeights, read_fully_connected_node,
            fully_connected_shape),
-    subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
-             [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    keeping_nan_with(
+        subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
+                 [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+        nan_keeping_softmax_kernel),
     subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
              "xnn_define_sigmoid",
              [](const DefineCall& c) { return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     own(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
         transpose_kernel),
-    subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
-             [](const DefineCall& c) {
-               return xnn_define_clamp(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.out[0],
-                                       c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
+                 [](const DefineCall& c) {
+                   return xnn_define_clamp(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.out[0],
+                                           c.node.flags);
+                 }),
+        nan_keeping_clamp_kernel),
     packed(T::kConv2d, "XNNConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    subgraph(T::kDiv, "XNNDiv", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_divide",
-             [](const DefineCall& c) {
-               return xnn_define_divide(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
-                                        c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kDiv, "XNNDiv", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_divide",
+                 [](const DefineCall& c) {
+                   return xnn_define_divide(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                            c.out[0], c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
     subgraph(T::kStaticResizeBilinear2d, "XNNStaticResizeBilinear2D", 1, 1, R::kFloatOrQ8, read_resize_bilinear_node,
              resize_bilinear_shape, "xnn_define_static_resize_bilinear_2d",
              [](const DefineCall& c) {
@@ -105,42 +121,52 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.scalar, c.in[0], c.out[0],
                                                      c.node.flags);
              }),
-    subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
-             "xnn_define_average_pooling_2d",
-             [](const DefineCall& c) {
-               const Node& n = c.node;
-               return xnn_define_average_pooling_2d(c.subgraph, n.padding_top, n.padding_right, n.padding_bottom,
-                                                    n.padding_left, n.kernel_height, n.kernel_width, n.stride_height,
-                                                    n.stride_width, n.output_min, n.output_max, c.in[0], c.out[0],
-                                                    n.flags & ~kKeepDimsFlag);
-             }),
-    subgraph(T::kMinimum, "XNNMinimum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_minimum2",
-             [](const DefineCall& c) {
-               return xnn_define_minimum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
+                 "xnn_define_average_pooling_2d",
+                 [](const DefineCall& c) {
+                   const Node& n = c.node;
+                   return xnn_define_average_pooling_2d(
+                       c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
+                       n.kernel_width, n.stride_height, n.stride_width, n.output_min, n.output_max, c.in[0], c.out[0],
+                       n.flags & ~kKeepDimsFlag);
+                 }),
+        nan_keeping_average_pooling_kernel),
+    keeping_nan_with(
+        subgraph(T::kMinimum, "XNNMinimum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_minimum2",
+                 [](const DefineCall& c) {
+                   return xnn_define_minimum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
     packed(T::kDepthwiseConv2d, "XNNDepthwiseConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
-             "xnn_define_max_pooling_2d",
-             [](const DefineCall& c) {
-               const Node& n = c.node;
-               return xnn_define_max_pooling_2d(
-                   c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
-                   n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
-                   n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
-                   n.flags & ~kKeepDimsFlag);
-             }),
-    subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-             "xnn_define_multiply2",
-             [](const DefineCall& c) {
-               return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                           c.out[0], c.node.flags);
-             }),
-    subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-             "xnn_define_subtract",
-             [](const DefineCall& c) {
-               return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                          c.out[0], c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
+                 "xnn_define_max_pooling_2d",
+                 [](const DefineCall& c) {
+                   const Node& n = c.node;
+                   return xnn_define_max_pooling_2d(
+                       c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
+                       n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
+                       n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
+                       n.flags & ~kKeepDimsFlag);
+                 }),
+        nan_keeping_max_pooling_kernel),
+    keeping_nan_with(
+        subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+                 "xnn_define_multiply2",
+                 [](const DefineCall& c) {
+                   return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                               c.out[0], c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
+    keeping_nan_with(
+        subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
+                 "xnn_define_subtract",
+                 [](const DefineCall& c) {
+                   return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
+                                              c.out[0], c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
              [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     own_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
@@ -149,12 +175,14 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags);
                              }),
                     converts_to_qdint8, quantize_per_token_kernel),
-    subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
-             global_pooling_shape, "xnn_define_global_average_pooling_2d",
-             [](const DefineCall& c) {
-               return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max, c.in[0],
-                                                           c.out[0], c.node.flags & ~kKeepDimsFlag);
-             }),
+    keeping_nan_with(
+        subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
+                 global_pooling_shape, "xnn_define_global_average_pooling_2d",
+                 [](const DefineCall& c) {
+                   return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max,
+                                                               c.in[0], c.out[0], c.node.flags & ~kKeepDimsFlag);
+                 }),
+        nan_keeping_global_average_pooling_kernel),
     own(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
         copy_kernel),
     // The index output is declared fp32 and receives uint32 indices.
@@ -179,10 +207,12 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              [](const DefineCall& c) {
                return xnn_define_leaky_relu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
              }),
-    subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
-             [](const DefineCall& c) {
-               return xnn_define_maximum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-             }),
+    keeping_nan_with(
+        subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
+                 [](const DefineCall& c) {
+                   return xnn_define_maximum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+                 }),
+        nan_keeping_binary_kernel),
     subgraph(T::kNegate, "XNNNegate", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_negate",
              [](const DefineCall& c) { return xnn_define_negate(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     subgraph(T::kSquare, "XNNSquare", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_square",
@@ -242,6 +272,17 @@ Engine engine_for(NodeType type) { return node_type_info(type).engine; }
 Engine engine_for(const Graph& graph, const Node& node) {
   const NodeTypeInfo& info = node_type_info(node.type);
   return info.own_when && info.own_when(graph, node) ? Engine::kOwnKernel : info.engine;
+}
+
+Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const OwnKernelCall&) {
+  const NodeTypeInfo& info = node_type_info(node.type);
+  if (!info.run_keeping_nan || engine_for(graph, node) != Engine::kSubgraph) return nullptr;
+  return graph.values[node.outputs[0]].datatype == Datatype::fp32 ? info.run_keeping_nan : nullptr;
+}
+
+Engine engine_for(const Graph& graph, const Node& node, NanHandling handling) {
+  if (handling == NanHandling::kKeepNan && nan_keeping_kernel_for(graph, node)) return Engine::kOwnKernel;
+  return engine_for(graph, node);
 }
 
 std::string node_type_name(uint8_t code) {

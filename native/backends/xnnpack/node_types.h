@@ -86,6 +86,10 @@ struct NodeTypeInfo {
   // A node of another engine runs as the own kernel `run` when this holds
   // (Convert to qdint8, which the linked XNNPACK lacks); nullptr for never.
   bool (*own_when)(const Graph& graph, const Node& node);
+  // fp32 nodes whose XNNPACK kernels turn NaN into a bound: the kernel the
+  // delegate's NaN-keeping variant runs instead (nan_keeping_kernels.h);
+  // nullptr when XNNPACK's kernel keeps NaN or the node is not a subgraph node.
+  Status (*run_keeping_nan)(const OwnKernelCall& call) = nullptr;
 };
 
 // The row of a valid NodeType.
@@ -95,5 +99,18 @@ const NodeTypeInfo& node_type_info(NodeType type);
 Engine engine_for(NodeType type);
 // The engine this node runs on (its row's, unless the row's own_when holds).
 Engine engine_for(const Graph& graph, const Node& node);
+
+// Whether a call's NaN and infinities must take the delegate's NaN-keeping
+// variant: the fast one gives XNNPACK's result, which loses NaN.
+enum class NanHandling : uint8_t {
+  kFast,     // XNNPACK's kernels throughout
+  kKeepNan,  // fp32 nodes that lose NaN run as own kernels or checked packed operators
+};
+
+// The own kernel an fp32 node runs as under NanHandling::kKeepNan, or nullptr
+// when it runs as under kFast.
+Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const OwnKernelCall&);
+// The engine of the node under `handling`.
+Engine engine_for(const Graph& graph, const Node& node, NanHandling handling);
 
 }  // namespace etna::xnn

@@ -1,9 +1,11 @@
 #include "backends/xnnpack/packed_operator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/xnnpack/output_bounds.h"
 #include "backends/xnnpack/xnn_compat.h"
 
 namespace etna::xnn {
@@ -75,8 +77,21 @@ uint8_t quantized_bound_u8(float bound, const Quantization& q) {
 
 }  // namespace
 
-std::string PackedOperator::cache_key(const Graph& graph, const Node& node) {
+namespace {
+
+// Whether kKeepNan creates the node's operator unbounded (an fp32 XNNPACK
+// operator; etna's own kernels behind a packed node keep NaN already).
+bool finished_keeping_nan(const Graph& graph, const Node& node, NanHandling handling) {
+  if (handling != NanHandling::kKeepNan) return false;
+  if (graph.values[node.inputs[0]].datatype != Datatype::fp32) return false;
+  return !PatchDeconvolution::handles(graph, node);
+}
+
+}  // namespace
+
+std::string PackedOperator::cache_key(const Graph& graph, const Node& node, NanHandling handling) {
   KeyWriter key;
+  key.add(static_cast<uint8_t>(finished_keeping_nan(graph, node, handling)));
   key.add(static_cast<uint8_t>(node.type)).add(node.flags).add(node.output_min).add(node.output_max);
   const uint32_t geometry[] = {node.padding_top,    node.padding_right,        node.padding_bottom,
                                node.padding_left,   node.kernel_height,        node.kernel_width,
@@ -98,7 +113,8 @@ std::string PackedOperator::cache_key(const Graph& graph, const Node& node) {
   return key.take();
 }
 
-Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& graph, const Node& node) {
+Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& graph, const Node& node,
+                                                               NanHandling handling) {
   const Value& input = graph.values[node.inputs[0]];
   const Value& filter = graph.values[node.inputs[1]];
   const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
@@ -164,8 +180,22 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   const void* kernel = filter_data.data();
   const void* bias_pointer = bias ? bias_data.data() : nullptr;
 
-  const float min = node.output_min;
-  const float max = node.output_max;
+  if (finished_keeping_nan(graph, node, handling)) {
+    packed->keeps_nan_ = true;
+    packed->output_min_ = node.output_min;
+    packed->output_max_ = node.output_max;
+    // The negated run relies on a finite bias inside the operator.
+    if (bias_pointer && bias->constant.size) {
+      std::vector<float> values(bias->constant.size / sizeof(float));
+      std::memcpy(values.data(), bias_pointer, values.size() * sizeof(float));
+      if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); })) {
+        packed->late_bias_ = std::move(values);
+        bias_pointer = nullptr;
+      }
+    }
+  }
+  const float min = packed->keeps_nan_ ? -INFINITY : node.output_min;
+  const float max = packed->keeps_nan_ ? INFINITY : node.output_max;
   const int8_t min_s8 = quantized_bound_s8(min, output.quant), max_s8 = quantized_bound_s8(max, output.quant);
   const uint8_t min_u8 = quantized_bound_u8(min, output.quant), max_u8 = quantized_bound_u8(max, output.quant);
   const int8_t input_zero_s8 = static_cast<int8_t>(input.quant.zero_point);
@@ -328,8 +358,8 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
   return packed;
 }
 
-Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, void* output,
-                           pthreadpool_t threadpool) {
+Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape,
+                           void* output, pthreadpool_t threadpool) {
   // etna's own kernels keep no per-call state in the object: no turns needed.
   if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
   if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output));
@@ -350,45 +380,78 @@ Status PackedOperator::run(const Node& node, const Shape& input_shape, const voi
     size.width = input_shape.dims[2];
   }
   std::lock_guard<std::mutex> lock(run_mutex_);
-  xnn_operator_t op = op_.get();
-  const compat::Outcome outcome = [&]() -> compat::Outcome {
-    const auto* in_f32 = static_cast<const float*>(input);
-    const auto* in_s8 = static_cast<const int8_t*>(input);
-    const auto* in_u8 = static_cast<const uint8_t*>(input);
-    auto* out_f32 = static_cast<float*>(output);
-    auto* out_s8 = static_cast<int8_t*>(output);
-    auto* out_u8 = static_cast<uint8_t*>(output);
-    if (as_convolution) {
-      switch (arithmetic_) {
-        case Arithmetic::kF32:
-          return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
-        case Arithmetic::kQS8:
-          return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
-        case Arithmetic::kQU8:
-          return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
-        case Arithmetic::kQC8:
-          return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
-      }
+  const compat::Outcome outcome = run_operator(size, input, output, threadpool);
+  if (outcome.status != xnn_status_success) return xnnpack_error(node.describe(), outcome.call, outcome.status);
+  if (!keeps_nan_) return Status::ok();
+  return finish_keeping_nan(node, size, input_shape, input, output_shape, static_cast<float*>(output), threadpool);
+}
+
+Status PackedOperator::finish_keeping_nan(const Node& node, const compat::ImageSize& size, const Shape& input_shape,
+                                          const void* input, const Shape& output_shape, float* output,
+                                          pthreadpool_t threadpool) {
+  const size_t count = output_shape.numel();
+  // Unbounded, the kernel's clamp still turns NaN into an infinity (whichever
+  // bound it applies first), so only infinite outputs can be NaN. Negating
+  // the input negates every product exactly and the bias is finite, so a true
+  // infinity comes out with the other sign while a NaN comes out the same.
+  auto infinite = [](float v) { return std::fabs(v) == INFINITY; };
+  if (std::any_of(output, output + count, infinite)) {
+    const size_t input_count = input_shape.numel();
+    std::vector<float> negated(input_count), mirror(count);
+    const auto* in = static_cast<const float*>(input);
+    for (size_t i = 0; i < input_count; ++i) negated[i] = -in[i];
+    const compat::Outcome again = run_operator(size, negated.data(), mirror.data(), threadpool);
+    if (again.status != xnn_status_success) return xnnpack_error(node.describe(), again.call, again.status);
+    for (size_t i = 0; i < count; ++i) {
+      if (infinite(output[i]) && !(mirror[i] == -output[i])) output[i] = NAN;
     }
-    const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
-    const bool fully_connected = kind_ == Kind::kFullyConnected;
+  }
+  const size_t channels = output_shape.rank ? output_shape.dims[output_shape.rank - 1] : 1;
+  if (!late_bias_.empty() && channels == late_bias_.size()) {
+    for (size_t i = 0; i < count; ++i) output[i] += late_bias_[i % channels];
+  }
+  if (has_finite_bound(output_min_, output_max_)) clamp_keeping_nan(output, count, output_min_, output_max_);
+  return Status::ok();
+}
+
+compat::Outcome PackedOperator::run_operator(const compat::ImageSize& size, const void* input, void* output,
+                                             pthreadpool_t threadpool) {
+  const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;
+  xnn_operator_t op = op_.get();
+  const auto* in_f32 = static_cast<const float*>(input);
+  const auto* in_s8 = static_cast<const int8_t*>(input);
+  const auto* in_u8 = static_cast<const uint8_t*>(input);
+  auto* out_f32 = static_cast<float*>(output);
+  auto* out_s8 = static_cast<int8_t*>(output);
+  auto* out_u8 = static_cast<uint8_t*>(output);
+  if (as_convolution) {
     switch (arithmetic_) {
       case Arithmetic::kF32:
-        return fully_connected ? compat::run_fully_connected(op, size.batch, in_f32, out_f32, threadpool)
-                               : compat::run_deconvolution(op, size, adjustment, in_f32, out_f32, threadpool);
+        return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
       case Arithmetic::kQS8:
-        return fully_connected ? compat::run_fully_connected(op, size.batch, in_s8, out_s8, threadpool)
-                               : compat::run_deconvolution(op, size, adjustment, in_s8, out_s8, threadpool);
+        return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
       case Arithmetic::kQU8:
-        return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
-                               : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
+        return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
       case Arithmetic::kQC8:
-        break;  // refused above
+        return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
     }
-    return {xnn_status_invalid_state, "PackedOperator::run"};
-  }();
-  if (outcome.status != xnn_status_success) return xnnpack_error(node.describe(), outcome.call, outcome.status);
-  return Status::ok();
+  }
+  const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
+  const bool fully_connected = kind_ == Kind::kFullyConnected;
+  switch (arithmetic_) {
+    case Arithmetic::kF32:
+      return fully_connected ? compat::run_fully_connected(op, size.batch, in_f32, out_f32, threadpool)
+                             : compat::run_deconvolution(op, size, adjustment, in_f32, out_f32, threadpool);
+    case Arithmetic::kQS8:
+      return fully_connected ? compat::run_fully_connected(op, size.batch, in_s8, out_s8, threadpool)
+                             : compat::run_deconvolution(op, size, adjustment, in_s8, out_s8, threadpool);
+    case Arithmetic::kQU8:
+      return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
+                             : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
+    case Arithmetic::kQC8:
+      break;  // refused in run()
+  }
+  return {xnn_status_invalid_state, "PackedOperator::run"};
 }
 
 }  // namespace etna::xnn

@@ -17,6 +17,7 @@
 // object of its own over shared packed weights.)
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -26,7 +27,9 @@
 #include "backends/xnnpack/dynamic_conv.h"
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/graph.h"
+#include "backends/xnnpack/node_types.h"
 #include "backends/xnnpack/patch_deconvolution.h"
+#include "backends/xnnpack/xnn_compat.h"
 #include "backends/xnnpack/xnn_library.h"
 #include "core/status.h"
 
@@ -37,15 +40,21 @@ class PackedOperator {
   // Everything that decides the packed weights and the operator's fixed
   // parameters, as bytes: node kind, datatypes, geometry, flags, bounds,
   // quantization, and the identities of the filter and bias constants.
-  static std::string cache_key(const Graph& graph, const Node& node);
+  // kKeepNan adds itself for the fp32 operators it changes.
+  static std::string cache_key(const Graph& graph, const Node& node, NanHandling handling);
 
   // Creates the operator, packing the node's constant filter and bias (their
-  // spans must be valid now; they are not referenced afterwards).
-  static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node);
+  // spans must be valid now; they are not referenced afterwards). Under
+  // kKeepNan an fp32 XNNPACK operator is created unbounded and run() finishes
+  // its output: a NaN the kernel's clamp turned into an infinity is found by
+  // a run on the negated input, then the node's bounds are applied keeping
+  // NaN (output_bounds.h); a bias holding NaN or an infinity is added there.
+  static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node, NanHandling handling);
 
   // Sets the operator up for this input shape and buffers, then runs it.
   // Thread-safe: one caller at a time.
-  Status run(const Node& node, const Shape& input_shape, const void* input, void* output, pthreadpool_t threadpool);
+  Status run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape, void* output,
+             pthreadpool_t threadpool);
 
   // Bytes XNNPACK allocated when creating the operator (the packed weights
   // plus the operator object), or the unpacked constant size when the
@@ -58,6 +67,14 @@ class PackedOperator {
 
   PackedOperator() = default;
 
+  // Sets op_ up for `size` and these buffers and runs it (run_mutex_ held).
+  compat::Outcome run_operator(const compat::ImageSize& size, const void* input, void* output,
+                               pthreadpool_t threadpool);
+  // kKeepNan: NaN back where the unbounded kernel clamped it, then the late
+  // bias and the node's bounds (run_mutex_ held).
+  Status finish_keeping_nan(const Node& node, const compat::ImageSize& size, const Shape& input_shape,
+                            const void* input, const Shape& output_shape, float* output, pthreadpool_t threadpool);
+
   Kind kind_ = Kind::kFullyConnected;
   Arithmetic arithmetic_ = Arithmetic::kF32;
   bool fully_connected_as_convolution_ = false;  // per-channel int8 FC runs as a 1x1 convolution
@@ -65,6 +82,9 @@ class PackedOperator {
   uint32_t adjustment_height_ = 0;
   uint32_t adjustment_width_ = 0;
   size_t packed_bytes_ = 0;
+  bool keeps_nan_ = false;  // kKeepNan fp32 XNNPACK operator: run() finishes the output
+  float output_min_ = -INFINITY, output_max_ = INFINITY;  // the node's, applied by run() when keeps_nan_
+  std::vector<float> late_bias_;  // keeps_nan_: a bias with NaN or infinities, added by run()
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)

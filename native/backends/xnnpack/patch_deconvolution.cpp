@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/xnnpack/matmul_kernels.h"
+#include "backends/xnnpack/output_bounds.h"
 
 namespace etna::xnn {
 namespace {
@@ -101,7 +102,7 @@ void PatchDeconvolution::run_by_row(size_t rows, size_t width, const float* inpu
       float* __restrict target = output + (r * kernel_h_ + ky) * out_row;
       matmul_f32(in_row, by_row_.data() + ky * cin * columns, target, width, cin, columns, false);
       for (size_t i = 0; i < out_row; i += cout) {
-        for (size_t co = 0; co < cout; ++co) target[i + co] = std::min(high, std::max(low, target[i + co] + bias[co]));
+        for (size_t co = 0; co < cout; ++co) target[i + co] = clamp_keeping_nan(target[i + co] + bias[co], low, high);
       }
     }
   }
@@ -127,7 +128,7 @@ void PatchDeconvolution::run_by_pixel(size_t rows, size_t width, const float* in
       for (size_t j = 0; j < patch_row; ++j) {  // j = kx * out_channels + co
         const float* __restrict column = sums + (ky * patch_row + j) * width;
         const float b = bias[j % cout];
-        for (size_t x = 0; x < width; ++x) target[x * patch_row + j] = std::min(high, std::max(low, column[x] + b));
+        for (size_t x = 0; x < width; ++x) target[x * patch_row + j] = clamp_keeping_nan(column[x] + b, low, high);
       }
     }
   }

@@ -53,19 +53,18 @@ class XnnpackBackend final : public Backend {
     if (!program_context) {
       return make_error(ErrorCode::kInternal, label + ": the program context was not created by XnnpackBackend");
     }
-    if (auto known = program_context->checked_payload(payload)) {
-      auto delegate = xnn::XnnpackDelegate::create(*known, *module_context, std::move(label), program_context, true);
-      if (!delegate) return delegate.error();
-      return std::unique_ptr<DelegateHandle>(std::move(*delegate));
+    auto known = program_context->checked_payload(payload);
+    if (!known) {
+      xnn::NamedDataLookup named_data = [&program](std::string_view key) { return program.named_data(key); };
+      auto parsed = xnn::parse_payload(payload, named_data);
+      if (!parsed) return prefixed(parsed.error());
+      Status checked = xnn::XnnpackDelegate::check(parsed->graph);
+      if (!checked) return prefixed(checked.error());
+      program_context->remember_checked_payload(payload, std::move(*parsed));
+      known = program_context->checked_payload(payload);
     }
-    xnn::NamedDataLookup named_data = [&program](std::string_view key) { return program.named_data(key); };
-    auto parsed = xnn::parse_payload(payload, named_data);
-    if (!parsed) return prefixed(parsed.error());
-    Status checked = xnn::XnnpackDelegate::check(parsed->graph);
-    if (!checked) return prefixed(checked.error());
-    program_context->remember_checked_payload(payload, *parsed);
-    auto delegate =
-        xnn::XnnpackDelegate::create(std::move(*parsed), *module_context, std::move(label), program_context, true);
+    auto delegate = xnn::XnnpackDelegate::create(*known, *module_context, std::move(label), program_context, true,
+                                                 known, xnn::NanHandling::kFast, std::move(own_context));
     if (!delegate) return delegate.error();
     return std::unique_ptr<DelegateHandle>(std::move(*delegate));
   }

@@ -1,0 +1,230 @@
+#include "backends/xnnpack/nan_keeping_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/xnnpack/output_bounds.h"
+
+namespace etna::xnn {
+namespace {
+
+const float* input_floats(const OwnKernelCall& call, size_t i) {
+  return static_cast<const float*>(call.data[call.node.inputs[i]]);
+}
+float* output_floats(const OwnKernelCall& call) { return static_cast<float*>(call.data[call.node.outputs[0]]); }
+const Shape& output_shape(const OwnKernelCall& call) { return call.shapes[call.node.outputs[0]]; }
+
+// torch.maximum / torch.minimum: NaN when either side is NaN.
+float maximum_keeping_nan(float x, float y) { return std::isnan(x) ? x : (std::isnan(y) ? y : (x > y ? x : y)); }
+float minimum_keeping_nan(float x, float y) { return std::isnan(x) ? x : (std::isnan(y) ? y : (x < y ? x : y)); }
+
+// Element strides of `shape` along the dims of `out` it broadcasts to
+// (aligned at the innermost dim): 0 where it lacks the dim or has size 1.
+void broadcast_strides(const Shape& shape, const Shape& out, size_t* strides) {
+  const size_t missing = out.rank - shape.rank;
+  size_t stride = 1;
+  for (size_t d = out.rank; d-- > 0;) {
+    if (d < missing) {
+      strides[d] = 0;
+      continue;
+    }
+    const size_t size = shape.dims[d - missing];
+    strides[d] = size == 1 ? 0 : stride;
+    stride *= size;
+  }
+}
+
+template <typename Op>
+void broadcast_binary(const OwnKernelCall& call, Op op) {
+  const Shape& out_shape = output_shape(call);
+  const size_t count = out_shape.numel();
+  if (count == 0) return;
+  const float* a = input_floats(call, 0);
+  const float* b = input_floats(call, 1);
+  float* out = output_floats(call);
+  size_t a_strides[kMaxRank] = {}, b_strides[kMaxRank] = {}, index[kMaxRank] = {};
+  broadcast_strides(call.shapes[call.node.inputs[0]], out_shape, a_strides);
+  broadcast_strides(call.shapes[call.node.inputs[1]], out_shape, b_strides);
+  size_t a_at = 0, b_at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = op(a[a_at], b[b_at]);
+    // Odometer over the output's dims, innermost fastest.
+    for (size_t d = out_shape.rank; d-- > 0;) {
+      a_at += a_strides[d];
+      b_at += b_strides[d];
+      if (++index[d] < out_shape.dims[d]) break;
+      a_at -= a_strides[d] * out_shape.dims[d];
+      b_at -= b_strides[d] * out_shape.dims[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Where a window starts along one axis: the padding before the image. With
+// SAME padding (flag 0x4) XNNPACK puts the smaller half of the total first.
+size_t padding_before(const Node& node, size_t input, size_t output, uint32_t kernel, uint32_t stride,
+                      uint32_t dilation, uint32_t explicit_before) {
+  if (!(node.flags & 0x4)) return explicit_before;
+  const size_t extent = size_t{kernel - 1} * dilation + 1;
+  const size_t needed = (output - 1) * stride + extent;
+  return needed > input ? (needed - input) / 2 : 0;
+}
+
+// Max or average pooling of NHWC windows. Padding is never read: the maximum
+// is over the pixels inside the image, and the average divides by how many
+// there are, as XNNPACK's kernels do.
+template <bool kMax>
+Status pool(const OwnKernelCall& call) {
+  const Node& node = call.node;
+  const Shape& in = call.shapes[node.inputs[0]];
+  const Shape& out = output_shape(call);
+  const float* input = input_floats(call, 0);
+  float* output = output_floats(call);
+  const size_t batch = in.dims[0], height = in.dims[1], width = in.dims[2], channels = in.dims[3];
+  const size_t out_h = out.dims[1], out_w = out.dims[2];
+  if (out.numel() == 0) return Status::ok();
+  const uint32_t dilation_h = kMax ? std::max<uint32_t>(node.dilation_height, 1) : 1;
+  const uint32_t dilation_w = kMax ? std::max<uint32_t>(node.dilation_width, 1) : 1;
+  const size_t top =
+      padding_before(node, height, out_h, node.kernel_height, node.stride_height, dilation_h, node.padding_top);
+  const size_t left =
+      padding_before(node, width, out_w, node.kernel_width, node.stride_width, dilation_w, node.padding_left);
+  std::vector<float> acc(channels);
+  for (size_t n = 0; n < batch; ++n) {
+    for (size_t oy = 0; oy < out_h; ++oy) {
+      for (size_t ox = 0; ox < out_w; ++ox) {
+        std::fill(acc.begin(), acc.end(), kMax ? -INFINITY : 0.0f);
+        size_t pixels = 0;
+        for (size_t ky = 0; ky < node.kernel_height; ++ky) {
+          const size_t y = oy * node.stride_height + ky * dilation_h;
+          if (y < top || y - top >= height) continue;
+          for (size_t kx = 0; kx < node.kernel_width; ++kx) {
+            const size_t x = ox * node.stride_width + kx * dilation_w;
+            if (x < left || x - left >= width) continue;
+            const float* pixel = input + ((n * height + (y - top)) * width + (x - left)) * channels;
+            for (size_t c = 0; c < channels; ++c) {
+              acc[c] = kMax ? maximum_keeping_nan(acc[c], pixel[c]) : acc[c] + pixel[c];
+            }
+            ++pixels;
+          }
+        }
+        float* target = output + ((n * out_h + oy) * out_w + ox) * channels;
+        for (size_t c = 0; c < channels; ++c) {
+          const float value = kMax || pixels == 0 ? acc[c] : acc[c] / static_cast<float>(pixels);
+          target[c] = clamp_keeping_nan(value, node.output_min, node.output_max);
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// The largest |bit pattern| of `count` floats: at least 0x7f800000 exactly
+// when one of them is an infinity or NaN. A plain loop the compiler vectorises.
+uint32_t largest_magnitude_bits(const float* data, size_t count) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    largest = std::max(largest, bits & 0x7fffffffu);
+  }
+  return largest;
+}
+
+}  // namespace
+
+Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                              void* const* data) {
+  const auto run = nan_keeping_kernel_for(graph, node);
+  if (!run) return make_error(ErrorCode::kInternal, node.describe() + " has no NaN-keeping kernel");
+  return run(OwnKernelCall{node, shapes, data, sizeof(float), graph});
+}
+
+bool any_non_finite(const float* data, size_t count) { return largest_magnitude_bits(data, count) >= 0x7f800000u; }
+
+bool any_infinite(const float* data, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (std::isinf(data[i])) return true;
+  }
+  return false;
+}
+
+Status nan_keeping_binary_kernel(const OwnKernelCall& call) {
+  switch (call.node.type) {
+    case NodeType::kAdd: broadcast_binary(call, [](float x, float y) { return x + y; }); break;
+    case NodeType::kSubtract: broadcast_binary(call, [](float x, float y) { return x - y; }); break;
+    case NodeType::kMultiply: broadcast_binary(call, [](float x, float y) { return x * y; }); break;
+    case NodeType::kDiv: broadcast_binary(call, [](float x, float y) { return x / y; }); break;
+    // XNNPACK's maximum and minimum nodes have no bounds.
+    case NodeType::kMaximum: broadcast_binary(call, maximum_keeping_nan); return Status::ok();
+    case NodeType::kMinimum: broadcast_binary(call, minimum_keeping_nan); return Status::ok();
+    default: return make_error(ErrorCode::kInternal, call.node.describe() + " is not a binary fp32 node");
+  }
+  if (has_finite_bound(call.node.output_min, call.node.output_max)) {
+    clamp_keeping_nan(output_floats(call), output_shape(call).numel(), call.node.output_min, call.node.output_max);
+  }
+  return Status::ok();
+}
+
+Status nan_keeping_clamp_kernel(const OwnKernelCall& call) {
+  const size_t count = output_shape(call).numel();
+  const float* input = input_floats(call, 0);
+  float* output = output_floats(call);
+  for (size_t i = 0; i < count; ++i) output[i] = clamp_keeping_nan(input[i], call.node.output_min, call.node.output_max);
+  return Status::ok();
+}
+
+// Over the innermost dim, as torch.softmax: a row holding NaN, or whose
+// largest value is infinite, is NaN throughout; -Infinity gives exactly 0.
+Status nan_keeping_softmax_kernel(const OwnKernelCall& call) {
+  const Shape& shape = output_shape(call);
+  const size_t len = shape.rank ? shape.dims[shape.rank - 1] : 1;
+  if (len == 0) return Status::ok();
+  const size_t rows = shape.numel() / len;
+  const float* input = input_floats(call, 0);
+  float* output = output_floats(call);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = input + r * len;
+    float* y = output + r * len;
+    float top = x[0];
+    for (size_t i = 1; i < len; ++i) top = maximum_keeping_nan(top, x[i]);
+    if (!std::isfinite(top)) {
+      std::fill(y, y + len, NAN);
+      continue;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < len; ++i) sum += (y[i] = std::exp(x[i] - top));
+    const float scale = static_cast<float>(1.0 / sum);
+    for (size_t i = 0; i < len; ++i) y[i] *= scale;
+  }
+  return Status::ok();
+}
+
+Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call) { return pool<true>(call); }
+Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call) { return pool<false>(call); }
+
+// The mean of each image's pixels per channel (NHWC in, N x C elements out).
+Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call) {
+  const Shape& in = call.shapes[call.node.inputs[0]];
+  const size_t batch = in.dims[0], pixels = in.dims[1] * in.dims[2], channels = in.dims[3];
+  const float* input = input_floats(call, 0);
+  float* output = output_floats(call);
+  for (size_t n = 0; n < batch; ++n) {
+    float* target = output + n * channels;
+    std::fill(target, target + channels, 0.0f);
+    for (size_t p = 0; p < pixels; ++p) {
+      const float* pixel = input + (n * pixels + p) * channels;
+      for (size_t c = 0; c < channels; ++c) target[c] += pixel[c];
+    }
+    for (size_t c = 0; c < channels; ++c) {
+      const float mean = pixels ? target[c] / static_cast<float>(pixels) : NAN;
+      target[c] = clamp_keeping_nan(mean, call.node.output_min, call.node.output_max);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace etna::xnn

@@ -1,0 +1,32 @@
+// The delegate's NaN-keeping variant (delegate.h): fp32 nodes whose kernels in
+// the linked (2022) XNNPACK turn NaN into a bound run as these instead. They
+// compute as PyTorch and onnxruntime do (NaN stays NaN, the node's bounds
+// are applied by output_bounds.h), plainly: they only run for calls whose
+// inputs hold NaN or an infinity, so they favour clarity over speed.
+#pragma once
+
+#include <vector>
+
+#include "backends/xnnpack/node_types.h"
+#include "core/status.h"
+
+namespace etna::xnn {
+
+// Runs the node's NaN-keeping kernel (nan_keeping_kernel_for), as
+// run_own_kernel runs a row's own kernel.
+Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
+                              void* const* data);
+
+Status nan_keeping_binary_kernel(const OwnKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
+Status nan_keeping_clamp_kernel(const OwnKernelCall& call);
+Status nan_keeping_softmax_kernel(const OwnKernelCall& call);
+Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call);
+Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call);
+Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call);
+
+// Whether any of `count` floats is NaN or an infinity.
+bool any_non_finite(const float* data, size_t count);
+// Whether any of `count` floats is an infinity (which a clamp may have made of a NaN).
+bool any_infinite(const float* data, size_t count);
+
+}  // namespace etna::xnn
