@@ -386,5 +386,24 @@ TEST(XnnpackNaN, ANaNMadeInsideIsFoundThroughTheInfinityItBecame) {
   EXPECT_TRUE(same_ieee(r[0], {kNaN, kInf, -kInf, 2.0f}));
 }
 
+// The square root, reciprocal square root and log of a negative make NaN
+// from numbers; a relu after them on XNNPACK would make it 0. The fast
+// variant checks those kernels' outputs and runs the call again.
+TEST(XnnpackNaN, ANaNMadeBySquareRootOrLogSurvivesALaterRelu) {
+  for (NodeUnion type : {NodeUnion::XNNSquareRoot, NodeUnion::XNNReciprocalSquareRoot, NodeUnion::XNNLog}) {
+    SCOPED_TRACE(fbx::EnumNameNodeUnion(type));
+    PayloadBuilder b;
+    const uint32_t x = b.input({4}, 0), made = b.internal({4}), out = b.output({4}, 1);
+    b.node(type, fbx::CreateUnary(b.fbb(), x, made, 0).Union());
+    b.node(NodeUnion::XNNClamp, fbx::CreateUnary(b.fbb(), made, out, 0).Union(), kRelu);
+    auto r = run_graph(b, {{{4}, {-1.0f, 4.0f, 1.0f, -0.5f}}}, {{{4}}});
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].size(), 4u);
+    EXPECT_TRUE(std::isnan(r[0][0]));
+    EXPECT_TRUE(std::isnan(r[0][3]));
+    EXPECT_FALSE(std::isnan(r[0][1]));
+  }
+}
+
 }  // namespace
 }  // namespace etna::test

@@ -250,6 +250,7 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
       Stage stage;
       stage.engine = engine;
       stage.keeps_nan = handling_ == NanHandling::kKeepNan && nan_keeping_kernel_for(graph_, node);
+      stage.checks_nan = loses_nan_ && engine == Engine::kOwnKernel && node_type_info(node.type).may_make_nan;
       stage.subgraph.nodes.push_back(node.index);
       stages_.push_back(std::move(stage));
     }
@@ -449,7 +450,7 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecord
   if (!plan) return plan.error();
   if (loses_nan_ && inputs_not_finite(**plan, args)) return execute_keeping_nan(args, count, profile);
   ETNA_TRY(run(**plan, args, profile));
-  if (loses_nan_ && outputs_may_hide_nan(**plan, args)) return execute_keeping_nan(args, count, profile);
+  if (loses_nan_ && may_hide_nan(**plan, args)) return execute_keeping_nan(args, count, profile);
   return Status::ok();
 }
 
@@ -462,14 +463,15 @@ bool XnnpackDelegate::inputs_not_finite(const ShapePlan& plan, EValue* const* ar
   return false;
 }
 
-bool XnnpackDelegate::outputs_may_hide_nan(const ShapePlan& plan, EValue* const* args) const {
-  bool infinite = false;
+bool XnnpackDelegate::may_hide_nan(const ShapePlan& plan, EValue* const* args) const {
+  bool suspect = made_nan_;
   for (uint32_t index : graph_.outputs) {
+    if (suspect) break;
     if (graph_.values[index].datatype != Datatype::fp32 || argmax_index_[index]) continue;
     const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
-    if (any_infinite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) infinite = true;
+    if (any_infinite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) suspect = true;
   }
-  if (!infinite) return false;
+  if (!suspect) return false;
   // Running again needs the inputs as they were.
   for (uint32_t output : graph_.outputs) {
     const Tensor& written = args[graph_.values[output].external_id]->to_tensor();
@@ -545,6 +547,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
     if (output_view_of_[v] != kNoValue) data_[v] = data_[output_view_of_[v]];
   }
 
+  made_nan_ = false;
   pthreadpool_t pool = threadpool_->get();
   for (size_t s = 0; s < stages_.size(); ++s) {
     Stage& stage = stages_[s];
@@ -581,6 +584,9 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
         Status ran = stage.keeps_nan ? run_nan_keeping_kernel(graph_, first, plan.shapes, data_.data())
                                      : run_own_kernel(graph_, first, plan.shapes, data_.data());
         if (!ran) return error(ran.error().code, ran.error().message);
+        if (stage.checks_nan && !made_nan_) {
+          made_nan_ = any_nan(static_cast<const float*>(data_[first.outputs[0]]), plan.shapes[first.outputs[0]].numel());
+        }
         break;
       }
     }

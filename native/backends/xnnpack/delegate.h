@@ -69,6 +69,7 @@ class XnnpackDelegate final : public DelegateHandle {
     SubgraphStage subgraph;                  // nodes (all engines) and externals (subgraph)
     std::shared_ptr<PackedOperator> packed;  // kPackedOperator
     bool keeps_nan = false;                  // kOwnKernel: the node's NaN-keeping kernel
+    bool checks_nan = false;                 // kOwnKernel, fast variant: may make NaN (NodeTypeInfo::may_make_nan)
     std::string name;                        // for profiles: "XNNFullyConnected (packed operator)"
   };
 
@@ -94,10 +95,11 @@ class XnnpackDelegate final : public DelegateHandle {
   Result<ShapePlan*> plan_for(const std::vector<size_t>& signature);
   Status run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile);
   // Whether a call must run on the NaN-keeping variant: before the fast run,
-  // an fp32 input holds NaN or an infinity; after it, an fp32 output holds an
-  // infinity and no output overwrote an input.
+  // an fp32 input holds NaN or an infinity; after it, a node that may make
+  // NaN made one or an fp32 output holds an infinity, and no output
+  // overwrote an input.
   bool inputs_not_finite(const ShapePlan& plan, EValue* const* args) const;
-  bool outputs_may_hide_nan(const ShapePlan& plan, EValue* const* args) const;
+  bool may_hide_nan(const ShapePlan& plan, EValue* const* args) const;
   Status execute_keeping_nan(EValue* const* args, size_t count, ProfileRecorder* profile);
   Error error(ErrorCode code, const std::string& message) const;
 
@@ -112,6 +114,7 @@ class XnnpackDelegate final : public DelegateHandle {
   std::shared_ptr<XnnpackProgramContext> program_;
   std::unique_ptr<XnnpackDelegate> keeping_nan_;
   uint64_t nan_keeping_calls_ = 0;
+  bool made_nan_ = false;  // this call's fast run: a checks_nan stage made NaN
   Graph graph_;
   std::vector<Stage> stages_;
   std::vector<std::shared_ptr<const AlignedBuffer>> constants_;  // per value; null unless XNNPACK reads it in place

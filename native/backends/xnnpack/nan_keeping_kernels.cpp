@@ -145,6 +145,12 @@ Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::v
 
 bool any_non_finite(const float* data, size_t count) { return largest_magnitude_bits(data, count) >= 0x7f800000u; }
 
+bool any_nan(const float* data, size_t count) {
+  bool found = false;
+  for (size_t i = 0; i < count; ++i) found |= std::isnan(data[i]);
+  return found;
+}
+
 bool any_infinite(const float* data, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     if (std::isinf(data[i])) return true;

@@ -26,6 +26,8 @@ Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call);
 
 // Whether any of `count` floats is NaN or an infinity.
 bool any_non_finite(const float* data, size_t count);
+// Whether any of `count` floats is NaN.
+bool any_nan(const float* data, size_t count);
 // Whether any of `count` floats is an infinity (which a clamp may have made of a NaN).
 bool any_infinite(const float* data, size_t count);
 

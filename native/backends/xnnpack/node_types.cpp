@@ -62,6 +62,12 @@ constexpr NodeTypeInfo keeping_nan_with(NodeTypeInfo info, Run run) {
   return info;
 }
 
+// An own kernel that can make NaN from numbers (NodeTypeInfo::may_make_nan).
+constexpr NodeTypeInfo making_nan(NodeTypeInfo info) {
+  info.may_make_nan = true;
+  return info;
+}
+
 // A node every payload using it is rejected for, with the reason.
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
   return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
@@ -194,9 +200,9 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                                    n.padding_left, n.kernel_height, n.kernel_width, c.in[0], c.out[0],
                                                    c.out[1], n.flags & ~kKeepDimsFlag);
              }),
-    subgraph(T::kSquareRoot, "XNNSquareRoot", 1, 1, R::kFloat, read_unary_node, same_shape_as_input,
-             "xnn_define_square_root",
-             [](const DefineCall& c) { return xnn_define_square_root(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    // Own, not XNNPACK's: the fast variant checks its output for NaN.
+    making_nan(own(T::kSquareRoot, "XNNSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input,
+                   sqrt_kernel)),
     subgraph(T::kCeiling, "XNNCeiling", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_ceiling",
              [](const DefineCall& c) { return xnn_define_ceiling(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     subgraph(T::kHardswish, "XNNHardswish", 1, 1, R::kFloat, read_unary_node, same_shape_as_input,
@@ -243,9 +249,9 @@ constexpr NodeTypeInfo kNodeTypes[] = {
     own(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
     packed(T::kConvTranspose2d, "XNNConvTranspose2d", 0, R::kTensorWeights, read_convolution_node, convolution_shape),
-    own(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
-        same_shape_as_input, rsqrt_kernel),
-    own(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel),
+    making_nan(own(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
+                   same_shape_as_input, rsqrt_kernel)),
+    making_nan(own(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel)),
     own(T::kGelu, "XNNGelu", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, gelu_kernel),
     own(T::kTanh, "XNNTanh", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, tanh_kernel),
     own(T::kExp, "XNNExp", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, exp_kernel),

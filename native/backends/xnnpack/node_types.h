@@ -90,6 +90,10 @@ struct NodeTypeInfo {
   // delegate's NaN-keeping variant runs instead (nan_keeping_kernels.h);
   // nullptr when XNNPACK's kernel keeps NaN or the node is not a subgraph node.
   Status (*run_keeping_nan)(const OwnKernelCall& call) = nullptr;
+  // An own kernel that can make NaN from numbers (the square root, reciprocal
+  // square root or log of a negative): the fast variant checks its output,
+  // since a later XNNPACK clamp would turn that NaN into a number.
+  bool may_make_nan = false;
 };
 
 // The row of a valid NodeType.

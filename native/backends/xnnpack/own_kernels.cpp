@@ -396,6 +396,7 @@ Status batch_matmul_kernel(const OwnKernelCall& call) {
 }
 
 Status rsqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); }); }
+Status sqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sqrt(x); }); }
 Status log_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::log(x); }); }
 // Exact (erf) form; the tanh approximation differs by up to ~1e-3. With
 // AVX2, erf is approximated to float precision (gelu_avx2).

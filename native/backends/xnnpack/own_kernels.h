@@ -1,8 +1,9 @@
 // etna's own implementations of the node types the linked (2022) XNNPACK has
 // no subgraph node for: data movement (transpose, concatenate, slice, copy,
-// reshape), batch matrix multiply, and fp32 elementwise math (rsqrt, log,
-// gelu, tanh, exp, sin, cos). They run between XNNPACK stages on the same
-// buffers.
+// reshape), batch matrix multiply, and fp32 elementwise math (sqrt, rsqrt, log,
+// gelu, tanh, exp, sin, cos; sqrt has an XNNPACK node, but the fast variant
+// checks what it makes for NaN, see node_types.h). They run between XNNPACK
+// stages on the same buffers.
 #pragma once
 
 #include <vector>
@@ -24,6 +25,7 @@ Status slice_kernel(const OwnKernelCall& call);
 Status copy_kernel(const OwnKernelCall& call);  // reshape and copy: the bytes as they are
 Status batch_matmul_kernel(const OwnKernelCall& call);
 Status rsqrt_kernel(const OwnKernelCall& call);  // fp32 elementwise from here on
+Status sqrt_kernel(const OwnKernelCall& call);
 Status log_kernel(const OwnKernelCall& call);
 Status gelu_kernel(const OwnKernelCall& call);
 Status tanh_kernel(const OwnKernelCall& call);
