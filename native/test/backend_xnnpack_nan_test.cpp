@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backend_test_support.h"
+#include "backends/xnnpack/nan_keeping_kernels.h"
 
 namespace etna::test {
 namespace {
@@ -402,6 +403,32 @@ TEST(XnnpackNaN, ANaNMadeBySquareRootOrLogSurvivesALaterRelu) {
     EXPECT_TRUE(std::isnan(r[0][0]));
     EXPECT_TRUE(std::isnan(r[0][3]));
     EXPECT_FALSE(std::isnan(r[0][1]));
+  }
+}
+
+// The scan that picks a variant finds NaN and infinities anywhere: in the
+// vector body and the tail, with either sign, among numbers of every size.
+TEST(XnnpackNaN, TheScanFindsEverySpecialValueAtEveryPosition) {
+  const float numbers[] = {0.0f, -0.0f, 1.0f, -3.4e38f, 3.4e38f, 1e-45f, -1e-40f, 7.0f};
+  const float specials[] = {kNaN, -kNaN, kInf, -kInf};
+  for (size_t count : {0u, 1u, 7u, 31u, 32u, 33u, 100u}) {
+    std::vector<float> data(count);
+    for (size_t i = 0; i < count; ++i) data[i] = numbers[i % 8];
+    for (auto* scan : {&xnn::float_specials, &xnn::float_specials_scalar}) {
+      const xnn::FloatSpecials none = scan(data.data(), count);
+      EXPECT_FALSE(none.nan || none.infinity) << count;
+    }
+    for (size_t at = 0; at < count; ++at) {
+      for (float special : specials) {
+        std::vector<float> marked = data;
+        marked[at] = special;
+        for (auto* scan : {&xnn::float_specials, &xnn::float_specials_scalar}) {
+          const xnn::FloatSpecials found = scan(marked.data(), count);
+          EXPECT_EQ(found.nan, std::isnan(special)) << count << " at " << at;
+          EXPECT_EQ(found.infinity, std::isinf(special)) << count << " at " << at;
+        }
+      }
+    }
   }
 }
 

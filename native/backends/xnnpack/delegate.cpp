@@ -458,7 +458,8 @@ bool XnnpackDelegate::inputs_not_finite(const ShapePlan& plan, EValue* const* ar
   for (uint32_t index : graph_.inputs) {
     if (graph_.values[index].datatype != Datatype::fp32) continue;
     const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
-    if (any_non_finite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) return true;
+    const FloatSpecials found = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel());
+    if (found.nan || found.infinity) return true;
   }
   return false;
 }
@@ -469,7 +470,7 @@ bool XnnpackDelegate::may_hide_nan(const ShapePlan& plan, EValue* const* args) c
     if (suspect) break;
     if (graph_.values[index].datatype != Datatype::fp32 || argmax_index_[index]) continue;
     const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
-    if (any_infinite(static_cast<const float*>(tensor.data()), plan.shapes[index].numel())) suspect = true;
+    suspect = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel()).infinity;
   }
   if (!suspect) return false;
   // Running again needs the inputs as they were.
@@ -585,7 +586,8 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
                                      : run_own_kernel(graph_, first, plan.shapes, data_.data());
         if (!ran) return error(ran.error().code, ran.error().message);
         if (stage.checks_nan && !made_nan_) {
-          made_nan_ = any_nan(static_cast<const float*>(data_[first.outputs[0]]), plan.shapes[first.outputs[0]].numel());
+          const auto* made = static_cast<const float*>(data_[first.outputs[0]]);
+          made_nan_ = float_specials(made, plan.shapes[first.outputs[0]].numel()).nan;
         }
         break;
       }

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
 #include "backends/xnnpack/output_bounds.h"
@@ -122,17 +125,32 @@ Status pool(const OwnKernelCall& call) {
   return Status::ok();
 }
 
-// The largest |bit pattern| of `count` floats: at least 0x7f800000 exactly
-// when one of them is an infinity or NaN. A plain loop the compiler vectorises.
-uint32_t largest_magnitude_bits(const float* data, size_t count) {
-  uint32_t largest = 0;
-  for (size_t i = 0; i < count; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, data + i, sizeof bits);
-    largest = std::max(largest, bits & 0x7fffffffu);
+constexpr uint32_t kMagnitudeBits = 0x7fffffffu;
+constexpr uint32_t kInfinityBits = 0x7f800000u;  // above it: NaN
+
+#if defined(__x86_64__) || defined(__i386__)
+#define ETNA_SPECIALS_X86 1
+// Magnitude bits above or equal to an infinity's are ORed into two masks,
+// tested once at the end.
+__attribute__((target("avx2"))) FloatSpecials float_specials_avx2(const float* data, size_t count) {
+  const __m256i magnitude = _mm256_set1_epi32(static_cast<int>(kMagnitudeBits));
+  const __m256i infinity = _mm256_set1_epi32(static_cast<int>(kInfinityBits));
+  __m256i nan = _mm256_setzero_si256(), inf = nan;
+  size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    for (size_t k = 0; k < 32; k += 8) {
+      const __m256i bits =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + i + k)), magnitude);
+      nan = _mm256_or_si256(nan, _mm256_cmpgt_epi32(bits, infinity));
+      inf = _mm256_or_si256(inf, _mm256_cmpeq_epi32(bits, infinity));
+    }
   }
-  return largest;
+  FloatSpecials found = float_specials_scalar(data + i, count - i);
+  found.nan |= !_mm256_testz_si256(nan, nan);
+  found.infinity |= !_mm256_testz_si256(inf, inf);
+  return found;
 }
+#endif
 
 }  // namespace
 
@@ -143,19 +161,24 @@ Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::v
   return run(OwnKernelCall{node, shapes, data, sizeof(float), graph});
 }
 
-bool any_non_finite(const float* data, size_t count) { return largest_magnitude_bits(data, count) >= 0x7f800000u; }
-
-bool any_nan(const float* data, size_t count) {
-  bool found = false;
-  for (size_t i = 0; i < count; ++i) found |= std::isnan(data[i]);
-  return found;
+FloatSpecials float_specials_scalar(const float* data, size_t count) {
+  uint32_t nan = 0, inf = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    bits &= kMagnitudeBits;
+    nan |= bits > kInfinityBits;
+    inf |= bits == kInfinityBits;
+  }
+  return {nan != 0, inf != 0};
 }
 
-bool any_infinite(const float* data, size_t count) {
-  for (size_t i = 0; i < count; ++i) {
-    if (std::isinf(data[i])) return true;
-  }
-  return false;
+FloatSpecials float_specials(const float* data, size_t count) {
+#ifdef ETNA_SPECIALS_X86
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return float_specials_avx2(data, count);
+#endif
+  return float_specials_scalar(data, count);
 }
 
 Status nan_keeping_binary_kernel(const OwnKernelCall& call) {

@@ -24,11 +24,14 @@ Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call);
 Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call);
 Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call);
 
-// Whether any of `count` floats is NaN or an infinity.
-bool any_non_finite(const float* data, size_t count);
-// Whether any of `count` floats is NaN.
-bool any_nan(const float* data, size_t count);
-// Whether any of `count` floats is an infinity (which a clamp may have made of a NaN).
-bool any_infinite(const float* data, size_t count);
+// What `count` floats hold besides numbers. Scanned before and after every
+// fast call of a delegate that loses NaN, so it runs at memory speed (AVX2
+// when the CPU has it; float_specials_scalar is the same answer without).
+struct FloatSpecials {
+  bool nan = false;
+  bool infinity = false;
+};
+FloatSpecials float_specials(const float* data, size_t count);
+FloatSpecials float_specials_scalar(const float* data, size_t count);
 
 }  // namespace etna::xnn
