@@ -14,7 +14,7 @@ import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, t
 import { rewriteGraph } from './rewrite.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
-import { OP_HANDLERS } from './ops.js';
+import { OP_HANDLERS } from './ops/index.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
 /** The oldest default-domain opset the importer accepts. */

@@ -5,8 +5,9 @@
 // XNNPACK delegate runs: bilinear as its resize node, whole-factor nearest as
 // a broadcast copy); any other map is lowered exactly with index_select
 // gathers (and, for linear, a weighted sum of the two gathered neighbours).
-import { toNumbers } from './constant.js';
-import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
+import { toNumbers } from '../constant.js';
+import { dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
+import { arith, indexSelect } from './common.js';
 
 type CoordinateMode = 'half_pixel' | 'pytorch_half_pixel' | 'align_corners' | 'asymmetric' | 'tf_half_pixel_for_nn';
 type NearestMode = 'round_prefer_floor' | 'round_prefer_ceil' | 'floor' | 'ceil' | 'opset10';
@@ -92,12 +93,6 @@ function pytorchNearestMap(axis: Axis): number[] {
 
 const sameList = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((v, i) => v === b[i]);
 
-export interface ResizeOps {
-  /** Picks positions `indices` along `dim`. */
-  indexSelect(ctx: LoweringContext, x: OnnxValue, dim: number, indices: readonly number[]): OnnxValue;
-  arith(ctx: LoweringContext, node: NodeView, op: 'add' | 'mul', a: OnnxValue, b: OnnxValue): OnnxValue;
-}
-
 function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   const shape = shapeOf(x);
   const rank = shape.length;
@@ -135,7 +130,8 @@ function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   return [2, 3].map((d) => ({ inSize: shape[d]!, outSize: perDim[d]!.outSize, scale: perDim[d]!.scale }));
 }
 
-export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
+/** Resize, and Upsample (its older form). */
+export function resize(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const mode = node.string('mode', 'nearest');
@@ -157,7 +153,7 @@ export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
     if (maps.every((map, i) => sameList(map, pytorchNearestMap(axes[i]!)))) {
       return [ctx.emit('aten::upsample_nearest2d.vec_out', [ctx.tensor(x), { intList: [outH, outW] }, null], dtypeOf(x), outShape)];
     }
-    return [ops.indexSelect(ctx, ops.indexSelect(ctx, x, 2, maps[0]!), 3, maps[1]!)];
+    return [indexSelect(ctx, indexSelect(ctx, x, 2, maps[0]!), 3, maps[1]!)];
   }
 
   // PyTorch's bilinear grid: half-pixel centres at scale out/in clamped at 0, or aligned corners.
@@ -173,9 +169,9 @@ export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
     if (axis.inSize === axis.outSize && taps.low.every((v, k) => v === k && taps.highWeight[k] === 0)) return;
     const weightShape = [1, 1, 1, 1];
     weightShape[dim] = axis.outSize;
-    const low = ops.arith(ctx, node, 'mul', ops.indexSelect(ctx, y, dim, taps.low), ctx.constant(dtypeOf(x), weightShape, taps.lowWeight));
-    const high = ops.arith(ctx, node, 'mul', ops.indexSelect(ctx, y, dim, taps.high), ctx.constant(dtypeOf(x), weightShape, taps.highWeight));
-    y = ops.arith(ctx, node, 'add', low, high);
+    const low = arith(ctx, node, 'mul', indexSelect(ctx, y, dim, taps.low), ctx.constant(dtypeOf(x), weightShape, taps.lowWeight));
+    const high = arith(ctx, node, 'mul', indexSelect(ctx, y, dim, taps.high), ctx.constant(dtypeOf(x), weightShape, taps.highWeight));
+    y = arith(ctx, node, 'add', low, high);
   });
   return [y];
 }

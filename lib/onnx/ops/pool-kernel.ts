@@ -2,8 +2,8 @@
 // whose windows follow the input's size at run time. The default lowering
 // gathers windows with import-time indices, which hold for one size only; a
 // graph imported for a range of input sizes uses these kernels instead.
-import type { LoweringContext, OnnxValue } from './context.js';
-import { dtypeOf, shapeOf } from './context.js';
+import type { LoweringContext, OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf } from '../context.js';
 
 export interface PoolWindow {
   readonly kernel: readonly number[];
