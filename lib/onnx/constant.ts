@@ -2,6 +2,7 @@
 // results of folding, held as typed arrays with a static shape.
 import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
+import { dtypeFromOnnx } from './dtype.js';
 import type { OnnxTensorProto } from './proto.js';
 
 export type ConstData =
@@ -20,29 +21,6 @@ export interface ConstTensor {
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly data: ConstData;
-}
-
-/** ONNX TensorProto.DataType codes and the etna dtype each maps to. */
-const ONNX_DTYPES: Readonly<Record<number, DType>> = {
-  1: 'float32',
-  2: 'uint8',
-  3: 'int8',
-  4: 'uint16',
-  5: 'int16',
-  6: 'int32',
-  7: 'int64',
-  9: 'bool',
-  10: 'float16',
-  11: 'float64',
-  12: 'uint32',
-  13: 'uint64',
-  16: 'bfloat16',
-};
-
-export function dtypeFromOnnx(code: number, what: string): DType {
-  const dtype = ONNX_DTYPES[code];
-  if (dtype === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: ONNX element type ${code} is not supported`);
-  return dtype;
 }
 
 export function shapeSize(shape: readonly number[]): number {

@@ -4,6 +4,7 @@
 // evaluator here are lowered to kernels even when their inputs are constant.
 import type { DType } from '../export/dtype.js';
 import { allocate, elementAt, fromNumbers, gatherElements, shapeSize, stridesOf, toNumbers, type ConstTensor } from './constant.js';
+import { castTarget } from './dtype.js';
 
 export function broadcastShape(a: readonly number[], b: readonly number[]): number[] | undefined {
   const rank = Math.max(a.length, b.length);
@@ -136,20 +137,15 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
         return flat;
       })];
     }
-    case 'Transpose': {
-      const perm = attrs.ints('perm') ?? a.shape.map((_, i) => a.shape.length - 1 - i);
-      const strides = stridesOf(a.shape);
-      const outShape = perm.map((p) => a.shape[p]!);
-      return [gatherElements(a, outShape, (index) => index.reduce((sum, v, d) => sum + v * strides[perm[d]!]!, 0))];
-    }
+    case 'Transpose':
+      return [transposeConst(a, attrs.ints('perm') ?? a.shape.map((_, i) => a.shape.length - 1 - i))];
     case 'Range': {
       const [start, limit, delta] = inputs.map((t) => (t === undefined ? NaN : elementAt(t, 0)));
       const count = Math.max(Math.ceil((limit! - start!) / delta!), 0);
       return [fromNumbers(a.dtype, [count], Array.from({ length: count }, (_, i) => start! + i * delta!))];
     }
     case 'Cast': {
-      const to = attrs.int('to', 0);
-      const dtype = CAST_TARGETS[to];
+      const dtype = castTarget(attrs.int('to', 0));
       if (dtype === undefined) return undefined;
       return [fromNumbers(dtype, a.shape, toNumbers(a))];
     }
@@ -159,10 +155,6 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
       return undefined;
   }
 }
-
-const CAST_TARGETS: Readonly<Record<number, DType>> = {
-  1: 'float32', 2: 'uint8', 3: 'int8', 5: 'int16', 6: 'int32', 7: 'int64', 9: 'bool', 11: 'float64',
-};
 
 function flatOf(shape: readonly number[], index: readonly number[]): number {
   let flat = 0;
@@ -195,6 +187,13 @@ export function concatConst(tensors: readonly ConstTensor[], axis: number): Cons
 export function sliceConst(t: ConstTensor, starts: readonly number[], steps: readonly number[], outShape: readonly number[]): ConstTensor {
   const strides = stridesOf(t.shape);
   return gatherElements(t, outShape, (index) => index.reduce((sum, v, d) => sum + (starts[d]! + v * steps[d]!) * strides[d]!, 0));
+}
+
+/** A constant with its dims permuted: output dim d is input dim perm[d]. */
+export function transposeConst(t: ConstTensor, perm: readonly number[]): ConstTensor {
+  const strides = stridesOf(t.shape);
+  const outShape = perm.map((p) => t.shape[p]!);
+  return gatherElements(t, outShape, (index) => index.reduce((sum, v, d) => sum + v * strides[perm[d]!]!, 0));
 }
 
 /** The same data under a new shape. */

@@ -4,9 +4,9 @@
 // folded at import instead of lowered.
 import type { DType } from '../../export/dtype.js';
 import type { KernelArgument } from '../../export/method-builder.js';
-import { elementAt, fromNumbers, gatherElements, shapeSize, toNumbers, type ConstTensor } from '../constant.js';
+import { elementAt, fromNumbers, gatherElements, toNumbers, type ConstTensor } from '../constant.js';
 import { constValue, dtypeOf, isFloat, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
-import { broadcastShape, concatConst, reshapeConst, sliceConst } from '../fold.js';
+import { broadcastShape, concatConst, reshapeConst, sliceConst, transposeConst } from '../fold.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
 
@@ -22,23 +22,7 @@ export function permute(ctx: LoweringContext, x: OnnxValue, perm: readonly numbe
   const shape = shapeOf(x);
   const outShape = perm.map((p) => shape[p]!);
   if (perm.every((p, i) => p === i)) return x;
-  if (x.kind === 'const') {
-    const strides = shape.map((_, d) => shapeSize(shape.slice(d + 1)));
-    const t = x.tensor;
-    const count = shapeSize(outShape);
-    const values = new Array<number>(count);
-    const index = new Array<number>(outShape.length).fill(0);
-    for (let i = 0; i < count; i++) {
-      let flat = 0;
-      for (let d = 0; d < perm.length; d++) flat += index[d]! * strides[perm[d]!]!;
-      values[i] = elementAt(t, flat);
-      for (let d = outShape.length - 1; d >= 0; d--) {
-        if (++index[d]! < outShape[d]!) break;
-        index[d] = 0;
-      }
-    }
-    return constValue(fromNumbers(t.dtype, outShape, values));
-  }
+  if (x.kind === 'const') return constValue(transposeConst(x.tensor, perm));
   return ctx.emit('aten::permute_copy.out', [ctx.tensor(x), { intList: perm }], x.dtype, outShape);
 }
 

@@ -136,7 +136,7 @@ function blockedConv(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: Onnx
       ], dtypeOf(x), outShape));
     }
   }
-  const sum = pairwiseSum(ctx, node, partials);
+  const sum = pairwiseSum(ctx, partials);
   if (bias === undefined) return sum;
   return arith(ctx, node, 'add', sum, reshape(ctx, bias, [shapeOf(bias)[0]!, ...new Array<number>(spatial).fill(1)]));
 }

@@ -3,6 +3,7 @@
 import type { DType } from '../../export/dtype.js';
 import { elementAt, toNumbers } from '../constant.js';
 import { dtypeOf, isFloat, shapeOf, type NodeView, type OnnxValue } from '../context.js';
+import { castTarget } from '../dtype.js';
 import { arith, binaryShape, compare, convertFloat, expandTo, LOWEST_FLOAT32, scalarOperand, unary, where, zeroOf, type Arith, type OpHandler } from './common.js';
 
 /** The finite range of each float dtype: ONNX's default Clip bounds. */
@@ -83,8 +84,7 @@ export function pow(node: NodeView): OnnxValue[] {
 export function cast(node: NodeView): OnnxValue[] {
   const x = node.input(0);
   const to = node.int('to', 0);
-  const targets: Record<number, DType> = { 1: 'float32', 2: 'uint8', 3: 'int8', 5: 'int16', 6: 'int32', 7: 'int64', 9: 'bool', 11: 'float64' };
-  const dtype = targets[to];
+  const dtype = castTarget(to);
   if (dtype === undefined) node.fail(`cast to ONNX type ${to} is not supported`);
   if (dtypeOf(x) === dtype) return [x];
   return [node.ctx.emit('dim_order_ops::_to_dim_order_copy.out', [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtype, shapeOf(x))];

@@ -26,14 +26,7 @@ export function mm(ctx: LoweringContext, a: OnnxValue, b: OnnxValue): OnnxValue 
       const end = Math.min(k, s + BLOCK_TERMS);
       parts.push(ctx.emit('aten::mm.out', [ctx.tensor(slice(ctx, a, 1, s, end)), ctx.tensor(slice(ctx, b, 0, s, end))], dtypeOf(a), [m, n]));
     }
-    let level = parts;
-    while (level.length > 1) {
-      const next: OnnxValue[] = [];
-      for (let i = 0; i + 1 < level.length; i += 2) next.push(ctx.emit('aten::add.out', [ctx.tensor(level[i]!), ctx.tensor(level[i + 1]!), { int: 1 }], dtypeOf(a), [m, n]));
-      if (level.length % 2 === 1) next.push(level[level.length - 1]!);
-      level = next;
-    }
-    return level[0]!;
+    return pairwiseSum(ctx, parts);
   }
   return ctx.emit('aten::mm.out', [ctx.tensor(a), ctx.tensor(b)], dtypeOf(a), [m, n]);
 }
@@ -53,11 +46,15 @@ export function widened(ctx: LoweringContext, operands: (OnnxValue | undefined)[
 // pairwise.
 export const BLOCK_TERMS = 32;
 
-export function pairwiseSum(ctx: LoweringContext, node: NodeView, parts: OnnxValue[]): OnnxValue {
+/** Partial results of one shape and dtype added pairwise: ((p0 + p1) + (p2 + p3)) + ... */
+export function pairwiseSum(ctx: LoweringContext, parts: readonly OnnxValue[]): OnnxValue {
   let level = parts;
   while (level.length > 1) {
     const next: OnnxValue[] = [];
-    for (let i = 0; i + 1 < level.length; i += 2) next.push(arith(ctx, node, 'add', level[i]!, level[i + 1]!));
+    for (let i = 0; i + 1 < level.length; i += 2) {
+      const [a, b] = [level[i]!, level[i + 1]!];
+      next.push(ctx.emit('aten::add.out', [ctx.tensor(a), ctx.tensor(b), { int: 1 }], dtypeOf(a), shapeOf(a)));
+    }
     if (level.length % 2 === 1) next.push(level[level.length - 1]!);
     level = next;
   }

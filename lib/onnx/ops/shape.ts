@@ -5,6 +5,7 @@ import type { DType } from '../../export/dtype.js';
 import { viewShape } from '../../export/shape-inference.js';
 import { elementAt, fromNumbers, shapeSize, type ConstTensor } from '../constant.js';
 import { shapeOf, type NodeView, type OnnxValue } from '../context.js';
+import { onnxDtype } from '../dtype.js';
 import { broadcastShape, normalizeAxis } from '../fold.js';
 import { expandTo, permute, reshape } from './common.js';
 
@@ -86,10 +87,18 @@ export function expand(node: NodeView): OnnxValue[] {
   return [expandTo(node.ctx, x, target)];
 }
 
+// The dtypes ConstantOfShape fills.
+const FILL_DTYPES: ReadonlySet<DType> = new Set<DType>(['float32', 'int32', 'int64', 'bool', 'float64']);
+
+function fillDtype(code: number): DType | undefined {
+  const dtype = onnxDtype(code);
+  return dtype !== undefined && FILL_DTYPES.has(dtype) ? dtype : undefined;
+}
+
 export function constantOfShape(node: NodeView): OnnxValue[] {
   const shape = node.constInts(0, 'shape')!;
   const value = node.attribute('value')?.t;
-  const dtype = value === undefined ? 'float32' : ({ 1: 'float32', 6: 'int32', 7: 'int64', 9: 'bool', 11: 'float64' } as Record<number, DType>)[value.dataType];
+  const dtype = value === undefined ? 'float32' : fillDtype(value.dataType);
   if (dtype === undefined) node.fail('unsupported value type');
   let fill = 0;
   if (value !== undefined) {

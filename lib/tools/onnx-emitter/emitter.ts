@@ -7,25 +7,9 @@ import { EtnaError } from '../../errors.js';
 import type { DType } from '../../export/dtype.js';
 import type { ConstantTensor, GraphInstruction, MethodGraph, ProgramGraph, SharedBuffer } from '../../export/graph.js';
 import type { ProgramBuilder } from '../../export/program-builder.js';
+import { ONNX_DTYPE_CODES } from '../../onnx/dtype.js';
 import { padsByDim } from '../../export/shape.js';
 import { ProtoWriter } from './protobuf.js';
-
-/** ONNX TensorProto.DataType codes. */
-const ONNX_DATA_TYPE: Readonly<Record<DType, number>> = {
-  float32: 1,
-  uint8: 2,
-  int8: 3,
-  uint16: 4,
-  int16: 5,
-  int32: 6,
-  int64: 7,
-  bool: 9,
-  float16: 10,
-  float64: 11,
-  uint32: 12,
-  uint64: 13,
-  bfloat16: 16,
-};
 
 /** LayerNormalization needs opset 17; everything else emitted here is older. */
 export const ONNX_OPSET = 17;
@@ -276,7 +260,7 @@ class MethodEmitter {
   /** An ONNX name holding `source` converted and broadcast to the given tensor's dtype and shape. */
   private conformTo(source: number, target: number): string {
     let name = this.name(source);
-    if (this.dtype(source) !== this.dtype(target)) name = this.node('Cast', [name], this.fresh('cast'), [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE[this.dtype(target)] }]);
+    if (this.dtype(source) !== this.dtype(target)) name = this.node('Cast', [name], this.fresh('cast'), [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES[this.dtype(target)] }]);
     const from = this.shape(source);
     const to = this.shape(target);
     if (from.length !== to.length || from.some((d, i) => d !== to[i])) name = this.node('Expand', [name, this.int64Vector(to)], this.fresh('expanded'));
@@ -434,7 +418,7 @@ class MethodEmitter {
         return;
       }
       case 'dim_order_ops::_to_dim_order_copy.out':
-        this.define(a[3]!, 'Cast', [this.name(a[0]!)], [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE[this.dtype(a[3]!)] }]);
+        this.define(a[3]!, 'Cast', [this.name(a[0]!)], [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES[this.dtype(a[3]!)] }]);
         return;
       case 'aten::index_select.out':
         this.define(a[3]!, 'Gather', [this.name(a[0]!), this.name(a[2]!)], [{ name: 'axis', kind: 'int', value: this.int(a[1]!) }]);
@@ -544,7 +528,7 @@ class MethodEmitter {
     if (indexShape.length !== 1) return unsupported(this.graph.name, 'index_put is emitted only for a 1-D index tensor');
     const rows = indexShape[0]!;
     let indices = this.name(first);
-    if (this.dtype(first) !== 'int64') indices = this.node('Cast', [indices], this.fresh('index'), [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE.int64 }]);
+    if (this.dtype(first) !== 'int64') indices = this.node('Cast', [indices], this.fresh('index'), [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES.int64 }]);
     const targetShape = this.shape(target);
     const updateShape = [rows, ...targetShape.slice(1)];
     let updates = this.name(values);
@@ -562,7 +546,7 @@ class MethodEmitter {
       w.string(1, signature.name);
       w.message(2, (type) =>
         type.message(1, (tensor) => {
-          tensor.int(1, ONNX_DATA_TYPE[signature.dtype]);
+          tensor.int(1, ONNX_DTYPE_CODES[signature.dtype]);
           tensor.message(2, (shape) => {
             for (const dim of signature.shape) shape.message(1, (d) => d.int(1, dim));
           });
@@ -594,7 +578,7 @@ class MethodEmitter {
       for (const init of this.initializers.values()) {
         graph.message(5, (t) => {
           t.packedInts(1, init.shape);
-          t.int(2, ONNX_DATA_TYPE[init.dtype]);
+          t.int(2, ONNX_DTYPE_CODES[init.dtype]);
           t.string(8, init.name);
           t.bytes(9, init.bytes);
         });
