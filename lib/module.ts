@@ -1,11 +1,12 @@
-import { EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, toEtnaError } from './errors.js';
 import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type NativeProfileEvent, type ShareMemoryArenas } from './binding.js';
 import { native } from './native.js';
-import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, describeValue, disposeSymbol, mmapOption, Program, type ProgramSource } from './program.js';
+import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, disposeSymbol, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
 import type { ProfileEvent } from './profile.js';
-import { arrayTypeName, elementOf, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
+import { numel } from './shape.js';
+import { arrayTypeName, elementOf, isDType, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
 
 export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
 

@@ -1,4 +1,4 @@
-import { EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, toEtnaError } from './errors.js';
 import type { NativeProgram } from './binding.js';
 import { native } from './native.js';
 import type { MethodDescription, ProgramDescription } from './program-types.js';
@@ -61,12 +61,6 @@ export function mmapOption(options: Readonly<Record<string, unknown>>, caller: s
     throw new EtnaError('INVALID_INPUT', `${caller}: mmap maps files given by path; here nothing is (bytes are copied, a loaded Program is used as it is)`);
   }
   return mmap === true;
-}
-
-export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'object') return value.constructor?.name ?? 'object';
-  return typeof value === 'string' ? JSON.stringify(value) : `${typeof value} ${String(value)}`;
 }
 
 // Symbol.dispose and Symbol.asyncDispose (for `using`), which Node defines

@@ -1,36 +1,25 @@
-import { EtnaError } from './errors.js';
+import { describeValue, EtnaError } from './errors.js';
 
 import { DTYPE_TABLE, DTYPES, isDType, type DType, type TensorData } from './dtypes.js';
+import { numel } from './shape.js';
 
 export { arrayType, arrayTypeName, elementSize, isDType } from './dtypes.js';
 export type { DType, TensorData, TensorDataTypes } from './dtypes.js';
-
-export function numel(shape: readonly number[]): number {
-  return shape.reduce((product, size) => product * size, 1);
-}
 
 function invalid(message: string): never {
   throw new EtnaError('INVALID_INPUT', message);
 }
 
-/** A short description of a value for error messages. */
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'object' || typeof value === 'function') return (value as object).constructor?.name ?? 'object';
-  if (typeof value === 'string') return `'${value}'`;
-  return `${typeof value} ${String(value)}`;
-}
-
 function checkDType(dtype: unknown): DType {
-  if (!isDType(dtype)) invalid(`unknown dtype ${describe(dtype)} (one of ${DTYPES.join(', ')})`);
+  if (!isDType(dtype)) invalid(`unknown dtype ${describeValue(dtype)} (one of ${DTYPES.join(', ')})`);
   return dtype;
 }
 
 function checkShape(shape: unknown): readonly number[] {
-  if (!Array.isArray(shape)) invalid(`shape must be an array of sizes, got ${describe(shape)}`);
+  if (!Array.isArray(shape)) invalid(`shape must be an array of sizes, got ${describeValue(shape)}`);
   for (const [i, size] of (shape as unknown[]).entries()) {
     if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
-      invalid(`shape[${i}] = ${describe(size)} is not a non-negative integer`);
+      invalid(`shape[${i}] = ${describeValue(size)} is not a non-negative integer`);
     }
   }
   return shape as readonly number[];
@@ -38,7 +27,7 @@ function checkShape(shape: unknown): readonly number[] {
 
 function checkValues(values: unknown, dtype: DType): ArrayLike<unknown> {
   const arrayLike = Array.isArray(values) || (ArrayBuffer.isView(values) && !(values instanceof DataView));
-  if (!arrayLike) invalid(`${dtype} values must be an array, got ${describe(values)}`);
+  if (!arrayLike) invalid(`${dtype} values must be an array, got ${describeValue(values)}`);
   return values as ArrayLike<unknown>;
 }
 
@@ -55,7 +44,7 @@ const DECIMAL_INTEGER = /^[+-]?\d+$/;
 
 // Why an element was refused, naming it as `name` or `name[index]`.
 function refuse(value: unknown, name: string, index: number, problem: string): never {
-  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describe(value)} ${problem}`);
+  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describeValue(value)} ${problem}`);
 }
 
 type ElementConverter = (value: unknown, name: string, index: number) => number | bigint;
@@ -165,7 +154,7 @@ export class Tensor<D extends DType = DType> {
         invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
       }
       const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
-      invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describe(data)}${hint}`);
+      invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describeValue(data)}${hint}`);
     }
     checkShape(shape);
     if (data.length !== numel(shape)) {
@@ -311,5 +300,5 @@ export function toTensor(value: unknown, what = 'tensor'): Tensor {
     if (error instanceof EtnaError) throw new EtnaError(error.code, `${what}: ${error.message}`);
     throw error;
   }
-  return invalid(`${what}: ${expected}, got ${describe(value)}`);
+  return invalid(`${what}: ${expected}, got ${describeValue(value)}`);
 }

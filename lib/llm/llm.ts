@@ -4,9 +4,9 @@
 // stops, as ExecuTorch's TextLLMRunner does.
 import { randomInt } from 'node:crypto';
 
-import { EtnaError, toEtnaError } from '../errors.js';
+import { describeValue, EtnaError, toEtnaError } from '../errors.js';
 import { Module, MODULE_OPTIONS, type ModuleOptions } from '../module.js';
-import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, describeValue, Program, type ProgramSource } from '../program.js';
+import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, Program, type ProgramSource } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { readLlmMetadata, type LlmMetadata, type StepMethod } from './metadata.js';

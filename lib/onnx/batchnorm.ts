@@ -4,7 +4,8 @@
 // per-channel multiply and add by import-time tensors. Either way nothing is
 // normalised at run time, and the delegate sees one convolution (or two
 // arithmetic nodes) instead of rsqrt calls on constants.
-import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
+import { numel } from '../shape.js';
+import { fromNumbers, toNumbers, type ConstTensor } from './constant.js';
 import { producers, readCounts, type GraphTables } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
 
@@ -49,8 +50,8 @@ export interface FoldedConvAffines {
  * [out, in / groups, ...k]; ConvTranspose weights are [in, out / groups, ...k].
  */
 function outputChannelOf(conv: OnnxNode, shape: readonly number[]): { count: number; at: (i: number) => number } | undefined {
-  const taps = shapeSize(shape.slice(2));
-  if (conv.opType === 'Conv') return { count: shape[0]!, at: (i) => Math.floor(i / (shapeSize(shape) / shape[0]!)) };
+  const taps = numel(shape.slice(2));
+  if (conv.opType === 'Conv') return { count: shape[0]!, at: (i) => Math.floor(i / (numel(shape) / shape[0]!)) };
   const groups = Number(conv.attributes.find((a) => a.name === 'group')?.i ?? 1n);
   const [inChannels, groupOut] = shape as [number, number];
   if (groups < 1 || inChannels % groups !== 0) return undefined;
@@ -180,7 +181,7 @@ export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: Re
       const [outChannels, groupIn] = weight.shape as [number, number];
       const perChannel = other === undefined ? undefined : channelOperand(other, weight.shape.length, groupIn * groups);
       if (perChannel === undefined || groups < 1 || outChannels % groups !== 0) break;
-      const taps = shapeSize(weight.shape.slice(2));
+      const taps = numel(weight.shape.slice(2));
       const channelOfElement = (i: number): number => {
         const o = Math.floor(i / (groupIn * taps));
         return Math.floor(o / (outChannels / groups)) * groupIn + (Math.floor(i / taps) % groupIn);

@@ -2,6 +2,7 @@
 // results of folding, held as typed arrays with a static shape.
 import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
+import { numel } from '../shape.js';
 import { dtypeFromOnnx } from './dtype.js';
 import type { OnnxTensorProto } from './proto.js';
 
@@ -21,10 +22,6 @@ export interface ConstTensor {
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly data: ConstData;
-}
-
-export function shapeSize(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
 }
 
 export function allocate(dtype: DType, length: number): ConstData {
@@ -85,7 +82,7 @@ export function constFromProto(proto: OnnxTensorProto, what: string): ConstTenso
   if (proto.external) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: tensors stored in external files are not supported`);
   const dtype = dtypeFromOnnx(proto.dataType, what);
   const shape = proto.dims;
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const data = allocate(dtype, count);
   if (proto.rawData !== undefined && proto.rawData.length > 0) {
     const bytes = new Uint8Array(data.buffer, 0, data.byteLength);
@@ -119,7 +116,7 @@ export function stridesOf(shape: readonly number[]): number[] {
 
 /** Copies elements of `t` picked by `sourceIndex(outFlat)` into a new tensor of `shape`. */
 export function gatherElements(t: ConstTensor, shape: readonly number[], sourceIndex: (outIndex: number[]) => number): ConstTensor {
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const data = allocate(t.dtype, count);
   const index = new Array<number>(shape.length).fill(0);
   for (let i = 0; i < count; i++) {

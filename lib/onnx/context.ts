@@ -6,7 +6,7 @@ import type { DType } from '../export/dtype.js';
 import type { KernelArgument, MethodBuilder, TensorInput } from '../export/method-builder.js';
 import type { ProgramBuilder } from '../export/program-builder.js';
 import type { TensorValue } from '../export/graph.js';
-import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
+import { fromNumbers, toNumbers, type ConstTensor } from './constant.js';
 import type { OnnxAttribute, OnnxGraph, OnnxNode } from './proto.js';
 
 /** An ONNX value: known at import time, or a tensor computed by the method. */
@@ -189,8 +189,4 @@ export class NodeView {
     if (g === undefined) this.fail(`attribute '${name}' (a graph) is missing`);
     return g;
   }
-}
-
-export function numelOf(value: OnnxValue): number {
-  return shapeSize(shapeOf(value));
 }

@@ -3,7 +3,8 @@
 // nodes and weight rearrangements disappear before lowering. Ops without an
 // evaluator here are lowered to kernels even when their inputs are constant.
 import type { DType } from '../export/dtype.js';
-import { allocate, elementAt, fromNumbers, gatherElements, shapeSize, stridesOf, toNumbers, type ConstTensor } from './constant.js';
+import { numel } from '../shape.js';
+import { allocate, elementAt, fromNumbers, gatherElements, stridesOf, toNumbers, type ConstTensor } from './constant.js';
 import { castTarget } from './dtype.js';
 
 export function broadcastShape(a: readonly number[], b: readonly number[]): number[] | undefined {
@@ -34,7 +35,7 @@ function elementwise(inputs: readonly ConstTensor[], dtype: DType, fn: (values: 
     if (next === undefined) return undefined;
     shape = next;
   }
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const values = new Array<number>(count);
   const index = new Array<number>(shape.length).fill(0);
   const args = new Array<number>(inputs.length);
@@ -150,7 +151,7 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
       return [fromNumbers(dtype, a.shape, toNumbers(a))];
     }
     case 'Size':
-      return [fromNumbers('int64', [], [shapeSize(a.shape)])];
+      return [fromNumbers('int64', [], [numel(a.shape)])];
     default:
       return undefined;
   }
@@ -171,12 +172,12 @@ export function concatConst(tensors: readonly ConstTensor[], axis: number): Cons
   const first = tensors[0]!;
   const outShape = [...first.shape];
   outShape[axis] = tensors.reduce((sum, t) => sum + t.shape[axis]!, 0);
-  const data = allocate(first.dtype, shapeSize(outShape));
-  const outer = shapeSize(first.shape.slice(0, axis));
+  const data = allocate(first.dtype, numel(outShape));
+  const outer = numel(first.shape.slice(0, axis));
   let offset = 0;
   for (let o = 0; o < outer; o++) {
     for (const t of tensors) {
-      const block = shapeSize(t.shape.slice(axis));
+      const block = numel(t.shape.slice(axis));
       for (let i = 0; i < block; i++) (data as unknown as unknown[])[offset++] = t.data[o * block + i];
     }
   }

@@ -9,7 +9,8 @@ import { TensorValue } from '../export/graph.js';
 import type { MethodBuilder } from '../export/method-builder.js';
 import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js';
 import type { MethodGraph, SharedBuffer } from '../export/graph.js';
-import { constFromProto, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
+import { numel } from '../shape.js';
+import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
 import { dtypeFromOnnx } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
@@ -156,7 +157,7 @@ function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
   if (typeof value === 'object') return value;
   const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
   const shape = info.shape?.every((d) => typeof d === 'number') ? (info.shape as number[]) : [];
-  if (shapeSize(shape) !== 1) throw new EtnaError('INVALID_INPUT', `input '${info.name}' has shape ${JSON.stringify(shape)}; bind a scalar only to a one-element input`);
+  if (numel(shape) !== 1) throw new EtnaError('INVALID_INPUT', `input '${info.name}' has shape ${JSON.stringify(shape)}; bind a scalar only to a one-element input`);
   return fromNumbers(dtype, shape, [Number(value)]);
 }
 

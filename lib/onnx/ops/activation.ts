@@ -1,6 +1,6 @@
 // Activations and Softmax/LogSoftmax, with the edge cases (-0, NaN,
 // overflow) computed as onnxruntime computes them.
-import { shapeSize } from '../constant.js';
+import { numel } from '../../shape.js';
 import { dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
 import { normalizeAxis } from '../fold.js';
 import { arith, compare, reshape, unary, where, zeroOf, type OpHandler } from './common.js';
@@ -15,7 +15,7 @@ export function softmaxHandler(log: boolean): OpHandler {
     // Before opset 13 the input is viewed as a matrix split at `axis`; at the last dim that is a softmax over it.
     if (coerced !== undefined && coerced !== shape.length - 1) {
       const axis = coerced;
-      const flat = reshape(ctx, x, [shapeSize(shape.slice(0, axis)), shapeSize(shape.slice(axis))]);
+      const flat = reshape(ctx, x, [numel(shape.slice(0, axis)), numel(shape.slice(axis))]);
       const y = ctx.emit(name, [ctx.tensor(flat), { int: 1 }, { bool: false }], dtypeOf(x), shapeOf(flat));
       return [reshape(ctx, y, shape)];
     }

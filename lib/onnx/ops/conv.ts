@@ -2,7 +2,7 @@
 // im2col form ONNX Runtime sums in for short 1-D outputs on the delegate, and
 // blocked sums for long dot products on portable kernels.
 import { MAX_CONCATENATE_INPUTS } from '../../export/xnnpack/payload.js';
-import { shapeSize } from '../constant.js';
+import { numel } from '../../shape.js';
 import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
 import { arith, cat, constantPad, indexSelect, permute, reshape, slice, windowPads } from './common.js';
 import { BLOCK_TERMS, pairwiseSum, toDelegate, widened } from './matmul.js';
@@ -67,7 +67,7 @@ export function conv(node: NodeView): OnnxValue[] {
       return [reshape(ctx, y4, outShape)];
     }
   }
-  if (groups === 1 && shapeSize(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1) && !toDelegate(ctx, x, w, bias)) {
+  if (groups === 1 && numel(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1) && !toDelegate(ctx, x, w, bias)) {
     return [blockedConv(ctx, node, constantPad(ctx, x, pads, 0), w, bias, strides, kernel, outShape)];
   }
   return [ctx.emit('aten::convolution.out', [
@@ -113,7 +113,7 @@ function im2colConv1d(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: Onn
 function blockedConv(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, strides: readonly number[], kernel: readonly number[], outShape: readonly number[]): OnnxValue {
   const spatial = kernel.length;
   const channels = shapeOf(w)[1]!;
-  const window = shapeSize(kernel);
+  const window = numel(kernel);
   const channelBlock = Math.max(1, Math.floor(BLOCK_TERMS / window));
   // Split taps only for 1-D kernels longer than a block.
   const tapBlock = spatial === 1 && window > BLOCK_TERMS ? BLOCK_TERMS : kernel[spatial - 1]!;
@@ -181,7 +181,7 @@ export function convTranspose(node: NodeView): OnnxValue[] {
     const withAxis = reshape(ctx, x, before);
     const zerosShape = [...before];
     zerosShape[dim + 1] = s - 1;
-    const zeros = ctx.constant(dtypeOf(x), zerosShape, new Array<number>(shapeSize(zerosShape)).fill(0));
+    const zeros = ctx.constant(dtypeOf(x), zerosShape, new Array<number>(numel(zerosShape)).fill(0));
     const interleaved = cat(ctx, [withAxis, zeros], dim + 1);
     const merged = [...shape];
     merged[dim] = shape[dim]! * s;

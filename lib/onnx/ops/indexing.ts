@@ -1,6 +1,7 @@
 // Operators that pick, join or pad along axes: Slice, Gather, Concat,
 // Split and Pad.
-import { elementAt, shapeSize, toNumbers } from '../constant.js';
+import { numel } from '../../shape.js';
+import { elementAt, toNumbers } from '../constant.js';
 import { dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
 import { normalizeAxis } from '../fold.js';
 import { arith, cat, constantPad, indexSelect, reshape, slice } from './common.js';
@@ -42,7 +43,7 @@ export function pad(node: NodeView): OnnxValue[] {
   pads = pads.map((p) => Math.max(p, 0));
   if (mode === 'constant' && runtimeValue !== undefined) {
     // The pad value is only known at run time: pad with 0 and add value * (1 where padded).
-    const zeros = ctx.constant(dtypeOf(x), shapeOf(x), new Array<number>(shapeSize(shapeOf(x))).fill(0));
+    const zeros = ctx.constant(dtypeOf(x), shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(0));
     const mask = constantPad(ctx, zeros, pads, 1);
     return [arith(ctx, node, 'add', constantPad(ctx, x, pads, 0), arith(ctx, node, 'mul', mask, reshape(ctx, runtimeValue, [])))];
   }
@@ -128,9 +129,9 @@ export function gather(node: NodeView): OnnxValue[] {
     }
     return [reshape(ctx, indexSelect(ctx, data, axis, positions), outShape)];
   }
-  const flatIndex = reshape(ctx, indices, [shapeSize(indexShape)]);
+  const flatIndex = reshape(ctx, indices, [numel(indexShape)]);
   const selectedShape = [...shape];
-  selectedShape[axis] = shapeSize(indexShape);
+  selectedShape[axis] = numel(indexShape);
   const selected = ctx.emit('aten::index_select.out', [ctx.tensor(data), { int: axis }, ctx.tensor(flatIndex)], dtypeOf(data), selectedShape);
   return [reshape(ctx, selected, outShape)];
 }

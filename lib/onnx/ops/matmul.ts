@@ -1,7 +1,7 @@
 // Gemm and MatMul, and the matrix product the recurrent layers and
 // convolutions share: delegate-friendly forms on XNNPACK, float64 when the
 // import asks for wide accumulation, blocked sums otherwise.
-import { shapeSize } from '../constant.js';
+import { numel } from '../../shape.js';
 import { dtypeOf, isFloat, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
 import { broadcastShape } from '../fold.js';
 import { arith, convertFloat, expandTo, permute, reshape, slice } from './common.js';
@@ -105,8 +105,8 @@ export function matmul(node: NodeView): OnnxValue[] {
   } else {
     const batch = broadcastShape(aShape.slice(0, -2), bShape.slice(0, -2));
     if (batch === undefined) node.invalid(`batch dims of ${JSON.stringify(aShape)} and ${JSON.stringify(bShape)} do not broadcast`);
-    const count = shapeSize(batch);
-    if (bShape.length === 2 && shapeSize(aShape.slice(0, -2)) === count) {
+    const count = numel(batch);
+    if (bShape.length === 2 && numel(aShape.slice(0, -2)) === count) {
       const flat = reshape(ctx, expandTo(ctx, a, [...batch, m, k]), [count * m, k]);
       result = mm(ctx, flat, b);
     } else {

@@ -1,6 +1,6 @@
 // MaxPool and AveragePool (as one kernel when it fits, else as windows
 // gathered with import-time indices), and the global pools.
-import { shapeSize } from '../constant.js';
+import { numel } from '../../shape.js';
 import { dtypeOf, shapeOf } from '../context.js';
 import { arith, constantPad, indexSelect, LOWEST_FLOAT32, reshape, windowPads, type OpHandler } from './common.js';
 import { poolKernel } from './pool-kernel.js';
@@ -41,8 +41,8 @@ export function pool(kind: 'max' | 'average'): OpHandler {
     }
     const padded = constantPad(ctx, x, [...pads.slice(0, spatial), ...padEnds], kind === 'max' ? LOWEST_FLOAT32 : 0);
     const paddedSpatial = shapeOf(padded).slice(2);
-    const windowCount = shapeSize(kernel);
-    const outCount = shapeSize(outSpatial);
+    const windowCount = numel(kernel);
+    const outCount = numel(outSpatial);
     const indices: number[] = [];
     const sourcePositions: number[] = [];
     const divisors: number[] = [];
@@ -79,7 +79,7 @@ export function pool(kind: 'max' | 'average'): OpHandler {
       }
     }
     const [n, c] = shape as [number, number];
-    const flat = reshape(ctx, padded, [n, c, shapeSize(paddedSpatial)]);
+    const flat = reshape(ctx, padded, [n, c, numel(paddedSpatial)]);
     const windows = reshape(ctx, indexSelect(ctx, flat, 2, indices), [n, c, outCount, windowCount]);
     if (kind === 'max') {
       const values = reshape(ctx, reduceKernel(ctx, 'amax', windows, [3], false), [n, c, ...outSpatial]);
@@ -90,7 +90,7 @@ export function pool(kind: 'max' | 'average'): OpHandler {
       const tablePosition = reshape(ctx, arith(ctx, node, 'add', which, rowStart), [n * c * outCount]);
       const table = ctx.tensor(ctx.constant('int64', [sourcePositions.length], sourcePositions));
       const picked = ctx.emit('aten::index_select.out', [table, { int: 0 }, ctx.tensor(tablePosition)], 'int64', [n * c * outCount]);
-      const plane = shapeSize(inSpatial);
+      const plane = numel(inSpatial);
       const planeStart = ctx.constant('int64', [n, c, 1], Array.from({ length: n * c }, (_, i) => i * plane));
       const flatIndex = arith(ctx, node, 'add', reshape(ctx, picked, [n, c, outCount]), planeStart);
       return [values, reshape(ctx, flatIndex, [n, c, ...outSpatial])];

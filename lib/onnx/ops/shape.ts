@@ -3,7 +3,8 @@
 // and the pass-throughs (Identity, Dropout at inference).
 import type { DType } from '../../export/dtype.js';
 import { viewShape } from '../../export/shape-inference.js';
-import { elementAt, fromNumbers, shapeSize, type ConstTensor } from '../constant.js';
+import { numel } from '../../shape.js';
+import { elementAt, fromNumbers, type ConstTensor } from '../constant.js';
 import { shapeOf, type NodeView, type OnnxValue } from '../context.js';
 import { onnxDtype } from '../dtype.js';
 import { broadcastShape, normalizeAxis } from '../fold.js';
@@ -20,7 +21,7 @@ export function dropout(node: NodeView): (OnnxValue | undefined)[] {
     const training = node.constInput(2, 'training_mode');
     if (elementAt(training, 0) !== 0) node.fail('training_mode=1 is random and not supported');
   }
-  const mask = node.node.outputs.length > 1 ? node.ctx.constant('bool', shapeOf(x), new Array<number>(shapeSize(shapeOf(x))).fill(1)) : undefined;
+  const mask = node.node.outputs.length > 1 ? node.ctx.constant('bool', shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(1)) : undefined;
   return [x, mask];
 }
 
@@ -59,7 +60,7 @@ export function flatten(node: NodeView): OnnxValue[] {
   const x = node.input(0);
   const shape = shapeOf(x);
   const axis = normalizeAxis(node.int('axis', 1), shape.length);
-  return [reshape(node.ctx, x, [shapeSize(shape.slice(0, axis)), shapeSize(shape.slice(axis))])];
+  return [reshape(node.ctx, x, [numel(shape.slice(0, axis)), numel(shape.slice(axis))])];
 }
 
 export function transpose(node: NodeView): OnnxValue[] {
@@ -106,7 +107,7 @@ export function constantOfShape(node: NodeView): OnnxValue[] {
       ? elementAt({ dtype, shape: [1], data: fromRaw(dtype, value.rawData) }, 0)
       : Number(value.floatData[0] ?? value.int64Data[0] ?? value.int32Data[0] ?? value.doubleData[0] ?? 0);
   }
-  return [node.ctx.constant(dtype, shape, new Array<number>(shapeSize(shape)).fill(fill))];
+  return [node.ctx.constant(dtype, shape, new Array<number>(numel(shape)).fill(fill))];
 }
 
 function fromRaw(dtype: DType, raw: Uint8Array): ConstTensor['data'] {
@@ -129,5 +130,5 @@ export function shapeOp(node: NodeView): OnnxValue[] {
 }
 
 export function size(node: NodeView): OnnxValue[] {
-  return [node.ctx.constant('int64', [], [shapeSize(shapeOf(node.input(0)))])];
+  return [node.ctx.constant('int64', [], [numel(shapeOf(node.input(0)))])];
 }
