@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-import { SILERO_CHUNK, SILERO_IMPORT_OPTIONS, sileroAudioChunk, sileroModelBytes, sileroOriginalSession } from '../dist/tools/bench-silero.js';
+import { SILERO_CHUNK, SILERO_IMPORT_OPTIONS, sileroAudioChunk, sileroModelBytes, sileroOriginalSession } from '../dist/tools/bench/silero.js';
 
 const require = createRequire(import.meta.url);
 

@@ -12,10 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExportExample } from '../lib/cli/export-example.js';
 import { dequantizeInt4Groups, quantizeInt4Groups } from '../lib/export/quantize.js';
 import { Module, Tensor } from '../lib/index.js';
-import { prepareLlmArtifacts, type LlmArtifacts } from '../lib/tools/bench-llm/artifacts.js';
-import { formatLlmReport, llmTableRows, logitsDistance, runLlmBench } from '../lib/tools/bench-llm/bench-llm.js';
-import { dequantizeQ4_0, float16Bits, float16Value, ggufChunks, quantizeQ4_0 } from '../lib/tools/bench-llm/gguf.js';
-import { logSoftmax, prepareLlmLoader, type LlmRuntime } from '../lib/tools/bench-llm/runners.js';
+import { prepareLlmArtifacts, type LlmArtifacts } from '../lib/tools/bench/llm/artifacts.js';
+import { dequantizeQ4_0, float16Bits, float16Value, ggufChunks, quantizeQ4_0 } from '../lib/tools/bench/llm/gguf.js';
+import { logitsDistance, runLlmBench } from '../lib/tools/bench/llm/harness.js';
+import { formatLlmReport, llmTableRows } from '../lib/tools/bench/llm/report.js';
+import { logSoftmax, prepareLlmLoader, type LlmRuntime } from '../lib/tools/bench/llm/runners.js';
 import { createLlama8da4wWeights, headDim, Llama8da4wReference, LLAMA_8DA4W_PRESETS, type Llama8da4wWeights } from '../lib/tools/examples/llama-8da4w.js';
 
 const C = LLAMA_8DA4W_PRESETS.small;

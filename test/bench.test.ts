@@ -2,8 +2,11 @@
 // report of the documented shape, and an SVG with one bar group per configuration.
 import { describe, expect, it } from 'vitest';
 
-import { CONFIGS, compareMethods, formatJson, formatMarkdown, formatSvg, percentile, programResults, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
-import { formatSessionsTable, parseSessionCounts, sessionDecodeSteps, sessionsResults, type SessionsResult } from '../lib/tools/bench-sessions.js';
+import { parseSessionCounts } from '../lib/cli/bench.js';
+import { compareMethods, runBenchmarks, type BenchReport } from '../lib/tools/bench/harness.js';
+import { formatJson, formatMarkdown, formatSessionsTable, formatSvg, programResults, sessionsResults } from '../lib/tools/bench/report.js';
+import { CONFIGS, percentile } from '../lib/tools/bench/runner.js';
+import { sessionDecodeSteps, type SessionsResult } from '../lib/tools/bench/sessions.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
 function checkXml(text: string): void {

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { runInChild } from '../lib/tools/bench.js';
+import { runInChild } from '../lib/tools/bench/harness.js';
 import { runCli, type CliResult } from './helpers/cli.js';
 import { testdataPath } from './helpers/testdata.js';
 

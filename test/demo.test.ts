@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { prepareArtifacts, runInChild, withTemporaryDirectory, type BenchConfig } from '../lib/tools/bench.js';
+import { withTemporaryDirectory } from '../lib/tools/bench/child.js';
+import { prepareArtifacts, runInChild } from '../lib/tools/bench/harness.js';
+import type { BenchConfig } from '../lib/tools/bench/runner.js';
 import { formatDemoTable } from '../lib/cli/demo.js';
 import { exportExampleUsage, runExportExample } from '../lib/cli/export-example.js';
 import { ALL_EXAMPLE_NAMES, exampleInfo, exampleReference, KV_DECODER_LARGE_CONFIG } from '../lib/tools/examples/index.js';

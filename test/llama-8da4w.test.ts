@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { runExportExample } from '../lib/cli/export-example.js';
-import { runBenchmarks } from '../lib/tools/bench.js';
+import { runBenchmarks } from '../lib/tools/bench/harness.js';
 
 import { NodeUnion } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';

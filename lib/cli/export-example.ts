@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 
 import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName } from '../tools/examples/index.js';
 import { reportUsageError, usage, type Command } from './command.js';
-import { formatBytes } from './format.js';
+import { formatBytes } from '../format.js';
 
 function examplesList(): string {
   const lines = ['examples:'];

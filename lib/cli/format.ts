@@ -1,15 +1,9 @@
-// Text helpers shared by the CLI commands.
+// How the CLI commands show program values and outputs (lib/format.ts has
+// the byte sizes and tables the tools share).
 import type { Value } from '../module.js';
 import type { ValueDescription } from '../program-types.js';
 import { Tensor, type DType } from '../tensor.js';
 import { valueToJson } from './values-json.js';
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  if (bytes < 1024 * 1024 * 1024) return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
-  return `${(bytes / (1024 * 1024 * 1024)).toFixed(2)} GiB`;
-}
 
 export function formatValue(value: ValueDescription): string {
   if (value.kind !== 'tensor') return `${value.name} ${value.kind}`;
@@ -18,13 +12,6 @@ export function formatValue(value: ValueDescription): string {
   if (value.dynamism && value.dynamism !== 'static') notes.push(`${value.dynamism} shape`);
   if (!value.planned) notes.push('unplanned');
   return notes.length > 0 ? `${shape} (${notes.join(', ')})` : shape;
-}
-
-/** Left-aligned columns, two spaces apart. */
-export function table(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
 }
 
 /** Tensors with more elements than this print as a summary unless `--full` is given. */

@@ -6,7 +6,7 @@ import { EtnaError } from '../errors.js';
 import { formatBounds } from '../onnx/bounded.js';
 import { importOnnx, type ImportedTensorInfo, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
 import { readInputFile, reportUsageError, type Command, type ParsedArgs } from './command.js';
-import { formatBytes } from './format.js';
+import { formatBytes } from '../format.js';
 
 export const IMPORT_ONNX: Command = {
   spec: {

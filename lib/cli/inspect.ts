@@ -2,11 +2,12 @@
 // the tensors of an external data file.
 import fs from 'node:fs';
 
+import { formatBytes, table } from '../format.js';
 import { Program } from '../program.js';
 import type { ProgramDescription, ValueDescription } from '../program-types.js';
 import type { Command, CommandSpec } from './command.js';
 import { isExternalData, readExternalData, type ExternalDataDescription } from './external-data.js';
-import { formatBytes, formatValue, table } from './format.js';
+import { formatValue } from './format.js';
 
 export interface InspectIO {
   name: string;

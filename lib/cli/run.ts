@@ -3,10 +3,11 @@ import { writeFileSync } from 'node:fs';
 
 import { SHARE_WORDS, shareOption } from '../binding.js';
 import { EtnaError } from '../errors.js';
+import { formatBytes, table } from '../format.js';
 import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
 import { summarizeProfile, toChromeTrace, type ProfileEvent } from '../profile.js';
 import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
-import { formatBytes, formatOutput, SUMMARY_THRESHOLD, table } from './format.js';
+import { formatOutput, SUMMARY_THRESHOLD } from './format.js';
 import { FILLS, generateInputs, valueFromJson, valueToJson, type Fill } from './values-json.js';
 
 const RUN_SPEC: CommandSpec = {

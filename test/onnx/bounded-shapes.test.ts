@@ -12,7 +12,7 @@ import { EtnaError, Module, Program, Tensor } from '../../lib/index.js';
 import { importOnnx, type InputShape } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { runCli } from '../helpers/cli.js';
 
 const HEIGHT = 8;

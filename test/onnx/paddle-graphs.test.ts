@@ -10,8 +10,8 @@ import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
-import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
-import { isBuiltInProgram } from '../../lib/tools/bench.js';
+import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
+import { isBuiltInProgram } from '../../lib/tools/bench/harness.js';
 import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';

@@ -9,7 +9,7 @@ import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 
 const IN_SHAPE = [1, 3, 5, 7];
 

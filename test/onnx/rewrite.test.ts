@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { onnxModel, type TestNode } from './onnx-writer.js';
 

@@ -9,7 +9,7 @@
 // start signal to the last thread's end).
 import { Worker } from 'node:worker_threads';
 
-import { EtnaError } from '../../errors.js';
+import { EtnaError } from '../../../errors.js';
 
 /** Bytes streamed by each trial: far beyond any L3 cache. */
 export const BANDWIDTH_BUFFER_BYTES = 512 * 1024 * 1024;

@@ -12,8 +12,8 @@
 // element j in the low nibble and element j + 16 in the high nibble.
 import { closeSync, openSync, writeSync } from 'node:fs';
 
-import { EtnaError } from '../../errors.js';
-import { headDim, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
+import { EtnaError } from '../../../errors.js';
+import { headDim, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
 
 const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian uint32
 const GGUF_VERSION = 3;

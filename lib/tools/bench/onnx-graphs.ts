@@ -9,12 +9,12 @@
 import { performance } from 'node:perf_hooks';
 import type * as Ort from 'onnxruntime-node';
 
-import { table } from '../cli/format.js';
-import { Module, Tensor } from '../index.js';
-import { importOnnx, importOnnxGraph } from '../onnx/index.js';
-import type { ProgramBuilder } from '../export/index.js';
-import type { ExampleCall, ReferenceTensor } from './examples/index.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from './onnx-emitter/paddle-style.js';
+import { Module, Tensor } from '../../index.js';
+import { importOnnx, importOnnxGraph } from '../../onnx/index.js';
+import type { ProgramBuilder } from '../../export/index.js';
+import { numel } from '../../shape.js';
+import type { ExampleCall, ReferenceTensor } from '../examples/index.js';
+import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../onnx-emitter/paddle-style.js';
 
 interface OnnxGraphBench {
   readonly model: () => Uint8Array;
@@ -44,7 +44,7 @@ function graphOf(name: string): OnnxGraphBench {
 function graphInput(name: string): ReferenceTensor {
   const { inputShape } = graphOf(name);
   const next = seededUniform(3);
-  const data = Float32Array.from({ length: inputShape.reduce((a, b) => a * b, 1) }, () => next(-1, 1));
+  const data = Float32Array.from({ length: numel(inputShape) }, () => next(-1, 1));
   return { dtype: 'float32', shape: [...inputShape], data };
 }
 
@@ -166,37 +166,4 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
     await session.release();
     await module.dispose();
   }
-}
-
-export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
-  return [
-    ['graph', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|', 'delegate calls', 'kernel calls'],
-    ...rows.map((r) => [
-      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
-      r.relativeError.toExponential(1), String(r.calls.delegate), String(r.calls.kernel),
-    ]),
-  ];
-}
-
-/**
- * After the harness's table: each graph in `programs` timed beside
- * onnxruntime in this process (skipped when onnxruntime-node is missing).
- */
-export async function printOnnxGraphComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
-  const names = [...new Set(programs)].filter(isOnnxGraphName);
-  if (names.length === 0) return;
-  let ort: typeof Ort;
-  try {
-    const loaded = await import('onnxruntime-node');
-    // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
-    ort = (loaded as unknown as { default?: typeof Ort }).default ?? (loaded as unknown as typeof Ort);
-  } catch {
-    return;
-  }
-  const iterations = options.iterations ?? (options.quick ? 50 : 300);
-  const warmup = options.quick ? 5 : 30;
-  const rows: OnnxGraphComparison[] = [];
-  for (const name of names) rows.push(await compareOnnxGraph(ort, name, { iterations, warmup, threads: options.threads }));
-  console.log(`\nImported ONNX graphs beside onnxruntime, one process, ${options.threads} thread(s), calls alternating:`);
-  console.log(table(formatOnnxGraphComparisons(rows)));
 }

@@ -6,9 +6,9 @@
 // binary, never a build), onnxruntime with the cache passed in and out.
 import { createRequire } from 'node:module';
 
-import { EtnaError } from '../../errors.js';
-import { Module, Tensor } from '../../index.js';
-import { headDim, type Llama8da4wConfig } from '../examples/llama-8da4w.js';
+import { EtnaError } from '../../../errors.js';
+import { Module, Tensor } from '../../../index.js';
+import { headDim, type Llama8da4wConfig } from '../../examples/llama-8da4w.js';
 import { ONNX_LLAMA_NAMES } from './onnx-llama.js';
 
 export const LLM_RUNTIMES = ['etna', 'llama.cpp', 'onnxruntime'] as const;

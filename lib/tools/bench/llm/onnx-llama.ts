@@ -12,10 +12,10 @@
 // scales as float32), stored as MatMulNBits' blocks: per output row, 32 input
 // channels to a block of 16 bytes, element 2i in the low nibble, code + 8,
 // with the default zero point 8.
-import { EtnaError } from '../../errors.js';
-import { bf16Value, INT4_MIN, quantizeInt4Groups } from '../../export/quantize.js';
-import { headDim, ropeTables, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
-import { ProtoWriter } from '../onnx-emitter/protobuf.js';
+import { EtnaError } from '../../../errors.js';
+import { bf16Value, INT4_MIN, quantizeInt4Groups } from '../../../export/quantize.js';
+import { headDim, ropeTables, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
+import { ProtoWriter } from '../../onnx-emitter/protobuf.js';
 
 const ELEMENT_TYPE = { float: 1, uint8: 2, int32: 6, int64: 7 } as const;
 type ElementType = keyof typeof ELEMENT_TYPE;

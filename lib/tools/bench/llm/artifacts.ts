@@ -10,15 +10,15 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writ
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { runWorkerChild, serveWorker } from '../bench.js';
-import { buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset, type Llama8da4wConfig, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
+import { runWorkerChild, serveWorker } from '../child.js';
+import { buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset, type Llama8da4wConfig, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
 import { writeGguf } from './gguf.js';
 import { onnxLlama } from './onnx-llama.js';
 
 /** Bumped whenever a writer's output changes, so cached files are rewritten. */
 const ARTIFACTS_VERSION = 1;
 
-export const DEFAULT_LLM_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bench', 'cache', 'llm');
+export const DEFAULT_LLM_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'bench', 'cache', 'llm');
 
 export interface LlmArtifacts {
   readonly preset: string;
