@@ -1,5 +1,6 @@
 import { describeValue, EtnaError, toEtnaError } from './errors.js';
-import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type NativeProfileEvent, type ShareMemoryArenas } from './binding.js';
+import type { NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
+import { shareWord, type MemoryReport, type ShareMemoryArenas } from './memory.js';
 import { native } from './native.js';
 import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, disposeSymbol, mmapOption, Program, type ProgramSource } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
@@ -7,8 +8,6 @@ import { keyByName, positionsOf } from './feeds.js';
 import type { ProfileEvent } from './profile.js';
 import { numel } from './shape.js';
 import { arrayTypeName, elementOf, isDType, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
-
-export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
 
 /**
  * The most threads one module may ask for (`numThreads`). Each thread is a

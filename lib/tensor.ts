@@ -126,6 +126,24 @@ function within<T>(context: string | undefined, body: () => T): T {
   }
 }
 
+// What `new Tensor(dtype, shape, data)` checks: INVALID_INPUT unless `data`
+// is the dtype's TypedArray holding exactly the shape's elements.
+function checkTensor(dtype: DType, shape: readonly number[], data: TensorData): void {
+  checkDType(dtype);
+  const expected = DTYPE_TABLE[dtype].array;
+  if (!(data instanceof expected)) {
+    if (looksLikeOnnxruntimeOrder(shape, data)) {
+      invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
+    }
+    const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
+    invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describeValue(data)}${hint}`);
+  }
+  checkShape(shape);
+  if (data.length !== numel(shape)) {
+    invalid(`shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
+  }
+}
+
 // A call in onnxruntime's order (type, data, dims) puts the data in `shape`'s
 // place (a TypedArray, or a plain array as many elements long as the dims
 // in `data`'s place describe).
@@ -135,6 +153,10 @@ function looksLikeOnnxruntimeOrder(shape: unknown, data: unknown): boolean {
   const dims = data as unknown[];
   return dims.every((d) => Number.isInteger(d) && (d as number) >= 0) && numel(dims as number[]) === shape.length;
 }
+
+// Set only while tensorOver wraps an output the addon wrote: its dtype, shape
+// and data already agree, so the constructor skips the checks users' tensors get.
+let addonOutput = false;
 
 /**
  * A tensor: dtype, shape and a JS-owned TypedArray typed by dtype
@@ -147,19 +169,7 @@ export class Tensor<D extends DType = DType> {
   readonly data: TensorData<D>;
 
   constructor(dtype: D, shape: readonly number[], data: TensorData<D>) {
-    checkDType(dtype);
-    const expected = DTYPE_TABLE[dtype].array;
-    if (!(data instanceof expected)) {
-      if (looksLikeOnnxruntimeOrder(shape, data)) {
-        invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
-      }
-      const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
-      invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describeValue(data)}${hint}`);
-    }
-    checkShape(shape);
-    if (data.length !== numel(shape)) {
-      invalid(`shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
-    }
+    if (!addonOutput) checkTensor(dtype, shape, data);
     this.dtype = dtype;
     this.shape = Object.freeze([...shape]);
     this.data = data;
@@ -240,9 +250,19 @@ export class Tensor<D extends DType = DType> {
   }
 }
 
-/** Wraps `numel(shape)` elements at `byteOffset` of `buffer` as a tensor (no copy). */
+/**
+ * An output the addon wrote: `numel(shape)` elements at `byteOffset` of
+ * `buffer` as a tensor, without a copy and without the constructor's checks
+ * (the addon reported this dtype and shape for these bytes).
+ */
 export function tensorOver<D extends DType>(dtype: D, shape: readonly number[], buffer: ArrayBufferLike, byteOffset = 0): Tensor<D> {
-  return new Tensor(dtype, shape, new DTYPE_TABLE[dtype].array(buffer, byteOffset, numel(shape)));
+  const data = new DTYPE_TABLE[dtype].array(buffer, byteOffset, numel(shape));
+  addonOutput = true;
+  try {
+    return new Tensor(dtype, shape, data);
+  } finally {
+    addonOutput = false;
+  }
 }
 
 /** A tensor in etna's own field names; `data` must match `dtype` (one member per dtype). */

@@ -91,6 +91,21 @@ describe('Module on the real programs', () => {
     await m.dispose();
   });
 
+  it('returns outputs as frozen Tensors, and still checks the tensors users build afterwards', async () => {
+    const m = await Module.load(testdataPath('et_add.pte'));
+    const [y] = await m.execute('forward', [f32([1], [1]), f32([1], [2])]);
+    const [z] = m.executeSync('forward', [f32([1], [1]), f32([1], [2])]);
+    for (const output of [y, z] as Tensor[]) {
+      expect(output).toBeInstanceOf(Tensor);
+      expect(Object.isFrozen(output.shape)).toBe(true);
+      expect(output.data).toBeInstanceOf(Float32Array);
+    }
+    // Outputs skip the constructor's checks; a user's tensor made after them does not.
+    expect(() => new Tensor('float32', [2], new Float32Array(1))).toThrow(/shape \[2\] holds 2 elements, data has 1/);
+    expect(() => new Tensor('float32', [1], new Int32Array(1) as unknown as Float32Array)).toThrow(/Float32Array/);
+    await m.dispose();
+  });
+
   it('gives 1,000 concurrent mixed calls the results of the same calls made one by one', async () => {
     const m = await Module.load(testdataPath('npr_multi_method.pte'), { shareMemoryArenas: true });
     const calls = Array.from({ length: 1000 }, (_, i) => ({ method: i % 3 === 0 ? 'forward' : 'double', x: [i, -i / 2] }));

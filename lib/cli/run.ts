@@ -1,10 +1,10 @@
 // `etna run FILE`: runs one method, or a sequence of calls on one module.
 import { writeFileSync } from 'node:fs';
 
-import { SHARE_WORDS, shareOption } from '../binding.js';
 import { EtnaError } from '../errors.js';
 import { formatBytes, table } from '../format.js';
-import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
+import { SHARE_WORDS, shareOption, type MemoryReport, type ShareMemoryArenas } from '../memory.js';
+import { Module, type InputValue, type Value } from '../module.js';
 import { summarizeProfile, toChromeTrace, type ProfileEvent } from '../profile.js';
 import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
 import { formatOutput, SUMMARY_THRESHOLD } from './format.js';
