@@ -34,7 +34,8 @@ export function isFloat(dtype: DType): boolean {
   return dtype === 'float32' || dtype === 'float64' || dtype === 'float16' || dtype === 'bfloat16';
 }
 
-export class LoweringContext {
+/** One graph being imported into one method (export/lowering.ts's LoweringContext is another thing: passes over a built program). */
+export class ImportContext {
   readonly values = new Map<string, OnnxValue>();
   /** Which node produced each name, for error messages. */
   readonly producers = new Map<string, string>();
@@ -101,7 +102,7 @@ export class NodeView {
   constructor(
     readonly node: OnnxNode,
     readonly inputs: readonly (OnnxValue | undefined)[],
-    readonly ctx: LoweringContext,
+    readonly ctx: ImportContext,
   ) {}
 
   get op(): string {

@@ -11,7 +11,7 @@ import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js
 import type { MethodGraph, SharedBuffer } from '../export/graph.js';
 import { numel } from '../shape.js';
 import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from './constant.js';
-import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
+import { constValue, dtypeOf, ImportContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
 import { dtypeFromOnnx } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
 import { foldNode } from './fold.js';
@@ -171,7 +171,7 @@ interface RunStats {
 }
 
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
-function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void {
+function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
   const { nodes, constants, folded } = rewriteGraph(graph, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
@@ -179,7 +179,7 @@ function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void
   for (const node of nodes) runNode(node, ctx, stats);
 }
 
-function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
+function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
   const label = `node '${node.name || node.outputs[0] || '?'}' (${node.opType})`;
   if (node.domain !== '' && node.domain !== 'ai.onnx') {
     throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: operator domain '${node.domain}' is not supported`);
@@ -239,7 +239,7 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
  * contradict each other (INVALID_INPUT from shape inference) also name the
  * input shapes given at import, the usual cause.
  */
-function atNode(label: string, ctx: LoweringContext, error: unknown): unknown {
+function atNode(label: string, ctx: ImportContext, error: unknown): unknown {
   if (!(error instanceof EtnaError)) return error;
   const named = error.message.startsWith(label) ? error.message : `${label}: ${error.message}`;
   if (error.code !== 'INVALID_INPUT' || ctx.givenShapes === '') return named === error.message ? error : new EtnaError(error.code, named, { cause: error });
@@ -266,7 +266,7 @@ function constantNode(view: NodeView): OnnxValue {
 }
 
 /** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
-function ownedTensor(ctx: LoweringContext, value: OnnxValue): TensorValue {
+function ownedTensor(ctx: ImportContext, value: OnnxValue): TensorValue {
   const m = ctx.m;
   if (value.kind === 'tensor' && value.tensor instanceof TensorValue && m.graph.tensorNode(value.tensor.index).origin.kind === 'activation') {
     return value.tensor;
@@ -414,7 +414,7 @@ function importAtShapes(
   const outputs: ImportedTensorInfo[] = [];
   const stats: RunStats = { folded: 0, lowered: 0, spans: [] };
   program.method(methodName, (m) => {
-    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
+    const ctx = new ImportContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
     ctx.givenShapes = [...shapes].map(([name, shape]) => `${name}=${shape.join('x')}`).join(' ');
     const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
     for (const info of runtimeInputs) {

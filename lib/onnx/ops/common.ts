@@ -5,20 +5,20 @@
 import type { DType } from '../../export/dtype.js';
 import type { KernelArgument } from '../../export/method-builder.js';
 import { elementAt, fromNumbers, gatherElements, toNumbers, type ConstTensor } from '../constant.js';
-import { constValue, dtypeOf, isFloat, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { constValue, dtypeOf, isFloat, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { broadcastShape, concatConst, reshapeConst, sliceConst, transposeConst } from '../fold.js';
 
 export type OpHandler = (node: NodeView) => (OnnxValue | undefined)[];
 
 export const LOWEST_FLOAT32 = -3.4028234663852886e38;
 
-export function reshape(ctx: LoweringContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
+export function reshape(ctx: ImportContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
   if (x.kind === 'const') return constValue(reshapeConst(x.tensor, shape));
   if (shapeOf(x).length === shape.length && shapeOf(x).every((d, i) => d === shape[i])) return x;
   return ctx.emit('aten::view_copy.out', [ctx.tensor(x), { intList: shape }], x.dtype, shape);
 }
 
-export function permute(ctx: LoweringContext, x: OnnxValue, perm: readonly number[]): OnnxValue {
+export function permute(ctx: ImportContext, x: OnnxValue, perm: readonly number[]): OnnxValue {
   const shape = shapeOf(x);
   const outShape = perm.map((p) => shape[p]!);
   if (perm.every((p, i) => p === i)) return x;
@@ -27,7 +27,7 @@ export function permute(ctx: LoweringContext, x: OnnxValue, perm: readonly numbe
 }
 
 /** x[..., start:end:step, ...] along `dim` with start/end already clamped. */
-export function slice(ctx: LoweringContext, x: OnnxValue, dim: number, start: number, end: number, step = 1): OnnxValue {
+export function slice(ctx: ImportContext, x: OnnxValue, dim: number, start: number, end: number, step = 1): OnnxValue {
   const shape = shapeOf(x);
   const length = Math.max(0, Math.ceil((end - start) / step));
   if (start === 0 && step === 1 && length === shape[dim]) return x;
@@ -42,7 +42,7 @@ export function slice(ctx: LoweringContext, x: OnnxValue, dim: number, start: nu
 }
 
 /** Picks positions `indices` (already non-negative) along `dim`. */
-export function indexSelect(ctx: LoweringContext, x: OnnxValue, dim: number, indices: readonly number[]): OnnxValue {
+export function indexSelect(ctx: ImportContext, x: OnnxValue, dim: number, indices: readonly number[]): OnnxValue {
   const shape = shapeOf(x);
   if (indices.length === shape[dim] && indices.every((v, i) => v === i)) return x;
   const outShape = [...shape];
@@ -59,7 +59,7 @@ export function indexSelect(ctx: LoweringContext, x: OnnxValue, dim: number, ind
   return ctx.emit('aten::index_select.out', [ctx.tensor(x), { int: dim }, index], dtypeOf(x), outShape);
 }
 
-export function cat(ctx: LoweringContext, parts: readonly OnnxValue[], dim: number): OnnxValue {
+export function cat(ctx: ImportContext, parts: readonly OnnxValue[], dim: number): OnnxValue {
   if (parts.length === 1) return parts[0]!;
   if (parts.every((p) => p.kind === 'const')) return constValue(concatConst(parts.map((p) => (p as { tensor: ConstTensor }).tensor), dim));
   const shape = [...shapeOf(parts[0]!)];
@@ -83,7 +83,7 @@ export function scalarOperand(value: OnnxValue, other: OnnxValue): number | unde
 
 export type Arith = 'add' | 'sub' | 'mul' | 'div';
 
-export function arith(ctx: LoweringContext, node: NodeView, op: Arith, a: OnnxValue, b: OnnxValue): OnnxValue {
+export function arith(ctx: ImportContext, node: NodeView, op: Arith, a: OnnxValue, b: OnnxValue): OnnxValue {
   const dtype = dtypeOf(a);
   const shape = binaryShape(node, a, b);
   const integerDivision = op === 'div' && !isFloat(dtype);
@@ -102,24 +102,24 @@ export function arith(ctx: LoweringContext, node: NodeView, op: Arith, a: OnnxVa
   return ctx.emit(`aten::${op}.out`, [ctx.tensor(a), ctx.tensor(b), ...alpha], dtype, shape);
 }
 
-export function unary(ctx: LoweringContext, name: string, x: OnnxValue, outDtype?: DType): OnnxValue {
+export function unary(ctx: ImportContext, name: string, x: OnnxValue, outDtype?: DType): OnnxValue {
   return ctx.emit(name, [ctx.tensor(x)], outDtype ?? dtypeOf(x), shapeOf(x));
 }
 
-export function compare(ctx: LoweringContext, node: NodeView, kind: string, a: OnnxValue, b: OnnxValue): OnnxValue {
+export function compare(ctx: ImportContext, node: NodeView, kind: string, a: OnnxValue, b: OnnxValue): OnnxValue {
   const shape = binaryShape(node, a, b);
   const scalarB = scalarOperand(b, a);
   if (scalarB !== undefined) return ctx.emit(`aten::${kind}.Scalar_out`, [ctx.tensor(a), ctx.scalar(dtypeOf(a), scalarB)], 'bool', shape);
   return ctx.emit(`aten::${kind}.Tensor_out`, [ctx.tensor(a), ctx.tensor(b)], 'bool', shape);
 }
 
-export function where(ctx: LoweringContext, node: NodeView, cond: OnnxValue, x: OnnxValue, y: OnnxValue): OnnxValue {
+export function where(ctx: ImportContext, node: NodeView, cond: OnnxValue, x: OnnxValue, y: OnnxValue): OnnxValue {
   const shape = broadcastShape(binaryShape(node, cond, x), shapeOf(y));
   if (shape === undefined) node.invalid('operands of Where do not broadcast');
   return ctx.emit('aten::where.self_out', [ctx.tensor(cond), ctx.tensor(x), ctx.tensor(y)], dtypeOf(x), shape);
 }
 
-export function expandTo(ctx: LoweringContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
+export function expandTo(ctx: ImportContext, x: OnnxValue, shape: readonly number[]): OnnxValue {
   const current = shapeOf(x);
   if (current.length === shape.length && current.every((d, i) => d === shape[i])) return x;
   return ctx.emit('aten::expand_copy.out', [ctx.tensor(x), { intList: shape }, { bool: false }], dtypeOf(x), shape);
@@ -146,7 +146,7 @@ export function windowPads(node: NodeView, inputSpatial: readonly number[], kern
 }
 
 /** constant_pad_nd with ONNX-ordered pads ([begin per dim..., end per dim...] over the last `pads.length/2` dims). */
-export function constantPad(ctx: LoweringContext, x: OnnxValue, pads: readonly number[], value: number): OnnxValue {
+export function constantPad(ctx: ImportContext, x: OnnxValue, pads: readonly number[], value: number): OnnxValue {
   const shape = shapeOf(x);
   const padded = pads.length / 2;
   if (pads.every((p) => p === 0)) return x;
@@ -161,12 +161,12 @@ export function constantPad(ctx: LoweringContext, x: OnnxValue, pads: readonly n
 }
 
 /** float32 -> float64 (constants converted at import), or back. */
-export function convertFloat(ctx: LoweringContext, x: OnnxValue, dtype: DType): OnnxValue {
+export function convertFloat(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
   if (dtypeOf(x) === dtype) return x;
   if (x.kind === 'const') return constValue(fromNumbers(dtype, x.tensor.shape, toNumbers(x.tensor)));
   return ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtype, shapeOf(x));
 }
 
-export function zeroOf(ctx: LoweringContext, x: OnnxValue): OnnxValue {
+export function zeroOf(ctx: ImportContext, x: OnnxValue): OnnxValue {
   return ctx.constant(dtypeOf(x), [], [0]);
 }

@@ -3,7 +3,7 @@
 // blocked sums for long dot products on portable kernels.
 import { MAX_CONCATENATE_INPUTS } from '../../export/xnnpack/payload.js';
 import { numel } from '../../shape.js';
-import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { arith, cat, constantPad, indexSelect, permute, reshape, slice, windowPads } from './common.js';
 import { BLOCK_TERMS, pairwiseSum, toDelegate, widened } from './matmul.js';
 
@@ -86,7 +86,7 @@ export function conv(node: NodeView): OnnxValue[] {
 // connected layer, which XNNPACK sums in row order from zero.
 const IM2COL_MAX_POSITIONS = 16;
 
-function im2colConv1d(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, stride: number, outShape: readonly number[]): OnnxValue {
+function im2colConv1d(ctx: ImportContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, stride: number, outShape: readonly number[]): OnnxValue {
   const [batch, channels] = shapeOf(x) as [number, number, number];
   const [outChannels, , taps] = shapeOf(w) as [number, number, number];
   const positions = outShape[2]!;
@@ -110,7 +110,7 @@ function im2colConv1d(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: Onn
   return permute(ctx, reshape(ctx, y, [batch, positions, outChannels]), [0, 2, 1]);
 }
 
-function blockedConv(ctx: LoweringContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, strides: readonly number[], kernel: readonly number[], outShape: readonly number[]): OnnxValue {
+function blockedConv(ctx: ImportContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, strides: readonly number[], kernel: readonly number[], outShape: readonly number[]): OnnxValue {
   const spatial = kernel.length;
   const channels = shapeOf(w)[1]!;
   const window = numel(kernel);

@@ -2,7 +2,7 @@
 // convolutions share: delegate-friendly forms on XNNPACK, float64 when the
 // import asks for wide accumulation, blocked sums otherwise.
 import { numel } from '../../shape.js';
-import { dtypeOf, isFloat, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { dtypeOf, isFloat, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { broadcastShape } from '../fold.js';
 import { arith, convertFloat, expandTo, permute, reshape, slice } from './common.js';
 
@@ -11,11 +11,11 @@ import { arith, convertFloat, expandTo, permute, reshape, slice } from './common
  * goes to the XNNPACK delegate, which sums in order with fused multiply-adds
  * as ONNX Runtime does; products left on portable kernels are split into blocks.
  */
-export function toDelegate(ctx: LoweringContext, x: OnnxValue, weight: OnnxValue, bias?: OnnxValue): boolean {
+export function toDelegate(ctx: ImportContext, x: OnnxValue, weight: OnnxValue, bias?: OnnxValue): boolean {
   return ctx.xnnpack && dtypeOf(x) === 'float32' && dtypeOf(weight) === 'float32' && x.kind === 'tensor' && weight.kind === 'const' && (bias === undefined || bias.kind === 'const');
 }
 
-export function mm(ctx: LoweringContext, a: OnnxValue, b: OnnxValue): OnnxValue {
+export function mm(ctx: ImportContext, a: OnnxValue, b: OnnxValue): OnnxValue {
   const [m, k] = shapeOf(a) as [number, number];
   const n = shapeOf(b)[1]!;
   const wide = widened(ctx, [a, b], ([wa, wb]) => ctx.emit('aten::mm.out', [ctx.tensor(wa!), ctx.tensor(wb!)], 'float64', [m, n]));
@@ -32,7 +32,7 @@ export function mm(ctx: LoweringContext, a: OnnxValue, b: OnnxValue): OnnxValue 
 }
 
 /** Runs `compute` on float64 copies of float32 operands when the context asks for wide accumulation. */
-export function widened(ctx: LoweringContext, operands: (OnnxValue | undefined)[], compute: (wide: (OnnxValue | undefined)[]) => OnnxValue): OnnxValue | undefined {
+export function widened(ctx: ImportContext, operands: (OnnxValue | undefined)[], compute: (wide: (OnnxValue | undefined)[]) => OnnxValue): OnnxValue | undefined {
   if (!ctx.wideAccumulation || operands.some((o) => o !== undefined && dtypeOf(o) !== 'float32')) return undefined;
   const result = compute(operands.map((o) => (o === undefined ? undefined : convertFloat(ctx, o, 'float64'))));
   return convertFloat(ctx, result, 'float32');
@@ -47,7 +47,7 @@ export function widened(ctx: LoweringContext, operands: (OnnxValue | undefined)[
 export const BLOCK_TERMS = 32;
 
 /** Partial results of one shape and dtype added pairwise: ((p0 + p1) + (p2 + p3)) + ... */
-export function pairwiseSum(ctx: LoweringContext, parts: readonly OnnxValue[]): OnnxValue {
+export function pairwiseSum(ctx: ImportContext, parts: readonly OnnxValue[]): OnnxValue {
   let level = parts;
   while (level.length > 1) {
     const next: OnnxValue[] = [];

@@ -1,13 +1,13 @@
 // BatchNormalization (inference and training mode), InstanceNormalization
 // and LayerNormalization.
-import { dtypeOf, shapeOf, tensorValue, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf, tensorValue, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { batchNormAffine } from '../batchnorm.js';
 import { normalizeAxis } from '../fold.js';
 import { arith, expandTo, reshape, unary } from './common.js';
 import { reduceKernel } from './reduce.js';
 
 /** [C] parameters viewed as [C, 1, ...] against an input of `rank`. */
-function channelView(ctx: LoweringContext, p: OnnxValue, rank: number): OnnxValue {
+function channelView(ctx: ImportContext, p: OnnxValue, rank: number): OnnxValue {
   return reshape(ctx, p, [shapeOf(p)[0]!, ...new Array<number>(rank - 2).fill(1)]);
 }
 

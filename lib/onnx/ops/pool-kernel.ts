@@ -2,7 +2,7 @@
 // whose windows follow the input's size at run time. The default lowering
 // gathers windows with import-time indices, which hold for one size only; a
 // graph imported for a range of input sizes uses these kernels instead.
-import type { LoweringContext, OnnxValue } from '../context.js';
+import type { ImportContext, OnnxValue } from '../context.js';
 import { dtypeOf, shapeOf } from '../context.js';
 
 export interface PoolWindow {
@@ -20,7 +20,7 @@ export interface PoolWindow {
  * (not 2-D, asymmetric pads, pads over half the window, a dilated average, a
  * dilated max window over padding only, a dtype other than float32).
  */
-export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
+export function poolKernel(ctx: ImportContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
   const shape = shapeOf(x);
   const { kernel, strides, dilations, pads, ceil } = window;
   if (shape.length !== 4 || dtypeOf(x) !== 'float32' || kernel.length !== 2) return undefined;

@@ -1,7 +1,7 @@
 // LSTM and GRU unrolled over the sequence, with ONNX's gate orders; the
 // input projection of every step is one matrix product per direction.
 import { toNumbers } from '../constant.js';
-import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { arith, cat, permute, reshape, slice, unary } from './common.js';
 import { mm } from './matmul.js';
 
@@ -70,17 +70,17 @@ function initialState(node: NodeView, setup: RecurrentSetup, index: number, d: n
 }
 
 /** Weight matrix of direction d transposed to [in, gates*H]. */
-function directionWeight(ctx: LoweringContext, w: OnnxValue, d: number): OnnxValue {
+function directionWeight(ctx: ImportContext, w: OnnxValue, d: number): OnnxValue {
   const shape = shapeOf(w);
   const one = reshape(ctx, slice(ctx, w, 0, d, d + 1), shape.slice(1));
   return permute(ctx, one, [1, 0]);
 }
 
-function gate(ctx: LoweringContext, v: OnnxValue, index: number, hidden: number): OnnxValue {
+function gate(ctx: ImportContext, v: OnnxValue, index: number, hidden: number): OnnxValue {
   return slice(ctx, v, 1, index * hidden, (index + 1) * hidden);
 }
 
-function stackSteps(ctx: LoweringContext, steps: readonly OnnxValue[], batch: number, hidden: number): OnnxValue {
+function stackSteps(ctx: ImportContext, steps: readonly OnnxValue[], batch: number, hidden: number): OnnxValue {
   return cat(ctx, steps.map((h) => reshape(ctx, h, [1, 1, batch, hidden])), 0);
 }
 

@@ -1,5 +1,5 @@
 // Reductions (ReduceSum ... ReduceLogSumExp) and ArgMax/ArgMin.
-import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { normalizeAxis } from '../fold.js';
 import { arith, compare, indexSelect, reshape, unary, where, zeroOf, type OpHandler } from './common.js';
 
@@ -20,7 +20,7 @@ function reducedShape(shape: readonly number[], axes: readonly number[], keep: b
   return out;
 }
 
-export function reduceKernel(ctx: LoweringContext, kind: 'sum' | 'mean' | 'amax' | 'amin', x: OnnxValue, axes: readonly number[], keep: boolean): OnnxValue {
+export function reduceKernel(ctx: ImportContext, kind: 'sum' | 'mean' | 'amax' | 'amin', x: OnnxValue, axes: readonly number[], keep: boolean): OnnxValue {
   const shape = reducedShape(shapeOf(x), axes, keep);
   if (axes.length === 0) return x;
   if (kind === 'sum') return ctx.emit('aten::sum.IntList_out', [ctx.tensor(x), { intList: axes }, { bool: keep }, null], dtypeOf(x), shape);
