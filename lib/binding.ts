@@ -45,7 +45,12 @@ export interface NativeModule {
   /** Takes the inputs before returning (call only while the module is idle); runs on the thread pool. */
   execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
   /** With `profile` true, the call also records its events. */
-  execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[], profile: true): Promise<NativeProfiledResult>;
+  execute(
+    method: string,
+    inputs: unknown[],
+    outputs: (ArrayBuffer | ArrayBufferView | null)[],
+    profile: true,
+  ): Promise<NativeProfiledResult>;
   executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
   executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[], profile: true): NativeProfiledResult;
   dispose(): void;

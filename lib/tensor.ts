@@ -74,7 +74,12 @@ function integerConverter(dtype: DType, [min, max]: readonly [bigint, bigint]): 
       if (!Number.isInteger(value)) return refuse(value, name, index, `is not an integer${patterns}`);
       const integer = BigInt(value);
       if (!Number.isSafeInteger(value) && integer >= min && integer <= max) {
-        return refuse(value, name, index, `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`);
+        return refuse(
+          value,
+          name,
+          index,
+          `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`,
+        );
       }
       return inRange(integer, value, name, index);
     }
@@ -111,7 +116,8 @@ function allocate<D extends DType>(dtype: D, length: number, shape: readonly num
     return new array(length);
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
-    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} can hold (${error.message})`);
+    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} ` +
+      `can hold (${error.message})`);
   }
 }
 

@@ -87,7 +87,11 @@ describe('Module on the real programs', () => {
     const [y] = await m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [out] });
     expect(out[0]).toBe(3);
     expect((y as Tensor).data.buffer).toBe(out.buffer);
-    await expectCode(m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [new Int32Array(1)] }), 'INVALID_INPUT', /Float32Array/);
+    await expectCode(
+      m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [new Int32Array(1)] }),
+      'INVALID_INPUT',
+      /Float32Array/,
+    );
     await m.dispose();
   });
 
@@ -120,8 +124,16 @@ describe('Module on the real programs', () => {
   it('refuses bad input with a code and a reason, and runs fine afterwards', async () => {
     const m = await Module.load(testdataPath('et_add.pte'));
     await expectCode(m.execute('forward', [f32([1], [1])]), 'INVALID_INPUT', /takes 2 inputs, got 1/);
-    await expectCode(m.execute('forward', [f32([1], [1]), Tensor.int64([1], [1])]), 'INVALID_INPUT', /input 1: expected float32\[1\], got int64\[1\] \(dtype differs\)/);
-    await expectCode(m.execute('forward', [f32([2], [1, 2]), f32([1], [1])]), 'INVALID_INPUT', /input 0: expected float32\[1\], got float32\[2\] \(shape differs\)/);
+    await expectCode(
+      m.execute('forward', [f32([1], [1]), Tensor.int64([1], [1])]),
+      'INVALID_INPUT',
+      /input 1: expected float32\[1\], got int64\[1\] \(dtype differs\)/,
+    );
+    await expectCode(
+      m.execute('forward', [f32([2], [1, 2]), f32([1], [1])]),
+      'INVALID_INPUT',
+      /input 0: expected float32\[1\], got float32\[2\] \(shape differs\)/,
+    );
     await expectCode(m.execute('forward', [f32([1], [1]), 3 as unknown as Tensor]), 'INVALID_INPUT', /input 1: expected a tensor/);
     await expectCode(m.execute('backward', []), 'METHOD_NOT_FOUND', /no method named 'backward'.*'forward'/);
     expect(() => m.methodMeta('nope')).toThrow(EtnaError);
@@ -177,7 +189,10 @@ describe('Module on the real programs', () => {
   });
 
   it('refuses invalid options', async () => {
-    await expect(Module.load(testdataPath('et_add.pte'), { shareMemoryArenas: 'yes' as unknown as boolean })).rejects.toThrow(/shareMemoryArenas/);
+    await expect(Module.load(
+      testdataPath('et_add.pte'),
+      { shareMemoryArenas: 'yes' as unknown as boolean },
+    )).rejects.toThrow(/shareMemoryArenas/);
     await expect(Module.load(testdataPath('et_add.pte'), { numThreads: 0 })).rejects.toThrow(/numThreads/);
   });
 });

@@ -12,13 +12,17 @@ import type { Command } from './command.js';
 function parseThreads(text: string | undefined): number[] {
   if (text === undefined) return [1, 2];
   const values = text.split(',').map((part) => Number(part));
-  if (values.some((v) => !Number.isInteger(v) || v < 1)) throw new EtnaError('INVALID_INPUT', `--threads takes a list of integers >= 1 (like 1,2), got '${text}'`);
+  if (values.some((v) => !Number.isInteger(v) || v < 1)) {
+    throw new EtnaError('INVALID_INPUT', `--threads takes a list of integers >= 1 (like 1,2), got '${text}'`);
+  }
   return values;
 }
 
 function parseRuntimes(text: string): LlmRuntime[] {
   return text.split(',').map((name) => {
-    if (!(LLM_RUNTIMES as readonly string[]).includes(name)) throw new EtnaError('INVALID_INPUT', `--runtimes takes names from ${LLM_RUNTIMES.join(', ')}, got '${name}'`);
+    if (!(LLM_RUNTIMES as readonly string[]).includes(name)) {
+      throw new EtnaError('INVALID_INPUT', `--runtimes takes names from ${LLM_RUNTIMES.join(', ')}, got '${name}'`);
+    }
     return name as LlmRuntime;
   });
 }
@@ -30,7 +34,8 @@ export const BENCH_LLM: Command = {
     positionals: { min: 0, max: 0 },
     brief: 'compare etna, llama.cpp and onnxruntime on one Llama at a real size',
     summary:
-      'Writes the llama-8da4w example at a preset size three ways from the same seeded weights (.pte 8da4w, GGUF Q4_0, ONNX MatMulNBits),\n' +
+      'Writes the llama-8da4w example at a preset size three ways from the same seeded weights ' +
+      '(.pte 8da4w, GGUF Q4_0, ONNX MatMulNBits),\n' +
       'then times load, prefill and decode in each runtime, with resident memory and decode bandwidth against the measured read bandwidth.',
     options: [
       { name: 'preset', value: 'NAME', help: `model size: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')} (default stories110m)` },
@@ -56,7 +61,9 @@ export const BENCH_LLM: Command = {
     });
     console.log(formatLlmReport(report));
     const json = args.string('json');
-    if (json !== undefined) writeFileSync(json, `${JSON.stringify({ ...report, rows: report.rows.map(({ checkLogProbs: _, ...row }) => row) }, null, 2)}\n`);
+    if (json !== undefined) {
+      writeFileSync(json, `${JSON.stringify({ ...report, rows: report.rows.map(({ checkLogProbs: _, ...row }) => row) }, null, 2)}\n`);
+    }
     const md = args.string('md');
     if (md !== undefined) writeFileSync(md, `${formatLlmMarkdown(report)}\n`);
     return 0;

@@ -33,17 +33,24 @@ export function parseSessionCounts(text: string | undefined): number[] | undefin
   if (text === '0') return [];
   const counts = text.split(',').map((part) => part.trim());
   const bad = counts.find((part) => !/^\d+$/.test(part) || Number(part) < 1 || Number(part) > MAX_SESSIONS);
-  if (bad !== undefined) throw new EtnaError('INVALID_INPUT', `--sessions takes counts from 1 to ${MAX_SESSIONS} separated by commas, or 0, got '${text}'`);
+  if (bad !== undefined) {
+    throw new EtnaError('INVALID_INPUT', `--sessions takes counts from 1 to ${MAX_SESSIONS} separated by commas, or 0, got '${text}'`);
+  }
   return counts.map(Number);
 }
 
 /** After the harness's table: the decoders' methods beside onnxruntime in one process (skipped without onnxruntime-node). */
-async function printMethodComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
+async function printMethodComparisons(
+  programs: readonly string[],
+  options: { quick: boolean; threads: number; iterations?: number },
+): Promise<void> {
   const names = [...new Set(programs)].filter((name) => (isExampleName(name) || name === LARGE_DECODER_NAME) && hasOnnxForm(name));
   if (names.length === 0 || !onnxruntimeAvailable()) return;
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const rows: MethodComparison[] = [];
-  for (const name of names) rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads: options.threads })));
+  for (const name of names) {
+    rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads: options.threads })));
+  }
   console.log(`\nMethods beside onnxruntime, one process, ${options.threads} thread(s), calls alternating, both on the calling thread:`);
   console.log(table(formatMethodComparisons(rows)));
 }
@@ -52,7 +59,10 @@ async function printMethodComparisons(programs: readonly string[], options: { qu
  * After the harness's table: each graph in `programs` timed beside
  * onnxruntime in this process (skipped when onnxruntime-node is missing).
  */
-async function printOnnxGraphComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
+async function printOnnxGraphComparisons(
+  programs: readonly string[],
+  options: { quick: boolean; threads: number; iterations?: number },
+): Promise<void> {
   const names = [...new Set(programs)].filter(isOnnxGraphName);
   if (names.length === 0) return;
   let ort: typeof Ort;
@@ -131,7 +141,13 @@ export interface BenchCommand {
 }
 
 export async function runBench(command: BenchCommand): Promise<number> {
-  const report = await runBenchmarks({ files: command.files, quick: command.quick, threads: command.threads, iterations: command.iterations, sessions: command.sessions });
+  const report = await runBenchmarks({
+    files: command.files,
+    quick: command.quick,
+    threads: command.threads,
+    iterations: command.iterations,
+    sessions: command.sessions,
+  });
   const sessions = sessionsResults(report);
   console.log(formatConsoleTable(report));
   const compared = { quick: command.quick, threads: command.threads, iterations: command.iterations };
@@ -139,7 +155,9 @@ export async function runBench(command: BenchCommand): Promise<number> {
   await printOnnxGraphComparisons(report.results.map((r) => r.program), compared);
   if (sessions.length > 0) console.log(`\n${formatSessionsTable(sessions)}`);
   if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
-  if (command.md !== undefined) writeFileSync(command.md, formatMarkdown(report) + (sessions.length > 0 ? `\n${formatSessionsMarkdown(sessions)}` : ''));
+  if (command.md !== undefined) {
+    writeFileSync(command.md, formatMarkdown(report) + (sessions.length > 0 ? `\n${formatSessionsMarkdown(sessions)}` : ''));
+  }
   if (command.svg !== undefined) writeFileSync(command.svg, formatSvg(report));
   const unexpected = report.results.filter((r) => !r.outputsMatch && !(r.config === 'etna-unshared' && r.stateful));
   return unexpected.length === 0 ? 0 : 1;

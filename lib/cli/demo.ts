@@ -62,7 +62,16 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     for (const config of availableConfigs()) {
       process.stderr.write(`running kv-decoder as ${config}...\n`);
       collected.push(
-        await runInChild({ program: 'kv-decoder', config, threads: options.threads, iterations: 0, warmup: 0, session: 'generate', decodeSteps: options.steps, artifacts }),
+        await runInChild({
+          program: 'kv-decoder',
+          config,
+          threads: options.threads,
+          iterations: 0,
+          warmup: 0,
+          session: 'generate',
+          decodeSteps: options.steps,
+          artifacts,
+        }),
       );
     }
     return collected;

@@ -31,7 +31,9 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const command = COMMANDS.find(({ spec }) => spec.name === name);
-  if (command === undefined) return reportUsageError(undefined, `${name === undefined ? 'no command given' : `unknown command '${name}'`}\n\n${overview()}`);
+  if (command === undefined) {
+    return reportUsageError(undefined, `${name === undefined ? 'no command given' : `unknown command '${name}'`}\n\n${overview()}`);
+  }
   let json = false;
   try {
     const args = parseCommand(command.spec, rest);

@@ -11,7 +11,8 @@ function examplesList(): string {
     const info = exampleInfo(name);
     lines.push(`  ${name}: ${info.summary}`);
     for (const signature of info.methods) lines.push(`      ${signature}`);
-    if (info.presets !== undefined) lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position logits)`);
+    if (info.presets !== undefined) lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position ` +
+      `logits)`);
   }
   return lines.join('\n');
 }
@@ -24,12 +25,23 @@ export const EXPORT_EXAMPLE: Command = {
     brief: 'write a built-in example program',
     summary: 'Writes the built-in example NAME as a program with portable kernels, or lowered to XNNPACK.',
     options: [
-      { name: 'xnnpack', help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)' },
-      { name: 'preset', value: 'NAME', help: "write the example at one of its preset sizes, with seeded random weights (see the example's presets below)" },
+      {
+        name: 'xnnpack',
+        help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)',
+      },
+      {
+        name: 'preset',
+        value: 'NAME',
+        help: "write the example at one of its preset sizes, with seeded random weights (see the example's presets below)",
+      },
     ],
     notes: examplesList(),
   },
-  run: (args) => runExportExample(args.positionals[0]!, args.positionals[1]!, { xnnpack: args.flag('xnnpack'), preset: args.string('preset') }),
+  run: (args) => runExportExample(
+    args.positionals[0]!,
+    args.positionals[1]!,
+    { xnnpack: args.flag('xnnpack'), preset: args.string('preset') },
+  ),
 };
 
 export function exportExampleUsage(): string {
@@ -48,10 +60,15 @@ export function runExportExample(name: string, out: string, options: ExportExamp
   const xnnpack = options.xnnpack === true || exampleInfo(name).xnnpackOnly === true;
   const presets = exampleInfo(name).presets ?? [];
   if (options.preset !== undefined && !presets.includes(options.preset)) {
-    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has no preset '${options.preset}'${presets.length > 0 ? ` (available: ${presets.join(', ')})` : ''}`);
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' has no preset '${options.preset}'${presets.length > 0 ? ` (available: ${presets.join(', ')})` : ''}`,
+    );
   }
   const bytes = exportExample(name, { xnnpack, ...(options.preset !== undefined && { preset: options.preset }) });
   writeFileSync(out, bytes);
-  console.log(`wrote ${out} (${name}${options.preset !== undefined ? ` preset ${options.preset}` : ''}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
+  console.log(`wrote ${out} ` +
+    `(${name}${options.preset !== undefined ? ` preset ${options.preset}` : ''}${xnnpack ? ', lowered to XNNPACK' : ''}, ` +
+    `${formatBytes(bytes.byteLength)})`);
   return 0;
 }

@@ -87,7 +87,10 @@ export function constFromProto(proto: OnnxTensorProto, what: string): ConstTenso
   if (proto.rawData !== undefined && proto.rawData.length > 0) {
     const bytes = new Uint8Array(data.buffer, 0, data.byteLength);
     if (proto.rawData.length !== data.byteLength) {
-      throw new EtnaError('INVALID_INPUT', `${what}: raw data has ${proto.rawData.length} bytes, ${dtype}${JSON.stringify(shape)} needs ${data.byteLength}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${what}: raw data has ${proto.rawData.length} bytes, ${dtype}${JSON.stringify(shape)} needs ${data.byteLength}`,
+      );
     }
     bytes.set(proto.rawData);
     return { dtype, shape, data };
@@ -98,7 +101,9 @@ export function constFromProto(proto: OnnxTensorProto, what: string): ConstTenso
         : dtype === 'int64' ? proto.int64Data
           : dtype === 'uint32' || dtype === 'uint64' ? proto.uint64Data
             : proto.int32Data;
-  if (source.length !== count) throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);
+  if (source.length !== count) {
+    throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);
+  }
   for (let i = 0; i < count; i++) {
     const v = source[i]!;
     if (isBigData(data)) data[i] = BigInt(v);

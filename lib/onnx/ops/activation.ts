@@ -46,7 +46,13 @@ function exponentialLinear(node: NodeView, alphaDefault: number, scale: number, 
   const x = node.input(0);
   const alpha = node.float('alpha', alphaDefault);
   const gamma = node.float('gamma', scale);
-  const negative = arith(ctx, node, 'mul', arith(ctx, node, 'sub', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])), ctx.constant(dtypeOf(x), [], [alpha]));
+  const negative = arith(
+    ctx,
+    node,
+    'mul',
+    arith(ctx, node, 'sub', unary(ctx, 'aten::exp.out', x), ctx.constant(dtypeOf(x), [], [1])),
+    ctx.constant(dtypeOf(x), [], [alpha]),
+  );
   const y = zeroTakesExponential
     ? where(ctx, node, compare(ctx, node, 'gt', x, zeroOf(ctx, x)), x, negative)
     : where(ctx, node, compare(ctx, node, 'lt', x, zeroOf(ctx, x)), negative, x);
@@ -62,7 +68,13 @@ export function hardSigmoid(node: NodeView): OnnxValue[] {
   const x = node.input(0);
   const alpha = node.float('alpha', 0.2);
   const beta = node.float('beta', 0.5);
-  const linear = arith(ctx, node, 'add', arith(ctx, node, 'mul', x, ctx.constant(dtypeOf(x), [], [alpha])), ctx.constant(dtypeOf(x), [], [beta]));
+  const linear = arith(
+    ctx,
+    node,
+    'add',
+    arith(ctx, node, 'mul', x, ctx.constant(dtypeOf(x), [], [alpha])),
+    ctx.constant(dtypeOf(x), [], [beta]),
+  );
   return [ctx.emit('aten::clamp.out', [ctx.tensor(linear), { double: 0 }, { double: 1 }], dtypeOf(x), shapeOf(x))];
 }
 

@@ -38,7 +38,12 @@ export function slice(ctx: ImportContext, x: OnnxValue, dim: number, start: numb
     const steps = shape.map((_, d) => (d === dim ? step : 1));
     return constValue(sliceConst(x.tensor, starts, steps, outShape));
   }
-  return ctx.emit('aten::slice_copy.Tensor_out', [ctx.tensor(x), { int: dim }, { int: start }, { int: end }, { int: step }], x.dtype, outShape);
+  return ctx.emit(
+    'aten::slice_copy.Tensor_out',
+    [ctx.tensor(x), { int: dim }, { int: start }, { int: end }, { int: step }],
+    x.dtype,
+    outShape,
+  );
 }
 
 /** Picks positions `indices` (already non-negative) along `dim`. */
@@ -126,7 +131,13 @@ export function expandTo(ctx: ImportContext, x: OnnxValue, shape: readonly numbe
 }
 
 /** Explicit [begin..., end...] pads for a windowed op from `pads` / `auto_pad`. */
-export function windowPads(node: NodeView, inputSpatial: readonly number[], kernel: readonly number[], strides: readonly number[], dilations: readonly number[]): number[] {
+export function windowPads(
+  node: NodeView,
+  inputSpatial: readonly number[],
+  kernel: readonly number[],
+  strides: readonly number[],
+  dilations: readonly number[],
+): number[] {
   const rank = inputSpatial.length;
   const autoPad = node.string('auto_pad', 'NOTSET');
   if (autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
@@ -164,7 +175,12 @@ export function constantPad(ctx: ImportContext, x: OnnxValue, pads: readonly num
 export function convertFloat(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
   if (dtypeOf(x) === dtype) return x;
   if (x.kind === 'const') return constValue(fromNumbers(dtype, x.tensor.shape, toNumbers(x.tensor)));
-  return ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtype, shapeOf(x));
+  return ctx.emit(
+    'dim_order_ops::_to_dim_order_copy.out',
+    [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
+    dtype,
+    shapeOf(x),
+  );
 }
 
 export function zeroOf(ctx: ImportContext, x: OnnxValue): OnnxValue {

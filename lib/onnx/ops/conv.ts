@@ -86,7 +86,15 @@ export function conv(node: NodeView): OnnxValue[] {
 // connected layer, which XNNPACK sums in row order from zero.
 const IM2COL_MAX_POSITIONS = 16;
 
-function im2colConv1d(ctx: ImportContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, stride: number, outShape: readonly number[]): OnnxValue {
+function im2colConv1d(
+  ctx: ImportContext,
+  node: NodeView,
+  x: OnnxValue,
+  w: OnnxValue,
+  bias: OnnxValue | undefined,
+  stride: number,
+  outShape: readonly number[],
+): OnnxValue {
   const [batch, channels] = shapeOf(x) as [number, number, number];
   const [outChannels, , taps] = shapeOf(w) as [number, number, number];
   const positions = outShape[2]!;
@@ -110,7 +118,16 @@ function im2colConv1d(ctx: ImportContext, node: NodeView, x: OnnxValue, w: OnnxV
   return permute(ctx, reshape(ctx, y, [batch, positions, outChannels]), [0, 2, 1]);
 }
 
-function blockedConv(ctx: ImportContext, node: NodeView, x: OnnxValue, w: OnnxValue, bias: OnnxValue | undefined, strides: readonly number[], kernel: readonly number[], outShape: readonly number[]): OnnxValue {
+function blockedConv(
+  ctx: ImportContext,
+  node: NodeView,
+  x: OnnxValue,
+  w: OnnxValue,
+  bias: OnnxValue | undefined,
+  strides: readonly number[],
+  kernel: readonly number[],
+  outShape: readonly number[],
+): OnnxValue {
   const spatial = kernel.length;
   const channels = shapeOf(w)[1]!;
   const window = numel(kernel);
@@ -161,10 +178,14 @@ export function convTranspose(node: NodeView): OnnxValue[] {
     }
   }
   const symmetric = pads.slice(0, spatial).every((p, i) => p === pads[i + spatial]);
-  if (spatial === 2 && symmetric && toDelegate(ctx, x, w, bias) && outputPadding.every((p, i) => p >= 0 && p < strides[i]!) && pads.every((p) => p >= 0)) {
-    // The delegate's transposed convolution, with ONNX's geometry: out = (in - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1.
+  const delegable = outputPadding.every((p, i) => p >= 0 && p < strides[i]!) && pads.every((p) => p >= 0);
+  if (spatial === 2 && symmetric && toDelegate(ctx, x, w, bias) && delegable) {
+    // The delegate's transposed convolution, with ONNX's geometry:
+    // out = (in - 1) * stride - 2 * pad + dilation * (k - 1) + output_padding + 1.
     const outShape = [xShape[0]!, wShape[1]! * groups];
-    for (let i = 0; i < spatial; i++) outShape.push((inputSpatial[i]! - 1) * strides[i]! - 2 * pads[i]! + dilations[i]! * (kernel[i]! - 1) + outputPadding[i]! + 1);
+    for (let i = 0; i < spatial; i++) {
+      outShape.push((inputSpatial[i]! - 1) * strides[i]! - 2 * pads[i]! + dilations[i]! * (kernel[i]! - 1) + outputPadding[i]! + 1);
+    }
     return [ctx.emit('aten::convolution.out', [
       ctx.tensor(x), ctx.tensor(w), bias === undefined ? null : ctx.tensor(bias),
       { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },

@@ -4,7 +4,20 @@ import type { DType } from '../../export/dtype.js';
 import { elementAt, toNumbers } from '../constant.js';
 import { dtypeOf, isFloat, shapeOf, type NodeView, type OnnxValue } from '../context.js';
 import { castTarget } from '../dtype.js';
-import { arith, binaryShape, compare, convertFloat, expandTo, LOWEST_FLOAT32, scalarOperand, unary, where, zeroOf, type Arith, type OpHandler } from './common.js';
+import {
+  arith,
+  binaryShape,
+  compare,
+  convertFloat,
+  expandTo,
+  LOWEST_FLOAT32,
+  scalarOperand,
+  unary,
+  where,
+  zeroOf,
+  type Arith,
+  type OpHandler,
+} from './common.js';
 
 /** The finite range of each float dtype: ONNX's default Clip bounds. */
 const FINITE_RANGE: Partial<Record<DType, readonly [number, number]>> = {
@@ -56,7 +69,13 @@ export function pow(node: NodeView): OnnxValue[] {
     const odd = compare(ctx, node, 'ne', unary(ctx, 'aten::floor.out', half), half);
     const signed = arith(ctx, node, 'mul', y, where(ctx, node, odd, ctx.constant(floatDtype, [], [-1]), ctx.constant(floatDtype, [], [1])));
     // The sign bit decides, so -0 counts as negative: 1 / -0 is -Inf.
-    const reciprocalNegative = compare(ctx, node, 'lt', arith(ctx, node, 'div', ctx.constant(floatDtype, [], [1]), b), ctx.constant(floatDtype, [], [0]));
+    const reciprocalNegative = compare(
+      ctx,
+      node,
+      'lt',
+      arith(ctx, node, 'div', ctx.constant(floatDtype, [], [1]), b),
+      ctx.constant(floatDtype, [], [0]),
+    );
     const signBit = ctx.emit('aten::logical_or.out', [ctx.tensor(negative), ctx.tensor(reciprocalNegative)], 'bool', shapeOf(b));
     // -Inf and -0 to a fractional power are +0 or +Inf like their positive twins, not NaN.
     const zeroOrInfinite = ctx.emit('aten::logical_or.out', [
@@ -71,14 +90,24 @@ export function pow(node: NodeView): OnnxValue[] {
     const oneCases = [
       compare(ctx, node, 'eq', e, ctx.constant(floatDtype, [], [0])),
       compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [1])),
-      ctx.emit('aten::logical_and.out', [ctx.tensor(unitBase), ctx.tensor(infiniteExponent)], 'bool', binaryShape(node, unitBase, infiniteExponent)),
+      ctx.emit(
+        'aten::logical_and.out',
+        [ctx.tensor(unitBase), ctx.tensor(infiniteExponent)],
+        'bool',
+        binaryShape(node, unitBase, infiniteExponent),
+      ),
     ];
     for (const isOne of oneCases) y = where(ctx, node, isOne, ctx.constant(floatDtype, [], [1]), y);
   }
   y = expandTo(ctx, y, shape);
   if (isFloat(outDtype)) return [y];
   const rounded = unary(ctx, 'aten::round.out', y);
-  return [ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }], outDtype, shape)];
+  return [ctx.emit(
+    'dim_order_ops::_to_dim_order_copy.out',
+    [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }],
+    outDtype,
+    shape,
+  )];
 }
 
 export function cast(node: NodeView): OnnxValue[] {
@@ -87,7 +116,12 @@ export function cast(node: NodeView): OnnxValue[] {
   const dtype = castTarget(to);
   if (dtype === undefined) node.fail(`cast to ONNX type ${to} is not supported`);
   if (dtypeOf(x) === dtype) return [x];
-  return [node.ctx.emit('dim_order_ops::_to_dim_order_copy.out', [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtype, shapeOf(x))];
+  return [node.ctx.emit(
+    'dim_order_ops::_to_dim_order_copy.out',
+    [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
+    dtype,
+    shapeOf(x),
+  )];
 }
 
 export function clip(node: NodeView): OnnxValue[] {
@@ -109,7 +143,16 @@ export function clip(node: NodeView): OnnxValue[] {
       if (lowInput !== undefined) y = where(ctx, node, compare(ctx, node, 'lt', y, lowInput), lowInput, y);
       if (highInput !== undefined) y = where(ctx, node, compare(ctx, node, 'gt', y, highInput), highInput, y);
       if (range !== undefined && (lowInput === undefined || highInput === undefined)) {
-        y = ctx.emit('aten::clamp.out', [ctx.tensor(y), lowInput === undefined ? ctx.scalar(dtype, range[0]) : null, highInput === undefined ? ctx.scalar(dtype, range[1]) : null], dtype, shapeOf(y));
+        y = ctx.emit(
+          'aten::clamp.out',
+          [
+            ctx.tensor(y),
+            lowInput === undefined ? ctx.scalar(dtype, range[0]) : null,
+            highInput === undefined ? ctx.scalar(dtype, range[1]) : null,
+          ],
+          dtype,
+          shapeOf(y),
+        );
       }
       return [expandTo(ctx, y, shapeOf(x))];
     }
@@ -122,7 +165,12 @@ export function clip(node: NodeView): OnnxValue[] {
     high ??= range[1];
   }
   if (low === undefined && high === undefined) return [x];
-  return [ctx.emit('aten::clamp.out', [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)], dtype, shapeOf(x))];
+  return [ctx.emit(
+    'aten::clamp.out',
+    [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)],
+    dtype,
+    shapeOf(x),
+  )];
 }
 
 export function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
@@ -133,7 +181,12 @@ export function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
     for (const next of parts.slice(1)) {
       if (kind === 'sum' || kind === 'mean') acc = arith(ctx, node, 'add', acc, next);
       // maximum/minimum let NaN win from either side, as onnxruntime does; a compare-and-select would keep only the second's.
-      else acc = ctx.emit(`aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`, [ctx.tensor(acc), ctx.tensor(next)], dtypeOf(acc), binaryShape(node, acc, next));
+      else acc = ctx.emit(
+        `aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`,
+        [ctx.tensor(acc), ctx.tensor(next)],
+        dtypeOf(acc),
+        binaryShape(node, acc, next),
+      );
     }
     if (kind === 'mean') acc = arith(ctx, node, 'div', acc, ctx.constant(dtypeOf(acc), [], [parts.length]));
     if (parts.length === 1) acc = expandTo(ctx, acc, shapeOf(acc));
@@ -153,7 +206,12 @@ export function reciprocal(node: NodeView): OnnxValue[] {
 export function sign(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
-  const toX = (v: OnnxValue): OnnxValue => ctx.emit('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }], dtypeOf(x), shapeOf(x));
+  const toX = (v: OnnxValue): OnnxValue => ctx.emit(
+    'dim_order_ops::_to_dim_order_copy.out',
+    [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
+    dtypeOf(x),
+    shapeOf(x),
+  );
   const sign = arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))));
   if (!isFloat(dtypeOf(x))) return [sign];
   // NaN compares false both ways; it stays NaN.

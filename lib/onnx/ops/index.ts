@@ -15,7 +15,20 @@ import { globalPool, pool } from './pool.js';
 import { gru, lstm } from './recurrent.js';
 import { argReduce, reduceHandler } from './reduce.js';
 import { resize } from './resize.js';
-import { constantOfShape, dropout, expand, flatten, passThrough, reshapeOp, shapeOp, size, squeeze, tile, transpose, unsqueeze } from './shape.js';
+import {
+  constantOfShape,
+  dropout,
+  expand,
+  flatten,
+  passThrough,
+  reshapeOp,
+  shapeOp,
+  size,
+  squeeze,
+  tile,
+  transpose,
+  unsqueeze,
+} from './shape.js';
 
 export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Identity: passThrough,

@@ -132,7 +132,12 @@ export function gather(node: NodeView): OnnxValue[] {
   const flatIndex = reshape(ctx, indices, [numel(indexShape)]);
   const selectedShape = [...shape];
   selectedShape[axis] = numel(indexShape);
-  const selected = ctx.emit('aten::index_select.out', [ctx.tensor(data), { int: axis }, ctx.tensor(flatIndex)], dtypeOf(data), selectedShape);
+  const selected = ctx.emit(
+    'aten::index_select.out',
+    [ctx.tensor(data), { int: axis }, ctx.tensor(flatIndex)],
+    dtypeOf(data),
+    selectedShape,
+  );
   return [reshape(ctx, selected, outShape)];
 }
 

@@ -12,7 +12,8 @@ import { arith, convertFloat, expandTo, permute, reshape, slice } from './common
  * as ONNX Runtime does; products left on portable kernels are split into blocks.
  */
 export function toDelegate(ctx: ImportContext, x: OnnxValue, weight: OnnxValue, bias?: OnnxValue): boolean {
-  return ctx.xnnpack && dtypeOf(x) === 'float32' && dtypeOf(weight) === 'float32' && x.kind === 'tensor' && weight.kind === 'const' && (bias === undefined || bias.kind === 'const');
+  const float32 = dtypeOf(x) === 'float32' && dtypeOf(weight) === 'float32';
+  return ctx.xnnpack && float32 && x.kind === 'tensor' && weight.kind === 'const' && (bias === undefined || bias.kind === 'const');
 }
 
 export function mm(ctx: ImportContext, a: OnnxValue, b: OnnxValue): OnnxValue {
@@ -24,7 +25,12 @@ export function mm(ctx: ImportContext, a: OnnxValue, b: OnnxValue): OnnxValue {
     const parts: OnnxValue[] = [];
     for (let s = 0; s < k; s += BLOCK_TERMS) {
       const end = Math.min(k, s + BLOCK_TERMS);
-      parts.push(ctx.emit('aten::mm.out', [ctx.tensor(slice(ctx, a, 1, s, end)), ctx.tensor(slice(ctx, b, 0, s, end))], dtypeOf(a), [m, n]));
+      parts.push(ctx.emit(
+        'aten::mm.out',
+        [ctx.tensor(slice(ctx, a, 1, s, end)), ctx.tensor(slice(ctx, b, 0, s, end))],
+        dtypeOf(a),
+        [m, n],
+      ));
     }
     return pairwiseSum(ctx, parts);
   }
@@ -32,7 +38,11 @@ export function mm(ctx: ImportContext, a: OnnxValue, b: OnnxValue): OnnxValue {
 }
 
 /** Runs `compute` on float64 copies of float32 operands when the context asks for wide accumulation. */
-export function widened(ctx: ImportContext, operands: (OnnxValue | undefined)[], compute: (wide: (OnnxValue | undefined)[]) => OnnxValue): OnnxValue | undefined {
+export function widened(
+  ctx: ImportContext,
+  operands: (OnnxValue | undefined)[],
+  compute: (wide: (OnnxValue | undefined)[]) => OnnxValue,
+): OnnxValue | undefined {
   if (!ctx.wideAccumulation || operands.some((o) => o !== undefined && dtypeOf(o) !== 'float32')) return undefined;
   const result = compute(operands.map((o) => (o === undefined ? undefined : convertFloat(ctx, o, 'float64'))));
   return convertFloat(ctx, result, 'float32');
@@ -74,7 +84,12 @@ export function gemm(node: NodeView): OnnxValue[] {
   const cols = shapeOf(b)[1]!;
   // On the delegate the bias is added after the product (as ONNX Runtime does), not used as the starting sum.
   if (c !== undefined && alpha === 1 && beta === 1 && !toDelegate(ctx, a, b)) {
-    return [ctx.emit('aten::addmm.out', [ctx.tensor(c), ctx.tensor(a), ctx.tensor(b), { double: 1 }, { double: 1 }], dtypeOf(a), [rows, cols])];
+    return [ctx.emit(
+      'aten::addmm.out',
+      [ctx.tensor(c), ctx.tensor(a), ctx.tensor(b), { double: 1 }, { double: 1 }],
+      dtypeOf(a),
+      [rows, cols],
+    )];
   }
   let y = mm(ctx, a, b);
   if (alpha !== 1) y = arith(ctx, node, 'mul', y, ctx.constant(dtypeOf(a), [], [alpha]));

@@ -24,7 +24,13 @@ export function batchNorm(node: NodeView): OnnxValue[] {
     const centered = arith(ctx, node, 'sub', x, batchMean);
     const batchVar = reduceKernel(ctx, 'mean', arith(ctx, node, 'mul', centered, centered), axes, true);
     const inv = unary(ctx, 'aten::rsqrt.out', arith(ctx, node, 'add', batchVar, ctx.constant(dtypeOf(x), [], [eps])));
-    const y = arith(ctx, node, 'add', arith(ctx, node, 'mul', arith(ctx, node, 'mul', centered, inv), channelView(ctx, scale!, rank)), channelView(ctx, bias!, rank));
+    const y = arith(
+      ctx,
+      node,
+      'add',
+      arith(ctx, node, 'mul', arith(ctx, node, 'mul', centered, inv), channelView(ctx, scale!, rank)),
+      channelView(ctx, bias!, rank),
+    );
     const momentum = node.float('momentum', 0.9);
     const channels = shapeOf(scale!);
     const blend = (running: OnnxValue, current: OnnxValue): OnnxValue => arith(ctx, node, 'add',
@@ -59,7 +65,13 @@ export function instanceNorm(node: NodeView): OnnxValue[] {
   const variance = reduceKernel(ctx, 'mean', arith(ctx, node, 'mul', centered, centered), axes, true);
   const inv = unary(ctx, 'aten::rsqrt.out', arith(ctx, node, 'add', variance, ctx.constant(dtypeOf(x), [], [eps])));
   const normalized = arith(ctx, node, 'mul', centered, inv);
-  return [arith(ctx, node, 'add', arith(ctx, node, 'mul', normalized, channelView(ctx, node.input(1), rank)), channelView(ctx, node.input(2), rank))];
+  return [arith(
+    ctx,
+    node,
+    'add',
+    arith(ctx, node, 'mul', normalized, channelView(ctx, node.input(1), rank)),
+    channelView(ctx, node.input(2), rank),
+  )];
 }
 
 export function layerNorm(node: NodeView): (OnnxValue | undefined)[] {
@@ -69,7 +81,11 @@ export function layerNorm(node: NodeView): (OnnxValue | undefined)[] {
   const axis = normalizeAxis(node.int('axis', -1), shape.length);
   const normalized = shape.slice(axis);
   const eps = node.float('epsilon', 1e-5);
-  const affine = (v: OnnxValue | undefined): OnnxValue | undefined => (v === undefined ? undefined : expandTo(ctx, reshape(ctx, v, [...new Array<number>(Math.max(0, normalized.length - shapeOf(v).length)).fill(1), ...shapeOf(v)]), normalized));
+  const affine = (v: OnnxValue | undefined): OnnxValue | undefined => {
+    if (v === undefined) return undefined;
+    const leading = new Array<number>(Math.max(0, normalized.length - shapeOf(v).length)).fill(1);
+    return expandTo(ctx, reshape(ctx, v, [...leading, ...shapeOf(v)]), normalized);
+  };
   const scale = affine(node.input(1));
   const bias = affine(node.optional(2));
   const statsShape = [...shape.slice(0, axis), ...new Array<number>(normalized.length).fill(1)];

@@ -39,16 +39,29 @@ export function poolKernel(ctx: ImportContext, kind: 'max' | 'average', x: OnnxV
   if (outSpatial.some((o) => o < 1)) return undefined;
   // A dilated max window that reads only padding gives 0 in the kernel and on XNNPACK; the gathered lowering gives
   // the lowest float, as onnxruntime does.
-  if (kind === 'max' && [0, 1].some((i) => windowOnlyInPadding(shape[i + 2]!, outSpatial[i]!, kernel[i]!, strides[i]!, padding[i]!, dilations[i]!))) return undefined;
+  const paddingOnly = (i: number): boolean =>
+    windowOnlyInPadding(shape[i + 2]!, outSpatial[i]!, kernel[i]!, strides[i]!, padding[i]!, dilations[i]!);
+  if (kind === 'max' && [0, 1].some(paddingOnly)) return undefined;
   const outShape = [shape[0]!, shape[1]!, ...outSpatial];
   if (kind === 'average') {
-    const args = [ctx.tensor(x), { intList: kernel }, { intList: strides }, { intList: padding }, { bool: ceil }, { bool: window.includePad }, null];
+    const args = [
+      ctx.tensor(x),
+      { intList: kernel },
+      { intList: strides },
+      { intList: padding },
+      { bool: ceil },
+      { bool: window.includePad },
+      null,
+    ];
     return ctx.emit('aten::avg_pool2d.out', args, 'float32', outShape);
   }
   const values = ctx.out('float32', outShape);
   const indices = ctx.out('int64', outShape);
   const g = ctx.m.graph;
-  const ints = (list: readonly number[]): number => g.addValue({ kind: 'intList', items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })) });
+  const ints = (list: readonly number[]): number => g.addValue({
+    kind: 'intList',
+    items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })),
+  });
   g.addKernelCall('aten::max_pool2d_with_indices.out', [
     ctx.m.use(ctx.tensor(x)).index, ints(kernel), ints(strides), ints(padding), ints(dilations), g.addValue({ kind: 'bool', value: ceil }),
     values.index, indices.index, g.addValue({ kind: 'tensorList', items: [values.index, indices.index] }),

@@ -20,7 +20,13 @@ function reducedShape(shape: readonly number[], axes: readonly number[], keep: b
   return out;
 }
 
-export function reduceKernel(ctx: ImportContext, kind: 'sum' | 'mean' | 'amax' | 'amin', x: OnnxValue, axes: readonly number[], keep: boolean): OnnxValue {
+export function reduceKernel(
+  ctx: ImportContext,
+  kind: 'sum' | 'mean' | 'amax' | 'amin',
+  x: OnnxValue,
+  axes: readonly number[],
+  keep: boolean,
+): OnnxValue {
   const shape = reducedShape(shapeOf(x), axes, keep);
   if (axes.length === 0) return x;
   if (kind === 'sum') return ctx.emit('aten::sum.IntList_out', [ctx.tensor(x), { intList: axes }, { bool: keep }, null], dtypeOf(x), shape);
@@ -28,7 +34,10 @@ export function reduceKernel(ctx: ImportContext, kind: 'sum' | 'mean' | 'amax' |
   return ctx.emit(`aten::${kind}.out`, [ctx.tensor(x), { intList: axes }, { bool: keep }], dtypeOf(x), shape);
 }
 
-export function reduceHandler(kind: 'sum' | 'mean' | 'amax' | 'amin' | 'sumsquare' | 'l1' | 'l2' | 'logsum' | 'logsumexp', inputSince: number): OpHandler {
+export function reduceHandler(
+  kind: 'sum' | 'mean' | 'amax' | 'amin' | 'sumsquare' | 'l1' | 'l2' | 'logsum' | 'logsumexp',
+  inputSince: number,
+): OpHandler {
   return (node) => {
     const { ctx } = node;
     let x = node.input(0);

@@ -52,14 +52,19 @@ function nearestIndex(mode: NearestMode, coordinate: number, downsampling: boole
     case 'round_prefer_ceil':
       return Math.sign(coordinate) * Math.round(Math.abs(coordinate));
     case 'round_prefer_floor':
-      return coordinate === Math.trunc(coordinate) + 0.5 ? Math.floor(coordinate) : Math.sign(coordinate) * Math.round(Math.abs(coordinate));
+      return coordinate === Math.trunc(coordinate) + 0.5
+        ? Math.floor(coordinate)
+        : Math.sign(coordinate) * Math.round(Math.abs(coordinate));
   }
 }
 
 const clampIndex = (i: number, size: number): number => Math.min(Math.max(i, 0), size - 1);
 
 function nearestMap(coordinateMode: CoordinateMode, nearestMode: NearestMode, axis: Axis): number[] {
-  return Array.from({ length: axis.outSize }, (_, x) => clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize));
+  return Array.from(
+    { length: axis.outSize },
+    (_, x) => clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize),
+  );
 }
 
 /** Two neighbours and their weights per output position, as ONNX Runtime's bilinear kernel reads them. */
@@ -157,10 +162,18 @@ export function resize(node: NodeView): OnnxValue[] {
   }
 
   // PyTorch's bilinear grid: half-pixel centres at scale out/in clamped at 0, or aligned corners.
-  const halfPixel = axes.every((a) => (coordinateMode === 'half_pixel' || (coordinateMode === 'pytorch_half_pixel' && a.outSize > 1)) && a.scale === f32(a.outSize / a.inSize));
+  const halfPixel = axes.every((a) => {
+    const centres = coordinateMode === 'half_pixel' || (coordinateMode === 'pytorch_half_pixel' && a.outSize > 1);
+    return centres && a.scale === f32(a.outSize / a.inSize);
+  });
   const alignCorners = coordinateMode === 'align_corners';
   if (halfPixel || alignCorners) {
-    return [ctx.emit('aten::upsample_bilinear2d.vec_out', [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null], dtypeOf(x), outShape)];
+    return [ctx.emit(
+      'aten::upsample_bilinear2d.vec_out',
+      [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null],
+      dtypeOf(x),
+      outShape,
+    )];
   }
   let y = x;
   axes.forEach((axis, i) => {

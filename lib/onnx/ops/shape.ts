@@ -21,7 +21,9 @@ export function dropout(node: NodeView): (OnnxValue | undefined)[] {
     const training = node.constInput(2, 'training_mode');
     if (elementAt(training, 0) !== 0) node.fail('training_mode=1 is random and not supported');
   }
-  const mask = node.node.outputs.length > 1 ? node.ctx.constant('bool', shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(1)) : undefined;
+  const mask = node.node.outputs.length > 1
+    ? node.ctx.constant('bool', shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(1))
+    : undefined;
   return [x, mask];
 }
 

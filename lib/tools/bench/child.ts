@@ -57,7 +57,10 @@ export function runWorkerChild<T>(script: string, spec: object, label: string): 
         resolvePromise(reply as T);
         return;
       }
-      const failure = failed ? (reply as ChildFailure).error : { code: 'INTERNAL' as const, message: `child exited with ${code}: ${crashLine(stderr)}` };
+      const failure = failed ? (reply as ChildFailure).error : {
+        code: 'INTERNAL' as const,
+        message: `child exited with ${code}: ${crashLine(stderr)}`,
+      };
       reject(new EtnaError(failure.code, `${label}: ${failure.message}`));
     });
   });

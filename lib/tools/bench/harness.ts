@@ -34,7 +34,14 @@ import {
 } from '../examples/index.js';
 import { builderToOnnx, type OnnxProgram } from '../onnx-emitter/index.js';
 import { procStatusBytes, runWorkerChild, serveWorker, withTemporaryDirectory } from './child.js';
-import { alternateCalls, isOnnxGraphName, ONNX_GRAPH_NAMES, onnxGraphProgram, relativeDifference, type AlternatedTiming } from './onnx-graphs.js';
+import {
+  alternateCalls,
+  isOnnxGraphName,
+  ONNX_GRAPH_NAMES,
+  onnxGraphProgram,
+  relativeDifference,
+  type AlternatedTiming,
+} from './onnx-graphs.js';
 import {
   availableConfigs,
   etnaRunner,
@@ -109,20 +116,35 @@ function syntheticCalls(program: Program): ExampleCall[] {
 }
 
 /** Prefill of the first 8 tokens, then greedy decoding: each next token is the reference's argmax. */
-function generationSession(steps: number): { calls: ExampleCall[]; next: (logits: ReferenceTensor, call: number) => ExampleCall | undefined } {
+function generationSession(steps: number): {
+  calls: ExampleCall[];
+  next: (logits: ReferenceTensor, call: number) => ExampleCall | undefined;
+} {
   const random = new SeededRandom(23);
   const { prefillLength, vocab } = KV_DECODER_CONFIG;
   const prompt = Array.from({ length: prefillLength }, () => BigInt(random.integer(vocab)));
   const first: ExampleCall[] = [
     { method: 'reset', inputs: [] },
-    { method: 'prefill', inputs: [{ dtype: 'int64', shape: [1, prefillLength], data: BigInt64Array.from(prompt) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(0n) }] },
+    {
+      method: 'prefill',
+      inputs: [
+        { dtype: 'int64', shape: [1, prefillLength], data: BigInt64Array.from(prompt) },
+        { dtype: 'int64', shape: [1], data: BigInt64Array.of(0n) },
+      ],
+    },
   ];
   const next = (logits: ReferenceTensor, decoded: number): ExampleCall | undefined => {
     if (decoded >= steps) return undefined;
     const values = logits.data as Float32Array;
     const vocab = logits.shape[logits.shape.length - 1]!;
     const token = argmax(values, values.length - vocab, vocab);
-    return { method: 'decode', inputs: [{ dtype: 'int64', shape: [1, 1], data: BigInt64Array.of(BigInt(token)) }, { dtype: 'int64', shape: [1], data: BigInt64Array.of(BigInt(prefillLength + decoded)) }] };
+    return {
+      method: 'decode',
+      inputs: [
+        { dtype: 'int64', shape: [1, 1], data: BigInt64Array.of(BigInt(token)) },
+        { dtype: 'int64', shape: [1], data: BigInt64Array.of(BigInt(prefillLength + decoded)) },
+      ],
+    };
   };
   return { calls: first, next };
 }
@@ -162,7 +184,11 @@ function builtInProgram(name: string): BuiltInProgram | undefined {
   }
   if (name === LARGE_DECODER_NAME) {
     const weights = createKvDecoderWeights(KV_DECODER_LARGE_CONFIG);
-    return { build: () => buildKvDecoder(weights), reference: new KvDecoderReference(weights), calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG) };
+    return {
+      build: () => buildKvDecoder(weights),
+      reference: new KvDecoderReference(weights),
+      calls: () => kvDecoderSession(KV_DECODER_LARGE_CONFIG),
+    };
   }
   if (name === LLAMA_NAME) {
     // Lowered however it is built: its linears only mean something in the delegate.
@@ -190,7 +216,10 @@ function programBytes(builtIn: BuiltInProgram): Uint8Array {
 /** Configurations of one program: CONFIGS (or those asked for), plus onnxruntime on the folded graph of an imported model. */
 function configsFor(program: string, requested: readonly BenchConfig[] | undefined): BenchConfig[] {
   const imported = program === SILERO_NAME || isOnnxGraphName(program);
-  const all: readonly BenchConfig[] = requested ?? [...availableConfigs(), ...(imported && onnxruntimeAvailable() ? (['onnxruntime-folded'] as const) : [])];
+  const all: readonly BenchConfig[] = requested ?? [
+    ...availableConfigs(),
+    ...(imported && onnxruntimeAvailable() ? (['onnxruntime-folded'] as const) : []),
+  ];
   if (!isBuiltInProgram(program) || !hasOnnxForm(program)) return all.filter((config) => !isOnnxConfig(config));
   return all.filter((config) => config !== 'onnxruntime-folded' || imported);
 }
@@ -209,7 +238,10 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
       writeFileSync(file, bytes);
       return { ...model, file };
     }),
-    state: onnx.state.map((buffer) => ({ ...buffer, init: buffer.init === undefined ? null : Buffer.from(buffer.init).toString('base64') })),
+    state: onnx.state.map((buffer) => ({
+      ...buffer,
+      init: buffer.init === undefined ? null : Buffer.from(buffer.init).toString('base64'),
+    })),
   };
   const onnxManifest = join(dir, `${program}.onnx.json`);
   writeFileSync(onnxManifest, JSON.stringify(manifest));
@@ -221,7 +253,10 @@ export function prepareArtifacts(program: string, dir: string): ProgramArtifacts
  * outputs. Computed before the measured window, so the reference's own
  * allocations do not count in the runtime's resident memory.
  */
-function plannedSession(spec: WorkerSpec, builtIn: BuiltInProgram | undefined): { calls: ExampleCall[]; expected: ReferenceTensor[][] | undefined } {
+function plannedSession(
+  spec: WorkerSpec,
+  builtIn: BuiltInProgram | undefined,
+): { calls: ExampleCall[]; expected: ReferenceTensor[][] | undefined } {
   const reference = builtIn?.reference;
   if (spec.session === 'generate') {
     if (reference === undefined) throw new Error(`a generation session needs a reference, and ${spec.program} has none`);
@@ -248,7 +283,8 @@ function plannedSession(spec: WorkerSpec, builtIn: BuiltInProgram | undefined): 
 export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const gc = (globalThis as { gc?: () => void }).gc;
   const builtIn = builtInProgram(spec.program);
-  if (builtIn === undefined && isOnnxConfig(spec.config)) throw new Error(`${spec.config} runs the built-in programs only, not ${spec.program}`);
+  if (builtIn === undefined && isOnnxConfig(spec.config)) throw new Error(`${spec.config} runs the built-in programs only, not ` +
+    `${spec.program}`);
   // Build (and load the runtime's library) first, and time only the load, as a user loading a file would see it.
   const onnxTools = isOnnxConfig(spec.config) ? await loadOnnxTools() : undefined;
   const original = spec.config === 'onnxruntime' ? builtIn?.original : undefined;
@@ -345,7 +381,10 @@ export interface MethodComparison extends AlternatedTiming {
  * per-configuration rows include. Both see the same call sequence, so their
  * state agrees when each method's first call is compared.
  */
-export async function compareMethods(name: string, options: { iterations: number; warmup: number; threads: number }): Promise<MethodComparison[]> {
+export async function compareMethods(
+  name: string,
+  options: { iterations: number; warmup: number; threads: number },
+): Promise<MethodComparison[]> {
   const builtIn = builtInProgram(name);
   if (builtIn === undefined || !hasOnnxForm(name)) throw new Error(`${name} has no ONNX form to compare`);
   const module = await Module.load(programBytes(builtIn), { shareMemoryArenas: true, numThreads: options.threads });
@@ -406,7 +445,15 @@ export interface BenchOptions {
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
   const examples =
     options.examples ??
-    (options.files.length > 0 ? [] : ['kv-decoder', LARGE_DECODER_NAME, LLAMA_NAME, 'gru-stream', 'encoder-decoder', ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []), ...ONNX_GRAPH_NAMES]);
+    (options.files.length > 0 ? [] : [
+      'kv-decoder',
+      LARGE_DECODER_NAME,
+      LLAMA_NAME,
+      'gru-stream',
+      'encoder-decoder',
+      ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []),
+      ...ONNX_GRAPH_NAMES,
+    ]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const specs: WorkerSpec[] = [];
@@ -416,7 +463,8 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
     }
   }
   const sessionsEntry = await import('./sessions.js');
-  const sessionCounts = options.sessions ?? (options.files.length > 0 || options.examples !== undefined ? [] : sessionsEntry.SESSION_COUNTS);
+  const chosen = options.files.length > 0 || options.examples !== undefined;
+  const sessionCounts = options.sessions ?? (chosen ? [] : sessionsEntry.SESSION_COUNTS);
   const sessionConfigs = sessionsEntry.SESSIONS_CONFIGS.filter((config) => config !== 'onnxruntime-sessions' || onnxruntimeAvailable());
   const total = specs.length + sessionCounts.length * sessionConfigs.length;
   const { results, sessions } = await withTemporaryDirectory(async (dir) => {
@@ -456,7 +504,12 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
     result.outputsMatch = result.outputs.length === baseline.length && result.maxError <= MATCH_TOLERANCE;
   }
   for (const result of results) delete result.outputs;
-  return { results: [...results, ...sessions], threads: options.threads, node: process.version, cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)` };
+  return {
+    results: [...results, ...sessions],
+    threads: options.threads,
+    node: process.version,
+    cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)`,
+  };
 }
 
 serveWorker(SELF, runWorker);

@@ -14,7 +14,15 @@ import { importOnnx, importOnnxGraph } from '../../onnx/index.js';
 import type { ProgramBuilder } from '../../export/index.js';
 import { numel } from '../../shape.js';
 import type { ExampleCall, ReferenceTensor } from '../examples/index.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../onnx-emitter/paddle-style.js';
+import {
+  CLASSIFIER_INPUT_SHAPE,
+  DETECTOR_INPUT_SHAPE,
+  RECOGNIZER_INPUT_SHAPE,
+  dbnetDetector,
+  mobilenetV3Classifier,
+  seededUniform,
+  svtrRecognizer,
+} from '../onnx-emitter/paddle-style.js';
 
 interface OnnxGraphBench {
   readonly model: () => Uint8Array;
@@ -50,11 +58,21 @@ function graphInput(name: string): ReferenceTensor {
 
 type Runner = { execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> };
 
-async function ortSession(ort: typeof Ort, name: string, threads: number): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
+async function ortSession(
+  ort: typeof Ort,
+  name: string,
+  threads: number,
+): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
   const graph = graphOf(name);
-  const session = await ort.InferenceSession.create(graph.model(), { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' });
+  const session = await ort.InferenceSession.create(
+    graph.model(),
+    { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' },
+  );
   return {
-    run: async (input) => (await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) }))[graph.output]!.data as Float32Array,
+    run: async (input) => {
+      const outputs = await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) });
+      return outputs[graph.output]!.data as Float32Array;
+    },
     release: () => session.release(),
   };
 }
@@ -90,7 +108,10 @@ export interface OnnxGraphComparison extends AlternatedTiming {
   calls: { delegate: number; kernel: number };
 }
 
-/** Largest |actual - expected| over the largest |expected| (the difference itself when expected is all zeros); Infinity when lengths differ. */
+/**
+ * Largest |actual - expected| over the largest |expected| (the difference
+ * itself when expected is all zeros); Infinity when lengths differ.
+ */
 export function relativeDifference(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
   let peak = 0;
@@ -119,7 +140,11 @@ export interface AlternatedTiming {
 }
 
 /** Calls `etna` then `onnxruntime`, `warmup + iterations` times, timing each call after the warm-up. */
-export async function alternateCalls(etna: () => unknown, onnxruntime: () => Promise<unknown>, options: { iterations: number; warmup: number }): Promise<AlternatedTiming> {
+export async function alternateCalls(
+  etna: () => unknown,
+  onnxruntime: () => Promise<unknown>,
+  options: { iterations: number; warmup: number },
+): Promise<AlternatedTiming> {
   const etnaSamples: number[] = [];
   const ortSamples: number[] = [];
   for (let i = 0; i < options.warmup + options.iterations; i++) {
@@ -136,7 +161,13 @@ export async function alternateCalls(etna: () => unknown, onnxruntime: () => Pro
   }
   const etnaP50Ms = median(etnaSamples);
   const onnxruntimeP50Ms = median(ortSamples);
-  return { etnaP50Ms, onnxruntimeP50Ms, ratio: etnaP50Ms / onnxruntimeP50Ms, etnaMinMs: Math.min(...etnaSamples), onnxruntimeMinMs: Math.min(...ortSamples) };
+  return {
+    etnaP50Ms,
+    onnxruntimeP50Ms,
+    ratio: etnaP50Ms / onnxruntimeP50Ms,
+    etnaMinMs: Math.min(...etnaSamples),
+    onnxruntimeMinMs: Math.min(...ortSamples),
+  };
 }
 
 /**
@@ -144,7 +175,11 @@ export async function alternateCalls(etna: () => unknown, onnxruntime: () => Pro
  * calls alternating so both see the same machine load; each allocates its
  * outputs per call.
  */
-export async function compareOnnxGraph(ort: typeof Ort, name: string, options: { iterations: number; warmup: number; threads: number }): Promise<OnnxGraphComparison> {
+export async function compareOnnxGraph(
+  ort: typeof Ort,
+  name: string,
+  options: { iterations: number; warmup: number; threads: number },
+): Promise<OnnxGraphComparison> {
   const graph = graphOf(name);
   const imported = importOnnx(graph.model());
   const input = graphInput(name);

@@ -8,7 +8,10 @@ import type { BenchConfig, BenchResult, LatencyFigures } from './runner.js';
 import type { SessionsResult } from './sessions.js';
 
 const mib = (bytes: number | null): string => (bytes === null ? '-' : (bytes / (1024 * 1024)).toFixed(1));
-const ms = (value: number | undefined): string => (value === undefined || Number.isNaN(value) ? '-' : value < 1 ? value.toFixed(3) : value.toFixed(2));
+const ms = (value: number | undefined): string => {
+  if (value === undefined || Number.isNaN(value)) return '-';
+  return value < 1 ? value.toFixed(3) : value.toFixed(2);
+};
 
 /** "yes", or why not: without shared arenas a stateful program's state does not carry over by design. */
 export function matchLabel(result: BenchResult): string {
@@ -35,7 +38,18 @@ export function sessionsResults(report: BenchReport): SessionsResult[] {
 
 function reportRows(report: BenchReport): string[][] {
   const methods = methodsOf(programResults(report));
-  const header = ['program', 'config', 'planned', 'peak RSS MiB', 'steady RSS MiB', 'baseline RSS MiB', 'packed', 'load ms', ...methods.map((m) => `${m} p50/p95 ms`), 'outputs match'];
+  const header = [
+    'program',
+    'config',
+    'planned',
+    'peak RSS MiB',
+    'steady RSS MiB',
+    'baseline RSS MiB',
+    'packed',
+    'load ms',
+    ...methods.map((m) => `${m} p50/p95 ms`),
+    'outputs match',
+  ];
   const rows = programResults(report).map((r) => [
     r.program,
     r.config,
@@ -56,7 +70,10 @@ export function formatConsoleTable(report: BenchReport): string {
 }
 
 export function formatMarkdown(report: BenchReport): string {
-  return markdownTable(`Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`, reportRows(report));
+  return markdownTable(
+    `Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`,
+    reportRows(report),
+  );
 }
 
 export function formatJson(report: BenchReport): string {
@@ -67,7 +84,12 @@ function escapeXml(text: string): string {
   return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
-const CONFIG_COLORS: Record<BenchConfig, string> = { 'etna-shared': '#2b7bba', 'etna-unshared': '#8fbde0', onnxruntime: '#d9822b', 'onnxruntime-folded': '#f0b97a' };
+const CONFIG_COLORS: Record<BenchConfig, string> = {
+  'etna-shared': '#2b7bba',
+  'etna-unshared': '#8fbde0',
+  onnxruntime: '#d9822b',
+  'onnxruntime-folded': '#f0b97a',
+};
 
 /**
  * Per program, two panels side by side: resident memory (peak and steady) and
@@ -82,13 +104,15 @@ export function formatSvg(report: BenchReport): string {
   const width = 2 * panelWidth + 60;
   const height = programs.length * rowHeight + 40;
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`);
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
+    `font-family="sans-serif" font-size="11">`);
   parts.push(`<title>etna bench: memory and latency per configuration</title>`);
   parts.push(`<rect width="${width}" height="${height}" fill="white"/>`);
   // Legend
   const configs = [...new Set(rows.map((r) => r.config))];
   configs.forEach((config, i) => {
-    parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/><text x="${34 + i * 130}" y="19">${config}</text>`);
+    parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/>` +
+      `<text x="${34 + i * 130}" y="19">${config}</text>`);
   });
   programs.forEach((program, row) => {
     const results = rows.filter((r) => r.program === program);
@@ -108,21 +132,39 @@ export function formatSvg(report: BenchReport): string {
       parts.push(`<g class="bar-group" data-program="${escapeXml(program)}" data-config="${escapeXml(result.config)}">`);
       const bar = (x: number, w: number, value: number, max: number, label: string, tooltip: string): void => {
         const h = Math.max(1, (value / max) * (panelHeight - 40));
-        parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" fill="${color}"><title>${escapeXml(tooltip)}</title></rect>`);
-        parts.push(`<text x="${(x + w / 2).toFixed(1)}" y="${(baseY - h - 3).toFixed(1)}" text-anchor="middle" font-size="9">${escapeXml(label)}</text>`);
+        parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" ` +
+          `fill="${color}"><title>${escapeXml(tooltip)}</title></rect>`);
+        parts.push(`<text x="${(x + w / 2).toFixed(1)}" y="${(baseY - h - 3).toFixed(1)}" text-anchor="middle" ` +
+          `font-size="9">${escapeXml(label)}</text>`);
       };
       const memoryX = 20 + g * groupWidth;
       const memoryBar = (groupWidth - 12) / memorySlots;
-      bar(memoryX, memoryBar - 2, result.peakRssBytes, memoryMax, mib(result.peakRssBytes), `${result.config} peak RSS ${mib(result.peakRssBytes)} MiB`);
-      bar(memoryX + memoryBar, memoryBar - 2, result.steadyRssBytes, memoryMax, mib(result.steadyRssBytes), `${result.config} steady RSS ${mib(result.steadyRssBytes)} MiB`);
+      bar(
+        memoryX,
+        memoryBar - 2,
+        result.peakRssBytes,
+        memoryMax,
+        mib(result.peakRssBytes),
+        `${result.config} peak RSS ${mib(result.peakRssBytes)} MiB`,
+      );
+      bar(
+        memoryX + memoryBar,
+        memoryBar - 2,
+        result.steadyRssBytes,
+        memoryMax,
+        mib(result.steadyRssBytes),
+        `${result.config} steady RSS ${mib(result.steadyRssBytes)} MiB`,
+      );
       const latencyX = panelWidth + 40 + g * groupWidth;
       const latencyBar = (groupWidth - 12) / latencySlots;
       methods.forEach((method, k) => {
         const value = result.latency[method]?.p50Ms ?? 0;
         bar(latencyX + k * latencyBar, latencyBar - 2, value, latencyMax, ms(value), `${result.config} ${method} p50 ${ms(value)} ms`);
       });
-      parts.push(`<text x="${(memoryX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" text-anchor="middle">${escapeXml(result.config)}</text>`);
-      parts.push(`<text x="${(latencyX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" text-anchor="middle">${escapeXml(methods.join(' / '))}</text>`);
+      parts.push(`<text x="${(memoryX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
+        `text-anchor="middle">${escapeXml(result.config)}</text>`);
+      parts.push(`<text x="${(latencyX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
+        `text-anchor="middle">${escapeXml(methods.join(' / '))}</text>`);
       parts.push('</g>');
     });
     parts.push(`<line x1="20" y1="${baseY}" x2="${panelWidth}" y2="${baseY}" stroke="#333"/>`);
@@ -137,7 +179,18 @@ export function formatSvg(report: BenchReport): string {
 const p50 = (figures: LatencyFigures | undefined): string => (figures === undefined ? '-' : figures.p50Ms.toFixed(2));
 
 function sessionsRows(results: readonly SessionsResult[]): string[][] {
-  const header = ['program', 'config', 'sessions', 'RSS MiB', 'over baseline MiB', 'per session MiB', 'load ms', 'prefill p50 ms', 'decode p50 ms', 'outputs match'];
+  const header = [
+    'program',
+    'config',
+    'sessions',
+    'RSS MiB',
+    'over baseline MiB',
+    'per session MiB',
+    'load ms',
+    'prefill p50 ms',
+    'decode p50 ms',
+    'outputs match',
+  ];
   const rows = results.map((r) => {
     const added = r.steadyRssBytes - r.baselineRssBytes;
     return [
@@ -161,24 +214,53 @@ export function formatSessionsTable(results: readonly SessionsResult[]): string 
 }
 
 export function formatSessionsMarkdown(results: readonly SessionsResult[]): string {
-  return markdownTable('Sessions: one stream per session, calls interleaved one at a time; RSS once every session has loaded and run.', sessionsRows(results));
+  return markdownTable(
+    'Sessions: one stream per session, calls interleaved one at a time; RSS once every session has loaded and run.',
+    sessionsRows(results),
+  );
 }
 
 // ------------------------------------------------------------------ comparisons in one process
 
 export function formatMethodComparisons(rows: readonly MethodComparison[]): string[][] {
   return [
-    ['program', 'method', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|'],
-    ...rows.map((r) => [r.program, r.method, r.etnaP50Ms.toFixed(3), r.onnxruntimeP50Ms.toFixed(3), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(3)} / ${r.onnxruntimeMinMs.toFixed(3)}`, r.relativeError.toExponential(1)]),
+    [
+      'program',
+      'method',
+      'etna p50 ms',
+      'onnxruntime p50 ms',
+      'etna / onnxruntime',
+      'min ms (etna / onnxruntime)',
+      'max diff / max |output|',
+    ],
+    ...rows.map((r) => [
+      r.program,
+      r.method,
+      r.etnaP50Ms.toFixed(3),
+      r.onnxruntimeP50Ms.toFixed(3),
+      `${r.ratio.toFixed(2)}x`,
+      `${r.etnaMinMs.toFixed(3)} / ${r.onnxruntimeMinMs.toFixed(3)}`,
+      r.relativeError.toExponential(1),
+    ]),
   ];
 }
 
 export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
   return [
-    ['graph', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|', 'delegate calls', 'kernel calls'],
+    [
+      'graph',
+      'etna p50 ms',
+      'onnxruntime p50 ms',
+      'etna / onnxruntime',
+      'min ms (etna / onnxruntime)',
+      'max diff / max |output|',
+      'delegate calls',
+      'kernel calls',
+    ],
     ...rows.map((r) => [
-      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
-      r.relativeError.toExponential(1), String(r.calls.delegate), String(r.calls.kernel),
+      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`,
+      `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`, r.relativeError.toExponential(1),
+      String(r.calls.delegate), String(r.calls.kernel),
     ]),
   ];
 }

@@ -159,7 +159,10 @@ export function readOnnxProgram(manifestPath: string | undefined): OnnxProgram {
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as OnnxManifest;
   return {
     methods: manifest.methods.map(({ file, ...model }) => ({ ...model, bytes: new Uint8Array(readFileSync(file)) })),
-    state: manifest.state.map((buffer) => ({ ...buffer, init: buffer.init === null ? undefined : new Uint8Array(Buffer.from(buffer.init, 'base64')) })),
+    state: manifest.state.map((buffer) => ({
+      ...buffer,
+      init: buffer.init === null ? undefined : new Uint8Array(Buffer.from(buffer.init, 'base64')),
+    })),
   };
 }
 

@@ -9,7 +9,15 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
 import { Program } from '../../index.js';
-import { createKvDecoderWeights, int64Tensor, KV_DECODER_LARGE_CONFIG, KvDecoderReference, SeededRandom, type ExampleCall, type ReferenceTensor } from '../examples/index.js';
+import {
+  createKvDecoderWeights,
+  int64Tensor,
+  KV_DECODER_LARGE_CONFIG,
+  KvDecoderReference,
+  SeededRandom,
+  type ExampleCall,
+  type ReferenceTensor,
+} from '../examples/index.js';
 import type { OnnxProgram } from '../onnx-emitter/index.js';
 import { procStatusBytes, runWorkerChild, serveWorker } from './child.js';
 import {
@@ -172,7 +180,13 @@ export async function runSessionsBenchmarks(options: SessionsOptions): Promise<S
     for (const sessions of options.counts) {
       const label = `${LARGE_DECODER_NAME} ${config} x${sessions}`;
       options.onStart?.(label);
-      const spec: SessionsSpec = { config, sessions, decodeSteps: sessionDecodeSteps(options.quick), threads: options.threads, artifacts: options.artifacts };
+      const spec: SessionsSpec = {
+        config,
+        sessions,
+        decodeSteps: sessionDecodeSteps(options.quick),
+        threads: options.threads,
+        artifacts: options.artifacts,
+      };
       results.push(await runWorkerChild<SessionsResult>(SELF, spec, label));
     }
   }

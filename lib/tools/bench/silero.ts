@@ -73,7 +73,11 @@ export function sileroSession(): ExampleCall[] {
 }
 
 /** The original model on onnxruntime-node, its state and context window carried by the caller. */
-export async function sileroOriginalSession(ort: typeof Ort, threads: number, model: Uint8Array = sileroModelBytes()): Promise<{ execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> }> {
+export async function sileroOriginalSession(
+  ort: typeof Ort,
+  threads: number,
+  model: Uint8Array = sileroModelBytes(),
+): Promise<{ execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> }> {
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: threads, interOpNumThreads: 1 });
   const sampleRate = new ort.Tensor('int64', BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
   let state: Float32Array = new Float32Array(numel(STATE_SHAPE));

@@ -101,8 +101,13 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   const log = options.log ?? (() => {});
   const runtimes = options.runtimes ?? LLM_RUNTIMES.filter(llmRuntimeAvailable);
   const missing = runtimes.find((runtime) => !llmRuntimeAvailable(runtime));
-  if (missing !== undefined) throw new EtnaError('INVALID_INPUT', `${missing} needs the package ${LLM_PEER_PACKAGES[missing]}, which is not installed`);
-  const artifacts = await prepareLlmArtifacts(options.preset, { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log });
+  if (missing !== undefined) {
+    throw new EtnaError('INVALID_INPUT', `${missing} needs the package ${LLM_PEER_PACKAGES[missing]}, which is not installed`);
+  }
+  const artifacts = await prepareLlmArtifacts(
+    options.preset,
+    { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log },
+  );
   const C = artifacts.config;
   const loadAverage = loadavg()[0]!;
   // Measured before and after the runtimes, keeping the better: on a shared machine either may catch a busy moment.
@@ -110,7 +115,10 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   const measureBandwidth = async (when: string): Promise<void> => {
     for (const threads of options.threads) {
       log(`measuring read bandwidth ${when}, ${threads} thread${threads === 1 ? '' : 's'}`);
-      const figures = await measureReadBandwidth(threads, options.bandwidthBytes === undefined ? {} : { bufferBytes: options.bandwidthBytes });
+      const figures = await measureReadBandwidth(
+        threads,
+        options.bandwidthBytes === undefined ? {} : { bufferBytes: options.bandwidthBytes },
+      );
       const earlier = bandwidth.findIndex((b) => b.threads === threads);
       if (earlier < 0) bandwidth.push(figures);
       else if (figures.bytesPerSecond > bandwidth[earlier]!.bytesPerSecond) bandwidth[earlier] = figures;
@@ -119,7 +127,9 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   await measureBandwidth('before');
   const decodeAfter = Math.min(...PREFILL_LENGTHS);
   const decodeSteps = options.decodeSteps ?? 64;
-  if (decodeAfter + decodeSteps > C.context) throw new EtnaError('INVALID_INPUT', `${decodeSteps} decode steps after ${decodeAfter} tokens run past the context of ${C.context}`);
+  if (decodeAfter + decodeSteps > C.context) {
+    throw new EtnaError('INVALID_INPUT', `${decodeSteps} decode steps after ${decodeAfter} tokens run past the context of ${C.context}`);
+  }
   const results: LlmRuntimeResult[] = [];
   for (const threads of options.threads) {
     for (const runtime of runtimes) {
@@ -154,5 +164,15 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
       differenceFromEtna: etna === undefined ? null : logitsDistance(result.checkLogProbs, etna.checkLogProbs),
     };
   });
-  return { preset: artifacts.preset, config: C, files: artifacts.bytes, cpu: cpus()[0]?.model ?? 'unknown', loadAverage, bandwidth, decodeAfter, decodeSteps, rows };
+  return {
+    preset: artifacts.preset,
+    config: C,
+    files: artifacts.bytes,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    loadAverage,
+    bandwidth,
+    decodeAfter,
+    decodeSteps,
+    rows,
+  };
 }

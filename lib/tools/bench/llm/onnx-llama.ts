@@ -106,12 +106,18 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
   const linear = (x: string, name: string, weight: Float32Array, out: number, inFeatures: number): string => {
     const { blocks, scales } = matMulNBitsWeights(weight, out, inFeatures);
     initializers.push(
-      { name: `${name}.MatMul.weight_Q4`, type: 'uint8', dims: [out, inFeatures / MATMUL_NBITS_BLOCK, MATMUL_NBITS_BLOCK / 2], data: blocks },
+      {
+        name: `${name}.MatMul.weight_Q4`,
+        type: 'uint8',
+        dims: [out, inFeatures / MATMUL_NBITS_BLOCK, MATMUL_NBITS_BLOCK / 2],
+        data: blocks,
+      },
       { name: `${name}.MatMul.weight_scales`, type: 'float', dims: [scales.length], data: scales },
     );
     const y = `${name}.MatMul.output`;
     node('MatMulNBits', [x, `${name}.MatMul.weight_Q4`, `${name}.MatMul.weight_scales`], [y], {
-      K: { int: inFeatures }, N: { int: out }, bits: { int: 4 }, block_size: { int: MATMUL_NBITS_BLOCK }, accuracy_level: { int: ACCURACY_LEVEL_INT8 },
+      K: { int: inFeatures }, N: { int: out }, bits: { int: 4 }, block_size: { int: MATMUL_NBITS_BLOCK },
+      accuracy_level: { int: ACCURACY_LEVEL_INT8 },
     }, MS_DOMAIN);
     return y;
   };
@@ -152,7 +158,8 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
     const v = linear(h, `${prefix}.attn.v_proj`, w.wv, kv, d);
     node('GroupQueryAttention', [q, k, v, N.pastKey(l), N.pastValue(l), 'seqlens_k', 'total_sequence_length', 'cos_cache', 'sin_cache'],
       [`${prefix}.attn.output`, N.presentKey(l), N.presentValue(l)], {
-        num_heads: { int: C.heads }, kv_num_heads: { int: C.kvHeads }, do_rotary: { int: 1 }, rotary_interleaved: { int: 1 }, scale: { float: 1 / Math.sqrt(hd) },
+        num_heads: { int: C.heads }, kv_num_heads: { int: C.kvHeads }, do_rotary: { int: 1 }, rotary_interleaved: { int: 1 },
+        scale: { float: 1 / Math.sqrt(hd) },
       }, MS_DOMAIN);
     const o = linear(`${prefix}.attn.output`, `${prefix}.attn.o_proj`, w.wo, d, d);
     node('Add', [x, o], [`${prefix}.attn_residual`]);

@@ -9,7 +9,17 @@ const range = (t: { minMs: number; medianMs: number }): string => `${ms(t.minMs)
 /** The report's rows: header first. */
 export function llmTableRows(report: LlmBenchReport): string[][] {
   const lengths = Object.keys(report.rows[0]?.prefill ?? {});
-  const header = ['runtime', 'threads', 'load ms', 'RSS after load', ...lengths.map((n) => `prefill ${n} ms (min / median)`), 'decode ms/token (min / median)', 'decode GB/s (min / median)', 'of read bandwidth (min / median)', 'log-probs vs etna'];
+  const header = [
+    'runtime',
+    'threads',
+    'load ms',
+    'RSS after load',
+    ...lengths.map((n) => `prefill ${n} ms (min / median)`),
+    'decode ms/token (min / median)',
+    'decode GB/s (min / median)',
+    'of read bandwidth (min / median)',
+    'log-probs vs etna',
+  ];
   const rows = report.rows.map((r) => [
     r.runtime,
     String(r.threads),
@@ -26,12 +36,16 @@ export function llmTableRows(report: LlmBenchReport): string[][] {
 
 export function formatLlmReport(report: LlmBenchReport): string {
   const C = report.config;
+  const threads = (n: number): string => `${n} thread${n === 1 ? '' : 's'}`;
+  const bandwidth = report.bandwidth.map((b) => `${(b.bytesPerSecond / 1e9).toFixed(1)} GB/s at ${threads(b.threads)}`);
   const lines = [
-    `${report.preset}: ${C.layers} layers, d=${C.modelDim}, ${C.heads} query / ${C.kvHeads} KV heads, hidden ${C.hiddenDim}, vocab ${C.vocab}, context ${C.context}`,
+    `${report.preset}: ${C.layers} layers, d=${C.modelDim}, ${C.heads} query / ${C.kvHeads} KV heads, hidden ${C.hiddenDim}, ` +
+      `vocab ${C.vocab}, context ${C.context}`,
     `files: .pte ${formatBytes(report.files.pte)}, .gguf ${formatBytes(report.files.gguf)}, .onnx ${formatBytes(report.files.onnx)}`,
     `cpu: ${report.cpu}; load average ${report.loadAverage.toFixed(1)} at the start`,
-    `read bandwidth: ${report.bandwidth.map((b) => `${(b.bytesPerSecond / 1e9).toFixed(1)} GB/s at ${b.threads} thread${b.threads === 1 ? '' : 's'}`).join(', ')}`,
-    `decode: ${report.decodeSteps} steps after a ${report.decodeAfter}-token prompt; RSS: above the process's own with the runtime's library loaded`,
+    `read bandwidth: ${bandwidth.join(', ')}`,
+    `decode: ${report.decodeSteps} steps after a ${report.decodeAfter}-token prompt; ` +
+      `RSS: above the process's own with the runtime's library loaded`,
     '',
     table(llmTableRows(report)),
   ];
@@ -40,5 +54,9 @@ export function formatLlmReport(report: LlmBenchReport): string {
 
 export function formatLlmMarkdown(report: LlmBenchReport): string {
   const [header, ...rows] = llmTableRows(report);
-  return [`| ${header!.join(' | ')} |`, `|${header!.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+  return [
+    `| ${header!.join(' | ')} |`,
+    `|${header!.map(() => '---').join('|')}|`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+  ].join('\n');
 }
