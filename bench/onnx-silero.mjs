@@ -10,7 +10,13 @@ import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-import { SILERO_CHUNK, SILERO_IMPORT_OPTIONS, sileroAudioChunk, sileroModelBytes, sileroOriginalSession } from '../dist/tools/bench-silero.js';
+import {
+  SILERO_CHUNK,
+  SILERO_IMPORT_OPTIONS,
+  sileroAudioChunk,
+  sileroModelBytes,
+  sileroOriginalSession,
+} from '../dist/tools/bench/silero.js';
 
 const require = createRequire(import.meta.url);
 
@@ -60,7 +66,14 @@ async function runEngine(engine, steps, streams, xnnpack) {
     }
   }
   times.sort((a, b) => a - b);
-  return { engine, streams, loadMs, p50: percentile(times, 50), p95: percentile(times, 95), peakRssMiB: process.resourceUsage().maxRSS / 1024 };
+  return {
+    engine,
+    streams,
+    loadMs,
+    p50: percentile(times, 50),
+    p95: percentile(times, 95),
+    peakRssMiB: process.resourceUsage().maxRSS / 1024,
+  };
 }
 
 const engine = option('--engine');
@@ -83,9 +96,11 @@ if (engine) {
       rows.push(JSON.parse(child.stdout.trim().split('\n').pop()));
     }
   }
-  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${SILERO_CHUNK} samples per stream, 1 thread${xnnpack ? '' : ', etna without XNNPACK'}`);
+  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${SILERO_CHUNK} samples per stream, 1 ` +
+    `thread${xnnpack ? '' : ', etna without XNNPACK'}`);
   console.log('engine       streams   load ms   p50 ms   p95 ms   peak RSS MiB');
   for (const r of rows) {
-    console.log(`${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);
+    console.log(`${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ` +
+      `${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);
   }
 }

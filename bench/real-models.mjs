@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 
 import { Module, Tensor } from '../dist/index.js';
 import { importOnnx } from '../dist/onnx/index.js';
-import { relativeDifference } from '../dist/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../dist/tools/bench/onnx-graphs.js';
 
 const require = createRequire(import.meta.url);
 const ort = require('onnxruntime-node');

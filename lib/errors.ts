@@ -47,3 +47,14 @@ export function toEtnaError(error: unknown): EtnaError {
   }
   return new EtnaError('INTERNAL', String(error));
 }
+
+/**
+ * A short description of a value for error messages: the class name of an
+ * object or function, a string in quotes, else its type and value.
+ */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'object' || typeof value === 'function') return (value as object).constructor?.name ?? 'object';
+  if (typeof value === 'string') return `'${value}'`;
+  return `${typeof value} ${String(value)}`;
+}

@@ -8,18 +8,16 @@ export {
   type ProfileEvent,
   type ProfileSummaryRow,
 } from './profile.js';
+export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './memory.js';
 export {
   MAX_NUM_THREADS,
   Module,
-  type ArenaReport,
   type ExecuteOptions,
   type Feeds,
   type InputValue,
-  type MemoryReport,
   type ModuleOptions,
   type NamedValues,
   type RunOptions,
-  type ShareMemoryArenas,
   type TensorLike,
   type Value,
 } from './module.js';

@@ -1,13 +1,31 @@
-import { EtnaError, toEtnaError } from './errors.js';
-import { shareWord, type MemoryReport, type NativeModule, type NativeOutput, type NativeProfileEvent, type ShareMemoryArenas } from './binding.js';
+import { describeValue, EtnaError, toEtnaError } from './errors.js';
+import type { NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
+import { shareWord, type MemoryReport, type ShareMemoryArenas } from './memory.js';
 import { native } from './native.js';
-import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, describeValue, disposeSymbol, mmapOption, Program, type ProgramSource } from './program.js';
+import {
+  asyncDisposeSymbol,
+  checkOptionKeys,
+  checkProgramSource,
+  disposeSymbol,
+  mmapOption,
+  Program,
+  type ProgramSource,
+} from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
 import { keyByName, positionsOf } from './feeds.js';
 import type { ProfileEvent } from './profile.js';
-import { arrayTypeName, elementOf, isDType, numel, Tensor, tensorOver, toTensor, type OnnxruntimeTensorLike, type TensorData, type TensorFields } from './tensor.js';
-
-export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './binding.js';
+import { numel } from './shape.js';
+import {
+  arrayTypeName,
+  elementOf,
+  isDType,
+  Tensor,
+  tensorOver,
+  toTensor,
+  type OnnxruntimeTensorLike,
+  type TensorData,
+  type TensorFields,
+} from './tensor.js';
 
 /**
  * The most threads one module may ask for (`numThreads`). Each thread is a
@@ -127,7 +145,10 @@ export class Module {
     const share = shareWord(options.shareMemoryArenas);
     const numThreads = options.numThreads ?? 1;
     if (typeof numThreads !== 'number' || !Number.isInteger(numThreads) || numThreads < 1 || numThreads > MAX_NUM_THREADS) {
-      throw new EtnaError('INVALID_INPUT', `Module.load: numThreads must be an integer from 1 to ${MAX_NUM_THREADS} (MAX_NUM_THREADS), got ${describeValue(numThreads)}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `Module.load: numThreads must be an integer from 1 to ${MAX_NUM_THREADS} (MAX_NUM_THREADS), got ${describeValue(numThreads)}`,
+      );
     }
     if (source instanceof Program) {
       source.checkLive('Module.load');
@@ -135,7 +156,10 @@ export class Module {
       source.methodTable();
     }
     try {
-      const loaded = await native().loadModule(source instanceof Program ? source.handle : source, { share, numThreads, mmap, externalData });
+      const loaded = await native().loadModule(
+        source instanceof Program ? source.handle : source,
+        { share, numThreads, mmap, externalData },
+      );
       if (source instanceof Program) return new Module(source, loaded.module, false);
       if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
       return new Module(Program.fromHandle(loaded.program), loaded.module, true);
@@ -176,7 +200,10 @@ export class Module {
   methodMeta(name: string): MethodDescription {
     const method = this.methods.get(name);
     if (method === undefined) {
-      throw new EtnaError('METHOD_NOT_FOUND', `no method named '${name}' (this program has ${this.methodNames.map((n) => `'${n}'`).join(', ') || 'no methods'})`);
+      throw new EtnaError(
+        'METHOD_NOT_FOUND',
+        `no method named '${name}' (this program has ${this.methodNames.map((n) => `'${n}'`).join(', ') || 'no methods'})`,
+      );
     }
     return method;
   }
@@ -238,7 +265,10 @@ export class Module {
   executeSync(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Value[] {
     if (this.disposed) throw new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`);
     if (this.pending > 0) {
-      throw new EtnaError('INTERNAL', `cannot run '${name}' synchronously while ${this.pending} call(s) are queued on this module; await them first`);
+      throw new EtnaError(
+        'INTERNAL',
+        `cannot run '${name}' synchronously while ${this.pending} call(s) are queued on this module; await them first`,
+      );
     }
     try {
       const call = this.prepare(name, inputs, options);
@@ -274,7 +304,9 @@ export class Module {
     const options = checkOptionKeys((named ? maybeOptions : feedsOrOptions) ?? {}, RUN_OPTIONS, `run('${method}')`) as RunOptions;
     const meta = this.methodMeta(method);
     const inputs = positionsOf(meta, 'inputs', feeds, true);
-    const outputs = options.outputs === undefined || Array.isArray(options.outputs) ? options.outputs : positionsOf(meta, 'outputs', options.outputs, false);
+    const outputs = options.outputs === undefined || Array.isArray(options.outputs)
+      ? options.outputs
+      : positionsOf(meta, 'outputs', options.outputs, false);
     return keyByName(meta, await this.execute(method, inputs, { outputs, profile: options.profile }));
   }
 
@@ -282,7 +314,11 @@ export class Module {
   private defaultMethod(): string {
     if (this.methods.has(DEFAULT_METHOD)) return DEFAULT_METHOD;
     const names = this.methodNames.map((n) => `'${n}'`).join(', ') || 'none';
-    throw new EtnaError('METHOD_NOT_FOUND', `no method named, and this program has no '${DEFAULT_METHOD}' to default to (methods: ${names}); pass one, as in run('${this.methodNames[0] ?? 'method'}', feeds)`);
+    throw new EtnaError(
+      'METHOD_NOT_FOUND',
+      `no method named, and this program has no '${DEFAULT_METHOD}' to default to (methods: ${names}); pass one, as in ` +
+        `run('${this.methodNames[0] ?? 'method'}', feeds)`,
+    );
   }
 
   /**
@@ -355,7 +391,10 @@ export class Module {
     checkOptionKeys(options, EXECUTE_OPTIONS, `method '${name}'`);
     if (!Array.isArray(inputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': inputs must be an array`);
     if (inputs.length !== method.inputs.length) {
-      throw new EtnaError('INVALID_INPUT', `method '${name}' takes ${method.inputs.length} input${method.inputs.length === 1 ? '' : 's'}, got ${inputs.length}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `method '${name}' takes ${method.inputs.length} input${method.inputs.length === 1 ? '' : 's'}, got ${inputs.length}`,
+      );
     }
     const converted = inputs.map((value, i) => convertInput(name, i, value, method.inputs[i] as ValueDescription));
     const given = callerOutputs(name, method, options);
@@ -375,14 +414,26 @@ export class Module {
     this.profileEvents.push({ name: api, category: 'js', method, call, startUs, durationUs, depth: 0, index: -1, module });
     for (const event of events) {
       const { name, category, startUs: start, durationUs: duration, index } = event;
-      this.profileEvents.push({ name, category, method, call, startUs: start, durationUs: duration, depth: event.depth + 1, index, module });
+      this.profileEvents.push({
+        name,
+        category,
+        method,
+        call,
+        startUs: start,
+        durationUs: duration,
+        depth: event.depth + 1,
+        index,
+        module,
+      });
     }
   }
 
   private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {
     return results.map((result, i) => {
       if (result === null || typeof result !== 'object') return result;
-      if (!isDType(result.dtype)) throw new EtnaError('INTERNAL', `method '${name}': output ${i} has dtype ${result.dtype}, which JS cannot hold`);
+      if (!isDType(result.dtype)) {
+        throw new EtnaError('INTERNAL', `method '${name}': output ${i} has dtype ${result.dtype}, which JS cannot hold`);
+      }
       const buffer = buffers[i];
       if (buffer instanceof ArrayBuffer) return tensorOver(result.dtype, result.shape, buffer);
       if (buffer === null || buffer === undefined) throw new EtnaError('INTERNAL', `method '${name}': output ${i} had no buffer`);
@@ -410,7 +461,10 @@ function callerOutputs(name: string, method: MethodDescription, options: Execute
   if (outputs === undefined) return [];
   if (!Array.isArray(outputs)) throw new EtnaError('INVALID_INPUT', `method '${name}': options.outputs must be an array`);
   if (outputs.length > method.outputs.length) {
-    throw new EtnaError('INVALID_INPUT', `method '${name}' has ${method.outputs.length} output(s); options.outputs has ${outputs.length} entries`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `method '${name}' has ${method.outputs.length} output(s); options.outputs has ${outputs.length} entries`,
+    );
   }
   return outputs.map((out, i) => {
     if (out === null || out === undefined) return null;
@@ -427,7 +481,8 @@ function callerOutputs(name: string, method: MethodDescription, options: Execute
     if (out.byteLength < needed) {
       throw new EtnaError(
         'INVALID_INPUT',
-        `method '${name}': output ${i} (${describeExpected(expected)}) needs ${needed} bytes at its upper bound; the ${typeName} holds ${out.byteLength}`,
+        `method '${name}': output ${i} (${describeExpected(expected)}) needs ${needed} bytes at its upper bound; the ${typeName} holds ` +
+          `${out.byteLength}`,
       );
     }
     return out;
@@ -440,16 +495,27 @@ function convertInput(method: string, index: number, value: InputValue, expected
     case 'tensor': {
       const tensor = toTensor(value, at);
       if (tensor.dtype !== expected.dtype) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (dtype differs)`);
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (dtype differs)`,
+        );
       }
       const bound = expected.shape ?? [];
       if (tensor.shape.length !== bound.length) {
-        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`);
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`,
+        );
       }
-      const fits = expected.dynamism === 'static' ? tensor.shape.every((size, d) => size === bound[d]) : numel(tensor.shape) <= numel(bound);
+      const fits = expected.dynamism === 'static'
+        ? tensor.shape.every((size, d) => size === bound[d])
+        : numel(tensor.shape) <= numel(bound);
       if (!fits) {
         const rule = expected.dynamism === 'static' ? 'shape differs' : `more elements than the bound allows`;
-        throw new EtnaError('INVALID_INPUT', `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (${rule})`);
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (${rule})`,
+        );
       }
       return { dtype: tensor.dtype, shape: [...tensor.shape], data: tensor.data };
     }

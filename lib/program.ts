@@ -1,4 +1,4 @@
-import { EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, toEtnaError } from './errors.js';
 import type { NativeProgram } from './binding.js';
 import { native } from './native.js';
 import type { MethodDescription, ProgramDescription } from './program-types.js';
@@ -24,9 +24,15 @@ const PROGRAM_LOAD_OPTIONS: readonly (keyof ProgramLoadOptions)[] = ['mmap'];
 export function checkProgramSource(source: unknown, caller: string): asserts source is ProgramSource {
   if (typeof source !== 'string' && !(source instanceof ArrayBuffer) && !ArrayBuffer.isView(source)) {
     if (source instanceof SharedArrayBuffer) {
-      throw new EtnaError('INVALID_INPUT', `${caller} takes a SharedArrayBuffer through a view of it (new Uint8Array(sab)), not the buffer itself`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${caller} takes a SharedArrayBuffer through a view of it (new Uint8Array(sab)), not the buffer itself`,
+      );
     }
-    throw new EtnaError('INVALID_INPUT', `${caller} expects a file path, an ArrayBuffer or a view of one (Buffer, typed array, DataView), got ${describeValue(source)}`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `${caller} expects a file path, an ArrayBuffer or a view of one (Buffer, typed array, DataView), got ${describeValue(source)}`,
+    );
   }
 }
 
@@ -36,12 +42,18 @@ export function checkProgramSource(source: unknown, caller: string): asserts sou
  */
 export function checkOptionKeys(options: unknown, known: readonly string[], caller: string): Readonly<Record<string, unknown>> {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new EtnaError('INVALID_INPUT', `${caller}: options must be an object, got ${Array.isArray(options) ? 'an array' : describeValue(options)}`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `${caller}: options must be an object, got ${Array.isArray(options) ? 'an array' : describeValue(options)}`,
+    );
   }
   const unknown = Object.keys(options).filter((key) => !known.includes(key));
   if (unknown.length > 0) {
     const list = (keys: readonly string[]): string => keys.map((key) => `'${key}'`).join(', ');
-    throw new EtnaError('INVALID_INPUT', `${caller}: unknown option${unknown.length === 1 ? '' : 's'} ${list(unknown)} (known: ${list(known)})`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `${caller}: unknown option${unknown.length === 1 ? '' : 's'} ${list(unknown)} (known: ${list(known)})`,
+    );
   }
   return options as Readonly<Record<string, unknown>>;
 }
@@ -58,22 +70,20 @@ export function mmapOption(options: Readonly<Record<string, unknown>>, caller: s
     throw new EtnaError('INVALID_INPUT', `${caller}: mmap must be a boolean, got ${describeValue(mmap)}`);
   }
   if (mmap === true && !paths.some((source) => typeof source === 'string')) {
-    throw new EtnaError('INVALID_INPUT', `${caller}: mmap maps files given by path; here nothing is (bytes are copied, a loaded Program is used as it is)`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `${caller}: mmap maps files given by path; here nothing is (bytes are copied, a loaded Program is used as it is)`,
+    );
   }
   return mmap === true;
-}
-
-export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'object') return value.constructor?.name ?? 'object';
-  return typeof value === 'string' ? JSON.stringify(value) : `${typeof value} ${String(value)}`;
 }
 
 // Symbol.dispose and Symbol.asyncDispose (for `using`), which Node defines
 // from 20.4 on as the registered symbols below; an older Node 20 gets the
 // same symbols, so a polyfill that uses them (as Node's own does) matches.
 export const disposeSymbol: typeof Symbol.dispose = (Symbol.dispose ?? Symbol.for('nodejs.dispose')) as typeof Symbol.dispose;
-export const asyncDisposeSymbol: typeof Symbol.asyncDispose = (Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')) as typeof Symbol.asyncDispose;
+export const asyncDisposeSymbol: typeof Symbol.asyncDispose =
+  (Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')) as typeof Symbol.asyncDispose;
 
 /**
  * A verified, immutable program. From a path the file is read into one

@@ -1,36 +1,25 @@
-import { EtnaError } from './errors.js';
+import { describeValue, EtnaError } from './errors.js';
 
 import { DTYPE_TABLE, DTYPES, isDType, type DType, type TensorData } from './dtypes.js';
+import { numel } from './shape.js';
 
 export { arrayType, arrayTypeName, elementSize, isDType } from './dtypes.js';
 export type { DType, TensorData, TensorDataTypes } from './dtypes.js';
-
-export function numel(shape: readonly number[]): number {
-  return shape.reduce((product, size) => product * size, 1);
-}
 
 function invalid(message: string): never {
   throw new EtnaError('INVALID_INPUT', message);
 }
 
-/** A short description of a value for error messages. */
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'object' || typeof value === 'function') return (value as object).constructor?.name ?? 'object';
-  if (typeof value === 'string') return `'${value}'`;
-  return `${typeof value} ${String(value)}`;
-}
-
 function checkDType(dtype: unknown): DType {
-  if (!isDType(dtype)) invalid(`unknown dtype ${describe(dtype)} (one of ${DTYPES.join(', ')})`);
+  if (!isDType(dtype)) invalid(`unknown dtype ${describeValue(dtype)} (one of ${DTYPES.join(', ')})`);
   return dtype;
 }
 
 function checkShape(shape: unknown): readonly number[] {
-  if (!Array.isArray(shape)) invalid(`shape must be an array of sizes, got ${describe(shape)}`);
+  if (!Array.isArray(shape)) invalid(`shape must be an array of sizes, got ${describeValue(shape)}`);
   for (const [i, size] of (shape as unknown[]).entries()) {
     if (typeof size !== 'number' || !Number.isInteger(size) || size < 0) {
-      invalid(`shape[${i}] = ${describe(size)} is not a non-negative integer`);
+      invalid(`shape[${i}] = ${describeValue(size)} is not a non-negative integer`);
     }
   }
   return shape as readonly number[];
@@ -38,7 +27,7 @@ function checkShape(shape: unknown): readonly number[] {
 
 function checkValues(values: unknown, dtype: DType): ArrayLike<unknown> {
   const arrayLike = Array.isArray(values) || (ArrayBuffer.isView(values) && !(values instanceof DataView));
-  if (!arrayLike) invalid(`${dtype} values must be an array, got ${describe(values)}`);
+  if (!arrayLike) invalid(`${dtype} values must be an array, got ${describeValue(values)}`);
   return values as ArrayLike<unknown>;
 }
 
@@ -55,7 +44,7 @@ const DECIMAL_INTEGER = /^[+-]?\d+$/;
 
 // Why an element was refused, naming it as `name` or `name[index]`.
 function refuse(value: unknown, name: string, index: number, problem: string): never {
-  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describe(value)} ${problem}`);
+  return invalid(`${index < 0 ? name : `${name}[${index}]`} = ${describeValue(value)} ${problem}`);
 }
 
 type ElementConverter = (value: unknown, name: string, index: number) => number | bigint;
@@ -85,7 +74,12 @@ function integerConverter(dtype: DType, [min, max]: readonly [bigint, bigint]): 
       if (!Number.isInteger(value)) return refuse(value, name, index, `is not an integer${patterns}`);
       const integer = BigInt(value);
       if (!Number.isSafeInteger(value) && integer >= min && integer <= max) {
-        return refuse(value, name, index, `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`);
+        return refuse(
+          value,
+          name,
+          index,
+          `is past 2^53 - 1, where numbers stop being exact integers: give it as a bigint or a decimal string`,
+        );
       }
       return inRange(integer, value, name, index);
     }
@@ -122,7 +116,8 @@ function allocate<D extends DType>(dtype: D, length: number, shape: readonly num
     return new array(length);
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
-    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} can hold (${error.message})`);
+    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} ` +
+      `can hold (${error.message})`);
   }
 }
 
@@ -137,6 +132,24 @@ function within<T>(context: string | undefined, body: () => T): T {
   }
 }
 
+// What `new Tensor(dtype, shape, data)` checks: INVALID_INPUT unless `data`
+// is the dtype's TypedArray holding exactly the shape's elements.
+function checkTensor(dtype: DType, shape: readonly number[], data: TensorData): void {
+  checkDType(dtype);
+  const expected = DTYPE_TABLE[dtype].array;
+  if (!(data instanceof expected)) {
+    if (looksLikeOnnxruntimeOrder(shape, data)) {
+      invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
+    }
+    const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
+    invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describeValue(data)}${hint}`);
+  }
+  checkShape(shape);
+  if (data.length !== numel(shape)) {
+    invalid(`shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
+  }
+}
+
 // A call in onnxruntime's order (type, data, dims) puts the data in `shape`'s
 // place (a TypedArray, or a plain array as many elements long as the dims
 // in `data`'s place describe).
@@ -146,6 +159,10 @@ function looksLikeOnnxruntimeOrder(shape: unknown, data: unknown): boolean {
   const dims = data as unknown[];
   return dims.every((d) => Number.isInteger(d) && (d as number) >= 0) && numel(dims as number[]) === shape.length;
 }
+
+// Set only while tensorOver wraps an output the addon wrote: its dtype, shape
+// and data already agree, so the constructor skips the checks users' tensors get.
+let addonOutput = false;
 
 /**
  * A tensor: dtype, shape and a JS-owned TypedArray typed by dtype
@@ -158,19 +175,7 @@ export class Tensor<D extends DType = DType> {
   readonly data: TensorData<D>;
 
   constructor(dtype: D, shape: readonly number[], data: TensorData<D>) {
-    checkDType(dtype);
-    const expected = DTYPE_TABLE[dtype].array;
-    if (!(data instanceof expected)) {
-      if (looksLikeOnnxruntimeOrder(shape, data)) {
-        invalid(`etna takes new Tensor(dtype, shape, data); these arguments look like onnxruntime's order new Tensor(type, data, dims)`);
-      }
-      const hint = Array.isArray(data) ? ` (Tensor.float32(shape, values) and Tensor.int64(shape, values) take plain arrays)` : '';
-      invalid(`Tensor.data must be a ${expected.name} for ${dtype} tensors, got ${describe(data)}${hint}`);
-    }
-    checkShape(shape);
-    if (data.length !== numel(shape)) {
-      invalid(`shape [${shape.join(', ')}] holds ${numel(shape)} elements, data has ${data.length}`);
-    }
+    if (!addonOutput) checkTensor(dtype, shape, data);
     this.dtype = dtype;
     this.shape = Object.freeze([...shape]);
     this.data = data;
@@ -251,9 +256,19 @@ export class Tensor<D extends DType = DType> {
   }
 }
 
-/** Wraps `numel(shape)` elements at `byteOffset` of `buffer` as a tensor (no copy). */
+/**
+ * An output the addon wrote: `numel(shape)` elements at `byteOffset` of
+ * `buffer` as a tensor, without a copy and without the constructor's checks
+ * (the addon reported this dtype and shape for these bytes).
+ */
 export function tensorOver<D extends DType>(dtype: D, shape: readonly number[], buffer: ArrayBufferLike, byteOffset = 0): Tensor<D> {
-  return new Tensor(dtype, shape, new DTYPE_TABLE[dtype].array(buffer, byteOffset, numel(shape)));
+  const data = new DTYPE_TABLE[dtype].array(buffer, byteOffset, numel(shape));
+  addonOutput = true;
+  try {
+    return new Tensor(dtype, shape, data);
+  } finally {
+    addonOutput = false;
+  }
 }
 
 /** A tensor in etna's own field names; `data` must match `dtype` (one member per dtype). */
@@ -311,5 +326,5 @@ export function toTensor(value: unknown, what = 'tensor'): Tensor {
     if (error instanceof EtnaError) throw new EtnaError(error.code, `${what}: ${error.message}`);
     throw error;
   }
-  return invalid(`${what}: ${expected}, got ${describe(value)}`);
+  return invalid(`${what}: ${expected}, got ${describeValue(value)}`);
 }

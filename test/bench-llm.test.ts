@@ -12,11 +12,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExportExample } from '../lib/cli/export-example.js';
 import { dequantizeInt4Groups, quantizeInt4Groups } from '../lib/export/quantize.js';
 import { Module, Tensor } from '../lib/index.js';
-import { prepareLlmArtifacts, type LlmArtifacts } from '../lib/tools/bench-llm/artifacts.js';
-import { formatLlmReport, llmTableRows, logitsDistance, runLlmBench } from '../lib/tools/bench-llm/bench-llm.js';
-import { dequantizeQ4_0, float16Bits, float16Value, ggufChunks, quantizeQ4_0 } from '../lib/tools/bench-llm/gguf.js';
-import { logSoftmax, prepareLlmLoader, type LlmRuntime } from '../lib/tools/bench-llm/runners.js';
-import { createLlama8da4wWeights, headDim, Llama8da4wReference, LLAMA_8DA4W_PRESETS, type Llama8da4wWeights } from '../lib/tools/examples/llama-8da4w.js';
+import { prepareLlmArtifacts, type LlmArtifacts } from '../lib/tools/bench/llm/artifacts.js';
+import { dequantizeQ4_0, float16Bits, float16Value, ggufChunks, quantizeQ4_0 } from '../lib/tools/bench/llm/gguf.js';
+import { logitsDistance, runLlmBench } from '../lib/tools/bench/llm/harness.js';
+import { formatLlmReport, llmTableRows } from '../lib/tools/bench/llm/report.js';
+import { logSoftmax, prepareLlmLoader, type LlmRuntime } from '../lib/tools/bench/llm/runners.js';
+import {
+  createLlama8da4wWeights,
+  headDim,
+  Llama8da4wReference,
+  LLAMA_8DA4W_PRESETS,
+  type Llama8da4wWeights,
+} from '../lib/tools/examples/llama-8da4w.js';
 
 const C = LLAMA_8DA4W_PRESETS.small;
 const weights = createLlama8da4wWeights(C);
@@ -72,7 +79,9 @@ describe('GGUF writer', () => {
     expect(view.getUint32(4, true)).toBe(3);
     expect(Number(view.getBigUint64(8, true))).toBe(2 + 9 * C.layers + 1);
     const text = new TextDecoder('latin1').decode(bytes.subarray(0, 200_000));
-    for (const key of ['llama.attention.head_count_kv', 'tokenizer.ggml.tokens', 'blk.1.ffn_down.weight', 'token_embd.weight']) expect(text).toContain(key);
+    for (const key of ['llama.attention.head_count_kv', 'tokenizer.ggml.tokens', 'blk.1.ffn_down.weight', 'token_embd.weight']) {
+      expect(text).toContain(key);
+    }
   });
 });
 
@@ -95,7 +104,10 @@ describe('the three formats of one model', () => {
   const own: Record<LlmRuntime, { expected: Float32Array[]; tolerance: number }> = {
     etna: { expected: referenceOf(weights, '8da4w'), tolerance: 1e-3 },
     'llama.cpp': { expected: referenceOf(requantized((w, _, k) => dequantizeQ4_0(quantizeQ4_0(w, k)), true), 'float'), tolerance: 0.04 },
-    onnxruntime: { expected: referenceOf(requantized((w, n, k) => dequantizeInt4Groups(quantizeInt4Groups(w, n, k, 32)), false), 'float'), tolerance: 0.04 },
+    onnxruntime: {
+      expected: referenceOf(requantized((w, n, k) => dequantizeInt4Groups(quantizeInt4Groups(w, n, k, 32)), false), 'float'),
+      tolerance: 0.04,
+    },
   };
   // 4-bit weights move the log-probabilities of this random model by about 0.15 to 0.25 of their spread.
   const QUANTIZATION_TOLERANCE = 0.3;
@@ -108,8 +120,14 @@ describe('the three formats of one model', () => {
         const got = [(await runner.prefill(tokens, true))!, (await runner.decode(next, true))!];
         got.forEach((values, step) => {
           expect(values.length).toBe(C.vocab);
-          expect(logitsDistance(Array.from(values), Array.from(float[step]!)), `step ${step} vs float`).toBeLessThan(QUANTIZATION_TOLERANCE);
-          expect(logitsDistance(Array.from(values), Array.from(own[runtime].expected[step]!)), `step ${step} vs its own weights`).toBeLessThan(own[runtime].tolerance);
+          expect(
+            logitsDistance(Array.from(values), Array.from(float[step]!)),
+            `step ${step} vs float`,
+          ).toBeLessThan(QUANTIZATION_TOLERANCE);
+          expect(
+            logitsDistance(Array.from(values), Array.from(own[runtime].expected[step]!)),
+            `step ${step} vs its own weights`,
+          ).toBeLessThan(own[runtime].tolerance);
         });
         // A second prefill starts from an empty cache again.
         expect(logitsDistance(Array.from((await runner.prefill(tokens, true))!), Array.from(got[0]!))).toBeLessThan(1e-6);
@@ -143,7 +161,10 @@ describe('etna export-example llama-8da4w --preset', () => {
       for (let i = 0; i < C.vocab; i++) worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
       expect(worst, `${length} tokens`).toBeLessThan(1e-3);
     }
-    await expect(module.execute('prefill', [Tensor.int64([1, 129], new Array<number>(129).fill(1)), Tensor.int64([1], [0])])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(module.execute(
+      'prefill',
+      [Tensor.int64([1, 129], new Array<number>(129).fill(1)), Tensor.int64([1], [0])],
+    )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     await module.dispose();
   });
 
@@ -155,7 +176,14 @@ describe('etna export-example llama-8da4w --preset', () => {
 
 describe('etna bench llm', () => {
   it('runs every runtime in its own process and reports one row each', async () => {
-    const report = await runLlmBench({ preset: 'small', threads: [1], cacheDir: dir, decodeSteps: 4, prefillRepeats: 1, bandwidthBytes: 64 * 1024 * 1024 });
+    const report = await runLlmBench({
+      preset: 'small',
+      threads: [1],
+      cacheDir: dir,
+      decodeSteps: 4,
+      prefillRepeats: 1,
+      bandwidthBytes: 64 * 1024 * 1024,
+    });
     expect(report.bandwidth.map((b) => b.threads)).toEqual([1]);
     expect(report.bandwidth[0]!.bytesPerSecond).toBeGreaterThan(1e8);
     expect(report.rows.map((r) => r.runtime)).toEqual(['etna', 'llama.cpp', 'onnxruntime']);

@@ -2,8 +2,11 @@
 // report of the documented shape, and an SVG with one bar group per configuration.
 import { describe, expect, it } from 'vitest';
 
-import { CONFIGS, compareMethods, formatJson, formatMarkdown, formatSvg, percentile, programResults, runBenchmarks, type BenchReport } from '../lib/tools/bench.js';
-import { formatSessionsTable, parseSessionCounts, sessionDecodeSteps, sessionsResults, type SessionsResult } from '../lib/tools/bench-sessions.js';
+import { parseSessionCounts } from '../lib/cli/bench.js';
+import { compareMethods, runBenchmarks, type BenchReport } from '../lib/tools/bench/harness.js';
+import { formatJson, formatMarkdown, formatSessionsTable, formatSvg, programResults, sessionsResults } from '../lib/tools/bench/report.js';
+import { CONFIGS, percentile } from '../lib/tools/bench/runner.js';
+import { sessionDecodeSteps, type SessionsResult } from '../lib/tools/bench/sessions.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
 function checkXml(text: string): void {
@@ -26,7 +29,15 @@ describe('etna bench', () => {
   let report: BenchReport;
 
   it('runs gru-stream in three child processes and reports every figure', async () => {
-    report = await runBenchmarks({ files: [], examples: ['gru-stream'], quick: true, threads: 1, iterations: 5, warmup: 1, progress: false });
+    report = await runBenchmarks({
+      files: [],
+      examples: ['gru-stream'],
+      quick: true,
+      threads: 1,
+      iterations: 5,
+      warmup: 1,
+      progress: false,
+    });
     const json = JSON.parse(formatJson(report)) as BenchReport;
     expect(json.threads).toBe(1);
     expect(json.node).toBe(process.version);
@@ -70,7 +81,15 @@ describe('etna bench', () => {
   });
 
   it('runs Silero VAD imported from ONNX against the original file and the folded graph on onnxruntime', async () => {
-    const silero = await runBenchmarks({ files: [], examples: ['silero-vad'], quick: true, threads: 1, iterations: 5, warmup: 1, progress: false });
+    const silero = await runBenchmarks({
+      files: [],
+      examples: ['silero-vad'],
+      quick: true,
+      threads: 1,
+      iterations: 5,
+      warmup: 1,
+      progress: false,
+    });
     expect(silero.results.map((r) => r.config)).toEqual(['etna-shared', 'etna-unshared', 'onnxruntime', 'onnxruntime-folded']);
     for (const r of silero.results) {
       // Each configuration's 250 streamed probabilities agree with etna-shared's.

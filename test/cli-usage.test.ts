@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { runInChild } from '../lib/tools/bench.js';
+import { runInChild } from '../lib/tools/bench/harness.js';
 import { runCli, type CliResult } from './helpers/cli.js';
 import { testdataPath } from './helpers/testdata.js';
 
@@ -43,7 +43,8 @@ describe('etna --help and usage', () => {
 
   it('run lists every option it accepts', () => {
     const help = runCli(['run', '--help']).stdout;
-    for (const option of ['--method', '--inputs', '--calls', '--external-data', '--share', '--fill', '--seed', '--full', '--report', '--json']) {
+    const options = ['--method', '--inputs', '--calls', '--external-data', '--share', '--fill', '--seed', '--full', '--report', '--json'];
+    for (const option of options) {
       expect(help).toContain(`  ${option}`);
     }
   });
@@ -90,19 +91,39 @@ describe('etna failures are one clean line', () => {
     expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', notJson]), 'run', 'INVALID_INPUT', /not JSON/);
     const wrongDtype = path.join(dir, 'dtype.json');
     fs.writeFileSync(wrongDtype, JSON.stringify([{ dtype: 'float99', shape: [1], data: [1] }, 1]));
-    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', wrongDtype]), 'run', 'INVALID_INPUT', /inputs\[0\]: unknown dtype "float99"/);
-    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--inputs', path.join(dir, 'absent.json')]), 'run', 'INVALID_INPUT', /cannot read inputs file/);
+    expectOneLineFailure(
+      runCli(['run', testdataPath('et_add.pte'), '--inputs', wrongDtype]),
+      'run',
+      'INVALID_INPUT',
+      /inputs\[0\]: unknown dtype "float99"/,
+    );
+    expectOneLineFailure(
+      runCli(['run', testdataPath('et_add.pte'), '--inputs', path.join(dir, 'absent.json')]),
+      'run',
+      'INVALID_INPUT',
+      /cannot read inputs file/,
+    );
   });
 
   it('an option value out of range', () => {
-    expectOneLineFailure(runCli(['run', testdataPath('et_add.pte'), '--fill', 'sevens']), 'run', 'INVALID_INPUT', /--fill takes one of zeros, ones, random, got 'sevens'/);
+    expectOneLineFailure(
+      runCli(['run', testdataPath('et_add.pte'), '--fill', 'sevens']),
+      'run',
+      'INVALID_INPUT',
+      /--fill takes one of zeros, ones, random, got 'sevens'/,
+    );
     expectOneLineFailure(runCli(['demo', '--steps', '0']), 'demo', 'INVALID_INPUT', /--steps takes an integer from 1 to/);
   });
 
   it('bench with a bad argument fails before starting any child', () => {
     expectOneLineFailure(runCli(['bench', '--threads', 'two']), 'bench', 'INVALID_INPUT', /--threads takes an integer >= 1, got 'two'/);
     expectOneLineFailure(runCli(['bench', '--iterations', '0']), 'bench', 'INVALID_INPUT', /--iterations/);
-    expectOneLineFailure(runCli(['bench', '--sessions', '0,16']), 'bench', 'INVALID_INPUT', /--sessions takes counts from 1 to 256 separated by commas, or 0, got '0,16'/);
+    expectOneLineFailure(
+      runCli(['bench', '--sessions', '0,16']),
+      'bench',
+      'INVALID_INPUT',
+      /--sessions takes counts from 1 to 256 separated by commas, or 0, got '0,16'/,
+    );
     expectOneLineFailure(runCli(['bench', testdataPath('djl_corrupt.pte')]), 'bench', 'INVALID_PROGRAM', /not an ExecuTorch program/);
   });
 
@@ -111,12 +132,27 @@ describe('etna failures are one clean line', () => {
     expectOneLineFailure(runCli(['generate', model, '--prompt', 'hi']), 'generate', 'INVALID_INPUT', /--tokenizer FILE is required/);
     const sentencepiece = path.join(dir, 'tokenizer.model');
     fs.writeFileSync(sentencepiece, Uint8Array.of(0x0a, 0x0b, 0x0a, 0x05, 0x3c, 0x75, 0x6e, 0x6b, 0x3e));
-    expectOneLineFailure(runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi']), 'generate', 'INVALID_INPUT', /SentencePiece/);
-    expectOneLineFailure(runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi', '--temperature', 'hot']), 'generate', 'INVALID_INPUT', /--temperature takes a number >= 0, got 'hot'/);
+    expectOneLineFailure(
+      runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi']),
+      'generate',
+      'INVALID_INPUT',
+      /SentencePiece/,
+    );
+    expectOneLineFailure(
+      runCli(['generate', model, '--tokenizer', sentencepiece, '--prompt', 'hi', '--temperature', 'hot']),
+      'generate',
+      'INVALID_INPUT',
+      /--temperature takes a number >= 0, got 'hot'/,
+    );
   });
 
   it('import-onnx with a missing model', () => {
-    expectOneLineFailure(runCli(['import-onnx', path.join(dir, 'absent.onnx'), '-o', path.join(dir, 'out.pte')]), 'import-onnx', 'INVALID_INPUT', /cannot read ONNX model/);
+    expectOneLineFailure(
+      runCli(['import-onnx', path.join(dir, 'absent.onnx'), '-o', path.join(dir, 'out.pte')]),
+      'import-onnx',
+      'INVALID_INPUT',
+      /cannot read ONNX model/,
+    );
   });
 
   it('an unexpected error is INTERNAL, still one line', () => {
@@ -134,7 +170,14 @@ describe('etna failures are one clean line', () => {
 
   it("a bench child's failure comes back with its code, not the child's stack", async () => {
     const missing = path.join(dir, 'missing.pte');
-    const error = await runInChild({ program: missing, config: 'etna-shared', threads: 1, iterations: 1, warmup: 0, session: 'reference' }).catch((e: unknown) => e);
+    const error = await runInChild({
+      program: missing,
+      config: 'etna-shared',
+      threads: 1,
+      iterations: 1,
+      warmup: 0,
+      session: 'reference',
+    }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'INVALID_PROGRAM', message: expect.stringMatching(/missing\.pte etna-shared: cannot open/) });
     expect((error as Error).message).not.toMatch(/\n/);
   });

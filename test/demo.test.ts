@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { prepareArtifacts, runInChild, withTemporaryDirectory, type BenchConfig } from '../lib/tools/bench.js';
+import { withTemporaryDirectory } from '../lib/tools/bench/child.js';
+import { prepareArtifacts, runInChild } from '../lib/tools/bench/harness.js';
+import type { BenchConfig } from '../lib/tools/bench/runner.js';
 import { formatDemoTable } from '../lib/cli/demo.js';
 import { exportExampleUsage, runExportExample } from '../lib/cli/export-example.js';
 import { ALL_EXAMPLE_NAMES, exampleInfo, exampleReference, KV_DECODER_LARGE_CONFIG } from '../lib/tools/examples/index.js';
@@ -102,11 +104,14 @@ describe('etna export-example', () => {
             const values = actual.data as Float32Array;
             const wanted = expected.data as Float32Array;
             let worst = 0;
-            for (let i = 0; i < wanted.length; i++) worst = Math.max(worst, Math.abs(values[i]! - wanted[i]!) / Math.max(1, Math.abs(wanted[i]!)));
+            for (let i = 0; i < wanted.length; i++) {
+              worst = Math.max(worst, Math.abs(values[i]! - wanted[i]!) / Math.max(1, Math.abs(wanted[i]!)));
+            }
             expect(worst).toBeLessThan(1e-4);
           }
         }
-        expect(reference.execute(prefill!.method, prefill!.inputs)[0]!.shape).toEqual([1, KV_DECODER_LARGE_CONFIG.prefillLength, KV_DECODER_LARGE_CONFIG.vocab]);
+        const logitsShape = reference.execute(prefill!.method, prefill!.inputs)[0]!.shape;
+        expect(logitsShape).toEqual([1, KV_DECODER_LARGE_CONFIG.prefillLength, KV_DECODER_LARGE_CONFIG.vocab]);
       } finally {
         await module.dispose();
       }

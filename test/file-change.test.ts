@@ -196,7 +196,15 @@ describe('a .ptd file that changes after loading', () => {
   function xorRequest(change: Change, options: Record<string, unknown>): ChildRequest {
     const file = freshCopy(testdataPath('et_xor_training.pte'));
     const data = freshCopy(testdataPath('et_xor_training.ptd'), '.ptd');
-    return { file, call: 'xor', via: 'module', options: { ...options, externalData: data }, target: data, change, replacement: freshCopy(testdataPath('et_add.pte')) };
+    return {
+      file,
+      call: 'xor',
+      via: 'module',
+      options: { ...options, externalData: data },
+      target: data,
+      change,
+      replacement: freshCopy(testdataPath('et_add.pte')),
+    };
   }
 
   for (const change of ['truncate', 'garbage'] as const) {
@@ -305,13 +313,28 @@ describe('load arguments', () => {
 
   it('rejects bad sources and option types with INVALID_INPUT', async () => {
     const file = freshCopy(original);
-    expectInvalidInput(thrownBy(() => Program.load(42 as unknown as string)), /Program\.load expects a file path, an ArrayBuffer or a view of one.*number 42/);
-    expectInvalidInput(thrownBy(() => Program.load(file, { mmap: 'yes' as unknown as boolean })), /Program\.load: mmap must be a boolean, got "yes"/);
-    expectInvalidInput(thrownBy(() => Program.load(file, 5 as unknown as object)), /Program\.load: options must be an object, got number 5/);
+    expectInvalidInput(
+      thrownBy(() => Program.load(42 as unknown as string)),
+      /Program\.load expects a file path, an ArrayBuffer or a view of one.*number 42/,
+    );
+    expectInvalidInput(
+      thrownBy(() => Program.load(file, { mmap: 'yes' as unknown as boolean })),
+      /Program\.load: mmap must be a boolean, got 'yes'/,
+    );
+    expectInvalidInput(
+      thrownBy(() => Program.load(file, 5 as unknown as object)),
+      /Program\.load: options must be an object, got number 5/,
+    );
     expectInvalidInput(thrownBy(() => Program.load(file, null as unknown as object)), /options must be an object, got null/);
     expectInvalidInput(await Module.load({} as unknown as string).catch((e: unknown) => e), /Module\.load expects a file path.*got Object/);
-    expectInvalidInput(await Module.load(file, { mmap: 1 as unknown as boolean }).catch((e: unknown) => e), /Module\.load: mmap must be a boolean, got number 1/);
-    expectInvalidInput(await Module.load(file, { externalData: 5 as unknown as string }).catch((e: unknown) => e), /externalData expects a file path.*number 5/);
+    expectInvalidInput(
+      await Module.load(file, { mmap: 1 as unknown as boolean }).catch((e: unknown) => e),
+      /Module\.load: mmap must be a boolean, got number 1/,
+    );
+    expectInvalidInput(
+      await Module.load(file, { externalData: 5 as unknown as string }).catch((e: unknown) => e),
+      /externalData expects a file path.*number 5/,
+    );
   });
 
   it('names a missing or unreadable file with INVALID_PROGRAM, copied or mapped', async () => {

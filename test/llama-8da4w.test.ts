@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { runExportExample } from '../lib/cli/export-example.js';
-import { runBenchmarks } from '../lib/tools/bench.js';
+import { runBenchmarks } from '../lib/tools/bench/harness.js';
 
 import { NodeUnion } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
@@ -103,7 +103,10 @@ describe('llama-8da4w example', () => {
     const prompt = [9, 8, 7, 6, 5, 4, 3, 2];
     await module.execute('prefill', [Tensor.int64([1, C.prefillLength], prompt), Tensor.int64([1], [0])]);
     reference.prefill(prompt, 0);
-    await expect(module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.context])])).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(module.execute(
+      'decode',
+      [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.context])],
+    )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     const [decoded] = await module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.prefillLength])]);
     expect(worstDifference((decoded as Tensor).data as Float32Array, reference.decode(1, C.prefillLength))).toBeLessThan(LOGIT_TOLERANCE);
     await module.dispose();
@@ -123,7 +126,16 @@ describe('llama-8da4w example', () => {
   });
 
   it('etna bench runs it on etna only (no ONNX form) and its outputs match the reference', async () => {
-    const report = await runBenchmarks({ files: [], examples: ['llama-8da4w'], quick: true, threads: 1, iterations: 3, warmup: 1, progress: false, sessions: [] });
+    const report = await runBenchmarks({
+      files: [],
+      examples: ['llama-8da4w'],
+      quick: true,
+      threads: 1,
+      iterations: 3,
+      warmup: 1,
+      progress: false,
+      sessions: [],
+    });
     expect(report.results.map((r) => r.config)).toEqual(['etna-shared', 'etna-unshared']);
     const shared = report.results.find((r) => r.config === 'etna-shared')!;
     expect(shared.outputsMatch).toBe(true);

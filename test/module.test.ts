@@ -87,7 +87,26 @@ describe('Module on the real programs', () => {
     const [y] = await m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [out] });
     expect(out[0]).toBe(3);
     expect((y as Tensor).data.buffer).toBe(out.buffer);
-    await expectCode(m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [new Int32Array(1)] }), 'INVALID_INPUT', /Float32Array/);
+    await expectCode(
+      m.execute('forward', [f32([1], [1]), f32([1], [2])], { outputs: [new Int32Array(1)] }),
+      'INVALID_INPUT',
+      /Float32Array/,
+    );
+    await m.dispose();
+  });
+
+  it('returns outputs as frozen Tensors, and still checks the tensors users build afterwards', async () => {
+    const m = await Module.load(testdataPath('et_add.pte'));
+    const [y] = await m.execute('forward', [f32([1], [1]), f32([1], [2])]);
+    const [z] = m.executeSync('forward', [f32([1], [1]), f32([1], [2])]);
+    for (const output of [y, z] as Tensor[]) {
+      expect(output).toBeInstanceOf(Tensor);
+      expect(Object.isFrozen(output.shape)).toBe(true);
+      expect(output.data).toBeInstanceOf(Float32Array);
+    }
+    // Outputs skip the constructor's checks; a user's tensor made after them does not.
+    expect(() => new Tensor('float32', [2], new Float32Array(1))).toThrow(/shape \[2\] holds 2 elements, data has 1/);
+    expect(() => new Tensor('float32', [1], new Int32Array(1) as unknown as Float32Array)).toThrow(/Float32Array/);
     await m.dispose();
   });
 
@@ -105,8 +124,16 @@ describe('Module on the real programs', () => {
   it('refuses bad input with a code and a reason, and runs fine afterwards', async () => {
     const m = await Module.load(testdataPath('et_add.pte'));
     await expectCode(m.execute('forward', [f32([1], [1])]), 'INVALID_INPUT', /takes 2 inputs, got 1/);
-    await expectCode(m.execute('forward', [f32([1], [1]), Tensor.int64([1], [1])]), 'INVALID_INPUT', /input 1: expected float32\[1\], got int64\[1\] \(dtype differs\)/);
-    await expectCode(m.execute('forward', [f32([2], [1, 2]), f32([1], [1])]), 'INVALID_INPUT', /input 0: expected float32\[1\], got float32\[2\] \(shape differs\)/);
+    await expectCode(
+      m.execute('forward', [f32([1], [1]), Tensor.int64([1], [1])]),
+      'INVALID_INPUT',
+      /input 1: expected float32\[1\], got int64\[1\] \(dtype differs\)/,
+    );
+    await expectCode(
+      m.execute('forward', [f32([2], [1, 2]), f32([1], [1])]),
+      'INVALID_INPUT',
+      /input 0: expected float32\[1\], got float32\[2\] \(shape differs\)/,
+    );
     await expectCode(m.execute('forward', [f32([1], [1]), 3 as unknown as Tensor]), 'INVALID_INPUT', /input 1: expected a tensor/);
     await expectCode(m.execute('backward', []), 'METHOD_NOT_FOUND', /no method named 'backward'.*'forward'/);
     expect(() => m.methodMeta('nope')).toThrow(EtnaError);
@@ -162,7 +189,10 @@ describe('Module on the real programs', () => {
   });
 
   it('refuses invalid options', async () => {
-    await expect(Module.load(testdataPath('et_add.pte'), { shareMemoryArenas: 'yes' as unknown as boolean })).rejects.toThrow(/shareMemoryArenas/);
+    await expect(Module.load(
+      testdataPath('et_add.pte'),
+      { shareMemoryArenas: 'yes' as unknown as boolean },
+    )).rejects.toThrow(/shareMemoryArenas/);
     await expect(Module.load(testdataPath('et_add.pte'), { numThreads: 0 })).rejects.toThrow(/numThreads/);
   });
 });

@@ -116,7 +116,10 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
 };
 
 // Tools the CLI and tests use; none of their names may reach an entry point.
-const TOOLS = ['dist/tools/bench.js', 'dist/tools/bench-silero.js', 'dist/tools/examples/index.js', 'dist/tools/onnx-emitter/index.js', 'dist/tools/memory-tables.js'];
+const TOOLS = [
+  'dist/tools/bench/harness.js', 'dist/tools/bench/report.js', 'dist/tools/bench/runner.js', 'dist/tools/bench/silero.js',
+  'dist/tools/examples/index.js', 'dist/tools/onnx-emitter/index.js', 'dist/tools/memory-tables.js',
+];
 
 async function exportsOf(file: string): Promise<string[]> {
   const module = (await import(pathToFileURL(path.join(repoRoot, file)).href)) as Record<string, unknown>;

@@ -1,8 +1,8 @@
 // The sharing option has one vocabulary: the values users pass, the words the
-// addon parses and the CLI's --share choices are the same set (lib/binding.ts).
+// addon parses and the CLI's --share choices are the same set (lib/memory.ts).
 import { describe, expect, it } from 'vitest';
 
-import { SHARE_WORDS, shareOption, shareWord, type ShareMemoryArenas } from '../lib/binding.js';
+import { SHARE_WORDS, shareOption, shareWord, type ShareMemoryArenas } from '../lib/memory.js';
 import { EtnaError } from '../lib/errors.js';
 import { runCli } from './helpers/cli.js';
 

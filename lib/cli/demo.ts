@@ -2,10 +2,13 @@
 // memory shared across methods and without, next to onnxruntime running the
 // same model as one session per method. Each configuration runs in its own
 // child process so their resident memory does not mix.
+import { formatBytes, table } from '../format.js';
+import { withTemporaryDirectory } from '../tools/bench/child.js';
+import { prepareArtifacts, runInChild } from '../tools/bench/harness.js';
+import { matchLabel } from '../tools/bench/report.js';
+import { availableConfigs, onnxruntimeAvailable, type BenchResult } from '../tools/bench/runner.js';
 import { KV_DECODER_CONFIG } from '../tools/examples/index.js';
 import type { Command } from './command.js';
-import { formatBytes, table } from './format.js';
-import { availableConfigs, matchLabel, onnxruntimeAvailable, prepareArtifacts, runInChild, withTemporaryDirectory, type BenchResult } from '../tools/bench.js';
 
 export interface DemoOptions {
   steps: number;
@@ -59,7 +62,16 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     for (const config of availableConfigs()) {
       process.stderr.write(`running kv-decoder as ${config}...\n`);
       collected.push(
-        await runInChild({ program: 'kv-decoder', config, threads: options.threads, iterations: 0, warmup: 0, session: 'generate', decodeSteps: options.steps, artifacts }),
+        await runInChild({
+          program: 'kv-decoder',
+          config,
+          threads: options.threads,
+          iterations: 0,
+          warmup: 0,
+          session: 'generate',
+          decodeSteps: options.steps,
+          artifacts,
+        }),
       );
     }
     return collected;

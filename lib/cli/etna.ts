@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // The `etna` command line. Exit status: 0 success, 1 failure (one line
 // `etna COMMAND: CODE: message`), 2 bad usage (the command's usage).
-import { BENCH } from '../tools/bench.js';
-import { BENCH_LLM } from '../tools/bench-llm/bench-llm.js';
+import { BENCH } from './bench.js';
+import { BENCH_LLM } from './bench-llm.js';
 import { parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
@@ -31,7 +31,9 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const command = COMMANDS.find(({ spec }) => spec.name === name);
-  if (command === undefined) return reportUsageError(undefined, `${name === undefined ? 'no command given' : `unknown command '${name}'`}\n\n${overview()}`);
+  if (command === undefined) {
+    return reportUsageError(undefined, `${name === undefined ? 'no command given' : `unknown command '${name}'`}\n\n${overview()}`);
+  }
   let json = false;
   try {
     const args = parseCommand(command.spec, rest);

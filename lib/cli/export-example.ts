@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { loadTokenizer } from '../llm/tokenizer.js';
 import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName, type ExampleVocabulary } from '../tools/examples/index.js';
 import { reportUsageError, usage, type Command } from './command.js';
-import { formatBytes } from './format.js';
+import { formatBytes } from '../format.js';
 
 function examplesList(): string {
   const lines = ['examples:'];

@@ -1,15 +1,9 @@
-// Text helpers shared by the CLI commands.
+// How the CLI commands show program values and outputs (lib/format.ts has
+// the byte sizes and tables the tools share).
 import type { Value } from '../module.js';
 import type { ValueDescription } from '../program-types.js';
 import { Tensor, type DType } from '../tensor.js';
 import { valueToJson } from './values-json.js';
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KiB`;
-  if (bytes < 1024 * 1024 * 1024) return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
-  return `${(bytes / (1024 * 1024 * 1024)).toFixed(2)} GiB`;
-}
 
 export function formatValue(value: ValueDescription): string {
   if (value.kind !== 'tensor') return `${value.name} ${value.kind}`;
@@ -18,13 +12,6 @@ export function formatValue(value: ValueDescription): string {
   if (value.dynamism && value.dynamism !== 'static') notes.push(`${value.dynamism} shape`);
   if (!value.planned) notes.push('unplanned');
   return notes.length > 0 ? `${shape} (${notes.join(', ')})` : shape;
-}
-
-/** Left-aligned columns, two spaces apart. */
-export function table(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
 }
 
 /** Tensors with more elements than this print as a summary unless `--full` is given. */
@@ -46,8 +33,12 @@ function elementText(dtype: DType, value: number | bigint): string {
 export function summarizeTensor(tensor: Tensor): string {
   const data = tensor.data as ArrayLike<number | bigint>;
   const count = data.length;
-  const edge = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, k) => elementText(tensor.dtype, data[from + k]!));
-  const head = `${tensor.dtype}[${tensor.shape.join('x')}] ${count} values [${[...edge(0, SUMMARY_EDGE), '...', ...edge(count - SUMMARY_EDGE, count)].join(', ')}]`;
+  const edge = (from: number, to: number): string[] => Array.from(
+    { length: to - from },
+    (_, k) => elementText(tensor.dtype, data[from + k]!),
+  );
+  const head = `${tensor.dtype}[${tensor.shape.join('x')}] ${count} values ` +
+    `[${[...edge(0, SUMMARY_EDGE), '...', ...edge(count - SUMMARY_EDGE, count)].join(', ')}]`;
   if (tensor.dtype === 'float16' || tensor.dtype === 'bfloat16') return `${head} (raw 16-bit patterns)`;
   if (tensor.dtype === 'bool') {
     let trues = 0;
@@ -69,7 +60,8 @@ export function summarizeTensor(tensor: Tensor): string {
     sum += value;
   }
   const stat = (value: number): string => String(Number(value.toPrecision(6)));
-  const stats = nans === count ? 'all NaN' : `min ${stat(min)} max ${stat(max)} mean ${stat(sum / (count - nans))}${nans > 0 ? ` (${nans} NaN)` : ''}`;
+  const stats = nans === count ? 'all NaN' : `min ${stat(min)} max ${stat(max)} mean ` +
+    `${stat(sum / (count - nans))}${nans > 0 ? ` (${nans} NaN)` : ''}`;
   return `${head} ${stats}`;
 }
 

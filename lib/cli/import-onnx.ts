@@ -6,7 +6,7 @@ import { EtnaError } from '../errors.js';
 import { formatBounds } from '../onnx/bounded.js';
 import { importOnnx, type ImportedTensorInfo, type OnnxContextWindow, type OnnxStatePair } from '../onnx/index.js';
 import { readInputFile, reportUsageError, type Command, type ParsedArgs } from './command.js';
-import { formatBytes } from './format.js';
+import { formatBytes } from '../format.js';
 
 export const IMPORT_ONNX: Command = {
   spec: {
@@ -18,9 +18,24 @@ export const IMPORT_ONNX: Command = {
     options: [
       { name: 'output', short: 'o', value: 'OUT.pte', help: 'where to write the program (required)' },
       { name: 'bind', value: 'NAME=VALUE', multiple: true, help: 'fix a scalar input at import time (e.g. --bind sr=16000)' },
-      { name: 'shape', value: 'NAME=DxDx..', multiple: true, help: 'shape of an input with symbolic dims (full shape, context included); a dim LO..HI varies per call' },
-      { name: 'state', value: 'IN:OUT', multiple: true, help: 'keep IN/OUT as one shared buffer at mem_id 2, read from IN and written back in place' },
-      { name: 'context', value: 'INPUT:KEEP', multiple: true, help: 'keep the last KEEP elements of INPUT (last dim) between calls; the method takes only the new part' },
+      {
+        name: 'shape',
+        value: 'NAME=DxDx..',
+        multiple: true,
+        help: 'shape of an input with symbolic dims (full shape, context included); a dim LO..HI varies per call',
+      },
+      {
+        name: 'state',
+        value: 'IN:OUT',
+        multiple: true,
+        help: 'keep IN/OUT as one shared buffer at mem_id 2, read from IN and written back in place',
+      },
+      {
+        name: 'context',
+        value: 'INPUT:KEEP',
+        multiple: true,
+        help: 'keep the last KEEP elements of INPUT (last dim) between calls; the method takes only the new part',
+      },
       { name: 'method', value: 'NAME', help: 'name of the method running the graph (default forward)' },
       { name: 'wide-accumulation', help: 'compute float32 convolutions and matrix products in float64' },
       { name: 'no-xnnpack', help: 'portable kernels only (by default float32 convolutions and products run on XNNPACK)' },
@@ -78,8 +93,10 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
     xnnpack: !args.flag('no-xnnpack'),
   });
   fs.writeFileSync(output, result.bytes);
-  const io = (list: ImportedTensorInfo[]): string => list.map((t) => `${t.name} ${t.dtype}[${formatBounds({ max: t.shape, min: t.minShape ?? t.shape })}]`).join(', ') || '-';
-  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
+  const tensor = (t: ImportedTensorInfo): string => `${t.name} ${t.dtype}[${formatBounds({ max: t.shape, min: t.minShape ?? t.shape })}]`;
+  const io = (list: ImportedTensorInfo[]): string => list.map(tensor).join(', ') || '-';
+  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ` +
+    `${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
   console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
   if (result.stateBuffers.length > 0) {
     console.log(`  state at mem_id 2: ${io(result.stateBuffers)}`);

@@ -2,11 +2,12 @@
 // the tensors of an external data file.
 import fs from 'node:fs';
 
+import { formatBytes, table } from '../format.js';
 import { Program } from '../program.js';
 import type { ProgramDescription, ValueDescription } from '../program-types.js';
 import type { Command, CommandSpec } from './command.js';
 import { isExternalData, readExternalData, type ExternalDataDescription } from './external-data.js';
-import { formatBytes, formatValue, table } from './format.js';
+import { formatValue } from './format.js';
 
 export interface InspectIO {
   name: string;
@@ -51,10 +52,14 @@ export function inspectJson(file: string, description: ProgramDescription): obje
 
 export function inspectText(file: string, fileSize: number, description: ProgramDescription): string {
   const header = description.extendedHeader;
+  const headerText = header
+    ? `${header.headerLength} bytes, program ${formatBytes(header.programSize)}, segments at byte ${header.segmentBaseOffset}`
+    : 'none';
   const lines = [
     `${file}: ExecuTorch program (${description.identifier}), ${formatBytes(fileSize)}`,
-    `  extended header: ${header ? `${header.headerLength} bytes, program ${formatBytes(header.programSize)}, segments at byte ${header.segmentBaseOffset}` : 'none'}`,
-    `  segments: ${description.segments}, named data keys: ${description.namedDataKeys}, constants: ${description.constants.count} (${formatBytes(description.constants.bytes)})`,
+    `  extended header: ${headerText}`,
+    `  segments: ${description.segments}, named data keys: ${description.namedDataKeys}, constants: ${description.constants.count} ` +
+      `(${formatBytes(description.constants.bytes)})`,
   ];
   for (const delegate of description.delegates) {
     lines.push(`  delegate ${delegate.id}: ${formatBytes(delegate.bytes)} ${delegate.location}`);
@@ -77,7 +82,10 @@ export function inspectText(file: string, fileSize: number, description: Program
         ['  instructions', instructions || '(none)'],
         ['  memory plan', arenas || '(nothing planned)'],
         ['  constants', formatBytes(method.constantBytes)],
-        ...method.state.map((t, i) => [i === 0 ? '  state (mem_id 2)' : '', `${t.name ?? `values[${t.value}]`} ${t.dtype}[${t.shape.join('x')}] at ${t.offset}, ${formatBytes(t.bytes)}`]),
+        ...method.state.map((t, i) => [
+          i === 0 ? '  state (mem_id 2)' : '',
+          `${t.name ?? `values[${t.value}]`} ${t.dtype}[${t.shape.join('x')}] at ${t.offset}, ${formatBytes(t.bytes)}`,
+        ]),
       ]),
     );
   }
@@ -106,7 +114,8 @@ export function externalDataText(file: string, fileSize: number, description: Ex
     formatBytes(tensor.bytes),
   ]);
   return [
-    `${file}: external data (${description.identifier}), ${formatBytes(fileSize)}, ${description.tensors.length} tensors in ${description.segments} segments`,
+    `${file}: external data (${description.identifier}), ${formatBytes(fileSize)}, ${description.tensors.length} tensors in ` +
+      `${description.segments} segments`,
     ...(rows.length > 0 ? [table(rows)] : []),
   ].join('\n');
 }
@@ -116,7 +125,9 @@ const INSPECT_SPEC: CommandSpec = {
   synopsis: 'FILE',
   positionals: { min: 1, max: 1 },
   brief: "describe a .pte program (methods, IO, operators, memory plan) or list a .ptd file's tensors",
-  summary: 'Verifies a .pte program without running it and describes its methods, inputs, outputs,\noperators, delegates and memory plans; for a .ptd external data file, lists its tensors.',
+  summary:
+    'Verifies a .pte program without running it and describes its methods, inputs, outputs,\n' +
+    'operators, delegates and memory plans; for a .ptd external data file, lists its tensors.',
   options: [{ name: 'json', help: 'print one JSON object' }],
 };
 

@@ -1,12 +1,13 @@
 // `etna run FILE`: runs one method, or a sequence of calls on one module.
 import { writeFileSync } from 'node:fs';
 
-import { SHARE_WORDS, shareOption } from '../binding.js';
 import { EtnaError } from '../errors.js';
-import { Module, type InputValue, type MemoryReport, type ShareMemoryArenas, type Value } from '../module.js';
+import { formatBytes, table } from '../format.js';
+import { SHARE_WORDS, shareOption, type MemoryReport, type ShareMemoryArenas } from '../memory.js';
+import { Module, type InputValue, type Value } from '../module.js';
 import { summarizeProfile, toChromeTrace, type ProfileEvent } from '../profile.js';
 import { readInputFile, type Command, type CommandSpec, type ParsedArgs } from './command.js';
-import { formatBytes, formatOutput, SUMMARY_THRESHOLD, table } from './format.js';
+import { formatOutput, SUMMARY_THRESHOLD } from './format.js';
 import { FILLS, generateInputs, valueFromJson, valueToJson, type Fill } from './values-json.js';
 
 const RUN_SPEC: CommandSpec = {
@@ -14,7 +15,9 @@ const RUN_SPEC: CommandSpec = {
   synopsis: 'FILE',
   positionals: { min: 1, max: 1 },
   brief: 'run a method (or a sequence of calls) on one module and print the outputs',
-  summary: `Loads FILE into one module, runs a method (or a sequence of calls) and prints the outputs.\nTensors of more than ${SUMMARY_THRESHOLD} elements print as a summary unless --full is given.`,
+  summary:
+    'Loads FILE into one module, runs a method (or a sequence of calls) and prints the outputs.\n' +
+    `Tensors of more than ${SUMMARY_THRESHOLD} elements print as a summary unless --full is given.`,
   options: [
     { name: 'method', value: 'NAME', help: 'the method to run (default forward, else the first method)' },
     { name: 'inputs', value: 'IN.json', help: 'inputs as a JSON array of values (default: generated from the metadata)' },
@@ -25,7 +28,11 @@ const RUN_SPEC: CommandSpec = {
     { name: 'seed', value: 'N', help: 'seed for --fill random (default 1)' },
     { name: 'full', help: 'print every element of long tensors instead of a summary' },
     { name: 'report', help: "also print the module's memory report" },
-    { name: 'profile', value: 'TRACE.json', help: 'time every call: write a Chrome trace (Perfetto, chrome://tracing) and print the 10 costliest operators and stages' },
+    {
+      name: 'profile',
+      value: 'TRACE.json',
+      help: 'time every call: write a Chrome trace (Perfetto, chrome://tracing) and print the 10 costliest operators and stages',
+    },
     { name: 'json', help: 'print one JSON object (outputs always in full)' },
   ],
 };
@@ -110,8 +117,11 @@ function reportText(report: MemoryReport): string {
     `memory: ${report.mode} (${report.reason})`,
     table(rows),
     `  planned ${formatBytes(report.plannedBytes)} allocated; per-method arenas would need ${formatBytes(report.unsharedPlannedBytes)}`,
-    `  constants ${formatBytes(report.constantBytes)} (read in place), packed weights ${formatBytes(report.packedWeightBytes)}, workspace ${formatBytes(report.workspaceBytes)}`,
-    `  owned by this module ${formatBytes(report.ownedBytes)}; held by the program for all its modules ${formatBytes(report.sharedBytes)} (pooled arena ${formatBytes(report.pooledArenaBytes)}, pooled workspace ${formatBytes(report.pooledWorkspaceBytes)})`,
+    `  constants ${formatBytes(report.constantBytes)} (read in place), packed weights ${formatBytes(report.packedWeightBytes)}, ` +
+      `workspace ${formatBytes(report.workspaceBytes)}`,
+    `  owned by this module ${formatBytes(report.ownedBytes)}; held by the program for all its modules ` +
+      `${formatBytes(report.sharedBytes)} (pooled arena ${formatBytes(report.pooledArenaBytes)}, pooled workspace ` +
+      `${formatBytes(report.pooledWorkspaceBytes)})`,
   ].join('\n');
 }
 

@@ -1,6 +1,6 @@
 // Element types an authored program can use, and how their bytes are laid out.
 import { EtnaError } from '../errors.js';
-import type { ScalarType } from '../generated/program/program_generated.js';
+import { ScalarType } from '../generated/program/etna/pte/scalar-type.js';
 import { arrayType, DTYPE_TABLE, DTYPES, type DType, type DTypeKind } from '../dtypes.js';
 
 export type { DType, DTypeKind } from '../dtypes.js';
@@ -87,8 +87,30 @@ export function encodeTensorData(dtype: DType, elementCount: number, data: Tenso
   return new Uint8Array(out.buffer);
 }
 
-/** Bytes per element of every ScalarType code a .pte may carry (spec section 3). */
-export const SCALAR_TYPE_BYTES: Readonly<Record<number, number>> = {
-  0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 8: 4, 9: 8, 10: 16, 11: 1, 12: 1, 13: 1, 14: 4, 15: 2,
-  16: 1, 17: 1, 18: 1, 19: 1, 20: 1, 21: 1, 22: 2, 23: 1, 24: 1, 25: 1, 26: 1, 27: 2, 28: 4, 29: 8,
-};
+// Element sizes of the ScalarTypes no dtype stands for: complex, quantized,
+// bit-packed and float8 elements, which a .pte may carry but JavaScript does not.
+const OTHER_SCALAR_TYPE_BYTES: readonly (readonly [ScalarType, number])[] = [
+  [ScalarType.COMPLEXHALF, 4],
+  [ScalarType.COMPLEXFLOAT, 8],
+  [ScalarType.COMPLEXDOUBLE, 16],
+  [ScalarType.QINT8, 1],
+  [ScalarType.QUINT8, 1],
+  [ScalarType.QINT32, 4],
+  [ScalarType.QUINT4X2, 1],
+  [ScalarType.QUINT2X4, 1],
+  [ScalarType.BITS1X8, 1],
+  [ScalarType.BITS2X4, 1],
+  [ScalarType.BITS4X2, 1],
+  [ScalarType.BITS8, 1],
+  [ScalarType.BITS16, 2],
+  [ScalarType.FLOAT8E5M2, 1],
+  [ScalarType.FLOAT8E4M3FN, 1],
+  [ScalarType.FLOAT8E5M2FNUZ, 1],
+  [ScalarType.FLOAT8E4M3FNUZ, 1],
+];
+
+/** Bytes per element of every ScalarType code a .pte may carry (spec section 3): the dtype table's, then the others. */
+export const SCALAR_TYPE_BYTES: Readonly<Record<number, number>> = Object.fromEntries([
+  ...DTYPES.map((dtype) => [DTYPE_TABLE[dtype].scalarType, DTYPE_TABLE[dtype].bytes] as const),
+  ...OTHER_SCALAR_TYPE_BYTES,
+]);

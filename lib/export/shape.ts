@@ -1,6 +1,8 @@
 // Shape helpers shared by the graph builder, the planner and the writer.
 import { EtnaError } from '../errors.js';
 
+export { numel } from '../shape.js';
+
 export type Shape = readonly number[];
 
 /** Largest rank a .pte tensor may have. */
@@ -8,12 +10,6 @@ export const MAX_RANK = 16;
 
 export function formatShape(shape: Shape): string {
   return `[${shape.join(', ')}]`;
-}
-
-export function numel(shape: Shape): number {
-  let count = 1;
-  for (const size of shape) count *= size;
-  return count;
 }
 
 export function sameShape(a: Shape, b: Shape): boolean {

@@ -4,9 +4,9 @@
 // stops, as ExecuTorch's TextLLMRunner does.
 import { randomInt } from 'node:crypto';
 
-import { EtnaError, toEtnaError } from '../errors.js';
+import { describeValue, EtnaError, toEtnaError } from '../errors.js';
 import { Module, MODULE_OPTIONS, type ModuleOptions } from '../module.js';
-import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, describeValue, Program, type ProgramSource } from '../program.js';
+import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, Program, type ProgramSource } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { readLlmMetadata, type LlmMetadata, type StepMethod } from './metadata.js';
@@ -43,7 +43,19 @@ export interface GenerateOptions {
   signal?: AbortSignal;
 }
 
-const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stop', 'ignoreEos', 'echo', 'numBos', 'numEos', 'signal'];
+const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
+  'maxNewTokens',
+  'temperature',
+  'topK',
+  'topP',
+  'seed',
+  'stop',
+  'ignoreEos',
+  'echo',
+  'numBos',
+  'numEos',
+  'signal',
+];
 const DEFAULT_TEMPERATURE = 0.8;
 
 /** ExecuTorch's Stats, in milliseconds. */
@@ -116,7 +128,10 @@ export class Generation implements AsyncIterable<string>, PromiseLike<Generation
     this.result.catch(() => undefined);
   }
 
-  then<A = GenerationResult, B = never>(onFulfilled?: ((value: GenerationResult) => A | PromiseLike<A>) | null, onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+  then<A = GenerationResult, B = never>(
+    onFulfilled?: ((value: GenerationResult) => A | PromiseLike<A>) | null,
+    onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,
+  ): Promise<A | B> {
     return this.result.then(onFulfilled, onRejected);
   }
 
@@ -280,28 +295,55 @@ export class LlmSession {
   }
 
   /** @internal Runs one generation; checks everything before the first call. */
-  async run(prompt: string | readonly number[], options: GenerateOptions, emit: (piece: string) => void, stopped: AbortSignal): Promise<GenerationResult> {
+  async run(
+    prompt: string | readonly number[],
+    options: GenerateOptions,
+    emit: (piece: string) => void,
+    stopped: AbortSignal,
+  ): Promise<GenerationResult> {
     if (this.disposed) throw new EtnaError('DISPOSED', 'generate: the session has been disposed');
-    if (this.busy) throw new EtnaError('INVALID_INPUT', 'generate: this session is already generating; await it, or use another session (llm.session())');
+    if (this.busy) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        'generate: this session is already generating; await it, or use another session (llm.session())',
+      );
+    }
     const started = now();
     const config = resolveOptions(options);
     const { metadata, tokenizer } = this.llm;
-    if (typeof prompt !== 'string' && !Array.isArray(prompt)) throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
+    if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
+      throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
+    }
     const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
     const encoded = now();
     const special = (name: string, id: number | undefined, count: number): number[] => {
       if (count === 0) return [];
-      if (id === undefined) throw new EtnaError('INVALID_INPUT', `generate: ${name} asks for ${count} token(s), but neither the program nor the tokenizer names one`);
+      if (id === undefined) {
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `generate: ${name} asks for ${count} token(s), but neither the program nor the tokenizer names one`,
+        );
+      }
       return new Array<number>(count).fill(id);
     };
-    const promptTokens = [...special('numBos', metadata.bosId, config.numBos), ...ids, ...special('numEos', metadata.eosIds[0], config.numEos)];
+    const promptTokens = [
+      ...special('numBos', metadata.bosId, config.numBos),
+      ...ids,
+      ...special('numEos', metadata.eosIds[0], config.numEos),
+    ];
     promptTokens.forEach((id, i) => {
       if (!Number.isInteger(id) || id < 0 || id >= metadata.vocabSize) {
-        throw new EtnaError('INVALID_INPUT', `generate: prompt token ${i} is ${typeof id === 'number' ? id : describeValue(id)}, outside the model's vocabulary 0..${metadata.vocabSize - 1}`);
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `generate: prompt token ${i} is ${typeof id === 'number' ? id : describeValue(id)}, outside the model's vocabulary ` +
+            `0..${metadata.vocabSize - 1}`,
+        );
       }
     });
     const feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
-    if (feed.length === 0) throw new EtnaError('INVALID_INPUT', 'generate: the prompt has no tokens, and nothing was generated before it to continue from');
+    if (feed.length === 0) {
+      throw new EtnaError('INVALID_INPUT', 'generate: the prompt has no tokens, and nothing was generated before it to continue from');
+    }
     // The last generated token is never fed, so a turn takes feed + maxNewTokens - 1 positions.
     const room = metadata.maxContextLen - this.cached - feed.length + 1;
     const maxNewTokens = config.maxNewTokens ?? room;
@@ -309,7 +351,7 @@ export class LlmSession {
       throw new EtnaError(
         'INVALID_INPUT',
         `generate: the context holds ${metadata.maxContextLen} positions; ${this.cached} are used, the prompt takes ${feed.length}` +
-          `${config.maxNewTokens === undefined ? '' : ` and maxNewTokens ${config.maxNewTokens} would take ${config.maxNewTokens - 1} more`}` +
+          (config.maxNewTokens === undefined ? '' : ` and maxNewTokens ${config.maxNewTokens} would take ${config.maxNewTokens - 1} more`) +
           ` (room for ${Math.max(room, 0)} new token(s))`,
       );
     }
@@ -418,7 +460,8 @@ export class LlmSession {
       this.cached += count;
       at += count;
       const logits = outputs[0];
-      if (!(logits instanceof Tensor) || !(logits.data instanceof Float32Array) || logits.data.length % vocabSize !== 0 || logits.data.length === 0) {
+      const isLogits = logits instanceof Tensor && logits.data instanceof Float32Array;
+      if (!isLogits || logits.data.length % vocabSize !== 0 || logits.data.length === 0) {
         throw new EtnaError('INTERNAL', `method '${step.name}' returned ${describeValue(logits)} where logits were expected`);
       }
       // [1, n, vocab] rows for every token, or [1, vocab] / [1, 1, vocab] for the last one only: the last row is the one to sample.
@@ -469,7 +512,12 @@ export class Llm {
     const started = now();
     if (!(pte instanceof Program)) checkProgramSource(pte, 'Llm.load');
     const checked = checkOptionKeys(options, [...MODULE_OPTIONS, 'tokenizer'], 'Llm.load');
-    if (checked['tokenizer'] === undefined) throw new EtnaError('INVALID_INPUT', 'Llm.load: options.tokenizer is required (a tokenizer.json or tiktoken file, its bytes, or a loaded tokenizer)');
+    if (checked['tokenizer'] === undefined) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        'Llm.load: options.tokenizer is required (a tokenizer.json or tiktoken file, its bytes, or a loaded tokenizer)',
+      );
+    }
     const { tokenizer: tokenizerSource, ...moduleOptions } = options;
     const tokenizer = loadTokenizer(tokenizerSource);
     const owns = !(pte instanceof Program);

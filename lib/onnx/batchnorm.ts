@@ -4,7 +4,8 @@
 // per-channel multiply and add by import-time tensors. Either way nothing is
 // normalised at run time, and the delegate sees one convolution (or two
 // arithmetic nodes) instead of rsqrt calls on constants.
-import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
+import { numel } from '../shape.js';
+import { fromNumbers, toNumbers, type ConstTensor } from './constant.js';
 import { producers, readCounts, type GraphTables } from './graph-info.js';
 import type { OnnxGraph, OnnxNode } from './proto.js';
 
@@ -14,7 +15,13 @@ export interface ChannelAffine {
   readonly shift: Float64Array;
 }
 
-export function batchNormAffine(gamma: ConstTensor, beta: ConstTensor, mean: ConstTensor, variance: ConstTensor, epsilon: number): ChannelAffine | undefined {
+export function batchNormAffine(
+  gamma: ConstTensor,
+  beta: ConstTensor,
+  mean: ConstTensor,
+  variance: ConstTensor,
+  epsilon: number,
+): ChannelAffine | undefined {
   const [g, b, m, v] = [gamma, beta, mean, variance].map(toNumbers) as [number[], number[], number[], number[]];
   const channels = g.length;
   if (b.length !== channels || m.length !== channels || v.length !== channels) return undefined;
@@ -49,8 +56,8 @@ export interface FoldedConvAffines {
  * [out, in / groups, ...k]; ConvTranspose weights are [in, out / groups, ...k].
  */
 function outputChannelOf(conv: OnnxNode, shape: readonly number[]): { count: number; at: (i: number) => number } | undefined {
-  const taps = shapeSize(shape.slice(2));
-  if (conv.opType === 'Conv') return { count: shape[0]!, at: (i) => Math.floor(i / (shapeSize(shape) / shape[0]!)) };
+  const taps = numel(shape.slice(2));
+  if (conv.opType === 'Conv') return { count: shape[0]!, at: (i) => Math.floor(i / (numel(shape) / shape[0]!)) };
   const groups = Number(conv.attributes.find((a) => a.name === 'group')?.i ?? 1n);
   const [inChannels, groupOut] = shape as [number, number];
   if (groups < 1 || inChannels % groups !== 0) return undefined;
@@ -88,7 +95,8 @@ export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: 
   const producer = producers(graph.nodes);
 
   const constants = new Map<string, ConstTensor>();
-  const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined ? undefined : constants.get(name) ?? constant(name));
+  const weights = (name: string | undefined): ConstTensor | undefined =>
+    (name === undefined ? undefined : constants.get(name) ?? constant(name));
   const replaced = new Map<OnnxNode, OnnxNode>();
   const removed = new Set<OnnxNode>();
   for (const node of graph.nodes) {
@@ -99,7 +107,8 @@ export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: 
     const x = node.inputs[operand]!;
     const original = producer.get(x);
     const conv = original === undefined ? undefined : replaced.get(original) ?? original;
-    if (original === undefined || conv === undefined || (conv.opType !== 'Conv' && conv.opType !== 'ConvTranspose') || conv.outputs[0] !== x || reads.get(x) !== 1) continue;
+    if (original === undefined || conv === undefined || (conv.opType !== 'Conv' && conv.opType !== 'ConvTranspose')) continue;
+    if (conv.outputs[0] !== x || reads.get(x) !== 1) continue;
     const weight = weights(conv.inputs[1]);
     const bias = conv.inputs[2] === undefined || conv.inputs[2] === '' ? undefined : weights(conv.inputs[2]);
     if (weight === undefined || weight.dtype !== 'float32' || ((conv.inputs[2] ?? '') !== '' && bias === undefined)) continue;
@@ -156,9 +165,15 @@ function unpadded(conv: OnnxNode): boolean {
  * W[o, c] by a[c], computed in float64. A padded Conv would pad the affine's
  * input with zeros where the model pads its output, so it is left alone.
  */
-export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: ReadonlyMap<string, ConstTensor>, graph: OnnxGraph, { constant, freshName }: GraphTables): FoldedConvAffines {
+export function foldInputAffinesIntoConvs(
+  nodes: readonly OnnxNode[],
+  folded: ReadonlyMap<string, ConstTensor>,
+  graph: OnnxGraph,
+  { constant, freshName }: GraphTables,
+): FoldedConvAffines {
   const constants = new Map(folded);
-  const weights = (name: string | undefined): ConstTensor | undefined => (name === undefined || name === '' ? undefined : constants.get(name) ?? constant(name));
+  const weights = (name: string | undefined): ConstTensor | undefined =>
+    (name === undefined || name === '' ? undefined : constants.get(name) ?? constant(name));
   const reads = readCounts({ ...graph, nodes: [...nodes] });
   const producer = producers(nodes);
   const removed = new Set<OnnxNode>();
@@ -172,7 +187,8 @@ export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: Re
       const weight = weights(conv.inputs[1]);
       const hasBias = (conv.inputs[2] ?? '') !== '';
       const bias = hasBias ? weights(conv.inputs[2]) : undefined;
-      if (affine === undefined || (affine.opType !== 'Mul' && affine.opType !== 'Add') || affine.inputs.length !== 2 || reads.get(x) !== 1 || graph.outputs.some((o) => o.name === x)) break;
+      if (affine === undefined || (affine.opType !== 'Mul' && affine.opType !== 'Add') || affine.inputs.length !== 2) break;
+      if (reads.get(x) !== 1 || graph.outputs.some((o) => o.name === x)) break;
       if (weight === undefined || weight.dtype !== 'float32' || (hasBias && bias === undefined)) break;
       const operand = constant(affine.inputs[0]) !== undefined ? 1 : 0;
       const other = constant(affine.inputs[1 - operand]);
@@ -180,7 +196,7 @@ export function foldInputAffinesIntoConvs(nodes: readonly OnnxNode[], folded: Re
       const [outChannels, groupIn] = weight.shape as [number, number];
       const perChannel = other === undefined ? undefined : channelOperand(other, weight.shape.length, groupIn * groups);
       if (perChannel === undefined || groups < 1 || outChannels % groups !== 0) break;
-      const taps = shapeSize(weight.shape.slice(2));
+      const taps = numel(weight.shape.slice(2));
       const channelOfElement = (i: number): number => {
         const o = Math.floor(i / (groupIn * taps));
         return Math.floor(o / (outChannels / groups)) * groupIn + (Math.floor(i / taps) % groupIn);

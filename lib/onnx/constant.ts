@@ -2,6 +2,8 @@
 // results of folding, held as typed arrays with a static shape.
 import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
+import { numel } from '../shape.js';
+import { dtypeFromOnnx } from './dtype.js';
 import type { OnnxTensorProto } from './proto.js';
 
 export type ConstData =
@@ -20,33 +22,6 @@ export interface ConstTensor {
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly data: ConstData;
-}
-
-/** ONNX TensorProto.DataType codes and the etna dtype each maps to. */
-const ONNX_DTYPES: Readonly<Record<number, DType>> = {
-  1: 'float32',
-  2: 'uint8',
-  3: 'int8',
-  4: 'uint16',
-  5: 'int16',
-  6: 'int32',
-  7: 'int64',
-  9: 'bool',
-  10: 'float16',
-  11: 'float64',
-  12: 'uint32',
-  13: 'uint64',
-  16: 'bfloat16',
-};
-
-export function dtypeFromOnnx(code: number, what: string): DType {
-  const dtype = ONNX_DTYPES[code];
-  if (dtype === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: ONNX element type ${code} is not supported`);
-  return dtype;
-}
-
-export function shapeSize(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
 }
 
 export function allocate(dtype: DType, length: number): ConstData {
@@ -107,12 +82,15 @@ export function constFromProto(proto: OnnxTensorProto, what: string): ConstTenso
   if (proto.external) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: tensors stored in external files are not supported`);
   const dtype = dtypeFromOnnx(proto.dataType, what);
   const shape = proto.dims;
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const data = allocate(dtype, count);
   if (proto.rawData !== undefined && proto.rawData.length > 0) {
     const bytes = new Uint8Array(data.buffer, 0, data.byteLength);
     if (proto.rawData.length !== data.byteLength) {
-      throw new EtnaError('INVALID_INPUT', `${what}: raw data has ${proto.rawData.length} bytes, ${dtype}${JSON.stringify(shape)} needs ${data.byteLength}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${what}: raw data has ${proto.rawData.length} bytes, ${dtype}${JSON.stringify(shape)} needs ${data.byteLength}`,
+      );
     }
     bytes.set(proto.rawData);
     return { dtype, shape, data };
@@ -123,7 +101,9 @@ export function constFromProto(proto: OnnxTensorProto, what: string): ConstTenso
         : dtype === 'int64' ? proto.int64Data
           : dtype === 'uint32' || dtype === 'uint64' ? proto.uint64Data
             : proto.int32Data;
-  if (source.length !== count) throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);
+  if (source.length !== count) {
+    throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);
+  }
   for (let i = 0; i < count; i++) {
     const v = source[i]!;
     if (isBigData(data)) data[i] = BigInt(v);
@@ -141,7 +121,7 @@ export function stridesOf(shape: readonly number[]): number[] {
 
 /** Copies elements of `t` picked by `sourceIndex(outFlat)` into a new tensor of `shape`. */
 export function gatherElements(t: ConstTensor, shape: readonly number[], sourceIndex: (outIndex: number[]) => number): ConstTensor {
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const data = allocate(t.dtype, count);
   const index = new Array<number>(shape.length).fill(0);
   for (let i = 0; i < count; i++) {

@@ -6,7 +6,7 @@ import type { DType } from '../export/dtype.js';
 import type { KernelArgument, MethodBuilder, TensorInput } from '../export/method-builder.js';
 import type { ProgramBuilder } from '../export/program-builder.js';
 import type { TensorValue } from '../export/graph.js';
-import { fromNumbers, shapeSize, toNumbers, type ConstTensor } from './constant.js';
+import { fromNumbers, toNumbers, type ConstTensor } from './constant.js';
 import type { OnnxAttribute, OnnxGraph, OnnxNode } from './proto.js';
 
 /** An ONNX value: known at import time, or a tensor computed by the method. */
@@ -34,7 +34,8 @@ export function isFloat(dtype: DType): boolean {
   return dtype === 'float32' || dtype === 'float64' || dtype === 'float16' || dtype === 'bfloat16';
 }
 
-export class LoweringContext {
+/** One graph being imported into one method (export/lowering.ts's LoweringContext is another thing: passes over a built program). */
+export class ImportContext {
   readonly values = new Map<string, OnnxValue>();
   /** Which node produced each name, for error messages. */
   readonly producers = new Map<string, string>();
@@ -101,7 +102,7 @@ export class NodeView {
   constructor(
     readonly node: OnnxNode,
     readonly inputs: readonly (OnnxValue | undefined)[],
-    readonly ctx: LoweringContext,
+    readonly ctx: ImportContext,
   ) {}
 
   get op(): string {
@@ -189,8 +190,4 @@ export class NodeView {
     if (g === undefined) this.fail(`attribute '${name}' (a graph) is missing`);
     return g;
   }
-}
-
-export function numelOf(value: OnnxValue): number {
-  return shapeSize(shapeOf(value));
 }

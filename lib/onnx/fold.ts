@@ -3,7 +3,9 @@
 // nodes and weight rearrangements disappear before lowering. Ops without an
 // evaluator here are lowered to kernels even when their inputs are constant.
 import type { DType } from '../export/dtype.js';
-import { allocate, elementAt, fromNumbers, gatherElements, shapeSize, stridesOf, toNumbers, type ConstTensor } from './constant.js';
+import { numel } from '../shape.js';
+import { allocate, elementAt, fromNumbers, gatherElements, stridesOf, toNumbers, type ConstTensor } from './constant.js';
+import { castTarget } from './dtype.js';
 
 export function broadcastShape(a: readonly number[], b: readonly number[]): number[] | undefined {
   const rank = Math.max(a.length, b.length);
@@ -33,7 +35,7 @@ function elementwise(inputs: readonly ConstTensor[], dtype: DType, fn: (values: 
     if (next === undefined) return undefined;
     shape = next;
   }
-  const count = shapeSize(shape);
+  const count = numel(shape);
   const values = new Array<number>(count);
   const index = new Array<number>(shape.length).fill(0);
   const args = new Array<number>(inputs.length);
@@ -136,33 +138,24 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
         return flat;
       })];
     }
-    case 'Transpose': {
-      const perm = attrs.ints('perm') ?? a.shape.map((_, i) => a.shape.length - 1 - i);
-      const strides = stridesOf(a.shape);
-      const outShape = perm.map((p) => a.shape[p]!);
-      return [gatherElements(a, outShape, (index) => index.reduce((sum, v, d) => sum + v * strides[perm[d]!]!, 0))];
-    }
+    case 'Transpose':
+      return [transposeConst(a, attrs.ints('perm') ?? a.shape.map((_, i) => a.shape.length - 1 - i))];
     case 'Range': {
       const [start, limit, delta] = inputs.map((t) => (t === undefined ? NaN : elementAt(t, 0)));
       const count = Math.max(Math.ceil((limit! - start!) / delta!), 0);
       return [fromNumbers(a.dtype, [count], Array.from({ length: count }, (_, i) => start! + i * delta!))];
     }
     case 'Cast': {
-      const to = attrs.int('to', 0);
-      const dtype = CAST_TARGETS[to];
+      const dtype = castTarget(attrs.int('to', 0));
       if (dtype === undefined) return undefined;
       return [fromNumbers(dtype, a.shape, toNumbers(a))];
     }
     case 'Size':
-      return [fromNumbers('int64', [], [shapeSize(a.shape)])];
+      return [fromNumbers('int64', [], [numel(a.shape)])];
     default:
       return undefined;
   }
 }
-
-const CAST_TARGETS: Readonly<Record<number, DType>> = {
-  1: 'float32', 2: 'uint8', 3: 'int8', 5: 'int16', 6: 'int32', 7: 'int64', 9: 'bool', 11: 'float64',
-};
 
 function flatOf(shape: readonly number[], index: readonly number[]): number {
   let flat = 0;
@@ -179,12 +172,12 @@ export function concatConst(tensors: readonly ConstTensor[], axis: number): Cons
   const first = tensors[0]!;
   const outShape = [...first.shape];
   outShape[axis] = tensors.reduce((sum, t) => sum + t.shape[axis]!, 0);
-  const data = allocate(first.dtype, shapeSize(outShape));
-  const outer = shapeSize(first.shape.slice(0, axis));
+  const data = allocate(first.dtype, numel(outShape));
+  const outer = numel(first.shape.slice(0, axis));
   let offset = 0;
   for (let o = 0; o < outer; o++) {
     for (const t of tensors) {
-      const block = shapeSize(t.shape.slice(axis));
+      const block = numel(t.shape.slice(axis));
       for (let i = 0; i < block; i++) (data as unknown as unknown[])[offset++] = t.data[o * block + i];
     }
   }
@@ -195,6 +188,13 @@ export function concatConst(tensors: readonly ConstTensor[], axis: number): Cons
 export function sliceConst(t: ConstTensor, starts: readonly number[], steps: readonly number[], outShape: readonly number[]): ConstTensor {
   const strides = stridesOf(t.shape);
   return gatherElements(t, outShape, (index) => index.reduce((sum, v, d) => sum + (starts[d]! + v * steps[d]!) * strides[d]!, 0));
+}
+
+/** A constant with its dims permuted: output dim d is input dim perm[d]. */
+export function transposeConst(t: ConstTensor, perm: readonly number[]): ConstTensor {
+  const strides = stridesOf(t.shape);
+  const outShape = perm.map((p) => t.shape[p]!);
+  return gatherElements(t, outShape, (index) => index.reduce((sum, v, d) => sum + v * strides[perm[d]!]!, 0));
 }
 
 /** The same data under a new shape. */

@@ -9,12 +9,14 @@ import { TensorValue } from '../export/graph.js';
 import type { MethodBuilder } from '../export/method-builder.js';
 import { ProgramBuilder, type ExportOptions } from '../export/program-builder.js';
 import type { MethodGraph, SharedBuffer } from '../export/graph.js';
-import { constFromProto, dtypeFromOnnx, fromNumbers, shapeSize, type ConstData, type ConstTensor } from './constant.js';
-import { constValue, dtypeOf, LoweringContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
+import { numel } from '../shape.js';
+import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from './constant.js';
+import { constValue, dtypeOf, ImportContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
+import { dtypeFromOnnx } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
-import { OP_HANDLERS } from './ops.js';
+import { OP_HANDLERS } from './ops/index.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
 /** The oldest default-domain opset the importer accepts. */
@@ -128,7 +130,10 @@ function staticShape(info: OnnxValueInfo, given: readonly number[] | undefined):
   if (given !== undefined) return [...given];
   const shape = info.shape;
   if (shape === undefined || shape.some((d) => typeof d !== 'number' || d < 0)) {
-    throw new EtnaError('INVALID_INPUT', `ONNX input '${info.name}' has shape ${JSON.stringify(shape ?? '?')}; give a concrete shape (--shape ${info.name}=1x...)`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `ONNX input '${info.name}' has shape ${JSON.stringify(shape ?? '?')}; give a concrete shape (--shape ${info.name}=1x...)`,
+    );
   }
   return shape as number[];
 }
@@ -142,11 +147,19 @@ function checkGivenShape(info: OnnxValueInfo, given: readonly number[]): void {
   if (declared === undefined) return;
   const describe = (dims: readonly (number | string | null)[]): string => `[${dims.map((d) => (d === null ? '?' : String(d))).join(', ')}]`;
   if (declared.length !== given.length) {
-    throw new EtnaError('INVALID_INPUT', `shape of input '${info.name}': the model declares rank ${declared.length} ${describe(declared)}, the given shape ${given.join('x')} has rank ${given.length}`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `shape of input '${info.name}': the model declares rank ${declared.length} ${describe(declared)}, the given shape ` +
+        `${given.join('x')} has rank ${given.length}`,
+    );
   }
   declared.forEach((size, dim) => {
     if (typeof size === 'number' && size >= 0 && size !== given[dim]) {
-      throw new EtnaError('INVALID_INPUT', `shape of input '${info.name}': dim ${dim} is fixed at ${size} by the model ${describe(declared)}, the given shape sets it to ${given[dim]}; only symbolic dims can be set`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `shape of input '${info.name}': dim ${dim} is fixed at ${size} by the model ${describe(declared)}, the given shape sets it to ` +
+          `${given[dim]}; only symbolic dims can be set`,
+      );
     }
   });
 }
@@ -155,7 +168,12 @@ function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
   if (typeof value === 'object') return value;
   const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
   const shape = info.shape?.every((d) => typeof d === 'number') ? (info.shape as number[]) : [];
-  if (shapeSize(shape) !== 1) throw new EtnaError('INVALID_INPUT', `input '${info.name}' has shape ${JSON.stringify(shape)}; bind a scalar only to a one-element input`);
+  if (numel(shape) !== 1) {
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `input '${info.name}' has shape ${JSON.stringify(shape)}; bind a scalar only to a one-element input`,
+    );
+  }
   return fromNumbers(dtype, shape, [Number(value)]);
 }
 
@@ -169,7 +187,7 @@ interface RunStats {
 }
 
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
-function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void {
+function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
   const { nodes, constants, folded } = rewriteGraph(graph, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
@@ -177,7 +195,7 @@ function runGraph(graph: OnnxGraph, ctx: LoweringContext, stats: RunStats): void
   for (const node of nodes) runNode(node, ctx, stats);
 }
 
-function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
+function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
   const label = `node '${node.name || node.outputs[0] || '?'}' (${node.opType})`;
   if (node.domain !== '' && node.domain !== 'ai.onnx') {
     throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: operator domain '${node.domain}' is not supported`);
@@ -196,7 +214,11 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
   } else if (node.opType === 'If') {
     const condition = inputs[0];
     if (condition === undefined || condition.kind !== 'const') {
-      throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: condition '${node.inputs[0]}' depends on runtime data; only an If whose condition is known at import time (from shapes or bound inputs) can be imported`);
+      throw new EtnaError(
+        'UNSUPPORTED_OPERATOR',
+        `${label}: condition '${node.inputs[0]}' depends on runtime data; only an If whose condition is known at import time (from ` +
+          `shapes or bound inputs) can be imported`,
+      );
     }
     const branch = view.graph(condition.tensor.data[0] ? 'then_branch' : 'else_branch');
     runGraph(branch, ctx, stats);
@@ -226,7 +248,9 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
   node.outputs.forEach((name, i) => {
     if (name === '') return;
     const value = results[i];
-    if (value === undefined) throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: output ${i} ('${name}') is not produced by the importer`);
+    if (value === undefined) {
+      throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: output ${i} ('${name}') is not produced by the importer`);
+    }
     ctx.values.set(name, value);
     ctx.producers.set(name, label);
   });
@@ -237,10 +261,12 @@ function runNode(node: OnnxNode, ctx: LoweringContext, stats: RunStats): void {
  * contradict each other (INVALID_INPUT from shape inference) also name the
  * input shapes given at import, the usual cause.
  */
-function atNode(label: string, ctx: LoweringContext, error: unknown): unknown {
+function atNode(label: string, ctx: ImportContext, error: unknown): unknown {
   if (!(error instanceof EtnaError)) return error;
   const named = error.message.startsWith(label) ? error.message : `${label}: ${error.message}`;
-  if (error.code !== 'INVALID_INPUT' || ctx.givenShapes === '') return named === error.message ? error : new EtnaError(error.code, named, { cause: error });
+  if (error.code !== 'INVALID_INPUT' || ctx.givenShapes === '') {
+    return named === error.message ? error : new EtnaError(error.code, named, { cause: error });
+  }
   return new EtnaError(error.code, `${named} (with the input shapes given at import: ${ctx.givenShapes})`, { cause: error });
 }
 
@@ -264,9 +290,10 @@ function constantNode(view: NodeView): OnnxValue {
 }
 
 /** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
-function ownedTensor(ctx: LoweringContext, value: OnnxValue): TensorValue {
+function ownedTensor(ctx: ImportContext, value: OnnxValue): TensorValue {
   const m = ctx.m;
-  if (value.kind === 'tensor' && value.tensor instanceof TensorValue && m.graph.tensorNode(value.tensor.index).origin.kind === 'activation') {
+  if (value.kind === 'tensor' && value.tensor instanceof TensorValue
+    && m.graph.tensorNode(value.tensor.index).origin.kind === 'activation') {
     return value.tensor;
   }
   const out = ctx.out(dtypeOf(value), shapeOf(value));
@@ -307,7 +334,9 @@ export function importOnnx(bytes: Uint8Array, options: ImportOnnxOptions = {}): 
 }
 
 export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = {}): ImportedOnnxGraph {
-  const bounds = new Map(Object.entries(options.shapes ?? {}).map(([name, shape]): [string, ShapeBounds] => [name, shapeBounds(name, shape)]));
+  const bounds = new Map(
+    Object.entries(options.shapes ?? {}).map(([name, shape]): [string, ShapeBounds] => [name, shapeBounds(name, shape)]),
+  );
   for (const [name, b] of bounds) {
     const varies = b.min.some((lo, d) => lo !== b.max[d]);
     const kept = (options.state ?? []).some((p) => p.input === name) || (options.context ?? []).some((c) => c.input === name);
@@ -337,7 +366,11 @@ export function importOnnxGraph(bytes: Uint8Array, options: ImportOnnxOptions = 
       const min = smallList[i]!.shape;
       return min.every((size, d) => size === info.shape[d]) ? info : { ...info, minShape: [...min] };
     });
-  return { ...upper.imported, inputs: withMin(upper.imported.inputs, smallest.inputs), outputs: withMin(upper.imported.outputs, smallest.outputs) };
+  return {
+    ...upper.imported,
+    inputs: withMin(upper.imported.inputs, smallest.inputs),
+    outputs: withMin(upper.imported.outputs, smallest.outputs),
+  };
 }
 
 function importAtShapes(
@@ -352,7 +385,10 @@ function importAtShapes(
   if (opset < MIN_ONNX_OPSET) {
     const changed = collectOpTypes(model.graph).filter((op) => !UNCHANGED_SINCE_OPSET_1_TO_6.has(op));
     if (changed.length > 0) {
-      throw new EtnaError('UNSUPPORTED_OPERATOR', `opset ${opset} is older than ${MIN_ONNX_OPSET}, the oldest supported for ${changed.join(', ')} (their older versions differ)`);
+      throw new EtnaError(
+        'UNSUPPORTED_OPERATOR',
+        `opset ${opset} is older than ${MIN_ONNX_OPSET}, the oldest supported for ${changed.join(', ')} (their older versions differ)`,
+      );
     }
   }
   const graph = model.graph;
@@ -367,19 +403,27 @@ function importAtShapes(
   const inputInfo = new Map(runtimeInputs.map((i) => [i.name, i]));
   const outputNames = new Set(graph.outputs.map((o) => o.name));
 
-  for (const name of Object.keys(bind)) if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--bind ${name}: the model has no input named '${name}'`);
+  for (const name of Object.keys(bind)) {
+    if (!inputInfo.has(name)) throw new EtnaError('INVALID_INPUT', `--bind ${name}: the model has no input named '${name}'`);
+  }
   for (const [name, given] of shapes) {
     const info = inputInfo.get(name);
     if (info === undefined) throw new EtnaError('INVALID_INPUT', `--shape ${name}: the model has no input named '${name}'`);
     checkGivenShape(info, given);
   }
   for (const pair of statePairs) {
-    if (!inputInfo.has(pair.input)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no input named '${pair.input}'`);
-    if (!outputNames.has(pair.output)) throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no output named '${pair.output}'`);
+    if (!inputInfo.has(pair.input)) {
+      throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no input named '${pair.input}'`);
+    }
+    if (!outputNames.has(pair.output)) {
+      throw new EtnaError('INVALID_INPUT', `--state ${pair.input}:${pair.output}: the model has no output named '${pair.output}'`);
+    }
   }
   for (const c of contexts) {
     if (!inputInfo.has(c.input)) throw new EtnaError('INVALID_INPUT', `--context ${c.input}: the model has no input named '${c.input}'`);
-    if (!Number.isInteger(c.keep) || c.keep <= 0) throw new EtnaError('INVALID_INPUT', `--context ${c.input}: keep must be a positive integer`);
+    if (!Number.isInteger(c.keep) || c.keep <= 0) {
+      throw new EtnaError('INVALID_INPUT', `--context ${c.input}: keep must be a positive integer`);
+    }
   }
 
   const program = new ProgramBuilder();
@@ -400,7 +444,9 @@ function importAtShapes(
     const dtype = dtypeFromOnnx(info.elemType, `input '${c.input}'`);
     const full = staticShape(info, shapes.get(c.input));
     const last = full[full.length - 1]!;
-    if (c.keep >= last) throw new EtnaError('INVALID_INPUT', `--context ${c.input}:${c.keep}: must be shorter than the input's last dim ${last}`);
+    if (c.keep >= last) {
+      throw new EtnaError('INVALID_INPUT', `--context ${c.input}:${c.keep}: must be shorter than the input's last dim ${last}`);
+    }
     const shape = [...full.slice(0, -1), c.keep];
     const name = bufferName('context', c.input);
     const buffer = program.sharedBuffer(name, dtype, shape);
@@ -412,7 +458,7 @@ function importAtShapes(
   const outputs: ImportedTensorInfo[] = [];
   const stats: RunStats = { folded: 0, lowered: 0, spans: [] };
   program.method(methodName, (m) => {
-    const ctx = new LoweringContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
+    const ctx = new ImportContext(program, m, opset, 'onnx_', options.wideAccumulation === true, xnnpack, followsInputSize);
     ctx.givenShapes = [...shapes].map(([name, shape]) => `${name}=${shape.join('x')}`).join(' ');
     const contextWrites: { buffer: SharedBuffer; full: OnnxValue; keep: number }[] = [];
     for (const info of runtimeInputs) {

@@ -48,33 +48,38 @@ struct ModuleOptions {
   std::shared_ptr<const DataMap> external_data;  // a .ptd file's tensors, when the program names some
 };
 
+// What Module::memory_report() returns. The addon (native/addon/convert.cpp)
+// hands it to JavaScript field for field, snake_case here and camelCase there
+// (a method's `method` is its `name`), as MemoryReport and ArenaReport of
+// lib/memory.ts; that file documents what each field means, for users and for
+// this code.
 struct ArenaReport {
   uint32_t memory_id = 0;
   uint64_t bytes = 0;
   bool shared = false;
-  bool pooled = false;               // borrowed per call from the program's pool, not owned
-  std::vector<std::string> methods;  // methods that use this buffer
+  bool pooled = false;
+  std::vector<std::string> methods;
 };
 
 struct MethodConstantReport {
   std::string method;
-  uint64_t constant_bytes = 0;  // distinct constants this method reads (may overlap other methods')
+  uint64_t constant_bytes = 0;
 };
 
 struct MemoryReport {
-  std::string mode;    // "shared", "state", "unshared"
-  std::string reason;  // why this mode
+  std::string mode;  // "shared", "state" or "unshared"
+  std::string reason;
   std::vector<ArenaReport> arenas;
-  uint64_t planned_bytes = 0;            // arena bytes the methods use: the module's own plus the pooled one
-  uint64_t unshared_planned_bytes = 0;   // what one set of arenas per method would need
-  uint64_t constant_bytes = 0;           // distinct constants of all methods, each counted once; mapped, not copied
-  uint64_t packed_weight_bytes = 0;         // delegate weights this module uses, shared or not
-  uint64_t shared_packed_weight_bytes = 0;  // the part of them other modules over the program use too
-  uint64_t workspace_bytes = 0;          // delegate scratch the module uses: its own plus pooled
-  uint64_t pooled_arena_bytes = 0;       // the activation arena borrowed per call from the program's pool
-  uint64_t pooled_workspace_bytes = 0;   // delegate scratch borrowed per call from the program's pool
-  uint64_t owned_bytes = 0;   // held by this module alone: own arenas and workspaces, unshared weights
-  uint64_t shared_bytes = 0;  // held by the program for this and other modules: shared weights, pooled scratch
+  uint64_t planned_bytes = 0;
+  uint64_t unshared_planned_bytes = 0;
+  uint64_t constant_bytes = 0;
+  uint64_t packed_weight_bytes = 0;
+  uint64_t shared_packed_weight_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  uint64_t pooled_arena_bytes = 0;
+  uint64_t pooled_workspace_bytes = 0;
+  uint64_t owned_bytes = 0;
+  uint64_t shared_bytes = 0;
   std::vector<MethodConstantReport> methods;
 };
 
@@ -159,7 +164,7 @@ class Module {
   std::vector<MethodMemory> method_memory_;  // by method index
 };
 
-// The words of the API's shareMemoryArenas option, as lib/binding.ts sends
+// The words of the API's shareMemoryArenas option, as lib/memory.ts sends
 // them: "true", "false", "state", "auto".
 ArenaSharing parse_sharing(const std::string& text, bool* ok);
 

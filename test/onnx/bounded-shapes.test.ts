@@ -12,7 +12,7 @@ import { EtnaError, Module, Program, Tensor } from '../../lib/index.js';
 import { importOnnx, type InputShape } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { runCli } from '../helpers/cli.js';
 
 const HEIGHT = 8;
@@ -55,9 +55,18 @@ function recogniserModel(): Uint8Array {
     { name: 'merged', dims: [3], int64: [0, 0, 4] },
     { name: 'twice_wide', dims: [4], float32: Float32Array.from([1, 1, 1, 2]) },
   ];
-  const slice = (from: string, to: string, out: string): OnnxGraphNode => ({ op: 'Slice', inputs: ['qkv', from, to, 'axes2'], outputs: [out] });
+  const slice = (from: string, to: string, out: string): OnnxGraphNode => ({
+    op: 'Slice',
+    inputs: ['qkv', from, to, 'axes2'],
+    outputs: [out],
+  });
   const nodes: OnnxGraphNode[] = [
-    { op: 'Conv', inputs: ['x', 'conv_w', 'conv_b'], outputs: ['c1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+    {
+      op: 'Conv',
+      inputs: ['x', 'conv_w', 'conv_b'],
+      outputs: ['c1'],
+      attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } },
+    },
     { op: 'Relu', inputs: ['c1'], outputs: ['r1'] },
     { op: 'AveragePool', inputs: ['r1'], outputs: ['a1'], attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } } },
     { op: 'MaxPool', inputs: ['a1'], outputs: ['m1'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
@@ -153,7 +162,10 @@ describe('bounded dynamic input shapes', () => {
       }
       // Past the upper bound the runtime refuses the input.
       const tooWide = inputAt(RANGE.max + 8);
-      await expect(module.run('forward', { x: Tensor.float32(tooWide.shape, tooWide.data) })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(module.run(
+        'forward',
+        { x: Tensor.float32(tooWide.shape, tooWide.data) },
+      )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await module.dispose();
     });
   }
@@ -195,7 +207,15 @@ describe('bounded dynamic input shapes', () => {
 
   it('an opset-11 Softmax over the last dim runs on the tensor as it is, with height and width both ranged', async () => {
     // Viewed as a matrix [3 * H, W], both dims would vary: the view would leave the delegate.
-    const softmax = writeOnnxModel({ nodes: [{ op: 'Softmax', inputs: ['x'], outputs: ['prob'], attributes: { axis: { int: 3 } } }], inputs: [{ name: 'x' }], outputs: [{ name: 'prob' }], initializers: [] }, 11);
+    const softmax = writeOnnxModel(
+      {
+        nodes: [{ op: 'Softmax', inputs: ['x'], outputs: ['prob'], attributes: { axis: { int: 3 } } }],
+        inputs: [{ name: 'x' }],
+        outputs: [{ name: 'prob' }],
+        initializers: [],
+      },
+      11,
+    );
     const imported = importOnnx(softmax, { shapes: { x: '1x3x4..8x16..64' } });
     expect(imported.inputs[0]!.minShape).toEqual([1, 3, 4, 16]);
     expect(imported.calls).toEqual({ delegate: 1, kernel: 0 });
@@ -251,11 +271,17 @@ describe('bounded dynamic input shapes', () => {
   }
 
   it('refuses a range on a state input', () => {
-    expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' }, state: [{ input: 'x', output: 'y' }] })).toThrow(/input 'x': a state or context input cannot have a size range/);
+    expect(() => importOnnx(
+      shapeDataModel(),
+      { shapes: { x: '1x3x8x16..64' }, state: [{ input: 'x', output: 'y' }] },
+    )).toThrow(/input 'x': a state or context input cannot have a size range/);
   });
 
   it('refuses a graph that turns the width into data, naming the node', () => {
-    expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' } })).toThrow(/node 'Add_2' \(Add\).*import-time data computed from the input size/);
+    expect(() => importOnnx(
+      shapeDataModel(),
+      { shapes: { x: '1x3x8x16..64' } },
+    )).toThrow(/node 'Add_2' \(Add\).*import-time data computed from the input size/);
     // At one fixed width the same graph imports.
     expect(importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16' } }).outputs[0]!.shape).toEqual([1, 3, 8, 16]);
   });

@@ -10,9 +10,17 @@ import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { builderToOnnx } from '../../lib/tools/onnx-emitter/index.js';
-import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
-import { isBuiltInProgram } from '../../lib/tools/bench.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from '../../lib/tools/onnx-emitter/paddle-style.js';
+import { compareOnnxGraph, ONNX_GRAPH_NAMES, relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
+import { isBuiltInProgram } from '../../lib/tools/bench/harness.js';
+import {
+  CLASSIFIER_INPUT_SHAPE,
+  DETECTOR_INPUT_SHAPE,
+  RECOGNIZER_INPUT_SHAPE,
+  dbnetDetector,
+  mobilenetV3Classifier,
+  seededUniform,
+  svtrRecognizer,
+} from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 
 const GRAPHS = [
@@ -23,11 +31,16 @@ const GRAPHS = [
 
 describe('paddle2onnx-style graphs', () => {
   for (const graph of GRAPHS) {
-    it(`${graph.name}: the imported graph written back as ONNX (HardSwish, Clip, Resize, ConvTranspose) matches the original on onnxruntime`, async () => {
+    const rewritten = 'the imported graph written back as ONNX (HardSwish, Clip, Resize, ConvTranspose)';
+    it(`${graph.name}: ${rewritten} matches the original on onnxruntime`, async () => {
       const model = graph.build();
       const [folded] = builderToOnnx(importOnnxGraph(model).builder).methods;
       const next = seededUniform(4);
-      const input = new ort.Tensor('float32', Float32Array.from({ length: graph.shape.reduce((a, b) => a * b, 1) }, () => next(-1, 1)), [...graph.shape]);
+      const input = new ort.Tensor(
+        'float32',
+        Float32Array.from({ length: graph.shape.reduce((a, b) => a * b, 1) }, () => next(-1, 1)),
+        [...graph.shape],
+      );
       const outputs: Float32Array[] = [];
       for (const bytes of [model, folded!.bytes]) {
         const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });

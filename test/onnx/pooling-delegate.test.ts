@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
@@ -62,16 +62,48 @@ async function compareWithOnnxruntime(model: Uint8Array): Promise<number> {
 }
 
 const DELEGATED = [
-  { name: 'MaxPool 2x2 stride 2', op: 'MaxPool', attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } }, node: NodeUnion.XNNMaxPooling2d },
-  { name: 'MaxPool 3x3 stride 2, pads 1', op: 'MaxPool', attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] } }, node: NodeUnion.XNNMaxPooling2d },
-  { name: 'AveragePool 3x2 stride 3x2', op: 'AveragePool', attributes: { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] } }, node: NodeUnion.XNNAvgPooling2d },
-  { name: 'AveragePool 3x3, pads 1 left out of the count', op: 'AveragePool', attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [1, 1] }, pads: { ints: [1, 1, 1, 1] } }, node: NodeUnion.XNNAvgPooling2d },
+  {
+    name: 'MaxPool 2x2 stride 2',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] } },
+    node: NodeUnion.XNNMaxPooling2d,
+  },
+  {
+    name: 'MaxPool 3x3 stride 2, pads 1',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] } },
+    node: NodeUnion.XNNMaxPooling2d,
+  },
+  {
+    name: 'AveragePool 3x2 stride 3x2',
+    op: 'AveragePool',
+    attributes: { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] } },
+    node: NodeUnion.XNNAvgPooling2d,
+  },
+  {
+    name: 'AveragePool 3x3, pads 1 left out of the count',
+    op: 'AveragePool',
+    attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [1, 1] }, pads: { ints: [1, 1, 1, 1] } },
+    node: NodeUnion.XNNAvgPooling2d,
+  },
 ] as const;
 
 const PORTABLE = [
-  { name: 'AveragePool with pads counted', op: 'AveragePool', attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] }, count_include_pad: { int: 1 } } },
-  { name: 'MaxPool with asymmetric pads', op: 'MaxPool', attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, pads: { ints: [0, 0, 1, 1] } } },
-  { name: 'MaxPool with ceil_mode', op: 'MaxPool', attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, ceil_mode: { int: 1 } } },
+  {
+    name: 'AveragePool with pads counted',
+    op: 'AveragePool',
+    attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] }, count_include_pad: { int: 1 } },
+  },
+  {
+    name: 'MaxPool with asymmetric pads',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, pads: { ints: [0, 0, 1, 1] } },
+  },
+  {
+    name: 'MaxPool with ceil_mode',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, ceil_mode: { int: 1 } },
+  },
 ] as const;
 
 describe('2-D pooling on the XNNPACK delegate', () => {

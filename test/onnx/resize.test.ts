@@ -9,7 +9,7 @@ import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 
 const IN_SHAPE = [1, 3, 5, 7];
 
@@ -18,7 +18,11 @@ function seeded(count: number, seed: number, low = -1, high = 1): Float32Array {
   return Float32Array.from({ length: count }, () => next(low, high));
 }
 
-async function compare(model: Uint8Array, inShape: readonly number[], options: { xnnpack: boolean }): Promise<{ error: number; calls: { delegate: number; kernel: number }; shape: readonly number[] }> {
+async function compare(
+  model: Uint8Array,
+  inShape: readonly number[],
+  options: { xnnpack: boolean },
+): Promise<{ error: number; calls: { delegate: number; kernel: number }; shape: readonly number[] }> {
   const data = seeded(inShape.reduce((a, b) => a * b, 1), 5);
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
   const expected = (await session.run({ x: new ort.Tensor('float32', data, [...inShape]) })).y!;
@@ -28,7 +32,11 @@ async function compare(model: Uint8Array, inShape: readonly number[], options: {
   const actual = (await module.run('forward', { x: Tensor.float32([...inShape], data) })).y!;
   await module.dispose();
   expect(actual.shape).toEqual([...expected.dims]);
-  return { error: relativeDifference(actual.toArray() as number[], expected.data as Float32Array), calls: imported.calls, shape: expected.dims };
+  return {
+    error: relativeDifference(actual.toArray() as number[], expected.data as Float32Array),
+    calls: imported.calls,
+    shape: expected.dims,
+  };
 }
 
 interface ResizeCase {
@@ -74,24 +82,102 @@ function resizeModel(c: ResizeCase): Uint8Array {
 const s = (value: string): OnnxAttributeValue => ({ string: value });
 
 const RESIZE_CASES: ResizeCase[] = [
-  { name: 'nearest x2, default modes (half_pixel, round_prefer_floor)', opset: 13, attributes: { mode: s('nearest') }, scales: [1, 1, 2, 2], delegated: true },
-  { name: 'nearest x2 x3, asymmetric floor (paddle2onnx)', opset: 11, attributes: { mode: s('nearest'), coordinate_transformation_mode: s('asymmetric'), nearest_mode: s('floor') }, scales: [1, 1, 2, 3], delegated: true },
-  { name: 'nearest x3, asymmetric round_prefer_ceil', opset: 13, attributes: { mode: s('nearest'), coordinate_transformation_mode: s('asymmetric'), nearest_mode: s('round_prefer_ceil') }, scales: [1, 1, 3, 3], delegated: false },
-  { name: 'nearest to 9x11, align_corners', opset: 13, attributes: { mode: s('nearest'), coordinate_transformation_mode: s('align_corners') }, sizes: [1, 3, 9, 11], delegated: false },
-  { name: 'nearest down to 3x4, half_pixel ceil', opset: 13, attributes: { mode: s('nearest'), nearest_mode: s('ceil') }, sizes: [1, 3, 3, 4], delegated: false },
-  { name: 'nearest x1.5, pytorch_half_pixel round_prefer_floor', opset: 19, attributes: { mode: s('nearest'), coordinate_transformation_mode: s('pytorch_half_pixel') }, scales: [1, 1, 1.5, 1.5], delegated: false },
+  {
+    name: 'nearest x2, default modes (half_pixel, round_prefer_floor)',
+    opset: 13,
+    attributes: { mode: s('nearest') },
+    scales: [1, 1, 2, 2],
+    delegated: true,
+  },
+  {
+    name: 'nearest x2 x3, asymmetric floor (paddle2onnx)',
+    opset: 11,
+    attributes: { mode: s('nearest'), coordinate_transformation_mode: s('asymmetric'), nearest_mode: s('floor') },
+    scales: [1, 1, 2, 3],
+    delegated: true,
+  },
+  {
+    name: 'nearest x3, asymmetric round_prefer_ceil',
+    opset: 13,
+    attributes: { mode: s('nearest'), coordinate_transformation_mode: s('asymmetric'), nearest_mode: s('round_prefer_ceil') },
+    scales: [1, 1, 3, 3],
+    delegated: false,
+  },
+  {
+    name: 'nearest to 9x11, align_corners',
+    opset: 13,
+    attributes: { mode: s('nearest'), coordinate_transformation_mode: s('align_corners') },
+    sizes: [1, 3, 9, 11],
+    delegated: false,
+  },
+  {
+    name: 'nearest down to 3x4, half_pixel ceil',
+    opset: 13,
+    attributes: { mode: s('nearest'), nearest_mode: s('ceil') },
+    sizes: [1, 3, 3, 4],
+    delegated: false,
+  },
+  {
+    name: 'nearest x1.5, pytorch_half_pixel round_prefer_floor',
+    opset: 19,
+    attributes: { mode: s('nearest'), coordinate_transformation_mode: s('pytorch_half_pixel') },
+    scales: [1, 1, 1.5, 1.5],
+    delegated: false,
+  },
   { name: 'nearest x2, opset 10', opset: 10, attributes: { mode: s('nearest') }, scales: [1, 1, 2, 2], delegated: true },
   { name: 'nearest down x0.6, opset 10', opset: 10, attributes: { mode: s('nearest') }, scales: [1, 1, 0.6, 0.6], delegated: false },
   { name: 'linear x2, half_pixel', opset: 13, attributes: { mode: s('linear') }, scales: [1, 1, 2, 2], delegated: true },
-  { name: 'linear to 8x12, pytorch_half_pixel', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') }, sizes: [1, 3, 8, 12], delegated: true },
-  { name: 'linear to 9x13, align_corners', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') }, sizes: [1, 3, 9, 13], delegated: true },
-  { name: 'linear to 1x13, align_corners (one row reads row 0)', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') }, sizes: [1, 3, 1, 13], delegated: true },
+  {
+    name: 'linear to 8x12, pytorch_half_pixel',
+    opset: 13,
+    attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') },
+    sizes: [1, 3, 8, 12],
+    delegated: true,
+  },
+  {
+    name: 'linear to 9x13, align_corners',
+    opset: 13,
+    attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') },
+    sizes: [1, 3, 9, 13],
+    delegated: true,
+  },
+  {
+    name: 'linear to 1x13, align_corners (one row reads row 0)',
+    opset: 13,
+    attributes: { mode: s('linear'), coordinate_transformation_mode: s('align_corners') },
+    sizes: [1, 3, 1, 13],
+    delegated: true,
+  },
   { name: 'linear down to 3x4, half_pixel', opset: 18, attributes: { mode: s('linear') }, sizes: [1, 3, 3, 4], delegated: true },
-  { name: 'linear x2, asymmetric', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('asymmetric') }, scales: [1, 1, 2, 2], delegated: false },
-  { name: 'linear to 1x14, pytorch_half_pixel (a single row reads row 0)', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') }, sizes: [1, 3, 1, 14], delegated: false },
-  { name: 'linear x1.5, half_pixel (scale is not out/in)', opset: 13, attributes: { mode: s('linear') }, scales: [1, 1, 1.5, 1.5], delegated: false },
+  {
+    name: 'linear x2, asymmetric',
+    opset: 13,
+    attributes: { mode: s('linear'), coordinate_transformation_mode: s('asymmetric') },
+    scales: [1, 1, 2, 2],
+    delegated: false,
+  },
+  {
+    name: 'linear to 1x14, pytorch_half_pixel (a single row reads row 0)',
+    opset: 13,
+    attributes: { mode: s('linear'), coordinate_transformation_mode: s('pytorch_half_pixel') },
+    sizes: [1, 3, 1, 14],
+    delegated: false,
+  },
+  {
+    name: 'linear x1.5, half_pixel (scale is not out/in)',
+    opset: 13,
+    attributes: { mode: s('linear') },
+    scales: [1, 1, 1.5, 1.5],
+    delegated: false,
+  },
   { name: 'linear x2, opset 10 (asymmetric)', opset: 10, attributes: { mode: s('linear') }, scales: [1, 1, 2, 2], delegated: false },
-  { name: 'linear sizes over axes [2, 3], opset 18', opset: 18, attributes: { mode: s('linear'), axes: { ints: [2, 3] } }, sizes: [10, 14], delegated: true },
+  {
+    name: 'linear sizes over axes [2, 3], opset 18',
+    opset: 18,
+    attributes: { mode: s('linear'), axes: { ints: [2, 3] } },
+    sizes: [10, 14],
+    delegated: true,
+  },
 ];
 
 describe('ONNX Resize', () => {
@@ -136,9 +222,21 @@ describe('ONNX Resize', () => {
     const cubic = resizeModel({ name: 'cubic', opset: 13, attributes: { mode: s('cubic') }, scales: [1, 1, 2, 2], delegated: false });
     expect(() => importOnnx(cubic)).toThrow(EtnaError);
     expect(() => importOnnx(cubic)).toThrow(/mode 'cubic' is not supported/);
-    const crop = resizeModel({ name: 'crop', opset: 13, attributes: { mode: s('linear'), coordinate_transformation_mode: s('tf_crop_and_resize') }, scales: [1, 1, 2, 2], delegated: false });
+    const crop = resizeModel({
+      name: 'crop',
+      opset: 13,
+      attributes: { mode: s('linear'), coordinate_transformation_mode: s('tf_crop_and_resize') },
+      scales: [1, 1, 2, 2],
+      delegated: false,
+    });
     expect(() => importOnnx(crop)).toThrow(/coordinate_transformation_mode 'tf_crop_and_resize' is not supported/);
-    const channels = resizeModel({ name: 'channels', opset: 13, attributes: { mode: s('nearest') }, scales: [1, 2, 2, 2], delegated: false });
+    const channels = resizeModel({
+      name: 'channels',
+      opset: 13,
+      attributes: { mode: s('nearest') },
+      scales: [1, 2, 2, 2],
+      delegated: false,
+    });
     expect(() => importOnnx(channels)).toThrow(/resizing the batch or channel dim/);
   });
 
@@ -166,7 +264,11 @@ function convTransposeModel(c: DeconvCase): Uint8Array {
   const groups = c.attributes.group !== undefined && 'int' in c.attributes.group ? c.attributes.group.int : 1;
   const outChannels = c.outPerGroup * groups;
   const initializers: OnnxGraphInitializer[] = [
-    { name: 'w', dims: [c.inChannels, c.outPerGroup, ...c.kernel], float32: seeded(c.inChannels * c.outPerGroup * c.kernel[0] * c.kernel[1], 9) },
+    {
+      name: 'w',
+      dims: [c.inChannels, c.outPerGroup, ...c.kernel],
+      float32: seeded(c.inChannels * c.outPerGroup * c.kernel[0] * c.kernel[1], 9),
+    },
     { name: 'b', dims: [outChannels], float32: seeded(outChannels, 10) },
   ];
   const nodes = [{ op: 'ConvTranspose', inputs: ['x', 'w', 'b'], outputs: [c.batchNorm ? 't' : 'y'], attributes: c.attributes }];
@@ -181,9 +283,28 @@ function convTransposeModel(c: DeconvCase): Uint8Array {
 
 const DECONV_CASES: DeconvCase[] = [
   { name: 'kernel 2 stride 2', inChannels: 4, outPerGroup: 3, kernel: [2, 2], attributes: { strides: { ints: [2, 2] } } },
-  { name: 'kernel 3 stride 2, pads 1, output_padding 1', inChannels: 4, outPerGroup: 5, kernel: [3, 3], attributes: { strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] }, output_padding: { ints: [1, 1] } } },
-  { name: 'groups 2, dilation 2, kernel 3x2', inChannels: 4, outPerGroup: 3, kernel: [3, 2], attributes: { group: { int: 2 }, dilations: { ints: [2, 2] }, strides: { ints: [1, 2] } } },
-  { name: 'followed by a folded BatchNormalization', inChannels: 4, outPerGroup: 2, kernel: [2, 2], attributes: { strides: { ints: [2, 2] }, group: { int: 2 } }, batchNorm: true },
+  {
+    name: 'kernel 3 stride 2, pads 1, output_padding 1',
+    inChannels: 4,
+    outPerGroup: 5,
+    kernel: [3, 3],
+    attributes: { strides: { ints: [2, 2] }, pads: { ints: [1, 1, 1, 1] }, output_padding: { ints: [1, 1] } },
+  },
+  {
+    name: 'groups 2, dilation 2, kernel 3x2',
+    inChannels: 4,
+    outPerGroup: 3,
+    kernel: [3, 2],
+    attributes: { group: { int: 2 }, dilations: { ints: [2, 2] }, strides: { ints: [1, 2] } },
+  },
+  {
+    name: 'followed by a folded BatchNormalization',
+    inChannels: 4,
+    outPerGroup: 2,
+    kernel: [2, 2],
+    attributes: { strides: { ints: [2, 2] }, group: { int: 2 } },
+    batchNorm: true,
+  },
 ];
 
 describe('ONNX ConvTranspose', () => {
@@ -201,7 +322,13 @@ describe('ONNX ConvTranspose', () => {
   }
 
   it('asymmetric pads keep the portable lowering', async () => {
-    const model = convTransposeModel({ name: 'asym', inChannels: 2, outPerGroup: 2, kernel: [3, 3], attributes: { strides: { ints: [2, 2] }, pads: { ints: [0, 1, 1, 0] } } });
+    const model = convTransposeModel({
+      name: 'asym',
+      inChannels: 2,
+      outPerGroup: 2,
+      kernel: [3, 3],
+      attributes: { strides: { ints: [2, 2] }, pads: { ints: [0, 1, 1, 0] } },
+    });
     const result = await compare(model, [1, 2, 6, 5], { xnnpack: true });
     expect(result.error).toBeLessThan(1e-5);
   });

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
-import { relativeDifference } from '../../lib/tools/bench-onnx-graphs.js';
+import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { onnxModel, type TestNode } from './onnx-writer.js';
 
@@ -42,7 +42,10 @@ function convChain(addShape: number[] = [1, CHANNELS, 1, 1], addValues = CHANNEL
     { op: 'Mul', inputs: ['shifted', 'clipped'], outputs: ['gated'] },
     { op: 'Div', inputs: ['gated', 'six'], outputs: ['y'] },
   ];
-  return onnxModel({ nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, 10, 12] }] }, 9);
+  return onnxModel(
+    { nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, 10, 12] }] },
+    9,
+  );
 }
 
 /** A per-channel Mul and a scalar Add (constant first) before a conv of `kernel` with `pads` and `group` groups. */
@@ -56,10 +59,19 @@ function affineThenConv(kernel: number, pads: number, group: number): Uint8Array
     constantNode('b', [CHANNELS], values(CHANNELS, -0.1, 0.1)),
     { op: 'Mul', inputs: ['x', 'scale'], outputs: ['scaled'] },
     { op: 'Add', inputs: ['shift', 'scaled'], outputs: ['shifted'] },
-    { op: 'Conv', inputs: ['shifted', 'w', 'b'], outputs: ['y'], ints: { kernel_shape: [kernel, kernel], pads: [pads, pads, pads, pads] }, int: { group } },
+    {
+      op: 'Conv',
+      inputs: ['shifted', 'w', 'b'],
+      outputs: ['y'],
+      ints: { kernel_shape: [kernel, kernel], pads: [pads, pads, pads, pads] },
+      int: { group },
+    },
   ];
   const size = (d: number): number => d + 2 * pads - kernel + 1;
-  return onnxModel({ nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, size(10), size(12)] }] }, 13);
+  return onnxModel(
+    { nodes, inputs: [{ name: 'x', type: 1, shape: INPUT }], outputs: [{ name: 'y', type: 1, shape: [1, CHANNELS, size(10), size(12)] }] },
+    13,
+  );
 }
 
 function operators(bytes: Uint8Array): string[] {
@@ -104,7 +116,8 @@ describe('import-time rewrites', () => {
 
   it('leaves the Mul and Add before a padded conv (its zero padding would read the shift)', async () => {
     const model = affineThenConv(3, 1, 1);
-    expect(operators(importOnnx(model, { xnnpack: false }).bytes).sort()).toEqual(['aten::add.Scalar_out', 'aten::convolution.out', 'aten::mul.out']);
+    const kernels = operators(importOnnx(model, { xnnpack: false }).bytes).sort();
+    expect(kernels).toEqual(['aten::add.Scalar_out', 'aten::convolution.out', 'aten::mul.out']);
     expect(await differenceFromOnnxruntime(model, false)).toBeLessThan(1e-5);
   });
 });

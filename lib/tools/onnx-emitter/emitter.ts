@@ -7,25 +7,9 @@ import { EtnaError } from '../../errors.js';
 import type { DType } from '../../export/dtype.js';
 import type { ConstantTensor, GraphInstruction, MethodGraph, ProgramGraph, SharedBuffer } from '../../export/graph.js';
 import type { ProgramBuilder } from '../../export/program-builder.js';
+import { ONNX_DTYPE_CODES } from '../../onnx/dtype.js';
 import { padsByDim } from '../../export/shape.js';
 import { ProtoWriter } from './protobuf.js';
-
-/** ONNX TensorProto.DataType codes. */
-const ONNX_DATA_TYPE: Readonly<Record<DType, number>> = {
-  float32: 1,
-  uint8: 2,
-  int8: 3,
-  uint16: 4,
-  int16: 5,
-  int32: 6,
-  int64: 7,
-  bool: 9,
-  float16: 10,
-  float64: 11,
-  uint32: 12,
-  uint64: 13,
-  bfloat16: 16,
-};
 
 /** LayerNormalization needs opset 17; everything else emitted here is older. */
 export const ONNX_OPSET = 17;
@@ -165,7 +149,10 @@ class MethodEmitter {
       node.inputs = node.inputs.map((n) => finalNames.get(n) ?? n);
       node.outputs = node.outputs.map((n) => finalNames.get(n) ?? n);
     }
-    const stateInputs: OnnxStateBinding[] = [...this.stateRead].map((buffer) => ({ buffer: buffer.name, name: stateInputName(buffer.name) }));
+    const stateInputs: OnnxStateBinding[] = [...this.stateRead].map((buffer) => ({
+      buffer: buffer.name,
+      name: stateInputName(buffer.name),
+    }));
     const stateSignature = (buffer: string, name: string): OnnxTensorSignature => {
       const shared = this.sharedBuffers().find((b) => b.name === buffer)!;
       return { name, dtype: shared.dtype, shape: [...shared.shape] };
@@ -181,7 +168,8 @@ class MethodEmitter {
   private sharedBuffers(): SharedBuffer[] {
     const found: SharedBuffer[] = [];
     for (const value of this.graph.values) {
-      if (value.kind === 'tensor' && value.origin.kind === 'shared' && !found.includes(value.origin.buffer)) found.push(value.origin.buffer);
+      if (value.kind !== 'tensor' || value.origin.kind !== 'shared') continue;
+      if (!found.includes(value.origin.buffer)) found.push(value.origin.buffer);
     }
     return found;
   }
@@ -227,7 +215,10 @@ class MethodEmitter {
   private int64Vector(values: readonly number[]): string {
     const name = `ints_${values.map((v) => String(v).replace('-', 'm')).join('_') || 'empty'}`;
     if (!this.initializers.has(name)) {
-      this.initializers.set(name, { name, dtype: 'int64', shape: [values.length], bytes: new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer) });
+      this.initializers.set(
+        name,
+        { name, dtype: 'int64', shape: [values.length], bytes: new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer) },
+      );
     }
     return name;
   }
@@ -276,16 +267,22 @@ class MethodEmitter {
   /** An ONNX name holding `source` converted and broadcast to the given tensor's dtype and shape. */
   private conformTo(source: number, target: number): string {
     let name = this.name(source);
-    if (this.dtype(source) !== this.dtype(target)) name = this.node('Cast', [name], this.fresh('cast'), [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE[this.dtype(target)] }]);
+    if (this.dtype(source) !== this.dtype(target)) {
+      name = this.node('Cast', [name], this.fresh('cast'), [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES[this.dtype(target)] }]);
+    }
     const from = this.shape(source);
     const to = this.shape(target);
-    if (from.length !== to.length || from.some((d, i) => d !== to[i])) name = this.node('Expand', [name, this.int64Vector(to)], this.fresh('expanded'));
+    if (from.length !== to.length || from.some((d, i) => d !== to[i])) {
+      name = this.node('Expand', [name, this.int64Vector(to)], this.fresh('expanded'));
+    }
     return name;
   }
 
   private writeState(target: number, newName: string): void {
     const node = this.graph.tensorNode(target);
-    if (node.origin.kind !== 'shared') return unsupported(this.graph.name, `in-place write into value ${target}, which is not a shared buffer`);
+    if (node.origin.kind !== 'shared') {
+      return unsupported(this.graph.name, `in-place write into value ${target}, which is not a shared buffer`);
+    }
     this.names.set(target, newName);
     this.stateWritten.set(node.origin.buffer, target);
   }
@@ -297,14 +294,25 @@ class MethodEmitter {
     const a = instruction.args;
     const op = `${instruction.name}.${instruction.overload}`;
     const binary: Record<string, string> = { add: 'Add', sub: 'Sub', mul: 'Mul', div: 'Div' };
-    const unary: Record<string, string> = { relu: 'Relu', tanh: 'Tanh', sigmoid: 'Sigmoid', exp: 'Exp', neg: 'Neg', sqrt: 'Sqrt', abs: 'Abs', hardswish: 'HardSwish' };
+    const unary: Record<string, string> = {
+      relu: 'Relu',
+      tanh: 'Tanh',
+      sigmoid: 'Sigmoid',
+      exp: 'Exp',
+      neg: 'Neg',
+      sqrt: 'Sqrt',
+      abs: 'Abs',
+      hardswish: 'HardSwish',
+    };
     const [, base] = instruction.name.split('::') as [string, string];
 
     if (instruction.overload === 'out' && base in binary) {
       const hasAlpha = base === 'add' || base === 'sub';
       const out = a[hasAlpha ? 3 : 2]!;
       let other = this.name(a[1]!);
-      if (hasAlpha && this.scalar(a[2]!) !== 1) other = this.node('Mul', [other, this.scalarConstant(this.dtype(out), this.scalar(a[2]!))], this.fresh('scaled'));
+      if (hasAlpha && this.scalar(a[2]!) !== 1) {
+        other = this.node('Mul', [other, this.scalarConstant(this.dtype(out), this.scalar(a[2]!))], this.fresh('scaled'));
+      }
       this.define(out, binary[base]!, [this.name(a[0]!), other]);
       return;
     }
@@ -369,7 +377,9 @@ class MethodEmitter {
           const name = `${fill === 1 ? 'ones' : 'zeros'}_${dtype}_${normalized.join('x')}`;
           const data = new Float32Array(width).fill(fill);
           if (dtype !== 'float32') return unsupported(this.graph.name, `layer_norm without affine parameters needs float32, got ${dtype}`);
-          if (!this.initializers.has(name)) this.initializers.set(name, { name, dtype, shape: normalized, bytes: new Uint8Array(data.buffer) });
+          if (!this.initializers.has(name)) {
+            this.initializers.set(name, { name, dtype, shape: normalized, bytes: new Uint8Array(data.buffer) });
+          }
           return name;
         };
         const weight = this.graph.value(a[2]!).kind === 'null' ? ones(1) : this.name(a[2]!);
@@ -419,7 +429,11 @@ class MethodEmitter {
       }
       case 'aten::slice_copy.Tensor_out': {
         const [dim, start, end, step] = [a[1]!, a[2]!, a[3]!, a[4]!].map((i) => this.int(i)) as [number, number, number, number];
-        this.define(a[5]!, 'Slice', [this.name(a[0]!), this.int64Vector([start]), this.int64Vector([end]), this.int64Vector([dim]), this.int64Vector([step])]);
+        this.define(
+          a[5]!,
+          'Slice',
+          [this.name(a[0]!), this.int64Vector([start]), this.int64Vector([end]), this.int64Vector([dim]), this.int64Vector([step])],
+        );
         return;
       }
       case 'aten::select_copy.int_out': {
@@ -434,7 +448,7 @@ class MethodEmitter {
         return;
       }
       case 'dim_order_ops::_to_dim_order_copy.out':
-        this.define(a[3]!, 'Cast', [this.name(a[0]!)], [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE[this.dtype(a[3]!)] }]);
+        this.define(a[3]!, 'Cast', [this.name(a[0]!)], [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES[this.dtype(a[3]!)] }]);
         return;
       case 'aten::index_select.out':
         this.define(a[3]!, 'Gather', [this.name(a[0]!), this.name(a[2]!)], [{ name: 'axis', kind: 'int', value: this.int(a[1]!) }]);
@@ -463,7 +477,11 @@ class MethodEmitter {
         const pads = padsByDim(this.ints(a[1]!), this.shape(a[0]!).length);
         if (pads === undefined) return unsupported(this.graph.name, 'constant_pad_nd with negative or malformed padding');
         const out = a[3]!;
-        this.define(out, 'Pad', [this.name(a[0]!), this.int64Vector([...pads.before, ...pads.after]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))]);
+        this.define(
+          out,
+          'Pad',
+          [this.name(a[0]!), this.int64Vector([...pads.before, ...pads.after]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))],
+        );
         return;
       }
       case 'aten::convolution.out': {
@@ -486,14 +504,19 @@ class MethodEmitter {
         // The values only: torch's indices count within each plane, ONNX's over the whole tensor.
         const max = op === 'aten::max_pool2d_with_indices.out';
         const padding = this.ints(a[3]!);
-        const flag = (index: number): number => (this.graph.value(index).kind === 'bool' && (this.graph.value(index) as { value: boolean }).value ? 1 : 0);
+        const flag = (index: number): number => {
+          const value = this.graph.value(index);
+          return value.kind === 'bool' && (value as { value: boolean }).value ? 1 : 0;
+        };
         if (!max && this.graph.value(a[6]!).kind !== 'null') return unsupported(this.graph.name, 'avg_pool2d with divisor_override');
         this.define(a[max ? 6 : 7]!, max ? 'MaxPool' : 'AveragePool', [this.name(a[0]!)], [
           { name: 'kernel_shape', kind: 'ints', value: this.ints(a[1]!) },
           { name: 'strides', kind: 'ints', value: this.ints(a[2]!) },
           { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
           { name: 'ceil_mode', kind: 'int', value: flag(a[max ? 5 : 4]!) },
-          max ? { name: 'dilations', kind: 'ints', value: this.ints(a[4]!) } : { name: 'count_include_pad', kind: 'int', value: flag(a[5]!) },
+          max
+            ? { name: 'dilations', kind: 'ints', value: this.ints(a[4]!) }
+            : { name: 'count_include_pad', kind: 'int', value: flag(a[5]!) },
         ]);
         return;
       }
@@ -501,7 +524,10 @@ class MethodEmitter {
       case 'aten::hardtanh.out': {
         // Clip's bounds are inputs; an absent one is ''.
         const out = a[3]!;
-        const bound = (index: number): string => (this.graph.value(index).kind === 'null' ? '' : this.scalarConstant(this.dtype(out), this.scalar(index)));
+        const bound = (index: number): string => (this.graph.value(index).kind === 'null' ? '' : this.scalarConstant(
+          this.dtype(out),
+          this.scalar(index),
+        ));
         this.define(out, 'Clip', [this.name(a[0]!), bound(a[1]!), bound(a[2]!)]);
         return;
       }
@@ -512,8 +538,15 @@ class MethodEmitter {
         const out = a[nearest ? 3 : 4]!;
         const alignCorners = !nearest && this.graph.value(a[2]!).kind === 'bool' && (this.graph.value(a[2]!) as { value: boolean }).value;
         const attributes: OnnxAttribute[] = nearest
-          ? [{ name: 'mode', kind: 'string', value: 'nearest' }, { name: 'coordinate_transformation_mode', kind: 'string', value: 'asymmetric' }, { name: 'nearest_mode', kind: 'string', value: 'floor' }]
-          : [{ name: 'mode', kind: 'string', value: 'linear' }, { name: 'coordinate_transformation_mode', kind: 'string', value: alignCorners ? 'align_corners' : 'half_pixel' }];
+          ? [
+            { name: 'mode', kind: 'string', value: 'nearest' },
+            { name: 'coordinate_transformation_mode', kind: 'string', value: 'asymmetric' },
+            { name: 'nearest_mode', kind: 'string', value: 'floor' },
+          ]
+          : [
+            { name: 'mode', kind: 'string', value: 'linear' },
+            { name: 'coordinate_transformation_mode', kind: 'string', value: alignCorners ? 'align_corners' : 'half_pixel' },
+          ];
         this.define(out, 'Resize', [this.name(a[0]!), '', '', this.int64Vector(this.shape(out))], attributes);
         return;
       }
@@ -544,7 +577,9 @@ class MethodEmitter {
     if (indexShape.length !== 1) return unsupported(this.graph.name, 'index_put is emitted only for a 1-D index tensor');
     const rows = indexShape[0]!;
     let indices = this.name(first);
-    if (this.dtype(first) !== 'int64') indices = this.node('Cast', [indices], this.fresh('index'), [{ name: 'to', kind: 'int', value: ONNX_DATA_TYPE.int64 }]);
+    if (this.dtype(first) !== 'int64') {
+      indices = this.node('Cast', [indices], this.fresh('index'), [{ name: 'to', kind: 'int', value: ONNX_DTYPE_CODES.int64 }]);
+    }
     const targetShape = this.shape(target);
     const updateShape = [rows, ...targetShape.slice(1)];
     let updates = this.name(values);
@@ -562,7 +597,7 @@ class MethodEmitter {
       w.string(1, signature.name);
       w.message(2, (type) =>
         type.message(1, (tensor) => {
-          tensor.int(1, ONNX_DATA_TYPE[signature.dtype]);
+          tensor.int(1, ONNX_DTYPE_CODES[signature.dtype]);
           tensor.message(2, (shape) => {
             for (const dim of signature.shape) shape.message(1, (d) => d.int(1, dim));
           });
@@ -594,7 +629,7 @@ class MethodEmitter {
       for (const init of this.initializers.values()) {
         graph.message(5, (t) => {
           t.packedInts(1, init.shape);
-          t.int(2, ONNX_DATA_TYPE[init.dtype]);
+          t.int(2, ONNX_DTYPE_CODES[init.dtype]);
           t.string(8, init.name);
           t.bytes(9, init.bytes);
         });

@@ -5,8 +5,9 @@
 // XNNPACK delegate runs: bilinear as its resize node, whole-factor nearest as
 // a broadcast copy); any other map is lowered exactly with index_select
 // gathers (and, for linear, a weighted sum of the two gathered neighbours).
-import { toNumbers } from './constant.js';
-import { dtypeOf, shapeOf, type LoweringContext, type NodeView, type OnnxValue } from './context.js';
+import { toNumbers } from '../constant.js';
+import { dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
+import { arith, indexSelect } from './common.js';
 
 type CoordinateMode = 'half_pixel' | 'pytorch_half_pixel' | 'align_corners' | 'asymmetric' | 'tf_half_pixel_for_nn';
 type NearestMode = 'round_prefer_floor' | 'round_prefer_ceil' | 'floor' | 'ceil' | 'opset10';
@@ -51,14 +52,19 @@ function nearestIndex(mode: NearestMode, coordinate: number, downsampling: boole
     case 'round_prefer_ceil':
       return Math.sign(coordinate) * Math.round(Math.abs(coordinate));
     case 'round_prefer_floor':
-      return coordinate === Math.trunc(coordinate) + 0.5 ? Math.floor(coordinate) : Math.sign(coordinate) * Math.round(Math.abs(coordinate));
+      return coordinate === Math.trunc(coordinate) + 0.5
+        ? Math.floor(coordinate)
+        : Math.sign(coordinate) * Math.round(Math.abs(coordinate));
   }
 }
 
 const clampIndex = (i: number, size: number): number => Math.min(Math.max(i, 0), size - 1);
 
 function nearestMap(coordinateMode: CoordinateMode, nearestMode: NearestMode, axis: Axis): number[] {
-  return Array.from({ length: axis.outSize }, (_, x) => clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize));
+  return Array.from(
+    { length: axis.outSize },
+    (_, x) => clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize),
+  );
 }
 
 /** Two neighbours and their weights per output position, as ONNX Runtime's bilinear kernel reads them. */
@@ -91,12 +97,6 @@ function pytorchNearestMap(axis: Axis): number[] {
 }
 
 const sameList = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((v, i) => v === b[i]);
-
-export interface ResizeOps {
-  /** Picks positions `indices` along `dim`. */
-  indexSelect(ctx: LoweringContext, x: OnnxValue, dim: number, indices: readonly number[]): OnnxValue;
-  arith(ctx: LoweringContext, node: NodeView, op: 'add' | 'mul', a: OnnxValue, b: OnnxValue): OnnxValue;
-}
 
 function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   const shape = shapeOf(x);
@@ -135,7 +135,8 @@ function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   return [2, 3].map((d) => ({ inSize: shape[d]!, outSize: perDim[d]!.outSize, scale: perDim[d]!.scale }));
 }
 
-export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
+/** Resize, and Upsample (its older form). */
+export function resize(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
   const mode = node.string('mode', 'nearest');
@@ -157,14 +158,22 @@ export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
     if (maps.every((map, i) => sameList(map, pytorchNearestMap(axes[i]!)))) {
       return [ctx.emit('aten::upsample_nearest2d.vec_out', [ctx.tensor(x), { intList: [outH, outW] }, null], dtypeOf(x), outShape)];
     }
-    return [ops.indexSelect(ctx, ops.indexSelect(ctx, x, 2, maps[0]!), 3, maps[1]!)];
+    return [indexSelect(ctx, indexSelect(ctx, x, 2, maps[0]!), 3, maps[1]!)];
   }
 
   // PyTorch's bilinear grid: half-pixel centres at scale out/in clamped at 0, or aligned corners.
-  const halfPixel = axes.every((a) => (coordinateMode === 'half_pixel' || (coordinateMode === 'pytorch_half_pixel' && a.outSize > 1)) && a.scale === f32(a.outSize / a.inSize));
+  const halfPixel = axes.every((a) => {
+    const centres = coordinateMode === 'half_pixel' || (coordinateMode === 'pytorch_half_pixel' && a.outSize > 1);
+    return centres && a.scale === f32(a.outSize / a.inSize);
+  });
   const alignCorners = coordinateMode === 'align_corners';
   if (halfPixel || alignCorners) {
-    return [ctx.emit('aten::upsample_bilinear2d.vec_out', [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null], dtypeOf(x), outShape)];
+    return [ctx.emit(
+      'aten::upsample_bilinear2d.vec_out',
+      [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null],
+      dtypeOf(x),
+      outShape,
+    )];
   }
   let y = x;
   axes.forEach((axis, i) => {
@@ -173,9 +182,9 @@ export function resize(node: NodeView, ops: ResizeOps): OnnxValue[] {
     if (axis.inSize === axis.outSize && taps.low.every((v, k) => v === k && taps.highWeight[k] === 0)) return;
     const weightShape = [1, 1, 1, 1];
     weightShape[dim] = axis.outSize;
-    const low = ops.arith(ctx, node, 'mul', ops.indexSelect(ctx, y, dim, taps.low), ctx.constant(dtypeOf(x), weightShape, taps.lowWeight));
-    const high = ops.arith(ctx, node, 'mul', ops.indexSelect(ctx, y, dim, taps.high), ctx.constant(dtypeOf(x), weightShape, taps.highWeight));
-    y = ops.arith(ctx, node, 'add', low, high);
+    const low = arith(ctx, node, 'mul', indexSelect(ctx, y, dim, taps.low), ctx.constant(dtypeOf(x), weightShape, taps.lowWeight));
+    const high = arith(ctx, node, 'mul', indexSelect(ctx, y, dim, taps.high), ctx.constant(dtypeOf(x), weightShape, taps.highWeight));
+    y = arith(ctx, node, 'add', low, high);
   });
   return [y];
 }

@@ -12,8 +12,8 @@
 // element j in the low nibble and element j + 16 in the high nibble.
 import { closeSync, openSync, writeSync } from 'node:fs';
 
-import { EtnaError } from '../../errors.js';
-import { headDim, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
+import { EtnaError } from '../../../errors.js';
+import { headDim, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
 
 const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian uint32
 const GGUF_VERSION = 3;
@@ -201,7 +201,12 @@ export const GGUF_MIN_VOCAB = 3 + 256;
  * word pieces.
  */
 function placeholderVocabulary(size: number): { tokens: string[]; scores: Float32Array; types: Int32Array } {
-  if (size < GGUF_MIN_VOCAB) throw new EtnaError('INVALID_INPUT', `a GGUF vocabulary needs at least ${GGUF_MIN_VOCAB} tokens (specials and byte pieces), the model has ${size}`);
+  if (size < GGUF_MIN_VOCAB) {
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `a GGUF vocabulary needs at least ${GGUF_MIN_VOCAB} tokens (specials and byte pieces), the model has ${size}`,
+    );
+  }
   const tokens = ['<unk>', '<s>', '</s>'];
   const types = new Int32Array(size).fill(TOKEN_TYPE.normal);
   types[GGUF_SPECIAL_TOKENS.unknown] = TOKEN_TYPE.unknown;
@@ -221,8 +226,18 @@ function ggufTensors(weights: Llama8da4wWeights): GgufTensor[] {
   const C = weights.config;
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
-  const q4 = (name: string, data: Float32Array, out: number, inFeatures: number): GgufTensor => ({ name, dims: [inFeatures, out], type: GGML_TYPE.q4_0, data: quantizeQ4_0(data, inFeatures) });
-  const f32Vector = (name: string, data: Float32Array): GgufTensor => ({ name, dims: [data.length], type: GGML_TYPE.f32, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) });
+  const q4 = (name: string, data: Float32Array, out: number, inFeatures: number): GgufTensor => ({
+    name,
+    dims: [inFeatures, out],
+    type: GGML_TYPE.q4_0,
+    data: quantizeQ4_0(data, inFeatures),
+  });
+  const f32Vector = (name: string, data: Float32Array): GgufTensor => ({
+    name,
+    dims: [data.length],
+    type: GGML_TYPE.f32,
+    data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+  });
   const tensors: GgufTensor[] = [q4('token_embd.weight', weights.tokenEmbedding, C.vocab, d)];
   weights.layers.forEach((w, l) => {
     tensors.push(

@@ -6,16 +6,20 @@
 // binary, never a build), onnxruntime with the cache passed in and out.
 import { createRequire } from 'node:module';
 
-import { EtnaError } from '../../errors.js';
-import { Module, Tensor } from '../../index.js';
-import { headDim, type Llama8da4wConfig } from '../examples/llama-8da4w.js';
+import { EtnaError } from '../../../errors.js';
+import { Module, Tensor } from '../../../index.js';
+import { headDim, type Llama8da4wConfig } from '../../examples/llama-8da4w.js';
 import { ONNX_LLAMA_NAMES } from './onnx-llama.js';
 
 export const LLM_RUNTIMES = ['etna', 'llama.cpp', 'onnxruntime'] as const;
 export type LlmRuntime = (typeof LLM_RUNTIMES)[number];
 
 /** The package each peer runtime comes in: dev dependencies, which an installed etna may lack. */
-export const LLM_PEER_PACKAGES: Readonly<Record<LlmRuntime, string | undefined>> = { etna: undefined, 'llama.cpp': 'node-llama-cpp', onnxruntime: 'onnxruntime-node' };
+export const LLM_PEER_PACKAGES: Readonly<Record<LlmRuntime, string | undefined>> = {
+  etna: undefined,
+  'llama.cpp': 'node-llama-cpp',
+  onnxruntime: 'onnxruntime-node',
+};
 
 export function llmRuntimeAvailable(runtime: LlmRuntime): boolean {
   const name = LLM_PEER_PACKAGES[runtime];
@@ -90,7 +94,11 @@ async function llamaCppRunner(llama: Llama, path: string, config: Llama8da4wConf
   const context = await model.createContext({ contextSize: config.context, batchSize: config.prefillLength, threads, sequences: 1 });
   const sequence = context.getSequence();
   // Greedy choice when only timing (what llama.cpp's own loop does with the logits); the full distribution when checking.
-  const next = (output: boolean) => ({ generateNext: output ? { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } : { token: true, options: { temperature: 0 } } });
+  const next = (output: boolean) => ({
+    generateNext: output
+      ? { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } }
+      : { token: true, options: { temperature: 0 } },
+  });
   const logProbabilities = (probabilities: Map<number, number> | undefined): Float32Array => {
     if (probabilities === undefined) throw new EtnaError('INTERNAL', 'llama.cpp returned no probabilities');
     const out = new Float32Array(config.vocab).fill(-Infinity);
@@ -98,7 +106,8 @@ async function llamaCppRunner(llama: Llama, path: string, config: Llama8da4wConf
     return out;
   };
   const evaluate = async (tokens: readonly number[], output: boolean): Promise<Float32Array | undefined> => {
-    const items = tokens.map((token, i) => (i === tokens.length - 1 ? ([token, next(output)] as [number, ReturnType<typeof next>]) : token));
+    const last = (token: number): [number, ReturnType<typeof next>] => [token, next(output)];
+    const items = tokens.map((token, i) => (i === tokens.length - 1 ? last(token) : token));
     const results = await sequence.controlledEvaluate(items as Parameters<typeof sequence.controlledEvaluate>[0]);
     return output ? logProbabilities(results.at(-1)?.next.probabilities) : undefined;
   };
@@ -125,7 +134,10 @@ async function onnxruntimeLoader(): Promise<LlmLoader> {
 }
 
 async function onnxruntimeRunner(ort: Ort, path: string, config: Llama8da4wConfig, threads: number): Promise<LlmRunner> {
-  const session = await ort.InferenceSession.create(path, { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' });
+  const session = await ort.InferenceSession.create(
+    path,
+    { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' },
+  );
   const N = ONNX_LLAMA_NAMES;
   const hd = headDim(config);
   const emptyCache = (): Record<string, InstanceType<typeof ort.Tensor>> => {

@@ -4,8 +4,9 @@
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 
-import { percentile, procStatusBytes, serveWorker } from '../bench.js';
-import type { Llama8da4wConfig } from '../examples/llama-8da4w.js';
+import { procStatusBytes, serveWorker } from '../child.js';
+import { percentile } from '../runner.js';
+import type { Llama8da4wConfig } from '../../examples/llama-8da4w.js';
 import { prepareLlmLoader, type LlmRuntime } from './runners.js';
 
 export interface LlmWorkerSpec {

@@ -10,15 +10,21 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writ
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { runWorkerChild, serveWorker } from '../bench.js';
-import { buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset, type Llama8da4wConfig, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
+import { runWorkerChild, serveWorker } from '../child.js';
+import {
+  buildLlama8da4w,
+  createLlama8da4wWeights,
+  llama8da4wPreset,
+  type Llama8da4wConfig,
+  type Llama8da4wWeights,
+} from '../../examples/llama-8da4w.js';
 import { writeGguf } from './gguf.js';
 import { onnxLlama } from './onnx-llama.js';
 
 /** Bumped whenever a writer's output changes, so cached files are rewritten. */
 const ARTIFACTS_VERSION = 1;
 
-export const DEFAULT_LLM_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bench', 'cache', 'llm');
+export const DEFAULT_LLM_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'bench', 'cache', 'llm');
 
 export interface LlmArtifacts {
   readonly preset: string;
@@ -69,13 +75,17 @@ const ARTIFACTS_SCRIPT = fileURLToPath(import.meta.url);
  * memory goes back to the system between files), or in this process with
  * `inProcess`.
  */
-export async function prepareLlmArtifacts(preset: string, options: { cacheDir?: string; inProcess?: boolean; log?: (line: string) => void } = {}): Promise<LlmArtifacts> {
+export async function prepareLlmArtifacts(
+  preset: string,
+  options: { cacheDir?: string; inProcess?: boolean; log?: (line: string) => void } = {},
+): Promise<LlmArtifacts> {
   const config = llama8da4wPreset(preset);
   const dir = join(options.cacheDir ?? DEFAULT_LLM_CACHE, preset);
   const stampPath = join(dir, 'stamp.json');
   const stamp = JSON.stringify({ version: ARTIFACTS_VERSION, config });
   const paths = { pte: join(dir, fileName('pte')), gguf: join(dir, fileName('gguf')), onnx: join(dir, fileName('onnx')) };
-  const fresh = existsSync(stampPath) && readFileSync(stampPath, 'utf8') === stamp && Object.values(paths).every((path) => existsSync(path));
+  const fresh = existsSync(stampPath) && readFileSync(stampPath, 'utf8') === stamp
+    && Object.values(paths).every((path) => existsSync(path));
   if (!fresh) {
     rmSync(stampPath, { force: true });
     const weights = options.inProcess === true ? createLlama8da4wWeights(config) : undefined;
@@ -94,4 +104,7 @@ export async function prepareLlmArtifacts(preset: string, options: { cacheDir?: 
   };
 }
 
-serveWorker(ARTIFACTS_SCRIPT, (spec: ArtifactSpec) => Promise.resolve({ path: writeLlmArtifact(spec.dir, spec.format, createLlama8da4wWeights(spec.config)) }));
+serveWorker(
+  ARTIFACTS_SCRIPT,
+  (spec: ArtifactSpec) => Promise.resolve({ path: writeLlmArtifact(spec.dir, spec.format, createLlama8da4wWeights(spec.config)) }),
+);

@@ -2,8 +2,8 @@
 // whose windows follow the input's size at run time. The default lowering
 // gathers windows with import-time indices, which hold for one size only; a
 // graph imported for a range of input sizes uses these kernels instead.
-import type { LoweringContext, OnnxValue } from './context.js';
-import { dtypeOf, shapeOf } from './context.js';
+import type { ImportContext, OnnxValue } from '../context.js';
+import { dtypeOf, shapeOf } from '../context.js';
 
 export interface PoolWindow {
   readonly kernel: readonly number[];
@@ -20,7 +20,7 @@ export interface PoolWindow {
  * (not 2-D, asymmetric pads, pads over half the window, a dilated average, a
  * dilated max window over padding only, a dtype other than float32).
  */
-export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
+export function poolKernel(ctx: ImportContext, kind: 'max' | 'average', x: OnnxValue, window: PoolWindow): OnnxValue | undefined {
   const shape = shapeOf(x);
   const { kernel, strides, dilations, pads, ceil } = window;
   if (shape.length !== 4 || dtypeOf(x) !== 'float32' || kernel.length !== 2) return undefined;
@@ -39,16 +39,29 @@ export function poolKernel(ctx: LoweringContext, kind: 'max' | 'average', x: Onn
   if (outSpatial.some((o) => o < 1)) return undefined;
   // A dilated max window that reads only padding gives 0 in the kernel and on XNNPACK; the gathered lowering gives
   // the lowest float, as onnxruntime does.
-  if (kind === 'max' && [0, 1].some((i) => windowOnlyInPadding(shape[i + 2]!, outSpatial[i]!, kernel[i]!, strides[i]!, padding[i]!, dilations[i]!))) return undefined;
+  const paddingOnly = (i: number): boolean =>
+    windowOnlyInPadding(shape[i + 2]!, outSpatial[i]!, kernel[i]!, strides[i]!, padding[i]!, dilations[i]!);
+  if (kind === 'max' && [0, 1].some(paddingOnly)) return undefined;
   const outShape = [shape[0]!, shape[1]!, ...outSpatial];
   if (kind === 'average') {
-    const args = [ctx.tensor(x), { intList: kernel }, { intList: strides }, { intList: padding }, { bool: ceil }, { bool: window.includePad }, null];
+    const args = [
+      ctx.tensor(x),
+      { intList: kernel },
+      { intList: strides },
+      { intList: padding },
+      { bool: ceil },
+      { bool: window.includePad },
+      null,
+    ];
     return ctx.emit('aten::avg_pool2d.out', args, 'float32', outShape);
   }
   const values = ctx.out('float32', outShape);
   const indices = ctx.out('int64', outShape);
   const g = ctx.m.graph;
-  const ints = (list: readonly number[]): number => g.addValue({ kind: 'intList', items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })) });
+  const ints = (list: readonly number[]): number => g.addValue({
+    kind: 'intList',
+    items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })),
+  });
   g.addKernelCall('aten::max_pool2d_with_indices.out', [
     ctx.m.use(ctx.tensor(x)).index, ints(kernel), ints(strides), ints(padding), ints(dilations), g.addValue({ kind: 'bool', value: ceil }),
     values.index, indices.index, g.addValue({ kind: 'tensorList', items: [values.index, indices.index] }),

@@ -9,12 +9,20 @@
 import { performance } from 'node:perf_hooks';
 import type * as Ort from 'onnxruntime-node';
 
-import { table } from '../cli/format.js';
-import { Module, Tensor } from '../index.js';
-import { importOnnx, importOnnxGraph } from '../onnx/index.js';
-import type { ProgramBuilder } from '../export/index.js';
-import type { ExampleCall, ReferenceTensor } from './examples/index.js';
-import { CLASSIFIER_INPUT_SHAPE, DETECTOR_INPUT_SHAPE, RECOGNIZER_INPUT_SHAPE, dbnetDetector, mobilenetV3Classifier, seededUniform, svtrRecognizer } from './onnx-emitter/paddle-style.js';
+import { Module, Tensor } from '../../index.js';
+import { importOnnx, importOnnxGraph } from '../../onnx/index.js';
+import type { ProgramBuilder } from '../../export/index.js';
+import { numel } from '../../shape.js';
+import type { ExampleCall, ReferenceTensor } from '../examples/index.js';
+import {
+  CLASSIFIER_INPUT_SHAPE,
+  DETECTOR_INPUT_SHAPE,
+  RECOGNIZER_INPUT_SHAPE,
+  dbnetDetector,
+  mobilenetV3Classifier,
+  seededUniform,
+  svtrRecognizer,
+} from '../onnx-emitter/paddle-style.js';
 
 interface OnnxGraphBench {
   readonly model: () => Uint8Array;
@@ -44,17 +52,27 @@ function graphOf(name: string): OnnxGraphBench {
 function graphInput(name: string): ReferenceTensor {
   const { inputShape } = graphOf(name);
   const next = seededUniform(3);
-  const data = Float32Array.from({ length: inputShape.reduce((a, b) => a * b, 1) }, () => next(-1, 1));
+  const data = Float32Array.from({ length: numel(inputShape) }, () => next(-1, 1));
   return { dtype: 'float32', shape: [...inputShape], data };
 }
 
 type Runner = { execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> };
 
-async function ortSession(ort: typeof Ort, name: string, threads: number): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
+async function ortSession(
+  ort: typeof Ort,
+  name: string,
+  threads: number,
+): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
   const graph = graphOf(name);
-  const session = await ort.InferenceSession.create(graph.model(), { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' });
+  const session = await ort.InferenceSession.create(
+    graph.model(),
+    { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' },
+  );
   return {
-    run: async (input) => (await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) }))[graph.output]!.data as Float32Array,
+    run: async (input) => {
+      const outputs = await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) });
+      return outputs[graph.output]!.data as Float32Array;
+    },
     release: () => session.release(),
   };
 }
@@ -90,7 +108,10 @@ export interface OnnxGraphComparison extends AlternatedTiming {
   calls: { delegate: number; kernel: number };
 }
 
-/** Largest |actual - expected| over the largest |expected| (the difference itself when expected is all zeros); Infinity when lengths differ. */
+/**
+ * Largest |actual - expected| over the largest |expected| (the difference
+ * itself when expected is all zeros); Infinity when lengths differ.
+ */
 export function relativeDifference(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   if (actual.length !== expected.length) return Number.POSITIVE_INFINITY;
   let peak = 0;
@@ -119,7 +140,11 @@ export interface AlternatedTiming {
 }
 
 /** Calls `etna` then `onnxruntime`, `warmup + iterations` times, timing each call after the warm-up. */
-export async function alternateCalls(etna: () => unknown, onnxruntime: () => Promise<unknown>, options: { iterations: number; warmup: number }): Promise<AlternatedTiming> {
+export async function alternateCalls(
+  etna: () => unknown,
+  onnxruntime: () => Promise<unknown>,
+  options: { iterations: number; warmup: number },
+): Promise<AlternatedTiming> {
   const etnaSamples: number[] = [];
   const ortSamples: number[] = [];
   for (let i = 0; i < options.warmup + options.iterations; i++) {
@@ -136,7 +161,13 @@ export async function alternateCalls(etna: () => unknown, onnxruntime: () => Pro
   }
   const etnaP50Ms = median(etnaSamples);
   const onnxruntimeP50Ms = median(ortSamples);
-  return { etnaP50Ms, onnxruntimeP50Ms, ratio: etnaP50Ms / onnxruntimeP50Ms, etnaMinMs: Math.min(...etnaSamples), onnxruntimeMinMs: Math.min(...ortSamples) };
+  return {
+    etnaP50Ms,
+    onnxruntimeP50Ms,
+    ratio: etnaP50Ms / onnxruntimeP50Ms,
+    etnaMinMs: Math.min(...etnaSamples),
+    onnxruntimeMinMs: Math.min(...ortSamples),
+  };
 }
 
 /**
@@ -144,7 +175,11 @@ export async function alternateCalls(etna: () => unknown, onnxruntime: () => Pro
  * calls alternating so both see the same machine load; each allocates its
  * outputs per call.
  */
-export async function compareOnnxGraph(ort: typeof Ort, name: string, options: { iterations: number; warmup: number; threads: number }): Promise<OnnxGraphComparison> {
+export async function compareOnnxGraph(
+  ort: typeof Ort,
+  name: string,
+  options: { iterations: number; warmup: number; threads: number },
+): Promise<OnnxGraphComparison> {
   const graph = graphOf(name);
   const imported = importOnnx(graph.model());
   const input = graphInput(name);
@@ -166,37 +201,4 @@ export async function compareOnnxGraph(ort: typeof Ort, name: string, options: {
     await session.release();
     await module.dispose();
   }
-}
-
-export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
-  return [
-    ['graph', 'etna p50 ms', 'onnxruntime p50 ms', 'etna / onnxruntime', 'min ms (etna / onnxruntime)', 'max diff / max |output|', 'delegate calls', 'kernel calls'],
-    ...rows.map((r) => [
-      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`, `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
-      r.relativeError.toExponential(1), String(r.calls.delegate), String(r.calls.kernel),
-    ]),
-  ];
-}
-
-/**
- * After the harness's table: each graph in `programs` timed beside
- * onnxruntime in this process (skipped when onnxruntime-node is missing).
- */
-export async function printOnnxGraphComparisons(programs: readonly string[], options: { quick: boolean; threads: number; iterations?: number }): Promise<void> {
-  const names = [...new Set(programs)].filter(isOnnxGraphName);
-  if (names.length === 0) return;
-  let ort: typeof Ort;
-  try {
-    const loaded = await import('onnxruntime-node');
-    // onnxruntime-node is CommonJS: its named exports arrive on the namespace and on `default`.
-    ort = (loaded as unknown as { default?: typeof Ort }).default ?? (loaded as unknown as typeof Ort);
-  } catch {
-    return;
-  }
-  const iterations = options.iterations ?? (options.quick ? 50 : 300);
-  const warmup = options.quick ? 5 : 30;
-  const rows: OnnxGraphComparison[] = [];
-  for (const name of names) rows.push(await compareOnnxGraph(ort, name, { iterations, warmup, threads: options.threads }));
-  console.log(`\nImported ONNX graphs beside onnxruntime, one process, ${options.threads} thread(s), calls alternating:`);
-  console.log(table(formatOnnxGraphComparisons(rows)));
 }

@@ -9,7 +9,7 @@
 // start signal to the last thread's end).
 import { Worker } from 'node:worker_threads';
 
-import { EtnaError } from '../../errors.js';
+import { EtnaError } from '../../../errors.js';
 
 /** Bytes streamed by each trial: far beyond any L3 cache. */
 export const BANDWIDTH_BUFFER_BYTES = 512 * 1024 * 1024;
@@ -34,7 +34,19 @@ const name = (text: string): number[] => [...leb(text.length), ...Array.from(tex
  * an imported shared memory of `pages` pages.
  */
 export function streamingSumModule(pages: number): Uint8Array<ArrayBuffer> {
-  const OP = { get: 0x20, set: 0x21, tee: 0x22, i32const: 0x41, i32add: 0x6a, i32ltu: 0x49, brIf: 0x0d, i64add: 0x7c, end: 0x0b, loop: 0x03, simd: 0xfd } as const;
+  const OP = {
+    get: 0x20,
+    set: 0x21,
+    tee: 0x22,
+    i32const: 0x41,
+    i32add: 0x6a,
+    i32ltu: 0x49,
+    brIf: 0x0d,
+    i64add: 0x7c,
+    end: 0x0b,
+    loop: 0x03,
+    simd: 0xfd,
+  } as const;
   const V128_LOAD = 0x00;
   const I64X2_ADD = [0xce, 0x01];
   const I64X2_EXTRACT_LANE = 0x1d;
@@ -85,13 +97,21 @@ export interface BandwidthFigures {
 }
 
 /** Measures streaming read bandwidth with `threads` workers (each its own slice of one buffer). */
-export async function measureReadBandwidth(threads: number, options: { bufferBytes?: number; passes?: number; trials?: number } = {}): Promise<BandwidthFigures> {
+export async function measureReadBandwidth(
+  threads: number,
+  options: { bufferBytes?: number; passes?: number; trials?: number } = {},
+): Promise<BandwidthFigures> {
   const bufferBytes = options.bufferBytes ?? BANDWIDTH_BUFFER_BYTES;
   const passes = options.passes ?? 4;
   const trials = options.trials ?? 5;
-  if (!Number.isInteger(threads) || threads < 1) throw new EtnaError('INVALID_INPUT', `bandwidth: threads must be an integer >= 1, got ${threads}`);
+  if (!Number.isInteger(threads) || threads < 1) {
+    throw new EtnaError('INVALID_INPUT', `bandwidth: threads must be an integer >= 1, got ${threads}`);
+  }
   if (bufferBytes % (64 * threads) !== 0 || bufferBytes % WASM_PAGE !== 0) {
-    throw new EtnaError('INVALID_INPUT', `bandwidth: ${bufferBytes} bytes do not split into ${threads} slices of whole 64-byte lines and pages`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `bandwidth: ${bufferBytes} bytes do not split into ${threads} slices of whole 64-byte lines and pages`,
+    );
   }
   const pages = bufferBytes / WASM_PAGE;
   const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
@@ -100,7 +120,10 @@ export async function measureReadBandwidth(threads: number, options: { bufferByt
   for (let i = 0; i < words.length; i++) words[i] = i * 2654435761;
   const module = new WebAssembly.Module(streamingSumModule(pages));
   const slice = bufferBytes / threads;
-  const workers = Array.from({ length: threads }, (_, t) => new Worker(WORKER_SOURCE, { eval: true, workerData: { module, memory, from: t * slice, end: (t + 1) * slice } }));
+  const workers = Array.from(
+    { length: threads },
+    (_, t) => new Worker(WORKER_SOURCE, { eval: true, workerData: { module, memory, from: t * slice, end: (t + 1) * slice } }),
+  );
   const next = (worker: Worker): Promise<string> =>
     new Promise((resolve, reject) => {
       worker.once('message', resolve);

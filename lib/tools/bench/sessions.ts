@@ -8,50 +8,38 @@
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
-import { EtnaError } from '../errors.js';
-import { Program } from '../index.js';
-import { table } from '../cli/format.js';
+import { Program } from '../../index.js';
+import {
+  createKvDecoderWeights,
+  int64Tensor,
+  KV_DECODER_LARGE_CONFIG,
+  KvDecoderReference,
+  SeededRandom,
+  type ExampleCall,
+  type ReferenceTensor,
+} from '../examples/index.js';
+import type { OnnxProgram } from '../onnx-emitter/index.js';
+import { procStatusBytes, runWorkerChild, serveWorker } from './child.js';
 import {
   etnaRunner,
   LARGE_DECODER_NAME,
   loadOnnxTools,
-  markdownTable,
   MATCH_TOLERANCE,
   onnxRunner,
-  procStatusBytes,
   readOnnxProgram,
-  runWorkerChild,
   scaledError,
-  serveWorker,
   summarize,
-  type BenchReport,
   type BenchResult,
-  type LatencyFigures,
   type OnnxTools,
   type ProgramArtifacts,
   type Runner,
-} from './bench.js';
-import { createKvDecoderWeights, int64Tensor, KV_DECODER_LARGE_CONFIG, KvDecoderReference, SeededRandom, type ExampleCall, type ReferenceTensor } from './examples/index.js';
-import type { OnnxProgram } from './onnx-emitter/index.js';
+} from './runner.js';
 
 /** Session counts of the entry, unless the caller asks for others. */
 export const SESSION_COUNTS: readonly number[] = [1, 16, 64];
 
 export const SESSIONS_CONFIGS = ['etna-sessions', 'onnxruntime-sessions'] as const;
 export type SessionsConfig = (typeof SESSIONS_CONFIGS)[number];
-
-/** Largest stream count `--sessions` takes: 64 onnxruntime sessions of kv-decoder-large already hold about 3.5 GiB. */
-const MAX_SESSIONS = 256;
-
-/** `--sessions 1,16,64` as counts; "0" leaves the entry out; absent: undefined (the default). */
-export function parseSessionCounts(text: string | undefined): number[] | undefined {
-  if (text === undefined) return undefined;
-  if (text === '0') return [];
-  const counts = text.split(',').map((part) => part.trim());
-  const bad = counts.find((part) => !/^\d+$/.test(part) || Number(part) < 1 || Number(part) > MAX_SESSIONS);
-  if (bad !== undefined) throw new EtnaError('INVALID_INPUT', `--sessions takes counts from 1 to ${MAX_SESSIONS} separated by commas, or 0, got '${text}'`);
-  return counts.map(Number);
-}
 
 /** Decode steps of every session: --quick runs fewer. */
 export function sessionDecodeSteps(quick: boolean): number {
@@ -70,11 +58,6 @@ export interface SessionsResult extends Omit<BenchResult, 'config'> {
   config: SessionsConfig;
   sessions: number;
   decodeSteps: number;
-}
-
-/** The sessions entry's rows of a report (bench.ts programResults has the others). */
-export function sessionsResults(report: BenchReport): SessionsResult[] {
-  return report.results.filter((row): row is SessionsResult => 'sessions' in row);
 }
 
 /** What one child process is asked to measure. */
@@ -184,7 +167,7 @@ export interface SessionsOptions {
   readonly configs: readonly SessionsConfig[];
   readonly quick: boolean;
   readonly threads: number;
-  /** kv-decoder-large written out (bench.ts prepareArtifacts). */
+  /** kv-decoder-large written out (harness.ts prepareArtifacts). */
   readonly artifacts: ProgramArtifacts;
   /** Called before each child starts. */
   readonly onStart?: (label: string) => void;
@@ -197,44 +180,17 @@ export async function runSessionsBenchmarks(options: SessionsOptions): Promise<S
     for (const sessions of options.counts) {
       const label = `${LARGE_DECODER_NAME} ${config} x${sessions}`;
       options.onStart?.(label);
-      const spec: SessionsSpec = { config, sessions, decodeSteps: sessionDecodeSteps(options.quick), threads: options.threads, artifacts: options.artifacts };
+      const spec: SessionsSpec = {
+        config,
+        sessions,
+        decodeSteps: sessionDecodeSteps(options.quick),
+        threads: options.threads,
+        artifacts: options.artifacts,
+      };
       results.push(await runWorkerChild<SessionsResult>(SELF, spec, label));
     }
   }
   return results;
-}
-
-// ------------------------------------------------------------------ reports
-
-const mib = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1);
-const ms = (figures: LatencyFigures | undefined): string => (figures === undefined ? '-' : figures.p50Ms.toFixed(2));
-
-function sessionsRows(results: readonly SessionsResult[]): string[][] {
-  const header = ['program', 'config', 'sessions', 'RSS MiB', 'over baseline MiB', 'per session MiB', 'load ms', 'prefill p50 ms', 'decode p50 ms', 'outputs match'];
-  const rows = results.map((r) => {
-    const added = r.steadyRssBytes - r.baselineRssBytes;
-    return [
-      r.program,
-      r.config,
-      String(r.sessions),
-      mib(r.steadyRssBytes),
-      mib(added),
-      mib(added / r.sessions),
-      r.loadMs.toFixed(0),
-      ms(r.sessionLatency['prefill']),
-      ms(r.sessionLatency['decode']),
-      r.outputsMatch ? 'yes' : `NO (max error ${r.maxError.toExponential(1)})`,
-    ];
-  });
-  return [header, ...rows];
-}
-
-export function formatSessionsTable(results: readonly SessionsResult[]): string {
-  return table(sessionsRows(results));
-}
-
-export function formatSessionsMarkdown(results: readonly SessionsResult[]): string {
-  return markdownTable('Sessions: one stream per session, calls interleaved one at a time; RSS once every session has loaded and run.', sessionsRows(results));
 }
 
 serveWorker(SELF, runSessionsWorker);

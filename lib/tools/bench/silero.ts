@@ -11,9 +11,10 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 
-import { EtnaError } from '../errors.js';
-import type { ExampleCall, ReferenceTensor } from './examples/index.js';
-import type { ImportOnnxOptions } from '../onnx/index.js';
+import { EtnaError } from '../../errors.js';
+import type { ImportOnnxOptions } from '../../onnx/index.js';
+import { numel } from '../../shape.js';
+import type { ExampleCall, ReferenceTensor } from '../examples/index.js';
 
 export const SILERO_NAME = 'silero-vad';
 
@@ -72,10 +73,14 @@ export function sileroSession(): ExampleCall[] {
 }
 
 /** The original model on onnxruntime-node, its state and context window carried by the caller. */
-export async function sileroOriginalSession(ort: typeof Ort, threads: number, model: Uint8Array = sileroModelBytes()): Promise<{ execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> }> {
+export async function sileroOriginalSession(
+  ort: typeof Ort,
+  threads: number,
+  model: Uint8Array = sileroModelBytes(),
+): Promise<{ execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]>; release(): Promise<void> }> {
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: threads, interOpNumThreads: 1 });
   const sampleRate = new ort.Tensor('int64', BigInt64Array.of(BigInt(SAMPLE_RATE)), []);
-  let state: Float32Array = new Float32Array(STATE_SHAPE.reduce((p, d) => p * d, 1));
+  let state: Float32Array = new Float32Array(numel(STATE_SHAPE));
   const window = new Float32Array(CONTEXT + SILERO_CHUNK);
   return {
     async execute(method: string, inputs: readonly ReferenceTensor[]): Promise<ReferenceTensor[]> {

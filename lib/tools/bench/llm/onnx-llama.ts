@@ -12,10 +12,10 @@
 // scales as float32), stored as MatMulNBits' blocks: per output row, 32 input
 // channels to a block of 16 bytes, element 2i in the low nibble, code + 8,
 // with the default zero point 8.
-import { EtnaError } from '../../errors.js';
-import { bf16Value, INT4_MIN, quantizeInt4Groups } from '../../export/quantize.js';
-import { headDim, ropeTables, type Llama8da4wWeights } from '../examples/llama-8da4w.js';
-import { ProtoWriter } from '../onnx-emitter/protobuf.js';
+import { EtnaError } from '../../../errors.js';
+import { bf16Value, INT4_MIN, quantizeInt4Groups } from '../../../export/quantize.js';
+import { headDim, ropeTables, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
+import { ProtoWriter } from '../../onnx-emitter/protobuf.js';
 
 const ELEMENT_TYPE = { float: 1, uint8: 2, int32: 6, int64: 7 } as const;
 type ElementType = keyof typeof ELEMENT_TYPE;
@@ -106,12 +106,18 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
   const linear = (x: string, name: string, weight: Float32Array, out: number, inFeatures: number): string => {
     const { blocks, scales } = matMulNBitsWeights(weight, out, inFeatures);
     initializers.push(
-      { name: `${name}.MatMul.weight_Q4`, type: 'uint8', dims: [out, inFeatures / MATMUL_NBITS_BLOCK, MATMUL_NBITS_BLOCK / 2], data: blocks },
+      {
+        name: `${name}.MatMul.weight_Q4`,
+        type: 'uint8',
+        dims: [out, inFeatures / MATMUL_NBITS_BLOCK, MATMUL_NBITS_BLOCK / 2],
+        data: blocks,
+      },
       { name: `${name}.MatMul.weight_scales`, type: 'float', dims: [scales.length], data: scales },
     );
     const y = `${name}.MatMul.output`;
     node('MatMulNBits', [x, `${name}.MatMul.weight_Q4`, `${name}.MatMul.weight_scales`], [y], {
-      K: { int: inFeatures }, N: { int: out }, bits: { int: 4 }, block_size: { int: MATMUL_NBITS_BLOCK }, accuracy_level: { int: ACCURACY_LEVEL_INT8 },
+      K: { int: inFeatures }, N: { int: out }, bits: { int: 4 }, block_size: { int: MATMUL_NBITS_BLOCK },
+      accuracy_level: { int: ACCURACY_LEVEL_INT8 },
     }, MS_DOMAIN);
     return y;
   };
@@ -152,7 +158,8 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
     const v = linear(h, `${prefix}.attn.v_proj`, w.wv, kv, d);
     node('GroupQueryAttention', [q, k, v, N.pastKey(l), N.pastValue(l), 'seqlens_k', 'total_sequence_length', 'cos_cache', 'sin_cache'],
       [`${prefix}.attn.output`, N.presentKey(l), N.presentValue(l)], {
-        num_heads: { int: C.heads }, kv_num_heads: { int: C.kvHeads }, do_rotary: { int: 1 }, rotary_interleaved: { int: 1 }, scale: { float: 1 / Math.sqrt(hd) },
+        num_heads: { int: C.heads }, kv_num_heads: { int: C.kvHeads }, do_rotary: { int: 1 }, rotary_interleaved: { int: 1 },
+        scale: { float: 1 / Math.sqrt(hd) },
       }, MS_DOMAIN);
     const o = linear(`${prefix}.attn.output`, `${prefix}.attn.o_proj`, w.wo, d, d);
     node('Add', [x, o], [`${prefix}.attn_residual`]);
