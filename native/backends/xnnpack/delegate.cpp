@@ -504,7 +504,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
         break;
       }
       case Engine::kOwnKernel: {
-        Status ran = run_own_kernel(graph_, first, plan.shapes, data_.data());
+        Status ran = run_own_kernel(graph_, first, plan.shapes, data_.data(), pool);
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }

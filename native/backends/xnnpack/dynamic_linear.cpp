@@ -12,6 +12,7 @@
 #endif
 
 #include "backends/xnnpack/output_bounds.h"
+#include "backends/xnnpack/parallel.h"
 
 namespace etna::xnn {
 namespace {
@@ -21,6 +22,12 @@ constexpr size_t kSimdBlock = 32; // AVX2 runs blocks of a multiple of this many
 constexpr size_t kColumns = 8;    // output channels packed and computed together
 constexpr size_t kQuad = 4;       // input channels of one channel side by side
 constexpr int kFourBitZero = 8;   // 4-bit codes store value + 8, as the exporter writes them
+constexpr size_t kTileRows = 16;  // activation rows a task multiplies at once
+constexpr size_t kGroupRun = 4;   // groups of 8 channels a single-row vector tile takes at once
+// A column block's packed weights: about what stays in a core's L2 cache
+// while a batch's row tiles pass over them.
+constexpr size_t kBlockWeightBytes = size_t{128} << 10;
+constexpr size_t kMaxBlockGroups = 32;  // 256 channels: a task's sums stay a 16 KiB stack array
 
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -427,20 +434,26 @@ Status quantize_per_token_kernel(const OwnKernelCall& call) {
   const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
   uint8_t* output = static_cast<uint8_t*>(call.data[call.node.outputs[0]]);
   auto* params = reinterpret_cast<DynamicRowParams*>(output + dynamic_params_offset(shape));
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = input + r * row_length;
-    uint8_t* q = output + r * row_length;
-    float multiplier = 1.0f;
-    DynamicRowParams row = choose_row_params(x, row_length, multiplier);
-    const float low = static_cast<float>(-128 - row.zero_point), high = static_cast<float>(127 - row.zero_point);
-    for (size_t i = 0; i < row_length; ++i) {
-      const float v = std::fmin(std::fmax(x[i] * multiplier, low), high);
-      // Stored unsigned: the int8 code plus 128 (see DynamicRowParams).
-      q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + row.zero_point + 128);
+  // Rows are independent: each task quantizes a run of whole rows.
+  const size_t tasks = std::min(rows, task_count(call.threadpool, rows * row_length, kMinTaskElements));
+  const size_t rows_per_task = block_size(rows, tasks, 1);
+  parallel_for(pool_for(call.threadpool, tasks), divide_up(rows, rows_per_task), [&](size_t task) {
+    const size_t end = std::min(rows, (task + 1) * rows_per_task);
+    for (size_t r = task * rows_per_task; r < end; ++r) {
+      const float* x = input + r * row_length;
+      uint8_t* q = output + r * row_length;
+      float multiplier = 1.0f;
+      DynamicRowParams row = choose_row_params(x, row_length, multiplier);
+      const float low = static_cast<float>(-128 - row.zero_point), high = static_cast<float>(127 - row.zero_point);
+      for (size_t i = 0; i < row_length; ++i) {
+        const float v = std::fmin(std::fmax(x[i] * multiplier, low), high);
+        // Stored unsigned: the int8 code plus 128 (see DynamicRowParams).
+        q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + row.zero_point + 128);
+      }
+      row.zero_point += 128;
+      std::memcpy(params + r, &row, sizeof row);
     }
-    row.zero_point += 128;
-    std::memcpy(params + r, &row, sizeof row);
-  }
+  });
   return Status::ok();
 }
 
@@ -510,31 +523,55 @@ size_t DynamicLinear::packed_bytes() const {
   return codes_.size() + (scales_.size() + bias_.size()) * sizeof(float) + weight_sums_.size() * sizeof(int32_t);
 }
 
-Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output) const {
+Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output,
+                          pthreadpool_t threadpool) const {
   const size_t row_length = input_shape.rank ? input_shape.dims[input_shape.rank - 1] : 1;
   if (row_length != in_channels_) {
     return make_error(ErrorCode::kInvalidInput, node.describe() + ": input rows have " + std::to_string(row_length) +
                                                     " elements, the filter takes " + std::to_string(in_channels_));
   }
   const size_t rows = row_count(input_shape);
+  if (rows == 0) return Status::ok();
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
   const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
-  const PackedView view{codes_.data(), scales_.data(), weight_sums_.data(), group_bytes, padded_out_,
-                        blocks_,       block_length_, four_bit_};
   DotPath path = active_dot_path();
   if (!path_takes_blocks(path, block_length_)) path = DotPath::kScalar;
 
-  // Rows are read whole chunks at a time: the bytes past a row are the next
-  // row's or the buffer's read padding, and meet zero weights.
-  constexpr size_t kTileRows = 16;
-  std::vector<float> sums(kTileRows * padded_out_);
-  float* tile_sums = sums.data();
-  const uint8_t* tile_rows[kTileRows];
-  DynamicRowParams tile_params[kTileRows];
-  int32_t tile_zero_points[kTileRows];
+  // Tiles of up to kTileRows rows by a block of channel groups. A block's
+  // weights stay in cache while the row tiles of a batch reuse them, and a
+  // thread's run of tiles walks its own part of the weights (a single row
+  // splits the channels only). Blocks are whole runs of kGroupRun groups,
+  // which the single-row vector tiles take at once.
+  const size_t groups = padded_out_ / kColumns;
+  const size_t group_weight_bytes = group_bytes + blocks_ * kColumns * (sizeof(float) + sizeof(int32_t));
+  size_t block_groups =
+      std::min(kMaxBlockGroups, std::max(kGroupRun, kBlockWeightBytes / group_weight_bytes / kGroupRun * kGroupRun));
+  const size_t row_tiles = divide_up(rows, kTileRows);
+  const size_t tasks = task_count(threadpool, rows * padded_out_ * in_channels_, kMinTaskIntegerMacs);
+  if (tasks > row_tiles) block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kGroupRun));
+  const size_t column_blocks = divide_up(groups, block_groups);
+
   const bool clamped = has_finite_bound(output_min_, output_max_);
-  for (size_t first = 0; first < rows; first += kTileRows) {
+  parallel_for_2d(pool_for(threadpool, tasks), column_blocks, row_tiles, [&](size_t column_block, size_t row_tile) {
+    const size_t first_group = column_block * block_groups;
+    const size_t group_count = std::min(block_groups, groups - first_group);
+    const size_t offset = first_group * blocks_ * kColumns;  // into scales and weight sums
+    const PackedView view{codes_.data() + first_group * group_bytes,
+                          scales_.data() + offset,
+                          weight_sums_.data() + offset,
+                          group_bytes,
+                          group_count * kColumns,
+                          blocks_,
+                          block_length_,
+                          four_bit_};
+    // Rows are read whole chunks at a time: the bytes past a row are the next
+    // row's or the buffer's read padding, and meet zero weights.
+    alignas(32) float sums[kTileRows * kMaxBlockGroups * kColumns];
+    const uint8_t* tile_rows[kTileRows];
+    DynamicRowParams tile_params[kTileRows];
+    int32_t tile_zero_points[kTileRows];
+    const size_t first = row_tile * kTileRows;
     const size_t count = std::min(kTileRows, rows - first);
     for (size_t r = 0; r < count; ++r) {
       tile_rows[r] = data + (first + r) * row_length;
@@ -543,24 +580,27 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
     }
 #ifdef ETNA_DYNQUANT_X86
     if (path == DotPath::kAvx512Vnni) {
-      dot_rows_vnni(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_vnni(view, tile_rows, tile_zero_points, count, sums);
     } else if (path == DotPath::kAvx2) {
-      dot_rows_avx2(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_avx2(view, tile_rows, tile_zero_points, count, sums);
     } else {
-      dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_scalar(view, tile_rows, tile_zero_points, count, sums);
     }
 #else
-    dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
+    dot_rows_scalar(view, tile_rows, tile_zero_points, count, sums);
 #endif
     // y = act_scale * (sum less the zero point's part) + bias, then the node's bounds.
+    const size_t first_channel = first_group * kColumns;
+    const size_t channels = std::min(out_channels_, first_channel + view.padded_out) - first_channel;
     for (size_t r = 0; r < count; ++r) {
       const float scale = tile_params[r].scale;
-      float* out = output + (first + r) * out_channels_;
-      const float* s = tile_sums + r * padded_out_;
-      for (size_t n = 0; n < out_channels_; ++n) out[n] = scale * s[n] + bias_[n];
-      if (clamped) clamp_keeping_nan(out, out_channels_, output_min_, output_max_);
+      float* out = output + (first + r) * out_channels_ + first_channel;
+      const float* s = sums + r * view.padded_out;
+      const float* bias = bias_.data() + first_channel;
+      for (size_t n = 0; n < channels; ++n) out[n] = scale * s[n] + bias[n];
+      if (clamped) clamp_keeping_nan(out, channels, output_min_, output_max_);
     }
-  }
+  });
   return Status::ok();
 }
 
