@@ -24,12 +24,13 @@ namespace etna::xnn {
 constexpr size_t kTasksPerThread = 4;
 
 // The least work worth a task of its own, per kind of kernel, in the units
-// its caller counts. Tasks this large take several microseconds on one
-// core, well above what handing them to a spinning worker costs.
-constexpr size_t kMinTaskIntegerMacs = size_t{1} << 17;  // int8 x int8/int4 multiply-adds (quantized linear, conv)
+// its caller counts: about 5 to 30 microseconds on one core of the machine
+// measured in docs/xnnpack.md, well above what handing a task to a spinning
+// worker costs (about a microsecond).
+constexpr size_t kMinTaskIntegerMacs = size_t{1} << 18;  // int8 x int8/int4 multiply-adds (quantized linear, conv)
 constexpr size_t kMinTaskFloatMacs = size_t{1} << 16;    // fp32 multiply-adds (batch matmul, patch deconvolution)
 constexpr size_t kMinTaskBytes = size_t{1} << 18;        // bytes moved (transposes, copies)
-constexpr size_t kMinTaskElements = size_t{1} << 15;     // fp32 values quantized per row
+constexpr size_t kMinTaskElements = size_t{1} << 16;     // fp32 values quantized per row
 
 // Threads a call on `pool` runs on, the caller included; 1 without a pool.
 inline size_t pool_threads(pthreadpool_t pool) { return pool ? pthreadpool_get_threads_count(pool) : 1; }
