@@ -583,7 +583,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
       }
       case Engine::kOwnKernel: {
         Status ran = stage.keeps_nan ? run_nan_keeping_kernel(graph_, first, plan.shapes, data_.data())
-                                     : run_own_kernel(graph_, first, plan.shapes, data_.data());
+                                     : run_own_kernel(graph_, first, plan.shapes, data_.data(), pool);
         if (!ran) return error(ran.error().code, ran.error().message);
         if (stage.checks_nan && !made_nan_) {
           const auto* made = static_cast<const float*>(data_[first.outputs[0]]);

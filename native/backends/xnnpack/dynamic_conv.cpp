@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "backends/xnnpack/parallel.h"
+
 namespace etna::xnn {
 namespace {
 
@@ -86,7 +88,8 @@ size_t DynamicConv::packed_bytes() const {
   return bytes;
 }
 
-Status DynamicConv::run(const Node& node, const Shape& input_shape, const void* input, float* output) const {
+Status DynamicConv::run(const Node& node, const Shape& input_shape, const void* input, float* output,
+                        pthreadpool_t threadpool) const {
   const size_t groups = node.groups, group_in = node.group_input_channels, group_out = node.group_output_channels;
   const size_t in_channels = groups * group_in;
   if (input_shape.rank != 4 || input_shape.dims[3] != in_channels) {
@@ -105,28 +108,51 @@ Status DynamicConv::run(const Node& node, const Shape& input_shape, const void* 
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* image_params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
   const size_t field = field_length(node);
-  const size_t tile_capacity = std::min(kTilePixels, pixels);
-  // One tile of gathered fields as a qdint8 [pixels, field] buffer: codes,
-  // then every row's parameters (the image's).
-  std::vector<uint8_t> columns(value_bytes(Datatype::qdint8, matrix_shape(tile_capacity, field)) + kReadSlack);
-  std::vector<float> group_output(groups > 1 ? tile_capacity * group_out : 0);
+  // Pixel tiles of equal size (whole register tiles of 4 rows where they can
+  // be), each image's pixels cut alike: the units of work.
+  const size_t tile_capacity = std::min(pixels, block_size(pixels, divide_up(pixels, kTilePixels), 4));
+  const size_t tiles_per_image = divide_up(pixels, tile_capacity);
+  const size_t units = images * tiles_per_image;
+  // Tasks take runs of whole units when there are enough for every thread;
+  // otherwise the units run in turn and each product splits its channels.
+  const size_t work = images * pixels * out_channels * field;
+  size_t tasks = std::min(units, task_count(threadpool, work, kMinTaskIntegerMacs));
+  if (units < pool_threads(threadpool)) tasks = 1;
+  const size_t units_per_task = block_size(units, tasks, 1);
+  tasks = divide_up(units, units_per_task);
+  pthreadpool_t product_pool = tasks > 1 ? nullptr : threadpool;
 
-  for (size_t n = 0; n < images; ++n) {
-    DynamicRowParams params;
-    std::memcpy(&params, image_params + n, sizeof params);
-    // The stored code of 0.0 (zero points are kept as uint8, graph.h).
-    const auto zero_code = static_cast<uint8_t>(params.zero_point);
-    const uint8_t* image = data + n * height * width * in_channels;
-    float* image_output = output + n * pixels * out_channels;
-    for (size_t first = 0; first < pixels; first += tile_capacity) {
+  // Per task: one tile of gathered fields as a qdint8 [pixels, field]
+  // buffer (codes, then every row's parameters: the image's), and the
+  // product of one group when there are several.
+  const size_t columns_bytes =
+      divide_up(value_bytes(Datatype::qdint8, matrix_shape(tile_capacity, field)) + kReadSlack, 64) * 64;
+  const size_t group_output_floats = groups > 1 ? tile_capacity * group_out : 0;
+  std::vector<uint8_t> columns_of_tasks(tasks * columns_bytes);
+  std::vector<float> group_output_of_tasks(tasks * group_output_floats);
+  std::vector<Status> failures(tasks, Status::ok());
+
+  parallel_for(pool_for(threadpool, tasks), tasks, [&](size_t task) {
+    uint8_t* columns = columns_of_tasks.data() + task * columns_bytes;
+    float* group_output = group_output_of_tasks.data() + task * group_output_floats;
+    const size_t end = std::min(units, (task + 1) * units_per_task);
+    for (size_t unit = task * units_per_task; unit < end; ++unit) {
+      const size_t n = unit / tiles_per_image;
+      const size_t first = unit % tiles_per_image * tile_capacity;
+      DynamicRowParams params;
+      std::memcpy(&params, image_params + n, sizeof params);
+      // The stored code of 0.0 (zero points are kept as uint8, graph.h).
+      const auto zero_code = static_cast<uint8_t>(params.zero_point);
+      const uint8_t* image = data + n * height * width * in_channels;
+      float* image_output = output + n * pixels * out_channels;
       const size_t count = std::min(tile_capacity, pixels - first);
       const Shape tile = matrix_shape(count, field);
-      uint8_t* row_params = columns.data() + dynamic_params_offset(tile);
+      uint8_t* row_params = columns + dynamic_params_offset(tile);
       for (size_t r = 0; r < count; ++r) std::memcpy(row_params + r * sizeof params, &params, sizeof params);
       for (size_t g = 0; g < groups; ++g) {
         for (size_t r = 0; r < count; ++r) {
           const size_t oy = (first + r) / out_width, ox = (first + r) % out_width;
-          uint8_t* row = columns.data() + r * field;
+          uint8_t* row = columns + r * field;
           for (size_t ky = 0; ky < node.kernel_height; ++ky) {
             // Unsigned wrap-around makes rows above the image fail `iy < height`.
             const size_t iy = oy * node.stride_height + ky * node.dilation_height - node.padding_top;
@@ -141,16 +167,23 @@ Status DynamicConv::run(const Node& node, const Shape& input_shape, const void* 
             }
           }
         }
-        float* tile_output = groups > 1 ? group_output.data() : image_output + first * out_channels;
-        ETNA_TRY(group_layers_[g]->run(node, tile, columns.data(), tile_output));
+        float* tile_output = groups > 1 ? group_output : image_output + first * out_channels;
+        Status ran = group_layers_[g]->run(node, tile, columns, tile_output, product_pool);
+        if (!ran) {
+          failures[task] = std::move(ran);
+          return;
+        }
         if (groups > 1) {
           for (size_t r = 0; r < count; ++r) {
-            std::memcpy(image_output + (first + r) * out_channels + g * group_out, group_output.data() + r * group_out,
+            std::memcpy(image_output + (first + r) * out_channels + g * group_out, group_output + r * group_out,
                         group_out * sizeof(float));
           }
         }
       }
     }
+  });
+  for (Status& failure : failures) {
+    if (!failure) return failure;
   }
   return Status::ok();
 }

@@ -32,8 +32,10 @@ class DynamicConv {
   // `input` is a qdint8 NHWC buffer of `input_shape` (data, then one row
   // parameter per image); `output` the NHWC fp32 output the shape rule gives.
   // `node` is the one the object was created for (or one with the same packed
-  // operator cache key, hence the same geometry).
-  Status run(const Node& node, const Shape& input_shape, const void* input, float* output) const;
+  // operator cache key, hence the same geometry). Large convolutions split
+  // their pixel tiles over `threadpool` (null: the calling thread only).
+  Status run(const Node& node, const Shape& input_shape, const void* input, float* output,
+             pthreadpool_t threadpool) const;
 
   size_t packed_bytes() const;
 

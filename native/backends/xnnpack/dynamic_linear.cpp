@@ -12,6 +12,7 @@
 #endif
 
 #include "backends/xnnpack/output_bounds.h"
+#include "backends/xnnpack/parallel.h"
 
 namespace etna::xnn {
 namespace {
@@ -21,6 +22,12 @@ constexpr size_t kSimdBlock = 32; // AVX2 runs blocks of a multiple of this many
 constexpr size_t kColumns = 8;    // output channels packed and computed together
 constexpr size_t kQuad = 4;       // input channels of one channel side by side
 constexpr int kFourBitZero = 8;   // 4-bit codes store value + 8, as the exporter writes them
+constexpr size_t kTileRows = 16;  // activation rows a task multiplies at once
+constexpr size_t kGroupRun = 4;   // groups of 8 channels a single-row vector tile takes at once
+// A column block's packed weights: about what stays in a core's L2 cache
+// while a batch's row tiles pass over them.
+constexpr size_t kBlockWeightBytes = size_t{128} << 10;
+constexpr size_t kMaxBlockGroups = 32;  // 256 channels: a task's sums stay a 16 KiB stack array
 
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -367,6 +374,26 @@ bool path_takes_blocks(DotPath path, size_t block_length) {
   return false;
 }
 
+// A row's range: the least and greatest of 0 and its values, and whether
+// every value is finite.
+struct RowRange {
+  float lo = 0.0f, hi = 0.0f;
+  bool finite = true;
+};
+
+// fmin/fmax keep NaN out of lo/hi; x * 0 is NaN exactly for NaN and infinities.
+RowRange row_range_scalar(const float* x, size_t count) {
+  RowRange range;
+  float probe = 0.0f;
+  for (size_t i = 0; i < count; ++i) {
+    range.lo = std::fmin(range.lo, x[i]);
+    range.hi = std::fmax(range.hi, x[i]);
+    probe += x[i] * 0.0f;
+  }
+  range.finite = probe == 0.0f;
+  return range;
+}
+
 // Per-row parameters of XNNPACK's qd8 conversion (as of November 2024): the
 // range [min(0, lo), max(0, hi)] mapped onto [-128, 127] by the multiplier
 // 255 / (hi - lo) (1 for an all-zero row), which also converts the row; the
@@ -374,22 +401,19 @@ bool path_takes_blocks(DotPath path, size_t block_length) {
 // and rounded to nearest, ties to even; the stored scale is 1 / multiplier.
 // A row holding NaN or an infinity has no such range: its scale is NaN, so
 // every output of the row is NaN (as quantizing it in PyTorch gives), whatever
-// its codes. fmin/fmax keep such values out of lo/hi.
-DynamicRowParams choose_row_params(const float* x, size_t count, float& multiplier) {
-  float lo = 0.0f, hi = 0.0f, probe = 0.0f;
-  for (size_t i = 0; i < count; ++i) {
-    lo = std::fmin(lo, x[i]);
-    hi = std::fmax(hi, x[i]);
-    probe += x[i] * 0.0f;  // NaN once any element is NaN or infinite
-  }
+// its codes (the multiplier is then 0). Only the values of lo and hi count,
+// not the sign of a zero, so any order of taking the minimum gives the same
+// parameters.
+DynamicRowParams row_params(const RowRange& range, float& multiplier) {
   DynamicRowParams params;
-  if (probe != 0.0f) {
+  if (!range.finite) {
     params.scale = std::numeric_limits<float>::quiet_NaN();
     params.zero_point = 0;
     multiplier = 0.0f;
     return params;
   }
   const float qmin = -128.0f, qmax = 127.0f;
+  const float lo = range.lo, hi = range.hi;
   multiplier = lo == hi ? 1.0f : (qmax - qmin) / (hi - lo);
   const float scaled_lo = lo * multiplier, scaled_hi = hi * multiplier;
   float zero = (qmin + scaled_lo) + (qmax + scaled_hi) > 0 ? qmin - scaled_lo : qmax - scaled_hi;
@@ -397,6 +421,92 @@ DynamicRowParams choose_row_params(const float* x, size_t count, float& multipli
   params.scale = 1.0f / multiplier;
   params.zero_point = static_cast<int32_t>(std::nearbyint(zero));
   return params;
+}
+
+// q[i] = round(clamp(x[i] * multiplier, low, high)) + offset, rounded to
+// nearest, ties to even. fmax puts NaN (an infinity times a zero
+// multiplier) at `low`.
+void quantize_values_scalar(const float* x, size_t count, float multiplier, float low, float high, int32_t offset,
+                            uint8_t* q) {
+  for (size_t i = 0; i < count; ++i) {
+    const float v = std::fmin(std::fmax(x[i] * multiplier, low), high);
+    q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + offset);
+  }
+}
+
+#ifdef ETNA_DYNQUANT_X86
+
+// The same two steps 8 values at a time, with the same bits: minimum and
+// maximum are exact, so lanes may take them in any order; maxps(v, low)
+// gives `low` for a NaN v, as fmax does; vroundps rounds as nearbyint does
+// in the default rounding mode.
+__attribute__((target("avx2,fma"))) RowRange row_range_avx2(const float* x, size_t count) {
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 lo = zero, hi = zero, probe = zero;
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    lo = _mm256_min_ps(lo, v);
+    hi = _mm256_max_ps(hi, v);
+    probe = _mm256_add_ps(probe, _mm256_mul_ps(v, zero));
+  }
+  alignas(32) float lanes_lo[8], lanes_hi[8], lanes_probe[8];
+  _mm256_store_ps(lanes_lo, lo);
+  _mm256_store_ps(lanes_hi, hi);
+  _mm256_store_ps(lanes_probe, probe);
+  RowRange range = row_range_scalar(x + i, count - i);
+  float probe_sum = range.finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  for (size_t lane = 0; lane < 8; ++lane) {
+    range.lo = std::fmin(range.lo, lanes_lo[lane]);
+    range.hi = std::fmax(range.hi, lanes_hi[lane]);
+    probe_sum += lanes_probe[lane];
+  }
+  range.finite = probe_sum == 0.0f;
+  return range;
+}
+
+__attribute__((target("avx2,fma"))) void quantize_values_avx2(const float* x, size_t count, float multiplier,
+                                                               float low, float high, int32_t offset, uint8_t* q) {
+  const __m256 scale = _mm256_set1_ps(multiplier), lows = _mm256_set1_ps(low), highs = _mm256_set1_ps(high);
+  const __m256i offsets = _mm256_set1_epi32(offset);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), scale), lows), highs);
+    const __m256i codes = _mm256_add_epi32(
+        _mm256_cvttps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), offsets);
+    // Codes are 0..255: two unsigned-saturating packs keep them in order.
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm_packus_epi16(words, words));
+  }
+  quantize_values_scalar(x + i, count - i, multiplier, low, high, offset, q + i);
+}
+
+#endif  // ETNA_DYNQUANT_X86
+
+// One row into its codes (stored plus 128, see DynamicRowParams) and parameters.
+DynamicRowParams quantize_row(const float* x, size_t count, bool avx2, uint8_t* q) {
+  RowRange range;
+#ifdef ETNA_DYNQUANT_X86
+  range = avx2 ? row_range_avx2(x, count) : row_range_scalar(x, count);
+#else
+  (void)avx2;
+  range = row_range_scalar(x, count);
+#endif
+  float multiplier = 1.0f;
+  DynamicRowParams row = row_params(range, multiplier);
+  const float low = static_cast<float>(-128 - row.zero_point), high = static_cast<float>(127 - row.zero_point);
+  const int32_t offset = row.zero_point + 128;
+#ifdef ETNA_DYNQUANT_X86
+  if (avx2) {
+    quantize_values_avx2(x, count, multiplier, low, high, offset, q);
+  } else {
+    quantize_values_scalar(x, count, multiplier, low, high, offset, q);
+  }
+#else
+  quantize_values_scalar(x, count, multiplier, low, high, offset, q);
+#endif
+  row.zero_point += 128;
+  return row;
 }
 
 }  // namespace
@@ -427,20 +537,17 @@ Status quantize_per_token_kernel(const OwnKernelCall& call) {
   const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
   uint8_t* output = static_cast<uint8_t*>(call.data[call.node.outputs[0]]);
   auto* params = reinterpret_cast<DynamicRowParams*>(output + dynamic_params_offset(shape));
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = input + r * row_length;
-    uint8_t* q = output + r * row_length;
-    float multiplier = 1.0f;
-    DynamicRowParams row = choose_row_params(x, row_length, multiplier);
-    const float low = static_cast<float>(-128 - row.zero_point), high = static_cast<float>(127 - row.zero_point);
-    for (size_t i = 0; i < row_length; ++i) {
-      const float v = std::fmin(std::fmax(x[i] * multiplier, low), high);
-      // Stored unsigned: the int8 code plus 128 (see DynamicRowParams).
-      q[i] = static_cast<uint8_t>(static_cast<int32_t>(std::nearbyint(v)) + row.zero_point + 128);
+  const bool avx2 = path_has_avx2(active_dot_path());
+  // Rows are independent: each task quantizes a run of whole rows.
+  const size_t tasks = std::min(rows, task_count(call.threadpool, rows * row_length, kMinTaskElements));
+  const size_t rows_per_task = block_size(rows, tasks, 1);
+  parallel_for(pool_for(call.threadpool, tasks), divide_up(rows, rows_per_task), [&](size_t task) {
+    const size_t end = std::min(rows, (task + 1) * rows_per_task);
+    for (size_t r = task * rows_per_task; r < end; ++r) {
+      const DynamicRowParams row = quantize_row(input + r * row_length, row_length, avx2, output + r * row_length);
+      std::memcpy(params + r, &row, sizeof row);
     }
-    row.zero_point += 128;
-    std::memcpy(params + r, &row, sizeof row);
-  }
+  });
   return Status::ok();
 }
 
@@ -510,31 +617,55 @@ size_t DynamicLinear::packed_bytes() const {
   return codes_.size() + (scales_.size() + bias_.size()) * sizeof(float) + weight_sums_.size() * sizeof(int32_t);
 }
 
-Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output) const {
+Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output,
+                          pthreadpool_t threadpool) const {
   const size_t row_length = input_shape.rank ? input_shape.dims[input_shape.rank - 1] : 1;
   if (row_length != in_channels_) {
     return make_error(ErrorCode::kInvalidInput, node.describe() + ": input rows have " + std::to_string(row_length) +
                                                     " elements, the filter takes " + std::to_string(in_channels_));
   }
   const size_t rows = row_count(input_shape);
+  if (rows == 0) return Status::ok();
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
   const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
-  const PackedView view{codes_.data(), scales_.data(), weight_sums_.data(), group_bytes, padded_out_,
-                        blocks_,       block_length_, four_bit_};
   DotPath path = active_dot_path();
   if (!path_takes_blocks(path, block_length_)) path = DotPath::kScalar;
 
-  // Rows are read whole chunks at a time: the bytes past a row are the next
-  // row's or the buffer's read padding, and meet zero weights.
-  constexpr size_t kTileRows = 16;
-  std::vector<float> sums(kTileRows * padded_out_);
-  float* tile_sums = sums.data();
-  const uint8_t* tile_rows[kTileRows];
-  DynamicRowParams tile_params[kTileRows];
-  int32_t tile_zero_points[kTileRows];
+  // Tiles of up to kTileRows rows by a block of channel groups. A block's
+  // weights stay in cache while the row tiles of a batch reuse them, and a
+  // thread's run of tiles walks its own part of the weights (a single row
+  // splits the channels only). Blocks are whole runs of kGroupRun groups,
+  // which the single-row vector tiles take at once.
+  const size_t groups = padded_out_ / kColumns;
+  const size_t group_weight_bytes = group_bytes + blocks_ * kColumns * (sizeof(float) + sizeof(int32_t));
+  size_t block_groups =
+      std::min(kMaxBlockGroups, std::max(kGroupRun, kBlockWeightBytes / group_weight_bytes / kGroupRun * kGroupRun));
+  const size_t row_tiles = divide_up(rows, kTileRows);
+  const size_t tasks = task_count(threadpool, rows * padded_out_ * in_channels_, kMinTaskIntegerMacs);
+  if (tasks > row_tiles) block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kGroupRun));
+  const size_t column_blocks = divide_up(groups, block_groups);
+
   const bool clamped = has_finite_bound(output_min_, output_max_);
-  for (size_t first = 0; first < rows; first += kTileRows) {
+  parallel_for_2d(pool_for(threadpool, tasks), column_blocks, row_tiles, [&](size_t column_block, size_t row_tile) {
+    const size_t first_group = column_block * block_groups;
+    const size_t group_count = std::min(block_groups, groups - first_group);
+    const size_t offset = first_group * blocks_ * kColumns;  // into scales and weight sums
+    const PackedView view{codes_.data() + first_group * group_bytes,
+                          scales_.data() + offset,
+                          weight_sums_.data() + offset,
+                          group_bytes,
+                          group_count * kColumns,
+                          blocks_,
+                          block_length_,
+                          four_bit_};
+    // Rows are read whole chunks at a time: the bytes past a row are the next
+    // row's or the buffer's read padding, and meet zero weights.
+    alignas(32) float sums[kTileRows * kMaxBlockGroups * kColumns];
+    const uint8_t* tile_rows[kTileRows];
+    DynamicRowParams tile_params[kTileRows];
+    int32_t tile_zero_points[kTileRows];
+    const size_t first = row_tile * kTileRows;
     const size_t count = std::min(kTileRows, rows - first);
     for (size_t r = 0; r < count; ++r) {
       tile_rows[r] = data + (first + r) * row_length;
@@ -543,24 +674,27 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
     }
 #ifdef ETNA_DYNQUANT_X86
     if (path == DotPath::kAvx512Vnni) {
-      dot_rows_vnni(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_vnni(view, tile_rows, tile_zero_points, count, sums);
     } else if (path == DotPath::kAvx2) {
-      dot_rows_avx2(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_avx2(view, tile_rows, tile_zero_points, count, sums);
     } else {
-      dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
+      dot_rows_scalar(view, tile_rows, tile_zero_points, count, sums);
     }
 #else
-    dot_rows_scalar(view, tile_rows, tile_zero_points, count, tile_sums);
+    dot_rows_scalar(view, tile_rows, tile_zero_points, count, sums);
 #endif
     // y = act_scale * (sum less the zero point's part) + bias, then the node's bounds.
+    const size_t first_channel = first_group * kColumns;
+    const size_t channels = std::min(out_channels_, first_channel + view.padded_out) - first_channel;
     for (size_t r = 0; r < count; ++r) {
       const float scale = tile_params[r].scale;
-      float* out = output + (first + r) * out_channels_;
-      const float* s = tile_sums + r * padded_out_;
-      for (size_t n = 0; n < out_channels_; ++n) out[n] = scale * s[n] + bias_[n];
-      if (clamped) clamp_keeping_nan(out, out_channels_, output_min_, output_max_);
+      float* out = output + (first + r) * out_channels_ + first_channel;
+      const float* s = sums + r * view.padded_out;
+      const float* bias = bias_.data() + first_channel;
+      for (size_t n = 0; n < channels; ++n) out[n] = scale * s[n] + bias[n];
+      if (clamped) clamp_keeping_nan(out, channels, output_min_, output_max_);
     }
-  }
+  });
   return Status::ok();
 }
 

@@ -13,6 +13,8 @@
 // so all paths give bit-identical outputs.
 #pragma once
 
+#include <pthreadpool.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,7 +51,10 @@ class DynamicLinear {
   static Result<std::unique_ptr<DynamicLinear>> create(const Graph& graph, const Node& node);
 
   // `input` is a qdint8 buffer of `input_shape` (data then row parameters).
-  Status run(const Node& node, const Shape& input_shape, const void* input, float* output) const;
+  // Large products are split over `threadpool` (null: the calling thread
+  // only); the outputs are the same whatever the split (parallel.h).
+  Status run(const Node& node, const Shape& input_shape, const void* input, float* output,
+             pthreadpool_t threadpool) const;
 
   size_t packed_bytes() const;
 

@@ -17,11 +17,11 @@ namespace {
 // b stored [n, k] (rows `b_stride` apart): c[i, j] is the dot product of rows
 // i of a and j of b. Four columns at a time give four independent sums, each
 // accumulated in k order.
-void matmul_transposed_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k,
-                                size_t n) {
+void matmul_transposed_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t c_stride, size_t m,
+                                size_t k, size_t n) {
   for (size_t i = 0; i < m; ++i) {
     const float* a_row = a + i * k;
-    float* c_row = c + i * n;
+    float* c_row = c + i * c_stride;
     size_t j = 0;
     for (; j + 4 <= n; j += 4) {
       const float* b0 = b + j * b_stride;
@@ -53,14 +53,15 @@ void matmul_transposed_b_scalar(const float* a, const float* b, size_t b_stride,
 // b stored [k, n] (rows `b_stride` apart): each row of c accumulates scaled
 // rows of b so the inner loop is contiguous; four rows of a share every load
 // of a row of b.
-void matmul_plain_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n) {
-  std::fill(c, c + m * n, 0.0f);
+void matmul_plain_b_scalar(const float* a, const float* b, size_t b_stride, float* c, size_t c_stride, size_t m,
+                           size_t k, size_t n) {
+  for (size_t i = 0; i < m; ++i) std::fill(c + i * c_stride, c + i * c_stride + n, 0.0f);
   size_t i = 0;
   for (; i + 4 <= m; i += 4) {
-    float* c0 = c + i * n;
-    float* c1 = c0 + n;
-    float* c2 = c1 + n;
-    float* c3 = c2 + n;
+    float* c0 = c + i * c_stride;
+    float* c1 = c0 + c_stride;
+    float* c2 = c1 + c_stride;
+    float* c3 = c2 + c_stride;
     const float* a0 = a + i * k;
     for (size_t p = 0; p < k; ++p) {
       const float x0 = a0[p], x1 = a0[k + p], x2 = a0[2 * k + p], x3 = a0[3 * k + p];
@@ -75,7 +76,7 @@ void matmul_plain_b_scalar(const float* a, const float* b, size_t b_stride, floa
     }
   }
   for (; i < m; ++i) {
-    float* c_row = c + i * n;
+    float* c_row = c + i * c_stride;
     const float* a_row = a + i * k;
     for (size_t p = 0; p < k; ++p) {
       const float x = a_row[p];
@@ -211,31 +212,32 @@ constexpr TransposedTileFn kTransposedTiles[kTransposedTileRows + 1] = {
     transposed_tile_avx2<7>,
     transposed_tile_avx2<8>};
 
-// Plain b is read in place. Transposed b is read by 8 x 8 blocks while k
+// Plain b is read in place (`readable` columns per row, at least n). Transposed b is read by 8 x 8 blocks while k
 // is a multiple of 8, for whole groups of 8 columns; other columns are packed
 // 24 at a time into [k][24] panels.
-void matmul_avx2(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
-                 bool transposed_b, std::vector<float>& panel, std::vector<float>& scratch) {
+void matmul_avx2(const float* a, const float* b, size_t b_stride, size_t readable, float* c, size_t c_stride,
+                 size_t m, size_t k, size_t n, bool transposed_b, std::vector<float>& panel,
+                 std::vector<float>& scratch) {
   if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
-    std::fill(c, c + m * n, 0.0f);
+    for (size_t i = 0; i < m; ++i) std::fill(c + i * c_stride, c + i * c_stride + n, 0.0f);
     return;
   }
   if (!transposed_b) {
-    columns_avx2(a, m, k, b, b_stride, n, n, c, n, scratch);
+    columns_avx2(a, m, k, b, b_stride, n, readable, c, c_stride, scratch);
     return;
   }
   const size_t unpacked = k % kVector == 0 ? n / kVector * kVector : 0;
   for (size_t i = 0; i < m; i += kTransposedTileRows) {
     const size_t rows = std::min(kTransposedTileRows, m - i);
     for (size_t j = 0; j < unpacked; j += kVector) {
-      kTransposedTiles[rows](a + i * k, k, b + j * b_stride, b_stride, c + i * n + j, n);
+      kTransposedTiles[rows](a + i * k, k, b + j * b_stride, b_stride, c + i * c_stride + j, c_stride);
     }
   }
   panel.resize(k * kPanelCols);
   for (size_t first = unpacked; first < n; first += kPanelCols) {
     const size_t cols = std::min(kPanelCols, n - first);
     pack_transposed_panel_avx2(b, b_stride, k, first, cols, panel.data());
-    columns_avx2(a, m, k, panel.data(), kPanelCols, cols, kPanelCols, c + first, n, scratch);
+    columns_avx2(a, m, k, panel.data(), kPanelCols, cols, kPanelCols, c + first, c_stride, scratch);
   }
 }
 
@@ -243,21 +245,33 @@ void matmul_avx2(const float* a, const float* b, size_t b_stride, float* c, size
 
 }  // namespace
 
-void matmul_f32(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
-                bool transposed_b) {
+void matmul_f32_part(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                     bool transposed_b, size_t row_begin, size_t row_end, size_t col_begin, size_t col_end) {
+  (void)m;
+  const size_t rows = row_end - row_begin, cols = col_end - col_begin;
+  if (rows == 0 || cols == 0) return;
+  a += row_begin * k;
+  c += row_begin * n + col_begin;
+  b += transposed_b ? col_begin * b_stride : col_begin;
 #ifdef ETNA_MATMUL_X86
   if (path_has_avx2(active_dot_path())) {
-    // Per thread: delegates of different sessions may run at once.
+    // Per thread: delegates of different sessions, and tasks of one product,
+    // may run at once.
     thread_local std::vector<float> panel, scratch;
-    matmul_avx2(a, b, b_stride, c, m, k, n, transposed_b, panel, scratch);
+    matmul_avx2(a, b, b_stride, n - col_begin, c, n, rows, k, cols, transposed_b, panel, scratch);
     return;
   }
 #endif
   if (transposed_b) {
-    matmul_transposed_b_scalar(a, b, b_stride, c, m, k, n);
+    matmul_transposed_b_scalar(a, b, b_stride, c, n, rows, k, cols);
   } else {
-    matmul_plain_b_scalar(a, b, b_stride, c, m, k, n);
+    matmul_plain_b_scalar(a, b, b_stride, c, n, rows, k, cols);
   }
+}
+
+void matmul_f32(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                bool transposed_b) {
+  matmul_f32_part(a, b, b_stride, c, m, k, n, transposed_b, 0, m, 0, n);
 }
 
 }  // namespace etna::xnn

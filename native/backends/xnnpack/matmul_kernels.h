@@ -16,6 +16,12 @@ namespace etna::xnn {
 void matmul_f32(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
                 bool transposed_b);
 
+// Rows [row_begin, row_end) and columns [col_begin, col_end) of the same
+// product: what one task computes when a product is split (parallel.h).
+// Every output gets the bits the whole product gives it.
+void matmul_f32_part(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
+                     bool transposed_b, size_t row_begin, size_t row_end, size_t col_begin, size_t col_end);
+
 // The same with b dense.
 inline void matmul_f32(const float* a, const float* b, float* c, size_t m, size_t k, size_t n, bool transposed_b) {
   matmul_f32(a, b, transposed_b ? k : n, c, m, k, n, transposed_b);

@@ -54,6 +54,9 @@ struct OwnKernelCall {
   void* const* data;
   size_t element_size;
   const Graph& graph;  // the node's values (datatypes, quantization)
+  // The call's thread pool, which large kernels split their work over
+  // (parallel.h); null runs everything on the calling thread.
+  pthreadpool_t threadpool = nullptr;
 };
 
 // The arguments of a row's shape rule (shapes.cpp).

@@ -10,6 +10,7 @@
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/node_types.h"
+#include "backends/xnnpack/parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -26,6 +27,25 @@ void contiguous_strides(const Shape& shape, size_t* strides) {
     strides[d] = stride;
     stride *= shape.dims[d];
   }
+}
+
+// index[d] for d < dims (all but the innermost dim when called with rank - 1)
+// of the `flat`-th position in row-major order over `shape`.
+void unravel(size_t flat, const Shape& shape, size_t dims, size_t* index) {
+  for (size_t d = dims; d-- > 0;) {
+    index[d] = flat % shape.dims[d];
+    flat /= shape.dims[d];
+  }
+}
+
+// fn(first, end) over runs of [0, rows) covering them all once, split over
+// `threadpool` when the rows hold enough bytes (parallel.h).
+template <typename Fn>
+void for_row_runs(pthreadpool_t threadpool, size_t rows, size_t row_bytes, const Fn& fn) {
+  const size_t tasks = std::min(rows, task_count(threadpool, rows * row_bytes, kMinTaskBytes));
+  const size_t per_task = block_size(rows, tasks, 1);
+  parallel_for(pool_for(threadpool, tasks), divide_up(rows, per_task),
+               [&](size_t task) { fn(task * per_task, std::min(rows, (task + 1) * per_task)); });
 }
 
 #ifdef ETNA_OWN_KERNELS_X86
@@ -76,10 +96,11 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const float* const colum
 // reads and writes both stay within a few cache lines per tile. When that
 // input dim is contiguous (stride 1), 4-byte elements move as 8 x 8 register
 // tiles with AVX2, and few columns (an NCHW image of 3 channels to NHWC) as
-// one strided pass per column.
+// one strided pass per column. Large transposes split their blocks (and the
+// rows of each, in whole tiles) over the pool.
 template <typename Element>
 void transpose_elements(const Element* input, Element* output, const Shape& out_shape,
-                        const size_t* in_strides_by_out) {
+                        const size_t* in_strides_by_out, pthreadpool_t threadpool) {
   constexpr size_t kTile = 16;
   constexpr size_t kFewColumns = 8;
   const size_t rank = out_shape.rank;
@@ -98,18 +119,29 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
 #ifdef ETNA_OWN_KERNELS_X86
   tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
 #endif
-  size_t index[kMaxRank] = {};  // odometer over the dims other than row_dim and the innermost
+  // The dims other than row_dim and the innermost, as a shape to count blocks in.
+  Shape block_shape;
+  block_shape.rank = rank - 1;
+  for (size_t d = 0; d + 1 < rank; ++d) block_shape.dims[d] = d == row_dim ? 1 : out_shape.dims[d];
   const size_t blocks = out_shape.numel() / (rows * cols);
-  for (size_t block = 0; block < blocks; ++block) {
+  const size_t tasks = task_count(threadpool, out_shape.numel() * sizeof(Element), kMinTaskBytes);
+  // Whole blocks per task when there are enough of them, else runs of rows.
+  const size_t row_runs = tasks > blocks ? std::min(divide_up(tasks, blocks), divide_up(rows, kTile)) : 1;
+  const size_t run_rows = block_size(rows, row_runs, kTile);
+  parallel_for_2d(pool_for(threadpool, tasks), blocks, divide_up(rows, run_rows), [&](size_t block, size_t run) {
+    size_t index[kMaxRank] = {};
+    unravel(block, block_shape, rank - 1, index);
     size_t source = 0;
     size_t target = 0;
     for (size_t d = 0; d + 1 < rank; ++d) {
-      if (d == row_dim) continue;
       source += index[d] * in_strides_by_out[d];
       target += index[d] * out_strides[d];
     }
-    const Element* in_block = input + source;
-    Element* out_block = output + target;
+    const size_t first_row = run * run_rows;
+    const size_t run_count = std::min(rows, first_row + run_rows) - first_row;
+    // This run's rows as a block of their own.
+    const Element* in_block = input + source + first_row * row_in;
+    Element* out_block = output + target + first_row * row_out;
     if (row_in == 1 && cols < kFewColumns) {
       size_t done = 0;
 #ifdef ETNA_OWN_KERNELS_X86
@@ -117,13 +149,13 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
         const float* planes[3] = {reinterpret_cast<const float*>(in_block),
                                   reinterpret_cast<const float*>(in_block + col_in),
                                   reinterpret_cast<const float*>(in_block + 2 * col_in)};
-        done = interleave3_avx2(planes, reinterpret_cast<float*>(out_block), rows);
+        done = interleave3_avx2(planes, reinterpret_cast<float*>(out_block), run_count);
       }
 #endif
       for (size_t j = 0; j < cols; ++j) {
         const Element* column = in_block + j * col_in;
         Element* out_column = out_block + j;
-        for (size_t i = done; i < rows; ++i) out_column[i * row_out] = column[i];
+        for (size_t i = done; i < run_count; ++i) out_column[i * row_out] = column[i];
       }
     } else {
       size_t done_rows = 0, done_cols = 0;
@@ -131,12 +163,12 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
       if (tiles_in_registers) {
         std::tie(done_rows, done_cols) =
             transpose_tiles_avx2(reinterpret_cast<const float*>(in_block), col_in, reinterpret_cast<float*>(out_block),
-                                 row_out, rows, cols);
+                                 row_out, run_count, cols);
       }
 #endif
       // What the register tiles left: the last rows, and the last columns of the others.
-      for (size_t r0 = 0; r0 < rows; r0 += kTile) {
-        const size_t r1 = std::min(rows, r0 + kTile);
+      for (size_t r0 = 0; r0 < run_count; r0 += kTile) {
+        const size_t r1 = std::min(run_count, r0 + kTile);
         for (size_t c0 = 0; c0 < cols; c0 += kTile) {
           const size_t c1 = std::min(cols, c0 + kTile);
           for (size_t i = r0; i < r1; ++i) {
@@ -147,12 +179,7 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
         }
       }
     }
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (d == row_dim) continue;
-      if (++index[d] < out_shape.dims[d]) break;
-      index[d] = 0;
-    }
-  }
+  });
 }
 
 constexpr size_t kSmallRowChunk = 16;  // bytes
@@ -169,7 +196,8 @@ inline void copy_row(uint8_t* target, const uint8_t* source, size_t bytes) {
   }
 }
 
-Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
+                 pthreadpool_t threadpool) {
   const Shape& in_shape = shapes[node.inputs[0]];
   const Shape& out_shape = shapes[node.outputs[0]];
   const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
@@ -188,31 +216,35 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
   if (node.list1[out_shape.rank - 1] == out_shape.rank - 1) {
     const size_t rank = out_shape.rank;
     const size_t run = out_shape.dims[rank - 1] * element_size;
-    size_t index[kMaxRank] = {};
     const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
-    for (size_t row = 0; row < rows; ++row) {
-      size_t source = 0;
-      for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
-      copy_row(output, input + source * element_size, run);
-      output += run;
-      for (size_t d = rank - 1; d-- > 0;) {
-        if (++index[d] < out_shape.dims[d]) break;
-        index[d] = 0;
+    for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
+      size_t index[kMaxRank] = {};
+      unravel(first, out_shape, rank - 1, index);
+      uint8_t* target = output + first * run;
+      for (size_t row = first; row < end; ++row) {
+        size_t source = 0;
+        for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
+        copy_row(target, input + source * element_size, run);
+        target += run;
+        for (size_t d = rank - 1; d-- > 0;) {
+          if (++index[d] < out_shape.dims[d]) break;
+          index[d] = 0;
+        }
       }
-    }
+    });
     return Status::ok();
   }
   switch (element_size) {
     case 1:
-      transpose_elements(input, output, out_shape, by_out);
+      transpose_elements(input, output, out_shape, by_out, threadpool);
       break;
     case 2:
       transpose_elements(reinterpret_cast<const uint16_t*>(input), reinterpret_cast<uint16_t*>(output), out_shape,
-                         by_out);
+                         by_out, threadpool);
       break;
     case 4:
       transpose_elements(reinterpret_cast<const uint32_t*>(input), reinterpret_cast<uint32_t*>(output), out_shape,
-                         by_out);
+                         by_out, threadpool);
       break;
     default:
       return make_error(ErrorCode::kInternal, node.describe() + ": element size " + std::to_string(element_size));
@@ -220,25 +252,29 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
   return Status::ok();
 }
 
-void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
+                 pthreadpool_t threadpool) {
   const Shape& out_shape = shapes[node.outputs[0]];
   size_t outer = 1;
   for (size_t d = 0; d < node.axis; ++d) outer *= out_shape.dims[d];
   size_t out_row = element_size;
   for (size_t d = node.axis; d < out_shape.rank; ++d) out_row *= out_shape.dims[d];
   uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
-  size_t column = 0;
-  for (uint32_t input_index : node.inputs) {
-    const Shape& shape = shapes[input_index];
-    size_t row = element_size;
-    for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
-    const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
-    for (size_t i = 0; i < outer; ++i) copy_row(output + i * out_row + column, input + i * row, row);
-    column += row;
-  }
+  for_row_runs(threadpool, outer, out_row, [&](size_t first, size_t end) {
+    size_t column = 0;
+    for (uint32_t input_index : node.inputs) {
+      const Shape& shape = shapes[input_index];
+      size_t row = element_size;
+      for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
+      const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
+      for (size_t i = first; i < end; ++i) copy_row(output + i * out_row + column, input + i * row, row);
+      column += row;
+    }
+  });
 }
 
-void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
+           pthreadpool_t threadpool) {
   const Shape& in_shape = shapes[node.inputs[0]];
   const Shape& out_shape = shapes[node.outputs[0]];
   const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
@@ -255,24 +291,30 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   for (size_t d = 0; d < rank; ++d) base += node.list1[d] * in_strides[d];
   const size_t run = out_shape.dims[rank - 1] * element_size;
   const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
-  size_t index[kMaxRank] = {};
-  for (size_t row = 0; row < rows; ++row) {
-    size_t source = base;
-    for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
-    copy_row(output, input + source * element_size, run);
-    output += run;
-    for (size_t d = rank - 1; d-- > 0;) {
-      if (++index[d] < out_shape.dims[d]) break;
-      index[d] = 0;
+  for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
+    size_t index[kMaxRank] = {};
+    unravel(first, out_shape, rank - 1, index);
+    uint8_t* target = output + first * run;
+    for (size_t row = first; row < end; ++row) {
+      size_t source = base;
+      for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
+      copy_row(target, input + source * element_size, run);
+      target += run;
+      for (size_t d = rank - 1; d-- > 0;) {
+        if (++index[d] < out_shape.dims[d]) break;
+        index[d] = 0;
+      }
     }
-  }
+  });
 }
 
 // B may be read through a permutation (node.list1, a transpose the delegate
 // folded in, see fold_transposes_into_matmuls): its element strides are then
 // the source's, permuted, and the matrix whose rows are contiguous is
 // multiplied in place, plain or as transposed B, with its rows' stride.
-void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* const* data) {
+// Whole products go to tasks while there are enough of them, then runs of
+// 8 rows (the transposed register tile), then of 24 columns (the widest one).
+void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* const* data, pthreadpool_t threadpool) {
   const Shape& a_shape = shapes[node.inputs[0]];
   const Shape& b_source = shapes[node.inputs[1]];
   const Shape& out_shape = shapes[node.outputs[0]];
@@ -295,16 +337,23 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
   float* c = static_cast<float*>(data[node.outputs[0]]);
   size_t batches = 1;
   for (size_t d = 0; d + 2 < r; ++d) batches *= a_shape.dims[d];
-  size_t index[kMaxRank] = {};  // odometer over the batch dims
-  for (size_t batch = 0; batch < batches; ++batch) {
+  constexpr size_t kRowUnit = 8, kColumnUnit = 24;
+  const size_t tasks = task_count(threadpool, batches * m * n * k, kMinTaskFloatMacs);
+  size_t row_runs = 1, column_runs = 1;
+  if (tasks > batches) row_runs = std::min(divide_up(tasks, batches), divide_up(m, kRowUnit));
+  if (tasks > batches * row_runs) column_runs = std::min(divide_up(tasks, batches * row_runs), divide_up(n, kColumnUnit));
+  const size_t run_rows = block_size(m, row_runs, kRowUnit), run_columns = block_size(n, column_runs, kColumnUnit);
+  row_runs = divide_up(m, run_rows);
+  column_runs = divide_up(n, run_columns);
+  parallel_for_2d(pool_for(threadpool, tasks), batches, row_runs * column_runs, [&](size_t batch, size_t tile) {
+    size_t index[kMaxRank] = {};
+    unravel(batch, a_shape, r - 2, index);
     size_t b_offset = 0;
     for (size_t d = 0; d + 2 < r; ++d) b_offset += index[d] * b_strides[d];
-    matmul_f32(a + batch * m * k, b + b_offset, b_row_stride, c + batch * m * n, m, k, n, transposed);
-    for (size_t d = r - 2; d-- > 0;) {
-      if (++index[d] < a_shape.dims[d]) break;
-      index[d] = 0;
-    }
-  }
+    const size_t row = tile / column_runs * run_rows, column = tile % column_runs * run_columns;
+    matmul_f32_part(a + batch * m * k, b + b_offset, b_row_stride, c + batch * m * n, m, k, n, transposed, row,
+                    std::min(m, row + run_rows), column, std::min(n, column + run_columns));
+  });
 }
 
 // fp32 in, fp32 out, element by element.
@@ -367,31 +416,39 @@ __attribute__((target("avx2,fma"))) void gelu_avx2(const float* input, float* ou
 }  // namespace
 
 Status transpose_kernel(const OwnKernelCall& call) {
-  return transpose(call.node, call.shapes, call.data, call.element_size);
+  return transpose(call.node, call.shapes, call.data, call.element_size, call.threadpool);
 }
 
 Status concatenate_kernel(const OwnKernelCall& call) {
-  concatenate(call.node, call.shapes, call.data, call.element_size);
+  concatenate(call.node, call.shapes, call.data, call.element_size, call.threadpool);
   return Status::ok();
 }
 
 Status slice_kernel(const OwnKernelCall& call) {
-  slice(call.node, call.shapes, call.data, call.element_size);
+  slice(call.node, call.shapes, call.data, call.element_size, call.threadpool);
   return Status::ok();
 }
 
 Status copy_kernel(const OwnKernelCall& call) {
   const Node& node = call.node;
-  void* const* data = call.data;
   const size_t bytes = call.shapes[node.outputs[0]].numel() * call.element_size;
-  if (bytes && data[node.outputs[0]] != data[node.inputs[0]]) {
-    std::memmove(data[node.outputs[0]], data[node.inputs[0]], bytes);
+  auto* target = static_cast<uint8_t*>(call.data[node.outputs[0]]);
+  const auto* source = static_cast<const uint8_t*>(call.data[node.inputs[0]]);
+  if (!bytes || target == source) return Status::ok();
+  // Chunks may go to different threads only when the buffers do not overlap.
+  if (target + bytes <= source || source + bytes <= target) {
+    constexpr size_t kChunk = 4096;
+    for_row_runs(call.threadpool, divide_up(bytes, kChunk), kChunk, [&](size_t first, size_t end) {
+      std::memcpy(target + first * kChunk, source + first * kChunk, std::min(bytes, end * kChunk) - first * kChunk);
+    });
+  } else {
+    std::memmove(target, source, bytes);
   }
   return Status::ok();
 }
 
 Status batch_matmul_kernel(const OwnKernelCall& call) {
-  batch_matmul(call.node, call.shapes, call.data);
+  batch_matmul(call.node, call.shapes, call.data, call.threadpool);
   return Status::ok();
 }
 
@@ -415,7 +472,8 @@ Status exp_kernel(const OwnKernelCall& call) { return map_floats(call, [](float 
 Status sin_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sin(x); }); }
 Status cos_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::cos(x); }); }
 
-Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data) {
+Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data,
+                      pthreadpool_t threadpool) {
   for (uint32_t index : node.inputs) {
     if (index != kNoValue && !data[index]) {
       return make_error(ErrorCode::kInternal,
@@ -431,7 +489,7 @@ Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Sh
   const NodeTypeInfo& info = node_type_info(node.type);
   if (!info.run) return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
   const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
-  return info.run(OwnKernelCall{node, shapes, data, element_size, graph});
+  return info.run(OwnKernelCall{node, shapes, data, element_size, graph, threadpool});
 }
 
 }  // namespace etna::xnn

@@ -15,8 +15,10 @@
 namespace etna::xnn {
 
 // `data[v]` is the buffer of value v, sized for `shapes[v]`. Shapes were
-// checked by infer_shapes(), so the kernel only indexes within them.
-Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data);
+// checked by infer_shapes(), so the kernel only indexes within them. Large
+// kernels split their work over `threadpool` (null: the calling thread only).
+Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data,
+                      pthreadpool_t threadpool);
 
 // The rows' run functions (node_types.cpp).
 Status transpose_kernel(const OwnKernelCall& call);

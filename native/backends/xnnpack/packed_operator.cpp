@@ -361,10 +361,10 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape,
                            void* output, pthreadpool_t threadpool) {
   // etna's own kernels keep no per-call state in the object: no turns needed.
-  if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output));
-  if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output));
+  if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output), threadpool);
+  if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output), threadpool);
   if (patch_) {
-    patch_->run(input_shape, static_cast<const float*>(input), static_cast<float*>(output));
+    patch_->run(input_shape, static_cast<const float*>(input), static_cast<float*>(output), threadpool);
     return Status::ok();
   }
   const bool as_convolution = kind_ == Kind::kConvolution || fully_connected_as_convolution_;

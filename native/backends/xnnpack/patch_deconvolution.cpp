@@ -5,6 +5,7 @@
 
 #include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/output_bounds.h"
+#include "backends/xnnpack/parallel.h"
 
 namespace etna::xnn {
 namespace {
@@ -76,27 +77,38 @@ Result<std::unique_ptr<PatchDeconvolution>> PatchDeconvolution::create(const Gra
   return op;
 }
 
-void PatchDeconvolution::run(const Shape& input_shape, const float* input, float* output) const {
+void PatchDeconvolution::run(const Shape& input_shape, const float* input, float* output,
+                             pthreadpool_t threadpool) const {
   const size_t rows = input_shape.dims[0] * input_shape.dims[1];
   const size_t width = input_shape.dims[2];
   if (rows == 0 || width == 0) return;
-  if (by_pixel()) {
-    run_by_pixel(rows, width, input, output);
-  } else {
-    run_by_row(rows, width, input, output);
-  }
+  // Input rows write disjoint output rows: tasks take runs of whole rows.
+  const size_t work = rows * width * in_channels_ * patch_columns();
+  const size_t tasks = std::min(rows, task_count(threadpool, work, kMinTaskFloatMacs));
+  const size_t rows_per_task = block_size(rows, tasks, 1);
+  const size_t runs = divide_up(rows, rows_per_task);
+  // By pixel, each run multiplies into products of its own.
+  std::vector<float> products(by_pixel() ? runs * patch_columns() * width : 0);
+  parallel_for(pool_for(threadpool, runs), runs, [&](size_t task) {
+    const size_t first = task * rows_per_task, end = std::min(rows, first + rows_per_task);
+    if (by_pixel()) {
+      run_by_pixel(first, end, width, input, output, products.data() + task * patch_columns() * width);
+    } else {
+      run_by_row(first, end, width, input, output);
+    }
+  });
 }
 
 // Input row r makes output rows r * kernel_h + ky (batch and height fold
 // together, as the output height is the input's times kernel_h); each of
 // them is [width][kernel_w * out_channels], one product.
-void PatchDeconvolution::run_by_row(size_t rows, size_t width, const float* input, float* output) const {
+void PatchDeconvolution::run_by_row(size_t first, size_t end, size_t width, const float* input, float* output) const {
   const size_t columns = row_columns();
   const size_t out_row = width * columns;
   const size_t cin = in_channels_, cout = out_channels_;
   const float* bias = bias_.data();
   const float low = output_min_, high = output_max_;
-  for (size_t r = 0; r < rows; ++r) {
+  for (size_t r = first; r < end; ++r) {
     const float* in_row = input + r * width * cin;
     for (size_t ky = 0; ky < kernel_h_; ++ky) {
       float* __restrict target = output + (r * kernel_h_ + ky) * out_row;
@@ -111,18 +123,16 @@ void PatchDeconvolution::run_by_row(size_t rows, size_t width, const float* inpu
 // [patch column][in channel] times the row of pixels read as a transposed
 // operand ([width][in channel] is [n][k]), then each patch column spread over
 // the output rows it belongs to.
-void PatchDeconvolution::run_by_pixel(size_t rows, size_t width, const float* input, float* output) const {
-  // Per thread: delegates of different sessions may run at once.
-  thread_local std::vector<float> products;
+void PatchDeconvolution::run_by_pixel(size_t first, size_t end, size_t width, const float* input, float* output,
+                                      float* products) const {
   const size_t cin = in_channels_, cout = out_channels_, kw = kernel_w_;
   const size_t patch_row = kw * cout;  // products per ky
-  products.resize(patch_columns() * width);
-  const float* __restrict sums = products.data();
+  const float* __restrict sums = products;
   const float* bias = bias_.data();
   const float low = output_min_, high = output_max_;
   const size_t out_row = width * patch_row;
-  for (size_t r = 0; r < rows; ++r) {
-    matmul_f32(by_pixel_.data(), input + r * width * cin, products.data(), patch_columns(), cin, width, true);
+  for (size_t r = first; r < end; ++r) {
+    matmul_f32(by_pixel_.data(), input + r * width * cin, products, patch_columns(), cin, width, true);
     for (size_t ky = 0; ky < kernel_h_; ++ky) {
       float* __restrict target = output + (r * kernel_h_ + ky) * out_row;
       for (size_t j = 0; j < patch_row; ++j) {  // j = kx * out_channels + co

@@ -13,6 +13,8 @@
 // path, and each output sums its input channels in order before the bias.
 #pragma once
 
+#include <pthreadpool.h>
+
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -33,7 +35,9 @@ class PatchDeconvolution {
 
   // `input` is NHWC [batch, height, width, in_channels]; `output` receives
   // [batch, height * kernel_h, width * kernel_w, out_channels]. Thread-safe.
-  void run(const Shape& input_shape, const float* input, float* output) const;
+  // Large inputs split their rows over `threadpool` (null: the calling
+  // thread only).
+  void run(const Shape& input_shape, const float* input, float* output, pthreadpool_t threadpool) const;
 
   size_t packed_bytes() const { return (by_row_.size() + by_pixel_.size() + bias_.size()) * sizeof(float); }
 
@@ -48,8 +52,11 @@ class PatchDeconvolution {
   // Narrow patch rows leave most of a vector register idle when a product
   // covers one patch row, so those take the whole row of pixels as columns.
   bool by_pixel() const { return !by_pixel_.empty(); }
-  void run_by_row(size_t rows, size_t width, const float* input, float* output) const;
-  void run_by_pixel(size_t rows, size_t width, const float* input, float* output) const;
+  // Input rows [first, end) into their output rows.
+  void run_by_row(size_t first, size_t end, size_t width, const float* input, float* output) const;
+  // The same through `products`: patch_columns() * width floats.
+  void run_by_pixel(size_t first, size_t end, size_t width, const float* input, float* output,
+                    float* products) const;
 
   size_t kernel_h_ = 0, kernel_w_ = 0;
   size_t in_channels_ = 0, out_channels_ = 0;
