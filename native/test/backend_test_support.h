@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/xnnpack/delegate.h"
+#include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/module_context.h"
 #include "backends/xnnpack/payload.h"
 #include "backends/xnnpack/xnn_library.h"
@@ -371,6 +372,16 @@ inline std::vector<std::vector<float>> run_graph(PayloadBuilder& builder, const 
     }
   }
   return results;
+}
+
+// The dot-product paths this CPU has (the scalar one always), for tests that
+// run every path.
+inline std::vector<xnn::DotPath> available_paths() {
+  std::vector<xnn::DotPath> paths;
+  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
+    if (xnn::dot_path_available(p)) paths.push_back(p);
+  }
+  return paths;
 }
 
 }  // namespace etna::test

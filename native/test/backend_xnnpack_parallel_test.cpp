@@ -23,14 +23,6 @@ namespace {
 using Layout = PayloadBuilder::Layout;
 using fbx::NodeUnion;
 
-std::vector<xnn::DotPath> available_paths() {
-  std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
-    if (xnn::dot_path_available(p)) paths.push_back(p);
-  }
-  return paths;
-}
-
 // A dot-product path, and optionally the finest split, for one scope.
 class Forced {
  public:
