@@ -179,7 +179,7 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
   }
 
   delegate->workspace_ = context.workspace_for_delegate(program);
-  delegate->threadpool_ = context.threadpool();
+  delegate->thread_pool_ = context.thread_pool();
   Status staged = delegate->build_stages(context, program);
   if (!staged) return fail(staged.error());
 
@@ -332,7 +332,7 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
   plan->runtimes.resize(stages_.size());
   for (size_t s = 0; s < stages_.size(); ++s) {
     if (stages_[s].engine != Engine::kSubgraph) continue;
-    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, threadpool_->get());
+    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, pool());
     if (!runtime) return runtime.error();
     plan->runtimes[s] = std::move(*runtime);
   }
@@ -471,7 +471,10 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
     if (output_view_of_[v] != kNoValue) data_[v] = data_[output_view_of_[v]];
   }
 
-  pthreadpool_t pool = threadpool_->get();
+  pthreadpool_t pool = this->pool();
+  // However the call ends, the pool's workers sleep rather than spin after
+  // it, unless another call is computing on the pool.
+  const ThreadPool::Call on_pool(thread_pool_.get());
   for (size_t s = 0; s < stages_.size(); ++s) {
     Stage& stage = stages_[s];
     const Node& first = graph_.nodes[stage.subgraph.nodes[0]];
