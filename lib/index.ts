@@ -21,6 +21,7 @@ export {
   type RunOptions,
   type ShareMemoryArenas,
   type TensorLike,
+  type ThreadPoolKind,
   type Value,
 } from './module.js';
 export {
