@@ -3,6 +3,7 @@
 #   etna_find_system_libraries(<repository root>)
 # defines the interface targets
 #   etna_flatbuffers   the flatbuffers headers and the generated C++ for schema/
+#   etna_pthreadpool   pthreadpool (the process's thread pools, native/core/thread_pool.h)
 #   etna_xnnpack       XNNPACK and pthreadpool, with ETNA_XNNPACK_RESHAPE_API
 include(CheckCXXSourceCompiles)
 
@@ -24,6 +25,7 @@ endfunction()
 function(etna_find_system_libraries root)
   find_path(FLATBUFFERS_INCLUDE_DIR flatbuffers/flatbuffers.h REQUIRED)
   find_path(XNNPACK_INCLUDE_DIR xnnpack.h REQUIRED)
+  find_path(PTHREADPOOL_INCLUDE_DIR pthreadpool.h REQUIRED)
   find_library(XNNPACK_LIBRARY XNNPACK REQUIRED)
   find_library(PTHREADPOOL_LIBRARY pthreadpool REQUIRED)
   find_package(Threads REQUIRED)
@@ -67,6 +69,10 @@ function(etna_find_system_libraries root)
     target_include_directories(etna_flatbuffers BEFORE INTERFACE "${CMAKE_BINARY_DIR}/flatbuffers")
   endif()
 
+  add_library(etna_pthreadpool INTERFACE)
+  target_include_directories(etna_pthreadpool INTERFACE "${PTHREADPOOL_INCLUDE_DIR}")
+  target_link_libraries(etna_pthreadpool INTERFACE ${PTHREADPOOL_LIBRARY} Threads::Threads)
+
   # --- XNNPACK -------------------------------------------------------------
   # The 2024 operator API splits setup into reshape + setup; the 2022 one has
   # no reshape functions (see native/backends/xnnpack/xnn_compat.h).
@@ -78,7 +84,7 @@ function(etna_find_system_libraries root)
     ETNA_XNNPACK_RESHAPE_API)
   add_library(etna_xnnpack INTERFACE)
   target_include_directories(etna_xnnpack INTERFACE "${XNNPACK_INCLUDE_DIR}")
-  target_link_libraries(etna_xnnpack INTERFACE ${XNNPACK_LIBRARY} ${PTHREADPOOL_LIBRARY} Threads::Threads)
+  target_link_libraries(etna_xnnpack INTERFACE ${XNNPACK_LIBRARY} etna_pthreadpool)
   if(ETNA_XNNPACK_RESHAPE_API)
     target_compile_definitions(etna_xnnpack INTERFACE ETNA_XNNPACK_RESHAPE_API=1)
     # That release deprecates the per-operator subgraph definitions

@@ -75,7 +75,7 @@ export interface NativeAddon {
   profileClock(): number;
   loadModule(
     program: NativeProgram | string | ArrayBuffer | ArrayBufferView,
-    options: { share: ShareWord; numThreads: number; mmap: boolean; externalData?: string | ArrayBuffer | ArrayBufferView },
+    options: { share: ShareWord; numThreads: number; threadPool: 'shared' | 'own'; mmap: boolean; externalData?: string | ArrayBuffer | ArrayBufferView },
   ): Promise<{ module: NativeModule; program?: NativeProgram }>;
 }
 

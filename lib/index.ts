@@ -19,6 +19,7 @@ export {
   type NamedValues,
   type RunOptions,
   type TensorLike,
+  type ThreadPoolKind,
   type Value,
 } from './module.js';
 export {

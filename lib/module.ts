@@ -28,19 +28,32 @@ import {
 } from './tensor.js';
 
 /**
- * The most threads one module may ask for (`numThreads`). Each thread is a
- * real one (a stack and a scheduler entry) for the module's whole life, and
- * past the machine's cores more of them only slow calls down.
+ * The most threads one module may ask for (`numThreads`). Past the machine's
+ * cores more of them only slow calls down: a shared pool stops at the cores,
+ * and an own pool's threads live as long as its module.
  */
 export const MAX_NUM_THREADS = 256;
+
+/**
+ * Where a module's calls find their extra threads (`numThreads` above 1):
+ * `'shared'`, the process's pool for that thread count, which every module
+ * asking for it uses (at most the machine's cores); `'own'`, a pool of the
+ * module's own with `numThreads` threads, which no other module's calls wait
+ * on, alive as long as the module.
+ */
+export type ThreadPoolKind = 'shared' | 'own';
 
 export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
   /**
-   * Threads for XNNPACK work: an integer from 1 to `MAX_NUM_THREADS` (256);
-   * default 1, since calls of different modules already run in parallel.
+   * The most threads one call computes on, counting the libuv thread that runs
+   * it: an integer from 1 to `MAX_NUM_THREADS` (256). Default 1, the calling
+   * thread alone, since calls of different modules already run in parallel;
+   * a shared pool gives at most the machine's cores (docs/performance.md).
    */
   numThreads?: number;
+  /** Where the threads past the first come from; default `'shared'`. */
+  threadPool?: ThreadPoolKind;
   /**
    * The program's external data (a .ptd file path or its bytes), for programs
    * that name tensors stored outside. A path is read like the program's (see `mmap`).
@@ -87,7 +100,8 @@ export interface RunOptions {
   profile?: boolean;
 }
 
-export const MODULE_OPTIONS: readonly (keyof ModuleOptions)[] = ['shareMemoryArenas', 'numThreads', 'externalData', 'mmap'];
+export const MODULE_OPTIONS: readonly (keyof ModuleOptions)[] = ['shareMemoryArenas', 'numThreads', 'threadPool', 'externalData', 'mmap'];
+const THREAD_POOL_KINDS: readonly ThreadPoolKind[] = ['shared', 'own'];
 const EXECUTE_OPTIONS: readonly (keyof ExecuteOptions)[] = ['outputs', 'profile'];
 const RUN_OPTIONS: readonly (keyof RunOptions)[] = ['outputs', 'profile'];
 
@@ -150,6 +164,10 @@ export class Module {
         `Module.load: numThreads must be an integer from 1 to ${MAX_NUM_THREADS} (MAX_NUM_THREADS), got ${describeValue(numThreads)}`,
       );
     }
+    const threadPool = options.threadPool ?? 'shared';
+    if (!THREAD_POOL_KINDS.includes(threadPool)) {
+      throw new EtnaError('INVALID_INPUT', `Module.load: threadPool must be 'shared' or 'own', got ${describeValue(threadPool)}`);
+    }
     if (source instanceof Program) {
       source.checkLive('Module.load');
       // Read now, so that a dispose() of the program while this loads cannot take it away.
@@ -158,7 +176,7 @@ export class Module {
     try {
       const loaded = await native().loadModule(
         source instanceof Program ? source.handle : source,
-        { share, numThreads, mmap, externalData },
+        { share, numThreads, threadPool, mmap, externalData },
       );
       if (source instanceof Program) return new Module(source, loaded.module, false);
       if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');

@@ -6,7 +6,7 @@ import { parseSessionCounts } from '../lib/cli/bench.js';
 import { compareMethods, runBenchmarks, type BenchReport } from '../lib/tools/bench/harness.js';
 import { formatJson, formatMarkdown, formatSessionsTable, formatSvg, programResults, sessionsResults } from '../lib/tools/bench/report.js';
 import { CONFIGS, percentile } from '../lib/tools/bench/runner.js';
-import { sessionDecodeSteps, type SessionsResult } from '../lib/tools/bench/sessions.js';
+import { SESSION_COUNTS, sessionDecodeSteps, sessionsRuns, type SessionsResult } from '../lib/tools/bench/sessions.js';
 
 /** Well-formedness: every tag closes in order and attribute values are quoted. */
 function checkXml(text: string): void {
@@ -118,6 +118,9 @@ describe('etna bench', () => {
     for (const r of rows) {
       expect(r.program).toBe('kv-decoder-large');
       expect(r.decodeSteps).toBe(sessionDecodeSteps(true));
+      expect(r.threads).toBe(1);
+      // One thread per session: etna starts no pool worker.
+      if (r.config === 'etna-sessions') expect(r.addedThreads).toBe(0);
       // Every stream's logits match the reference: no session sees another's state.
       expect(r.outputsMatch, `${r.config} x${r.sessions} max error ${r.maxError}`).toBe(true);
       expect(r.stateful).toBe(true);
@@ -142,6 +145,20 @@ describe('etna bench', () => {
     expect(text.split('\n').filter((line) => line.startsWith('kv-decoder-large'))).toHaveLength(4);
     expect(formatMarkdown(json)).not.toContain('sessions');
   }, 240_000);
+
+  it('the default counts add a row of 64 sessions at 2 threads; counts asked for run as asked', () => {
+    expect(sessionsRuns(SESSION_COUNTS, 1)).toEqual([
+      { sessions: 1, threads: 1 },
+      { sessions: 16, threads: 1 },
+      { sessions: 64, threads: 1 },
+      { sessions: 64, threads: 2 },
+    ]);
+    expect(sessionsRuns(SESSION_COUNTS, 2).map((run) => run.threads)).toEqual([2, 2, 2]);
+    expect(sessionsRuns([1, 3], 1)).toEqual([
+      { sessions: 1, threads: 1 },
+      { sessions: 3, threads: 1 },
+    ]);
+  });
 
   it('--sessions takes stream counts, or 0 to leave the entry out', () => {
     expect(parseSessionCounts(undefined)).toBeUndefined();

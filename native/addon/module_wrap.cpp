@@ -235,6 +235,14 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
       }
       Napi::Value threads = object.Get("numThreads");
       if (threads.IsNumber()) options.num_threads = threads.As<Napi::Number>().Int32Value();
+      Napi::Value pool = object.Get("threadPool");
+      if (pool.IsString()) {
+        const std::string kind = pool.As<Napi::String>().Utf8Value();
+        if (kind != "shared" && kind != "own") {
+          throw make_js_error(env, Error{ErrorCode::kInvalidInput, "threadPool must be 'shared' or 'own'"});
+        }
+        options.thread_pool = kind == "own" ? ThreadPoolKind::kOwn : ThreadPoolKind::kShared;
+      }
       Napi::Value mmap = object.Get("mmap");
       if (mmap.IsBoolean() && mmap.As<Napi::Boolean>().Value()) access = FileAccess::kMap;
       external_data = load_source(object.Get("externalData"));

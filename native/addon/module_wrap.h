@@ -18,7 +18,7 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   explicit ModuleWrap(const Napi::CallbackInfo& info);
 
  private:
-  // loadModule(program | path | bytes, { share, numThreads, mmap, externalData })
+  // loadModule(program | path | bytes, { share, numThreads, threadPool, mmap, externalData })
   //   -> Promise<{ module, program? }>: files are read on the pool
   static Napi::Value load_module(const Napi::CallbackInfo& info);
   Napi::Value method_names(const Napi::CallbackInfo& info);

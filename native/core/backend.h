@@ -4,7 +4,7 @@
 //
 // A backend turns a delegate payload into a handle once, when a method loads,
 // and runs it on every DelegateCall. State that should exist once per Module
-// (scratch workspace, thread pool) lives in a BackendModuleContext that the
+// (scratch workspace, its hold on a thread pool) lives in a BackendModuleContext that the
 // Module creates once per backend and hands to every init. State that should
 // exist once per Program (weights in the backend's own form, which every
 // Module over the program can share) lives in a BackendProgramContext that
@@ -23,6 +23,7 @@
 #include "evalue.h"
 #include "profile.h"
 #include "status.h"
+#include "thread_pool.h"
 
 namespace etna {
 
@@ -35,7 +36,10 @@ struct CompileSpecView {
 
 // Module-wide options a backend may use.
 struct BackendOptions {
+  // The most threads one call may compute on, the caller included (1: the
+  // caller alone); the pool they come from (thread_pool.h).
   int num_threads = 1;
+  ThreadPoolKind thread_pool = ThreadPoolKind::kShared;
   // Workspaces borrowed per call from the program's pool (shareMemoryArenas
   // on); otherwise one of its own per delegate instance.
   bool share_workspace = false;

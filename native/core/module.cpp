@@ -249,6 +249,7 @@ BackendModuleContext* Module::backend_context(const Backend& backend) {
   if (!context) {
     BackendOptions options;
     options.num_threads = options_.num_threads;
+    options.thread_pool = options_.thread_pool;
     options.share_workspace = sharing_ == ArenaSharing::kOn;
     context = backend.create_module_context(options);
   }

@@ -44,7 +44,8 @@ enum class ArenaSharing {
 
 struct ModuleOptions {
   ArenaSharing sharing = ArenaSharing::kAuto;
-  int num_threads = 1;
+  int num_threads = 1;                                  // see BackendOptions
+  ThreadPoolKind thread_pool = ThreadPoolKind::kShared;  // see BackendOptions
   std::shared_ptr<const DataMap> external_data;  // a .ptd file's tensors, when the program names some
 };
 

@@ -2,9 +2,10 @@
 // loaded and called on their own threads at the same time give exactly what
 // one module run alone gives. Built with ThreadSanitizer (npm run test:tsan),
 // they also check the sharing (packed weights per program, the call
-// lease, memory reports) for data races.
+// lease, memory reports, the process's thread pools) for data races.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "core/module.h"
 #include "core/program.h"
+#include "core/thread_pool.h"
 #include "test_support.h"
 
 namespace etna {
@@ -85,10 +87,11 @@ std::shared_ptr<const Program> load_program(const std::string& name) {
 }
 
 std::unique_ptr<Module> load_module(const std::shared_ptr<const Program>& program, ArenaSharing sharing,
-                                    int num_threads = 1) {
+                                    int num_threads = 1, ThreadPoolKind pool = ThreadPoolKind::kShared) {
   ModuleOptions options;
   options.sharing = sharing;
   options.num_threads = num_threads;
+  options.thread_pool = pool;
   auto module = Module::load(program, options);
   EXPECT_TRUE(module) << (module ? "" : module.error().message);
   return module ? std::move(*module) : nullptr;
@@ -279,6 +282,165 @@ TEST(SessionsConcurrency, CallsBegunOnOneThreadRunOnAnother) {
   });
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// ---------------------------------------------------------------- thread pools
+
+const CallShape kConvolution{"forward", {{1, 3, 16, 16}}};
+
+size_t cores() { return ThreadPools::default_max_threads(); }
+
+// Runs `steps` rounds of `call` through each module, `threads` threads at
+// once, each thread taking its share of the modules in turn; counts outputs
+// that differ from `expected` and calls that fail.
+void run_modules_at_once(std::vector<std::unique_ptr<Module>>& modules, int threads, int steps, const CallShape& call,
+                         const std::vector<std::vector<uint8_t>>& expected, std::atomic<int>& mismatches,
+                         std::atomic<int>& failures) {
+  StartLine start(threads);
+  run_threads(threads, [&](int thread) {
+    start.arrive_and_wait();
+    for (int step = 0; step < steps; ++step) {
+      for (size_t m = static_cast<size_t>(thread); m < modules.size(); m += static_cast<size_t>(threads)) {
+        const int round = (static_cast<int>(m) + step) % kRounds;
+        auto out = run_call(*modules[m], call, round);
+        if (!out) {
+          ++failures;
+          ADD_FAILURE() << out.error().message;
+        } else if (*out != expected[static_cast<size_t>(round)]) {
+          ++mismatches;
+        }
+      }
+    }
+  });
+}
+
+// 64 sessions at numThreads 2, as a server would keep them: all of them
+// compute on one process-wide pool (one worker thread on a machine with two
+// cores or more, none on one core), and eight threads calling them at once
+// get what a lone module gives.
+TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
+  ETNA_REQUIRE_TESTDATA();
+  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  const size_t threads_before = test::process_threads();
+  std::vector<std::unique_ptr<Module>> modules;
+  for (int m = 0; m < 64; ++m) {
+    modules.push_back(load_module(program, ArenaSharing::kOn, 2));
+    ASSERT_TRUE(modules.back());
+    // The pool is taken when the delegate initialises (first call or, with sharing, at load).
+    ASSERT_TRUE(run_call(*modules.back(), kConvolution, 0));
+  }
+  const size_t workers = std::min<size_t>(2, cores()) - 1;
+  EXPECT_EQ(test::process_threads() - threads_before, workers);
+  EXPECT_LE(test::process_threads() - threads_before, cores() + 1);
+  EXPECT_EQ(ThreadPools::process().shared_pools(), workers);
+  EXPECT_EQ(ThreadPools::process().shared_worker_threads(), workers);
+
+  std::atomic<int> mismatches{0}, failures{0};
+  run_modules_at_once(modules, kModules, 6, kConvolution, expected[0], mismatches, failures);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0) << "outputs that differ from a lone module's";
+  modules.clear();
+  EXPECT_EQ(ThreadPools::process().shared_pools(), 0u);
+  EXPECT_EQ(test::process_threads(), threads_before);
+}
+
+// Thread counts 1 to 4 shared, and pools of their own, all at once: each
+// shared count has one pool (capped at the cores), each own pool is apart.
+TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
+  ETNA_REQUIRE_TESTDATA();
+  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  const size_t threads_before = test::process_threads();
+  std::vector<std::unique_ptr<Module>> modules;
+  std::vector<size_t> shared_counts;
+  size_t own_workers = 0;
+  for (int m = 0; m < 16; ++m) {
+    const int num_threads = 1 + m % 4;
+    const bool own = m % 8 == 7;
+    modules.push_back(load_module(program, m % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, num_threads,
+                                  own ? ThreadPoolKind::kOwn : ThreadPoolKind::kShared));
+    ASSERT_TRUE(modules.back());
+    ASSERT_TRUE(run_call(*modules.back(), kConvolution, 0));
+    const size_t capped = std::min<size_t>(static_cast<size_t>(num_threads), cores());
+    if (own) {
+      own_workers += static_cast<size_t>(num_threads) - 1;
+    } else if (capped > 1 && std::find(shared_counts.begin(), shared_counts.end(), capped) == shared_counts.end()) {
+      shared_counts.push_back(capped);
+    }
+  }
+  size_t shared_workers = 0;
+  for (size_t count : shared_counts) shared_workers += count - 1;
+  EXPECT_EQ(ThreadPools::process().shared_pools(), shared_counts.size());
+  EXPECT_EQ(ThreadPools::process().shared_worker_threads(), shared_workers);
+  EXPECT_EQ(test::process_threads() - threads_before, shared_workers + own_workers);
+
+  std::atomic<int> mismatches{0}, failures{0};
+  run_modules_at_once(modules, kModules, 12, kConvolution, expected[0], mismatches, failures);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+// One module keeps calling while others over the same pool come and go: the
+// pool outlives every module but the last that holds it.
+TEST(SessionsConcurrency, ModulesDisposedWhileAnotherUsesTheirPool) {
+  ETNA_REQUIRE_TESTDATA();
+  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
+  auto program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  auto steady = load_module(program, ArenaSharing::kOn, 2);
+  ASSERT_TRUE(steady);
+  std::atomic<int> mismatches{0}, failures{0};
+  std::atomic<bool> calling{true};
+  std::thread caller([&] {
+    for (int step = 0; calling.load() || step < kRounds; ++step) {
+      auto out = run_call(*steady, kConvolution, step % kRounds);
+      if (!out) {
+        ++failures;
+      } else if (*out != expected[0][static_cast<size_t>(step % kRounds)]) {
+        ++mismatches;
+      }
+    }
+  });
+  for (int round = 0; round < kRounds; ++round) {
+    // Loaded, called, and destroyed, possibly while `steady` is inside an operator on the pool.
+    auto passing = load_module(program, round % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, 2);
+    ASSERT_TRUE(passing);
+    auto out = run_call(*passing, kConvolution, round);
+    if (!out || *out != expected[0][static_cast<size_t>(round)]) ++mismatches;
+  }
+  calling = false;
+  caller.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(ThreadPools::process().shared_pools(), std::min<size_t>(2, cores()) - 1);
+}
+
+// A process may exit with modules alive, one of them in the middle of a call
+// on the shared pool: exit neither hangs joining pool threads nor crashes.
+TEST(SessionsConcurrencyDeathTest, ProcessExitsWithModulesAliveAndCalling) {
+  ETNA_REQUIRE_TESTDATA();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto program = load_program("djl_conv_xnnpack.pte");
+        std::vector<std::unique_ptr<Module>> modules;
+        for (int m = 0; m < 4; ++m) {
+          const ThreadPoolKind kind = m == 3 ? ThreadPoolKind::kOwn : ThreadPoolKind::kShared;
+          modules.push_back(load_module(program, ArenaSharing::kOn, 2, kind));
+        }
+        std::atomic<int> calls{0};
+        std::thread([&] {
+          for (int step = 0;; ++step) {
+            if (run_call(*modules[static_cast<size_t>(step) % modules.size()], kConvolution, step % kRounds)) ++calls;
+          }
+        }).detach();
+        while (calls.load() < 8) std::this_thread::yield();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -36,6 +36,16 @@ inline InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int6
   return tensor_input(ScalarType::kLong, std::move(shape), data);
 }
 
+// Threads of this process now (entries of /proc/self/task).
+inline size_t process_threads() {
+  size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++count;
+  }
+  return count;
+}
+
 inline std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});

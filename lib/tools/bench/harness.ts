@@ -466,7 +466,7 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
   const chosen = options.files.length > 0 || options.examples !== undefined;
   const sessionCounts = options.sessions ?? (chosen ? [] : sessionsEntry.SESSION_COUNTS);
   const sessionConfigs = sessionsEntry.SESSIONS_CONFIGS.filter((config) => config !== 'onnxruntime-sessions' || onnxruntimeAvailable());
-  const total = specs.length + sessionCounts.length * sessionConfigs.length;
+  const total = specs.length + sessionsEntry.sessionsRuns(sessionCounts, options.threads).length * sessionConfigs.length;
   const { results, sessions } = await withTemporaryDirectory(async (dir) => {
     const artifacts = new Map<string, ProgramArtifacts>();
     const artifactsOf = (program: string): ProgramArtifacts => {

@@ -186,6 +186,8 @@ function sessionsRows(results: readonly SessionsResult[]): string[][] {
     'RSS MiB',
     'over baseline MiB',
     'per session MiB',
+    'threads',
+    'threads added',
     'load ms',
     'prefill p50 ms',
     'decode p50 ms',
@@ -200,6 +202,8 @@ function sessionsRows(results: readonly SessionsResult[]): string[][] {
       mib(r.steadyRssBytes),
       mib(added),
       mib(added / r.sessions),
+      String(r.threads),
+      String(r.addedThreads),
       r.loadMs.toFixed(0),
       p50(r.sessionLatency['prefill']),
       p50(r.sessionLatency['decode']),
@@ -215,7 +219,7 @@ export function formatSessionsTable(results: readonly SessionsResult[]): string 
 
 export function formatSessionsMarkdown(results: readonly SessionsResult[]): string {
   return markdownTable(
-    'Sessions: one stream per session, calls interleaved one at a time; RSS once every session has loaded and run.',
+    'Sessions: one stream per session, calls interleaved one at a time; RSS and threads added once every session has loaded and run.',
     sessionsRows(results),
   );
 }

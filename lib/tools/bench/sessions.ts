@@ -3,8 +3,12 @@
 // process: for etna one Program and N Modules over it (packed weights and
 // constants shared, each module its own state); for onnxruntime one runner per
 // stream (an InferenceSession per method, as the other onnxruntime rows run).
-// Each configuration and session count runs in its own child process; run
-// with `--worker SPEC_JSON` this file is that child.
+// The default counts come with one more row per runtime: 64 sessions at 2
+// threads each, which shows what each runtime's thread pools add to the
+// process. Each configuration and session count runs in its own child
+// process; run with `--worker SPEC_JSON` this file is that child.
+import { readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
@@ -38,6 +42,9 @@ import {
 /** Session counts of the entry, unless the caller asks for others. */
 export const SESSION_COUNTS: readonly number[] = [1, 16, 64];
 
+/** The row the default counts add: many sessions, each allowed two threads. */
+export const THREADED_SESSIONS = { sessions: 64, threads: 2 } as const;
+
 export const SESSIONS_CONFIGS = ['etna-sessions', 'onnxruntime-sessions'] as const;
 export type SessionsConfig = (typeof SESSIONS_CONFIGS)[number];
 
@@ -58,6 +65,10 @@ export interface SessionsResult extends Omit<BenchResult, 'config'> {
   config: SessionsConfig;
   sessions: number;
   decodeSteps: number;
+  /** Threads each session may compute on (numThreads, intraOpNumThreads). */
+  threads: number;
+  /** Threads the process gained from loading and running the sessions (/proc/self/task). */
+  addedThreads: number;
 }
 
 /** What one child process is asked to measure. */
@@ -113,8 +124,11 @@ export async function runSessionsWorker(spec: SessionsSpec): Promise<SessionsRes
   const expected = expectedOutputs(variants);
   const etna = spec.config === 'etna-sessions';
   let onnx = etna ? undefined : { tools: await loadOnnxTools(), program: readOnnxProgram(spec.artifacts.onnxManifest) };
+  // Started now, so that libuv's threads are in the baseline: threads added are the runtime's own.
+  await readFile('/proc/self/status');
   gc?.();
   const baselineRssBytes = procStatusBytes('VmRSS');
+  const baselineThreads = readdirSync('/proc/self/task').length;
   const start = performance.now();
   const runners = await loadSessions(spec, onnx);
   const loadMs = performance.now() - start;
@@ -134,6 +148,7 @@ export async function runSessionsWorker(spec: SessionsSpec): Promise<SessionsRes
       expected[variant]![call]!.forEach((tensor, k) => (maxError = Math.max(maxError, scaledError(got[k]?.data ?? [], tensor.data))));
     }
   }
+  const addedThreads = readdirSync('/proc/self/task').length - baselineThreads;
   gc?.();
   const steadyRssBytes = procStatusBytes('VmRSS');
   const peakRssBytes = Math.max(procStatusBytes('VmHWM'), steadyRssBytes);
@@ -142,6 +157,8 @@ export async function runSessionsWorker(spec: SessionsSpec): Promise<SessionsRes
     config: spec.config,
     sessions: spec.sessions,
     decodeSteps: spec.decodeSteps,
+    threads: spec.threads,
+    addedThreads,
     plannedBytes: etna ? runners.reduce((sum, runner) => sum + (runner.plannedBytes ?? 0), 0) : null,
     peakRssBytes,
     steadyRssBytes,
@@ -173,18 +190,26 @@ export interface SessionsOptions {
   readonly onStart?: (label: string) => void;
 }
 
+/** The session counts and thread counts the entry runs: the counts asked for, and with the default counts THREADED_SESSIONS. */
+export function sessionsRuns(counts: readonly number[], threads: number): { sessions: number; threads: number }[] {
+  const runs = counts.map((sessions) => ({ sessions, threads }));
+  const defaultCounts = counts.length === SESSION_COUNTS.length && counts.every((count, i) => count === SESSION_COUNTS[i]);
+  if (defaultCounts && threads !== THREADED_SESSIONS.threads) runs.push({ ...THREADED_SESSIONS });
+  return runs;
+}
+
 /** One child per configuration and session count, one after another. */
 export async function runSessionsBenchmarks(options: SessionsOptions): Promise<SessionsResult[]> {
   const results: SessionsResult[] = [];
   for (const config of options.configs) {
-    for (const sessions of options.counts) {
-      const label = `${LARGE_DECODER_NAME} ${config} x${sessions}`;
+    for (const { sessions, threads } of sessionsRuns(options.counts, options.threads)) {
+      const label = `${LARGE_DECODER_NAME} ${config} x${sessions}${threads === options.threads ? '' : ` at ${threads} threads`}`;
       options.onStart?.(label);
       const spec: SessionsSpec = {
         config,
         sessions,
         decodeSteps: sessionDecodeSteps(options.quick),
-        threads: options.threads,
+        threads,
         artifacts: options.artifacts,
       };
       results.push(await runWorkerChild<SessionsResult>(SELF, spec, label));

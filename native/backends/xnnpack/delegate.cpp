@@ -210,7 +210,7 @@ Result<std::unique_ptr<XnnpackDelegate>> XnnpackDelegate::create(
   Graph& graph = delegate->graph_;
 
   delegate->workspace_ = context.workspace_for_delegate(program);
-  delegate->threadpool_ = context.threadpool();
+  delegate->thread_pool_ = context.thread_pool();
   Status staged = delegate->build_stages(context, program);
   if (!staged) return fail(staged.error());
 
@@ -367,7 +367,7 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
   plan->runtimes.resize(stages_.size());
   for (size_t s = 0; s < stages_.size(); ++s) {
     if (stages_[s].engine != Engine::kSubgraph) continue;
-    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, threadpool_->get());
+    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, pool());
     if (!runtime) return runtime.error();
     plan->runtimes[s] = std::move(*runtime);
   }
@@ -549,7 +549,10 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
   }
 
   made_nan_ = false;
-  pthreadpool_t pool = threadpool_->get();
+  pthreadpool_t pool = this->pool();
+  // However the call ends, the pool's workers sleep rather than spin after
+  // it, unless another call is computing on the pool.
+  const ThreadPool::Call on_pool(thread_pool_.get());
   for (size_t s = 0; s < stages_.size(); ++s) {
     Stage& stage = stages_[s];
     const Node& first = graph_.nodes[stage.subgraph.nodes[0]];

@@ -102,6 +102,7 @@ class XnnpackDelegate final : public DelegateHandle {
   bool may_hide_nan(const ShapePlan& plan, EValue* const* args) const;
   Status execute_keeping_nan(EValue* const* args, size_t count, ProfileRecorder* profile);
   Error error(ErrorCode code, const std::string& message) const;
+  pthreadpool_t pool() const { return thread_pool_ ? thread_pool_->get() : nullptr; }
 
   std::string label_;
   NanHandling handling_ = NanHandling::kFast;
@@ -126,7 +127,9 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<uint32_t> external_view_of_;  // per value: the delegate input whose bytes it is, or kNoValue
   std::vector<uint32_t> output_view_of_;    // per value: the delegate output whose bytes it is, or kNoValue
   WorkspaceSource workspace_;
-  std::shared_ptr<Threadpool> threadpool_;
+  // Null: stages compute on the calling thread. Declared before the plans so
+  // that it outlives their XNNPACK runtimes, which keep the pool.
+  std::shared_ptr<ThreadPool> thread_pool_;
   std::unique_ptr<ShapePlan> declared_plan_;
   std::vector<std::unique_ptr<ShapePlan>> dynamic_plans_;
   uint64_t calls_ = 0;

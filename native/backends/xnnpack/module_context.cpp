@@ -49,15 +49,10 @@ Result<WorkspaceLease> WorkspaceSource::acquire(size_t bytes) const {
   return lease;
 }
 
-Threadpool::Threadpool(int threads) {
-  // pthreadpool counts the calling thread, so 1 thread means no pool at all.
-  if (threads > 1) pool_.reset(pthreadpool_create(static_cast<size_t>(threads)));
-}
-
-size_t Threadpool::threads() const { return pool_ ? pthreadpool_get_threads_count(pool_.get()) : 1; }
-
 XnnpackModuleContext::XnnpackModuleContext(const BackendOptions& options)
-    : options_(options), threadpool_(std::make_shared<Threadpool>(options.num_threads)) {}
+    : options_(options),
+      thread_pool_(ThreadPools::process().acquire(static_cast<size_t>(std::max(options.num_threads, 1)),
+                                                  options.thread_pool)) {}
 
 namespace {
 

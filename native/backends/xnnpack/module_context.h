@@ -2,7 +2,7 @@
 // operators and padded constant copies, keyed by content identity, and the
 // pool of workspaces lent per call), and what one Module shares between all
 // its XNNPACK delegate instances (XnnpackModuleContext: its view of those,
-// where its delegates' workspaces come from, and the thread pool).
+// where its delegates' workspaces come from, and the thread pool its calls use).
 //
 // Delegates hold shared ownership of what they use, so either context may be
 // destroyed before or after them; the maps here only observe (weak
@@ -27,6 +27,7 @@
 #include "core/aligned.h"
 #include "core/backend.h"
 #include "core/memory.h"
+#include "core/thread_pool.h"
 
 namespace etna::xnn {
 
@@ -79,16 +80,6 @@ class WorkspaceSource {
   std::shared_ptr<Workspace> own_;
   std::shared_ptr<WorkspacePool> pool_;
   std::shared_ptr<std::atomic<size_t>> need_;
-};
-
-class Threadpool {
- public:
-  explicit Threadpool(int threads);
-  pthreadpool_t get() const { return pool_.get(); }
-  size_t threads() const;
-
- private:
-  ThreadpoolPtr pool_;  // null runs on the calling thread
 };
 
 // A value every module over one program may use, with the number of modules
@@ -168,11 +159,14 @@ class XnnpackModuleContext final : public BackendModuleContext {
   // null) when the module pools workspaces (share_workspace), else a new
   // workspace of the delegate's own.
   WorkspaceSource workspace_for_delegate(const std::shared_ptr<XnnpackProgramContext>& program);
-  std::shared_ptr<Threadpool> threadpool() const { return threadpool_; }
+  // The pool calls compute on, from the process's pools (options.num_threads,
+  // options.thread_pool); null when calls run on the calling thread alone.
+  // Delegates hold it too: XNNPACK runtimes keep the pool they were made with.
+  const std::shared_ptr<ThreadPool>& thread_pool() const { return thread_pool_; }
 
  private:
   const BackendOptions options_;
-  std::shared_ptr<Threadpool> threadpool_;
+  const std::shared_ptr<ThreadPool> thread_pool_;
 
   // Finds or adds this module's use of a program's value; `share` gets the
   // value from the program. Delegates receive a pointer that keeps the use alive.

@@ -35,13 +35,9 @@ struct RuntimeDeleter {
 struct OperatorDeleter {
   void operator()(xnn_operator* op) const { xnn_delete_operator(op); }
 };
-struct ThreadpoolDeleter {
-  void operator()(pthreadpool* pool) const { pthreadpool_destroy(pool); }
-};
 using SubgraphPtr = std::unique_ptr<xnn_subgraph, SubgraphDeleter>;
 using RuntimePtr = std::unique_ptr<xnn_runtime, RuntimeDeleter>;
 using OperatorPtr = std::unique_ptr<xnn_operator, OperatorDeleter>;
-using ThreadpoolPtr = std::unique_ptr<pthreadpool, ThreadpoolDeleter>;
 
 // While alive, counts the bytes XNNPACK allocates on this thread (creating an
 // operator allocates its packed weights). Nests; thread-local, so modules

@@ -1,0 +1,78 @@
+#include "thread_pool.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace etna {
+
+std::shared_ptr<ThreadPool> ThreadPool::create(size_t threads) {
+  if (threads < 2) return nullptr;
+  pthreadpool_t pool = pthreadpool_create(threads);
+  if (!pool) return nullptr;
+  return std::shared_ptr<ThreadPool>(new ThreadPool(pool));
+}
+
+ThreadPool::~ThreadPool() { pthreadpool_destroy(pool_); }
+
+void ThreadPool::let_workers_sleep() const {
+  // One item per thread, so that every worker takes the job (a range of one
+  // item runs on the caller alone) and reads its flag.
+  pthreadpool_parallelize_1d(
+      pool_, [](void*, size_t) {}, nullptr, threads(), PTHREADPOOL_FLAG_YIELD_WORKERS);
+}
+
+ThreadPool::Call::Call(ThreadPool* pool) : pool_(pool) {
+  if (pool_) pool_->calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+ThreadPool::Call::~Call() {
+  // A call starting right after this is harmless: its first operation wakes the workers.
+  if (pool_ && pool_->calls_.fetch_sub(1, std::memory_order_relaxed) == 1) pool_->let_workers_sleep();
+}
+
+ThreadPools::ThreadPools(size_t max_threads) : max_threads_(std::max<size_t>(max_threads, 1)) {}
+
+ThreadPools& ThreadPools::process() {
+  static ThreadPools* const pools = new ThreadPools(default_max_threads());
+  return *pools;
+}
+
+size_t ThreadPools::default_max_threads() { return std::max<size_t>(std::thread::hardware_concurrency(), 1); }
+
+std::shared_ptr<ThreadPool> ThreadPools::acquire(size_t num_threads, ThreadPoolKind kind) {
+  if (kind == ThreadPoolKind::kOwn) return ThreadPool::create(num_threads);
+  const size_t threads = std::min(num_threads, max_threads_);
+  if (threads < 2) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Forget pools whose users have all gone.
+  for (auto it = shared_.begin(); it != shared_.end();) {
+    it = it->second.expired() ? shared_.erase(it) : std::next(it);
+  }
+  if (auto existing = shared_[threads].lock()) return existing;
+  // Made under the lock, so that modules loading at once start one pool.
+  auto pool = ThreadPool::create(threads);
+  if (pool) {
+    shared_[threads] = pool;
+  } else {
+    shared_.erase(threads);
+  }
+  return pool;
+}
+
+size_t ThreadPools::shared_pools() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t count = 0;
+  for (const auto& entry : shared_) count += entry.second.expired() ? 0 : 1;
+  return count;
+}
+
+size_t ThreadPools::shared_worker_threads() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t workers = 0;
+  for (const auto& entry : shared_) {
+    if (auto pool = entry.second.lock()) workers += pool->threads() - 1;
+  }
+  return workers;
+}
+
+}  // namespace etna

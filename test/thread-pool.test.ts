@@ -1,0 +1,106 @@
+// numThreads draws on the process's thread pools: 64 sessions at numThreads 2
+// start one pool worker between them (not 64), compute what a lone module
+// computes while they all run at once, and threadPool: 'own' gives a module
+// workers of its own, gone with it.
+//
+// Threads are counted in /proc/self/task. The count taken before includes
+// what Node already runs (V8's platform threads, libuv's pool, which a call
+// on a one-thread module has started), so the difference is the pool
+// workers etna adds.
+import fs from 'node:fs';
+import os from 'node:os';
+import { describe, expect, it } from 'vitest';
+
+import { Module, Program, Tensor, type ModuleOptions } from '../lib/index.js';
+import { rejection } from './helpers/errors.js';
+import { testdataPath } from './helpers/testdata.js';
+
+const CONV = testdataPath('djl_conv_xnnpack.pte'); // XNNPACK Conv2d, float32[1, 3, 16, 16] -> [1, 8, 16, 16]
+const SESSIONS = 64;
+const INPUTS = 8;
+const cores = os.cpus().length;
+
+const processThreads = (): number => fs.readdirSync('/proc/self/task').length;
+
+/** Deterministic inputs, different for each index. */
+function convInput(index: number): Tensor {
+  const values = new Float32Array(3 * 16 * 16);
+  let state = (index + 1) * 2654435761;
+  for (let i = 0; i < values.length; i++) {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    values[i] = (state / 2 ** 32) * 2 - 1;
+  }
+  return Tensor.float32([1, 3, 16, 16], values);
+}
+
+async function convOutput(module: Module, index: number): Promise<Float32Array> {
+  const [output] = await module.forward([convInput(index)]);
+  return (output as Tensor).data as Float32Array;
+}
+
+describe('the process thread pool', () => {
+  it('64 sessions at numThreads 2 add at most cores + 1 threads and match lone runs', async () => {
+    const program = Program.load(CONV);
+    // A lone module on the calling thread gives the expected outputs (and starts libuv's pool).
+    const lone = await Module.load(program, { numThreads: 1 });
+    const expected: Float32Array[] = [];
+    for (let i = 0; i < INPUTS; i++) expected.push(await convOutput(lone, i));
+    await lone.dispose();
+    const before = processThreads();
+
+    const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => Module.load(program, { numThreads: 2, shareMemoryArenas: true })));
+    // Every session calls at once, several times over, each with its own input sequence.
+    const outputs = await Promise.all(
+      sessions.map(async (session, s) => {
+        const got: Float32Array[] = [];
+        for (let step = 0; step < 4; step++) got.push(await convOutput(session, (s + step) % INPUTS));
+        return got;
+      }),
+    );
+    const added = processThreads() - before;
+
+    outputs.forEach((got, s) => got.forEach((output, step) => expect(output, `session ${s} step ${step}`).toEqual(expected[(s + step) % INPUTS])));
+    expect(added).toBeLessThanOrEqual(cores + 1);
+    // One shared pool of min(2, cores) threads: its workers are the caller's helpers.
+    expect(added).toBe(Math.min(2, cores) - 1);
+    await Promise.all(sessions.map((session) => session.dispose()));
+    expect(processThreads()).toBe(before);
+    program.dispose();
+  });
+
+  it('numThreads 1 adds no thread; a shared pool stops at the cores', async () => {
+    const before = processThreads();
+    const single = await Module.load(CONV, { numThreads: 1 });
+    await convOutput(single, 0);
+    expect(processThreads()).toBe(before);
+    const wide = await Module.load(CONV, { numThreads: cores + 3 });
+    const wider = await Module.load(CONV, { numThreads: cores + 5 });
+    expect(await convOutput(wide, 1)).toEqual(await convOutput(single, 1));
+    await convOutput(wider, 1);
+    // Both ask for more than the cores: one pool of `cores` threads serves them.
+    expect(processThreads() - before).toBe(cores - 1);
+    await Promise.all([single.dispose(), wide.dispose(), wider.dispose()]);
+    expect(processThreads()).toBe(before);
+  });
+
+  it("threadPool: 'own' gives a module workers of its own, gone with it", async () => {
+    const before = processThreads();
+    const shared = await Module.load(CONV, { numThreads: 2 });
+    const own = await Module.load(CONV, { numThreads: 3, threadPool: 'own' });
+    expect(await convOutput(own, 2)).toEqual(await convOutput(shared, 2));
+    // An own pool has the threads asked for, even past the cores.
+    expect(processThreads() - before).toBe(Math.min(2, cores) - 1 + 2);
+    await own.dispose();
+    expect(processThreads() - before).toBe(Math.min(2, cores) - 1);
+    await shared.dispose();
+    expect(processThreads()).toBe(before);
+  });
+
+  it('threadPool is refused unless it is shared or own', async () => {
+    for (const threadPool of ['private', 'Shared', 1, true]) {
+      const error = await rejection(Module.load(CONV, { numThreads: 2, threadPool } as unknown as ModuleOptions));
+      expect(error.code, String(threadPool)).toBe('INVALID_INPUT');
+      expect(error.message).toMatch(/^Module\.load: threadPool must be 'shared' or 'own', got /);
+    }
+  });
+});
