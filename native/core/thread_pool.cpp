@@ -3,7 +3,51 @@
 #include <algorithm>
 #include <thread>
 
+#if defined(__SANITIZE_THREAD__)
+#define ETNA_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ETNA_THREAD_SANITIZER 1
+#endif
+#endif
+
+#ifdef ETNA_THREAD_SANITIZER
+extern "C" void __tsan_acquire(void* address);
+extern "C" void __tsan_release(void* address);
+#endif
+
 namespace etna {
+
+#ifdef ETNA_THREAD_SANITIZER
+namespace {
+
+struct AnnotatedTask {
+  pthreadpool_task_1d_t task;
+  void* context;
+  char start = 0;  // released by the caller, acquired by every task
+  char done = 0;   // released by every task, acquired by the caller
+};
+
+void run_annotated(void* annotated, size_t index) {
+  auto* a = static_cast<AnnotatedTask*>(annotated);
+  __tsan_acquire(&a->start);
+  a->task(a->context, index);
+  __tsan_release(&a->done);
+}
+
+}  // namespace
+
+void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range, uint32_t flags) {
+  AnnotatedTask annotated{task, context};
+  __tsan_release(&annotated.start);
+  pthreadpool_parallelize_1d(pool, run_annotated, &annotated, range, flags);
+  __tsan_acquire(&annotated.done);
+}
+#else
+void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range, uint32_t flags) {
+  pthreadpool_parallelize_1d(pool, task, context, range, flags);
+}
+#endif
 
 std::shared_ptr<ThreadPool> ThreadPool::create(size_t threads) {
   if (threads < 2) return nullptr;

@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,16 @@ class ThreadPool {
   pthreadpool_t pool_;
   std::atomic<size_t> calls_{0};
 };
+
+// pthreadpool_parallelize_1d for etna's own code: runs task(context, i) for
+// every i below `range` on `pool` (on the caller alone when null). Under
+// ThreadSanitizer, which cannot see the synchronisation inside pthreadpool (it
+// is not built with it), it also declares what pthreadpool guarantees: what
+// the caller wrote before the call is seen by every task, and what every task
+// wrote is seen by the caller after it. Tasks are not ordered among
+// themselves, and nothing here says they are.
+void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range,
+                    uint32_t flags = 0);
 
 enum class ThreadPoolKind {
   kShared,  // the process's pool for the thread count, shared with every module asking for it

@@ -323,7 +323,7 @@ TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
   const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
   auto program = load_program("djl_conv_xnnpack.pte");
   ASSERT_TRUE(program);
-  const size_t threads_before = test::process_threads();
+  const size_t threads_before = test::settled_process_threads();
   std::vector<std::unique_ptr<Module>> modules;
   for (int m = 0; m < 64; ++m) {
     modules.push_back(load_module(program, ArenaSharing::kOn, 2));
@@ -353,7 +353,7 @@ TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
   const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
   auto program = load_program("djl_conv_xnnpack.pte");
   ASSERT_TRUE(program);
-  const size_t threads_before = test::process_threads();
+  const size_t threads_before = test::settled_process_threads();
   std::vector<std::unique_ptr<Module>> modules;
   std::vector<size_t> shared_counts;
   size_t own_workers = 0;
@@ -432,9 +432,11 @@ TEST(SessionsConcurrencyDeathTest, ProcessExitsWithModulesAliveAndCalling) {
           modules.push_back(load_module(program, ArenaSharing::kOn, 2, kind));
         }
         std::atomic<int> calls{0};
+        // A local, not kConvolution: exit() destroys statics but not the locals the thread reads.
+        const CallShape call = kConvolution;
         std::thread([&] {
           for (int step = 0;; ++step) {
-            if (run_call(*modules[static_cast<size_t>(step) % modules.size()], kConvolution, step % kRounds)) ++calls;
+            if (run_call(*modules[static_cast<size_t>(step) % modules.size()], call, step % kRounds)) ++calls;
           }
         }).detach();
         while (calls.load() < 8) std::this_thread::yield();

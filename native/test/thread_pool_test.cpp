@@ -4,8 +4,8 @@
 // runs exactly its thread count at once, and callers on several threads
 // take turns on it.
 //
-// Tasks here touch only atomics: pthreadpool is not built with
-// ThreadSanitizer, which therefore cannot see the ordering it provides.
+// Tasks run through etna::parallelize_1d, which tells ThreadSanitizer the
+// ordering pthreadpool (not built with it) provides.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +38,7 @@ struct Overlap {
 size_t most_at_once(pthreadpool_t pool, size_t tasks, size_t wanted) {
   Overlap overlap;
   overlap.wanted = wanted;
-  pthreadpool_parallelize_1d(
+  parallelize_1d(
       pool,
       [](void* context, size_t) {
         auto& o = *static_cast<Overlap*>(context);
@@ -115,7 +115,7 @@ TEST(ThreadPools, ProcessPoolsStopAtTheCores) {
 
 TEST(ThreadPools, WorkersGoWithTheLastHolder) {
   ThreadPools pools(8);
-  const size_t before = process_threads();
+  const size_t before = test::settled_process_threads();
   auto first = pools.acquire(3, ThreadPoolKind::kShared);
   ASSERT_TRUE(first);
   EXPECT_EQ(process_threads(), before + 2);  // the caller is the third thread
@@ -160,7 +160,7 @@ TEST(ThreadPools, CallersOnManyThreadsTakeTurns) {
           size_t base = 0;
         } sum;
         sum.base = caller * 1000 + round;
-        pthreadpool_parallelize_1d(
+        parallelize_1d(
             pool->get(),
             [](void* context, size_t i) {
               auto& s = *static_cast<Sum*>(context);
@@ -197,7 +197,7 @@ double thread_run_ms(const std::string& id) {
 
 void add_up(pthreadpool_t pool) {
   std::atomic<size_t> total{0};
-  pthreadpool_parallelize_1d(
+  parallelize_1d(
       pool, [](void* context, size_t i) { *static_cast<std::atomic<size_t>*>(context) += i; }, &total, 256, 0);
 }
 
@@ -206,6 +206,7 @@ void add_up(pthreadpool_t pool) {
 // measured: within a call the worker spins between operations by design.
 TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
   ThreadPools pools(2);
+  test::settled_process_threads();
   const auto before = thread_ids();
   auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
   ASSERT_TRUE(pool);
