@@ -5,11 +5,14 @@
 // 8da8w (8-bit weights, one scale per output channel).
 //
 //   cmake --build build-native --target etna_dynquant_bench
-//   build-native/etna_dynquant_bench [in] [out] [rounds]      (default 2048 2048 7)
+//   build-native/etna_dynquant_bench [in] [out] [rounds] [threads]   (default 2048 2048 7 1)
 //
 // Prints, per batch size (1 and 64), the median CPU milliseconds per call of
 // fp32, and of each quantized layer on every vector dot-product path the CPU
 // has (the portable one only when there is none), with their ratios to fp32.
+// With more than one thread the module has a pool of that many and the
+// times are wall milliseconds.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -70,11 +73,11 @@ std::vector<uint8_t> quantized_linear(size_t batch, size_t in, size_t out, size_
 }
 
 double time_delegate(const std::vector<uint8_t>& payload, const PayloadBuilder& b, size_t batch, size_t in,
-                     size_t out, int rounds) {
+                     size_t out, int rounds, int threads) {
   LocalTensor input(etna::ScalarType::kFloat, {int64_t(batch), int64_t(in)});
   input.fill(etna::test::pseudo_random(batch * in, 3, 1.0f));
   LocalTensor output(etna::ScalarType::kFloat, {int64_t(batch), int64_t(out)});
-  return etna::bench::median_ms_per_call(payload, b, input, output, batch == 1 ? 200 : 10, rounds);
+  return etna::bench::median_ms_per_call(payload, b, input, output, batch == 1 ? 200 : 10, rounds, threads);
 }
 
 }  // namespace
@@ -83,7 +86,9 @@ int main(int argc, char** argv) {
   const size_t in = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 2048;
   const size_t out = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2048;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
-  std::printf("best dot-product path on this CPU: %s\n", xnn::dot_path_name(xnn::active_dot_path()));
+  const int threads = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
+  std::printf("best dot-product path on this CPU: %s; %d thread(s), %s time\n", xnn::dot_path_name(xnn::active_dot_path()),
+              threads, threads > 1 ? "wall" : "CPU");
   std::vector<xnn::DotPath> paths;
   for (xnn::DotPath path : {xnn::DotPath::kAvx512Vnni, xnn::DotPath::kAvx2}) {
     if (xnn::dot_path_available(path)) paths.push_back(path);
@@ -97,14 +102,14 @@ int main(int argc, char** argv) {
   for (size_t batch : {size_t{1}, size_t{64}}) {
     PayloadBuilder fp32_builder;
     const auto fp32 = fp32_linear(batch, in, out, fp32_builder);
-    const double fp32_ms = time_delegate(fp32, fp32_builder, batch, in, out, rounds);
+    const double fp32_ms = time_delegate(fp32, fp32_builder, batch, in, out, rounds, threads);
     std::printf("batch %zu, %zux%zu: fp32 %.3f ms\n", batch, in, out, fp32_ms);
     for (const Layer& layer : layers) {
       PayloadBuilder builder;
       const auto payload = quantized_linear(batch, in, out, layer.group, builder);
       for (xnn::DotPath path : paths) {
         xnn::force_dot_path(path);
-        const double ms = time_delegate(payload, builder, batch, in, out, rounds);
+        const double ms = time_delegate(payload, builder, batch, in, out, rounds, threads);
         xnn::clear_forced_dot_path();
         std::printf("  %s on %s: %.3f ms, /fp32 %.2f\n", layer.name, xnn::dot_path_name(path), ms, ms / fp32_ms);
       }

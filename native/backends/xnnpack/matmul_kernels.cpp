@@ -247,9 +247,10 @@ void matmul_avx2(const float* a, const float* b, size_t b_stride, size_t readabl
 
 void matmul_f32_part(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
                      bool transposed_b, size_t row_begin, size_t row_end, size_t col_begin, size_t col_end) {
-  (void)m;
+  row_end = std::min(row_end, m);
+  col_end = std::min(col_end, n);
+  if (row_begin >= row_end || col_begin >= col_end) return;
   const size_t rows = row_end - row_begin, cols = col_end - col_begin;
-  if (rows == 0 || cols == 0) return;
   a += row_begin * k;
   c += row_begin * n + col_begin;
   b += transposed_b ? col_begin * b_stride : col_begin;
