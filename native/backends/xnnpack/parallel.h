@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/thread_pool.h"
+
 namespace etna::xnn {
 
 // Tasks per thread at most: more than one, so a thread that starts late (the
@@ -74,81 +76,26 @@ inline size_t block_size(size_t extent, size_t parts, size_t unit) {
 // them.
 constexpr uint32_t kPoolFlags = 0;
 
-// pthreadpool hands tasks over and waits for them with atomics in a library
-// ThreadSanitizer does not instrument, so it would take the kernels' reads
-// of the caller's data on worker threads for races. These annotations tell
-// it what pthreadpool guarantees: a task starts after its dispatch, and the
-// caller resumes after every task.
-#if defined(__SANITIZE_THREAD__)
-#define ETNA_PARALLEL_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ETNA_PARALLEL_TSAN 1
-#endif
-#endif
-
-#ifdef ETNA_PARALLEL_TSAN
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-inline void happens_after(void* key) { __tsan_acquire(key); }
-inline void happens_before(void* key) { __tsan_release(key); }
-#else
-inline void happens_after(void*) {}
-inline void happens_before(void*) {}
-#endif
-
-template <typename Fn>
-struct ParallelTasks {
-  const Fn* fn;
-  char dispatched;  // ThreadSanitizer keys only
-  char finished;
-};
-
 // fn(i) for every i < count, each once: on the calling thread in order when
-// count < 2 or there is no pool, else spread over the pool's threads.
-// `fn` must not throw.
+// count < 2 or there is no pool, else spread over the pool's threads
+// (through etna::parallelize_1d, which declares pthreadpool's ordering to
+// ThreadSanitizer). `fn` must not throw.
 template <typename Fn>
 void parallel_for(pthreadpool_t pool, size_t count, const Fn& fn) {
   if (!pool || count < 2) {
     for (size_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  ParallelTasks<Fn> tasks{&fn, 0, 0};
-  happens_before(&tasks.dispatched);
-  pthreadpool_parallelize_1d(
-      pool,
-      [](void* context, size_t i) {
-        auto* t = static_cast<ParallelTasks<Fn>*>(context);
-        happens_after(&t->dispatched);
-        (*t->fn)(i);
-        happens_before(&t->finished);
-      },
-      &tasks, count, kPoolFlags);
-  happens_after(&tasks.finished);
+  parallelize_1d(
+      pool, [](void* context, size_t i) { (*static_cast<const Fn*>(context))(i); },
+      const_cast<Fn*>(&fn), count, kPoolFlags);
 }
 
 // fn(i, j) for every i < count_i, j < count_j; consecutive tasks of a thread
 // share i (pthreadpool hands each thread a run of the flattened range).
 template <typename Fn>
 void parallel_for_2d(pthreadpool_t pool, size_t count_i, size_t count_j, const Fn& fn) {
-  if (!pool || count_i * count_j < 2) {
-    for (size_t i = 0; i < count_i; ++i) {
-      for (size_t j = 0; j < count_j; ++j) fn(i, j);
-    }
-    return;
-  }
-  ParallelTasks<Fn> tasks{&fn, 0, 0};
-  happens_before(&tasks.dispatched);
-  pthreadpool_parallelize_2d(
-      pool,
-      [](void* context, size_t i, size_t j) {
-        auto* t = static_cast<ParallelTasks<Fn>*>(context);
-        happens_after(&t->dispatched);
-        (*t->fn)(i, j);
-        happens_before(&t->finished);
-      },
-      &tasks, count_i, count_j, kPoolFlags);
-  happens_after(&tasks.finished);
+  parallel_for(pool, count_i * count_j, [&](size_t k) { fn(k / count_j, k % count_j); });
 }
 
 }  // namespace etna::xnn
