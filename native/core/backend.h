@@ -40,6 +40,10 @@ struct BackendOptions {
   // caller alone); the pool they come from (thread_pool.h).
   int num_threads = 1;
   ThreadPoolKind thread_pool = ThreadPoolKind::kShared;
+  // The module's pool when it holds one (num_threads > 1): backends compute
+  // on it rather than take another, so a module with a pool of its own has
+  // one, whatever runs its operators. Null: the backend takes one itself.
+  std::shared_ptr<ThreadPool> pool;
   // Workspaces borrowed per call from the program's pool (shareMemoryArenas
   // on); otherwise one of its own per delegate instance.
   bool share_workspace = false;

@@ -4,6 +4,8 @@
 // first method loads.
 #pragma once
 
+#include <pthreadpool.h>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -20,6 +22,9 @@ namespace etna {
 struct KernelArgs {
   EValue* const* values;
   size_t count;
+  // The call's thread pool; null runs everything on the calling thread.
+  // Kernels split their work over it with core/parallel.h.
+  pthreadpool_t pool = nullptr;
   EValue& operator[](size_t i) const { return *values[i]; }
   size_t size() const { return count; }
 };

@@ -507,10 +507,10 @@ Status Method::validate_outputs(const std::vector<OutputBuffer>& outputs) const 
   return Status::ok();
 }
 
-Status Method::execute(ProfileRecorder* profile) {
-  if (profile == nullptr) return run_steps<false>(nullptr);
+Status Method::execute(ProfileRecorder* profile, pthreadpool_t pool) {
+  if (profile == nullptr) return run_steps<false>(nullptr, pool);
   ProfileScope call(profile, ProfileCategory::kCall, name_, -1);
-  return run_steps<true>(profile);
+  return run_steps<true>(profile, pool);
 }
 
 namespace {
@@ -527,7 +527,7 @@ ProfileCategory step_category(fb::InstructionArguments kind) {
 
 // Two instantiations, so that the unprofiled loop has no profiling code at all.
 template <bool kProfiled>
-Status Method::run_steps(ProfileRecorder* profile) {
+Status Method::run_steps(ProfileRecorder* profile, pthreadpool_t pool) {
   uint64_t executed = 0;
   for (size_t chain = 0; chain + 1 < chain_begin_.size(); ++chain) {
     const uint32_t begin = chain_begin_[chain];
@@ -543,22 +543,22 @@ Status Method::run_steps(ProfileRecorder* profile) {
       if constexpr (kProfiled) {
         const Step& step = steps_[index];
         const size_t slot = profile->open(step_category(step.kind), step.label, static_cast<int64_t>(index));
-        Status status = run_step(index, pc, profile);
+        Status status = run_step(index, pc, profile, pool);
         profile->close(slot);
         if (!status) return status.error();
       } else {
-        ETNA_TRY(run_step(index, pc, nullptr));
+        ETNA_TRY(run_step(index, pc, nullptr, pool));
       }
     }
   }
   return Status::ok();
 }
 
-Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile) {
+Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile, pthreadpool_t pool) {
   const Step& step = steps_[index];
   switch (step.kind) {
     case fb::InstructionArguments::KernelCall: {
-      Status status = step.kernel(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count});
+      Status status = step.kernel(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count, pool});
       if (!status) return make_error(status.error().code, where(index) + ": " + status.error().message);
       break;
     }

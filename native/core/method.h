@@ -49,8 +49,9 @@ class Method {
   Status validate_outputs(const std::vector<OutputBuffer>& outputs) const;
   // Runs the instructions. With a `profile` recorder, records one kCall event
   // around the loop, one event per instruction inside it and the delegates'
-  // stages inside theirs; without one, nothing is timed.
-  Status execute(ProfileRecorder* profile = nullptr);
+  // stages inside theirs; without one, nothing is timed. Kernels may split
+  // their work over `pool` (null: the calling thread alone).
+  Status execute(ProfileRecorder* profile = nullptr, pthreadpool_t pool = nullptr);
   // Events to make room for in a recorder before a profiled call: the call,
   // one per step, and room for the stages of delegates.
   size_t profile_capacity() const { return 1 + 4 * steps_.size(); }
@@ -84,9 +85,9 @@ class Method {
   Status prepare_steps(const BackendContextProvider& backends);
   Status validate_input(size_t i, const InputValue& input) const;
   template <bool kProfiled>
-  Status run_steps(ProfileRecorder* profile);
+  Status run_steps(ProfileRecorder* profile, pthreadpool_t pool);
   // Runs steps_[index]; sets `pc` to the chain position that runs next.
-  Status run_step(size_t index, uint32_t& pc, ProfileRecorder* profile);
+  Status run_step(size_t index, uint32_t& pc, ProfileRecorder* profile, pthreadpool_t pool);
   std::string where(size_t step) const;
 
   std::shared_ptr<const Program> program_;

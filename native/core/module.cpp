@@ -69,6 +69,8 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
   std::unique_ptr<Module> module(new Module());
   module->program_ = std::move(program);
   module->options_ = options;
+  module->thread_pool_ =
+      ThreadPools::process().acquire(static_cast<size_t>(std::max(options.num_threads, 1)), options.thread_pool);
   const Program& p = *module->program_;
   const size_t count = p.method_count();
   std::vector<size_t> all_methods;
@@ -250,6 +252,7 @@ BackendModuleContext* Module::backend_context(const Backend& backend) {
     BackendOptions options;
     options.num_threads = options_.num_threads;
     options.thread_pool = options_.thread_pool;
+    options.pool = thread_pool_;
     options.share_workspace = sharing_ == ArenaSharing::kOn;
     context = backend.create_module_context(options);
   }
@@ -354,12 +357,18 @@ Result<std::vector<OutputValue>> Module::Call::run(std::vector<ProfileEvent>* pr
     captured_.clear();
     captured_bytes_.clear();
   }
-  if (profile != nullptr) {
-    ProfileRecorder recorder(method.profile_capacity());
-    ETNA_TRY(method.execute(&recorder));
-    *profile = recorder.take();
-  } else {
-    ETNA_TRY(method.execute());
+  ThreadPool* pool = module_.thread_pool_.get();
+  {
+    // The workers spin between the call's operators, kernels and delegates
+    // alike, and sleep once it ends (unless another call is on the pool).
+    const ThreadPool::Call on_pool(pool);
+    if (profile != nullptr) {
+      ProfileRecorder recorder(method.profile_capacity());
+      ETNA_TRY(method.execute(&recorder, pool ? pool->get() : nullptr));
+      *profile = recorder.take();
+    } else {
+      ETNA_TRY(method.execute(nullptr, pool ? pool->get() : nullptr));
+    }
   }
   std::vector<OutputValue> results;
   for (size_t i = 0; i < method.output_count(); ++i) {

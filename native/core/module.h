@@ -157,6 +157,9 @@ class Module {
   bool pooled_activations_ = false;            // mem_id 1 borrowed per call (see above)
   uint64_t activation_bytes_ = 0;              // mem_id 1 size when sharing is kOn
   std::shared_ptr<Arena> shared_state_;        // mem_id 2 when sharing is kOn or kState
+  // What calls compute on when num_threads > 1: handed to the portable
+  // kernels and to the backends (BackendOptions::pool).
+  std::shared_ptr<ThreadPool> thread_pool_;
   std::vector<std::unique_ptr<Method>> methods_;  // by method index; null until loaded; touched under the call lease
   std::atomic<bool> call_running_{false};         // the call lease
   // Written while a call loads a method, read by memory_report() on any thread.

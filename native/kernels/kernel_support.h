@@ -134,6 +134,8 @@ class OpArgs {
   std::string_view name() const { return name_; }
   size_t count() const { return args_.size(); }
   EValue& slot(size_t index) const { return args_[index]; }
+  // The call's thread pool (null: the calling thread alone), see core/parallel.h.
+  pthreadpool_t pool() const { return args_.pool; }
 
   Status expect_count(size_t expected) const;
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/kernel_groups.h"
 #include "kernels/kernel_support.h"
 #include "kernels/real_elements.h"
@@ -124,58 +125,6 @@ Status check_attention(const OpArgs& op, const AttentionArgs& a) {
   return Status::ok();
 }
 
-// softmax(q k^T * scale [+ mask]) v over the visible keys, row by row.
-void attend(const AttentionArgs& a) {
-  const SequenceLayout q{a.query->size(0), a.query->size(1), a.query->size(2), a.query->size(3)};
-  const SequenceLayout kv{a.key_cache->size(0), a.key_cache->size(1), a.key_cache->size(2), a.key_cache->size(3)};
-  const int64_t group = q.heads / kv.heads;
-  const int64_t visible = a.mask ? kv.sequence : a.start_pos + q.sequence;
-  // Rows of the mask are its row stride apart (the kernel takes row-major tensors only).
-  const int64_t mask_row_stride = a.mask ? a.mask->stride(0) : 0;
-  const float scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(q.head_dim)));
-  const float* query = a.query->data_as<const float>();
-  const float* keys = a.key_cache->data_as<const float>();
-  const float* values = a.value_cache->data_as<const float>();
-  const float* mask = a.mask ? a.mask->data_as<const float>() : nullptr;
-  float* out = a.out->data_as<float>();
-  std::vector<float> scores(static_cast<size_t>(visible));
-  std::vector<float> accumulator(static_cast<size_t>(q.head_dim));
-  for (int64_t b = 0; b < q.batch; ++b) {
-    for (int64_t h = 0; h < q.heads; ++h) {
-      const int64_t kv_head = h / group;
-      for (int64_t r = 0; r < q.sequence; ++r) {
-        const int64_t keys_seen = a.is_causal ? a.start_pos + r + 1 : visible;
-        const float* q_row = query + q.offset(b, r, h);
-        float max_score = -std::numeric_limits<float>::infinity();
-        for (int64_t c = 0; c < keys_seen; ++c) {
-          const float* k_row = keys + kv.offset(b, c, kv_head);
-          float dot = 0;
-          for (int64_t d = 0; d < q.head_dim; ++d) dot += q_row[d] * k_row[d];
-          float score = dot * scale;
-          if (mask != nullptr) score += mask[r * mask_row_stride + c];
-          scores[static_cast<size_t>(c)] = score;
-          if (score > max_score) max_score = score;
-        }
-        float sum = 0;
-        for (int64_t c = 0; c < keys_seen; ++c) {
-          const float e = std::exp(scores[static_cast<size_t>(c)] - max_score);
-          scores[static_cast<size_t>(c)] = e;
-          sum += e;
-        }
-        std::fill(accumulator.begin(), accumulator.end(), 0.0f);
-        for (int64_t c = 0; c < keys_seen; ++c) {
-          const float p = scores[static_cast<size_t>(c)];
-          const float* v_row = values + kv.offset(b, c, kv_head);
-          for (int64_t d = 0; d < q.head_dim; ++d) accumulator[static_cast<size_t>(d)] += p * v_row[d];
-        }
-        float* o_row = out + q.offset(b, r, h);
-        const float inverse = 1.0f / sum;
-        for (int64_t d = 0; d < q.head_dim; ++d) o_row[d] = accumulator[static_cast<size_t>(d)] * inverse;
-      }
-    }
-  }
-}
-
 Result<std::optional<double>> optional_double(const OpArgs& op, size_t index, std::string_view name) {
   ETNA_KERNEL_ASSIGN(std::optional<Scalar> value, op.optional_scalar_arg(index, name));
   if (!value) return std::optional<double>();
@@ -200,7 +149,26 @@ Status read_attention_tail(const OpArgs& op, size_t first, AttentionArgs& a) {
 
 Status run_attention(const OpArgs& op, AttentionArgs& a) {
   ETNA_TRY(op.prepare_output(*a.out, Shape::of(*a.query)));
-  attend(a);
+  AttentionProblem p;
+  p.query = a.query->data_as<const float>();
+  p.keys = a.key_cache->data_as<const float>();
+  p.values = a.value_cache->data_as<const float>();
+  p.mask = a.mask ? a.mask->data_as<const float>() : nullptr;
+  p.out = a.out->data_as<float>();
+  p.batch = a.query->size(0);
+  p.sequence = a.query->size(1);
+  p.heads = a.query->size(2);
+  p.head_dim = a.query->size(3);
+  p.kv_heads = a.key_cache->size(2);
+  p.capacity = a.key_cache->size(1);
+  p.start_pos = a.start_pos;
+  // Rows of the mask are its row stride apart (the kernel takes row-major tensors only).
+  p.mask_row_stride = a.mask ? a.mask->stride(0) : 0;
+  p.visible = a.mask ? p.capacity : a.start_pos + p.sequence;
+  p.causal = a.is_causal;
+  p.scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  Status status = attend(p, op.pool());
+  if (!status) return make_error(status.error().code, std::string(op.name()) + ": " + status.error().message);
   return Status::ok();
 }
 

@@ -4,13 +4,24 @@
 // untouched.
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
+#include "core/parallel.h"
+#include "core/thread_pool.h"
 #include "kernel_test_support.h"
+#include "kernels/attention.h"
 
 namespace etna::kernel_test {
 namespace {
+
+using kernels::attention_path_name;
+using kernels::AttentionPath;
+using kernels::available_attention_paths;
+using kernels::clear_forced_attention_path;
+using kernels::force_attention_path;
 
 struct AttentionCase {
   int64_t batch, sequence, heads, kv_heads, head_dim, capacity, start_pos;
@@ -19,7 +30,9 @@ struct AttentionCase {
 
 // out[b, r, h, :] computed in double. Without a mask the keys are positions
 // 0 .. start_pos + sequence; with one, every cache position, and mask[r, j]
-// is (*mask)[r * capacity + j].
+// is (*mask)[r * capacity + j]. Causal rows never read the keys and values
+// past their position (ExecuTorch's kernel does not: that part of the cache
+// may not be written yet), so a NaN there changes nothing.
 std::vector<float> reference_attention(const AttentionCase& c, const std::vector<float>& q, const std::vector<float>& k,
                                        const std::vector<float>& v, const std::vector<float>* mask, double scale) {
   const int64_t visible = mask ? c.capacity : c.start_pos + c.sequence;
@@ -34,21 +47,22 @@ std::vector<float> reference_attention(const AttentionCase& c, const std::vector
     for (int64_t h = 0; h < c.heads; ++h) {
       const int64_t kvh = h * c.kv_heads / c.heads;
       for (int64_t r = 0; r < c.sequence; ++r) {
-        std::vector<double> logits(static_cast<size_t>(visible));
-        for (int64_t j = 0; j < visible; ++j) {
+        const int64_t seen = c.causal ? c.start_pos + r + 1 : visible;
+        std::vector<double> logits(static_cast<size_t>(seen));
+        for (int64_t j = 0; j < seen; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < c.head_dim; ++d) dot += double(q_at(b, r, h, d)) * kv_at(k, b, j, kvh, d);
-          const bool allowed = !c.causal || j <= c.start_pos + r;
           const double bias = mask ? (*mask)[static_cast<size_t>(r * visible + j)] : 0.0;
-          logits[static_cast<size_t>(j)] = allowed ? dot * scale + bias : -std::numeric_limits<double>::infinity();
+          logits[static_cast<size_t>(j)] = dot * scale + bias;
         }
+        // std::max(top, NaN) is top: NaN logits are skipped here and make the total NaN below.
         double top = -std::numeric_limits<double>::infinity();
         for (double x : logits) top = std::max(top, x);
         double total = 0;
         for (double& x : logits) total += (x = std::exp(x - top));
         for (int64_t d = 0; d < c.head_dim; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j < visible; ++j) acc += logits[static_cast<size_t>(j)] / total * kv_at(v, b, j, kvh, d);
+          for (int64_t j = 0; j < seen; ++j) acc += logits[static_cast<size_t>(j)] / total * kv_at(v, b, j, kvh, d);
           out[static_cast<size_t>(((b * c.sequence + r) * c.heads + h) * c.head_dim + d)] = static_cast<float>(acc);
         }
       }
@@ -197,6 +211,209 @@ TEST(CustomSdpa, RefusesBadShapes) {
   Args both;
   both.tensor(q2).tensor(k).tensor(v).integer(0).tensor(mask).real(0.0).boolean(true).none().tensor(out2).same_as(8);
   EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", both), {"cannot both be set"}));
+}
+
+// ---------------------------------------------------------------------------
+// The tiled kernel: every vector path the CPU has, on one thread and split
+// over 2 and 3 threads (with the real minimum work per task and with none, so
+// even small shapes split into single row blocks), against the double
+// reference, and bit for bit the same whatever the thread count.
+
+// An attention path, and optionally the finest split, for one scope.
+class ForcedAttention {
+ public:
+  ForcedAttention(AttentionPath path, bool fine_split) {
+    force_attention_path(path);
+    force_fine_split(fine_split);
+  }
+  ~ForcedAttention() {
+    clear_forced_attention_path();
+    force_fine_split(false);
+  }
+  ForcedAttention(const ForcedAttention&) = delete;
+  ForcedAttention& operator=(const ForcedAttention&) = delete;
+};
+
+struct SdpaInputs {
+  AttentionCase c;
+  std::vector<float> q, k, v;
+  std::vector<float> mask;  // empty: none
+  double scale = 0;         // 0: the default 1 / sqrt(head_dim)
+  double effective_scale() const { return scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim)); }
+};
+
+// A mask that hides about a fifth of the cache from each row, and never all of it.
+std::vector<float> random_mask(Lcg& rng, int64_t rows, int64_t capacity) {
+  std::vector<float> mask = rng.floats(static_cast<size_t>(rows * capacity), -1.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 1; j < capacity; ++j) {
+      if (rng.next() % 5 == 0) mask[static_cast<size_t>(r * capacity + j)] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  return mask;
+}
+
+SdpaInputs random_inputs(const AttentionCase& c, bool masked, uint64_t seed) {
+  Lcg rng(seed);
+  SdpaInputs in{c, {}, {}, {}, {}, 0};
+  in.q = rng.floats(static_cast<size_t>(c.batch * c.sequence * c.heads * c.head_dim));
+  in.k = rng.floats(static_cast<size_t>(c.batch * c.capacity * c.kv_heads * c.head_dim));
+  in.v = rng.floats(static_cast<size_t>(c.batch * c.capacity * c.kv_heads * c.head_dim));
+  if (masked) in.mask = random_mask(rng, c.sequence, c.capacity);
+  return in;
+}
+
+// The kernel's output; it starts as NaN, so an element no task wrote shows.
+std::vector<float> run_sdpa(const SdpaInputs& in, pthreadpool_t pool) {
+  const AttentionCase& c = in.c;
+  TensorStore store;
+  Tensor& q = store.make<float>({c.batch, c.sequence, c.heads, c.head_dim}, in.q);
+  Tensor& k = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, in.k);
+  Tensor& v = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, in.v);
+  Tensor& out = store.make<float>({c.batch, c.sequence, c.heads, c.head_dim},
+                                  std::vector<float>(in.q.size(), std::numeric_limits<float>::quiet_NaN()));
+  Args args;
+  args.tensor(q).tensor(k).tensor(v).integer(c.start_pos);
+  if (in.mask.empty()) {
+    args.none();
+  } else {
+    args.tensor(store.make<float>({c.sequence, c.capacity}, in.mask));
+  }
+  args.real(0.0).boolean(c.causal);
+  if (in.scale != 0) {
+    args.real(in.scale);
+  } else {
+    args.none();
+  }
+  args.tensor(out).same_as(8);
+  const Status status = run_kernel("llama::custom_sdpa.out", args, pool);
+  EXPECT_TRUE(is_ok(status));
+  return values_of<float>(out);
+}
+
+// NaN where the reference has NaN, the same infinity where it has one, and
+// within `tolerance` elsewhere.
+void expect_matches(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance,
+                    const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      ASSERT_TRUE(std::isnan(actual[i])) << what << ": element " << i << " is " << actual[i] << ", expected NaN";
+    } else if (std::isinf(expected[i])) {
+      ASSERT_EQ(actual[i], expected[i]) << what << ": element " << i;
+    } else {
+      ASSERT_NEAR(actual[i], expected[i], tolerance) << what << ": element " << i;
+    }
+  }
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// On every path: the reference on one thread, the same bits on 2 and 3.
+void check_every_path_and_thread_count(const SdpaInputs& in, float tolerance) {
+  const std::vector<float> expected =
+      reference_attention(in.c, in.q, in.k, in.v, in.mask.empty() ? nullptr : &in.mask, in.effective_scale());
+  for (AttentionPath path : available_attention_paths()) {
+    const std::string name = attention_path_name(path);
+    std::vector<float> alone;
+    {
+      const ForcedAttention forced(path, false);
+      alone = run_sdpa(in, nullptr);
+    }
+    expect_matches(alone, expected, tolerance, name + ", 1 thread");
+    for (size_t threads : {2, 3}) {
+      const auto pool = ThreadPool::create(threads);
+      ASSERT_TRUE(pool);
+      for (bool fine : {false, true}) {
+        const ForcedAttention forced(path, fine);
+        EXPECT_TRUE(same_bits(run_sdpa(in, pool->get()), alone))
+            << name << ", " << threads << " threads" << (fine ? ", finest split" : "");
+      }
+    }
+  }
+}
+
+struct TiledCase {
+  AttentionCase c;
+  bool masked;
+  double scale;  // 0: default
+};
+
+class TiledSdpa : public ::testing::TestWithParam<TiledCase> {};
+
+TEST_P(TiledSdpa, MatchesReferenceOnEveryPathAndThreadCount) {
+  const TiledCase t = GetParam();
+  SdpaInputs in = random_inputs(t.c, t.masked, 41);
+  in.scale = t.scale;
+  check_every_path_and_thread_count(in, 2e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, TiledSdpa,
+    ::testing::Values(
+        // batch, sequence, heads, kv_heads, head_dim, capacity, start_pos, causal
+        TiledCase{{1, 128, 12, 12, 64, 128, 0, true}, false, 0},     // stories110m prefill of 128 tokens
+        TiledCase{{1, 1, 12, 12, 64, 2048, 2047, true}, false, 0},   // decode at the end of a 2048 context
+        TiledCase{{1, 33, 4, 2, 64, 2048, 1990, true}, false, 0},    // chunked prefill late in a long context, GQA
+        TiledCase{{1, 7, 6, 2, 5, 16, 3, true}, false, 0},           // head_dim 5: all of it in the partial vector
+        TiledCase{{2, 19, 4, 1, 17, 64, 30, true}, false, 0.3},      // head_dim 17, more rows than a block, batch 2
+        TiledCase{{1, 9, 2, 2, 8, 16, 4, false}, false, 0},          // non-causal, no mask
+        TiledCase{{1, 20, 4, 2, 17, 40, 5, false}, true, 0},         // mask over the whole cache, GQA
+        TiledCase{{1, 3, 2, 1, 64, 2048, 100, false}, true, 0.125},  // mask over a 2048 cache, explicit scale
+        TiledCase{{1, 1, 3, 1, 3, 1, 0, true}, false, 0}));          // one key, head_dim 3
+
+// PyTorch's rules for NaN and infinities, on every path and thread count: a
+// NaN in a query row makes that row NaN; a NaN key makes every row that sees
+// it NaN (causal rows before it never read it); an infinity in a value gives
+// that infinity in the rows that weigh it; a row masked to -inf throughout,
+// or with a +inf or NaN in its mask, is NaN (exp(inf - inf) in the softmax);
+// a value of +inf under a -inf mask gives 0 * inf: NaN in that dim.
+TEST(TiledSdpa, NanAndInfinitiesPropagateAsInPyTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const AttentionCase causal{1, 6, 2, 1, 17, 12, 3, true};
+  SdpaInputs in = random_inputs(causal, false, 53);
+  auto q_at = [&](int64_t r, int64_t h, int64_t d) -> float& {
+    return in.q[static_cast<size_t>((r * causal.heads + h) * causal.head_dim + d)];
+  };
+  auto kv_at = [&](std::vector<float>& t, int64_t pos, int64_t d) -> float& {
+    return t[static_cast<size_t>(pos * causal.head_dim + d)];
+  };
+  q_at(2, 1, 4) = nan;
+  kv_at(in.k, 5, 0) = nan;   // seen from row 2 on (start_pos 3 + row + 1 > 5)
+  kv_at(in.k, 11, 3) = nan;  // past every row's position: never read
+  kv_at(in.v, 1, 7) = inf;   // seen by every row
+  check_every_path_and_thread_count(in, 2e-5f);
+  const std::vector<float> out = run_sdpa(in, nullptr);
+  auto out_at = [&](int64_t r, int64_t h, int64_t d) {
+    return out[static_cast<size_t>((r * causal.heads + h) * causal.head_dim + d)];
+  };
+  EXPECT_TRUE(std::isfinite(out_at(0, 0, 0)) && std::isfinite(out_at(1, 1, 16)));
+  EXPECT_EQ(out_at(0, 0, 7), inf);
+  EXPECT_TRUE(std::isnan(out_at(2, 0, 0)) && std::isnan(out_at(5, 1, 16)));
+
+  const AttentionCase plain{1, 5, 2, 2, 8, 6, 1, false};
+  SdpaInputs masked = random_inputs(plain, true, 59);
+  auto mask_at = [&](int64_t r, int64_t j) -> float& { return masked.mask[static_cast<size_t>(r * plain.capacity + j)]; };
+  for (int64_t j = 0; j < plain.capacity; ++j) mask_at(0, j) = -inf;
+  for (int64_t j = 0; j < plain.capacity; ++j) mask_at(3, j) = 0.0f;
+  for (int64_t j = 0; j < plain.capacity; ++j) mask_at(4, j) = 0.5f;
+  mask_at(1, 2) = nan;
+  mask_at(2, 4) = inf;
+  mask_at(3, 5) = -inf;
+  masked.v[static_cast<size_t>((5 * plain.kv_heads + 0) * plain.head_dim + 6)] = inf;  // position 5, head 0, dim 6
+  check_every_path_and_thread_count(masked, 2e-5f);
+  const std::vector<float> mout = run_sdpa(masked, nullptr);
+  auto mout_at = [&](int64_t r, int64_t h, int64_t d) {
+    return mout[static_cast<size_t>((r * plain.heads + h) * plain.head_dim + d)];
+  };
+  for (int64_t r : {0, 1, 2}) EXPECT_TRUE(std::isnan(mout_at(r, 1, 3))) << "row " << r;
+  EXPECT_TRUE(std::isnan(mout_at(3, 0, 6)));     // 0 * inf
+  EXPECT_TRUE(std::isfinite(mout_at(3, 0, 5)));  // other dims of that row
+  EXPECT_TRUE(std::isfinite(mout_at(3, 1, 6)));  // head 1 reads another value head
+  EXPECT_EQ(mout_at(4, 0, 6), inf);
 }
 
 TEST(UpdateCache, WritesRowsAtStartPosOnly) {

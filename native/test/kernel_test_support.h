@@ -148,7 +148,7 @@ class Args {
 
   size_t size() const { return slots_.size(); }
   EValue& operator[](size_t i) { return *slots_.at(i); }
-  KernelArgs view() const { return KernelArgs{slots_.data(), slots_.size()}; }
+  KernelArgs view(pthreadpool_t pool = nullptr) const { return KernelArgs{slots_.data(), slots_.size(), pool}; }
 
  private:
   Args& push(EValue v) {
@@ -183,15 +183,15 @@ class Args {
 };
 
 // Calls the registered kernel for `key` as the executor would, including its
-// arity check.
-inline Status run_kernel(std::string_view key, const Args& args) {
+// arity check, with `pool` as the call's thread pool (null: none).
+inline Status run_kernel(std::string_view key, const Args& args, pthreadpool_t pool = nullptr) {
   const KernelEntry* entry = kernel_registry().find(key);
   if (!entry) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
   if (entry->arity != -1 && static_cast<size_t>(entry->arity) != args.size()) {
     return make_error(ErrorCode::kInvalidProgram, std::string(key) + " arity " + std::to_string(entry->arity) +
                                                       " but the call has " + std::to_string(args.size()));
   }
-  return entry->fn(args.view());
+  return entry->fn(args.view(pool));
 }
 
 // Calls the kernel function directly, skipping the arity check (to test the

@@ -51,8 +51,9 @@ Result<WorkspaceLease> WorkspaceSource::acquire(size_t bytes) const {
 
 XnnpackModuleContext::XnnpackModuleContext(const BackendOptions& options)
     : options_(options),
-      thread_pool_(ThreadPools::process().acquire(static_cast<size_t>(std::max(options.num_threads, 1)),
-                                                  options.thread_pool)) {}
+      thread_pool_(options.pool ? options.pool
+                                : ThreadPools::process().acquire(static_cast<size_t>(std::max(options.num_threads, 1)),
+                                                                 options.thread_pool)) {}
 
 namespace {
 
