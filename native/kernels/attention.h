@@ -1,12 +1,14 @@
 // The arithmetic of llama:: attention (llm_ops.cpp checks the arguments):
 // softmax(q k^T * scale [+ mask]) v over a KV cache, tiled, vectorized where
-// the CPU allows (AVX2 with FMA, chosen at run time; portable code otherwise)
+// the CPU allows (AVX2, chosen at run time; portable code otherwise)
 // and split over the call's thread pool by (batch, head, block of query rows).
 //
 // Every output row is computed by one thread with one order of operations,
 // whatever the number of threads or the blocks the rows fall in, so results
-// do not depend on the thread count. The two paths round differently (a
-// vector exp, lane-wise sums), each within a few float ulps of exact.
+// do not depend on the thread count; and both paths use the same order (the
+// vector one runs its lanes over keys, or over head_dim, never along a sum),
+// so they give the same bits as each other and as the scalar kernel before
+// them.
 #pragma once
 
 #include <pthreadpool.h>

@@ -311,10 +311,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// On every path: the reference on one thread, the same bits on 2 and 3.
+// On every path: the reference on one thread, the portable path's bits, and
+// the same bits on 2 and 3 threads.
 void check_every_path_and_thread_count(const SdpaInputs& in, float tolerance) {
   const std::vector<float> expected =
       reference_attention(in.c, in.q, in.k, in.v, in.mask.empty() ? nullptr : &in.mask, in.effective_scale());
+  std::vector<float> portable;
   for (AttentionPath path : available_attention_paths()) {
     const std::string name = attention_path_name(path);
     std::vector<float> alone;
@@ -323,6 +325,9 @@ void check_every_path_and_thread_count(const SdpaInputs& in, float tolerance) {
       alone = run_sdpa(in, nullptr);
     }
     expect_matches(alone, expected, tolerance, name + ", 1 thread");
+    // Every path gives the portable path's bits (the scalar kernel's order of operations).
+    if (path == AttentionPath::kPortable) portable = alone;
+    EXPECT_TRUE(same_bits(alone, portable)) << name << " differs from the portable path";
     for (size_t threads : {2, 3}) {
       const auto pool = ThreadPool::create(threads);
       ASSERT_TRUE(pool);
