@@ -101,10 +101,41 @@ ETNA_AVX2 inline void store_scores(__m256 dots, __m256 scale8, const float* mask
 struct Avx2Ops {
   static constexpr bool kPacksKeys = true;
 
-  // packed[d * width + i] = key (tile + i)'s element d, for keys [tile, end).
+  // packed[d * width + i] = key (tile + i)'s element d, for keys [tile, end):
+  // 8 x 8 blocks transposed in registers, the edges one by one.
   ETNA_AVX2 static void pack_keys(const float* keys, int64_t kv_stride, int64_t tile, int64_t end, int64_t dim,
                                   int64_t width, float* packed) {
-    for (int64_t c = tile; c < end; ++c) {
+    const int64_t whole_dims = dim / 8 * 8;
+    int64_t c = tile;
+    for (; c + 8 <= end; c += 8) {
+      const float* k = keys + c * kv_stride;
+      float* column = packed + (c - tile);
+      for (int64_t d = 0; d < whole_dims; d += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(k + i * kv_stride + d);
+        const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+        const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+        float* at = column + d * width;
+        _mm256_storeu_ps(at, _mm256_permute2f128_ps(s0, s4, 0x20));
+        _mm256_storeu_ps(at + width, _mm256_permute2f128_ps(s1, s5, 0x20));
+        _mm256_storeu_ps(at + 2 * width, _mm256_permute2f128_ps(s2, s6, 0x20));
+        _mm256_storeu_ps(at + 3 * width, _mm256_permute2f128_ps(s3, s7, 0x20));
+        _mm256_storeu_ps(at + 4 * width, _mm256_permute2f128_ps(s0, s4, 0x31));
+        _mm256_storeu_ps(at + 5 * width, _mm256_permute2f128_ps(s1, s5, 0x31));
+        _mm256_storeu_ps(at + 6 * width, _mm256_permute2f128_ps(s2, s6, 0x31));
+        _mm256_storeu_ps(at + 7 * width, _mm256_permute2f128_ps(s3, s7, 0x31));
+      }
+      for (int i = 0; i < 8; ++i) {
+        for (int64_t d = whole_dims; d < dim; ++d) column[d * width + i] = k[i * kv_stride + d];
+      }
+    }
+    for (; c < end; ++c) {
       const float* k = keys + c * kv_stride;
       float* column = packed + (c - tile);
       for (int64_t d = 0; d < dim; ++d) column[d * width] = k[d];
