@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <vector>
 
 #include "core/parallel.h"
@@ -345,6 +346,14 @@ struct TiledCase {
   bool masked;
   double scale;  // 0: default
 };
+
+// Names the case in test output (instead of its bytes).
+void PrintTo(const TiledCase& t, std::ostream* os) {
+  const AttentionCase& c = t.c;
+  *os << "batch " << c.batch << ", sequence " << c.sequence << ", heads " << c.heads << "/" << c.kv_heads
+      << ", head_dim " << c.head_dim << ", capacity " << c.capacity << ", start_pos " << c.start_pos
+      << (c.causal ? ", causal" : "") << (t.masked ? ", masked" : "") << (t.scale != 0 ? ", explicit scale" : "");
+}
 
 class TiledSdpa : public ::testing::TestWithParam<TiledCase> {};
 
