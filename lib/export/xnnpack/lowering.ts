@@ -335,6 +335,24 @@ class RunBuilder {
           this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: input, input2: gate, output });
         });
         return;
+      case 'geluTanh':
+        this.elementwise(op.input, op.out, (input, output) => {
+          const node = (body: (result: number) => XnnNodeSpec['body'], result = this.internalLike(output)): number => {
+            this.emit(body(result));
+            return result;
+          };
+          const scalar = (value: number): number => this.scalarOperand({ scalar: value });
+          const square = node((r) => ({ kind: 'unary', code: NodeUnion.XNNSquare, input, output: r }));
+          const cube = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: square, input2: input, output: r }));
+          const term = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: cube, input2: scalar(0.044715), output: r }));
+          const sum = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: input, input2: term, output: r }));
+          const inner = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: sum, input2: scalar(Math.sqrt(2 / Math.PI)), output: r }));
+          const tanh = node((r) => ({ kind: 'unary', code: NodeUnion.XNNTanh, input: inner, output: r }));
+          const gate = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: tanh, input2: scalar(1), output: r }));
+          const half = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: input, input2: scalar(0.5), output: r }));
+          node(() => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: half, input2: gate, output }), output);
+        });
+        return;
       case 'pow':
         this.elementwise(op.input, op.out, (input, output) => {
           if (op.exponent === -1) {

@@ -20,6 +20,8 @@ export type MatchedOp =
   | { readonly kind: 'elu'; readonly alpha: number; readonly zeroToPositive: boolean; readonly input: number; readonly out: number }
   /** PReLU over a constant slope: one value, or one per channel of an NCHW tensor (dim 1) or of the last dim. */
   | { readonly kind: 'prelu'; readonly slope: Float32Array; readonly channelDim: number | undefined; readonly input: number; readonly out: number }
+  /** GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as nodes of its arithmetic. */
+  | { readonly kind: 'geluTanh'; readonly input: number; readonly out: number }
   /** x * sigmoid(x). */
   | { readonly kind: 'silu'; readonly input: number; readonly out: number }
   /** pow by a constant exponent the delegate computes as onnxruntime and PyTorch do: 1 / x, or (x * x) * x. */
@@ -350,8 +352,9 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     case 'gelu.out': {
       const [self, approximate, out] = a as [number, number, number];
       const mode = method.values[approximate];
-      if (!allFloat(self, out) || mode?.kind !== 'string' || mode.value !== 'none') return undefined;
-      return { kind: 'unary', code: NodeUnion.XNNGelu, input: self, out };
+      if (!allFloat(self, out) || mode?.kind !== 'string') return undefined;
+      if (mode.value === 'tanh') return { kind: 'geluTanh', input: self, out };
+      return mode.value === 'none' ? { kind: 'unary', code: NodeUnion.XNNGelu, input: self, out } : undefined;
     }
     case '_softmax.out': {
       const [self, dim, halfToFloat, out] = a as [number, number, number, number];
