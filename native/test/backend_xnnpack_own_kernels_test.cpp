@@ -3,7 +3,7 @@
 // that leave remainders after its register tiles, against sums in double, and
 // through the delegate at the shapes a decoder's attention gives it, with B
 // rows strided and read in place through a transposed KV cache; GELU's
-// vectorized erf; tanh within 2 ulp with its specials; transposes between image layouts and transposed
+// vectorized erf; tanh, exp and log within 2 ulp with their specials; transposes between image layouts and transposed
 // convolutions whose kernel is their stride, on every path; and reshapes
 // that become views of their input's bytes instead of copies.
 #include <gtest/gtest.h>
@@ -495,6 +495,67 @@ TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
     EXPECT_EQ(y[finite + 3], -1.0f);
     EXPECT_TRUE(std::isnan(y[finite + 4]));
     EXPECT_TRUE(std::isnan(y[finite + 5]));
+  }
+}
+
+// Exp and Log on every path within 2 ulp of the double function rounded to
+// float over a spread of bit patterns of both signs (NaN where it gives
+// NaN, infinities where it overflows), and their specials.
+TEST(XnnpackOwnKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 40009u) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float v = -110.0f; v <= 100.0f; v += 0.37f) x.push_back(v);
+  const size_t finite = x.size();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float special : {0.0f, -0.0f, inf, -inf, nan, -nan, 1.0f}) x.push_back(special);
+  ASSERT_NE(x.size() % 8, 0u);
+  struct Case {
+    NodeUnion type;
+    double (*reference)(double);
+    std::vector<float> specials;  // for 0, -0, Inf, -Inf, NaN, -NaN, 1
+  };
+  const Case cases[] = {
+      {NodeUnion::XNNExp, [](double v) { return std::exp(v); }, {1, 1, inf, 0, nan, nan, 2.7182817f}},
+      {NodeUnion::XNNLog, [](double v) { return std::log(v); }, {-inf, -inf, inf, nan, nan, nan, 0}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fbx::EnumNameNodeUnion(c.type));
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(xnn::dot_path_name(path));
+      const std::vector<float> y = run_unary(c.type, x, path);
+      ASSERT_EQ(y.size(), x.size());
+      int64_t worst = 0;
+      float worst_at = 0;
+      size_t mismatched_specials = 0;
+      for (size_t i = 0; i < finite; ++i) {
+        const float want = static_cast<float>(c.reference(static_cast<double>(x[i])));
+        if (std::isnan(want) || std::isinf(want)) {
+          if (!(std::isnan(want) ? std::isnan(y[i]) : y[i] == want)) ++mismatched_specials;
+          continue;
+        }
+        const int64_t d = ulp_distance(y[i], want);
+        if (d > worst) {
+          worst = d;
+          worst_at = x[i];
+        }
+      }
+      EXPECT_LE(worst, 2) << "at x = " << worst_at;
+      EXPECT_EQ(mismatched_specials, 0u);
+      for (size_t s = 0; s < c.specials.size(); ++s) {
+        const float got = y[finite + s], want = c.specials[s];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << "special " << s;
+        } else {
+          EXPECT_EQ(got, want) << "special " << s;
+        }
+      }
+    }
   }
 }
 

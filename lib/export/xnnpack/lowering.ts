@@ -359,6 +359,10 @@ class RunBuilder {
             this.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: this.scalarOperand({ scalar: 1 }), input2: input, output });
             return;
           }
+          if (op.exponent === 2) {
+            this.emit({ kind: 'unary', code: NodeUnion.XNNSquare, input, output });
+            return;
+          }
           // (x * x) * x, the order onnxruntime and PyTorch multiply in for a cube.
           const square = this.internalLike(output);
           this.emit({ kind: 'unary', code: NodeUnion.XNNSquare, input, output: square });

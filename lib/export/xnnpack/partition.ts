@@ -24,8 +24,8 @@ export type MatchedOp =
   | { readonly kind: 'geluTanh'; readonly input: number; readonly out: number }
   /** x * sigmoid(x). */
   | { readonly kind: 'silu'; readonly input: number; readonly out: number }
-  /** pow by a constant exponent the delegate computes as onnxruntime and PyTorch do: 1 / x, or (x * x) * x. */
-  | { readonly kind: 'pow'; readonly exponent: -1 | 3; readonly input: number; readonly out: number }
+  /** pow by a constant exponent the delegate computes as onnxruntime and PyTorch do: 1 / x, x * x, or (x * x) * x. */
+  | { readonly kind: 'pow'; readonly exponent: -1 | 2 | 3; readonly input: number; readonly out: number }
   /** An instruction whose work a later fused op does (its result is read by nothing else). */
   | { readonly kind: 'absorbed'; readonly out: number }
   /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
@@ -282,7 +282,7 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const [self, exponent, out] = a as [number, number, number];
       const value = m.number(exponent);
       // Other exponents (0.5 among them: pow(-0, 0.5) is +0, sqrt(-0) is -0) stay portable.
-      if (!allFloat(self, out) || (value !== -1 && value !== 3)) return undefined;
+      if (!allFloat(self, out) || (value !== -1 && value !== 2 && value !== 3)) return undefined;
       return { kind: 'pow', exponent: value, input: self, out };
     }
     case 'relu.out': {
