@@ -97,6 +97,31 @@ function buildAttentionProgram(): ProgramBuilder {
   return program;
 }
 
+// Activations and elementwise kernels the authoring layer writes directly, one after another.
+function buildActivationProgram(): ProgramBuilder {
+  const program = new ProgramBuilder();
+  program.method('forward', (m) => {
+    const x = m.input('x', 'float32', [3, 16]);
+    const other = m.input('other', 'float32', [3, 16]);
+    const apply = (name: string, input: number, ...args: ({ double: number } | { string: string } | number)[]): number => {
+      const out = m.graph.addTensor('float32', [3, 16]);
+      m.kernel(name, [input, ...args, out]);
+      return out;
+    };
+    const silu = apply('aten::silu.out', x);
+    const leaky = apply('aten::leaky_relu.out', silu, { double: 0.2 });
+    const squared = apply('aten::pow.Tensor_Scalar_out', leaky, { double: 2 });
+    const cubed = apply('aten::pow.Tensor_Scalar_out', x, { double: 3 });
+    const reciprocal = apply('aten::pow.Tensor_Scalar_out', m.add(squared, 1), { double: -1 });
+    const larger = apply('aten::maximum.out', cubed, other);
+    const smaller = apply('aten::minimum.out', larger, reciprocal);
+    const magnitude = apply('aten::abs.out', apply('aten::neg.out', smaller));
+    const logged = apply('aten::log.out', apply('aten::exp.out', magnitude));
+    m.output(apply('aten::gelu.out', logged, { string: 'tanh' }));
+  });
+  return program;
+}
+
 async function runBoth(build: () => ProgramBuilder, inputs: Tensor[]): Promise<{ lowered: ExportResult; worst: number }> {
   const portable = await Module.load(build().toPte());
   const lowered = build().export({ xnnpack: true });
@@ -155,6 +180,18 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
     const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
     for (const type of [NodeUnion.XNNStaticConstantPad, NodeUnion.XNNStaticSlice, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate2, NodeUnion.XNNSquareRoot, NodeUnion.XNNFullyConnected]) {
+      expect(types, NodeUnion[type]).toContain(type);
+    }
+  });
+
+  it('silu, leaky_relu, pow by 2, 3 and -1, maximum, minimum, abs, neg, exp, log and tanh-form gelu: one delegate call', async () => {
+    const inputs = [Tensor.float32([3, 16], randomValues(48, 31, 2)), Tensor.float32([3, 16], randomValues(48, 32, 2))];
+    const { lowered, worst } = await runBoth(buildActivationProgram, inputs);
+    expect(worst).toBeLessThan(1e-5);
+    expect(instructionKinds(lowered)).toEqual(['delegate']);
+    const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
+    const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
+    for (const type of [NodeUnion.XNNSigmoid, NodeUnion.XNNLeakyReLU, NodeUnion.XNNSquare, NodeUnion.XNNDiv, NodeUnion.XNNMaximum, NodeUnion.XNNMinimum, NodeUnion.XNNAbs, NodeUnion.XNNNegate, NodeUnion.XNNExp, NodeUnion.XNNLog, NodeUnion.XNNTanh]) {
       expect(types, NodeUnion[type]).toContain(type);
     }
   });

@@ -3,12 +3,14 @@
 // that leave remainders after its register tiles, against sums in double, and
 // through the delegate at the shapes a decoder's attention gives it, with B
 // rows strided and read in place through a transposed KV cache; GELU's
-// vectorized erf; transposes between image layouts and transposed
+// vectorized erf; tanh, exp and log within 2 ulp with their specials; transposes between image layouts and transposed
 // convolutions whose kernel is their stride, on every path; and reshapes
 // that become views of their input's bytes instead of copies.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "backend_test_support.h"
@@ -419,6 +421,141 @@ TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
     if (!xnn::path_has_avx2(path)) continue;
     if (vector_result.empty()) vector_result = output.to_vector();
     EXPECT_EQ(output.to_vector(), vector_result) << "not the AVX2 kernel";
+  }
+}
+
+// Distance in units in the last place between two finite floats of any signs.
+int64_t ulp_distance(float a, float b) {
+  const auto ordered = [](float f) {
+    int32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits < 0 ? -static_cast<int64_t>(bits & 0x7fffffff) : static_cast<int64_t>(bits);
+  };
+  return std::llabs(ordered(a) - ordered(b));
+}
+
+// Runs one fp32 unary node over `x` (shape [1, x.size()]) on `path`.
+std::vector<float> run_unary(NodeUnion type, const std::vector<float>& x, xnn::DotPath path) {
+  PayloadBuilder builder;
+  const auto count = static_cast<uint32_t>(x.size());
+  const uint32_t in = builder.input({1, count}, 0);
+  const uint32_t out = builder.output({1, count}, 1);
+  builder.unary(type, in, out);
+  return run_on_path(builder, {1, static_cast<int64_t>(count)}, x, {1, static_cast<int64_t>(count)}, path);
+}
+
+// Tanh on every path within 2 ulp of tanh in double rounded to float, over
+// an even spread of bit patterns of both signs (every magnitude from
+// denormals to the largest float) and values around the thresholds the
+// vector code switches at (2^-12 and the cap at 20). Specials: ±0 keep
+// their sign, ±Inf give ±1, NaN of either sign stays NaN.
+TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 40009u) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float center : {0x1p-12f, 0.5f, 1.0f, 9.0f, 20.0f}) {
+    float up = center, down = center;
+    for (int i = 0; i < 64; ++i) {
+      x.push_back(up);
+      x.push_back(-down);
+      up = std::nextafter(up, 100.0f);
+      down = std::nextafter(down, 0.0f);
+    }
+  }
+  const size_t finite = x.size();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float special : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(special);
+  }
+  ASSERT_NE(x.size() % 8, 0u);
+  for (xnn::DotPath path : available_paths()) {
+    SCOPED_TRACE(xnn::dot_path_name(path));
+    const std::vector<float> y = run_unary(NodeUnion::XNNTanh, x, path);
+    ASSERT_EQ(y.size(), x.size());
+    int64_t worst = 0;
+    float worst_at = 0;
+    for (size_t i = 0; i < finite; ++i) {
+      const int64_t d = ulp_distance(y[i], static_cast<float>(std::tanh(static_cast<double>(x[i]))));
+      if (d > worst) {
+        worst = d;
+        worst_at = x[i];
+      }
+    }
+    EXPECT_LE(worst, 2) << "at x = " << worst_at;
+    EXPECT_EQ(y[finite], 0.0f);
+    EXPECT_FALSE(std::signbit(y[finite]));
+    EXPECT_EQ(y[finite + 1], 0.0f);
+    EXPECT_TRUE(std::signbit(y[finite + 1]));
+    EXPECT_EQ(y[finite + 2], 1.0f);
+    EXPECT_EQ(y[finite + 3], -1.0f);
+    EXPECT_TRUE(std::isnan(y[finite + 4]));
+    EXPECT_TRUE(std::isnan(y[finite + 5]));
+  }
+}
+
+// Exp and Log on every path within 2 ulp of the double function rounded to
+// float over a spread of bit patterns of both signs (NaN where it gives
+// NaN, infinities where it overflows), and their specials.
+TEST(XnnpackOwnKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 40009u) {
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float v = -110.0f; v <= 100.0f; v += 0.37f) x.push_back(v);
+  const size_t finite = x.size();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float special : {0.0f, -0.0f, inf, -inf, nan, -nan, 1.0f}) x.push_back(special);
+  ASSERT_NE(x.size() % 8, 0u);
+  struct Case {
+    NodeUnion type;
+    double (*reference)(double);
+    std::vector<float> specials;  // for 0, -0, Inf, -Inf, NaN, -NaN, 1
+  };
+  const Case cases[] = {
+      {NodeUnion::XNNExp, [](double v) { return std::exp(v); }, {1, 1, inf, 0, nan, nan, 2.7182817f}},
+      {NodeUnion::XNNLog, [](double v) { return std::log(v); }, {-inf, -inf, inf, nan, nan, nan, 0}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fbx::EnumNameNodeUnion(c.type));
+    for (xnn::DotPath path : available_paths()) {
+      SCOPED_TRACE(xnn::dot_path_name(path));
+      const std::vector<float> y = run_unary(c.type, x, path);
+      ASSERT_EQ(y.size(), x.size());
+      int64_t worst = 0;
+      float worst_at = 0;
+      size_t mismatched_specials = 0;
+      for (size_t i = 0; i < finite; ++i) {
+        const float want = static_cast<float>(c.reference(static_cast<double>(x[i])));
+        if (std::isnan(want) || std::isinf(want)) {
+          if (!(std::isnan(want) ? std::isnan(y[i]) : y[i] == want)) ++mismatched_specials;
+          continue;
+        }
+        const int64_t d = ulp_distance(y[i], want);
+        if (d > worst) {
+          worst = d;
+          worst_at = x[i];
+        }
+      }
+      EXPECT_LE(worst, 2) << "at x = " << worst_at;
+      EXPECT_EQ(mismatched_specials, 0u);
+      for (size_t s = 0; s < c.specials.size(); ++s) {
+        const float got = y[finite + s], want = c.specials[s];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << "special " << s;
+        } else {
+          EXPECT_EQ(got, want) << "special " << s;
+        }
+      }
+    }
   }
 }
 

@@ -9,6 +9,7 @@ import { EtnaError } from '../../errors.js';
 import type { ConstantTensor, GraphInstruction, MethodGraph } from '../graph.js';
 import type { LoweringContext, LoweringPass } from '../lowering.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
+import { fuseActivationPatterns } from './activation-patterns.js';
 import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Operand } from './partition.js';
 import {
   BATCH_MATMUL_TRANSPOSE_B,
@@ -273,11 +274,100 @@ class RunBuilder {
     return this.constantValue(constantKey(bytes), bytes, [1]);
   }
 
+  /**
+   * An elementwise op of one input, channels-last when its input is held so:
+   * `emitOn(input, output)` emits its nodes.
+   */
+  private elementwise(input: number, out: number, emitOn: (input: number, output: number) => void): void {
+    if (this.staysChannelsLast([{ value: input }], out)) emitOn(this.operandChannelsLast(input), this.defineChannelsLast(out));
+    else emitOn(this.operand(input), this.define(out));
+  }
+
+  private internalLike(value: number): number {
+    return this.addValue({ dims: this.values[value]!.dims, role: 'internal' });
+  }
+
+  private prelu(op: Extract<MatchedOp, { kind: 'prelu' }>): void {
+    const bytes = float32Bytes(op.slope);
+    const slope = this.constantValue(constantKey(bytes), bytes, [op.slope.length]);
+    const rank = this.method.tensorNode(op.input).shape.length;
+    // XNNPACK reads one slope per element of the last dim: NCHW channels go channels-last.
+    if (op.channelDim === 1 && rank === 4) {
+      this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: this.operandChannelsLast(op.input), input2: slope, output: this.defineChannelsLast(op.out) });
+      return;
+    }
+    if (op.channelDim !== undefined) {
+      this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: this.operand(op.input), input2: slope, output: this.define(op.out) });
+      return;
+    }
+    this.elementwise(op.input, op.out, (input, output) => this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }));
+  }
+
   /** Adds one matched op; `fusedOut`/`minMax` come from a clamp folded into it. */
   add(op: MatchedOp, fusedOut: number | undefined, minMax: readonly [number, number] | undefined): void {
     const resultOf = (out: number): number => this.define(fusedOut ?? out);
     switch (op.kind) {
       case 'weightTranspose':
+      case 'absorbed':
+        return;
+      case 'prelu':
+        this.prelu(op);
+        return;
+      case 'leakyRelu':
+        this.elementwise(op.input, op.out, (input, output) => this.emit({ kind: 'leakyRelu', slope: op.slope, input, output }));
+        return;
+      case 'elu':
+        this.elementwise(op.input, op.out, (input, output) => {
+          if (!op.zeroToPositive) {
+            this.emit({ kind: 'elu', alpha: op.alpha, input, output });
+            return;
+          }
+          // -0 + +0 is +0; every other value passes unchanged.
+          const elu = this.internalLike(output);
+          this.emit({ kind: 'elu', alpha: op.alpha, input, output: elu });
+          this.emit({ kind: 'binary', code: NodeUnion.XNNAdd, input1: elu, input2: this.scalarOperand({ scalar: 0 }), output });
+        });
+        return;
+      case 'silu':
+        this.elementwise(op.input, op.out, (input, output) => {
+          const gate = this.internalLike(output);
+          this.emit({ kind: 'unary', code: NodeUnion.XNNSigmoid, input, output: gate });
+          this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: input, input2: gate, output });
+        });
+        return;
+      case 'geluTanh':
+        this.elementwise(op.input, op.out, (input, output) => {
+          const node = (body: (result: number) => XnnNodeSpec['body'], result = this.internalLike(output)): number => {
+            this.emit(body(result));
+            return result;
+          };
+          const scalar = (value: number): number => this.scalarOperand({ scalar: value });
+          const square = node((r) => ({ kind: 'unary', code: NodeUnion.XNNSquare, input, output: r }));
+          const cube = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: square, input2: input, output: r }));
+          const term = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: cube, input2: scalar(0.044715), output: r }));
+          const sum = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: input, input2: term, output: r }));
+          const inner = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: sum, input2: scalar(Math.sqrt(2 / Math.PI)), output: r }));
+          const tanh = node((r) => ({ kind: 'unary', code: NodeUnion.XNNTanh, input: inner, output: r }));
+          const gate = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: tanh, input2: scalar(1), output: r }));
+          const half = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: input, input2: scalar(0.5), output: r }));
+          node(() => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: half, input2: gate, output }), output);
+        });
+        return;
+      case 'pow':
+        this.elementwise(op.input, op.out, (input, output) => {
+          if (op.exponent === -1) {
+            this.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: this.scalarOperand({ scalar: 1 }), input2: input, output });
+            return;
+          }
+          if (op.exponent === 2) {
+            this.emit({ kind: 'unary', code: NodeUnion.XNNSquare, input, output });
+            return;
+          }
+          // (x * x) * x, the order onnxruntime and PyTorch multiply in for a cube.
+          const square = this.internalLike(output);
+          this.emit({ kind: 'unary', code: NodeUnion.XNNSquare, input, output: square });
+          this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: square, input2: input, output });
+        });
         return;
       case 'fullyConnected': {
         const weight = this.method.tensorNode(op.filter).origin;
@@ -473,8 +563,9 @@ class RunBuilder {
 }
 
 // Ops whose node takes fused activation bounds.
+const BINARY_WITHOUT_BOUNDS: ReadonlySet<NodeUnion> = new Set([NodeUnion.XNNBatchMatrixMultiply, NodeUnion.XNNMaximum, NodeUnion.XNNMinimum, NodeUnion.XNNPReLU]);
 function takesBounds(op: MatchedOp): boolean {
-  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || op.kind === 'convTranspose2d' || (op.kind === 'binary' && op.code !== NodeUnion.XNNBatchMatrixMultiply);
+  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || op.kind === 'convTranspose2d' || (op.kind === 'binary' && !BINARY_WITHOUT_BOUNDS.has(op.code));
 }
 
 function producedValue(op: MatchedOp): number {
@@ -498,6 +589,7 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     if (op?.kind === 'weightTranspose') weightTransposeOf.set(op.out, op.source);
     return op;
   });
+  fuseActivationPatterns(method, matches);
 
   // Who reads each value: matched instructions read their operands, others everything they name.
   const readers = new Map<number, number[]>();
@@ -576,7 +668,7 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     const runOutputs = new Set<number>();
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
-      if (op.kind === 'weightTranspose' || skipped.has(step)) continue;
+      if (op.kind === 'weightTranspose' || op.kind === 'absorbed' || skipped.has(step)) continue;
       const produced = fused.get(step)?.out ?? op.out;
       if (readOutside(produced)) runOutputs.add(produced);
     }

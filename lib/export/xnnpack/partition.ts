@@ -15,6 +15,19 @@ export type MatchedOp =
   | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly filterIsTransposed: boolean; readonly bias: number | undefined; readonly out: number }
   | { readonly kind: 'binary'; readonly code: BinaryCode; readonly a: Operand; readonly b: Operand; readonly out: number }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly out: number }
+  | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly out: number }
+  /** ELU; `zeroToPositive` adds +0 after it, so -0 comes out as +0 (Selu's exponential branch takes x <= 0). */
+  | { readonly kind: 'elu'; readonly alpha: number; readonly zeroToPositive: boolean; readonly input: number; readonly out: number }
+  /** PReLU over a constant slope: one value, or one per channel of an NCHW tensor (dim 1) or of the last dim. */
+  | { readonly kind: 'prelu'; readonly slope: Float32Array; readonly channelDim: number | undefined; readonly input: number; readonly out: number }
+  /** GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as nodes of its arithmetic. */
+  | { readonly kind: 'geluTanh'; readonly input: number; readonly out: number }
+  /** x * sigmoid(x). */
+  | { readonly kind: 'silu'; readonly input: number; readonly out: number }
+  /** pow by a constant exponent the delegate computes as onnxruntime and PyTorch do: 1 / x, x * x, or (x * x) * x. */
+  | { readonly kind: 'pow'; readonly exponent: -1 | 2 | 3; readonly input: number; readonly out: number }
+  /** An instruction whose work a later fused op does (its result is read by nothing else). */
+  | { readonly kind: 'absorbed'; readonly out: number }
   /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
   | { readonly kind: 'clamp'; readonly min: number; readonly max: number; readonly input: number; readonly out: number }
   /** mean over the last dim, dims kept: a sum by a fully connected node with unit weights, divided by the count. */
@@ -38,7 +51,7 @@ export type MatchedOp =
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
   | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly out: number };
 
-const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad', 'repeatPixels']);
+const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['absorbed', 'weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad', 'repeatPixels']);
 
 /** Nodes worth a delegate call on their own; data movement alone is not. */
 export function isComputeOp(op: MatchedOp): boolean {
@@ -48,6 +61,8 @@ export function isComputeOp(op: MatchedOp): boolean {
 /** Method values the op reads (scalars and absorbed weights excluded). */
 export function operandsRead(op: MatchedOp): number[] {
   switch (op.kind) {
+    case 'absorbed':
+      return [];
     case 'weightTranspose':
       return [op.source];
     case 'fullyConnected':
@@ -133,6 +148,10 @@ const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
   tanh: NodeUnion.XNNTanh,
   sqrt: NodeUnion.XNNSquareRoot,
   hardswish: NodeUnion.XNNHardswish,
+  abs: NodeUnion.XNNAbs,
+  neg: NodeUnion.XNNNegate,
+  exp: NodeUnion.XNNExp,
+  log: NodeUnion.XNNLog,
 };
 
 /**
@@ -244,6 +263,28 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       if (op === 'rsub') return { kind: 'binary', code: NodeUnion.XNNSubtract, a: { scalar }, b: { value: self }, out };
       return { kind: 'binary', code: BINARY_CODES[op]!, a: { value: self }, b: { scalar }, out };
     }
+    case 'maximum.out':
+    case 'minimum.out': {
+      const [left, right, out] = a as [number, number, number];
+      if (!allFloat(left, right, out)) return undefined;
+      return { kind: 'binary', code: op === 'maximum' ? NodeUnion.XNNMaximum : NodeUnion.XNNMinimum, a: { value: left }, b: { value: right }, out };
+    }
+    case 'leaky_relu.out': {
+      const [self, slope, out] = a as [number, number, number];
+      const value = m.number(slope);
+      return allFloat(self, out) && value !== undefined ? { kind: 'leakyRelu', slope: value, input: self, out } : undefined;
+    }
+    case 'silu.out': {
+      const [self, out] = a as [number, number];
+      return allFloat(self, out) ? { kind: 'silu', input: self, out } : undefined;
+    }
+    case 'pow.Tensor_Scalar_out': {
+      const [self, exponent, out] = a as [number, number, number];
+      const value = m.number(exponent);
+      // Other exponents (0.5 among them: pow(-0, 0.5) is +0, sqrt(-0) is -0) stay portable.
+      if (!allFloat(self, out) || (value !== -1 && value !== 2 && value !== 3)) return undefined;
+      return { kind: 'pow', exponent: value, input: self, out };
+    }
     case 'relu.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'clamp', min: 0, max: Infinity, input: self, out } : undefined;
@@ -300,15 +341,20 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     case 'sigmoid.out':
     case 'sqrt.out':
     case 'tanh.out':
-    case 'hardswish.out': {
+    case 'hardswish.out':
+    case 'abs.out':
+    case 'neg.out':
+    case 'exp.out':
+    case 'log.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;
     }
     case 'gelu.out': {
       const [self, approximate, out] = a as [number, number, number];
       const mode = method.values[approximate];
-      if (!allFloat(self, out) || mode?.kind !== 'string' || mode.value !== 'none') return undefined;
-      return { kind: 'unary', code: NodeUnion.XNNGelu, input: self, out };
+      if (!allFloat(self, out) || mode?.kind !== 'string') return undefined;
+      if (mode.value === 'tanh') return { kind: 'geluTanh', input: self, out };
+      return mode.value === 'none' ? { kind: 'unary', code: NodeUnion.XNNGelu, input: self, out } : undefined;
     }
     case '_softmax.out': {
       const [self, dim, halfToFloat, out] = a as [number, number, number, number];

@@ -11,8 +11,10 @@ import {
   ConstantDataOffset,
   Convolution,
   Datatype,
+  Elu,
   FullyConnected,
   Graph,
+  LeakyRelu,
   Node,
   NodeUnion,
   OutputMinMax,
@@ -66,9 +68,32 @@ export interface XnnValueSpec {
   readonly role: 'input' | 'output' | 'internal' | 'constant';
 }
 
-export type BinaryCode = NodeUnion.XNNAdd | NodeUnion.XNNSubtract | NodeUnion.XNNMultiply | NodeUnion.XNNDiv | NodeUnion.XNNBatchMatrixMultiply;
+/** XNNPReLU's second input is its slope: a constant with one value, or one per channel (the last dim). */
+export type BinaryCode =
+  | NodeUnion.XNNAdd
+  | NodeUnion.XNNSubtract
+  | NodeUnion.XNNMultiply
+  | NodeUnion.XNNDiv
+  | NodeUnion.XNNMaximum
+  | NodeUnion.XNNMinimum
+  | NodeUnion.XNNPReLU
+  | NodeUnion.XNNBatchMatrixMultiply;
 /** XNNConvert only from fp32 to a perToken (qdint8) value. */
-export type UnaryCode = NodeUnion.XNNConvert | NodeUnion.XNNClamp | NodeUnion.XNNSigmoid | NodeUnion.XNNTanh | NodeUnion.XNNGelu | NodeUnion.XNNSoftmax | NodeUnion.XNNSquareRoot | NodeUnion.XNNGlobalAvgPooling2d | NodeUnion.XNNHardswish;
+export type UnaryCode =
+  | NodeUnion.XNNConvert
+  | NodeUnion.XNNClamp
+  | NodeUnion.XNNSigmoid
+  | NodeUnion.XNNTanh
+  | NodeUnion.XNNGelu
+  | NodeUnion.XNNSoftmax
+  | NodeUnion.XNNSquareRoot
+  | NodeUnion.XNNSquare
+  | NodeUnion.XNNGlobalAvgPooling2d
+  | NodeUnion.XNNHardswish
+  | NodeUnion.XNNAbs
+  | NodeUnion.XNNNegate
+  | NodeUnion.XNNExp
+  | NodeUnion.XNNLog;
 
 export type PoolingCode = NodeUnion.XNNMaxPooling2d | NodeUnion.XNNAvgPooling2d;
 
@@ -94,6 +119,10 @@ export type XnnNodeBody =
   /** BatchMatrixMultiply takes BATCH_MATMUL_TRANSPOSE_B in `flags`: input2 is [..., n, k]. */
   | { readonly kind: 'binary'; readonly code: BinaryCode; readonly input1: number; readonly input2: number; readonly output: number; readonly flags?: number }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly output: number }
+  /** x for x >= 0, slope * x below (XNNPACK picks by the sign bit). */
+  | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly output: number }
+  /** x for x >= 0, alpha * (e^x - 1) below. */
+  | { readonly kind: 'elu'; readonly alpha: number; readonly input: number; readonly output: number }
   | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number; readonly flags: number }
   | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
   /** Filter [groups * groupOutputChannels, kh, kw, groupInputChannels]; `adjustment` adds rows/columns at the bottom/right (output_padding). */
@@ -147,6 +176,10 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
       return { type: body.code, table: Binary.createBinary(builder, body.input1, body.input2, body.output, body.flags ?? 0) };
     case 'unary':
       return { type: body.code, table: Unary.createUnary(builder, body.input, body.output, 0) };
+    case 'leakyRelu':
+      return { type: NodeUnion.XNNLeakyReLU, table: LeakyRelu.createLeakyRelu(builder, body.slope, body.input, body.output, 0) };
+    case 'elu':
+      return { type: NodeUnion.XNNELU, table: Elu.createElu(builder, body.alpha, body.input, body.output, 0) };
     case 'fullyConnected':
       return {
         type: NodeUnion.XNNFullyConnected,

@@ -27,17 +27,36 @@ export function softmaxHandler(log: boolean): OpHandler {
 /**
  * log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): exp never overflows, so a
  * large x gives x rather than Inf, and a very negative one keeps its tiny value.
+ * log1p(u) is log(w) - ((w - 1) - u) / w with w = 1 + u: the second term puts
+ * back what rounding 1 + u lost (u itself where w rounds to 1). Every step is
+ * elementwise arithmetic the XNNPACK delegate has a node for.
  */
-export function softplus(node: NodeView): OnnxValue[] {
+function softplusOf(node: NodeView, x: OnnxValue): OnnxValue {
   const { ctx } = node;
-  const x = node.input(0);
   const one = ctx.constant(dtypeOf(x), [], [1]);
   const small = unary(ctx, 'aten::exp.out', unary(ctx, 'aten::neg.out', unary(ctx, 'aten::abs.out', x)));
-  // log1p(u) = u * log(w) / (w - 1) with w = 1 + u, and u itself where w rounds to 1.
   const w = arith(ctx, node, 'add', small, one);
-  const ratio = arith(ctx, node, 'div', unary(ctx, 'aten::log.out', w), arith(ctx, node, 'sub', w, one));
-  const log1p = where(ctx, node, compare(ctx, node, 'eq', w, one), small, arith(ctx, node, 'mul', small, ratio));
-  return [arith(ctx, node, 'add', unary(ctx, 'aten::relu.out', x), log1p)];
+  const lost = arith(ctx, node, 'sub', arith(ctx, node, 'sub', w, one), small);
+  const log1p = arith(ctx, node, 'sub', unary(ctx, 'aten::log.out', w), arith(ctx, node, 'div', lost, w));
+  return arith(ctx, node, 'add', unary(ctx, 'aten::relu.out', x), log1p);
+}
+
+export function softplus(node: NodeView): OnnxValue[] {
+  return [softplusOf(node, node.input(0))];
+}
+
+/** Mish (opset 18): x * tanh(softplus(x)). */
+export function mish(node: NodeView): OnnxValue[] {
+  const x = node.input(0);
+  return [arith(node.ctx, node, 'mul', x, unary(node.ctx, 'aten::tanh.out', softplusOf(node, x)))];
+}
+
+/** Gelu (opset 20): the exact erf form, or the tanh approximation. */
+export function gelu(node: NodeView): OnnxValue[] {
+  const x = node.input(0);
+  const approximate = node.string('approximate', 'none');
+  if (approximate !== 'none' && approximate !== 'tanh') node.invalid(`approximate must be 'none' or 'tanh', got '${approximate}'`);
+  return [node.ctx.emit('aten::gelu.out', [node.ctx.tensor(x), { string: approximate }], dtypeOf(x), shapeOf(x))];
 }
 
 /** Elu (exponential branch for x < 0, so -0 stays -0) and Selu (for x <= 0, so -0 gives +0), as onnxruntime computes them. */

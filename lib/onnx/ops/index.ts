@@ -4,7 +4,7 @@
 // folded instead of lowered wherever the result is needed as an argument.
 // This table names the handler of each op; the handlers live with their
 // family in the files beside it.
-import { elu, hardSigmoid, hardSwish, leakyRelu, prelu, selu, softmaxHandler, softplus } from './activation.js';
+import { elu, gelu, hardSigmoid, hardSwish, leakyRelu, mish, prelu, selu, softmaxHandler, softplus } from './activation.js';
 import type { OpHandler } from './common.js';
 import { conv, convTranspose } from './conv.js';
 import { binaryArith, cast, clip, comparison, logicalNot, pow, reciprocal, sign, unaryKernel, variadic, whereOp } from './elementwise.js';
@@ -55,6 +55,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Not: logicalNot,
   Reciprocal: reciprocal,
   Softplus: softplus,
+  Mish: mish,
+  Gelu: gelu,
   Sign: sign,
   LeakyRelu: leakyRelu,
   Elu: elu,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -411,6 +412,111 @@ __attribute__((target("avx2,fma"))) void gelu_avx2(const float* input, float* ou
   for (; i < count; ++i) output[i] = gelu(input[i]);
 }
 
+// e^y for -110 <= y <= 90 in double, 4 lanes: y = n ln2 + r (ln2 split in
+// two, |r| <= ln2/2), e^r by its degree-11 Taylor polynomial (relative error
+// below 1e-15), 2^n written into the exponent bits. n is rounded by adding
+// 1.5 * 2^52, which leaves it in the low bits of the sum.
+__attribute__((target("avx2,fma"))) inline __m256d exp_double_avx2(__m256d y) {
+  const __m256d shifter = _mm256_set1_pd(6755399441055744.0);
+  const __m256d shifted = _mm256_fmadd_pd(y, _mm256_set1_pd(1.4426950408889634), shifter);
+  const __m256d n = _mm256_sub_pd(shifted, shifter);
+  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), y);
+  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+  __m256d p = _mm256_set1_pd(1.0 / 39916800);
+  for (const double c : {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24,
+                         1.0 / 6, 0.5, 1.0, 1.0}) {
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c));
+  }
+  const __m256i two_to_n =
+      _mm256_slli_epi64(_mm256_add_epi64(_mm256_castpd_si256(shifted), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_mul_pd(p, _mm256_castsi256_pd(two_to_n));
+}
+
+// tanh(|x|) = (e - 1) / (e + 1) with e = e^(2|x|) in double, which keeps the
+// float result within 1 ulp: for |x| >= 2^-12 the subtraction loses at most
+// 12 of double's 53 bits. Below that tanh(x) rounds to x itself (also
+// keeping -0); |x| is capped at 20, where tanh is 1 in float (infinities
+// too). NaN passes through every step: the cap takes the NaN operand.
+__attribute__((target("avx2,fma"))) inline __m128 tanh_half_avx2(__m128 magnitude) {
+  const __m256d a = _mm256_min_pd(_mm256_set1_pd(20.0), _mm256_cvtps_pd(magnitude));
+  const __m256d e = exp_double_avx2(_mm256_add_pd(a, a));
+  const __m256d one = _mm256_set1_pd(1.0);
+  return _mm256_cvtpd_ps(_mm256_div_pd(_mm256_sub_pd(e, one), _mm256_add_pd(e, one)));
+}
+
+__attribute__((target("avx2,fma"))) void tanh_avx2(const float* input, float* output, size_t count) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 x = _mm256_loadu_ps(input + i);
+    const __m256 magnitude = _mm256_andnot_ps(sign_bit, x);
+    const __m256 t = _mm256_set_m128(tanh_half_avx2(_mm256_extractf128_ps(magnitude, 1)),
+                                     tanh_half_avx2(_mm256_castps256_ps128(magnitude)));
+    const __m256 tiny = _mm256_cmp_ps(magnitude, _mm256_set1_ps(0x1p-12f), _CMP_LT_OQ);
+    const __m256 y = _mm256_blendv_ps(_mm256_or_ps(t, _mm256_and_ps(x, sign_bit)), x, tiny);
+    _mm256_storeu_ps(output + i, y);
+  }
+  for (; i < count; ++i) output[i] = std::tanh(input[i]);
+}
+
+// e^x in double, rounded once to float (within 1 ulp; overflow to Inf and
+// gradual underflow as the rounding gives them). x is held to [-110, 90],
+// beyond which float's e^x is 0 or Inf either way; each bound is the first
+// operand of its min/max, so NaN passes through.
+__attribute__((target("avx2,fma"))) inline __m128 exp_half_avx2(__m128 x) {
+  const __m256d held = _mm256_max_pd(_mm256_set1_pd(-110.0), _mm256_min_pd(_mm256_set1_pd(90.0), _mm256_cvtps_pd(x)));
+  return _mm256_cvtpd_ps(exp_double_avx2(held));
+}
+
+// log x in double, rounded once to float (within 1 ulp): x = 2^k m with m in
+// [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with s = (m - 1) / (m + 1),
+// |s| < 0.172, by the odd series to s^17. Float denormals are normal in
+// double, so the exponent bits give k directly. Zero, negatives, +Inf and
+// NaN are set at the end as the C library's logf gives them.
+__attribute__((target("avx2,fma"))) inline __m128 log_half_avx2(__m128 x_float) {
+  const __m256d x = _mm256_cvtps_pd(x_float);
+  const __m256i bits = _mm256_castpd_si256(x);
+  // The biased exponent as a double: its bits under those of 2^52, minus 2^52.
+  const __m256d two_52 = _mm256_set1_pd(4503599627370496.0);
+  const __m256d biased =
+      _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(bits, 52), _mm256_castpd_si256(two_52))),
+                    two_52);
+  __m256d k = _mm256_sub_pd(biased, _mm256_set1_pd(1023.0));
+  __m256d m = _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x000fffffffffffffLL)),
+                                                  _mm256_set1_epi64x(0x3ff0000000000000LL)));
+  const __m256d above = _mm256_cmp_pd(m, _mm256_set1_pd(1.4142135623730951), _CMP_GT_OQ);
+  m = _mm256_blendv_pd(m, _mm256_mul_pd(m, _mm256_set1_pd(0.5)), above);
+  k = _mm256_add_pd(k, _mm256_and_pd(above, _mm256_set1_pd(1.0)));
+  const __m256d one = _mm256_set1_pd(1.0);
+  const __m256d s = _mm256_div_pd(_mm256_sub_pd(m, one), _mm256_add_pd(m, one));
+  const __m256d s2 = _mm256_mul_pd(s, s);
+  __m256d p = _mm256_set1_pd(1.0 / 17);
+  for (const double c : {1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0}) {
+    p = _mm256_fmadd_pd(p, s2, _mm256_set1_pd(c));
+  }
+  const __m256d log_m = _mm256_mul_pd(_mm256_add_pd(s, s), p);
+  const __m256d result = _mm256_fmadd_pd(k, _mm256_set1_pd(0.6931471805599453), log_m);
+  __m128 y = _mm256_cvtpd_ps(result);
+  const float inf = std::numeric_limits<float>::infinity();
+  const __m128 zero = _mm_setzero_ps();
+  y = _mm_blendv_ps(y, _mm_set1_ps(-inf), _mm_cmp_ps(x_float, zero, _CMP_EQ_OQ));
+  y = _mm_blendv_ps(y, _mm_set1_ps(std::numeric_limits<float>::quiet_NaN()), _mm_cmp_ps(x_float, zero, _CMP_LT_OQ));
+  y = _mm_blendv_ps(y, x_float, _mm_cmp_ps(x_float, _mm_set1_ps(inf), _CMP_EQ_OQ));
+  return _mm_blendv_ps(y, x_float, _mm_cmp_ps(x_float, x_float, _CMP_UNORD_Q));
+}
+
+// Runs `half` (4 floats in, 4 out) over 8 lanes at a time; the tail through `scalar`.
+template <typename Half, typename Scalar>
+__attribute__((target("avx2,fma"))) void map_halves_avx2(const float* input, float* output, size_t count, Half half,
+                                                          Scalar scalar) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 x = _mm256_loadu_ps(input + i);
+    _mm256_storeu_ps(output + i, _mm256_set_m128(half(_mm256_extractf128_ps(x, 1)), half(_mm256_castps256_ps128(x))));
+  }
+  for (; i < count; ++i) output[i] = scalar(input[i]);
+}
+
 #endif  // ETNA_OWN_KERNELS_X86
 
 }  // namespace
@@ -454,7 +560,20 @@ Status batch_matmul_kernel(const OwnKernelCall& call) {
 
 Status rsqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); }); }
 Status sqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sqrt(x); }); }
-Status log_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::log(x); }); }
+// Exp and Log: with AVX2, in double 8 lanes at a time (exp_half_avx2,
+// log_half_avx2), within 1 ulp; otherwise the C library's expf and logf.
+Status log_kernel(const OwnKernelCall& call) {
+  const auto scalar = [](float x) { return std::log(x); };
+#ifdef ETNA_OWN_KERNELS_X86
+  if (path_has_avx2(active_dot_path())) {
+    map_halves_avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
+                    static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel(),
+                    [](__m128 x) __attribute__((target("avx2,fma"))) { return log_half_avx2(x); }, scalar);
+    return Status::ok();
+  }
+#endif
+  return map_floats(call, scalar);
+}
 // Exact (erf) form; the tanh approximation differs by up to ~1e-3. With
 // AVX2, erf is approximated to float precision (gelu_avx2).
 Status gelu_kernel(const OwnKernelCall& call) {
@@ -467,8 +586,30 @@ Status gelu_kernel(const OwnKernelCall& call) {
 #endif
   return map_floats(call, gelu);
 }
-Status tanh_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::tanh(x); }); }
-Status exp_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::exp(x); }); }
+// With AVX2, 8 lanes at once in double (tanh_avx2), within 1 ulp; otherwise
+// the C library's tanhf.
+Status tanh_kernel(const OwnKernelCall& call) {
+#ifdef ETNA_OWN_KERNELS_X86
+  if (path_has_avx2(active_dot_path())) {
+    tanh_avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
+              static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
+    return Status::ok();
+  }
+#endif
+  return map_floats(call, [](float x) { return std::tanh(x); });
+}
+Status exp_kernel(const OwnKernelCall& call) {
+  const auto scalar = [](float x) { return std::exp(x); };
+#ifdef ETNA_OWN_KERNELS_X86
+  if (path_has_avx2(active_dot_path())) {
+    map_halves_avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
+                    static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel(),
+                    [](__m128 x) __attribute__((target("avx2,fma"))) { return exp_half_avx2(x); }, scalar);
+    return Status::ok();
+  }
+#endif
+  return map_floats(call, scalar);
+}
 Status sin_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sin(x); }); }
 Status cos_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::cos(x); }); }
 
