@@ -14,6 +14,7 @@ import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from '.
 import { constValue, dtypeOf, ImportContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
 import { dtypeFromOnnx } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
+import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
@@ -189,7 +190,7 @@ interface RunStats {
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
 function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
-  const { nodes, constants, folded } = rewriteGraph(graph, ctx.opset);
+  const { nodes, constants, folded } = rewriteGraph({ ...graph, nodes: sortNodes(graph) }, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
   stats.folded += folded;
   for (const node of nodes) runNode(node, ctx, stats);
