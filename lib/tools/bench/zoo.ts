@@ -237,7 +237,7 @@ export function formatZooTable(report: Pick<ZooReport, 'rows' | 'medianRatio' | 
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const row of report.rows) {
-    const imported = row.failure === undefined || row.failure.stage !== 'fetch' && row.failure.stage !== 'import'
+    const imported = row.failure === undefined || (row.failure.stage !== 'fetch' && row.failure.stage !== 'import')
       ? 'ok'
       : `${row.failure.stage === 'fetch' ? 'fetch ' : ''}${row.failure.code}`;
     const later = row.failure !== undefined && imported === 'ok' ? `${row.failure.stage} ${row.failure.code}` : undefined;
