@@ -88,3 +88,39 @@ export function arrayType<D extends DType>(dtype: D): ArrayClass<TensorData<D>> 
 export function arrayTypeName(dtype: DType): string {
   return DTYPE_TABLE[dtype].array.name;
 }
+
+/** The value of a float16 bit pattern (subnormals, ±Inf, NaN and -0 included). */
+export function float16ToNumber(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exponent = (bits >> 10) & 0x1f;
+  const mantissa = bits & 0x3ff;
+  if (exponent === 0) return sign * mantissa * 2 ** -24;
+  if (exponent === 31) return mantissa === 0 ? sign * Number.POSITIVE_INFINITY : Number.NaN;
+  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
+}
+
+function roundHalfToEven(x: number): number {
+  const floor = Math.floor(x);
+  const rest = x - floor;
+  if (rest !== 0.5) return rest < 0.5 ? floor : floor + 1;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+/**
+ * The float16 bit pattern nearest `value` once rounded to float32 (as the
+ * kernels convert), ties to even; beyond the largest float16 it is ±Inf.
+ */
+export function numberToFloat16(value: number): number {
+  const f = Math.fround(value);
+  if (Number.isNaN(f)) return 0x7e00;
+  const sign = f < 0 || Object.is(f, -0) ? 0x8000 : 0;
+  const magnitude = Math.abs(f);
+  if (magnitude >= 65520) return sign | 0x7c00;
+  // Subnormal: a multiple of 2^-24 (a result of 1024 is the smallest normal, bits 0x0400).
+  if (magnitude < 2 ** -14) return sign | roundHalfToEven(magnitude * 2 ** 24);
+  let exponent = Math.floor(Math.log2(magnitude));
+  if (2 ** exponent > magnitude) exponent--;
+  if (2 ** (exponent + 1) <= magnitude) exponent++;
+  // A mantissa that rounds up to 1024 carries into the exponent.
+  return sign | (((exponent + 15) << 10) + roundHalfToEven((magnitude / 2 ** exponent - 1) * 1024));
+}

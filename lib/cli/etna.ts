@@ -3,6 +3,7 @@
 // `etna COMMAND: CODE: message`), 2 bad usage (the command's usage).
 import { BENCH } from './bench.js';
 import { BENCH_LLM } from './bench-llm.js';
+import { BENCH_ZOO } from './bench-zoo.js';
 import { parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
@@ -11,7 +12,7 @@ import { IMPORT_ONNX } from './import-onnx.js';
 import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM];
+const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => `${spec.name} ${spec.synopsis}`.length));
@@ -24,8 +25,8 @@ function overview(): string {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
-  // `etna bench llm` is a command of its own, with its own options.
-  const [name, ...rest] = argv[0] === 'bench' && argv[1] === 'llm' ? ['bench llm', ...argv.slice(2)] : argv;
+  // `etna bench llm` and `etna bench zoo` are commands of their own, with their own options.
+  const [name, ...rest] = argv[0] === 'bench' && (argv[1] === 'llm' || argv[1] === 'zoo') ? [`bench ${argv[1]}`, ...argv.slice(2)] : argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     console.log(overview());
     return 0;

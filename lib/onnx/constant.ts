@@ -3,6 +3,7 @@
 import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
 import { numel } from '../shape.js';
+import { float16ToNumber } from '../dtypes.js';
 import { dtypeFromOnnx } from './dtype.js';
 import type { OnnxTensorProto } from './proto.js';
 
@@ -77,8 +78,18 @@ export function scalarConst(dtype: DType, value: number): ConstTensor {
   return fromNumbers(dtype, [], [value]);
 }
 
-/** Reads an initializer or Constant value. */
+/** float16 weights and constants are held as float32, the dtype the program computes them in (computeDtype). */
+function widenHalf(t: ConstTensor): ConstTensor {
+  if (t.dtype !== 'float16') return t;
+  return { dtype: 'float32', shape: t.shape, data: Float32Array.from(t.data as Uint16Array, float16ToNumber) };
+}
+
+/** Reads an initializer or Constant value; float16 data comes back as float32. */
 export function constFromProto(proto: OnnxTensorProto, what: string): ConstTensor {
+  return widenHalf(readProto(proto, what));
+}
+
+function readProto(proto: OnnxTensorProto, what: string): ConstTensor {
   if (proto.external) throw new EtnaError('UNSUPPORTED_OPERATOR', `${what}: tensors stored in external files are not supported`);
   const dtype = dtypeFromOnnx(proto.dataType, what);
   const shape = proto.dims;

@@ -36,11 +36,25 @@ export function dtypeFromOnnx(code: number, what: string): DType {
   return dtype;
 }
 
-// The dtypes Cast converts to, folded at import or lowered to a kernel.
-const CAST_DTYPES: ReadonlySet<DType> = new Set<DType>(['float32', 'uint8', 'int8', 'int16', 'int32', 'int64', 'bool', 'float64']);
+/**
+ * The dtype an imported program holds values of ONNX dtype `dtype` in:
+ * float16 values are computed in float32 (weights widened at import, float16
+ * graph inputs and outputs converted at the program's edges), so every
+ * float op and the XNNPACK delegate see float32.
+ */
+export function computeDtype(dtype: DType): DType {
+  return dtype === 'float16' ? 'float32' : dtype;
+}
 
-/** The dtype Cast's `to` attribute names, or undefined when Cast to it is not supported. */
+// The dtypes Cast converts to, folded at import or lowered to a kernel.
+const CAST_DTYPES: ReadonlySet<DType> = new Set<DType>(['float32', 'float16', 'uint8', 'int8', 'int16', 'int32', 'int64', 'bool', 'float64']);
+
+/**
+ * The dtype Cast's `to` attribute names as held in the program (a Cast to
+ * float16 yields float32, see computeDtype), or undefined when Cast to it is
+ * not supported.
+ */
 export function castTarget(code: number): DType | undefined {
   const dtype = onnxDtype(code);
-  return dtype !== undefined && CAST_DTYPES.has(dtype) ? dtype : undefined;
+  return dtype !== undefined && CAST_DTYPES.has(dtype) ? computeDtype(dtype) : undefined;
 }

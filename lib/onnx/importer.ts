@@ -12,8 +12,9 @@ import type { MethodGraph, SharedBuffer } from '../export/graph.js';
 import { numel } from '../shape.js';
 import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, ImportContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
-import { dtypeFromOnnx } from './dtype.js';
+import { computeDtype, dtypeFromOnnx, ONNX_DTYPE_CODES } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
+import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
@@ -166,7 +167,7 @@ function checkGivenShape(info: OnnxValueInfo, given: readonly number[]): void {
 
 function boundTensor(info: OnnxValueInfo, value: BoundValue): ConstTensor {
   if (typeof value === 'object') return value;
-  const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
+  const dtype = computeDtype(dtypeFromOnnx(info.elemType, `input '${info.name}'`));
   const shape = info.shape?.every((d) => typeof d === 'number') ? (info.shape as number[]) : [];
   if (numel(shape) !== 1) {
     throw new EtnaError(
@@ -189,7 +190,7 @@ interface RunStats {
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
 function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
-  const { nodes, constants, folded } = rewriteGraph(graph, ctx.opset);
+  const { nodes, constants, folded } = rewriteGraph({ ...graph, nodes: sortNodes(graph) }, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
   stats.folded += folded;
   for (const node of nodes) runNode(node, ctx, stats);
@@ -287,6 +288,20 @@ function constantNode(view: NodeView): OnnxValue {
     default:
       return view.fail(`attribute '${attr.name}' is not supported`);
   }
+}
+
+/** A new activation holding `value` converted to `dtype`. */
+function convertTo(ctx: ImportContext, value: OnnxValue, dtype: DType): TensorValue {
+  const shape = shapeOf(value);
+  const out = ctx.out(dtype, shape);
+  ctx.kernel('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(value), { bool: false }, { intList: shape.map((_, i) => i) }, out]);
+  return out;
+}
+
+/** A program input as the graph reads it: float16 converted to float32 (computeDtype), other dtypes as they are. */
+function widenInput(ctx: ImportContext, input: TensorValue): OnnxValue {
+  if (input.dtype !== 'float16') return tensorValue(input);
+  return tensorValue(convertTo(ctx, tensorValue(input), 'float32'));
 }
 
 /** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
@@ -431,7 +446,8 @@ function importAtShapes(
   const stateByInput = new Map<string, SharedBuffer>();
   for (const pair of statePairs) {
     const info = inputInfo.get(pair.input)!;
-    const dtype = dtypeFromOnnx(info.elemType, `state input '${pair.input}'`);
+    // float16 state is kept in float32, the dtype the program computes it in.
+    const dtype = computeDtype(dtypeFromOnnx(info.elemType, `state input '${pair.input}'`));
     const shape = staticShape(info, shapes.get(pair.input));
     const name = bufferName('state', pair.input);
     const buffer = program.sharedBuffer(name, dtype, shape);
@@ -441,7 +457,7 @@ function importAtShapes(
   const contextByInput = new Map<string, { buffer: SharedBuffer; keep: number }>();
   for (const c of contexts) {
     const info = inputInfo.get(c.input)!;
-    const dtype = dtypeFromOnnx(info.elemType, `input '${c.input}'`);
+    const dtype = computeDtype(dtypeFromOnnx(info.elemType, `input '${c.input}'`));
     const full = staticShape(info, shapes.get(c.input));
     const last = full[full.length - 1]!;
     if (c.keep >= last) {
@@ -479,14 +495,14 @@ function importAtShapes(
         const chunkShape = [...full.slice(0, -1), full[full.length - 1]! - context.keep];
         const chunk = m.input(info.name, dtype, chunkShape);
         inputs.push({ name: info.name, dtype, shape: chunkShape });
-        const joined = m.cat([context.buffer, chunk], full.length - 1);
+        const joined = m.cat([context.buffer, widenInput(ctx, chunk).tensor as TensorValue], full.length - 1);
         ctx.values.set(info.name, tensorValue(joined));
         contextWrites.push({ buffer: context.buffer, full: tensorValue(joined), keep: context.keep });
         continue;
       }
       const tensor = m.input(info.name, dtype, full);
       inputs.push({ name: info.name, dtype, shape: full });
-      ctx.values.set(info.name, tensorValue(tensor));
+      ctx.values.set(info.name, widenInput(ctx, tensor));
     }
     runGraph(graph, ctx, stats);
     const stateOutputs = new Set(statePairs.map((p) => p.output));
@@ -496,7 +512,7 @@ function importAtShapes(
       if (stateOutputs.has(out.name)) continue;
       const value = ctx.values.get(out.name);
       if (value === undefined) throw new EtnaError('INVALID_INPUT', `graph output '${out.name}' is never produced`);
-      const tensor = ownedTensor(ctx, value);
+      const tensor = out.elemType === ONNX_DTYPE_CODES.float16 && dtypeOf(value) === 'float32' ? convertTo(ctx, value, 'float16') : ownedTensor(ctx, value);
       results.push({ name: out.name, tensor });
       outputs.push({ name: out.name, dtype: tensor.dtype, shape: [...tensor.shape] });
     }

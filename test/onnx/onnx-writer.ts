@@ -1,5 +1,7 @@
 // Writes small ONNX models for tests: protobuf wire format for the handful of
 // ModelProto fields the importer reads.
+import { numberToFloat16 } from '../../lib/dtypes.js';
+
 const encoder = new TextEncoder();
 
 function varint(value: number | bigint): number[] {
@@ -53,6 +55,8 @@ export interface TestInitializer {
   dims: number[];
   floats: number[];
   int64s?: number[];
+  /** Stores `floats` as float16 (data type 10), rounded to nearest even. */
+  float16?: boolean;
 }
 
 export interface TestGraph {
@@ -62,10 +66,15 @@ export interface TestGraph {
   initializers?: TestInitializer[];
 }
 
-// TensorProto: dims (1), data_type (2, 1 = float, 7 = int64), name (8), raw_data (9, little-endian).
+// TensorProto: dims (1), data_type (2, 1 = float, 7 = int64, 10 = float16), name (8), raw_data (9, little-endian).
 function initializer(t: TestInitializer): number[] {
-  const raw = new Uint8Array(t.int64s !== undefined ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer : Float32Array.from(t.floats).buffer);
-  return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, t.int64s !== undefined ? 7 : 1), ...text(8, t.name), ...bytesField(9, raw)];
+  const raw = new Uint8Array(
+    t.int64s !== undefined ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer
+      : t.float16 ? Uint16Array.from(t.floats, numberToFloat16).buffer
+        : Float32Array.from(t.floats).buffer,
+  );
+  const type = t.int64s !== undefined ? 7 : t.float16 ? 10 : 1;
+  return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, type), ...text(8, t.name), ...bytesField(9, raw)];
 }
 
 function valueInfo(value: TestValue): number[] {

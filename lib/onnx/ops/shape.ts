@@ -3,10 +3,11 @@
 // and the pass-throughs (Identity, Dropout at inference).
 import type { DType } from '../../export/dtype.js';
 import { viewShape } from '../../export/shape-inference.js';
+import { float16ToNumber } from '../../dtypes.js';
 import { numel } from '../../shape.js';
 import { elementAt, fromNumbers, type ConstTensor } from '../constant.js';
 import { shapeOf, type NodeView, type OnnxValue } from '../context.js';
-import { onnxDtype } from '../dtype.js';
+import { computeDtype, onnxDtype, ONNX_DTYPE_CODES } from '../dtype.js';
 import { broadcastShape, normalizeAxis } from '../fold.js';
 import { expandTo, permute, reshape } from './common.js';
 
@@ -95,7 +96,7 @@ const FILL_DTYPES: ReadonlySet<DType> = new Set<DType>(['float32', 'int32', 'int
 
 function fillDtype(code: number): DType | undefined {
   const dtype = onnxDtype(code);
-  return dtype !== undefined && FILL_DTYPES.has(dtype) ? dtype : undefined;
+  return dtype !== undefined && FILL_DTYPES.has(computeDtype(dtype)) ? computeDtype(dtype) : undefined;
 }
 
 export function constantOfShape(node: NodeView): OnnxValue[] {
@@ -106,8 +107,12 @@ export function constantOfShape(node: NodeView): OnnxValue[] {
   let fill = 0;
   if (value !== undefined) {
     fill = value.rawData && value.rawData.length > 0
-      ? elementAt({ dtype, shape: [1], data: fromRaw(dtype, value.rawData) }, 0)
-      : Number(value.floatData[0] ?? value.int64Data[0] ?? value.int32Data[0] ?? value.doubleData[0] ?? 0);
+      ? value.dataType === ONNX_DTYPE_CODES.float16
+        ? float16ToNumber(new DataView(value.rawData.buffer, value.rawData.byteOffset, 2).getUint16(0, true))
+        : elementAt({ dtype, shape: [1], data: fromRaw(dtype, value.rawData) }, 0)
+      : value.dataType === ONNX_DTYPE_CODES.float16
+        ? float16ToNumber(value.int32Data[0] ?? 0)
+        : Number(value.floatData[0] ?? value.int64Data[0] ?? value.int32Data[0] ?? value.doubleData[0] ?? 0);
   }
   return [node.ctx.constant(dtype, shape, new Array<number>(numel(shape)).fill(fill))];
 }
