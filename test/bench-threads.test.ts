@@ -215,6 +215,10 @@ describe('the thread-count table', () => {
     // Three counts: a speed-up pair from the first count to each later one.
     const three = threadScalingRows(threadScaling({ ...report, threadCounts: [1, 2, 4] }), [1, 2, 4])[0]!;
     expect(three.slice(-4)).toEqual(['etna 1→2', 'ort 1→2', 'etna 1→4', 'ort 1→4']);
+    // A speed-up far below 1 keeps two significant digits.
+    const collapsed = twoCountReport();
+    collapsed.results[4] = row('dbnet-det', 'etna-shared', 2, { forward: [2000, 2100] });
+    expect(threadScalingRows(threadScaling(collapsed), [1, 2])[1]!.slice(-2)).toEqual(['0.0040x', '2.00x']);
   });
 
   it('with several counts the text, Markdown, JSON and SVG carry each count; with one they stay as they were', () => {

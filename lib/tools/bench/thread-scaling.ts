@@ -115,7 +115,11 @@ export function threadScaling(report: Pick<BenchReport, 'results' | 'threadCount
 
 const ms = (value: number): string => (value < 1 ? value.toFixed(3) : value.toFixed(2));
 const pair = (figures: LatencyFigures | null): string => (figures === null ? '-' : `${ms(figures.p50Ms)} / ${ms(figures.p95Ms)}`);
-const times = (value: number | null): string => (value === null ? '-' : `${value.toFixed(2)}x`);
+/** Two decimals, or two significant digits below 0.1 so that a collapse does not print as 0.00x. */
+const times = (value: number | null): string => {
+  if (value === null) return '-';
+  return `${value >= 0.1 ? value.toFixed(2) : value.toPrecision(2)}x`;
+};
 
 /** The table's rows, header first: per count etna and onnxruntime p50 / p95 and their ratio, then the speed-ups. */
 export function threadScalingRows(rows: readonly ThreadScalingRow[], threadCounts: readonly number[]): string[][] {
