@@ -115,7 +115,7 @@ export const BENCH: Command = {
       'process, as one program with a module per stream (etna-sessions) and a session per stream\n' +
       '(onnxruntime-sessions), reporting resident memory and decode latency.\n' +
       'With several thread counts (--threads 1,2) every program and configuration runs at each, one count\n' +
-      "after the other, and a last table puts each workload's etna and onnxruntime p50/p95 at every count\n" +
+      "after the other, and a table after the first puts each workload's etna and onnxruntime p50/p95 at every count\n" +
       'side by side with their ratio, each runtime\'s speed-up from the first count and the 2-thread goals;\n' +
       'the sessions entry runs at the first count.',
     options: [
