@@ -116,7 +116,12 @@ describe('etna failures are one clean line', () => {
   });
 
   it('bench with a bad argument fails before starting any child', () => {
-    expectOneLineFailure(runCli(['bench', '--threads', 'two']), 'bench', 'INVALID_INPUT', /--threads takes an integer >= 1, got 'two'/);
+    expectOneLineFailure(
+      runCli(['bench', '--threads', '1,two']),
+      'bench',
+      'INVALID_INPUT',
+      /--threads takes distinct integers >= 1 separated by commas \(like 1,2\), got '1,two'/,
+    );
     expectOneLineFailure(runCli(['bench', '--iterations', '0']), 'bench', 'INVALID_INPUT', /--iterations/);
     expectOneLineFailure(
       runCli(['bench', '--sessions', '0,16']),

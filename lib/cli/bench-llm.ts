@@ -9,15 +9,6 @@ import { LLM_RUNTIMES, type LlmRuntime } from '../tools/bench/llm/runners.js';
 import { LLAMA_8DA4W_PRESET_NAMES } from '../tools/examples/llama-8da4w.js';
 import type { Command } from './command.js';
 
-function parseThreads(text: string | undefined): number[] {
-  if (text === undefined) return [1, 2];
-  const values = text.split(',').map((part) => Number(part));
-  if (values.some((v) => !Number.isInteger(v) || v < 1)) {
-    throw new EtnaError('INVALID_INPUT', `--threads takes a list of integers >= 1 (like 1,2), got '${text}'`);
-  }
-  return values;
-}
-
 function parseRuntimes(text: string): LlmRuntime[] {
   return text.split(',').map((name) => {
     if (!(LLM_RUNTIMES as readonly string[]).includes(name)) {
@@ -52,7 +43,7 @@ export const BENCH_LLM: Command = {
     const runtimes = args.string('runtimes');
     const report = await runLlmBench({
       preset: args.string('preset') ?? 'stories110m',
-      threads: parseThreads(args.string('threads')),
+      threads: args.integerList('threads', [1, 2], 1),
       ...(runtimes !== undefined && { runtimes: parseRuntimes(runtimes) }),
       decodeSteps: args.integer('decode-steps', 64, 1),
       prefillRepeats: args.integer('repeats', 5, 1),

@@ -21,6 +21,7 @@ import {
   sessionsResults,
 } from '../tools/bench/report.js';
 import { LARGE_DECODER_NAME, onnxruntimeAvailable } from '../tools/bench/runner.js';
+import { formatThreadScaling } from '../tools/bench/thread-scaling.js';
 import { isExampleName } from '../tools/examples/index.js';
 import type { Command } from './command.js';
 
@@ -39,19 +40,29 @@ export function parseSessionCounts(text: string | undefined): number[] | undefin
   return counts.map(Number);
 }
 
+/** "1 thread(s)" as before for one count; "1 and 2 threads, each runtime at each in turn" for several. */
+function threadsText(counts: readonly number[]): string {
+  if (counts.length === 1) return `${counts[0]} thread(s)`;
+  return `${counts.slice(0, -1).join(', ')} and ${counts.at(-1)} threads, one count after the other`;
+}
+
 /** After the harness's table: the decoders' methods beside onnxruntime in one process (skipped without onnxruntime-node). */
 async function printMethodComparisons(
   programs: readonly string[],
-  options: { quick: boolean; threads: number; iterations?: number },
+  options: { quick: boolean; threads: readonly number[]; iterations?: number },
 ): Promise<void> {
   const names = [...new Set(programs)].filter((name) => (isExampleName(name) || name === LARGE_DECODER_NAME) && hasOnnxForm(name));
   if (names.length === 0 || !onnxruntimeAvailable()) return;
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const rows: MethodComparison[] = [];
   for (const name of names) {
-    rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads: options.threads })));
+    for (const threads of options.threads) {
+      rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads })));
+    }
   }
-  console.log(`\nMethods beside onnxruntime, one process, ${options.threads} thread(s), calls alternating, both on the calling thread:`);
+  console.log(
+    `\nMethods beside onnxruntime, one process, ${threadsText(options.threads)}, calls alternating, both on the calling thread:`,
+  );
   console.log(table(formatMethodComparisons(rows)));
 }
 
@@ -61,7 +72,7 @@ async function printMethodComparisons(
  */
 async function printOnnxGraphComparisons(
   programs: readonly string[],
-  options: { quick: boolean; threads: number; iterations?: number },
+  options: { quick: boolean; threads: readonly number[]; iterations?: number },
 ): Promise<void> {
   const names = [...new Set(programs)].filter(isOnnxGraphName);
   if (names.length === 0) return;
@@ -76,8 +87,10 @@ async function printOnnxGraphComparisons(
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.quick ? 5 : 30;
   const rows: OnnxGraphComparison[] = [];
-  for (const name of names) rows.push(await compareOnnxGraph(ort, name, { iterations, warmup, threads: options.threads }));
-  console.log(`\nImported ONNX graphs beside onnxruntime, one process, ${options.threads} thread(s), calls alternating:`);
+  for (const name of names) {
+    for (const threads of options.threads) rows.push(await compareOnnxGraph(ort, name, { iterations, warmup, threads }));
+  }
+  console.log(`\nImported ONNX graphs beside onnxruntime, one process, ${threadsText(options.threads)}, calls alternating:`);
   console.log(table(formatOnnxGraphComparisons(rows)));
 }
 
@@ -100,10 +113,14 @@ export const BENCH: Command = {
       'Names of built-in programs given as arguments select just those.\n' +
       'Without files it also runs the sessions entry: kv-decoder-large with 1, 16 and 64 streams in one\n' +
       'process, as one program with a module per stream (etna-sessions) and a session per stream\n' +
-      '(onnxruntime-sessions), reporting resident memory and decode latency.',
+      '(onnxruntime-sessions), reporting resident memory and decode latency.\n' +
+      'With several thread counts (--threads 1,2) every program and configuration runs at each, one count\n' +
+      "after the other, and a table after the first puts each workload's etna and onnxruntime p50/p95 at every count\n" +
+      'side by side with their ratio, each runtime\'s speed-up from the first count and the 2-thread goals;\n' +
+      'the sessions entry runs at the first count.',
     options: [
       { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30) and decode steps per session (2, not 8)' },
-      { name: 'threads', value: 'N', help: 'threads per runtime (default 1)' },
+      { name: 'threads', value: 'N,N...', help: 'threads per runtime; several (1,2) run each program at each, side by side (default 1)' },
       { name: 'iterations', value: 'N', help: 'timed calls per method (overrides --quick)' },
       { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
       { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' },
@@ -118,7 +135,7 @@ export const BENCH: Command = {
     return runBench({
       files,
       quick: args.flag('quick'),
-      threads: args.integer('threads', 1, 1),
+      threads: args.integerList('threads', [1], 1),
       iterations: args.string('iterations') === undefined ? undefined : args.integer('iterations', 0, 1),
       json: args.string('json'),
       md: args.string('md'),
@@ -131,7 +148,8 @@ export const BENCH: Command = {
 export interface BenchCommand {
   files: string[];
   quick: boolean;
-  threads: number;
+  /** Thread counts: each program and configuration runs at each. */
+  threads: readonly number[];
   iterations?: number;
   json?: string;
   md?: string;
@@ -150,6 +168,7 @@ export async function runBench(command: BenchCommand): Promise<number> {
   });
   const sessions = sessionsResults(report);
   console.log(formatConsoleTable(report));
+  if (report.threadCounts.length > 1) console.log(`\n${formatThreadScaling(report)}`);
   const compared = { quick: command.quick, threads: command.threads, iterations: command.iterations };
   await printMethodComparisons(report.results.map((r) => r.program), compared);
   await printOnnxGraphComparisons(report.results.map((r) => r.program), compared);

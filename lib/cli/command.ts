@@ -93,6 +93,24 @@ export class ParsedArgs {
     return value;
   }
 
+  /**
+   * A comma-separated list of distinct integers within [min, max], in the
+   * order given (`--threads 1,2`); `fallback` when absent. Empty items,
+   * repeats and anything but digits are refused.
+   */
+  integerList(name: string, fallback: readonly number[], min: number, max = Number.MAX_SAFE_INTEGER): number[] {
+    const text = this.string(name);
+    if (text === undefined) return [...fallback];
+    const items = text.split(',').map((item) => item.trim());
+    const values = items.map(Number);
+    const wrong = items.some((item, i) => !/^\d+$/.test(item) || values[i]! < min || values[i]! > max);
+    if (wrong || new Set(values).size !== values.length) {
+      const range = max === Number.MAX_SAFE_INTEGER ? `integers >= ${min}` : `integers from ${min} to ${max}`;
+      throw new EtnaError('INVALID_INPUT', `--${name} takes distinct ${range} separated by commas (like 1,2), got '${text}'`);
+    }
+    return values;
+  }
+
   /** One of `choices`; `fallback` when absent. */
   choice<T extends string>(name: string, choices: readonly T[], fallback: T): T {
     const text = this.string(name);

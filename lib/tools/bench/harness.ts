@@ -9,6 +9,7 @@ import { basename, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
+import { EtnaError } from '../../errors.js';
 import { ProgramBuilder } from '../../export/index.js';
 import { Module, Program, type InputValue } from '../../index.js';
 import { importOnnx, importOnnxGraph } from '../../onnx/index.js';
@@ -84,9 +85,12 @@ export interface WorkerSpec {
 }
 
 export interface BenchReport {
-  /** A row per program and configuration, then the sessions entry's rows (sessions.ts). */
+  /** A row per program, thread count and configuration, then the sessions entry's rows (sessions.ts). */
   results: (BenchResult | SessionsResult)[];
+  /** The first of threadCounts: the only one unless several were asked for. */
   threads: number;
+  /** Every thread count the programs ran at, in the order asked for. */
+  threadCounts: number[];
   node: string;
   cpu: string;
 }
@@ -348,6 +352,7 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const result: BenchResult = {
     program: builtIn !== undefined ? spec.program : basename(spec.program),
     config: spec.config,
+    threads: spec.threads,
     plannedBytes: runner.plannedBytes,
     peakRssBytes,
     steadyRssBytes,
@@ -369,6 +374,8 @@ export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
 export interface MethodComparison extends AlternatedTiming {
   program: string;
   method: string;
+  /** Threads each runtime computed on. */
+  threads: number;
   /** Largest output difference over the largest onnxruntime output magnitude, on the first call. */
   relativeError: number;
 }
@@ -400,7 +407,7 @@ export async function compareMethods(
       const ortOutputs = await ortCall();
       const numbers = (t: ReferenceTensor | undefined): number[] => Array.from((t?.data ?? []) as ArrayLike<number | bigint>, Number);
       const relativeError = Math.max(0, ...etnaOutputs.map((t, k) => relativeDifference(numbers(t), numbers(ortOutputs[k]))));
-      rows.push({ program: name, method, relativeError, ...(await alternateCalls(etnaCall, ortCall, options)) });
+      rows.push({ program: name, method, threads: options.threads, relativeError, ...(await alternateCalls(etnaCall, ortCall, options)) });
     }
     return rows;
   } finally {
@@ -434,7 +441,8 @@ export interface BenchOptions {
   examples?: readonly string[];
   configs?: readonly BenchConfig[];
   quick: boolean;
-  threads: number;
+  /** One thread count, or several: every program and configuration runs at each. */
+  threads: number | readonly number[];
   iterations?: number;
   warmup?: number;
   progress?: boolean;
@@ -456,17 +464,25 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
     ]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
+  const threadCounts = typeof options.threads === 'number' ? [options.threads] : [...options.threads];
+  if (threadCounts.length === 0) throw new EtnaError('INVALID_INPUT', 'bench needs at least one thread count');
+  // Per program, every configuration at one thread count, then at the next: runtimes and thread counts
+  // take turns within minutes of each other, so a busy spell on the machine does not fall on one alone.
   const specs: WorkerSpec[] = [];
   for (const program of [...examples, ...options.files]) {
-    for (const config of configsFor(program, options.configs)) {
-      specs.push({ program, config, threads: options.threads, iterations, warmup, session: 'reference' });
+    for (const threads of threadCounts) {
+      for (const config of configsFor(program, options.configs)) {
+        specs.push({ program, config, threads, iterations, warmup, session: 'reference' });
+      }
     }
   }
+  // The sessions entry has its own 2-thread row; it runs at the first count only.
+  const sessionThreads = threadCounts[0]!;
   const sessionsEntry = await import('./sessions.js');
   const chosen = options.files.length > 0 || options.examples !== undefined;
   const sessionCounts = options.sessions ?? (chosen ? [] : sessionsEntry.SESSION_COUNTS);
   const sessionConfigs = sessionsEntry.SESSIONS_CONFIGS.filter((config) => config !== 'onnxruntime-sessions' || onnxruntimeAvailable());
-  const total = specs.length + sessionsEntry.sessionsRuns(sessionCounts, options.threads).length * sessionConfigs.length;
+  const total = specs.length + sessionsEntry.sessionsRuns(sessionCounts, sessionThreads).length * sessionConfigs.length;
   const { results, sessions } = await withTemporaryDirectory(async (dir) => {
     const artifacts = new Map<string, ProgramArtifacts>();
     const artifactsOf = (program: string): ProgramArtifacts => {
@@ -475,7 +491,8 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
     };
     const collected: BenchResult[] = [];
     for (const [i, spec] of specs.entries()) {
-      if (options.progress !== false) progressBar(i, total, `${spec.program} ${spec.config}`);
+      const label = `${spec.program} ${spec.config}${threadCounts.length > 1 ? ` ${spec.threads}t` : ''}`;
+      if (options.progress !== false) progressBar(i, total, label);
       collected.push(await runInChild({ ...spec, artifacts: isBuiltInProgram(spec.program) ? artifactsOf(spec.program) : undefined }));
     }
     let started = specs.length;
@@ -486,7 +503,7 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
             counts: sessionCounts,
             configs: sessionConfigs,
             quick: options.quick,
-            threads: options.threads,
+            threads: sessionThreads,
             artifacts: artifactsOf(LARGE_DECODER_NAME),
             onStart: (label) => {
               if (options.progress !== false) progressBar(started++, total, label);
@@ -498,7 +515,8 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
   // Programs without a reference are checked against etna-shared's outputs.
   for (const result of results) {
     if (result.outputs === undefined) continue;
-    const baseline = results.find((r) => r.program === result.program && r.config === 'etna-shared')?.outputs;
+    const baseline = results.find((r) => r.program === result.program && r.config === 'etna-shared' && r.threads === result.threads)
+      ?.outputs;
     if (baseline === undefined) continue;
     result.maxError = Math.max(0, ...result.outputs.map((values, k) => scaledError(values, baseline[k] ?? [])));
     result.outputsMatch = result.outputs.length === baseline.length && result.maxError <= MATCH_TOLERANCE;
@@ -506,7 +524,8 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
   for (const result of results) delete result.outputs;
   return {
     results: [...results, ...sessions],
-    threads: options.threads,
+    threads: threadCounts[0]!,
+    threadCounts,
     node: process.version,
     cpu: `${cpus()[0]?.model.trim() ?? 'unknown'} (${cpus().length} cores)`,
   };

@@ -103,6 +103,8 @@ export function onnxGraphProgram(name: string): {
 
 export interface OnnxGraphComparison extends AlternatedTiming {
   program: string;
+  /** Threads each runtime computed on. */
+  threads: number;
   /** Largest output difference over the largest onnxruntime output magnitude. */
   relativeError: number;
   calls: { delegate: number; kernel: number };
@@ -193,6 +195,7 @@ export async function compareOnnxGraph(
     const timing = await alternateCalls(etnaRun, () => session.run(input), options);
     return {
       program: name,
+      threads: options.threads,
       ...timing,
       relativeError,
       calls: imported.calls,

@@ -1,11 +1,13 @@
 // What `etna bench` writes: the programs x configurations table (console and
 // Markdown), the JSON report, the SVG chart, the sessions entry's table and
-// the tables of the comparisons timed in one process.
+// the tables of the comparisons timed in one process. With several thread
+// counts, the table of each workload across them is thread-scaling.ts's.
 import { formatBytes, markdownTable, table } from '../../format.js';
 import type { BenchReport, MethodComparison } from './harness.js';
 import type { OnnxGraphComparison } from './onnx-graphs.js';
 import type { BenchConfig, BenchResult, LatencyFigures } from './runner.js';
 import type { SessionsResult } from './sessions.js';
+import { formatThreadScalingMarkdown, threadScaling } from './thread-scaling.js';
 
 const mib = (bytes: number | null): string => (bytes === null ? '-' : (bytes / (1024 * 1024)).toFixed(1));
 const ms = (value: number | undefined): string => {
@@ -38,9 +40,12 @@ export function sessionsResults(report: BenchReport): SessionsResult[] {
 
 function reportRows(report: BenchReport): string[][] {
   const methods = methodsOf(programResults(report));
+  // With one thread count the table stays as it always was; with several each row says its count.
+  const several = report.threadCounts.length > 1;
   const header = [
     'program',
     'config',
+    ...(several ? ['threads'] : []),
     'planned',
     'peak RSS MiB',
     'steady RSS MiB',
@@ -53,6 +58,7 @@ function reportRows(report: BenchReport): string[][] {
   const rows = programResults(report).map((r) => [
     r.program,
     r.config,
+    ...(several ? [String(r.threads)] : []),
     r.plannedBytes === null ? '-' : formatBytes(r.plannedBytes),
     mib(r.peakRssBytes),
     mib(r.steadyRssBytes),
@@ -70,14 +76,19 @@ export function formatConsoleTable(report: BenchReport): string {
 }
 
 export function formatMarkdown(report: BenchReport): string {
-  return markdownTable(
-    `Node ${report.node}, ${report.cpu}, ${report.threads} thread(s). Latency after warm-up, one call at a time.`,
+  const counts = report.threadCounts;
+  const threads = counts.length > 1 ? `${counts.join(', ')} threads` : `${report.threads} thread(s)`;
+  const main = markdownTable(
+    `Node ${report.node}, ${report.cpu}, ${threads}. Latency after warm-up, one call at a time.`,
     reportRows(report),
   );
+  return counts.length > 1 ? `${main}\n${formatThreadScalingMarkdown(report)}` : main;
 }
 
+/** The report as JSON; with several thread counts it adds `threadScaling` (see threadScaling). */
 export function formatJson(report: BenchReport): string {
-  return `${JSON.stringify(report, null, 2)}\n`;
+  const scaling = report.threadCounts.length > 1 ? { threadScaling: threadScaling(report) } : {};
+  return `${JSON.stringify({ ...report, ...scaling }, null, 2)}\n`;
 }
 
 function escapeXml(text: string): string {
@@ -92,17 +103,24 @@ const CONFIG_COLORS: Record<BenchConfig, string> = {
 };
 
 /**
- * Per program, two panels side by side: resident memory (peak and steady) and
- * p50 latency of each method. Each configuration's bars form one <g> group.
+ * Per program (and thread count, when there are several), two panels side by
+ * side: resident memory (peak and steady) and p50 latency of each method.
+ * Each configuration's bars form one <g> group.
  */
 export function formatSvg(report: BenchReport): string {
   const rows = programResults(report);
-  const programs = [...new Set(rows.map((r) => r.program))];
+  const several = report.threadCounts.length > 1;
+  const panels: { program: string; threads: number; results: BenchResult[] }[] = [];
+  for (const r of rows) {
+    const panel = panels.find((p) => p.program === r.program && (!several || p.threads === r.threads));
+    if (panel === undefined) panels.push({ program: r.program, threads: r.threads, results: [r] });
+    else panel.results.push(r);
+  }
   const panelWidth = 360;
   const panelHeight = 160;
   const rowHeight = panelHeight + 70;
   const width = 2 * panelWidth + 60;
-  const height = programs.length * rowHeight + 40;
+  const height = panels.length * rowHeight + 40;
   const parts: string[] = [];
   parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
     `font-family="sans-serif" font-size="11">`);
@@ -114,13 +132,14 @@ export function formatSvg(report: BenchReport): string {
     parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/>` +
       `<text x="${34 + i * 130}" y="19">${config}</text>`);
   });
-  programs.forEach((program, row) => {
-    const results = rows.filter((r) => r.program === program);
+  panels.forEach(({ program, threads, results }, row) => {
     const top = 40 + row * rowHeight;
+    const title = several ? `${program}, ${threads} thread${threads === 1 ? '' : 's'}` : program;
+    const groupAttributes = `data-program="${escapeXml(program)}"${several ? ` data-threads="${threads}"` : ''}`;
     const methods = methodsOf(results);
     const memoryMax = Math.max(1, ...results.map((r) => r.peakRssBytes));
     const latencyMax = Math.max(1e-6, ...results.flatMap((r) => methods.map((m) => r.latency[m]?.p50Ms ?? 0)));
-    parts.push(`<text x="20" y="${top + 12}" font-weight="bold">${escapeXml(program)}</text>`);
+    parts.push(`<text x="20" y="${top + 12}" font-weight="bold">${escapeXml(title)}</text>`);
     parts.push(`<text x="20" y="${top + 28}">resident memory, MiB (peak, steady)</text>`);
     parts.push(`<text x="${panelWidth + 40}" y="${top + 28}">p50 latency per method, ms</text>`);
     const baseY = top + 40 + panelHeight - 20;
@@ -129,7 +148,7 @@ export function formatSvg(report: BenchReport): string {
     const groupWidth = (panelWidth - 20) / results.length;
     results.forEach((result, g) => {
       const color = CONFIG_COLORS[result.config] ?? '#777';
-      parts.push(`<g class="bar-group" data-program="${escapeXml(program)}" data-config="${escapeXml(result.config)}">`);
+      parts.push(`<g class="bar-group" ${groupAttributes} data-config="${escapeXml(result.config)}">`);
       const bar = (x: number, w: number, value: number, max: number, label: string, tooltip: string): void => {
         const h = Math.max(1, (value / max) * (panelHeight - 40));
         parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" ` +
@@ -226,11 +245,16 @@ export function formatSessionsMarkdown(results: readonly SessionsResult[]): stri
 
 // ------------------------------------------------------------------ comparisons in one process
 
+/** Whether the rows ran at more than one thread count: only then do the tables get a `threads` column. */
+const severalThreads = (rows: readonly { threads: number }[]): boolean => new Set(rows.map((row) => row.threads)).size > 1;
+
 export function formatMethodComparisons(rows: readonly MethodComparison[]): string[][] {
+  const several = severalThreads(rows);
   return [
     [
       'program',
       'method',
+      ...(several ? ['threads'] : []),
       'etna p50 ms',
       'onnxruntime p50 ms',
       'etna / onnxruntime',
@@ -240,6 +264,7 @@ export function formatMethodComparisons(rows: readonly MethodComparison[]): stri
     ...rows.map((r) => [
       r.program,
       r.method,
+      ...(several ? [String(r.threads)] : []),
       r.etnaP50Ms.toFixed(3),
       r.onnxruntimeP50Ms.toFixed(3),
       `${r.ratio.toFixed(2)}x`,
@@ -250,9 +275,11 @@ export function formatMethodComparisons(rows: readonly MethodComparison[]): stri
 }
 
 export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
+  const several = severalThreads(rows);
   return [
     [
       'graph',
+      ...(several ? ['threads'] : []),
       'etna p50 ms',
       'onnxruntime p50 ms',
       'etna / onnxruntime',
@@ -262,7 +289,7 @@ export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[])
       'kernel calls',
     ],
     ...rows.map((r) => [
-      r.program, r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`,
+      r.program, ...(several ? [String(r.threads)] : []), r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`,
       `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`, r.relativeError.toExponential(1),
       String(r.calls.delegate), String(r.calls.kernel),
     ]),

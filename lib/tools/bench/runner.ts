@@ -57,6 +57,8 @@ export interface LatencyFigures {
 export interface BenchResult {
   program: string;
   config: BenchConfig;
+  /** Threads the runtime computed on (numThreads, intraOpNumThreads). */
+  threads: number;
   plannedBytes: number | null;
   peakRssBytes: number;
   steadyRssBytes: number;
