@@ -1,42 +1,13 @@
 // A float16 graph end to end: add, mm, add of a broadcast bias, softmax and
 // a cast to float32, run by the portable kernels and compared against a
 // reference that computes each op in float32 and rounds its result once to
-// float16 (ties to even), with its own float16 conversion.
+// float16 (ties to even) with lib/dtypes.ts's conversion, which the
+// first test checks at its rounding edges.
 import { describe, expect, it } from 'vitest';
 
+import { float16ToNumber as halfValue, numberToFloat16 as halfBits } from '../lib/dtypes.js';
 import { ProgramBuilder } from '../lib/export/index.js';
 import { Module, Tensor } from '../lib/index.js';
-
-function roundHalfEven(x: number): number {
-  const floor = Math.floor(x);
-  const rest = x - floor;
-  if (rest !== 0.5) return rest < 0.5 ? floor : floor + 1;
-  return floor % 2 === 0 ? floor : floor + 1;
-}
-
-// float16 bits of a value first rounded to float32 (what the kernels hold).
-function halfBits(value: number): number {
-  const f = Math.fround(value);
-  if (Number.isNaN(f)) return 0x7e00;
-  const sign = f < 0 || Object.is(f, -0) ? 0x8000 : 0;
-  const magnitude = Math.abs(f);
-  if (magnitude >= 65520) return sign | 0x7c00;
-  if (magnitude < 2 ** -14) return sign | roundHalfEven(magnitude * 2 ** 24);
-  let exponent = Math.floor(Math.log2(magnitude));
-  if (2 ** exponent > magnitude) exponent--;
-  if (2 ** (exponent + 1) <= magnitude) exponent++;
-  // A mantissa that rounds up to 1024 carries into the exponent.
-  return sign | (((exponent + 15) << 10) + roundHalfEven((magnitude / 2 ** exponent - 1) * 1024));
-}
-
-function halfValue(bits: number): number {
-  const sign = bits & 0x8000 ? -1 : 1;
-  const exponent = (bits >> 10) & 0x1f;
-  const mantissa = bits & 0x3ff;
-  if (exponent === 0x1f) return mantissa ? NaN : sign * Infinity;
-  if (exponent === 0) return sign * mantissa * 2 ** -24;
-  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
-}
 
 const toHalf = (v: number): number => halfValue(halfBits(v));
 
