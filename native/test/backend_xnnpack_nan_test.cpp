@@ -186,21 +186,30 @@ std::vector<float> linear_reference(const std::vector<float>& x, const std::vect
 
 TEST(XnnpackNaN, FullyConnectedKeepsNaNAndInfinities) {
   // Rows: NaN, -Infinity, +Infinity, Infinity - Infinity, Infinity times a
-  // zero weight (column 2 of channel 0), and an ordinary row.
+  // zero weight (column 2 of channel 0), NaN where channel 0's weight is
+  // zero, and an ordinary row. K = 3 is all remainder for kernels that work
+  // in fours, where some releases skip zero weights.
   const size_t k = 3, n = 16;
   std::vector<float> w = pseudo_random(n * k, 21);
   for (size_t o = 0; o < n; ++o) w[o * k + 1] = std::fabs(w[o * k + 1]) + 0.1f, w[o * k] = std::fabs(w[o * k]) + 0.1f;
   w[2] = 0.0f;
   const std::vector<float> bias = pseudo_random(n, 22);
-  const std::vector<float> x = {kNaN, 1, 1, -kInf, 1, 1, kInf, 1, 1, kInf, -kInf, 0, 1, 1, kInf, 2, -0.0f, 0.5f};
-  for (auto bounds : {kUnbounded, kRelu, std::make_pair(-0.5f, 0.5f)}) {
-    SCOPED_TRACE(bounds.first);
-    PayloadBuilder b;
-    const uint32_t in = b.input({6, 3}, 0), out = b.output({6, 16}, 1);
-    b.fully_connected(in, b.constant({16, 3}, w), b.constant({16}, bias), out, 0, bounds);
-    auto r = run_graph(b, {{{6, 3}, x}}, {{{6, 16}}});
-    ASSERT_EQ(r.size(), 1u);
-    EXPECT_TRUE(same_ieee(r[0], linear_reference(x, w, bias, k, bounds)));
+  const std::vector<float> x = {kNaN, 1, 1, -kInf, 1, 1, kInf, 1, 1, kInf, -kInf, 0, 1, 1, kInf, 2, 1, kNaN, 2, -0.0f, 0.5f};
+  std::vector<float> w_transposed(n * k);  // [K, N], read with the transposed-weights flag
+  for (size_t o = 0; o < n; ++o) {
+    for (size_t i = 0; i < k; ++i) w_transposed[i * n + o] = w[o * k + i];
+  }
+  for (bool transposed : {false, true}) {
+    for (auto bounds : {kUnbounded, kRelu, std::make_pair(-0.5f, 0.5f)}) {
+      SCOPED_TRACE(std::to_string(transposed) + " " + std::to_string(bounds.first));
+      PayloadBuilder b;
+      const uint32_t in = b.input({7, 3}, 0), out = b.output({7, 16}, 1);
+      const uint32_t filter = transposed ? b.constant({3, 16}, w_transposed) : b.constant({16, 3}, w);
+      b.fully_connected(in, filter, b.constant({16}, bias), out, transposed ? 1 : 0, bounds);
+      auto r = run_graph(b, {{{7, 3}, x}}, {{{7, 16}}});
+      ASSERT_EQ(r.size(), 1u);
+      EXPECT_TRUE(same_ieee(r[0], linear_reference(x, w, bias, k, bounds)));
+    }
   }
 }
 

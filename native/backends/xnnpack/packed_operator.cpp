@@ -220,6 +220,7 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         call = "xnn_create_fully_connected_nc_f32";
         status = compat::create_operator(xnn_create_fully_connected_nc_f32, &op, k, n, k, n,
             static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
+        if (packed->keeps_nan_) packed->find_zero_weights(static_cast<const float*>(kernel), k, n, transposed);
         break;
       case Arithmetic::kQS8:
         call = "xnn_create_fully_connected_nc_qs8";
@@ -407,11 +408,43 @@ Status PackedOperator::finish_keeping_nan(const Node& node, const compat::ImageS
     }
   }
   const size_t channels = output_shape.rank ? output_shape.dims[output_shape.rank - 1] : 1;
+  if (kind_ == Kind::kFullyConnected && !fully_connected_as_convolution_) {
+    mark_fully_connected_nan(static_cast<const float*>(input), size.batch, channels, output);
+  }
   if (!late_bias_.empty() && channels == late_bias_.size()) {
     for (size_t i = 0; i < count; ++i) output[i] += late_bias_[i % channels];
   }
   if (has_finite_bound(output_min_, output_max_)) clamp_keeping_nan(output, count, output_min_, output_max_);
   return Status::ok();
+}
+
+void PackedOperator::find_zero_weights(const float* filter, size_t k, size_t n, bool transposed) {
+  zero_weight_starts_.assign(k + 1, 0);
+  zero_weight_channels_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t o = 0; o < n; ++o) {
+      if (filter[transposed ? i * n + o : o * k + i] == 0.0f) zero_weight_channels_.push_back(static_cast<uint32_t>(o));
+    }
+    zero_weight_starts_[i + 1] = zero_weight_channels_.size();
+  }
+}
+
+void PackedOperator::mark_fully_connected_nan(const float* input, size_t rows, size_t channels, float* output) const {
+  const size_t k = input_channels_;
+  if (zero_weight_starts_.size() != k + 1) return;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = input + r * k;
+    float* y = output + r * channels;
+    if (std::all_of(x, x + k, [](float v) { return std::isfinite(v); })) continue;
+    if (std::any_of(x, x + k, [](float v) { return std::isnan(v); })) {
+      std::fill(y, y + channels, NAN);
+      continue;
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (std::isfinite(x[i])) continue;
+      for (size_t z = zero_weight_starts_[i]; z < zero_weight_starts_[i + 1]; ++z) y[zero_weight_channels_[z]] = NAN;
+    }
+  }
 }
 
 compat::Outcome PackedOperator::run_operator(const compat::ImageSize& size, const void* input, void* output,

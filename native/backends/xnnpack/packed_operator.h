@@ -49,6 +49,9 @@ class PackedOperator {
   // its output: a NaN the kernel's clamp turned into an infinity is found by
   // a run on the negated input, then the node's bounds are applied keeping
   // NaN (output_bounds.h); a bias holding NaN or an infinity is added there.
+  // A fully-connected row holding NaN is NaN throughout, and an infinity that
+  // meets a zero weight makes NaN: some releases' kernels skip zero weights
+  // (the 2024 one's K-remainder masks the input where the weight is zero).
   static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node, NanHandling handling);
 
   // Sets the operator up for this input shape and buffers, then runs it.
@@ -74,6 +77,10 @@ class PackedOperator {
   // bias and the node's bounds (run_mutex_ held).
   Status finish_keeping_nan(const Node& node, const compat::ImageSize& size, const Shape& input_shape,
                             const void* input, const Shape& output_shape, float* output, pthreadpool_t threadpool);
+  // keeps_nan_ fully connected: NaN where a row's input is NaN or an
+  // infinity meets a zero weight, whatever the kernel made of them.
+  void mark_fully_connected_nan(const float* input, size_t rows, size_t channels, float* output) const;
+  void find_zero_weights(const float* filter, size_t k, size_t n, bool transposed);
 
   Kind kind_ = Kind::kFullyConnected;
   Arithmetic arithmetic_ = Arithmetic::kF32;
@@ -85,6 +92,11 @@ class PackedOperator {
   bool keeps_nan_ = false;  // kKeepNan fp32 XNNPACK operator: run() finishes the output
   float output_min_ = -INFINITY, output_max_ = INFINITY;  // the node's, applied by run() when keeps_nan_
   std::vector<float> late_bias_;  // keeps_nan_: a bias with NaN or infinities, added by run()
+  // keeps_nan_ fully connected: for input channel k, the output channels whose
+  // weight is zero are zero_weight_channels_[zero_weight_starts_[k] ..
+  // zero_weight_starts_[k + 1]).
+  std::vector<size_t> zero_weight_starts_;
+  std::vector<uint32_t> zero_weight_channels_;
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
   std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
