@@ -444,12 +444,9 @@ std::vector<float> run_unary(NodeUnion type, const std::vector<float>& x, xnn::D
   return run_on_path(builder, {1, static_cast<int64_t>(count)}, x, {1, static_cast<int64_t>(count)}, path);
 }
 
-// Tanh on every path within 2 ulp of tanh in double rounded to float, over
-// an even spread of bit patterns of both signs (every magnitude from
-// denormals to the largest float) and values around the thresholds the
-// vector code switches at (2^-12 and the cap at 20). Specials: ±0 keep
-// their sign, ±Inf give ±1, NaN of either sign stays NaN.
-TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
+// An even spread of finite float bit patterns, each with both signs: every
+// magnitude from denormals to the largest float.
+std::vector<float> spread_of_finite_floats() {
   std::vector<float> x;
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += 40009u) {
     float v;
@@ -457,6 +454,16 @@ TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
     x.push_back(v);
     x.push_back(-v);
   }
+  return x;
+}
+
+// Tanh on every path within 2 ulp of tanh in double rounded to float, over
+// an even spread of bit patterns of both signs (every magnitude from
+// denormals to the largest float) and values around the thresholds the
+// vector code switches at (2^-12 and the cap at 20). Specials: ±0 keep
+// their sign, ±Inf give ±1, NaN of either sign stays NaN.
+TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
+  std::vector<float> x = spread_of_finite_floats();
   for (float center : {0x1p-12f, 0.5f, 1.0f, 9.0f, 20.0f}) {
     float up = center, down = center;
     for (int i = 0; i < 64; ++i) {
@@ -502,13 +509,7 @@ TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
 // float over a spread of bit patterns of both signs (NaN where it gives
 // NaN, infinities where it overflows), and their specials.
 TEST(XnnpackOwnKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
-  std::vector<float> x;
-  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 40009u) {
-    float v;
-    std::memcpy(&v, &bits, sizeof v);
-    x.push_back(v);
-    x.push_back(-v);
-  }
+  std::vector<float> x = spread_of_finite_floats();
   for (float v = -110.0f; v <= 100.0f; v += 0.37f) x.push_back(v);
   const size_t finite = x.size();
   const float inf = std::numeric_limits<float>::infinity();
