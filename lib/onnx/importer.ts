@@ -18,6 +18,7 @@ import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
+import { reshape, where } from './ops/common.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
 /** The oldest default-domain opset the importer accepts. */
@@ -213,18 +214,7 @@ function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
     results = [constantNode(view)];
     stats.folded++;
   } else if (node.opType === 'If') {
-    const condition = inputs[0];
-    if (condition === undefined || condition.kind !== 'const') {
-      throw new EtnaError(
-        'UNSUPPORTED_OPERATOR',
-        `${label}: condition '${node.inputs[0]}' depends on runtime data; only an If whose condition is known at import time (from ` +
-          `shapes or bound inputs) can be imported`,
-      );
-    }
-    const branch = view.graph(condition.tensor.data[0] ? 'then_branch' : 'else_branch');
-    runGraph(branch, ctx, stats);
-    results = branch.outputs.map((o) => ctx.values.get(o.name));
-    stats.folded++;
+    results = ifNode(view, ctx, stats);
   } else {
     const known = inputs.every((v) => v === undefined || v.kind === 'const');
     const folded = known && inputs.length > 0
@@ -255,6 +245,73 @@ function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
     ctx.values.set(name, value);
     ctx.producers.set(name, label);
   });
+}
+
+/**
+ * If. A condition known at import runs only its branch. A condition computed
+ * at run time runs both branches and selects each output with Where, which
+ * needs each output pair to agree in dtype and shape (ONNX lets them differ
+ * in shape; such an If is refused). Both branches then run on every call, so
+ * the unselected one must only compute: ONNX operators have no side effects.
+ */
+function ifNode(view: NodeView, ctx: ImportContext, stats: RunStats): (OnnxValue | undefined)[] {
+  const condition = view.input(0);
+  if (condition.kind === 'const') {
+    stats.folded++;
+    return runBranch(view.graph(condition.tensor.data[0] ? 'then_branch' : 'else_branch'), ctx, stats);
+  }
+  if (dtypeOf(condition) !== 'bool' || numel(shapeOf(condition)) !== 1) {
+    view.invalid(`condition '${view.node.inputs[0]}' must be one bool, got ${dtypeOf(condition)} ${JSON.stringify(shapeOf(condition))}`);
+  }
+  const both = (name: 'then_branch' | 'else_branch'): (OnnxValue | undefined)[] => {
+    try {
+      return runBranch(view.graph(name), ctx, stats);
+    } catch (error) {
+      if (!(error instanceof EtnaError)) throw error;
+      throw new EtnaError(
+        error.code,
+        `${view.label}: condition '${view.node.inputs[0]}' depends on runtime data, so both branches must import, and ${name} ` +
+          `does not: ${error.message}. Binding the inputs the condition reads imports only the branch it selects`,
+        { cause: error },
+      );
+    }
+  };
+  const thenOutputs = both('then_branch');
+  const elseOutputs = both('else_branch');
+  if (thenOutputs.length !== elseOutputs.length) {
+    view.invalid(`then_branch has ${thenOutputs.length} outputs and else_branch ${elseOutputs.length}`);
+  }
+  // A scalar condition broadcasts to any output shape.
+  const selector = shapeOf(condition).length === 0 ? condition : reshape(ctx, condition, []);
+  stats.lowered++;
+  return thenOutputs.map((whenTrue, i) => {
+    const whenFalse = elseOutputs[i];
+    if (whenTrue === undefined || whenFalse === undefined) view.fail(`output ${i} of a branch is not a tensor`);
+    const [trueShape, falseShape] = [shapeOf(whenTrue), shapeOf(whenFalse)];
+    if (dtypeOf(whenTrue) !== dtypeOf(whenFalse) || trueShape.join() !== falseShape.join()) {
+      view.fail(
+        `output ${i} is ${dtypeOf(whenTrue)} ${JSON.stringify(trueShape)} in then_branch and ${dtypeOf(whenFalse)} ` +
+          `${JSON.stringify(falseShape)} in else_branch; a condition computed at run time needs them to agree`,
+      );
+    }
+    return where(ctx, view, selector, whenTrue, whenFalse);
+  });
+}
+
+/** Runs a subgraph in its own scope: names it defines do not outlive it. Returns its outputs. */
+function runBranch(branch: OnnxGraph, ctx: ImportContext, stats: RunStats): (OnnxValue | undefined)[] {
+  const values = new Map(ctx.values);
+  const producers = new Map(ctx.producers);
+  runGraph(branch, ctx, stats);
+  const outputs = branch.outputs.map((o) => ctx.values.get(o.name));
+  restoreScope(ctx.values, values);
+  restoreScope(ctx.producers, producers);
+  return outputs;
+}
+
+function restoreScope<T>(scope: Map<string, T>, saved: ReadonlyMap<string, T>): void {
+  scope.clear();
+  for (const [name, value] of saved) scope.set(name, value);
 }
 
 /**

@@ -178,21 +178,53 @@ describe('importOnnx', () => {
     expect((error as EtnaError).message).toContain("node 'nms_1' (NonMaxSuppression)");
   });
 
-  it('refuses opsets before 7 for ops whose old versions differ, and data-dependent If', () => {
+  it('refuses opsets before 7 for ops whose old versions differ', () => {
     expect(() => importOnnx(onnxModel(ACCUMULATOR, 6))).toThrow(/opset 6 is older than 7.*Add/);
-    const dataIf = onnxModel({
+  });
+
+  // An If on run-time data: y = sum(x) > 0 ? Log(x) + 1 : Neg(x), both branches reading x from outside.
+  const dataIf = (elseShape: number[] = [1, 4]): Uint8Array =>
+    onnxModel({
       nodes: [
         { op: 'ReduceSum', inputs: ['x'], outputs: ['sum'], int: { keepdims: 0 } },
-        { op: 'Greater', inputs: ['sum', 'sum'], outputs: ['positive'] },
+        { op: 'Greater', inputs: ['sum', 'zero'], outputs: ['positive'] },
         { op: 'If', inputs: ['positive'], outputs: ['y'], name: 'gate', graphs: {
-          then_branch: { nodes: [{ op: 'Identity', inputs: ['x'], outputs: ['a'] }], inputs: [], outputs: [f32('a', [1, 4])] },
-          else_branch: { nodes: [{ op: 'Neg', inputs: ['x'], outputs: ['b'] }], inputs: [], outputs: [f32('b', [1, 4])] },
+          then_branch: {
+            nodes: [{ op: 'Log', inputs: ['x'], outputs: ['log'] }, { op: 'Add', inputs: ['log', 'one'], outputs: ['a'] }],
+            inputs: [], outputs: [f32('a', [1, 4])],
+          },
+          else_branch: elseShape.length === 2
+            ? { nodes: [{ op: 'Neg', inputs: ['x'], outputs: ['b'] }], inputs: [], outputs: [f32('b', elseShape)] }
+            : { nodes: [{ op: 'ReduceSum', inputs: ['x'], outputs: ['b'], int: { keepdims: 0 } }], inputs: [], outputs: [f32('b', elseShape)] },
         } },
       ],
       inputs: [f32('x', [1, 4])],
       outputs: [f32('y', [1, 4])],
+      initializers: [{ name: 'zero', dims: [], floats: [0] }, { name: 'one', dims: [], floats: [1] }],
     }, 11);
-    expect(() => importOnnx(dataIf)).toThrow(/node 'gate' \(If\): condition 'positive' depends on runtime data/);
+
+  it('runs an If on run-time data as both branches and a Where, as onnxruntime runs it', async () => {
+    const model = dataIf();
+    const session = await ort.InferenceSession.create(model);
+    for (const xnnpack of [false, true]) {
+      const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
+      // Positive sum: then_branch (NaN from the log of -1 kept). Negative or zero: else_branch, the log's NaN not leaking.
+      for (const x of [[1, 2, -1, 4], [-1, -2, 0.5, -4], [1, -1, 2, -2]]) {
+        const expected = await session.run({ x: new ort.Tensor('float32', Float32Array.from(x), [1, 4]) });
+        const [y] = await values(module, 'forward', [Tensor.float32([1, 4], x)]);
+        expect(y!.map((v) => (Number.isNaN(v) ? 'NaN' : v))).toEqual(
+          Array.from(expected.y!.data as Float32Array, (v) => (Number.isNaN(v) ? 'NaN' : Math.fround(v))),
+        );
+      }
+      await module.dispose();
+    }
+    await session.release();
+  });
+
+  it('refuses an If on run-time data whose branches give outputs of different shapes, naming them', () => {
+    expect(() => importOnnx(dataIf([]))).toThrow(
+      /node 'gate' \(If\): output 0 is float32 \[1,4\] in then_branch and float32 \[\] in else_branch; a condition computed at run time/,
+    );
   });
 
   it("keeps the graph's input and output names, and run takes the same feeds as onnxruntime", async () => {

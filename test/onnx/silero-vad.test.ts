@@ -235,9 +235,12 @@ describe('Silero VAD v6 imported from ONNX', () => {
 });
 
 describe('ONNX import errors', () => {
-  it('names the If node when its condition depends on runtime data', () => {
+  it('names the If node and the branch that cannot import when its condition depends on runtime data', () => {
+    // Unbound, the sample rate selects a branch at run time, so both must import; the 8 kHz one cannot at 576 samples.
     const bytes = fs.readFileSync(modelPath);
-    expect(() => importOnnx(bytes, { shapes: { input: [1, 576], state: [2, 1, 128], sr: [] }, method: 'step' })).toThrow(/If.*condition.*runtime data/);
+    expect(() => importOnnx(bytes, { shapes: { input: [1, 576], state: [2, 1, 128], sr: [] }, method: 'step' })).toThrow(
+      /node 'If_0' \(If\): condition '\w+' depends on runtime data, so both branches must import, and else_branch does not: .*LSTM/,
+    );
   });
 
   it('rejects unknown names in bindings and state pairs', () => {
