@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/xnnpack/generated/xnnpack_generated.h"
 #include "core/bytes.h"
 #include "core/shape.h"
-#include "generated/xnnpack_generated.h"
 
 namespace etna::xnn {
 
