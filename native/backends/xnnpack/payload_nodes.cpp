@@ -142,10 +142,10 @@ Status read_argmax_pooling_node(const void* table, NodeReader& reader, Node& nod
 
 Status read_transpose_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::StaticTranspose*>(table);
-  node.list1 = to_sizes(t.perm());
-  if (t.num_dims() != node.list1.size()) {
+  node.perm = to_sizes(t.perm());
+  if (t.num_dims() != node.perm.size()) {
     return invalid(node.describe() + ": num_dims " + std::to_string(t.num_dims()) + " but perm has " +
-                   std::to_string(node.list1.size()) + " entries");
+                   std::to_string(node.perm.size()) + " entries");
   }
   return read_single_io(t, reader, node);
 }
@@ -159,22 +159,22 @@ Status read_resize_bilinear_node(const void* table, NodeReader& reader, Node& no
 
 Status read_constant_pad_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::StaticConstantPad*>(table);
-  node.list1 = to_sizes(t.pre_paddings());
-  node.list2 = to_sizes(t.post_paddings());
-  node.scalar = t.padding_value();
+  node.pre_paddings = to_sizes(t.pre_paddings());
+  node.post_paddings = to_sizes(t.post_paddings());
+  node.padding_value = t.padding_value();
   return read_single_io(t, reader, node);
 }
 
 Status read_reshape_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::StaticReshape*>(table);
-  node.list1 = to_sizes(t.new_shape());
+  node.new_shape = to_sizes(t.new_shape());
   return read_single_io(t, reader, node);
 }
 
 Status read_slice_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::StaticSlice*>(table);
-  node.list1 = to_sizes(t.offsets());
-  node.list2 = to_sizes(t.sizes());
+  node.offsets = to_sizes(t.offsets());
+  node.sizes = to_sizes(t.sizes());
   return read_single_io(t, reader, node);
 }
 
@@ -193,13 +193,13 @@ Status read_concatenate_node(const void* table, NodeReader& reader, Node& node) 
 
 Status read_leaky_relu_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::LeakyRelu*>(table);
-  node.scalar = t.negative_slope();
+  node.negative_slope = t.negative_slope();
   return read_single_io(t, reader, node);
 }
 
 Status read_elu_node(const void* table, NodeReader& reader, Node& node) {
   const auto& t = *static_cast<const fbx::Elu*>(table);
-  node.scalar = t.alpha();
+  node.alpha = t.alpha();
   return read_single_io(t, reader, node);
 }
 

@@ -14,12 +14,12 @@ std::vector<bool> fold_transposes_into_matmuls(Graph& graph) {
     if (operand.producer < 0 || operand.is_output || operand.consumers.size() != 1) continue;
     const Node& transpose = graph.nodes[static_cast<size_t>(operand.producer)];
     if (transpose.type != NodeType::kStaticTranspose || operand.datatype != Datatype::fp32) continue;
-    const size_t rank = transpose.list1.size();
+    const size_t rank = transpose.perm.size();
     if (rank < 2) continue;
-    if (transpose.list1[rank - 1] != rank - 1 && transpose.list1[rank - 2] != rank - 1) continue;
+    if (transpose.perm[rank - 1] != rank - 1 && transpose.perm[rank - 2] != rank - 1) continue;
     Value& source = graph.values[transpose.inputs[0]];
     if (source.datatype != Datatype::fp32) continue;
-    matmul.list1 = transpose.list1;
+    matmul.b_perm = transpose.perm;
     matmul.inputs[1] = transpose.inputs[0];
     source.consumers.insert(std::upper_bound(source.consumers.begin(), source.consumers.end(), matmul.index),
                             static_cast<uint32_t>(matmul.index));
