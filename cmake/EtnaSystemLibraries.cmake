@@ -31,12 +31,15 @@ function(etna_find_system_libraries root)
   find_package(Threads REQUIRED)
 
   # --- FlatBuffers ---------------------------------------------------------
-  # The repository commits flatc's C++ output (native/core/generated), which
-  # compiles only against the flatbuffers headers of the flatc that wrote it.
+  # The repository commits flatc's C++ output (native/core/generated and
+  # native/backends/xnnpack/generated), which compiles only against the
+  # flatbuffers headers of the flatc that wrote it.
   # With other headers, the system's flatc regenerates it into the build tree.
   add_library(etna_flatbuffers INTERFACE)
   target_include_directories(etna_flatbuffers INTERFACE "${FLATBUFFERS_INCLUDE_DIR}")
-  file(GLOB committed_headers "${root}/native/core/generated/*_generated.h")
+  file(GLOB committed_headers
+    "${root}/native/core/generated/*_generated.h"
+    "${root}/native/backends/xnnpack/generated/*_generated.h")
   list(GET committed_headers 0 first_header)
   etna_flatbuffers_version("${FLATBUFFERS_INCLUDE_DIR}/flatbuffers/base.h" " " installed_version)
   etna_flatbuffers_version("${first_header}" " == " committed_version)
@@ -59,7 +62,7 @@ function(etna_find_system_libraries root)
         DEPENDS "${root}/schema/${schema}.fbs"
         COMMENT "flatc ${installed_version}: ${header}")
       list(APPEND outputs "${generated_dir}/${header}")
-      # A file under native/core finds the committed copy beside it before any
+      # A file beside a generated/ folder finds the committed copy before any
       # include path, so the new headers are also pre-included: their include
       # guards, the same as the committed ones', turn those includes into no-ops.
       target_compile_options(etna_flatbuffers INTERFACE "SHELL:-include ${generated_dir}/${header}")

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Regenerates the flatc output that the repository commits:
-//   native/core/generated/<schema>_generated.h   (C++)
+//   native/core/generated/<schema>_generated.h   (C++, the program and data formats)
+//   native/backends/xnnpack/generated/xnnpack_generated.h   (C++, the XNNPACK
+//     delegate's payload: only that backend reads it)
 //   lib/generated/<schema>/...                    (TypeScript, ESM)
 // `node scripts/codegen.mjs --check` writes into a temporary folder and fails
 // when the committed files differ, so the schema and the code cannot drift.
@@ -12,6 +14,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const schemas = ['program', 'xnnpack', 'flat_tensor'].filter((name) => fs.existsSync(path.join(root, 'schema', `${name}.fbs`)));
+// Each schema's C++ lives beside the code that reads it.
+const cppDirs = { program: 'native/core/generated', flat_tensor: 'native/core/generated', xnnpack: 'native/backends/xnnpack/generated' };
+const generatedDirs = [...new Set(Object.values(cppDirs)), 'lib/generated'];
 
 function listFiles(dir) {
   if (!fs.existsSync(dir)) return [];
@@ -32,10 +37,10 @@ function addJsExtensions(file) {
 }
 
 function generate(outRoot) {
-  const cppDir = path.join(outRoot, 'native/core/generated');
-  fs.mkdirSync(cppDir, { recursive: true });
   for (const name of schemas) {
     const schema = path.join(root, 'schema', `${name}.fbs`);
+    const cppDir = path.join(outRoot, cppDirs[name]);
+    fs.mkdirSync(cppDir, { recursive: true });
     execFileSync('flatc', ['--cpp', '--scoped-enums', '-o', cppDir, schema]);
     const tsDir = path.join(outRoot, 'lib/generated', name);
     fs.mkdirSync(tsDir, { recursive: true });
@@ -46,8 +51,7 @@ function generate(outRoot) {
 
 const check = process.argv.includes('--check');
 if (!check) {
-  fs.rmSync(path.join(root, 'lib/generated'), { recursive: true, force: true });
-  fs.rmSync(path.join(root, 'native/core/generated'), { recursive: true, force: true });
+  for (const sub of generatedDirs) fs.rmSync(path.join(root, sub), { recursive: true, force: true });
   generate(root);
   process.exit(0);
 }
@@ -56,7 +60,7 @@ const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-codegen-'));
 try {
   generate(temp);
   const stale = [];
-  for (const sub of ['native/core/generated', 'lib/generated']) {
+  for (const sub of generatedDirs) {
     const want = listFiles(path.join(temp, sub)).map((f) => path.relative(temp, f));
     const have = listFiles(path.join(root, sub)).map((f) => path.relative(root, f));
     for (const rel of new Set([...want, ...have])) {

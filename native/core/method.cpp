@@ -320,17 +320,17 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
         }
         case fb::InstructionArguments::MoveCall:
           step.label = "MoveCall";
-          step.a = instruction->instr_args_as_MoveCall()->move_from();
-          step.b = instruction->instr_args_as_MoveCall()->move_to();
+          step.value_index = instruction->instr_args_as_MoveCall()->move_from();
+          step.destination = instruction->instr_args_as_MoveCall()->move_to();
           break;
         case fb::InstructionArguments::JumpFalseCall:
           step.label = "JumpFalseCall";
-          step.a = instruction->instr_args_as_JumpFalseCall()->cond_value_index();
-          step.b = instruction->instr_args_as_JumpFalseCall()->destination_instruction();
+          step.value_index = instruction->instr_args_as_JumpFalseCall()->cond_value_index();
+          step.destination = instruction->instr_args_as_JumpFalseCall()->destination_instruction();
           break;
         case fb::InstructionArguments::FreeCall:
           step.label = "FreeCall";
-          step.a = instruction->instr_args_as_FreeCall()->value_index();
+          step.value_index = instruction->instr_args_as_FreeCall()->value_index();
           break;
         default: break;  // rejected at program load
       }
@@ -568,10 +568,10 @@ Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile, pt
       break;
     }
     case fb::InstructionArguments::MoveCall:
-      values_[static_cast<size_t>(step.b)] = values_[static_cast<size_t>(step.a)];
+      values_[static_cast<size_t>(step.destination)] = values_[static_cast<size_t>(step.value_index)];
       break;
     case fb::InstructionArguments::JumpFalseCall: {
-      const EValue& condition = values_[static_cast<size_t>(step.a)];
+      const EValue& condition = values_[static_cast<size_t>(step.value_index)];
       bool value = false;
       if (condition.is_bool()) {
         value = condition.to_bool();
@@ -586,13 +586,15 @@ Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile, pt
                                                           " (JumpFalseCall): condition is not a bool or bool tensor");
       }
       if (!value) {
-        pc = static_cast<uint32_t>(step.b);
+        pc = static_cast<uint32_t>(step.destination);
         return Status::ok();
       }
       break;
     }
     case fb::InstructionArguments::FreeCall:
-      if (!planned_[static_cast<size_t>(step.a)]) values_[static_cast<size_t>(step.a)].to_tensor().set_data(nullptr, 0);
+      if (!planned_[static_cast<size_t>(step.value_index)]) {
+        values_[static_cast<size_t>(step.value_index)].to_tensor().set_data(nullptr, 0);
+      }
       break;
     default: break;
   }

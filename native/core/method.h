@@ -72,8 +72,8 @@ class Method {
     KernelFn kernel = nullptr;
     std::string label;  // operator key, delegate id or instruction kind, for messages and profiles
     DelegateHandle* delegate = nullptr;
-    int32_t a = 0;  // MoveCall from / JumpFalse condition / FreeCall value
-    int32_t b = 0;  // MoveCall to / JumpFalse destination
+    int32_t value_index = 0;  // the value a MoveCall copies, a JumpFalseCall tests, a FreeCall frees
+    int32_t destination = 0;  // the value a MoveCall copies to / the instruction a JumpFalseCall jumps to
   };
 
   Method() = default;

@@ -25,7 +25,7 @@
 #include "core/evalue.h"
 #include "core/tensor.h"
 #include "fixtures.h"
-#include "generated/xnnpack_generated.h"
+#include "backends/xnnpack/generated/xnnpack_generated.h"
 
 namespace etna::test {
 

@@ -9,7 +9,7 @@
 
 #include "core/module.h"
 #include "core/program.h"
-#include "generated/xnnpack_generated.h"
+#include "backends/xnnpack/generated/xnnpack_generated.h"
 #include "test_support.h"
 
 namespace etna {

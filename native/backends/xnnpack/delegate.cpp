@@ -6,6 +6,7 @@
 #include "backends/xnnpack/memory_plan.h"
 #include "backends/xnnpack/nan_keeping_kernels.h"
 #include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/rewrites.h"
 #include "backends/xnnpack/shapes.h"
 
 namespace etna::xnn {
@@ -108,36 +109,6 @@ uint32_t viewed_input(const Graph& graph, uint32_t v) {
   const Value& source = graph.values[input];
   if (source.datatype != value.datatype || value.datatype == Datatype::qdint8) return kNoValue;
   return input;
-}
-
-// A transpose whose only reader is the B input of etna's batch matrix
-// multiply, and which keeps its input's innermost dim among the two matrix
-// dims, is not run: the multiply reads the transpose's input through the
-// permutation (rows of a [positions, heads * head_dim] cache, one head at a
-// time) instead of a materialised copy. Returns the nodes folded away; their
-// outputs are left without producer or readers.
-std::vector<bool> fold_transposes_into_matmuls(Graph& graph) {
-  std::vector<bool> folded(graph.nodes.size(), false);
-  for (Node& matmul : graph.nodes) {
-    if (matmul.type != NodeType::kBatchMatrixMultiply || engine_for(graph, matmul) != Engine::kOwnKernel) continue;
-    Value& operand = graph.values[matmul.inputs[1]];
-    if (operand.producer < 0 || operand.is_output || operand.consumers.size() != 1) continue;
-    const Node& transpose = graph.nodes[static_cast<size_t>(operand.producer)];
-    if (transpose.type != NodeType::kStaticTranspose || operand.datatype != Datatype::fp32) continue;
-    const size_t rank = transpose.list1.size();
-    if (rank < 2) continue;
-    if (transpose.list1[rank - 1] != rank - 1 && transpose.list1[rank - 2] != rank - 1) continue;
-    Value& source = graph.values[transpose.inputs[0]];
-    if (source.datatype != Datatype::fp32) continue;
-    matmul.list1 = transpose.list1;
-    matmul.inputs[1] = transpose.inputs[0];
-    source.consumers.insert(std::upper_bound(source.consumers.begin(), source.consumers.end(), matmul.index),
-                            static_cast<uint32_t>(matmul.index));
-    operand.consumers.clear();
-    operand.producer = -1;
-    folded[transpose.index] = true;
-  }
-  return folded;
 }
 
 // Whether XNNPACK's kernels for some node of the graph lose NaN: an fp32 node

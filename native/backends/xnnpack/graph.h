@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/xnnpack/generated/xnnpack_generated.h"
 #include "core/bytes.h"
 #include "core/shape.h"
-#include "generated/xnnpack_generated.h"
 
 namespace etna::xnn {
 
@@ -169,11 +169,16 @@ struct Node {
 
   uint32_t axis = 0;                       // concatenation
   uint32_t new_height = 0, new_width = 0;  // bilinear resize
-  float scalar = 0;                        // ELU alpha, leaky slope, padding value
-  // perm, new_shape, slice offsets, pre_paddings; for a batch matrix multiply
-  // (empty as parsed), the perm of a transpose folded into its input 1.
-  std::vector<size_t> list1;
-  std::vector<size_t> list2;               // slice sizes, post_paddings
+  float alpha = 0;                         // ELU
+  float negative_slope = 0;                // leaky ReLU
+  float padding_value = 0;                 // constant pad
+  std::vector<size_t> perm;                // transpose
+  std::vector<size_t> new_shape;           // reshape
+  std::vector<size_t> offsets, sizes;      // slice
+  std::vector<size_t> pre_paddings, post_paddings;  // constant pad
+  // Batch matrix multiply: the perm of a transpose folded into its input 1
+  // (empty as parsed; see rewrites.h).
+  std::vector<size_t> b_perm;
 
   std::string describe() const;  // "node 3 (XNNConv2d)"
 };

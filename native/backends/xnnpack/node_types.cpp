@@ -122,9 +122,11 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              constant_pad_shape, "xnn_define_static_constant_pad",
              [](const DefineCall& c) {
                size_t pre[kMaxRank] = {}, post[kMaxRank] = {};
-               for (size_t d = 0; d < c.node.list1.size() && d < kMaxRank; ++d) pre[d] = c.node.list1[d];
-               for (size_t d = 0; d < c.node.list2.size() && d < kMaxRank; ++d) post[d] = c.node.list2[d];
-               return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.scalar, c.in[0], c.out[0],
+               for (size_t d = 0; d < c.node.pre_paddings.size() && d < kMaxRank; ++d) pre[d] = c.node.pre_paddings[d];
+               for (size_t d = 0; d < c.node.post_paddings.size() && d < kMaxRank; ++d) {
+                 post[d] = c.node.post_paddings[d];
+               }
+               return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.padding_value, c.in[0], c.out[0],
                                                      c.node.flags);
              }),
     keeping_nan_with(
@@ -211,7 +213,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
     subgraph(T::kLeakyRelu, "XNNLeakyReLU", 1, 1, R::kFloat, read_leaky_relu_node, same_shape_as_input,
              "xnn_define_leaky_relu",
              [](const DefineCall& c) {
-               return xnn_define_leaky_relu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
+               return xnn_define_leaky_relu(c.subgraph, c.node.negative_slope, c.in[0], c.out[0], c.node.flags);
              }),
     keeping_nan_with(
         subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
@@ -225,7 +227,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              [](const DefineCall& c) { return xnn_define_square(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
     subgraph(T::kElu, "XNNELU", 1, 1, R::kFloatOrQs8, read_elu_node, same_shape_as_input, "xnn_define_elu",
              [](const DefineCall& c) {
-               return xnn_define_elu(c.subgraph, c.node.scalar, c.in[0], c.out[0], c.node.flags);
+               return xnn_define_elu(c.subgraph, c.node.alpha, c.in[0], c.out[0], c.node.flags);
              }),
     subgraph(T::kAbs, "XNNAbs", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_abs",
              [](const DefineCall& c) { return xnn_define_abs(c.subgraph, c.in[0], c.out[0], c.node.flags); }),

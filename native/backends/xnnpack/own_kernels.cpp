@@ -211,10 +211,10 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
   size_t in_strides[kMaxRank];
   contiguous_strides(in_shape, in_strides);
   size_t by_out[kMaxRank];
-  for (size_t i = 0; i < out_shape.rank; ++i) by_out[i] = in_strides[node.list1[i]];
+  for (size_t i = 0; i < out_shape.rank; ++i) by_out[i] = in_strides[node.perm[i]];
 
   // When the innermost dim stays innermost, copy contiguous runs.
-  if (node.list1[out_shape.rank - 1] == out_shape.rank - 1) {
+  if (node.perm[out_shape.rank - 1] == out_shape.rank - 1) {
     const size_t rank = out_shape.rank;
     const size_t run = out_shape.dims[rank - 1] * element_size;
     const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
@@ -289,7 +289,7 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   contiguous_strides(in_shape, in_strides);
   const size_t rank = out_shape.rank;
   size_t base = 0;
-  for (size_t d = 0; d < rank; ++d) base += node.list1[d] * in_strides[d];
+  for (size_t d = 0; d < rank; ++d) base += node.offsets[d] * in_strides[d];
   const size_t run = out_shape.dims[rank - 1] * element_size;
   const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
   for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
@@ -309,7 +309,7 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   });
 }
 
-// B may be read through a permutation (node.list1, a transpose the delegate
+// B may be read through a permutation (node.b_perm, a transpose the delegate
 // folded in, see fold_transposes_into_matmuls): its element strides are then
 // the source's, permuted, and the matrix whose rows are contiguous is
 // multiplied in place, plain or as transposed B, with its rows' stride.
@@ -326,7 +326,9 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
   size_t source_strides[kMaxRank];
   contiguous_strides(b_source, source_strides);
   size_t b_strides[kMaxRank];  // by the dims of B as the product sees it
-  for (size_t d = 0; d < r; ++d) b_strides[d] = node.list1.empty() ? source_strides[d] : source_strides[node.list1[d]];
+  for (size_t d = 0; d < r; ++d) {
+    b_strides[d] = node.b_perm.empty() ? source_strides[d] : source_strides[node.b_perm[d]];
+  }
   const bool stored_transposed = node.flags & 0x1;
   const size_t k_stride = b_strides[stored_transposed ? r - 1 : r - 2];
   const size_t n_stride = b_strides[stored_transposed ? r - 2 : r - 1];

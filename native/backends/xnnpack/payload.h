@@ -58,8 +58,9 @@ class NodeReader {
   Node& node_;
 };
 
-// The rows' read functions (node_types.cpp): `table` is the node's XNode
-// union member, of the type the function's name says.
+// The rows' read functions (rows in node_types.cpp, bodies in
+// payload_nodes.cpp): `table` is the node's XNode union member, of the type
+// the function's name says.
 Status read_binary_node(const void* table, NodeReader& reader, Node& node);
 Status read_unary_node(const void* table, NodeReader& reader, Node& node);
 Status read_fully_connected_node(const void* table, NodeReader& reader, Node& node);

@@ -234,15 +234,15 @@ class ShapeRules {
       out = declared;
     } else {
       // new_shape with at most one 0 ("infer this dim"); the declared dims when it is absent.
-      if (node_.list1.empty()) {
+      if (node_.new_shape.empty()) {
         out = declared;
       } else {
-        if (node_.list1.size() > kMaxRank) return shape_error(node_, "new_shape has more than 6 dims");
-        out.rank = node_.list1.size();
+        if (node_.new_shape.size() > kMaxRank) return shape_error(node_, "new_shape has more than 6 dims");
+        out.rank = node_.new_shape.size();
         size_t unknown = kMaxRank;
         size_t known = 1;
         for (size_t i = 0; i < out.rank; ++i) {
-          out.dims[i] = node_.list1[i];
+          out.dims[i] = node_.new_shape[i];
           if (out.dims[i] == 0) {
             if (unknown != kMaxRank) return shape_error(node_, "new_shape has more than one 0 dim");
             unknown = i;
@@ -266,15 +266,15 @@ class ShapeRules {
 
   Status transpose() {
     const Shape& input = in(0);
-    if (node_.list1.size() != input.rank) {
+    if (node_.perm.size() != input.rank) {
       return shape_error(node_,
-                         "perm has " + std::to_string(node_.list1.size()) + " entries for input " + input.to_string());
+                         "perm has " + std::to_string(node_.perm.size()) + " entries for input " + input.to_string());
     }
     Shape out;
     out.rank = input.rank;
     bool seen[kMaxRank] = {};
     for (size_t i = 0; i < input.rank; ++i) {
-      const size_t from = node_.list1[i];
+      const size_t from = node_.perm[i];
       if (from >= input.rank || seen[from]) return shape_error(node_, "perm is not a permutation of the input dims");
       seen[from] = true;
       out.dims[i] = input.dims[from];
@@ -306,17 +306,17 @@ class ShapeRules {
 
   Status slice() {
     const Shape& input = in(0);
-    if (node_.list1.size() != input.rank || node_.list2.size() != input.rank) {
-      return shape_error(node_, "offsets/sizes have " + std::to_string(node_.list1.size()) + "/" +
-                                    std::to_string(node_.list2.size()) + " entries for input " + input.to_string());
+    if (node_.offsets.size() != input.rank || node_.sizes.size() != input.rank) {
+      return shape_error(node_, "offsets/sizes have " + std::to_string(node_.offsets.size()) + "/" +
+                                    std::to_string(node_.sizes.size()) + " entries for input " + input.to_string());
     }
     Shape out;
     out.rank = input.rank;
     for (size_t d = 0; d < input.rank; ++d) {
-      const size_t offset = node_.list1[d];
+      const size_t offset = node_.offsets[d];
       if (offset > input.dims[d]) return shape_error(node_, "offset exceeds input " + input.to_string());
       // A 0 size means "to the end", as XNNPACK reads it.
-      const size_t size = node_.list2[d] == 0 ? input.dims[d] - offset : node_.list2[d];
+      const size_t size = node_.sizes[d] == 0 ? input.dims[d] - offset : node_.sizes[d];
       if (size > input.dims[d] - offset) {
         return shape_error(node_, "slice [" + std::to_string(offset) + ", +" + std::to_string(size) + ") of dim " +
                                       std::to_string(d) + " exceeds input " + input.to_string());
@@ -328,15 +328,16 @@ class ShapeRules {
 
   Status constant_pad() {
     const Shape& input = in(0);
-    if (node_.list1.size() != input.rank || node_.list2.size() != input.rank) {
-      return shape_error(node_, "paddings have " + std::to_string(node_.list1.size()) + "/" +
-                                    std::to_string(node_.list2.size()) + " entries for input " + input.to_string());
+    if (node_.pre_paddings.size() != input.rank || node_.post_paddings.size() != input.rank) {
+      return shape_error(node_, "paddings have " + std::to_string(node_.pre_paddings.size()) + "/" +
+                                    std::to_string(node_.post_paddings.size()) + " entries for input " +
+                                    input.to_string());
     }
     Shape out = input;
     for (size_t d = 0; d < input.rank; ++d) {
-      if (node_.list1[d] > kMaxElements || node_.list2[d] > kMaxElements)
+      if (node_.pre_paddings[d] > kMaxElements || node_.post_paddings[d] > kMaxElements)
         return shape_error(node_, "padding too large");
-      out.dims[d] = input.dims[d] + node_.list1[d] + node_.list2[d];
+      out.dims[d] = input.dims[d] + node_.pre_paddings[d] + node_.post_paddings[d];
     }
     return set_out(0, out);
   }
@@ -344,8 +345,8 @@ class ShapeRules {
   Status batch_matmul() {
     const Shape& a = in(0);
     Shape b = in(1);
-    if (!node_.list1.empty()) {  // B read through a folded transpose
-      for (size_t d = 0; d < b.rank; ++d) b.dims[d] = in(1).dims[node_.list1[d]];
+    if (!node_.b_perm.empty()) {  // B read through a folded transpose
+      for (size_t d = 0; d < b.rank; ++d) b.dims[d] = in(1).dims[node_.b_perm[d]];
     }
     if (a.rank < 2 || a.rank != b.rank) {
       return shape_error(node_, "inputs " + a.to_string() + " and " + b.to_string() + " need the same rank >= 2");
