@@ -46,7 +46,7 @@ export type ThreadPoolKind = 'shared' | 'own';
 export interface ModuleOptions {
   shareMemoryArenas?: ShareMemoryArenas;
   /**
-   * The most threads one call computes on, counting the libuv thread that runs
+   * The most threads one call computes on, counting the call thread that runs
    * it: an integer from 1 to `MAX_NUM_THREADS` (256). Default 1, the calling
    * thread alone, since calls of different modules already run in parallel;
    * a shared pool gives at most the machine's cores (docs/performance.md).
@@ -116,7 +116,7 @@ function describeExpected(value: ValueDescription): string {
 }
 
 /**
- * A program loaded with its own memory. Calls run on the libuv thread pool,
+ * A program loaded with its own memory. Calls run on etna's call threads,
  * one at a time per module, in the order they were made; each call takes its
  * inputs when `execute()` is called, and every output is copied into a
  * JS-owned array before the next call starts.

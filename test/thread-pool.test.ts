@@ -4,21 +4,26 @@
 // workers of its own, gone with it.
 //
 // Threads are counted in /proc/self/task. The count taken before includes
-// what Node already runs (V8's platform threads, libuv's pool, which a call
-// on a one-thread module has started), so the difference is the pool
+// what Node already runs (V8's platform threads, libuv's pool, which a load
+// starts) and etna's call threads (which calls at once on one-thread modules
+// have started, up to UV_THREADPOOL_SIZE), so the difference is the pool
 // workers etna adds.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor, type ModuleOptions } from '../lib/index.js';
 import { rejection } from './helpers/errors.js';
-import { testdataPath } from './helpers/testdata.js';
+import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const CONV = testdataPath('djl_conv_xnnpack.pte'); // XNNPACK Conv2d, float32[1, 3, 16, 16] -> [1, 8, 16, 16]
 const SESSIONS = 64;
 const INPUTS = 8;
 const cores = os.cpus().length;
+const CALL_THREADS = Number(process.env.UV_THREADPOOL_SIZE || 4);
 
 const processThreads = (): number => fs.readdirSync('/proc/self/task').length;
 
@@ -38,6 +43,15 @@ async function convOutput(module: Module, index: number): Promise<Float32Array> 
   return (output as Tensor).data as Float32Array;
 }
 
+/** Starts every call thread execute() may use: more one-thread modules calling at once than there are such threads. */
+async function startCallThreads(): Promise<void> {
+  const modules = await Promise.all(Array.from({ length: 2 * CALL_THREADS }, () => Module.load(CONV, { numThreads: 1 })));
+  await Promise.all(modules.map(async (module, i) => {
+    for (let step = 0; step < 3; step++) await convOutput(module, i + step);
+  }));
+  await Promise.all(modules.map((module) => module.dispose()));
+}
+
 describe('the process thread pool', () => {
   it('64 sessions at numThreads 2 add at most cores + 1 threads and match lone runs', async () => {
     const program = Program.load(CONV);
@@ -46,6 +60,7 @@ describe('the process thread pool', () => {
     const expected: Float32Array[] = [];
     for (let i = 0; i < INPUTS; i++) expected.push(await convOutput(lone, i));
     await lone.dispose();
+    await startCallThreads();
     const before = processThreads();
 
     const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => Module.load(program, { numThreads: 2, shareMemoryArenas: true })));
@@ -69,6 +84,7 @@ describe('the process thread pool', () => {
   });
 
   it('numThreads 1 adds no thread; a shared pool stops at the cores', async () => {
+    await startCallThreads();
     const before = processThreads();
     const single = await Module.load(CONV, { numThreads: 1 });
     await convOutput(single, 0);
@@ -84,6 +100,7 @@ describe('the process thread pool', () => {
   });
 
   it("threadPool: 'own' gives a module workers of its own, gone with it", async () => {
+    await startCallThreads();
     const before = processThreads();
     const shared = await Module.load(CONV, { numThreads: 2 });
     const own = await Module.load(CONV, { numThreads: 3, threadPool: 'own' });
@@ -94,6 +111,32 @@ describe('the process thread pool', () => {
     expect(processThreads() - before).toBe(Math.min(2, cores) - 1);
     await shared.dispose();
     expect(processThreads()).toBe(before);
+  });
+
+  it('execute() runs on at most UV_THREADPOOL_SIZE call threads, started as calls need them', () => {
+    // In a child, so that the variable is read when etna loads: calls on 8 modules at once start 3 call threads, no more.
+    const distIndex = path.join(repoRoot, 'dist/index.js');
+    expect(fs.existsSync(distIndex), 'dist/index.js is missing: run npm run build:ts').toBe(true);
+    const source = `
+      import fs from 'node:fs';
+      import { Module, Tensor } from ${JSON.stringify(pathToFileURL(distIndex).href)};
+      const threads = () => fs.readdirSync('/proc/self/task').length;
+      const input = Tensor.float32([1, 3, 16, 16], new Float32Array(768).fill(0.5));
+      const modules = await Promise.all(Array.from({ length: 8 }, () => Module.load(${JSON.stringify(CONV)})));
+      const before = threads();
+      await modules[0].forward([input]);
+      const afterOne = threads() - before;
+      for (let round = 0; round < 5; round++) await Promise.all(modules.map((m) => m.forward([input])));
+      const afterMany = threads() - before;
+      console.log(JSON.stringify({ afterOne, afterMany }));
+    `;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', source], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, UV_THREADPOOL_SIZE: '3' },
+    });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({ afterOne: 1, afterMany: 3 });
   });
 
   it('threadPool is refused unless it is shared or own', async () => {

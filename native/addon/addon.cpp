@@ -14,7 +14,9 @@ Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
   // The runtime's registries are process-wide; repeated inits (workers) add nothing.
   etna::kernels::register_portable_kernels();
   etna::backends::register_xnnpack_backend();
-  env.SetInstanceData(new etna::addon::AddonData());
+  auto* data = new etna::addon::AddonData();
+  data->call_runner = etna::addon::CallRunner::create(env);
+  env.SetInstanceData(data);
   etna::addon::ProgramWrap::init(env, exports);
   etna::addon::ModuleWrap::init(env, exports);
   etna::addon::init_external_data(env, exports);

@@ -163,23 +163,31 @@ class LoadWorker : public PromiseWorker<LoadedModule> {
   ModuleOptions options_;
 };
 
-class ExecuteWorker : public PromiseWorker<std::vector<OutputValue>> {
+// One execute() on a call thread of the environment's CallRunner.
+class ExecuteJob : public CallRunner::Job {
  public:
-  ExecuteWorker(Napi::Env env, CallBaton baton) : PromiseWorker(env, "etna:execute"), baton_(std::move(baton)) {}
+  explicit ExecuteJob(CallBaton baton) : baton_(std::move(baton)) {}
 
- protected:
-  Result<std::vector<OutputValue>> run() override {
-    auto outputs = baton_.run();
+  void run() override {
+    try {
+      result_ = baton_.run();
+    } catch (const std::exception& e) {
+      result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+    }
     baton_.call.reset();  // the lease goes back before the promise settles
-    return outputs;
   }
 
-  Napi::Value resolve(Napi::Env env, std::vector<OutputValue>& outputs) override {
-    return baton_.results_to_js(env, outputs);
+  void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
+    if (!result_) {
+      deferred.Reject(make_js_error(env, result_.error()).Value());
+    } else {
+      deferred.Resolve(baton_.results_to_js(env, *result_));
+    }
   }
 
  private:
   CallBaton baton_;
+  Result<std::vector<OutputValue>> result_ = make_error(ErrorCode::kInternal, "etna:execute did not run");
 };
 
 }  // namespace
@@ -280,10 +288,7 @@ Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
     baton.module = live_module(env);
     Status begun = begin_call(info, baton);
     if (!begun) throw make_js_error(env, begun.error());
-    auto* worker = new ExecuteWorker(env, std::move(baton));
-    Napi::Promise promise = worker->promise();
-    worker->Queue();
-    return promise;
+    return addon_data(env).call_runner->submit(env, std::make_unique<ExecuteJob>(std::move(baton)));
   });
 }
 
