@@ -73,7 +73,7 @@ export const DTYPE_TABLE: { readonly [D in DType]: DTypeEntry<D> } = {
 export const DTYPES: readonly DType[] = Object.keys(DTYPE_TABLE) as DType[];
 
 export function isDType(value: unknown): value is DType {
-  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(DTYPE_TABLE, value);
+  return typeof value === 'string' && Object.hasOwn(DTYPE_TABLE, value);
 }
 
 export function elementSize(dtype: DType): number {

@@ -169,6 +169,7 @@ describe('the clean room', () => {
     assert.equal(libraries.trim(), '', `found system copies in the room: ${libraries}`);
     // gcc-12-base (docs for libgcc-s1) is in every Debian root; compilers are not.
     const packages = mustInRoom(
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a dpkg-query format, not a template
       "dpkg-query -W -f='${Package}\\n' | grep -E 'xnnpack|pthreadpool|cpuinfo|^(gcc|g\\+\\+|cpp|clang|binutils)(-[0-9]+)?$' || true",
     );
     assert.equal(packages.trim(), '');

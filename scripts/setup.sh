@@ -27,8 +27,9 @@ NATIVE_PACKAGES=(
   libxnnpack-dev libpthreadpool-dev libflatbuffers-dev flatbuffers-compiler
   libgtest-dev
 )
-# The sanitizer and fuzz builds, and the data the JavaScript tests read.
-TOOL_PACKAGES=(clang "$CLANG_RUNTIME" libonnx-testdata espeak-ng sox)
+# The sanitizer and fuzz builds, the C++ formatter npm run lint checks with,
+# and the data the JavaScript tests read.
+TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox)
 
 case "${1:-}" in
   --native) wanted=("${NATIVE_PACKAGES[@]}") ;;

@@ -26,6 +26,8 @@ describe('setup.sh', () => {
     expect(bookworm.status, bookworm.stderr).toBe(0);
     expect(bookworm.stdout.split('\n')).toContain('libclang-rt-14-dev');
     expect(bookworm.stdout).not.toContain('libclang-rt-19-dev');
+    // npm run lint checks the C++ layout with it.
+    expect(bookworm.stdout.split('\n')).toContain('clang-format');
 
     const trixie = setupOn('ID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n', ['--list']);
     expect(trixie.status, trixie.stderr).toBe(0);

@@ -128,6 +128,7 @@ export class Generation implements AsyncIterable<string>, PromiseLike<Generation
     this.result.catch(() => undefined);
   }
 
+  // biome-ignore lint/suspicious/noThenProperty: a generation is awaitable, like a promise of its result
   then<A = GenerationResult, B = never>(
     onFulfilled?: ((value: GenerationResult) => A | PromiseLike<A>) | null,
     onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null,

@@ -42,7 +42,7 @@ const CONTEXT = 64;
 const STEPS = 250;
 const RESET_AT = 125;
 
-export const SILERO_IMPORT = {
+const SILERO_IMPORT = {
   shapes: { input: [1, CHUNK + CONTEXT], state: [2, 1, 128] },
   bind: { sr: 16000 },
   state: [{ input: 'state', output: 'stateN' }],

@@ -231,7 +231,7 @@ class RunBuilder {
    */
   private emitLayoutChange(index: number, input: number, output: number, perm: readonly number[]): void {
     const node = this.method.tensorNode(index);
-    const [n, c, h, w] = node.shape as [number, number, number, number];
+    const [, c, h, w] = node.shape as [number, number, number, number];
     const dynamic = node.dynamicDims ?? [];
     if ((c === 1 || h * w === 1) && dynamic.length <= 1) {
       // A dim whose size changes per call is the one the delegate infers (0).

@@ -80,6 +80,7 @@ function exponentialLinear(node: NodeView, alphaDefault: number, scale: number, 
 
 export const elu: OpHandler = (node) => exponentialLinear(node, 1, 1, false);
 
+// biome-ignore lint/correctness/noPrecisionLoss: the float32 constants, written out exactly
 export const selu: OpHandler = (node) => exponentialLinear(node, 1.67326319217681884765625, 1.05070102214813232421875, true);
 
 export function hardSigmoid(node: NodeView): OnnxValue[] {

@@ -141,11 +141,11 @@ export const ALL_EXAMPLE_NAMES = [...EXAMPLE_NAMES, ...(Object.keys(LARGE_EXAMPL
 const ALL_EXAMPLES: Record<AnyExampleName, ExampleInfo> = { ...EXAMPLES, ...LARGE_EXAMPLES };
 
 export function isExampleName(name: string): name is ExampleName {
-  return Object.prototype.hasOwnProperty.call(EXAMPLES, name);
+  return Object.hasOwn(EXAMPLES, name);
 }
 
 export function isAnyExampleName(name: string): name is AnyExampleName {
-  return Object.prototype.hasOwnProperty.call(ALL_EXAMPLES, name);
+  return Object.hasOwn(ALL_EXAMPLES, name);
 }
 
 export function exampleInfo(name: string): ExampleInfo {
