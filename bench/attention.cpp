@@ -42,7 +42,8 @@ void scalar_loop(const AttentionProblem& a) {
         top = std::max(top, scores[static_cast<size_t>(c)]);
       }
       float sum = 0;
-      for (int64_t c = 0; c < seen; ++c) sum += (scores[static_cast<size_t>(c)] = std::exp(scores[static_cast<size_t>(c)] - top));
+      for (int64_t c = 0; c < seen; ++c)
+        sum += (scores[static_cast<size_t>(c)] = std::exp(scores[static_cast<size_t>(c)] - top));
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t c = 0; c < seen; ++c) {
         const float* v = a.values + (c * a.kv_heads + kv_head) * a.head_dim;

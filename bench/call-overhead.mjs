@@ -66,6 +66,7 @@ const base = median(figures['etna executeSync']);
 console.log(`per-call overhead, ${calls} calls x ${rounds} interleaved rounds (median round), node ${process.version}`);
 console.log('| call | µs per call | vs executeSync |');
 console.log('| --- | --- | --- |');
-for (const [name, samples] of Object.entries(figures)) console.log(`| ${name} | ${median(samples).toFixed(2)} | ${(median(samples) / base).toFixed(2)}x |`);
+for (const [name, samples] of Object.entries(figures))
+  console.log(`| ${name} | ${median(samples).toFixed(2)} | ${(median(samples) / base).toFixed(2)}x |`);
 await module.dispose();
 await session.release();

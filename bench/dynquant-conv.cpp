@@ -59,8 +59,8 @@ std::vector<uint8_t> qd8_conv(const Geometry& g, PayloadBuilder& b) {
   const auto bias = etna::test::pseudo_random(g.channels, 2, 0.1f);
   const uint32_t x = b.input(g.image(), 0);
   auto per_image = fbx::CreatePerTokenDynamicQuant(b.fbb(), 3);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, g.image(), fbx::QuantParams::PerTokenDynamicQuant,
-                                      per_image.Union());
+  const uint32_t q =
+      b.quantized_with(fbx::Datatype::qdint8, g.image(), fbx::QuantParams::PerTokenDynamicQuant, per_image.Union());
   const uint32_t filter = b.channelwise(fbx::Datatype::qcint8, g.filter(), scales, 0, codes);
   const uint32_t bias_id = b.constant({g.channels}, bias);
   const uint32_t y = b.output(g.image(), 1);
@@ -88,8 +88,7 @@ int main(int argc, char** argv) {
   const auto fp32 = fp32_conv(g, fp32_builder);
   const auto qd8 = qd8_conv(g, qd8_builder);
   const double fp32_ms = time_delegate(fp32, fp32_builder, g, rounds);
-  std::printf("1x%ux%ux%u, 3x3, %u -> %u: fp32 %.3f ms\n", g.channels, g.size, g.size, g.channels, g.channels,
-              fp32_ms);
+  std::printf("1x%ux%ux%u, 3x3, %u -> %u: fp32 %.3f ms\n", g.channels, g.size, g.size, g.channels, g.channels, fp32_ms);
   for (xnn::DotPath path : {xnn::DotPath::kAvx512Vnni, xnn::DotPath::kAvx2, xnn::DotPath::kScalar}) {
     if (!xnn::dot_path_available(path)) continue;
     xnn::force_dot_path(path);

@@ -62,8 +62,8 @@ std::vector<uint8_t> quantized_linear(size_t batch, size_t in, size_t out, size_
     filter = b.quantized_with(fbx::Datatype::qbint4, {uint32_t(out), uint32_t(in)},
                               fbx::QuantParams::PerChannelGroupQuant, params.Union(), &codes);
   } else {
-    filter = b.channelwise(fbx::Datatype::qcint8, {uint32_t(out), uint32_t(in)}, std::vector<float>(out, 0.0005f), 0,
-                           codes);
+    filter =
+        b.channelwise(fbx::Datatype::qcint8, {uint32_t(out), uint32_t(in)}, std::vector<float>(out, 0.0005f), 0, codes);
   }
   const uint32_t bias_id = b.constant({uint32_t(out)}, bias);
   const uint32_t y = b.output({uint32_t(batch), uint32_t(out)}, 1);
@@ -72,8 +72,8 @@ std::vector<uint8_t> quantized_linear(size_t batch, size_t in, size_t out, size_
   return b.finish(PayloadBuilder::Layout::kNamedData, 2);
 }
 
-double time_delegate(const std::vector<uint8_t>& payload, const PayloadBuilder& b, size_t batch, size_t in,
-                     size_t out, int rounds, int threads) {
+double time_delegate(const std::vector<uint8_t>& payload, const PayloadBuilder& b, size_t batch, size_t in, size_t out,
+                     int rounds, int threads) {
   LocalTensor input(etna::ScalarType::kFloat, {int64_t(batch), int64_t(in)});
   input.fill(etna::test::pseudo_random(batch * in, 3, 1.0f));
   LocalTensor output(etna::ScalarType::kFloat, {int64_t(batch), int64_t(out)});
@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   const size_t out = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2048;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
   const int threads = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
-  std::printf("best dot-product path on this CPU: %s; %d thread(s), %s time\n", xnn::dot_path_name(xnn::active_dot_path()),
-              threads, threads > 1 ? "wall" : "CPU");
+  std::printf("best dot-product path on this CPU: %s; %d thread(s), %s time\n",
+              xnn::dot_path_name(xnn::active_dot_path()), threads, threads > 1 ? "wall" : "CPU");
   std::vector<xnn::DotPath> paths;
   for (xnn::DotPath path : {xnn::DotPath::kAvx512Vnni, xnn::DotPath::kAvx2}) {
     if (xnn::dot_path_available(path)) paths.push_back(path);

@@ -26,6 +26,8 @@ const events = module.endProfiling();
 const callMs = events.filter((e) => e.category === 'call').reduce((sum, e) => sum + e.durationUs / 1000, 0);
 console.log(`${runs} prefills of ${tokens} tokens at ${threads} thread(s): ${(callMs / runs).toFixed(1)} ms each in the instruction loop`);
 for (const row of summarizeProfile(events).slice(0, 10)) {
-  console.log(`${row.percent.toFixed(1).padStart(5)}%  ${(row.selfMs / runs).toFixed(2).padStart(8)} ms  ${row.category.padEnd(8)} ${row.name}`);
+  console.log(
+    `${row.percent.toFixed(1).padStart(5)}%  ${(row.selfMs / runs).toFixed(2).padStart(8)} ms  ${row.category.padEnd(8)} ${row.name}`,
+  );
 }
 module.dispose?.();

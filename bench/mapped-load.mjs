@@ -35,9 +35,7 @@ async function loadChild(mode, path, warmUpPath) {
   globalThis.gc?.();
   const before = rssBytes('VmRSS');
   const start = performance.now();
-  const module = mode.endsWith('program')
-    ? await Module.load(Program.load(path, options))
-    : await Module.load(bytes ?? path, options);
+  const module = mode.endsWith('program') ? await Module.load(Program.load(path, options)) : await Module.load(bytes ?? path, options);
   const loadMs = performance.now() - start;
   const afterLoad = rssBytes('VmRSS');
   const row = (await module.execute('row', [index]))[0].data;
@@ -45,7 +43,16 @@ async function loadChild(mode, path, warmUpPath) {
   const afterRun = rssBytes('VmRSS');
   // Keeps the caller's copy alive to here, so growth counts only what loading added.
   if (bytes !== undefined && bytes.byteLength === 0) throw new Error('empty program file');
-  process.stdout.write(JSON.stringify({ mode, loadMs, loadGrowth: afterLoad - before, steadyGrowth: afterRun - before, peak: rssBytes('VmHWM'), check: row[0] }) + '\n');
+  process.stdout.write(
+    JSON.stringify({
+      mode,
+      loadMs,
+      loadGrowth: afterLoad - before,
+      steadyGrowth: afterRun - before,
+      peak: rssBytes('VmHWM'),
+      check: row[0],
+    }) + '\n',
+  );
   await module.dispose();
 }
 
@@ -57,7 +64,10 @@ async function callChild(path, calls) {
   const x = Tensor.float32([4], [1, 2, 3, 4]);
   const best = { copied: Infinity, mapped: Infinity };
   for (let round = 0; round < 7; round++) {
-    for (const [name, module] of [['copied', copied], ['mapped', mapped]]) {
+    for (const [name, module] of [
+      ['copied', copied],
+      ['mapped', mapped],
+    ]) {
       const start = process.hrtime.bigint();
       for (let i = 0; i < calls; i++) module.executeSync('forward', [x]);
       best[name] = Math.min(best[name], Number(process.hrtime.bigint() - start) / calls);

@@ -19,11 +19,18 @@ import { importOnnx } from '../dist/onnx/index.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { shape: { type: 'string' }, widths: { type: 'string' }, calls: { type: 'string', default: '10' }, 'no-xnnpack': { type: 'boolean', default: false } },
+  options: {
+    shape: { type: 'string' },
+    widths: { type: 'string' },
+    calls: { type: 'string', default: '10' },
+    'no-xnnpack': { type: 'boolean', default: false },
+  },
 });
 const modelPath = positionals[0];
 if (modelPath === undefined || values.shape === undefined) {
-  console.error('usage: node bench/onnx-bounded-width.mjs MODEL.onnx --shape NAME=1x3x48x32..960 [--widths 32,320,960] [--calls N] [--no-xnnpack]');
+  console.error(
+    'usage: node bench/onnx-bounded-width.mjs MODEL.onnx --shape NAME=1x3x48x32..960 [--widths 32,320,960] [--calls N] [--no-xnnpack]',
+  );
   process.exit(2);
 }
 const [inputName, shapeText] = values.shape.split('=');
@@ -37,7 +44,9 @@ const model = readFileSync(modelPath);
 
 let started = performance.now();
 const bounded = importOnnx(model, { shapes: { [inputName]: shapeText }, xnnpack });
-console.log(`bounded import: ${(performance.now() - started).toFixed(0)} ms, ${bounded.calls.delegate} delegate calls, ${bounded.calls.kernel} kernel calls, ${(bounded.bytes.length / 2 ** 20).toFixed(1)} MiB`);
+console.log(
+  `bounded import: ${(performance.now() - started).toFixed(0)} ms, ${bounded.calls.delegate} delegate calls, ${bounded.calls.kernel} kernel calls, ${(bounded.bytes.length / 2 ** 20).toFixed(1)} MiB`,
+);
 const module = await Module.load(bounded.bytes);
 const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential' });
 const outputName = session.outputNames[0];

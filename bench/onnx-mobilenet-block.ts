@@ -28,7 +28,12 @@ async function timeCalls(step: () => Promise<unknown>): Promise<number> {
 }
 
 const model = mobilenetBlockModel();
-const data = Float32Array.from(seededValues(BLOCK_INPUT_SHAPE.reduce((a, b) => a * b, 1), 42));
+const data = Float32Array.from(
+  seededValues(
+    BLOCK_INPUT_SHAPE.reduce((a, b) => a * b, 1),
+    42,
+  ),
+);
 const imported = importOnnx(model);
 const module = await Module.load(imported.bytes);
 const input = Tensor.float32(BLOCK_INPUT_SHAPE, data);
@@ -37,7 +42,9 @@ const feeds = { x: new ort.Tensor('float32', data, BLOCK_INPUT_SHAPE) };
 
 const etnaMs = await timeCalls(() => module.run('forward', { x: input }));
 const ortMs = await timeCalls(() => session.run(feeds));
-console.log(`mobilenet block ${BLOCK_INPUT_SHAPE.join('x')}: ${imported.calls.delegate} delegate calls, ${imported.calls.kernel} kernel calls`);
+console.log(
+  `mobilenet block ${BLOCK_INPUT_SHAPE.join('x')}: ${imported.calls.delegate} delegate calls, ${imported.calls.kernel} kernel calls`,
+);
 console.log(`etna (XNNPACK)   p50 ${etnaMs.toFixed(3)} ms per call`);
 console.log(`onnxruntime-node p50 ${ortMs.toFixed(3)} ms per call`);
 await module.dispose();

@@ -96,11 +96,14 @@ if (engine) {
       rows.push(JSON.parse(child.stdout.trim().split('\n').pop()));
     }
   }
-  console.log(`Silero VAD v6, 16 kHz, ${steps} steps of ${SILERO_CHUNK} samples per stream, 1 ` +
-    `thread${xnnpack ? '' : ', etna without XNNPACK'}`);
+  console.log(
+    `Silero VAD v6, 16 kHz, ${steps} steps of ${SILERO_CHUNK} samples per stream, 1 ` + `thread${xnnpack ? '' : ', etna without XNNPACK'}`,
+  );
   console.log('engine       streams   load ms   p50 ms   p95 ms   peak RSS MiB');
   for (const r of rows) {
-    console.log(`${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ` +
-      `${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`);
+    console.log(
+      `${r.engine.padEnd(12)} ${String(r.streams).padStart(7)} ${r.loadMs.toFixed(1).padStart(9)} ` +
+        `${r.p50.toFixed(3).padStart(8)} ${r.p95.toFixed(3).padStart(8)} ${r.peakRssMiB.toFixed(1).padStart(14)}`,
+    );
   }
 }

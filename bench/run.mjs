@@ -6,7 +6,17 @@ import { mkdirSync } from 'node:fs';
 const out = 'bench/results';
 mkdirSync(out, { recursive: true });
 const steps = [
-  ['dist/cli/etna.js', 'bench', ...process.argv.slice(2), '--json', `${out}/bench.json`, '--md', `${out}/bench.md`, '--svg', `${out}/bench.svg`],
+  [
+    'dist/cli/etna.js',
+    'bench',
+    ...process.argv.slice(2),
+    '--json',
+    `${out}/bench.json`,
+    '--md',
+    `${out}/bench.md`,
+    '--svg',
+    `${out}/bench.svg`,
+  ],
   ['bench/call-overhead.mjs'],
   ['bench/mapped-load.mjs'],
   ['bench/xnnpack-bench.mjs', ...(process.argv.includes('--quick') ? ['--quick'] : []), '--json', `${out}/xnnpack.json`],

@@ -72,7 +72,12 @@ async function overHttp(size) {
     server.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });
   const call = async (i) => {
-    const body = JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: [i] }, { dtype: 'float32', shape: [1], data: [1] }] });
+    const body = JSON.stringify({
+      inputs: [
+        { dtype: 'float32', shape: [1], data: [i] },
+        { dtype: 'float32', shape: [1], data: [1] },
+      ],
+    });
     const response = await fetch(`${url}/run/forward`, { method: 'POST', body });
     if (response.status !== 200) throw new Error(`status ${response.status}: ${await response.text()}`);
     await response.arrayBuffer();
@@ -84,8 +89,10 @@ async function overHttp(size) {
   return rate;
 }
 
-console.log(`${values.http ? 'HTTP, example server' : 'in-process pool'}: ${programPath}, ${concurrency} callers, ${rounds} rounds of ${seconds} s per size, ` +
-  `UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}, ${os.cpus().length} cores, node ${process.version}`);
+console.log(
+  `${values.http ? 'HTTP, example server' : 'in-process pool'}: ${programPath}, ${concurrency} callers, ${rounds} rounds of ${seconds} s per size, ` +
+    `UV_THREADPOOL_SIZE=${process.env.UV_THREADPOOL_SIZE ?? '4 (default)'}, ${os.cpus().length} cores, node ${process.version}`,
+);
 const rates = new Map(sizes.map((size) => [size, []]));
 for (let round = 0; round < rounds; round++) {
   for (const size of sizes) rates.get(size).push(values.http ? await overHttp(size) : await inProcess(size));
@@ -93,5 +100,7 @@ for (let round = 0; round < rounds; round++) {
 const format = (rate) => Math.round(rate).toLocaleString('en-US');
 for (const [size, measured] of rates) {
   measured.sort((a, b) => a - b);
-  console.log(`  ${size} module${size === 1 ? ' ' : 's'}: median ${format(measured[Math.floor(measured.length / 2)])} calls/s, best ${format(measured.at(-1))}`);
+  console.log(
+    `  ${size} module${size === 1 ? ' ' : 's'}: median ${format(measured[Math.floor(measured.length / 2)])} calls/s, best ${format(measured.at(-1))}`,
+  );
 }

@@ -27,7 +27,9 @@ const sessions = sessionsIndex >= 0 ? Number(process.argv[sessionsIndex + 1]) : 
 if (!Number.isInteger(sessions) || sessions < 2) throw new Error('--sessions needs an integer of at least 2');
 if (!globalThis.gc) console.warn('run with node --expose-gc for steadier figures');
 
-const { buildKvDecoder, createKvDecoderWeights, KV_DECODER_LARGE_CONFIG, kvDecoderSession } = await import('../dist/tools/examples/index.js');
+const { buildKvDecoder, createKvDecoderWeights, KV_DECODER_LARGE_CONFIG, kvDecoderSession } = await import(
+  '../dist/tools/examples/index.js'
+);
 const { Module, Program } = await import('../dist/index.js');
 
 const bytes = buildKvDecoder(createKvDecoderWeights(KV_DECODER_LARGE_CONFIG)).toPte({ xnnpack: true });
@@ -73,10 +75,14 @@ console.log(`per extra session            ${mib(perExtra)} MiB`);
 console.log(`state (mem_id 2) per session ${mib(stateBytes)} MiB`);
 console.log(`goal (1.15 x state + 256 KiB) ${mib(goal)} MiB: ${perExtra <= goal ? 'met' : 'NOT met'}`);
 console.log(`Module.load over the program  ${median(loadMs).toFixed(2)} ms (median of ${sessions - 1} loads; goal 1 ms)`);
-console.log(`memoryReport of the last session: packedWeightBytes ${mib(last.packedWeightBytes)} MiB, ` +
-  `sharedPackedWeightBytes ${mib(last.sharedPackedWeightBytes ?? 0)} MiB, workspaceBytes ${mib(last.workspaceBytes)} MiB, ` +
-  `plannedBytes ${mib(last.plannedBytes)} MiB`);
-console.log(`  ownedBytes ${mib(last.ownedBytes ?? NaN)} MiB, sharedBytes ${mib(last.sharedBytes ?? NaN)} MiB, ` +
-  `pooledArenaBytes ${mib(last.pooledArenaBytes ?? NaN)} MiB, pooledWorkspaceBytes ${mib(last.pooledWorkspaceBytes ?? NaN)} MiB`);
+console.log(
+  `memoryReport of the last session: packedWeightBytes ${mib(last.packedWeightBytes)} MiB, ` +
+    `sharedPackedWeightBytes ${mib(last.sharedPackedWeightBytes ?? 0)} MiB, workspaceBytes ${mib(last.workspaceBytes)} MiB, ` +
+    `plannedBytes ${mib(last.plannedBytes)} MiB`,
+);
+console.log(
+  `  ownedBytes ${mib(last.ownedBytes ?? NaN)} MiB, sharedBytes ${mib(last.sharedBytes ?? NaN)} MiB, ` +
+    `pooledArenaBytes ${mib(last.pooledArenaBytes ?? NaN)} MiB, pooledWorkspaceBytes ${mib(last.pooledWorkspaceBytes ?? NaN)} MiB`,
+);
 
 await Promise.all(modules.map((module) => module.dispose()));

@@ -47,7 +47,9 @@ if (scenario === 'concurrent') {
   await timed(warm, inputs); // starts libuv's pool before the count
   await warm.dispose();
   const before = threads();
-  const sessions = await Promise.all(Array.from({ length: sessionCount }, () => Module.load(program, { numThreads, threadPool, shareMemoryArenas: true })));
+  const sessions = await Promise.all(
+    Array.from({ length: sessionCount }, () => Module.load(program, { numThreads, threadPool, shareMemoryArenas: true })),
+  );
   for (const session of sessions) await timed(session, inputs);
   const samples = [];
   const start = performance.now();
@@ -57,7 +59,9 @@ if (scenario === 'concurrent') {
     }),
   );
   const seconds = (performance.now() - start) / 1000;
-  console.log(`${sessionCount} sessions at numThreads ${numThreads} (${threadPool}): ${threads() - before} threads added, ${(samples.length / seconds).toFixed(0)} calls/s, ${figures(samples)}`);
+  console.log(
+    `${sessionCount} sessions at numThreads ${numThreads} (${threadPool}): ${threads() - before} threads added, ${(samples.length / seconds).toFixed(0)} calls/s, ${figures(samples)}`,
+  );
 } else {
   for (const name of GRAPHS) {
     const graph = onnxGraphProgram(name);

@@ -34,7 +34,11 @@ const CASES = [
 
 function compileRaw() {
   const binary = path.join(os.tmpdir(), `etna-xnnpack-raw-${process.pid}`);
-  execFileSync('g++', ['-O2', '-std=c++17', '-Wall', '-Wextra', path.join(here, 'xnnpack-raw.cpp'), '-lXNNPACK', '-lpthreadpool', '-o', binary], { stdio: 'inherit' });
+  execFileSync(
+    'g++',
+    ['-O2', '-std=c++17', '-Wall', '-Wextra', path.join(here, 'xnnpack-raw.cpp'), '-lXNNPACK', '-lpthreadpool', '-o', binary],
+    { stdio: 'inherit' },
+  );
   return binary;
 }
 
@@ -81,7 +85,9 @@ function caseProgram(c) {
 }
 
 function caseInput(c) {
-  return c.model === 'mlp' ? { shape: [c.batch, 1024], data: mlpInput(c.batch) } : { shape: [1, CONV_LAYERS[0].inChannels, IMAGE, IMAGE], data: convInput() };
+  return c.model === 'mlp'
+    ? { shape: [c.batch, 1024], data: mlpInput(c.batch) }
+    : { shape: [1, CONV_LAYERS[0].inChannels, IMAGE, IMAGE], data: convInput() };
 }
 
 async function runEtna(c) {
@@ -106,7 +112,12 @@ function convOnnxModel() {
     const bias = randomValues(layer.outChannels, 400 + l, 0.05);
     initializers.push({ name: `w${l}`, dims: [layer.outChannels, layer.inChannels, 3, 3], data: weight });
     initializers.push({ name: `b${l}`, dims: [layer.outChannels], data: bias });
-    nodes.push({ op: 'Conv', inputs: [current, `w${l}`, `b${l}`], output: `c${l}`, ints: { kernel_shape: [3, 3], pads: [1, 1, 1, 1], strides: [layer.stride, layer.stride] } });
+    nodes.push({
+      op: 'Conv',
+      inputs: [current, `w${l}`, `b${l}`],
+      output: `c${l}`,
+      ints: { kernel_shape: [3, 3], pads: [1, 1, 1, 1], strides: [layer.stride, layer.stride] },
+    });
     nodes.push({ op: 'Relu', inputs: [`c${l}`], output: `r${l}`, ints: {} });
     current = `r${l}`;
   });
@@ -114,22 +125,28 @@ function convOnnxModel() {
   for (const layer of CONV_LAYERS) size = Math.floor((size + 2 - 3) / layer.stride) + 1;
   const valueInfo = (w, name, dims) => {
     w.string(1, name);
-    w.message(2, (type) => type.message(1, (tensor) => {
-      tensor.int(1, 1);
-      tensor.message(2, (shape) => { for (const d of dims) shape.message(1, (dim) => dim.int(1, d)); });
-    }));
+    w.message(2, (type) =>
+      type.message(1, (tensor) => {
+        tensor.int(1, 1);
+        tensor.message(2, (shape) => {
+          for (const d of dims) shape.message(1, (dim) => dim.int(1, d));
+        });
+      }),
+    );
   };
   const model = new ProtoWriter();
   model.int(1, 8);
   model.string(2, 'etna-bench');
   model.message(7, (graph) => {
-    nodes.forEach((node, i) => graph.message(1, (n) => {
-      for (const input of node.inputs) n.string(1, input);
-      n.string(2, node.output);
-      n.string(3, `${node.op}_${i}`);
-      n.string(4, node.op);
-      for (const [name, values] of Object.entries(node.ints)) n.message(5, (at) => at.string(1, name).packedInts(8, values).int(20, 7));
-    }));
+    nodes.forEach((node, i) =>
+      graph.message(1, (n) => {
+        for (const input of node.inputs) n.string(1, input);
+        n.string(2, node.output);
+        n.string(3, `${node.op}_${i}`);
+        n.string(4, node.op);
+        for (const [name, values] of Object.entries(node.ints)) n.message(5, (at) => at.string(1, name).packedInts(8, values).int(20, 7));
+      }),
+    );
     graph.string(2, 'convnet');
     for (const init of initializers) {
       graph.message(5, (t) => t.packedInts(1, init.dims).int(2, 1).string(8, init.name).bytes(9, new Uint8Array(init.data.buffer)));
@@ -193,7 +210,9 @@ try {
       sameResult: close(etna1.checksum, raw1.checksum) && close(ort1.checksum, raw1.checksum),
     };
     results.push(row);
-    console.error(`${c.name}: raw ${raw.ms.toFixed(3)} ms, etna sync ${sync.ms.toFixed(3)} / async ${async.ms.toFixed(3)} ms, ort ${ortTiming.ms.toFixed(3)} ms, checksums ${row.sameResult ? 'agree' : `DIFFER (raw ${raw1.checksum}, etna ${etna1.checksum}, ort ${ort1.checksum})`}`);
+    console.error(
+      `${c.name}: raw ${raw.ms.toFixed(3)} ms, etna sync ${sync.ms.toFixed(3)} / async ${async.ms.toFixed(3)} ms, ort ${ortTiming.ms.toFixed(3)} ms, checksums ${row.sameResult ? 'agree' : `DIFFER (raw ${raw1.checksum}, etna ${etna1.checksum}, ort ${ort1.checksum})`}`,
+    );
   }
 } finally {
   fs.rmSync(binary, { force: true });
@@ -201,10 +220,16 @@ try {
 
 const f = (t) => `${t.ms.toFixed(3)} / ${t.cpuMs.toFixed(3)}`;
 const ratio = (a, b) => `${(a.ms / b.ms).toFixed(2)}x / ${(a.cpuMs / b.cpuMs).toFixed(2)}x`;
-console.log(`Node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores), 1 thread, ${ROUNDS} rounds. Each cell: wall ms / CPU ms per call (median of round means, best of two passes).\n`);
-console.log('| case | raw XNNPACK | etna executeSync | etna execute | onnxruntime | executeSync / raw | execute / raw | executeSync / onnxruntime | outputs agree |');
+console.log(
+  `Node ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'} (${os.cpus().length} cores), 1 thread, ${ROUNDS} rounds. Each cell: wall ms / CPU ms per call (median of round means, best of two passes).\n`,
+);
+console.log(
+  '| case | raw XNNPACK | etna executeSync | etna execute | onnxruntime | executeSync / raw | execute / raw | executeSync / onnxruntime | outputs agree |',
+);
 console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
-  console.log(`| ${r.case} | ${f(r.raw)} | ${f(r.etnaSync)} | ${f(r.etnaExecute)} | ${f(r.onnxruntime)} | ${ratio(r.etnaSync, r.raw)} | ${ratio(r.etnaExecute, r.raw)} | ${ratio(r.etnaSync, r.onnxruntime)} | ${r.sameResult ? 'yes' : 'no'} |`);
+  console.log(
+    `| ${r.case} | ${f(r.raw)} | ${f(r.etnaSync)} | ${f(r.etnaExecute)} | ${f(r.onnxruntime)} | ${ratio(r.etnaSync, r.raw)} | ${ratio(r.etnaExecute, r.raw)} | ${ratio(r.etnaSync, r.onnxruntime)} | ${r.sameResult ? 'yes' : 'no'} |`,
+  );
 }
 if (jsonPath !== undefined) fs.writeFileSync(jsonPath, JSON.stringify({ node: process.version, rounds: ROUNDS, results }, null, 2));

@@ -49,7 +49,12 @@ export function buildConvNet() {
   const program = new ProgramBuilder();
   const layers = CONV_LAYERS.map((layer, l) => ({
     ...layer,
-    weight: program.constant(`conv${l}.weight`, 'float32', [layer.outChannels, layer.inChannels, 3, 3], randomValues(layer.outChannels * layer.inChannels * 9, 300 + l, 0.2)),
+    weight: program.constant(
+      `conv${l}.weight`,
+      'float32',
+      [layer.outChannels, layer.inChannels, 3, 3],
+      randomValues(layer.outChannels * layer.inChannels * 9, 300 + l, 0.2),
+    ),
     bias: program.constant(`conv${l}.bias`, 'float32', [layer.outChannels], randomValues(layer.outChannels, 400 + l, 0.05)),
   }));
   program.method('forward', (m) => {

@@ -29,7 +29,16 @@ async function child(file, methods) {
   const after = peakRssBytes();
   const report = module.memoryReport();
   await module.dispose();
-  process.stdout.write(JSON.stringify({ methods, before, after, growth: after - before, packedWeightBytes: report.packedWeightBytes, workspaceBytes: report.workspaceBytes }));
+  process.stdout.write(
+    JSON.stringify({
+      methods,
+      before,
+      after,
+      growth: after - before,
+      packedWeightBytes: report.packedWeightBytes,
+      workspaceBytes: report.workspaceBytes,
+    }),
+  );
 }
 
 async function parent() {
@@ -48,7 +57,8 @@ async function parent() {
       const file = path.join(dir, `k${methods}.pte`);
       fs.writeFileSync(file, program.toPte({ xnnpack: true }));
       const runs = [];
-      for (let r = 0; r < repeats; r++) runs.push(JSON.parse(execFileSync(process.execPath, [here, '--child', file, String(methods)], { encoding: 'utf8' })));
+      for (let r = 0; r < repeats; r++)
+        runs.push(JSON.parse(execFileSync(process.execPath, [here, '--child', file, String(methods)], { encoding: 'utf8' })));
       runs.sort((a, b) => a.growth - b.growth);
       rows.push({ ...runs[Math.floor(runs.length / 2)], fileBytes: fs.statSync(file).size });
     }
@@ -59,9 +69,12 @@ async function parent() {
   console.log(`W = ${mib(WEIGHT_BYTES)} MiB; median of ${repeats} child processes each.\n`);
   console.log('| methods k | .pte MiB | packedWeightBytes | VmHWM before load MiB | VmHWM after all methods ran MiB | growth MiB |');
   console.log('| --- | --- | --- | --- | --- | --- |');
-  for (const r of rows) console.log(`| ${r.methods} | ${mib(r.fileBytes)} | ${r.packedWeightBytes} | ${mib(r.before)} | ${mib(r.after)} | ${mib(r.growth)} |`);
+  for (const r of rows)
+    console.log(`| ${r.methods} | ${mib(r.fileBytes)} | ${r.packedWeightBytes} | ${mib(r.before)} | ${mib(r.after)} | ${mib(r.growth)} |`);
   const extra = rows[1].growth - rows[0].growth;
-  console.log(`\ngrowth(k=4) - growth(k=1) = ${(extra / 1024).toFixed(0)} KiB = ${((100 * extra) / WEIGHT_BYTES).toFixed(1)}% of W (target < 10%): ${extra < 0.1 * WEIGHT_BYTES ? 'met' : 'NOT met'}`);
+  console.log(
+    `\ngrowth(k=4) - growth(k=1) = ${(extra / 1024).toFixed(0)} KiB = ${((100 * extra) / WEIGHT_BYTES).toFixed(1)}% of W (target < 10%): ${extra < 0.1 * WEIGHT_BYTES ? 'met' : 'NOT met'}`,
+  );
 }
 
 if (process.argv[2] === '--child') await child(process.argv[3], Number(process.argv[4]));

@@ -85,8 +85,8 @@ void run_mlp(size_t batch, int calls, int rounds) {
     const std::vector<float> bias = random_values(kFeatures, 200 + l, 0.1);
     const float lower = l + 1 < kLayers ? 0.0f : -std::numeric_limits<float>::infinity();
     xnn_operator_t op = nullptr;
-    check(xnn_create_fully_connected_nc_f32(kFeatures, kFeatures, kFeatures, kFeatures, weights.back().data(), bias.data(), lower,
-                                            std::numeric_limits<float>::infinity(), 0, &op),
+    check(xnn_create_fully_connected_nc_f32(kFeatures, kFeatures, kFeatures, kFeatures, weights.back().data(),
+                                            bias.data(), lower, std::numeric_limits<float>::infinity(), 0, &op),
           "xnn_create_fully_connected_nc_f32");
     layers.push_back(op);
   }
@@ -100,7 +100,8 @@ void run_mlp(size_t batch, int calls, int rounds) {
     const float* source = input.data();
     for (int l = 0; l < kLayers; ++l) {
       float* target = (l % 2 == 0) ? ping.data() : pong.data();
-      check(xnn_setup_fully_connected_nc_f32(layers[l], batch, source, target, nullptr), "xnn_setup_fully_connected_nc_f32");
+      check(xnn_setup_fully_connected_nc_f32(layers[l], batch, source, target, nullptr),
+            "xnn_setup_fully_connected_nc_f32");
       check(xnn_run_operator(layers[l], nullptr), "xnn_run_operator");
       source = target;
     }
@@ -109,7 +110,8 @@ void run_mlp(size_t batch, int calls, int rounds) {
   double checksum = 0;
   const std::vector<float>& result = (kLayers % 2 == 0) ? pong : ping;
   for (size_t i = 0; i < batch * kFeatures; ++i) checksum += result[i];
-  std::printf("{\"model\":\"mlp\",\"batch\":%zu,\"ms\":%.6f,\"cpuMs\":%.6f,\"checksum\":%.9g}\n", batch, timing.wall_ms, timing.cpu_ms, checksum);
+  std::printf("{\"model\":\"mlp\",\"batch\":%zu,\"ms\":%.6f,\"cpuMs\":%.6f,\"checksum\":%.9g}\n", batch, timing.wall_ms,
+              timing.cpu_ms, checksum);
   for (xnn_operator_t op : layers) xnn_delete_operator(op);
 }
 
@@ -130,7 +132,8 @@ void run_conv(int calls, int rounds) {
   int index = 0;
   for (const ConvLayer& layer : kConvLayers) {
     const size_t kernel = 3;
-    const std::vector<float> oihw = random_values(layer.out_channels * layer.in_channels * kernel * kernel, 300 + index, 0.2);
+    const std::vector<float> oihw =
+        random_values(layer.out_channels * layer.in_channels * kernel * kernel, 300 + index, 0.2);
     const std::vector<float> bias = random_values(layer.out_channels, 400 + index, 0.05);
     // XNNPACK wants filters as [O, KH, KW, I].
     std::vector<float> ohwi(oihw.size());
@@ -138,11 +141,12 @@ void run_conv(int calls, int rounds) {
       for (size_t i = 0; i < layer.in_channels; ++i)
         for (size_t y = 0; y < kernel; ++y)
           for (size_t x = 0; x < kernel; ++x)
-            ohwi[((o * kernel + y) * kernel + x) * layer.in_channels + i] = oihw[((o * layer.in_channels + i) * kernel + y) * kernel + x];
+            ohwi[((o * kernel + y) * kernel + x) * layer.in_channels + i] =
+                oihw[((o * layer.in_channels + i) * kernel + y) * kernel + x];
     xnn_operator_t op = nullptr;
-    check(xnn_create_convolution2d_nhwc_f32(1, 1, 1, 1, 3, 3, layer.stride, layer.stride, 1, 1, 1, layer.in_channels, layer.out_channels,
-                                            layer.in_channels, layer.out_channels, ohwi.data(), bias.data(), 0.0f,
-                                            std::numeric_limits<float>::infinity(), 0, &op),
+    check(xnn_create_convolution2d_nhwc_f32(1, 1, 1, 1, 3, 3, layer.stride, layer.stride, 1, 1, 1, layer.in_channels,
+                                            layer.out_channels, layer.in_channels, layer.out_channels, ohwi.data(),
+                                            bias.data(), 0.0f, std::numeric_limits<float>::infinity(), 0, &op),
           "xnn_create_convolution2d_nhwc_f32");
     const size_t out_size = (size + 2 - 3) / layer.stride + 1;
     stages.push_back({op, size, out_size, layer.out_channels, padded(out_size * out_size * layer.out_channels)});
@@ -161,7 +165,8 @@ void run_conv(int calls, int rounds) {
       for (size_t p = 0; p < kImage * kImage; ++p) nhwc[p * channels + c] = nchw[c * kImage * kImage + p];
     const float* source = nhwc.data();
     for (Stage& stage : stages) {
-      check(xnn_setup_convolution2d_nhwc_f32(stage.op, 1, stage.in_size, stage.in_size, source, stage.output.data(), nullptr),
+      check(xnn_setup_convolution2d_nhwc_f32(stage.op, 1, stage.in_size, stage.in_size, source, stage.output.data(),
+                                             nullptr),
             "xnn_setup_convolution2d_nhwc_f32");
       check(xnn_run_operator(stage.op, nullptr), "xnn_run_operator");
       source = stage.output.data();
@@ -173,7 +178,8 @@ void run_conv(int calls, int rounds) {
   const Timing timing = time_calls(forward, calls, rounds);
   double checksum = 0;
   for (float v : result) checksum += v;
-  std::printf("{\"model\":\"conv\",\"batch\":1,\"ms\":%.6f,\"cpuMs\":%.6f,\"checksum\":%.9g}\n", timing.wall_ms, timing.cpu_ms, checksum);
+  std::printf("{\"model\":\"conv\",\"batch\":1,\"ms\":%.6f,\"cpuMs\":%.6f,\"checksum\":%.9g}\n", timing.wall_ms,
+              timing.cpu_ms, checksum);
   for (Stage& stage : stages) xnn_delete_operator(stage.op);
 }
 

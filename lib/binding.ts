@@ -66,7 +66,10 @@ export interface NativeAddon {
   /** Parses .ptd bytes with the parser modules use; INVALID_PROGRAM naming what is damaged. */
   describeExternalData(bytes: ArrayBuffer | ArrayBufferView): NativeExternalData;
   /** Loads on the calling thread; `mmap` applies to a path only. */
-  NativeProgram: new (source: string | ArrayBuffer | ArrayBufferView, mmap: boolean) => NativeProgram;
+  NativeProgram: new (
+    source: string | ArrayBuffer | ArrayBufferView,
+    mmap: boolean,
+  ) => NativeProgram;
   /**
    * Reads and verifies a path or bytes (copied before it returns) on the
    * thread pool, then loads the module; `program` is set unless one was given.
@@ -75,7 +78,12 @@ export interface NativeAddon {
   profileClock(): number;
   loadModule(
     program: NativeProgram | string | ArrayBuffer | ArrayBufferView,
-    options: { share: ShareWord; numThreads: number; threadPool: 'shared' | 'own'; mmap: boolean; externalData?: string | ArrayBuffer | ArrayBufferView },
+    options: {
+      share: ShareWord;
+      numThreads: number;
+      threadPool: 'shared' | 'own';
+      mmap: boolean;
+      externalData?: string | ArrayBuffer | ArrayBufferView;
+    },
   ): Promise<{ module: NativeModule; program?: NativeProgram }>;
 }
-

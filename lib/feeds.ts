@@ -10,12 +10,30 @@ function quoted(names: readonly string[]): string {
  * `named` laid out in the order of the method's inputs or outputs. Names the
  * method does not have are INVALID_INPUT; so are missing ones when `required`.
  */
-export function positionsOf<T>(method: MethodDescription, side: 'inputs' | 'outputs', named: Readonly<Record<string, T>>, required: true): T[];
-export function positionsOf<T>(method: MethodDescription, side: 'inputs' | 'outputs', named: Readonly<Record<string, T>>, required: false): (T | undefined)[];
-export function positionsOf<T>(method: MethodDescription, side: 'inputs' | 'outputs', named: Readonly<Record<string, T>>, required: boolean): (T | undefined)[] {
+export function positionsOf<T>(
+  method: MethodDescription,
+  side: 'inputs' | 'outputs',
+  named: Readonly<Record<string, T>>,
+  required: true,
+): T[];
+export function positionsOf<T>(
+  method: MethodDescription,
+  side: 'inputs' | 'outputs',
+  named: Readonly<Record<string, T>>,
+  required: false,
+): (T | undefined)[];
+export function positionsOf<T>(
+  method: MethodDescription,
+  side: 'inputs' | 'outputs',
+  named: Readonly<Record<string, T>>,
+  required: boolean,
+): (T | undefined)[] {
   const noun = side === 'inputs' ? 'input' : 'output';
   if (typeof named !== 'object' || named === null || Array.isArray(named)) {
-    throw new EtnaError('INVALID_INPUT', `method '${method.name}': ${noun}s by name must be an object keyed by ${noun} name, got ${Array.isArray(named) ? 'an array' : named === null ? 'null' : typeof named}`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `method '${method.name}': ${noun}s by name must be an object keyed by ${noun} name, got ${Array.isArray(named) ? 'an array' : named === null ? 'null' : typeof named}`,
+    );
   }
   const names = method[side].map((value) => value.name);
   const known = new Set(names);

@@ -174,10 +174,13 @@ export class Module {
       source.methodTable();
     }
     try {
-      const loaded = await native().loadModule(
-        source instanceof Program ? source.handle : source,
-        { share, numThreads, threadPool, mmap, externalData },
-      );
+      const loaded = await native().loadModule(source instanceof Program ? source.handle : source, {
+        share,
+        numThreads,
+        threadPool,
+        mmap,
+        externalData,
+      });
       if (source instanceof Program) return new Module(source, loaded.module, false);
       if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
       return new Module(Program.fromHandle(loaded.program), loaded.module, true);
@@ -322,9 +325,10 @@ export class Module {
     const options = checkOptionKeys((named ? maybeOptions : feedsOrOptions) ?? {}, RUN_OPTIONS, `run('${method}')`) as RunOptions;
     const meta = this.methodMeta(method);
     const inputs = positionsOf(meta, 'inputs', feeds, true);
-    const outputs = options.outputs === undefined || Array.isArray(options.outputs)
-      ? options.outputs
-      : positionsOf(meta, 'outputs', options.outputs, false);
+    const outputs =
+      options.outputs === undefined || Array.isArray(options.outputs)
+        ? options.outputs
+        : positionsOf(meta, 'outputs', options.outputs, false);
     return keyByName(meta, await this.execute(method, inputs, { outputs, profile: options.profile }));
   }
 
@@ -525,9 +529,8 @@ function convertInput(method: string, index: number, value: InputValue, expected
           `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (rank differs)`,
         );
       }
-      const fits = expected.dynamism === 'static'
-        ? tensor.shape.every((size, d) => size === bound[d])
-        : numel(tensor.shape) <= numel(bound);
+      const fits =
+        expected.dynamism === 'static' ? tensor.shape.every((size, d) => size === bound[d]) : numel(tensor.shape) <= numel(bound);
       if (!fits) {
         const rule = expected.dynamism === 'static' ? 'shape differs' : `more elements than the bound allows`;
         throw new EtnaError(

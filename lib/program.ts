@@ -82,8 +82,8 @@ export function mmapOption(options: Readonly<Record<string, unknown>>, caller: s
 // from 20.4 on as the registered symbols below; an older Node 20 gets the
 // same symbols, so a polyfill that uses them (as Node's own does) matches.
 export const disposeSymbol: typeof Symbol.dispose = (Symbol.dispose ?? Symbol.for('nodejs.dispose')) as typeof Symbol.dispose;
-export const asyncDisposeSymbol: typeof Symbol.asyncDispose =
-  (Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')) as typeof Symbol.asyncDispose;
+export const asyncDisposeSymbol: typeof Symbol.asyncDispose = (Symbol.asyncDispose ??
+  Symbol.for('nodejs.asyncDispose')) as typeof Symbol.asyncDispose;
 
 /**
  * A verified, immutable program. From a path the file is read into one

@@ -116,8 +116,10 @@ function allocate<D extends DType>(dtype: D, length: number, shape: readonly num
     return new array(length);
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
-    return invalid(`shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} ` +
-      `can hold (${error.message})`);
+    return invalid(
+      `shape [${shape.join(', ')}] holds ${length} ${dtype} elements (${length * bytes} bytes), more than one ${array.name} ` +
+        `can hold (${error.message})`,
+    );
   }
 }
 

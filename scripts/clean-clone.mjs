@@ -44,8 +44,10 @@ try {
       results.push({ name: `${suiteName}: no results (exit ${status})`, status: 'failed' });
       continue;
     }
-    for (const entry of suite.read(fs.readFileSync(file, 'utf8'))) results.push({ name: `${suiteName} > ${entry.name}`, status: entry.status });
-    if (status !== 0 && !results.some((entry) => entry.status === 'failed')) results.push({ name: `${suiteName}: exit ${status}`, status: 'failed' });
+    for (const entry of suite.read(fs.readFileSync(file, 'utf8')))
+      results.push({ name: `${suiteName} > ${entry.name}`, status: entry.status });
+    if (status !== 0 && !results.some((entry) => entry.status === 'failed'))
+      results.push({ name: `${suiteName}: exit ${status}`, status: 'failed' });
   }
 } catch (error) {
   results.push({ name: String(error.message ?? error), status: 'failed' });

@@ -112,8 +112,13 @@ before(() => {
   workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-cleanroom-'));
   const packed = JSON.parse(mustRun('npm', ['pack', '--json', '--pack-destination', workDir], { cwd: repoRoot }));
   tarballPath = path.join(workDir, packed[0].filename);
-  tarballEntries = mustRun('tar', ['-tzf', tarballPath]).split('\n').filter(Boolean).map((entry) => entry.replace(/^package\//, ''));
-  console.log(`packed ${packed[0].filename}: ${(fs.statSync(tarballPath).size / 1024 / 1024).toFixed(2)} MiB, ${packed[0].entryCount} files, ${(packed[0].unpackedSize / 1024 / 1024).toFixed(2)} MiB unpacked`);
+  tarballEntries = mustRun('tar', ['-tzf', tarballPath])
+    .split('\n')
+    .filter(Boolean)
+    .map((entry) => entry.replace(/^package\//, ''));
+  console.log(
+    `packed ${packed[0].filename}: ${(fs.statSync(tarballPath).size / 1024 / 1024).toFixed(2)} MiB, ${packed[0].entryCount} files, ${(packed[0].unpackedSize / 1024 / 1024).toFixed(2)} MiB unpacked`,
+  );
 
   const baseDir = mustRun('bash', [cleanroomScript, 'base'], { stdio: ['ignore', 'pipe', 'inherit'] }).trim();
   roomDir = path.join(workDir, 'room');
@@ -146,17 +151,31 @@ describe('the packed tarball', () => {
     for (const file of [`${prebuildDir}/${addonName}`, ...BUNDLED_LIBRARIES.map((name) => `${prebuildDir}/${name}`)]) {
       assert.ok(tarballEntries.includes(file), `${file} missing from the tarball`);
     }
-    for (const file of ['THIRD_PARTY_NOTICES', 'README.md', 'package.json', 'dist/index.js', 'dist/cli/etna.js', 'binding.gyp', 'native/sources.json', 'scripts/native-sources.cjs', 'scripts/install.cjs', 'schema/program.fbs']) {
+    for (const file of [
+      'THIRD_PARTY_NOTICES',
+      'README.md',
+      'package.json',
+      'dist/index.js',
+      'dist/cli/etna.js',
+      'binding.gyp',
+      'native/sources.json',
+      'scripts/native-sources.cjs',
+      'scripts/install.cjs',
+      'schema/program.fbs',
+    ]) {
       assert.ok(tarballEntries.includes(file), `${file} missing from the tarball`);
     }
     const sources = JSON.parse(fs.readFileSync(path.join(repoRoot, 'native/sources.json'), 'utf8'));
     for (const group of ['core', 'kernels', 'backends', 'addon']) {
-      for (const file of sources[group]) assert.ok(tarballEntries.includes(file), `${file} (needed by binding.gyp) missing from the tarball`);
+      for (const file of sources[group])
+        assert.ok(tarballEntries.includes(file), `${file} (needed by binding.gyp) missing from the tarball`);
     }
   });
 
   test('leaves out build output, tests, benchmarks and TypeScript sources', () => {
-    const unwanted = tarballEntries.filter((entry) => /^(build[^/]*|test|native\/test|bench|fuzz|lib|\.ci)\//.test(entry) || entry.endsWith('.map'));
+    const unwanted = tarballEntries.filter(
+      (entry) => /^(build[^/]*|test|native\/test|bench|fuzz|lib|\.ci)\//.test(entry) || entry.endsWith('.map'),
+    );
     assert.deepEqual(unwanted, []);
   });
 });
@@ -190,7 +209,11 @@ describe('the clean room', () => {
     const listing = mustInRoom(`${dynamicLoader} --list ${addonDir}/${addonName}`);
     assert.doesNotMatch(listing, /not found/);
     for (const library of BUNDLED_LIBRARIES) {
-      assert.match(listing, new RegExp(`^\\s*${library.replace(/\./g, '\\.')} => ${addonDir}/${library.replace(/\./g, '\\.')} `, 'm'), listing);
+      assert.match(
+        listing,
+        new RegExp(`^\\s*${library.replace(/\./g, '\\.')} => ${addonDir}/${library.replace(/\./g, '\\.')} `, 'm'),
+        listing,
+      );
     }
   });
 
@@ -199,7 +222,9 @@ describe('the clean room', () => {
     assert.match(inspect, /method forward/);
     assert.match(inspect, /delegates\s+XnnpackBackend/);
     fs.writeFileSync(path.join(upperDir, 'root/programs/add-inputs.json'), JSON.stringify(ADD_INPUTS));
-    const runOutput = mustInRoom(`cd ${appDir} && npx etna run /root/programs/${XNNPACK_PROGRAM} --inputs /root/programs/add-inputs.json --json`);
+    const runOutput = mustInRoom(
+      `cd ${appDir} && npx etna run /root/programs/${XNNPACK_PROGRAM} --inputs /root/programs/add-inputs.json --json`,
+    );
     assert.match(runOutput, /"shape":\[3\],"data":\[11,22,33\]/);
     const conv = mustInRoom(`cd ${appDir} && npx etna run /root/programs/djl_conv_xnnpack.pte`);
     assert.match(conv, /output 0: float32\[1x8x16x16\] 2048 values/);

@@ -37,10 +37,7 @@ function isDevelopmentCheckout() {
 // that a library that fails to load leaves this process clean. Returns null on
 // success, else the loader's message.
 function loadError() {
-  const probe = [
-    "const root = process.argv[1];",
-    "require(require.resolve('node-gyp-build', { paths: [root] }))(root);",
-  ].join('\n');
+  const probe = ['const root = process.argv[1];', "require(require.resolve('node-gyp-build', { paths: [root] }))(root);"].join('\n');
   const result = spawnSync(process.execPath, ['-e', probe, packageRoot], { encoding: 'utf8' });
   if (result.status === 0) return null;
   const lines = (result.stderr || '').split('\n').filter((line) => /Error|cannot open|No native build/.test(line));
@@ -58,7 +55,12 @@ function findFile(relative, folders) {
 // What binding.gyp needs beyond node-gyp itself, as [what, present] pairs.
 function buildPrerequisites() {
   const includeFolders = ['/usr/include', '/usr/local/include'];
-  const libraryFolders = ['/usr/lib', '/usr/local/lib', '/usr/lib64', `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`];
+  const libraryFolders = [
+    '/usr/lib',
+    '/usr/local/lib',
+    '/usr/lib64',
+    `/usr/lib/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`,
+  ];
   for (const name of fs.existsSync('/usr/lib') ? fs.readdirSync('/usr/lib') : []) {
     if (name.endsWith('-linux-gnu')) libraryFolders.push(path.join('/usr/lib', name));
   }
@@ -97,7 +99,9 @@ function main() {
 
   say(`no prebuilt addon loads on ${process.platform}-${process.arch} (${reason})`);
   say('building from source with node-gyp');
-  const missing = buildPrerequisites().filter(([, present]) => !present).map(([what]) => what);
+  const missing = buildPrerequisites()
+    .filter(([, present]) => !present)
+    .map(([what]) => what);
   if (missing.length > 0) {
     say(`cannot build from source, missing: ${missing.join(', ')}`);
     say(`on Debian 12 or Ubuntu 22.04 and later: ${APT_HINT}`);

@@ -32,10 +32,14 @@ const cmakeArgs = [
   cmakeJs,
   // 'build', not 'rebuild': the folder is ours alone, so an incremental build is safe.
   'build',
-  '--directory', packageRoot,
-  '--out', outputFolder,
-  '--parallel', String(Number(process.env.ETNA_BUILD_JOBS ?? 2)),
-  '--config', release ? 'Release' : 'Debug',
+  '--directory',
+  packageRoot,
+  '--out',
+  outputFolder,
+  '--parallel',
+  String(Number(process.env.ETNA_BUILD_JOBS ?? 2)),
+  '--config',
+  release ? 'Release' : 'Debug',
   // The bundled libXNNPACK.so.0 and friends sit beside the addon: look there first.
   '--CDCMAKE_BUILD_RPATH=$ORIGIN',
 ];

@@ -68,14 +68,11 @@ function main() {
   // prebuildify takes its build from <cwd>/build/Release; a stage folder of our
   // own keeps it away from build/, which the development build uses.
   const prebuildifyBin = path.join(path.dirname(require.resolve('prebuildify/package.json')), 'bin.js');
-  run(process.execPath, [
-    prebuildifyBin,
-    '--napi', '--strip', '--tag-libc',
-    '--name', 'etna',
-    '--node-gyp', shim,
-    '--cwd', stageFolder,
-    '--out', packageRoot,
-  ], { cwd: packageRoot });
+  run(
+    process.execPath,
+    [prebuildifyBin, '--napi', '--strip', '--tag-libc', '--name', 'etna', '--node-gyp', shim, '--cwd', stageFolder, '--out', packageRoot],
+    { cwd: packageRoot },
+  );
 
   const addons = fs.readdirSync(prebuildFolder).filter((name) => name.endsWith('.node'));
   if (addons.length !== 1) throw new Error(`expected one addon in ${prebuildFolder}, found: ${addons.join(', ') || 'none'}`);

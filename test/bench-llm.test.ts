@@ -103,9 +103,18 @@ describe('the three formats of one model', () => {
   // (int8 activations, a float16 cache); onnxruntime the 8da4w codes and scales (int8 activations per block).
   const own: Record<LlmRuntime, { expected: Float32Array[]; tolerance: number }> = {
     etna: { expected: referenceOf(weights, '8da4w'), tolerance: 1e-3 },
-    'llama.cpp': { expected: referenceOf(requantized((w, _, k) => dequantizeQ4_0(quantizeQ4_0(w, k)), true), 'float'), tolerance: 0.04 },
+    'llama.cpp': {
+      expected: referenceOf(
+        requantized((w, _, k) => dequantizeQ4_0(quantizeQ4_0(w, k)), true),
+        'float',
+      ),
+      tolerance: 0.04,
+    },
     onnxruntime: {
-      expected: referenceOf(requantized((w, n, k) => dequantizeInt4Groups(quantizeInt4Groups(w, n, k, 32)), false), 'float'),
+      expected: referenceOf(
+        requantized((w, n, k) => dequantizeInt4Groups(quantizeInt4Groups(w, n, k, 32)), false),
+        'float',
+      ),
       tolerance: 0.04,
     },
   };
@@ -120,10 +129,9 @@ describe('the three formats of one model', () => {
         const got = [(await runner.prefill(tokens, true))!, (await runner.decode(next, true))!];
         got.forEach((values, step) => {
           expect(values.length).toBe(C.vocab);
-          expect(
-            logitsDistance(Array.from(values), Array.from(float[step]!)),
-            `step ${step} vs float`,
-          ).toBeLessThan(QUANTIZATION_TOLERANCE);
+          expect(logitsDistance(Array.from(values), Array.from(float[step]!)), `step ${step} vs float`).toBeLessThan(
+            QUANTIZATION_TOLERANCE,
+          );
           expect(
             logitsDistance(Array.from(values), Array.from(own[runtime].expected[step]!)),
             `step ${step} vs its own weights`,
@@ -161,10 +169,9 @@ describe('etna export-example llama-8da4w --preset', () => {
       for (let i = 0; i < C.vocab; i++) worst = Math.max(worst, Math.abs(got[i]! - expected[i]!));
       expect(worst, `${length} tokens`).toBeLessThan(1e-3);
     }
-    await expect(module.execute(
-      'prefill',
-      [Tensor.int64([1, 129], new Array<number>(129).fill(1)), Tensor.int64([1], [0])],
-    )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(
+      module.execute('prefill', [Tensor.int64([1, 129], new Array<number>(129).fill(1)), Tensor.int64([1], [0])]),
+    ).rejects.toMatchObject({ code: 'INVALID_INPUT' });
     await module.dispose();
   });
 
@@ -202,8 +209,16 @@ describe('etna bench llm', () => {
     expect(report.rows[0]!.differenceFromEtna).toBe(0);
     const [header, ...rows] = llmTableRows(report);
     expect(header).toEqual([
-      'runtime', 'threads', 'load ms', 'RSS after load', 'prefill 8 ms (min / median)', 'prefill 128 ms (min / median)',
-      'decode ms/token (min / median)', 'decode GB/s (min / median)', 'of read bandwidth (min / median)', 'log-probs vs etna',
+      'runtime',
+      'threads',
+      'load ms',
+      'RSS after load',
+      'prefill 8 ms (min / median)',
+      'prefill 128 ms (min / median)',
+      'decode ms/token (min / median)',
+      'decode GB/s (min / median)',
+      'of read bandwidth (min / median)',
+      'log-probs vs etna',
     ]);
     expect(rows).toHaveLength(3);
     for (const row of rows) expect(row).toHaveLength(header!.length);

@@ -43,12 +43,13 @@ describe('--threads as a list', () => {
       for (const command of [BENCH, BENCH_LLM]) {
         // Both commands read --threads before they start any work.
         const run = Promise.resolve().then(() => command.run(parsed(command, [`--threads=${bad}`])));
-        const error = await run.then(() => undefined, (e: unknown) => e);
+        const error = await run.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(error, `${command.spec.name} --threads '${bad}'`).toBeInstanceOf(EtnaError);
         expect((error as EtnaError).code).toBe('INVALID_INPUT');
-        expect((error as EtnaError).message).toBe(
-          `--threads takes distinct integers >= 1 separated by commas (like 1,2), got '${bad}'`,
-        );
+        expect((error as EtnaError).message).toBe(`--threads takes distinct integers >= 1 separated by commas (like 1,2), got '${bad}'`);
       }
     }
   });
@@ -120,10 +121,7 @@ function twoCountReport(): BenchReport {
 
 function oneCountReport(): BenchReport {
   return {
-    results: [
-      row('dbnet-det', 'etna-shared', 2, { forward: [4, 6] }),
-      row('dbnet-det', 'onnxruntime', 2, { forward: [5, 6] }),
-    ],
+    results: [row('dbnet-det', 'etna-shared', 2, { forward: [4, 6] }), row('dbnet-det', 'onnxruntime', 2, { forward: [5, 6] })],
     threads: 2,
     threadCounts: [2],
     node: 'v22.0.0',
@@ -156,7 +154,10 @@ describe('the thread-count table', () => {
     ]);
     expect(dbnet.speedUps).toEqual([{ from: 1, to: 2, etna: 2, onnxruntime: 2 }]);
     const llama = byWorkload(rows, 'llama-8da4w forward');
-    expect(llama.byThreads.map((f) => [f.onnxruntime, f.ratio])).toEqual([[null, null], [null, null]]);
+    expect(llama.byThreads.map((f) => [f.onnxruntime, f.ratio])).toEqual([
+      [null, null],
+      [null, null],
+    ]);
     expect(llama.speedUps).toEqual([{ from: 1, to: 2, etna: 1.5, onnxruntime: null }]);
   });
 
@@ -210,7 +211,18 @@ describe('the thread-count table', () => {
       'etna 1→2',
       'ort 1→2',
     ]);
-    expect(body[0]).toEqual(['dbnet-det', 'forward', '8.00 / 9.00', '10.00 / 11.00', '0.80x', '4.00 / 6.00', '5.00 / 6.00', '0.80x', '2.00x', '2.00x']);
+    expect(body[0]).toEqual([
+      'dbnet-det',
+      'forward',
+      '8.00 / 9.00',
+      '10.00 / 11.00',
+      '0.80x',
+      '4.00 / 6.00',
+      '5.00 / 6.00',
+      '0.80x',
+      '2.00x',
+      '2.00x',
+    ]);
     expect(body.at(-1)).toEqual(['llama-8da4w', 'forward', '30.00 / 33.00', '-', '-', '20.00 / 50.00', '-', '-', '1.50x', '-']);
     // Three counts: a speed-up pair from the first count to each later one.
     const three = threadScalingRows(threadScaling({ ...report, threadCounts: [1, 2, 4] }), [1, 2, 4])[0]!;
@@ -233,7 +245,9 @@ describe('the thread-count table', () => {
     const markdown = formatMarkdown(report);
     expect(markdown).toContain('1, 2 threads.');
     expect(markdown).toContain('| program | config | threads | planned |');
-    expect(markdown).toContain('| dbnet-det | forward | 8.00 / 9.00 | 10.00 / 11.00 | 0.80x | 4.00 / 6.00 | 5.00 / 6.00 | 0.80x | 2.00x | 2.00x |');
+    expect(markdown).toContain(
+      '| dbnet-det | forward | 8.00 / 9.00 | 10.00 / 11.00 | 0.80x | 4.00 / 6.00 | 5.00 / 6.00 | 0.80x | 2.00x | 2.00x |',
+    );
     expect(markdown).toContain('- svtr-rec forward goals: p95/p50 at 2t 4.00x (≤ 2x) missed;');
 
     const json = JSON.parse(formatJson(report)) as BenchReport & { threadScaling: ThreadScalingRow[] };
@@ -243,13 +257,25 @@ describe('the thread-count table', () => {
     const svg = formatSvg(report);
     const panels = [...svg.matchAll(/<text x="20" y="\d+" font-weight="bold">([^<]+)<\/text>/g)].map((m) => m[1]);
     expect(panels).toEqual([
-      'dbnet-det, 1 thread', 'dbnet-det, 2 threads', 'svtr-rec, 1 thread', 'svtr-rec, 2 threads',
-      'kv-decoder-large, 1 thread', 'kv-decoder-large, 2 threads', 'llama-8da4w, 1 thread', 'llama-8da4w, 2 threads',
+      'dbnet-det, 1 thread',
+      'dbnet-det, 2 threads',
+      'svtr-rec, 1 thread',
+      'svtr-rec, 2 threads',
+      'kv-decoder-large, 1 thread',
+      'kv-decoder-large, 2 threads',
+      'llama-8da4w, 1 thread',
+      'llama-8da4w, 2 threads',
     ]);
     const groups = [...svg.matchAll(/data-program="dbnet-det" data-threads="(\d)" data-config="([^"]+)"/g)].map((m) => `${m[2]} ${m[1]}`);
     expect(groups).toEqual([
-      'etna-shared 1', 'etna-unshared 1', 'onnxruntime 1', 'onnxruntime-folded 1',
-      'etna-shared 2', 'etna-unshared 2', 'onnxruntime 2', 'onnxruntime-folded 2',
+      'etna-shared 1',
+      'etna-unshared 1',
+      'onnxruntime 1',
+      'onnxruntime-folded 1',
+      'etna-shared 2',
+      'etna-unshared 2',
+      'onnxruntime 2',
+      'onnxruntime-folded 2',
     ]);
 
     const one = oneCountReport();

@@ -75,7 +75,9 @@ describe('etna bench', () => {
   });
 
   it('writes a Markdown table with a row per configuration', () => {
-    const lines = formatMarkdown(report).split('\n').filter((l) => l.startsWith('| gru-stream'));
+    const lines = formatMarkdown(report)
+      .split('\n')
+      .filter((l) => l.startsWith('| gru-stream'));
     expect(lines).toHaveLength(3);
     expect(lines.find((l) => l.includes('etna-unshared'))).toContain('state not shared (expected)');
   });
@@ -169,7 +171,7 @@ describe('etna bench', () => {
     }
   });
 
-  it("times each example method beside onnxruntime in one process, with outputs that agree", async () => {
+  it('times each example method beside onnxruntime in one process, with outputs that agree', async () => {
     const rows = await compareMethods('kv-decoder', { iterations: 3, warmup: 1, threads: 1 });
     expect(rows.map((r) => r.method)).toEqual(['reset', 'prefill', 'decode']);
     for (const row of rows) {

@@ -114,7 +114,9 @@ describe('memoryReport()', () => {
     expect(report.methods.map((method) => method.name)).toEqual(['prefill', 'decode', 'reset']);
     const summed = report.methods.reduce((sum, method) => sum + method.constantBytes, 0);
     expect(summed).toBeGreaterThan(stored); // prefill and decode read the same weights
-    expect(report.methods.map((method) => method.constantBytes)).toEqual(m.program.describe().methods.map((method) => method.constantBytes));
+    expect(report.methods.map((method) => method.constantBytes)).toEqual(
+      m.program.describe().methods.map((method) => method.constantBytes),
+    );
     await m.dispose();
 
     const multi = await Module.load(testdataPath('npr_multi_method.pte'));
@@ -150,7 +152,12 @@ describe('memoryReport()', () => {
     expect(reports).toBeGreaterThan(0);
     for (const m of modules) {
       const report = m.memoryReport();
-      expect(report.arenas.map((arena) => arena.methods).flat().sort()).toEqual(['decode', 'decode', 'prefill', 'prefill']);
+      expect(
+        report.arenas
+          .map((arena) => arena.methods)
+          .flat()
+          .sort(),
+      ).toEqual(['decode', 'decode', 'prefill', 'prefill']);
       expect(report.workspaceBytes).toBeGreaterThan(0);
     }
     await Promise.all(modules.map((m) => m.dispose()));

@@ -169,7 +169,9 @@ describe('concurrent execute', () => {
   it('disposes many modules at once while each has calls queued', async () => {
     const program = Program.load(testdataPath('npr_multi_method.pte'));
     const modules = await Promise.all(Array.from({ length: 6 }, (_, i) => Module.load(program, { shareMemoryArenas: i % 2 === 0 })));
-    const calls = modules.flatMap((m) => Array.from({ length: 10 }, (_, i) => m.execute(i % 2 ? 'double' : 'forward', [f32([2], [i, -i])])));
+    const calls = modules.flatMap((m) =>
+      Array.from({ length: 10 }, (_, i) => m.execute(i % 2 ? 'double' : 'forward', [f32([2], [i, -i])])),
+    );
     await Promise.all(modules.map((m) => m.dispose()));
     const outcomes = await Promise.allSettled(calls);
     for (const [i, outcome] of outcomes.entries()) {

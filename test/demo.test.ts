@@ -76,7 +76,10 @@ describe('etna export-example', () => {
       const result = runCli(['export-example', '--xnnpack', 'kv-decoder', lowered]);
       expect(result.status, result.stderr).toBe(0);
       expect(result.stdout).toMatch(/lowered to XNNPACK/);
-      const delegatesOf = (file: string) => Program.load(file).describe().methods.flatMap((method) => method.delegates);
+      const delegatesOf = (file: string) =>
+        Program.load(file)
+          .describe()
+          .methods.flatMap((method) => method.delegates);
       expect(delegatesOf(portable)).toEqual([]);
       expect(delegatesOf(lowered)).toContain('XnnpackBackend');
     } finally {

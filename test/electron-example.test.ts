@@ -50,7 +50,10 @@ describe('examples/electron', () => {
     const app = path.join(dir, 'app');
     fs.mkdirSync(app);
     for (const file of fs.readdirSync(EXAMPLE)) fs.copyFileSync(path.join(EXAMPLE, file), path.join(app, file));
-    const pkg = JSON.parse(fs.readFileSync(path.join(app, 'package.json'), 'utf8')) as { scripts: Record<string, string>; build: { files: string[] } };
+    const pkg = JSON.parse(fs.readFileSync(path.join(app, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+      build: { files: string[] };
+    };
     // `npm run model`, with this checkout's CLI.
     const [command, ...args] = pkg.scripts.model!.split(' ');
     expect(command).toBe('etna');
@@ -59,14 +62,20 @@ describe('examples/electron', () => {
     expect(pkg.build.files).toContain('model.pte');
 
     fs.mkdirSync(path.join(app, 'node_modules/electron'), { recursive: true });
-    fs.writeFileSync(path.join(app, 'node_modules/electron/package.json'), JSON.stringify({ name: 'electron', type: 'module', exports: './index.js' }));
+    fs.writeFileSync(
+      path.join(app, 'node_modules/electron/package.json'),
+      JSON.stringify({ name: 'electron', type: 'module', exports: './index.js' }),
+    );
     fs.writeFileSync(path.join(app, 'node_modules/electron/index.js'), FAKE_ELECTRON);
     fs.symlinkSync(repoRoot, path.join(app, 'node_modules/etna'), 'dir');
 
     const run = spawnSync(process.execPath, ['main.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 });
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    const [report, quit] = run.stdout.trimEnd().split('\n').map((line) => JSON.parse(line));
+    const [report, quit] = run.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line));
     expect(quit).toEqual({ quit: true });
     expect(report.channels).toEqual(['etna:encode-decode']);
     expect(report.refused).toMatch(/expected 32 finite numbers/);

@@ -257,12 +257,7 @@ describe('loading from bytes', () => {
   it('accepts an ArrayBuffer, a Buffer at an offset, a DataView and a typed array of another element type', async () => {
     const exact = original.buffer.slice(original.byteOffset, original.byteOffset + original.byteLength);
     const inside = embedded();
-    const sources = [
-      exact,
-      inside,
-      new DataView(inside.buffer, inside.byteOffset, inside.byteLength),
-      new Uint16Array(exact),
-    ];
+    const sources = [exact, inside, new DataView(inside.buffer, inside.byteOffset, inside.byteLength), new Uint16Array(exact)];
     for (const source of sources) {
       expect(Program.load(source).methodNames).toEqual(['row']);
       const m = await Module.load(source);
@@ -325,7 +320,10 @@ describe('load arguments', () => {
       thrownBy(() => Program.load(file, 5 as unknown as object)),
       /Program\.load: options must be an object, got number 5/,
     );
-    expectInvalidInput(thrownBy(() => Program.load(file, null as unknown as object)), /options must be an object, got null/);
+    expectInvalidInput(
+      thrownBy(() => Program.load(file, null as unknown as object)),
+      /options must be an object, got null/,
+    );
     expectInvalidInput(await Module.load({} as unknown as string).catch((e: unknown) => e), /Module\.load expects a file path.*got Object/);
     expectInvalidInput(
       await Module.load(file, { mmap: 1 as unknown as boolean }).catch((e: unknown) => e),

@@ -178,7 +178,9 @@ describe('fuzz regressions replay through the public API', () => {
     try {
       const truncated = path.join(dir, 'truncated.pte');
       fs.writeFileSync(truncated, fs.readFileSync(seed).subarray(0, 200));
-      expect(replay(truncated, 'fuzz_program')).toEqual([expect.objectContaining({ step: 'Program.load', ok: false, code: 'INVALID_PROGRAM' })]);
+      expect(replay(truncated, 'fuzz_program')).toEqual([
+        expect.objectContaining({ step: 'Program.load', ok: false, code: 'INVALID_PROGRAM' }),
+      ]);
 
       // A payload that is not a FlatBuffer reaches the backend and is refused there.
       const payload = path.join(dir, 'payload.bin');

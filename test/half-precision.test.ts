@@ -38,7 +38,8 @@ function reference(x: number[], w: number[], bias: number[]): Reference {
   for (let i = 0; i < ROWS; i++) {
     for (let j = 0; j < COLS; j++) {
       let acc = 0;
-      for (let k = 0; k < INNER; k++) acc = Math.fround(acc + Math.fround((doubled[i * INNER + k] as number) * (w[k * COLS + j] as number)));
+      for (let k = 0; k < INNER; k++)
+        acc = Math.fround(acc + Math.fround((doubled[i * INNER + k] as number) * (w[k * COLS + j] as number)));
       product.push(toHalf(toHalf(acc) + (bias[j] as number)));
     }
   }

@@ -66,7 +66,10 @@ const EXPECTED: Record<string, Expected> = {
     methods: [
       {
         name: 'forward',
-        inputs: [{ ...f32(1), planned: false }, { ...f32(1), planned: false }],
+        inputs: [
+          { ...f32(1), planned: false },
+          { ...f32(1), planned: false },
+        ],
         outputs: [{ ...f32(1), planned: true }],
         operators: [],
         delegates: ['XnnpackBackend'],
@@ -197,12 +200,29 @@ const EXPECTED: Record<string, Expected> = {
         inputs: [f32(1, 2), i64(1)],
         outputs: [f32(), i64(1), f32(10, 2), f32(10), f32(2, 10), f32(2), f32(10, 2), f32(10), f32(2, 10), f32(2)],
         operators: [
-          'aten::permute_copy.out', 'aten::addmm.out', 'aten::sigmoid.out', 'aten::alias_copy.out',
-          'aten::_log_softmax.out', 'aten::ne.Scalar_out', 'aten::scalar_tensor.out', 'aten::where.self_out',
-          'aten::unsqueeze_copy.out', 'aten::gather.out', 'aten::squeeze_copy.dims_out', 'aten::neg.out',
-          'aten::sum.IntList_out', 'dim_order_ops::_to_dim_order_copy.out', 'aten::div.out', 'aten::argmax.out',
-          'aten::full_like.out', 'aten::scatter.value_out', 'aten::mul.out', 'aten::exp.out', 'aten::sub.out',
-          'aten::mm.out', 'aten::view_copy.out',
+          'aten::permute_copy.out',
+          'aten::addmm.out',
+          'aten::sigmoid.out',
+          'aten::alias_copy.out',
+          'aten::_log_softmax.out',
+          'aten::ne.Scalar_out',
+          'aten::scalar_tensor.out',
+          'aten::where.self_out',
+          'aten::unsqueeze_copy.out',
+          'aten::gather.out',
+          'aten::squeeze_copy.dims_out',
+          'aten::neg.out',
+          'aten::sum.IntList_out',
+          'dim_order_ops::_to_dim_order_copy.out',
+          'aten::div.out',
+          'aten::argmax.out',
+          'aten::full_like.out',
+          'aten::scatter.value_out',
+          'aten::mul.out',
+          'aten::exp.out',
+          'aten::sub.out',
+          'aten::mm.out',
+          'aten::view_copy.out',
         ],
         delegates: [],
         instructions: { KernelCall: 66 },
@@ -403,13 +423,20 @@ describe('etna inspect on a .ptd external data file', () => {
   it('lists its tensors with --json: the parameters the training program reads, shaped as its outputs', () => {
     const result = runCli(['inspect', '--json', ptd]);
     expect(result.status, result.stderr).toBe(0);
-    const report = JSON.parse(result.stdout) as { file: string; identifier: string; segments: number; tensors: { key: string; dtype: string; shape: number[]; bytes: number }[] };
+    const report = JSON.parse(result.stdout) as {
+      file: string;
+      identifier: string;
+      segments: number;
+      tensors: { key: string; dtype: string; shape: number[]; bytes: number }[];
+    };
     expect(report.file).toBe(ptd);
     expect(report.identifier).toBe('FT01');
     expect(report.tensors.map((t) => t.key)).toEqual(['net.linear.weight', 'net.linear.bias', 'net.linear2.weight', 'net.linear2.bias']);
     // forward returns the parameters themselves as outputs 6 to 9 (testdata README).
     const forward = inspect('et_xor_training.pte').methods.find((m) => m.name === 'forward')!;
-    expect(report.tensors.map(({ dtype, shape }) => ({ dtype, shape }))).toEqual(forward.outputs.slice(6).map(({ dtype, shape }) => ({ dtype, shape })));
+    expect(report.tensors.map(({ dtype, shape }) => ({ dtype, shape }))).toEqual(
+      forward.outputs.slice(6).map(({ dtype, shape }) => ({ dtype, shape })),
+    );
     for (const tensor of report.tensors) expect(tensor.bytes).toBe(4 * tensor.shape.reduce((a, b) => a * b, 1));
     expect(report.segments).toBe(4);
   });

@@ -103,10 +103,9 @@ describe('llama-8da4w example', () => {
     const prompt = [9, 8, 7, 6, 5, 4, 3, 2];
     await module.execute('prefill', [Tensor.int64([1, C.prefillLength], prompt), Tensor.int64([1], [0])]);
     reference.prefill(prompt, 0);
-    await expect(module.execute(
-      'decode',
-      [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.context])],
-    )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    await expect(module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.context])])).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+    });
     const [decoded] = await module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.prefillLength])]);
     expect(worstDifference((decoded as Tensor).data as Float32Array, reference.decode(1, C.prefillLength))).toBeLessThan(LOGIT_TOLERANCE);
     await module.dispose();

@@ -42,10 +42,14 @@ interface Server {
 }
 
 async function startServer(args: string[], env: Record<string, string> = {}): Promise<Server> {
-  const child = spawn(process.execPath, [SERVER, '--model', MODEL, '--tokenizer', TOKENIZER, '--host', '127.0.0.1', '--port', '0', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-  });
+  const child = spawn(
+    process.execPath,
+    [SERVER, '--model', MODEL, '--tokenizer', TOKENIZER, '--host', '127.0.0.1', '--port', '0', ...args],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, ...env },
+    },
+  );
   running.add(child);
   let stdout = '';
   let stderr = '';
@@ -99,7 +103,11 @@ function openStream(url: string, body: unknown) {
   let headers: http.IncomingHttpHeaders = {};
   let firstPiece: () => void;
   const first = new Promise<void>((resolve) => (firstPiece = resolve));
-  const request = http.request(`${url}/generate`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) } });
+  const request = http.request(`${url}/generate`, {
+    method: 'POST',
+    agent: false,
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+  });
   const ended = new Promise<void>((resolve) => {
     request.on('response', (response) => {
       status = response.statusCode!;
@@ -165,17 +173,31 @@ async function until(url: string, ok: (state: any) => boolean, what: string): Pr
 }
 
 const PROMPTS = [
-  'Once upon a time', 'The quick brown fox', 'In a hole in the ground', 'Call me Ishmael.',
-  'It was a bright cold day', 'Hello, 世界', 'emoji 👋 and more', 'Zebras',
-  'a', 'The answer is', 'Lorem ipsum dolor', 'To be or not to be',
-  'Snow fell', 'Über alles', 'Numbers: 1 2 3', 'Last one',
+  'Once upon a time',
+  'The quick brown fox',
+  'In a hole in the ground',
+  'Call me Ishmael.',
+  'It was a bright cold day',
+  'Hello, 世界',
+  'emoji 👋 and more',
+  'Zebras',
+  'a',
+  'The answer is',
+  'Lorem ipsum dolor',
+  'To be or not to be',
+  'Snow fell',
+  'Über alles',
+  'Numbers: 1 2 3',
+  'Last one',
 ];
 
 /** Half greedy, half sampled with various top-k / top-p, some with stop strings. */
 const REQUESTS = PROMPTS.map((prompt, i) => ({
   prompt,
   maxNewTokens: 6 + (i % 5) * 2,
-  ...(i % 2 === 0 ? { temperature: 0 } : { temperature: 0.6 + (i % 4) * 0.2, seed: 1000 + i, ...(i % 3 === 0 && { topK: 40 }), ...(i % 3 === 1 && { topP: 0.9 }) }),
+  ...(i % 2 === 0
+    ? { temperature: 0 }
+    : { temperature: 0.6 + (i % 4) * 0.2, seed: 1000 + i, ...(i % 3 === 0 && { topK: 40 }), ...(i % 3 === 1 && { topP: 0.9 }) }),
   ...(i % 4 === 3 && { stop: ['e', 'a'] }),
 }));
 
@@ -293,7 +315,10 @@ describe('examples/llm-server', () => {
     // The one session serves the next request, from an empty context: the same text as on a fresh server.
     const after = await generate(server.url, { prompt: 'Once upon a time', maxNewTokens: 8, temperature: 0 });
     expect(after.done.stopReason).toBe('length');
-    expect(await health(server.url)).toMatchObject({ pool: { size: 1, busy: 0, waiting: 0 }, generations: { finished: 1, aborted: 1, failed: 0 } });
+    expect(await health(server.url)).toMatchObject({
+      pool: { size: 1, busy: 0, waiting: 0 },
+      generations: { finished: 1, aborted: 1, failed: 0 },
+    });
 
     // One running, one waiting: the next is refused with 429 and Retry-After.
     const running = openStream(server.url, long('Running'));
@@ -328,7 +353,10 @@ describe('examples/llm-server', () => {
   it('refuses bad settings with its usage (exit 2), and a model it cannot load in one line (exit 1)', async () => {
     const run = (args: string[]) =>
       new Promise<{ code: number | null; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, [SERVER, ...args], { cwd: repoRoot, env: { ...process.env, ETNA_MODEL: '', ETNA_TOKENIZER: '' } });
+        const child = spawn(process.execPath, [SERVER, ...args], {
+          cwd: repoRoot,
+          env: { ...process.env, ETNA_MODEL: '', ETNA_TOKENIZER: '' },
+        });
         let stderr = '';
         child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
         child.on('exit', (code) => resolve({ code, stderr }));
@@ -346,7 +374,13 @@ describe('examples/llm-server', () => {
 });
 
 describe('examples/llm-server SessionPool', () => {
-  const fakeSession = (name: string) => ({ name, resets: 0, reset() { this.resets++; } });
+  const fakeSession = (name: string) => ({
+    name,
+    resets: 0,
+    reset() {
+      this.resets++;
+    },
+  });
 
   it('lends free sessions, queues up to the limit, refuses beyond it, and hands a returned session (reset) to the first in line', async () => {
     const a = fakeSession('a');

@@ -64,7 +64,9 @@ describe('Module on the real programs', () => {
 
   it('reports the constant bytes its methods read, as inspect counts them', async () => {
     const path = testdataPath('et_model_constant_buffer.pte');
-    const perMethod = Program.load(path).describe().methods.map((method) => method.constantBytes);
+    const perMethod = Program.load(path)
+      .describe()
+      .methods.map((method) => method.constantBytes);
     const m = await Module.load(path);
     expect(m.memoryReport().constantBytes).toBeGreaterThan(0);
     expect(m.memoryReport().constantBytes).toBe(perMethod.reduce((a, b) => a + b, 0));
@@ -189,10 +191,9 @@ describe('Module on the real programs', () => {
   });
 
   it('refuses invalid options', async () => {
-    await expect(Module.load(
-      testdataPath('et_add.pte'),
-      { shareMemoryArenas: 'yes' as unknown as boolean },
-    )).rejects.toThrow(/shareMemoryArenas/);
+    await expect(Module.load(testdataPath('et_add.pte'), { shareMemoryArenas: 'yes' as unknown as boolean })).rejects.toThrow(
+      /shareMemoryArenas/,
+    );
     await expect(Module.load(testdataPath('et_add.pte'), { numThreads: 0 })).rejects.toThrow(/numThreads/);
   });
 });

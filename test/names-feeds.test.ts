@@ -25,8 +25,14 @@ describe('names in ExecuTorch exports', () => {
   it('are input_<i> and output_<i> for every method of every real file (no keyword arguments there)', () => {
     for (const file of testdataFiles().filter((f) => f !== 'djl_corrupt.pte')) {
       for (const method of Program.load(testdataPath(file)).describe().methods) {
-        expect(method.inputs.map((v) => v.name), `${file} ${method.name}`).toEqual(method.inputs.map((_, i) => `input_${i}`));
-        expect(method.outputs.map((v) => v.name), `${file} ${method.name}`).toEqual(method.outputs.map((_, i) => `output_${i}`));
+        expect(
+          method.inputs.map((v) => v.name),
+          `${file} ${method.name}`,
+        ).toEqual(method.inputs.map((_, i) => `input_${i}`));
+        expect(
+          method.outputs.map((v) => v.name),
+          `${file} ${method.name}`,
+        ).toEqual(method.outputs.map((_, i) => `output_${i}`));
       }
     }
   });
@@ -34,19 +40,30 @@ describe('names in ExecuTorch exports', () => {
   it('run feeds an ExecuTorch export by its default names, with etna, plain and onnxruntime tensors', async () => {
     const module = await Module.load(testdataPath('et_add.pte'));
     expect(module.methodMeta('forward').inputs.map((v) => v.name)).toEqual(['input_0', 'input_1']);
-    const outputs = await module.run('forward', { input_0: Tensor.float32([1], [2]), input_1: new ort.Tensor('float32', Float32Array.from([0.25]), [1]) });
+    const outputs = await module.run('forward', {
+      input_0: Tensor.float32([1], [2]),
+      input_1: new ort.Tensor('float32', Float32Array.from([0.25]), [1]),
+    });
     expect(Object.keys(outputs)).toEqual(['output_0']);
     expect((outputs.output_0 as Tensor).toArray()).toEqual([2.25]);
-    const plain = await module.run('forward', { input_1: { dtype: 'float32', shape: [1], data: Float32Array.from([1]) }, input_0: Tensor.float32([1], [-3]) });
+    const plain = await module.run('forward', {
+      input_1: { dtype: 'float32', shape: [1], data: Float32Array.from([1]) },
+      input_0: Tensor.float32([1], [-3]),
+    });
     expect((plain.output_0 as Tensor).toArray()).toEqual([-2]);
     await module.dispose();
   });
 
   it('execute takes onnxruntime tensors too', async () => {
     const module = await Module.load(testdataPath('et_add.pte'));
-    const [sum] = await module.execute('forward', [new ort.Tensor('float32', Float32Array.from([4]), [1]), new ort.Tensor('float32', Float32Array.from([5]), [1])]);
+    const [sum] = await module.execute('forward', [
+      new ort.Tensor('float32', Float32Array.from([4]), [1]),
+      new ort.Tensor('float32', Float32Array.from([5]), [1]),
+    ]);
     expect((sum as Tensor).toArray()).toEqual([9]);
-    const error = await rejection(module.execute('forward', [new ort.Tensor('int32', Int32Array.from([4]), [1]), Tensor.float32([1], [1])]));
+    const error = await rejection(
+      module.execute('forward', [new ort.Tensor('int32', Int32Array.from([4]), [1]), Tensor.float32([1], [1])]),
+    );
     expect(error.message).toMatch(/input 0: expected float32\[1\], got int32\[1\] \(dtype differs\)/);
     await module.dispose();
   });
@@ -69,7 +86,10 @@ describe('names in authored programs', () => {
         ],
       },
     ]);
-    expect(JSON.parse(specs.encodedOutStr()!)).toEqual([1, { type: 'builtins.dict', context: '["sum", "diff"]', children_spec: [leaf, leaf] }]);
+    expect(JSON.parse(specs.encodedOutStr()!)).toEqual([
+      1,
+      { type: 'builtins.dict', context: '["sum", "diff"]', children_spec: [leaf, leaf] },
+    ]);
     const module = await Module.load(bytes);
     expect(module.methodMeta('forward').inputs.map((v) => v.name)).toEqual(['a', 'b']);
     expect(module.methodMeta('forward').outputs.map((v) => v.name)).toEqual(['sum', 'diff']);
@@ -94,20 +114,38 @@ describe('names in authored programs', () => {
 
   it('must be unique non-empty strings within the inputs and within the outputs', () => {
     const build = (body: Parameters<ProgramBuilder['method']>[1]) => () => new ProgramBuilder().method('m', body);
-    expect(build((m) => { m.input('x', 'float32', [1]); m.input('x', 'float32', [1]); })).toThrow(/method 'm': input name 'x' is already used/);
-    expect(build((m) => { m.input('', 'float32', [1]); })).toThrow(/input names must be non-empty strings/);
-    expect(build((m) => {
-      const x = m.input('x', 'float32', [1]);
-      m.output({ y: x });
-      m.output({ y: m.relu(x) });
-    })).toThrow(/output name 'y' is already used/);
-    expect(build((m) => {
-      const x = m.input('x', 'float32', [1]);
-      m.output({ output_1: x });
-      m.output(m.relu(x));
-    })).toThrow(/output name 'output_1' is already used/);
+    expect(
+      build((m) => {
+        m.input('x', 'float32', [1]);
+        m.input('x', 'float32', [1]);
+      }),
+    ).toThrow(/method 'm': input name 'x' is already used/);
+    expect(
+      build((m) => {
+        m.input('', 'float32', [1]);
+      }),
+    ).toThrow(/input names must be non-empty strings/);
+    expect(
+      build((m) => {
+        const x = m.input('x', 'float32', [1]);
+        m.output({ y: x });
+        m.output({ y: m.relu(x) });
+      }),
+    ).toThrow(/output name 'y' is already used/);
+    expect(
+      build((m) => {
+        const x = m.input('x', 'float32', [1]);
+        m.output({ output_1: x });
+        m.output(m.relu(x));
+      }),
+    ).toThrow(/output name 'output_1' is already used/);
     // The same name may be an input and an output.
-    expect(build((m) => { const x = m.input('x', 'float32', [1]); m.output({ x: m.relu(x) }); })).not.toThrow();
+    expect(
+      build((m) => {
+        const x = m.input('x', 'float32', [1]);
+        m.output({ x: m.relu(x) });
+      }),
+    ).not.toThrow();
   });
 
   it('every built-in example names its inputs and outputs as its signature says', () => {
@@ -118,8 +156,14 @@ describe('names in authored programs', () => {
         const [, method, args, results] = /^(\w+)\(([^)]*)\)(?: -> (.*))?$/.exec(signature)!;
         const described = methods.find((m) => m.name === method)!;
         const names = (list: string | undefined) => (list ? list.split(', ').map((part) => part.split(' ')[0]) : []);
-        expect(described.inputs.map((v) => v.name), `${name} ${method}`).toEqual(names(args));
-        expect(described.outputs.map((v) => v.name), `${name} ${method}`).toEqual(names(results));
+        expect(
+          described.inputs.map((v) => v.name),
+          `${name} ${method}`,
+        ).toEqual(names(args));
+        expect(
+          described.outputs.map((v) => v.name),
+          `${name} ${method}`,
+        ).toEqual(names(results));
       }
     }
   });
@@ -145,7 +189,9 @@ describe('Module.run', () => {
     const inherited = Object.create({ b: a }) as Record<string, Tensor>;
     inherited.a = a;
     expect((await rejection(module.run('forward', inherited))).message).toMatch(/missing input 'b'/);
-    expect((await rejection(module.run('forward', [a, a] as unknown as Record<string, Tensor>))).message).toMatch(/inputs by name must be an object keyed by input name, got an array/);
+    expect((await rejection(module.run('forward', [a, a] as unknown as Record<string, Tensor>))).message).toMatch(
+      /inputs by name must be an object keyed by input name, got an array/,
+    );
     expect((await rejection(module.run('nope', { a }))).code).toBe('METHOD_NOT_FOUND');
     await module.dispose();
   });

@@ -12,7 +12,8 @@ import { builderToOnnx, OrtProgramRunner } from '../lib/tools/onnx-emitter/index
 function maxError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   expect(actual.length).toBe(expected.length);
   let worst = 0;
-  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!) / Math.max(1, Math.abs(expected[i]!)));
+  for (let i = 0; i < expected.length; i++)
+    worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!) / Math.max(1, Math.abs(expected[i]!)));
   return worst;
 }
 
@@ -39,8 +40,16 @@ describe('ONNX emitter on onnxruntime-node', () => {
     const caches = onnx.state.map((s) => s.name);
     expect(caches).toHaveLength(4);
     for (const n of ['prefill', 'decode']) {
-      expect(method(n).stateInputs.map((s) => s.buffer).sort()).toEqual([...caches].sort());
-      expect(method(n).stateOutputs.map((s) => s.buffer).sort()).toEqual([...caches].sort());
+      expect(
+        method(n)
+          .stateInputs.map((s) => s.buffer)
+          .sort(),
+      ).toEqual([...caches].sort());
+      expect(
+        method(n)
+          .stateOutputs.map((s) => s.buffer)
+          .sort(),
+      ).toEqual([...caches].sort());
       expect(method(n).inputs.map((i) => i.dtype)).toEqual(['int64', 'int64']);
     }
     expect(method('reset').stateInputs).toEqual([]);
@@ -74,7 +83,18 @@ describe('ONNX emitter on onnxruntime-node', () => {
         const padded = tensor([1, 2, 11]);
         m.kernel('aten::constant_pad_nd.out', [m.input('x', 'float32', [1, 2, 8]), { intList: [2, 1] }, { double: 0.5 }, padded]);
         const convolved = tensor([1, 3, 5]);
-        m.kernel('aten::convolution.out', [padded, weight, bias, { intList: [2] }, { intList: [0] }, { intList: [1] }, { bool: false }, { intList: [0] }, { int: 1 }, convolved]);
+        m.kernel('aten::convolution.out', [
+          padded,
+          weight,
+          bias,
+          { intList: [2] },
+          { intList: [0] },
+          { intList: [1] },
+          { bool: false },
+          { intList: [0] },
+          { int: 1 },
+          convolved,
+        ]);
         const picked = tensor([1, 3, 4]);
         m.kernel('aten::index_select.out', [convolved, { int: 2 }, order, picked]);
         const mean = tensor([1, 3, 1]);

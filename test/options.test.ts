@@ -37,8 +37,12 @@ describe('unknown options', () => {
   it('Module.load refuses a misspelt key, naming it and the known ones', async () => {
     const error = await rejection(Module.load(ADD, { shareMemoryArena: true } as unknown as ModuleOptions));
     expect(error.code).toBe('INVALID_INPUT');
-    expect(error.message).toBe("Module.load: unknown option 'shareMemoryArena' (known: 'shareMemoryArenas', 'numThreads', 'threadPool', 'externalData', 'mmap')");
-    expect((await rejection(Module.load(ADD, { threads: 2, map: true } as unknown as ModuleOptions))).message).toMatch(/unknown options 'threads', 'map'/);
+    expect(error.message).toBe(
+      "Module.load: unknown option 'shareMemoryArena' (known: 'shareMemoryArenas', 'numThreads', 'threadPool', 'externalData', 'mmap')",
+    );
+    expect((await rejection(Module.load(ADD, { threads: 2, map: true } as unknown as ModuleOptions))).message).toMatch(
+      /unknown options 'threads', 'map'/,
+    );
     expect((await rejection(Module.load(ADD, [] as unknown as ModuleOptions))).message).toMatch(/options must be an object, got an array/);
   });
 

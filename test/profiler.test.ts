@@ -116,7 +116,11 @@ describe('profiled calls', () => {
       { kind: 'move', from: x, to: x }, // jumped over
       { kind: 'free', value: x },
     ];
-    const patched: PteMethod = { ...method, values: [...method.values, { kind: 'bool', value: false }], instructions: [...method.instructions, ...extra] };
+    const patched: PteMethod = {
+      ...method,
+      values: [...method.values, { kind: 'bool', value: false }],
+      instructions: [...method.instructions, ...extra],
+    };
     const module = await Module.load(writePte({ ...program, methods: [patched] }));
     const [y] = await module.execute('forward', [Tensor.float32([4], [1, 2, 3, 4])], { profile: true });
     expect([...(y as Tensor<'float32'>).data]).toEqual([2, 3, 4, 5]);
@@ -260,6 +264,8 @@ describe('etna run --profile', () => {
     expect(result.status, result.stderr).toBe(0);
     expect(JSON.parse(result.stdout)).toEqual({ calls: [{ method: 'reset', outputs: [] }] });
     expect(result.stderr).toContain('self ms');
-    expect(JSON.parse(fs.readFileSync(trace, 'utf8'))).toEqual(expect.arrayContaining([expect.objectContaining({ cat: 'call', name: 'reset' })]));
+    expect(JSON.parse(fs.readFileSync(trace, 'utf8'))).toEqual(
+      expect.arrayContaining([expect.objectContaining({ cat: 'call', name: 'reset' })]),
+    );
   });
 });

@@ -18,15 +18,23 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 describe('README.md', () => {
   it('prints the EtnaError its example says it prints', async () => {
     const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
-    const example = /^const m = await Module\.load\('([\w-]+)\.pte', (\{[^}]*\})\);$[\s\S]*?^try \{\n([\s\S]*?)\n\} catch \(error\) \{\n.*console\.log\(error\.code, error\.message\);\n\s*\/\/ (\w+) (.*)$/m.exec(readme);
+    const example =
+      /^const m = await Module\.load\('([\w-]+)\.pte', (\{[^}]*\})\);$[\s\S]*?^try \{\n([\s\S]*?)\n\} catch \(error\) \{\n.*console\.log\(error\.code, error\.message\);\n\s*\/\/ (\w+) (.*)$/m.exec(
+        readme,
+      );
     expect(example, 'the README example with its try block and the comment after it').not.toBeNull();
     const [, name, options, call, code, message] = example!;
     const file = path.join(dir, `${name}.pte`);
     fs.writeFileSync(file, exportExample(name!));
     const m = await Module.load(file, new Function(`return ${options}`)());
     try {
-      const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<void>;
-      const error = await new AsyncFunction('m', 'Tensor', call!)(m, Tensor).then(() => undefined, (e: unknown) => e);
+      const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (
+        ...args: string[]
+      ) => (...values: unknown[]) => Promise<void>;
+      const error = await new AsyncFunction('m', 'Tensor', call!)(m, Tensor).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(EtnaError);
       expect(`${(error as EtnaError).code} ${(error as EtnaError).message}`).toBe(`${code} ${message}`);
     } finally {

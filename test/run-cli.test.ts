@@ -51,7 +51,9 @@ describe('etna run', () => {
     const shared = runCli(['run', stateProgram(), '--calls', writeJson('calls-report.json', calls), '--report']);
     expect(shared.status, shared.stderr).toBe(0);
     expect(shared.stdout).toMatch(/mem_id 1\s+16 B\s+borrowed per call from the program/);
-    expect(shared.stdout).toContain('owned by this module 16 B; held by the program for all its modules 16 B (pooled arena 16 B, pooled workspace 0 B)');
+    expect(shared.stdout).toContain(
+      'owned by this module 16 B; held by the program for all its modules 16 B (pooled arena 16 B, pooled workspace 0 B)',
+    );
     const unshared = runCli(['run', stateProgram(), '--calls', writeJson('calls-report2.json', calls), '--report', '--share', 'false']);
     expect(unshared.status, unshared.stderr).toBe(0);
     expect(unshared.stdout).not.toContain('borrowed per call');
@@ -93,12 +95,20 @@ describe('etna run', () => {
       expect(result.status, token).toBe(1);
       const { error } = JSON.parse(result.stdout);
       expect(error.code).toBe('INVALID_INPUT');
-      expect(error.message).toMatch(/^inputs\[0\]\.data\[0\] = (number 18446744073709552000|'18446744073709551617') is outside the int64 range/);
+      expect(error.message).toMatch(
+        /^inputs\[0\]\.data\[0\] = (number 18446744073709552000|'18446744073709551617') is outside the int64 range/,
+      );
     }
-    const narrow = writeJson('fraction.json', [{ dtype: 'int64', shape: [1], data: [2.5] }, { dtype: 'float32', shape: [1], data: ['NaN'] }]);
+    const narrow = writeJson('fraction.json', [
+      { dtype: 'int64', shape: [1], data: [2.5] },
+      { dtype: 'float32', shape: [1], data: ['NaN'] },
+    ]);
     const fraction = runCli(['run', testdataPath('npr_dtypes.pte'), '--inputs', narrow, '--json']);
     expect(fraction.status).toBe(1);
-    expect(JSON.parse(fraction.stdout).error).toEqual({ code: 'INVALID_INPUT', message: 'inputs[0].data[0] = number 2.5 is not an integer' });
+    expect(JSON.parse(fraction.stdout).error).toEqual({
+      code: 'INVALID_INPUT',
+      message: 'inputs[0].data[0] = number 2.5 is not an integer',
+    });
   });
 
   it('generates inputs from the metadata', () => {
@@ -161,15 +171,29 @@ describe('etna run', () => {
   });
 
   it('summaries count NaNs apart, count true elements of bools, and show int64 exactly', () => {
-    const floats = Tensor.float32([20], Array.from({ length: 20 }, (_, i) => (i % 5 === 0 ? NaN : i)));
+    const floats = Tensor.float32(
+      [20],
+      Array.from({ length: 20 }, (_, i) => (i % 5 === 0 ? NaN : i)),
+    );
     expect(summarizeTensor(floats)).toBe('float32[20] 20 values [NaN, 1, 2, ..., 17, 18, 19] min 1 max 19 mean 10 (4 NaN)');
     expect(summarizeTensor(Tensor.float32([17], new Array(17).fill(NaN)))).toMatch(/ all NaN$/);
-    const bools = new Tensor('bool', [4, 5], Uint8Array.from({ length: 20 }, (_, i) => (i < 3 ? 1 : 0)));
+    const bools = new Tensor(
+      'bool',
+      [4, 5],
+      Uint8Array.from({ length: 20 }, (_, i) => (i < 3 ? 1 : 0)),
+    );
     expect(summarizeTensor(bools)).toBe('bool[4x5] 20 values [true, true, true, ..., false, false, false] true 3 of 20');
-    const big = Tensor.int64([17], Array.from({ length: 17 }, (_, i) => 9007199254740993n + BigInt(i)));
-    expect(summarizeTensor(big)).toMatch(/^int64\[17\] 17 values \[9007199254740993, 9007199254740994, 9007199254740995, \.\.\., 9007199254741007, 9007199254741008, 9007199254741009\] min /);
+    const big = Tensor.int64(
+      [17],
+      Array.from({ length: 17 }, (_, i) => 9007199254740993n + BigInt(i)),
+    );
+    expect(summarizeTensor(big)).toMatch(
+      /^int64\[17\] 17 values \[9007199254740993, 9007199254740994, 9007199254740995, \.\.\., 9007199254741007, 9007199254741008, 9007199254741009\] min /,
+    );
     // 16 elements or fewer, and primitives, print whole.
-    expect(formatOutput(Tensor.float32([16], new Array(16).fill(1)), false)).toBe(JSON.stringify({ dtype: 'float32', shape: [16], data: new Array(16).fill(1) }));
+    expect(formatOutput(Tensor.float32([16], new Array(16).fill(1)), false)).toBe(
+      JSON.stringify({ dtype: 'float32', shape: [16], data: new Array(16).fill(1) }),
+    );
     expect(formatOutput(7n, false)).toBe('7');
   });
 });

@@ -104,9 +104,24 @@ describe('examples/server', () => {
       [run, '{"inputs": [', 'INVALID_INPUT', /request body is not JSON/],
       [run, '{"values": []}', 'INVALID_INPUT', /must be \{"inputs": \[\.\.\.\]\}/],
       [run, JSON.stringify({ inputs: [f32([1])] }), 'INVALID_INPUT', /takes 2 inputs, got 1/],
-      [run, JSON.stringify({ inputs: [{ dtype: 'int64', shape: [1], data: [1] }, f32([1])] }), 'INVALID_INPUT', /input 0: expected float32\[1\], got int64\[1\] \(dtype differs\)/],
-      [run, JSON.stringify({ inputs: [f32([1]), f32([1, 2])] }), 'INVALID_INPUT', /input 1: expected float32\[1\], got float32\[2\] \(shape differs\)/],
-      [run, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }), 'INVALID_INPUT', /inputs\[0\]\.data\[0\] = 'x' is not a number/],
+      [
+        run,
+        JSON.stringify({ inputs: [{ dtype: 'int64', shape: [1], data: [1] }, f32([1])] }),
+        'INVALID_INPUT',
+        /input 0: expected float32\[1\], got int64\[1\] \(dtype differs\)/,
+      ],
+      [
+        run,
+        JSON.stringify({ inputs: [f32([1]), f32([1, 2])] }),
+        'INVALID_INPUT',
+        /input 1: expected float32\[1\], got float32\[2\] \(shape differs\)/,
+      ],
+      [
+        run,
+        JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1], data: ['x'] }, f32([1])] }),
+        'INVALID_INPUT',
+        /inputs\[0\]\.data\[0\] = 'x' is not a number/,
+      ],
       [`${server.url}/run/backward`, JSON.stringify({ inputs: [] }), 'METHOD_NOT_FOUND', /no method named 'backward'/],
       [`${server.url}/run/%E0%A4%A`, JSON.stringify({ inputs: [] }), 'INVALID_INPUT', /not a valid percent-encoded method name/],
     ];
@@ -119,7 +134,10 @@ describe('examples/server', () => {
 
     const after = await post(run, JSON.stringify({ inputs: [f32([2.5]), f32([4])] }));
     expect(after).toEqual({ status: 200, json: { outputs: [{ dtype: 'float32', shape: [1], data: [6.5] }] } });
-    const health = (await (await fetch(`${server.url}/health`)).json()) as { methods: string[]; pool: { size: number; busy: number; waiting: number } };
+    const health = (await (await fetch(`${server.url}/health`)).json()) as {
+      methods: string[];
+      pool: { size: number; busy: number; waiting: number };
+    };
     expect(health).toEqual({ methods: ['forward'], pool: { size: 4, busy: 0, waiting: 0, queueLimit: 256 } });
 
     server.child.kill('SIGTERM');
@@ -185,7 +203,10 @@ describe('examples/server', () => {
     expect(runCli(['export-example', 'encoder-decoder', file]).status).toBe(0);
     const server = await startServer(file, { POOL_SIZE: '2' });
     const x = Array.from({ length: 32 }, (_, i) => Math.sin(i));
-    const { status, json } = await post(`${server.url}/run/encode`, JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1, 32], data: x }] }));
+    const { status, json } = await post(
+      `${server.url}/run/encode`,
+      JSON.stringify({ inputs: [{ dtype: 'float32', shape: [1, 32], data: x }] }),
+    );
     expect(status).toBe(200);
     const module = await Module.load(file);
     const [want] = (await module.execute('encode', [Tensor.float32([1, 32], x)])) as Tensor[];
@@ -198,14 +219,17 @@ describe('examples/server', () => {
   it('answers 400 INVALID_INPUT for integers the dtype cannot hold, instead of running them wrapped', async () => {
     const server = await startServer(testdataPath('npr_dtypes.pte'), { POOL_SIZE: '1' });
     const run = `${server.url}/run/forward`;
-    const request = (int64: string, float32 = '1.5'): string => `{"inputs": [{"dtype": "int64", "shape": [1], "data": [${int64}]}, {"dtype": "float32", "shape": [1], "data": [${float32}]}]}`;
+    const request = (int64: string, float32 = '1.5'): string =>
+      `{"inputs": [{"dtype": "int64", "shape": [1], "data": [${int64}]}, {"dtype": "float32", "shape": [1], "data": [${float32}]}]}`;
     // 2^64 + 1: written into a BigInt64Array as it is, it would run as token 1.
     // As a bare number, -2^63 - 1 parses to -2^63: in range, but not the value sent.
     for (const token of ['"18446744073709551617"', '18446744073709551617', '-9223372036854775809', '0.5']) {
       const { status, json } = await post(run, request(token));
       expect(status, token).toBe(400);
       expect(json.error.code, token).toBe('INVALID_INPUT');
-      expect(json.error.message, token).toMatch(/^inputs\[0\]\.data\[0\] = .* (is outside the int64 range|is not an integer|is past 2\^53 - 1)/);
+      expect(json.error.message, token).toMatch(
+        /^inputs\[0\]\.data\[0\] = .* (is outside the int64 range|is not an integer|is past 2\^53 - 1)/,
+      );
     }
     // A token past 2^53, as a decimal string, runs exactly; the float input may be the string "NaN".
     const { status, json } = await post(run, request('"4611686018427387903"', '"NaN"'));

@@ -70,9 +70,7 @@ describe('sessions over one Program', () => {
     const modules = await Promise.all(SEEDS.map(() => Module.load(program, { shareMemoryArenas: true })));
     // Every call of every session is issued before any completes; each
     // module runs its own calls in order, the modules' calls run in parallel.
-    const pending = modules.map((module, i) =>
-      sessionCalls(SEEDS[i]!).map((call) => module.execute(call.method, call.inputs)),
-    );
+    const pending = modules.map((module, i) => sessionCalls(SEEDS[i]!).map((call) => module.execute(call.method, call.inputs)));
     const got = await Promise.all(pending.map(async (calls) => (await Promise.all(calls)).map(outputsOf)));
     expect(got).toEqual(expected);
     for (const module of modules) expect(module.memoryReport().sharedPackedWeightBytes).toBeGreaterThan(0);
@@ -126,7 +124,9 @@ describe('sessions over one Program', () => {
       expect(report.pooledArenaBytes).toBe(0);
       expect(report.pooledWorkspaceBytes).toBe(0);
       expect(report.workspaceBytes).toBeGreaterThan(0);
-      expect(report.ownedBytes).toBe(report.plannedBytes + report.workspaceBytes + report.packedWeightBytes - report.sharedPackedWeightBytes);
+      expect(report.ownedBytes).toBe(
+        report.plannedBytes + report.workspaceBytes + report.packedWeightBytes - report.sharedPackedWeightBytes,
+      );
       await module.dispose();
     }
   });

@@ -57,7 +57,9 @@ describe('Tensor construction', () => {
   it('rejects unknown dtypes, bad shapes and element counts', () => {
     expect(thrown(() => new untyped('float99', [1], new Float32Array(1))).message).toMatch(/unknown dtype 'float99'/);
     expect(thrown(() => new untyped(undefined, [1], new Float32Array(1))).message).toMatch(/unknown dtype undefined/);
-    expect(thrown(() => new Tensor('float32', [2, -1], new Float32Array(2))).message).toMatch(/shape\[1\] = number -1 is not a non-negative integer/);
+    expect(thrown(() => new Tensor('float32', [2, -1], new Float32Array(2))).message).toMatch(
+      /shape\[1\] = number -1 is not a non-negative integer/,
+    );
     expect(thrown(() => new Tensor('float32', [1.5], new Float32Array(1))).message).toMatch(/shape\[0\] = number 1.5/);
     expect(thrown(() => new untyped('float32', '2', new Float32Array(2))).message).toMatch(/shape must be an array/);
     expect(thrown(() => new Tensor('float32', [2, 2], new Float32Array(3))).message).toMatch(/\[2, 2\] holds 4 elements, data has 3/);
@@ -69,7 +71,9 @@ describe('Tensor factories', () => {
     expect(thrown(() => Tensor.int64([2], [1, 2.5])).message).toBe('int64 values[1] = number 2.5 is not an integer');
     expect(thrown(() => Tensor.int64([1], [Number.NaN])).message).toMatch(/values\[0\] = number NaN/);
     expect(thrown(() => untyped.int64([1], ['7.5'])).message).toMatch(/values\[0\] = '7.5' is not an integer/);
-    expect(thrown(() => Tensor.int64([1], [2n ** 63n])).message).toMatch(/values\[0\] = bigint 9223372036854775808 is outside the int64 range/);
+    expect(thrown(() => Tensor.int64([1], [2n ** 63n])).message).toMatch(
+      /values\[0\] = bigint 9223372036854775808 is outside the int64 range/,
+    );
     expect(thrown(() => Tensor.int64([1], [-(2 ** 64)])).message).toMatch(/outside the int64 range/);
     expect(thrown(() => untyped.int64([1], 5)).message).toMatch(/int64 values must be an array, got number 5/);
   });
@@ -104,7 +108,9 @@ describe('Tensor factories', () => {
   });
 
   it('zeros refuses more elements than an array can hold with INVALID_INPUT, naming the shape', () => {
-    expect(thrown(() => Tensor.zeros('float32', [1e6, 1e6])).message).toMatch(/^shape \[1000000, 1000000\] holds 1000000000000 float32 elements \(4000000000000 bytes\), more than one Float32Array can hold/);
+    expect(thrown(() => Tensor.zeros('float32', [1e6, 1e6])).message).toMatch(
+      /^shape \[1000000, 1000000\] holds 1000000000000 float32 elements \(4000000000000 bytes\), more than one Float32Array can hold/,
+    );
     expect(thrown(() => Tensor.zeros('int64', [2 ** 40, 2 ** 40])).message).toMatch(/more than one BigInt64Array can hold/);
   });
 
@@ -140,16 +146,27 @@ describe('Tensor.from', () => {
     it(`${dtype}: keeps both ends of [${min}, ${max}] exactly, as bigints, decimal strings and (when safe) numbers`, () => {
       expect(elements(Tensor.from(dtype, [2], [min, max]))).toEqual([stored(min), stored(max)]);
       expect(elements(Tensor.from(dtype, [2], [String(min), String(max)]))).toEqual([stored(min), stored(max)]);
-      const safe = (v: bigint): bigint => (v > BigInt(Number.MAX_SAFE_INTEGER) ? BigInt(Number.MAX_SAFE_INTEGER) : v < BigInt(Number.MIN_SAFE_INTEGER) ? BigInt(Number.MIN_SAFE_INTEGER) : v);
+      const safe = (v: bigint): bigint =>
+        v > BigInt(Number.MAX_SAFE_INTEGER)
+          ? BigInt(Number.MAX_SAFE_INTEGER)
+          : v < BigInt(Number.MIN_SAFE_INTEGER)
+            ? BigInt(Number.MIN_SAFE_INTEGER)
+            : v;
       expect(elements(Tensor.from(dtype, [2], [Number(safe(min)), Number(safe(max))]))).toEqual([stored(safe(min)), stored(safe(max))]);
       expect(Tensor.from(dtype, [1], [0]).data).toBeInstanceOf(Tensor.zeros(dtype, [0]).data.constructor);
     });
 
     it(`${dtype}: refuses one past either end and fractions, naming the element and the range`, () => {
       const range = `the ${dtype} range \\[${min}, ${max}\\]`;
-      expect(thrown(() => Tensor.from(dtype, [2], [0n, max + 1n])).message).toMatch(new RegExp(`^${dtype} values\\[1\\] = bigint ${max + 1n} is outside ${range}`));
-      expect(thrown(() => Tensor.from(dtype, [1], [String(min - 1n)])).message).toMatch(new RegExp(`values\\[0\\] = '${min - 1n}' is outside ${range}`));
-      expect(thrown(() => Tensor.from(dtype, [3], [0, 0, 0.5])).message).toMatch(new RegExp(`values\\[2\\] = number 0.5 is not an integer`));
+      expect(thrown(() => Tensor.from(dtype, [2], [0n, max + 1n])).message).toMatch(
+        new RegExp(`^${dtype} values\\[1\\] = bigint ${max + 1n} is outside ${range}`),
+      );
+      expect(thrown(() => Tensor.from(dtype, [1], [String(min - 1n)])).message).toMatch(
+        new RegExp(`values\\[0\\] = '${min - 1n}' is outside ${range}`),
+      );
+      expect(thrown(() => Tensor.from(dtype, [3], [0, 0, 0.5])).message).toMatch(
+        new RegExp(`values\\[2\\] = number 0.5 is not an integer`),
+      );
       expect(thrown(() => Tensor.from(dtype, [1], [Number.NaN])).message).toMatch(/is not an integer/);
       expect(thrown(() => Tensor.from(dtype, [1], ['1e3'])).message).toMatch(/'1e3' is not an integer/);
     });
@@ -160,12 +177,16 @@ describe('Tensor.from', () => {
       "inputs[0].data[1] = '18446744073709551617' is outside the int64 range [-9223372036854775808, 9223372036854775807]",
     );
     // JSON.parse gives 18446744073709552000 for the bare number.
-    expect(thrown(() => Tensor.from('int64', [1], [JSON.parse('18446744073709551617') as number])).message).toMatch(/is outside the int64 range/);
+    expect(thrown(() => Tensor.from('int64', [1], [JSON.parse('18446744073709551617') as number])).message).toMatch(
+      /is outside the int64 range/,
+    );
   });
 
   it('int64: numbers past 2^53 - 1 are refused even inside the range, since they are no longer exact', () => {
     expect(elements(Tensor.from('int64', [2], [2 ** 53 - 1, -(2 ** 53 - 1)]))).toEqual([2n ** 53n - 1n, -(2n ** 53n - 1n)]);
-    expect(thrown(() => Tensor.from('int64', [1], [2 ** 53])).message).toMatch(/= number 9007199254740992 is past 2\^53 - 1, .*bigint or a decimal string/);
+    expect(thrown(() => Tensor.from('int64', [1], [2 ** 53])).message).toMatch(
+      /= number 9007199254740992 is past 2\^53 - 1, .*bigint or a decimal string/,
+    );
     expect(elements(Tensor.from('int64', [1], ['9007199254740993']))).toEqual([9007199254740993n]);
   });
 
@@ -178,8 +199,12 @@ describe('Tensor.from', () => {
 
   it('float16 and bfloat16 take their raw 16-bit patterns, and say so when given a value', () => {
     expect(elements(Tensor.from('float16', [2], [0x3c00, 0xfc00]))).toEqual([0x3c00, 0xfc00]);
-    expect(thrown(() => Tensor.from('float16', [1], [1.5])).message).toMatch(/number 1.5 is not an integer \(float16 elements are raw 16-bit patterns, integers 0 to 65535\)/);
-    expect(thrown(() => Tensor.from('bfloat16', [1], [-1])).message).toMatch(/outside the bfloat16 range \[0, 65535\] \(bfloat16 elements are raw/);
+    expect(thrown(() => Tensor.from('float16', [1], [1.5])).message).toMatch(
+      /number 1.5 is not an integer \(float16 elements are raw 16-bit patterns, integers 0 to 65535\)/,
+    );
+    expect(thrown(() => Tensor.from('bfloat16', [1], [-1])).message).toMatch(
+      /outside the bfloat16 range \[0, 65535\] \(bfloat16 elements are raw/,
+    );
   });
 
   for (const dtype of ['float32', 'float64'] as const) {
@@ -196,13 +221,21 @@ describe('Tensor.from', () => {
   }
 
   it('float32 rounds to nearest, overflowing to infinity as PyTorch does', () => {
-    expect(Array.from(Tensor.from('float32', [3], [0.1, 1e39, -1e39]).data)).toEqual([Math.fround(0.1), Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]);
+    expect(Array.from(Tensor.from('float32', [3], [0.1, 1e39, -1e39]).data)).toEqual([
+      Math.fround(0.1),
+      Number.POSITIVE_INFINITY,
+      Number.NEGATIVE_INFINITY,
+    ]);
     expect(Array.from(Tensor.from('float64', [1], [0.1]).data)).toEqual([0.1]);
   });
 
   it('names its values in every message when given a name, and checks dtype, shape and count', () => {
-    expect(thrown(() => Tensor.from('int8', [1], [200], 'inputs[0].data')).message).toBe('inputs[0].data[0] = number 200 is outside the int8 range [-128, 127]');
-    expect(thrown(() => Tensor.from('int8', [3], [1, 2], 'inputs[0].data')).message).toBe('inputs[0].data: shape [3] holds 3 elements, data has 2');
+    expect(thrown(() => Tensor.from('int8', [1], [200], 'inputs[0].data')).message).toBe(
+      'inputs[0].data[0] = number 200 is outside the int8 range [-128, 127]',
+    );
+    expect(thrown(() => Tensor.from('int8', [3], [1, 2], 'inputs[0].data')).message).toBe(
+      'inputs[0].data: shape [3] holds 3 elements, data has 2',
+    );
     expect(thrown(() => Tensor.from('int9' as DType, [1], [1], 'x')).message).toMatch(/^x: unknown dtype 'int9'/);
     expect(thrown(() => Tensor.from('int8', [-1], [])).message).toMatch(/shape\[0\] = number -1/);
     expect(thrown(() => Tensor.from('int8', [1], 'a' as unknown as number[])).message).toMatch(/int8 values must be an array, got 'a'/);
@@ -238,7 +271,9 @@ describe('toTensor', () => {
     const t = toTensor({ dtype: 'int8', shape: [2], data });
     expect(t).toBeInstanceOf(Tensor);
     expect(t.data).toBe(data);
-    expect(thrown(() => toTensor({ dtype: 'int8', shape: [3], data }, 'input 2')).message).toBe('input 2: shape [3] holds 3 elements, data has 2');
+    expect(thrown(() => toTensor({ dtype: 'int8', shape: [3], data }, 'input 2')).message).toBe(
+      'input 2: shape [3] holds 3 elements, data has 2',
+    );
   });
 
   it('reads onnxruntime tensors of every dtype both runtimes have', () => {
@@ -256,7 +291,8 @@ describe('toTensor', () => {
       ['bool', new Uint8Array([1, 0])],
     ];
     for (const [dtype, data] of cases) {
-      const source = dtype === 'bool' ? new ort.Tensor('bool', [true, false], [2, 1]) : new ort.Tensor(dtype as 'float32', data as Float32Array, [2, 1]);
+      const source =
+        dtype === 'bool' ? new ort.Tensor('bool', [true, false], [2, 1]) : new ort.Tensor(dtype as 'float32', data as Float32Array, [2, 1]);
       const t = toTensor(source);
       expect(t.dtype).toBe(dtype);
       expect(t.shape).toEqual([2, 1]);
@@ -272,8 +308,17 @@ describe('toTensor', () => {
   });
 
   it('refuses onnxruntime string tensors and non-CPU data, naming them', () => {
-    expect(thrown(() => toTensor(new ort.Tensor('string', ['a'], [1]), 'feed x')).message).toBe('feed x: onnxruntime string tensors have no etna dtype');
-    const onGpu = { type: 'float32', dims: [1], location: 'gpu-buffer', get data(): never { throw new Error('not on the CPU'); } };
+    expect(thrown(() => toTensor(new ort.Tensor('string', ['a'], [1]), 'feed x')).message).toBe(
+      'feed x: onnxruntime string tensors have no etna dtype',
+    );
+    const onGpu = {
+      type: 'float32',
+      dims: [1],
+      location: 'gpu-buffer',
+      get data(): never {
+        throw new Error('not on the CPU');
+      },
+    };
     expect(thrown(() => toTensor(onGpu)).message).toMatch(/on 'gpu-buffer'; download it to the CPU first/);
     expect(thrown(() => toTensor({ type: 'int4', dims: [2], data: new Uint8Array(1) })).message).toMatch(/unknown dtype 'int4'/);
   });

@@ -46,9 +46,11 @@ async function convOutput(module: Module, index: number): Promise<Float32Array> 
 /** Starts every call thread execute() may use: more one-thread modules calling at once than there are such threads. */
 async function startCallThreads(): Promise<void> {
   const modules = await Promise.all(Array.from({ length: 2 * CALL_THREADS }, () => Module.load(CONV, { numThreads: 1 })));
-  await Promise.all(modules.map(async (module, i) => {
-    for (let step = 0; step < 3; step++) await convOutput(module, i + step);
-  }));
+  await Promise.all(
+    modules.map(async (module, i) => {
+      for (let step = 0; step < 3; step++) await convOutput(module, i + step);
+    }),
+  );
   await Promise.all(modules.map((module) => module.dispose()));
 }
 
@@ -63,7 +65,9 @@ describe('the process thread pool', () => {
     await startCallThreads();
     const before = processThreads();
 
-    const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => Module.load(program, { numThreads: 2, shareMemoryArenas: true })));
+    const sessions = await Promise.all(
+      Array.from({ length: SESSIONS }, () => Module.load(program, { numThreads: 2, shareMemoryArenas: true })),
+    );
     // Every session calls at once, several times over, each with its own input sequence.
     const outputs = await Promise.all(
       sessions.map(async (session, s) => {
@@ -74,7 +78,9 @@ describe('the process thread pool', () => {
     );
     const added = processThreads() - before;
 
-    outputs.forEach((got, s) => got.forEach((output, step) => expect(output, `session ${s} step ${step}`).toEqual(expected[(s + step) % INPUTS])));
+    outputs.forEach((got, s) =>
+      got.forEach((output, step) => expect(output, `session ${s} step ${step}`).toEqual(expected[(s + step) % INPUTS])),
+    );
     expect(added).toBeLessThanOrEqual(cores + 1);
     // One shared pool of min(2, cores) threads: its workers are the caller's helpers.
     expect(added).toBe(Math.min(2, cores) - 1);

@@ -15,7 +15,11 @@ let packageDir = '';
 
 function compile(project: string): { ok: boolean; output: string } {
   try {
-    const output = execFileSync(process.execPath, [tsc, '-p', project, '--listFiles'], { cwd: packageDir, encoding: 'utf8', stdio: 'pipe' });
+    const output = execFileSync(process.execPath, [tsc, '-p', project, '--listFiles'], {
+      cwd: packageDir,
+      encoding: 'utf8',
+      stdio: 'pipe',
+    });
     return { ok: true, output };
   } catch (error) {
     const failed = error as { stdout?: string; stderr?: string };
@@ -28,9 +32,22 @@ beforeAll(() => {
   fs.copyFileSync(path.join(repoRoot, 'package.json'), path.join(packageDir, 'package.json'));
   fs.symlinkSync(path.join(repoRoot, 'node_modules'), path.join(packageDir, 'node_modules'), 'dir');
   fs.cpSync(path.join(repoRoot, 'test/typings'), path.join(packageDir, 'typings'), { recursive: true });
-  execFileSync(process.execPath, [tsc, '-p', path.join(repoRoot, 'tsconfig.json'), '--emitDeclarationOnly', '--sourceMap', 'false', '--outDir', path.join(packageDir, 'dist')], {
-    stdio: 'pipe',
-  });
+  execFileSync(
+    process.execPath,
+    [
+      tsc,
+      '-p',
+      path.join(repoRoot, 'tsconfig.json'),
+      '--emitDeclarationOnly',
+      '--sourceMap',
+      'false',
+      '--outDir',
+      path.join(packageDir, 'dist'),
+    ],
+    {
+      stdio: 'pipe',
+    },
+  );
 }, 240_000);
 
 afterAll(() => {
@@ -53,7 +70,7 @@ describe('typings', () => {
 
   it('fail to compile a file that reads an int64 tensor as a Float32Array', () => {
     const broken = path.join(packageDir, 'typings', 'user.ts');
-    fs.appendFileSync(broken, "\nexport const wrong: Float32Array = Tensor.int64([1], [1]).data;\n");
+    fs.appendFileSync(broken, '\nexport const wrong: Float32Array = Tensor.int64([1], [1]).data;\n');
     const result = compile('typings/tsconfig.bundler.json');
     expect(result.ok).toBe(false);
     expect(result.output).toMatch(/user\.ts\(\d+,\d+\): error TS2322: Type 'BigInt64Array.*' is not assignable to type 'Float32Array/);

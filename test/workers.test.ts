@@ -66,13 +66,17 @@ describe('modules in worker_threads', () => {
       [10, 11, 12],
     ];
     const expected = seedsPerWorker.map((seeds) =>
-      seeds.map((seed) => Array.from((main.executeSync('forward', [Tensor.float32([2, 4096], inputsFor(seed))])[0] as Tensor).data as Float32Array)),
+      seeds.map((seed) =>
+        Array.from((main.executeSync('forward', [Tensor.float32([2, 4096], inputsFor(seed))])[0] as Tensor).data as Float32Array),
+      ),
     );
 
     // The main thread keeps calling its own module while the workers run.
     const mainCalls = Promise.all([20, 21, 22].map((seed) => main.execute('forward', [Tensor.float32([2, 4096], inputsFor(seed))])));
     const runs = await Promise.all(
-      seedsPerWorker.map((seeds, i) => runWorker(softmaxWorker, { path: testdataPath('et_softmax_pr17248.pte'), seeds, share: i % 2 === 0 })),
+      seedsPerWorker.map((seeds, i) =>
+        runWorker(softmaxWorker, { path: testdataPath('et_softmax_pr17248.pte'), seeds, share: i % 2 === 0 }),
+      ),
     );
     runs.forEach((run, i) => {
       expect(run.exitCode).toBe(0);

@@ -23,7 +23,8 @@ function randomValues(count: number, seed: number, scale = 1): Float32Array {
 function maxRelativeError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   expect(actual.length).toBe(expected.length);
   let worst = 0;
-  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!) / Math.max(1, Math.abs(expected[i]!)));
+  for (let i = 0; i < expected.length; i++)
+    worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!) / Math.max(1, Math.abs(expected[i]!)));
   return worst;
 }
 
@@ -140,7 +141,6 @@ async function runBoth(build: () => ProgramBuilder, inputs: Tensor[]): Promise<{
   return { lowered, worst };
 }
 
-
 describe('XNNPACK lowering matches the portable kernels', () => {
   it('linear (with and without bias, [K, N] weights), arithmetic with broadcast and scalars, activations, softmax', async () => {
     const inputs = [Tensor.float32([4, 16], randomValues(64, 11)), Tensor.float32([1, 12], randomValues(12, 12))];
@@ -149,13 +149,26 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     expect(instructionKinds(lowered)).toEqual(['delegate']);
     const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
     const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
-    for (const type of [NodeUnion.XNNFullyConnected, NodeUnion.XNNAdd, NodeUnion.XNNSubtract, NodeUnion.XNNMultiply, NodeUnion.XNNDiv, NodeUnion.XNNClamp, NodeUnion.XNNSigmoid, NodeUnion.XNNTanh, NodeUnion.XNNGelu, NodeUnion.XNNSoftmax]) {
+    for (const type of [
+      NodeUnion.XNNFullyConnected,
+      NodeUnion.XNNAdd,
+      NodeUnion.XNNSubtract,
+      NodeUnion.XNNMultiply,
+      NodeUnion.XNNDiv,
+      NodeUnion.XNNClamp,
+      NodeUnion.XNNSigmoid,
+      NodeUnion.XNNTanh,
+      NodeUnion.XNNGelu,
+      NodeUnion.XNNSoftmax,
+    ]) {
       expect(types, NodeUnion[type]).toContain(type);
     }
     // Three linears; the relu after the first is fused into it, the two on inputs are Clamp nodes.
     expect(types.filter((t) => t === NodeUnion.XNNFullyConnected)).toHaveLength(3);
     expect(types.filter((t) => t === NodeUnion.XNNClamp)).toHaveLength(2);
-    const fused = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!).find((n) => n.nodeType() === NodeUnion.XNNFullyConnected && n.outputMinMax() !== null);
+    const fused = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!).find(
+      (n) => n.nodeType() === NodeUnion.XNNFullyConnected && n.outputMinMax() !== null,
+    );
     expect(fused?.outputMinMax()?.outputMin()).toBe(0);
     expect(fused?.outputMinMax()?.outputMax()).toBe(Infinity);
   });
@@ -179,7 +192,14 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     expect(instructionKinds(lowered)).toEqual(['delegate']);
     const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
     const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
-    for (const type of [NodeUnion.XNNStaticConstantPad, NodeUnion.XNNStaticSlice, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate2, NodeUnion.XNNSquareRoot, NodeUnion.XNNFullyConnected]) {
+    for (const type of [
+      NodeUnion.XNNStaticConstantPad,
+      NodeUnion.XNNStaticSlice,
+      NodeUnion.XNNConcatenate3,
+      NodeUnion.XNNConcatenate2,
+      NodeUnion.XNNSquareRoot,
+      NodeUnion.XNNFullyConnected,
+    ]) {
       expect(types, NodeUnion[type]).toContain(type);
     }
   });
@@ -191,7 +211,19 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     expect(instructionKinds(lowered)).toEqual(['delegate']);
     const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
     const types = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!.nodeType());
-    for (const type of [NodeUnion.XNNSigmoid, NodeUnion.XNNLeakyReLU, NodeUnion.XNNSquare, NodeUnion.XNNDiv, NodeUnion.XNNMaximum, NodeUnion.XNNMinimum, NodeUnion.XNNAbs, NodeUnion.XNNNegate, NodeUnion.XNNExp, NodeUnion.XNNLog, NodeUnion.XNNTanh]) {
+    for (const type of [
+      NodeUnion.XNNSigmoid,
+      NodeUnion.XNNLeakyReLU,
+      NodeUnion.XNNSquare,
+      NodeUnion.XNNDiv,
+      NodeUnion.XNNMaximum,
+      NodeUnion.XNNMinimum,
+      NodeUnion.XNNAbs,
+      NodeUnion.XNNNegate,
+      NodeUnion.XNNExp,
+      NodeUnion.XNNLog,
+      NodeUnion.XNNTanh,
+    ]) {
       expect(types, NodeUnion[type]).toContain(type);
     }
   });
@@ -202,13 +234,17 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     expect(worst).toBeLessThan(1e-5);
     const graph = payloadGraph(lowered.program.delegatePayloads![0]!);
     const nodes = Array.from({ length: graph.nodesLength() }, (_, i) => graph.nodes(i)!);
-    const perms = nodes.filter((n) => n.nodeType() === NodeUnion.XNNStaticTranspose).map((n) => Array.from((n.node(new StaticTranspose()) as StaticTranspose).permArray()!));
+    const perms = nodes
+      .filter((n) => n.nodeType() === NodeUnion.XNNStaticTranspose)
+      .map((n) => Array.from((n.node(new StaticTranspose()) as StaticTranspose).permArray()!));
     // Both permutes now keep the cache's innermost dim innermost.
     expect(perms).toEqual([
       [1, 0, 2],
       [1, 0, 2],
     ]);
-    const flags = nodes.filter((n) => n.nodeType() === NodeUnion.XNNBatchMatrixMultiply).map((n) => (n.node(new Binary()) as Binary).flags());
+    const flags = nodes
+      .filter((n) => n.nodeType() === NodeUnion.XNNBatchMatrixMultiply)
+      .map((n) => (n.node(new Binary()) as Binary).flags());
     expect(flags).toEqual([1, 0]);
   });
 

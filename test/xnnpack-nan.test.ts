@@ -75,10 +75,14 @@ describe('NaN and infinities through XNNPACK', () => {
     }
   });
 
-  it('finite calls after a NaN call give the fast variant\'s finite results again', async () => {
+  it("finite calls after a NaN call give the fast variant's finite results again", async () => {
     const lowered = await Module.load(build().export({ xnnpack: true }).bytes);
     const portable = await Module.load(build().toPte());
-    const finite = [Tensor.float32([4], [0.5, -1, 3, 2]), Tensor.float32([4, 3], values(12, 7, 2)), Tensor.float32([4, 3], values(12, 8, 4))];
+    const finite = [
+      Tensor.float32([4], [0.5, -1, 3, 2]),
+      Tensor.float32([4, 3], values(12, 7, 2)),
+      Tensor.float32([4, 3], values(12, 8, 4)),
+    ];
     const special = [Tensor.float32([4], [NaN, 1, 1, 1]), ...finite.slice(1)];
     const want = (await portable.execute('forward', finite)) as Tensor[];
     const before = (await lowered.execute('forward', finite)) as Tensor[];

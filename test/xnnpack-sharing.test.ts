@@ -20,7 +20,9 @@ function randomValues(count: number, seed: number, scale = 1): Float32Array {
 // Methods load (and their delegates initialise) on first call: call each once with zeros.
 async function loadAllMethods(module: Module): Promise<void> {
   for (const name of module.methodNames) {
-    const inputs = module.methodMeta(name).inputs.map((input) => Tensor.float32(input.shape!, new Float32Array(input.shape!.reduce((a, b) => a * b, 1))));
+    const inputs = module
+      .methodMeta(name)
+      .inputs.map((input) => Tensor.float32(input.shape!, new Float32Array(input.shape!.reduce((a, b) => a * b, 1))));
     await module.execute(name, inputs);
   }
 }

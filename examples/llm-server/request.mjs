@@ -22,7 +22,16 @@ export const MAX_TEMPERATURE = 100;
 /** The fields a body may have; anything else is UNKNOWN_FIELD, so a misspelt option never silently means its default. */
 export const FIELDS = ['prompt', 'maxNewTokens', 'temperature', 'topK', 'topP', 'seed', 'stop'];
 
-const describe = (value) => (value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'string' ? 'a string' : typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`);
+const describe = (value) =>
+  value === null
+    ? 'null'
+    : Array.isArray(value)
+      ? 'an array'
+      : typeof value === 'string'
+        ? 'a string'
+        : typeof value === 'object'
+          ? 'an object'
+          : `${typeof value} ${JSON.stringify(value)}`;
 
 const wrongType = (field, rule, value) => new RequestError(400, 'WRONG_TYPE', `${field} must be ${rule}, got ${describe(value)}`, field);
 /** `got` is the number, or what was counted ('20 strings'). */
@@ -41,7 +50,11 @@ export function parseGenerateRequest(text, model) {
     throw new RequestError(400, 'BAD_JSON', `the request body is not JSON: ${error.message}`);
   }
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new RequestError(400, 'INVALID_BODY', `the request body must be a JSON object such as {"prompt": "Once upon a time"}, got ${describe(body)}`);
+    throw new RequestError(
+      400,
+      'INVALID_BODY',
+      `the request body must be a JSON object such as {"prompt": "Once upon a time"}, got ${describe(body)}`,
+    );
   }
   for (const key of Object.keys(body)) {
     if (!FIELDS.includes(key)) throw new RequestError(400, 'UNKNOWN_FIELD', `unknown field '${key}' (fields: ${FIELDS.join(', ')})`, key);
@@ -77,7 +90,8 @@ export function parseGenerateRequest(text, model) {
     if (stop.length > MAX_STOP_STRINGS) throw outOfRange('stop', `at most ${MAX_STOP_STRINGS} strings`, `${stop.length} strings`);
     stop.forEach((item, i) => {
       if (typeof item !== 'string') throw wrongType(`stop[${i}]`, 'a string', item);
-      if (item.length === 0 || item.length > MAX_STOP_LENGTH) throw outOfRange(`stop[${i}]`, `1 to ${MAX_STOP_LENGTH} characters long`, `${item.length} characters`);
+      if (item.length === 0 || item.length > MAX_STOP_LENGTH)
+        throw outOfRange(`stop[${i}]`, `1 to ${MAX_STOP_LENGTH} characters long`, `${item.length} characters`);
     });
     options.stop = stop;
   }

@@ -38,7 +38,11 @@ const SETTINGS = [
 ];
 
 function usage() {
-  const lines = ['usage: node examples/llm-server/server.mjs --model MODEL.pte --tokenizer TOKENIZER [options]', '', 'options (or environment variables):'];
+  const lines = [
+    'usage: node examples/llm-server/server.mjs --model MODEL.pte --tokenizer TOKENIZER [options]',
+    '',
+    'options (or environment variables):',
+  ];
   for (const [option, variable, fallback, help] of SETTINGS) {
     lines.push(`  --${option.padEnd(17)} ${variable.padEnd(17)} ${help}${fallback === undefined ? '' : ` (default ${fallback})`}`);
   }
@@ -53,7 +57,9 @@ function fail(message) {
 function readSettings() {
   let parsed;
   try {
-    parsed = parseArgs({ options: Object.fromEntries([...SETTINGS.map(([option]) => [option, { type: 'string' }]), ['help', { type: 'boolean', short: 'h' }]]) });
+    parsed = parseArgs({
+      options: Object.fromEntries([...SETTINGS.map(([option]) => [option, { type: 'string' }]), ['help', { type: 'boolean', short: 'h' }]]),
+    });
   } catch (error) {
     fail(error.message);
   }
@@ -70,7 +76,8 @@ function readSettings() {
     const value = text(option);
     if (value === undefined) return undefined;
     const number = Number(value);
-    if (value.trim() === '' || !Number.isSafeInteger(number) || number < min) fail(`--${option} must be an integer >= ${min}, got '${value}'`);
+    if (value.trim() === '' || !Number.isSafeInteger(number) || number < min)
+      fail(`--${option} must be an integer >= ${min}, got '${value}'`);
     return number;
   };
   const settings = {
@@ -110,7 +117,10 @@ function answerHeaders(response, headers) {
 
 function sendJson(response, status, body, headers = {}) {
   const text = JSON.stringify(body);
-  response.writeHead(status, answerHeaders(response, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }));
+  response.writeHead(
+    status,
+    answerHeaders(response, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }),
+  );
   response.end(text);
 }
 
@@ -221,7 +231,12 @@ const ROUTES = { '/generate': 'POST', '/health': 'GET' };
 
 /** The answer to a request that failed before its event stream began. */
 function errorAnswer(error) {
-  if (error instanceof RequestError) return [error.status, { code: error.code, message: error.message, ...(error.field !== undefined && { field: error.field }) }, error.headers ?? {}];
+  if (error instanceof RequestError)
+    return [
+      error.status,
+      { code: error.code, message: error.message, ...(error.field !== undefined && { field: error.field }) },
+      error.headers ?? {},
+    ];
   if (error instanceof PoolBusyError) return [429, { code: error.code, message: error.message }, { 'retry-after': '1' }];
   if (error instanceof PoolClosedError) return [503, { code: error.code, message: error.message }, {}];
   // What generate() refuses before its first call: the prompt does not fit the context, no BOS token to add ...
@@ -238,7 +253,13 @@ function serve(llm, pool) {
       const { pathname } = new URL(request.url, 'http://localhost');
       const allowed = Object.hasOwn(ROUTES, pathname) ? ROUTES[pathname] : undefined;
       if (allowed === undefined) {
-        throw new RequestError(404, 'NOT_FOUND', `no route for ${request.method} ${pathname} (routes: ${Object.entries(ROUTES).map(([path, method]) => `${method} ${path}`).join(', ')})`);
+        throw new RequestError(
+          404,
+          'NOT_FOUND',
+          `no route for ${request.method} ${pathname} (routes: ${Object.entries(ROUTES)
+            .map(([path, method]) => `${method} ${path}`)
+            .join(', ')})`,
+        );
       }
       if (request.method !== allowed) {
         const error = new RequestError(405, 'METHOD_NOT_ALLOWED', `${pathname} takes ${allowed}, not ${request.method}`);
@@ -271,7 +292,8 @@ try {
   process.exit(1);
 }
 config.numBos ??= llm.metadata.bosId === undefined ? 0 : 1;
-if (config.numBos > 0 && llm.metadata.bosId === undefined) fail(`--num-bos is ${config.numBos}, but neither ${config.model} nor ${config.tokenizer} names a BOS token`);
+if (config.numBos > 0 && llm.metadata.bosId === undefined)
+  fail(`--num-bos is ${config.numBos}, but neither ${config.model} nor ${config.tokenizer} names a BOS token`);
 const sessions = await Promise.all(Array.from({ length: config.poolSize }, () => llm.session()));
 const pool = new SessionPool(sessions, config.queueLimit);
 const server = serve(llm, pool);
@@ -280,7 +302,9 @@ server.listen(config.port, config.host, () => {
   const { address, port } = server.address();
   const host = address.includes(':') ? `[${address}]` : address;
   const { layout, vocabSize, maxContextLen } = llm.metadata;
-  console.log(`listening on http://${host}:${port} (${config.model}: ${layout} layout, vocabulary ${vocabSize}, context ${maxContextLen}; ${config.poolSize} sessions, queue limit ${config.queueLimit})`);
+  console.log(
+    `listening on http://${host}:${port} (${config.model}: ${layout} layout, vocabulary ${vocabSize}, context ${maxContextLen}; ${config.poolSize} sessions, queue limit ${config.queueLimit})`,
+  );
 });
 
 async function stop(signal) {

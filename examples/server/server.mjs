@@ -36,8 +36,10 @@ const config = {
   maxBodyBytes: integerSetting('MAX_BODY_BYTES', 16 * 1024 * 1024, 1),
 };
 if (config.program === undefined) {
-  console.error('usage: node examples/server/server.mjs MODEL.pte   (or ETNA_PROGRAM=MODEL.pte)\n' +
-    'environment: PORT (default 8080, 0 = any free port), POOL_SIZE (4), QUEUE_LIMIT (64), MAX_BODY_BYTES (16 MiB)');
+  console.error(
+    'usage: node examples/server/server.mjs MODEL.pte   (or ETNA_PROGRAM=MODEL.pte)\n' +
+      'environment: PORT (default 8080, 0 = any free port), POOL_SIZE (4), QUEUE_LIMIT (64), MAX_BODY_BYTES (16 MiB)',
+  );
   process.exit(2);
 }
 
@@ -174,7 +176,9 @@ const server = serve(pool);
 
 server.listen(config.port, HOST, () => {
   const { port } = server.address();
-  console.log(`listening on http://${HOST}:${port} (${config.program}: ${pool.modules[0].methodNames.join(', ')}; ${config.poolSize} modules, queue limit ${config.queueLimit})`);
+  console.log(
+    `listening on http://${HOST}:${port} (${config.program}: ${pool.modules[0].methodNames.join(', ')}; ${config.poolSize} modules, queue limit ${config.queueLimit})`,
+  );
 });
 
 let stopping = false;

@@ -44,7 +44,9 @@ export const BENCH_ZOO: Command = {
       ...(args.string('cache') !== undefined && { cacheDir: args.string('cache') }),
       log: (line) => process.stderr.write(`${line}\n`),
     });
-    console.log(`ONNX corpus beside onnxruntime-node, one thread each, calls alternating, p50 of ${report.iterations} calls after ${report.warmup} warm-up calls`);
+    console.log(
+      `ONNX corpus beside onnxruntime-node, one thread each, calls alternating, p50 of ${report.iterations} calls after ${report.warmup} warm-up calls`,
+    );
     console.log(formatZooTable(report));
     const json = args.string('json');
     if (json !== undefined) writeFileSync(json, `${JSON.stringify(report, null, 2)}\n`);

@@ -60,9 +60,7 @@ async function printMethodComparisons(
       rows.push(...(await compareMethods(name, { iterations, warmup: options.quick ? 5 : 30, threads })));
     }
   }
-  console.log(
-    `\nMethods beside onnxruntime, one process, ${threadsText(options.threads)}, calls alternating, both on the calling thread:`,
-  );
+  console.log(`\nMethods beside onnxruntime, one process, ${threadsText(options.threads)}, calls alternating, both on the calling thread:`);
   console.log(table(formatMethodComparisons(rows)));
 }
 
@@ -116,7 +114,7 @@ export const BENCH: Command = {
       '(onnxruntime-sessions), reporting resident memory and decode latency.\n' +
       'With several thread counts (--threads 1,2) every program and configuration runs at each, one count\n' +
       "after the other, and a table after the first puts each workload's etna and onnxruntime p50/p95 at every count\n" +
-      'side by side with their ratio, each runtime\'s speed-up from the first count and the 2-thread goals;\n' +
+      "side by side with their ratio, each runtime's speed-up from the first count and the 2-thread goals;\n" +
       'the sessions entry runs at the first count.',
     options: [
       { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30) and decode steps per session (2, not 8)' },
@@ -170,8 +168,14 @@ export async function runBench(command: BenchCommand): Promise<number> {
   console.log(formatConsoleTable(report));
   if (report.threadCounts.length > 1) console.log(`\n${formatThreadScaling(report)}`);
   const compared = { quick: command.quick, threads: command.threads, iterations: command.iterations };
-  await printMethodComparisons(report.results.map((r) => r.program), compared);
-  await printOnnxGraphComparisons(report.results.map((r) => r.program), compared);
+  await printMethodComparisons(
+    report.results.map((r) => r.program),
+    compared,
+  );
+  await printOnnxGraphComparisons(
+    report.results.map((r) => r.program),
+    compared,
+  );
   if (sessions.length > 0) console.log(`\n${formatSessionsTable(sessions)}`);
   if (command.json !== undefined) writeFileSync(command.json, formatJson(report));
   if (command.md !== undefined) {

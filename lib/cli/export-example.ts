@@ -12,7 +12,8 @@ function examplesList(): string {
     const info = exampleInfo(name);
     lines.push(`  ${name}: ${info.summary}`);
     for (const signature of info.methods) lines.push(`      ${signature}`);
-    if (info.presets !== undefined) lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position logits)`);
+    if (info.presets !== undefined)
+      lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position logits)`);
     info.layouts?.forEach((layout, i) => {
       lines.push(`      layout ${layout.name}${i === 0 ? ' (default)' : ''}:`);
       for (const signature of layout.methods) lines.push(`        ${signature}`);
@@ -29,10 +30,25 @@ export const EXPORT_EXAMPLE: Command = {
     brief: 'write a built-in example program',
     summary: 'Writes the built-in example NAME as a program with portable kernels, or lowered to XNNPACK.',
     options: [
-      { name: 'xnnpack', help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)' },
-      { name: 'preset', value: 'NAME', help: "write the example at one of its preset sizes, with seeded random weights (see the example's presets below)" },
-      { name: 'layout', value: 'NAME', help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode or forward)" },
-      { name: 'vocab-from', value: 'FILE', help: "size the vocabulary to a tokenizer.json or tiktoken file's, and name its BOS and EOS tokens (llama-8da4w)" },
+      {
+        name: 'xnnpack',
+        help: 'lower linear layers, convolutions and arithmetic to XNNPACK, as etna bench runs it (default: portable kernels only)',
+      },
+      {
+        name: 'preset',
+        value: 'NAME',
+        help: "write the example at one of its preset sizes, with seeded random weights (see the example's presets below)",
+      },
+      {
+        name: 'layout',
+        value: 'NAME',
+        help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode or forward)",
+      },
+      {
+        name: 'vocab-from',
+        value: 'FILE',
+        help: "size the vocabulary to a tokenizer.json or tiktoken file's, and name its BOS and EOS tokens (llama-8da4w)",
+      },
     ],
     notes: examplesList(),
   },
@@ -65,14 +81,23 @@ export function runExportExample(name: string, out: string, options: ExportExamp
   const xnnpack = options.xnnpack === true || exampleInfo(name).xnnpackOnly === true;
   const presets = exampleInfo(name).presets ?? [];
   if (options.preset !== undefined && !presets.includes(options.preset)) {
-    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has no preset '${options.preset}'${presets.length > 0 ? ` (available: ${presets.join(', ')})` : ''}`);
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' has no preset '${options.preset}'${presets.length > 0 ? ` (available: ${presets.join(', ')})` : ''}`,
+    );
   }
   const layouts = (exampleInfo(name).layouts ?? []).map((layout) => layout.name);
   if (options.layout !== undefined && !layouts.includes(options.layout)) {
-    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has no layout '${options.layout}'${layouts.length > 0 ? ` (available: ${layouts.join(', ')})` : ''}`);
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' has no layout '${options.layout}'${layouts.length > 0 ? ` (available: ${layouts.join(', ')})` : ''}`,
+    );
   }
   if (options.vocabFrom !== undefined && exampleInfo(name).takesVocabulary !== true) {
-    return reportUsageError(EXPORT_EXAMPLE.spec, `example '${name}' has a vocabulary of its own; --vocab-from applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesVocabulary === true).join(', ')}`);
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' has a vocabulary of its own; --vocab-from applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesVocabulary === true).join(', ')}`,
+    );
   }
   let vocabulary: ExampleVocabulary | undefined;
   if (options.vocabFrom !== undefined) {

@@ -33,11 +33,10 @@ function elementText(dtype: DType, value: number | bigint): string {
 export function summarizeTensor(tensor: Tensor): string {
   const data = tensor.data as ArrayLike<number | bigint>;
   const count = data.length;
-  const edge = (from: number, to: number): string[] => Array.from(
-    { length: to - from },
-    (_, k) => elementText(tensor.dtype, data[from + k]!),
-  );
-  const head = `${tensor.dtype}[${tensor.shape.join('x')}] ${count} values ` +
+  const edge = (from: number, to: number): string[] =>
+    Array.from({ length: to - from }, (_, k) => elementText(tensor.dtype, data[from + k]!));
+  const head =
+    `${tensor.dtype}[${tensor.shape.join('x')}] ${count} values ` +
     `[${[...edge(0, SUMMARY_EDGE), '...', ...edge(count - SUMMARY_EDGE, count)].join(', ')}]`;
   if (tensor.dtype === 'float16' || tensor.dtype === 'bfloat16') return `${head} (raw 16-bit patterns)`;
   if (tensor.dtype === 'bool') {
@@ -60,8 +59,10 @@ export function summarizeTensor(tensor: Tensor): string {
     sum += value;
   }
   const stat = (value: number): string => String(Number(value.toPrecision(6)));
-  const stats = nans === count ? 'all NaN' : `min ${stat(min)} max ${stat(max)} mean ` +
-    `${stat(sum / (count - nans))}${nans > 0 ? ` (${nans} NaN)` : ''}`;
+  const stats =
+    nans === count
+      ? 'all NaN'
+      : `min ${stat(min)} max ${stat(max)} mean ` + `${stat(sum / (count - nans))}${nans > 0 ? ` (${nans} NaN)` : ''}`;
   return `${head} ${stats}`;
 }
 

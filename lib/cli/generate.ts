@@ -10,7 +10,8 @@ function decimal(args: ParsedArgs, name: string, ok: (value: number) => boolean,
   const text = args.string(name);
   if (text === undefined) return undefined;
   const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || !ok(value)) throw new EtnaError('INVALID_INPUT', `--${name} takes ${rule}, got '${text}'`);
+  if (text.trim() === '' || !Number.isFinite(value) || !ok(value))
+    throw new EtnaError('INVALID_INPUT', `--${name} takes ${rule}, got '${text}'`);
   return value;
 }
 
@@ -33,7 +34,8 @@ export function statsLine({ stats, stopReason }: GenerationResult): string {
 async function runGenerate(args: ParsedArgs): Promise<number> {
   const tokenizer = args.string('tokenizer');
   const prompt = args.string('prompt');
-  if (tokenizer === undefined) throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
+  if (tokenizer === undefined)
+    throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
   if (prompt === undefined) throw new EtnaError('INVALID_INPUT', '--prompt TEXT is required');
   const options: GenerateOptions = {
     maxNewTokens: args.string('max-new-tokens') === undefined ? undefined : args.integer('max-new-tokens', 1, 1),
@@ -64,7 +66,8 @@ export const GENERATE: Command = {
     synopsis: 'MODEL.pte --tokenizer FILE --prompt TEXT',
     positionals: { min: 1, max: 1 },
     brief: 'generate text with an LLM program',
-    summary: 'Runs an ExecuTorch LLM program (export_llama\'s forward, or prefill and decode) on a prompt and streams the text to stdout, then prints one stats line to stderr.',
+    summary:
+      "Runs an ExecuTorch LLM program (export_llama's forward, or prefill and decode) on a prompt and streams the text to stdout, then prints one stats line to stderr.",
     options: [
       { name: 'tokenizer', value: 'FILE', help: 'tokenizer.json (Hugging Face) or tokenizer.model in tiktoken form (Llama 3)' },
       { name: 'prompt', value: 'TEXT', help: 'the text to continue' },

@@ -95,8 +95,10 @@ function runImportOnnx(args: ParsedArgs, output: string): number {
   fs.writeFileSync(output, result.bytes);
   const tensor = (t: ImportedTensorInfo): string => `${t.name} ${t.dtype}[${formatBounds({ max: t.shape, min: t.minShape ?? t.shape })}]`;
   const io = (list: ImportedTensorInfo[]): string => list.map(tensor).join(', ') || '-';
-  console.log(`wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ` +
-    `${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`);
+  console.log(
+    `wrote ${output} (${formatBytes(result.bytes.length)}), opset ${result.opset}: ${result.nodes.lowered} nodes lowered, ` +
+      `${result.nodes.folded} folded; ${result.calls.delegate} delegate calls, ${result.calls.kernel} kernel calls`,
+  );
   console.log(`  ${method}(${io(result.inputs)}) -> ${io(result.outputs)}`);
   if (result.stateBuffers.length > 0) {
     console.log(`  state at mem_id 2: ${io(result.stateBuffers)}`);

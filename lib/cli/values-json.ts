@@ -19,7 +19,8 @@ const BIG_TYPES = new Set<DType>(['int64', 'uint64']);
  */
 export function valueFromJson(json: unknown, where: string): InputValue {
   if (json === null || typeof json === 'number' || typeof json === 'boolean' || typeof json === 'string') return json;
-  if (typeof json !== 'object' || Array.isArray(json)) throw new EtnaError('INVALID_INPUT', `${where}: expected a tensor object or a primitive`);
+  if (typeof json !== 'object' || Array.isArray(json))
+    throw new EtnaError('INVALID_INPUT', `${where}: expected a tensor object or a primitive`);
   const { dtype, shape, data } = json as Record<string, unknown>;
   if (!isDType(dtype)) throw new EtnaError('INVALID_INPUT', `${where}: unknown dtype ${JSON.stringify(dtype)}`);
   if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0)) {
@@ -65,7 +66,18 @@ export function generateInputs(method: string, inputs: ValueDescription[], fill:
     const target = tensor.data as unknown as { [k: number]: number | bigint };
     const big = BIG_TYPES.has(input.dtype);
     for (let k = 0; k < tensor.size; k++) {
-      const value = fill === 'zeros' ? 0 : fill === 'ones' ? 1 : input.dtype === 'bool' ? (random() < 0.5 ? 0 : 1) : big || input.dtype.startsWith('int') || input.dtype.startsWith('uint') ? Math.floor(random() * 10) : random() * 2 - 1;
+      const value =
+        fill === 'zeros'
+          ? 0
+          : fill === 'ones'
+            ? 1
+            : input.dtype === 'bool'
+              ? random() < 0.5
+                ? 0
+                : 1
+              : big || input.dtype.startsWith('int') || input.dtype.startsWith('uint')
+                ? Math.floor(random() * 10)
+                : random() * 2 - 1;
       target[k] = big ? BigInt(value) : value;
     }
     return tensor;

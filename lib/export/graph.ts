@@ -168,7 +168,8 @@ export class MethodGraph {
 
   /** A new tensor value; activations are written by the instruction that names them as an out argument. */
   addTensor(dtype: DType, shape: Shape, origin: TensorOrigin = { kind: 'activation' }, label?: string): TensorValue {
-    const node: TensorNode = label === undefined ? { kind: 'tensor', dtype, shape, origin } : { kind: 'tensor', dtype, shape, origin, label };
+    const node: TensorNode =
+      label === undefined ? { kind: 'tensor', dtype, shape, origin } : { kind: 'tensor', dtype, shape, origin, label };
     return new TensorValue(this, this.addValue(node), dtype, shape);
   }
 
@@ -176,12 +177,18 @@ export class MethodGraph {
   markDynamic(index: number, dims: readonly number[]): void {
     const node = this.tensorNode(index);
     if (node.origin.kind === 'constant' || node.origin.kind === 'shared') {
-      throw new EtnaError('INVALID_INPUT', `method '${this.name}': tensor v${index} is a ${node.origin.kind}; only inputs and activations can have a dynamic shape`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `method '${this.name}': tensor v${index} is a ${node.origin.kind}; only inputs and activations can have a dynamic shape`,
+      );
     }
     const rank = node.shape.length;
     const sorted = [...new Set(dims)].sort((a, b) => a - b);
     if (sorted.some((d) => !Number.isInteger(d) || d < 0 || d >= rank)) {
-      throw new EtnaError('INVALID_INPUT', `method '${this.name}': dynamic dims ${JSON.stringify(dims)} are outside tensor v${index} of rank ${rank}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `method '${this.name}': dynamic dims ${JSON.stringify(dims)} are outside tensor v${index} of rank ${rank}`,
+      );
     }
     this.values[index] = { ...node, dynamicDims: sorted };
   }
@@ -230,7 +237,8 @@ export class ProgramGraph {
 
   method(name: string): MethodGraph {
     const method = this.methods.find((m) => m.name === name);
-    if (method === undefined) throw new EtnaError('METHOD_NOT_FOUND', `no method '${name}' (have ${this.methods.map((m) => m.name).join(', ')})`);
+    if (method === undefined)
+      throw new EtnaError('METHOD_NOT_FOUND', `no method '${name}' (have ${this.methods.map((m) => m.name).join(', ')})`);
     return method;
   }
 }

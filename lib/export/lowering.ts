@@ -38,10 +38,12 @@ export function createLoweringContext(program: ProgramGraph): LoweringContext {
     },
     addNamedData(key, data, alignment = 16) {
       if (typeof key !== 'string' || key.length === 0) throw new EtnaError('INVALID_INPUT', 'named data needs a non-empty key');
-      if (!isPowerOfTwo(alignment)) throw new EtnaError('INVALID_INPUT', `named data '${key}': alignment ${alignment} is not a power of two`);
+      if (!isPowerOfTwo(alignment))
+        throw new EtnaError('INVALID_INPUT', `named data '${key}': alignment ${alignment} is not a power of two`);
       const existing = program.namedData.find((blob) => blob.key === key);
       if (existing !== undefined) {
-        if (!sameBytes(existing.data, data)) throw new EtnaError('INVALID_INPUT', `named data key '${key}' was already stored with different bytes`);
+        if (!sameBytes(existing.data, data))
+          throw new EtnaError('INVALID_INPUT', `named data key '${key}' was already stored with different bytes`);
         return;
       }
       program.namedData.push({ key, data: data.slice(), alignment });
@@ -58,9 +60,11 @@ export function validateMethodGraph(method: MethodGraph, after: string): void {
   const inRange = (index: number): boolean => Number.isInteger(index) && index >= 0 && index < count;
   method.values.forEach((value, i) => {
     if (value.kind === 'intList') {
-      for (const item of value.items) if (!inRange(item) || method.values[item]!.kind !== 'int') fail(`IntList v${i} item ${item} is not an Int value`);
+      for (const item of value.items)
+        if (!inRange(item) || method.values[item]!.kind !== 'int') fail(`IntList v${i} item ${item} is not an Int value`);
     } else if (value.kind === 'tensorList') {
-      for (const item of value.items) if (!inRange(item) || method.values[item]!.kind !== 'tensor') fail(`TensorList v${i} item ${item} is not a Tensor value`);
+      for (const item of value.items)
+        if (!inRange(item) || method.values[item]!.kind !== 'tensor') fail(`TensorList v${i} item ${item} is not a Tensor value`);
     } else if (value.kind === 'optionalTensorList') {
       for (const item of value.items) {
         if (item === -1) continue;
@@ -69,7 +73,10 @@ export function validateMethodGraph(method: MethodGraph, after: string): void {
       }
     }
   });
-  for (const [label, list] of [['input', method.inputs], ['output', method.outputs]] as const) {
+  for (const [label, list] of [
+    ['input', method.inputs],
+    ['output', method.outputs],
+  ] as const) {
     for (const index of list) if (!inRange(index)) fail(`${label} ${index} is not a value index`);
   }
   method.instructions.forEach((instruction, i) => {
@@ -88,7 +95,10 @@ export function runLoweringPasses(program: ProgramGraph, passes: readonly Loweri
       validateMethodGraph(method, `lowering pass '${pass.name}'`);
       for (const delegate of method.delegates) {
         if (delegate.payload < 0 || delegate.payload >= program.delegatePayloads.length) {
-          throw new EtnaError('INVALID_PROGRAM', `method '${method.name}' after lowering pass '${pass.name}': delegate '${delegate.backendId}' names payload ${delegate.payload}, but ${program.delegatePayloads.length} are stored`);
+          throw new EtnaError(
+            'INVALID_PROGRAM',
+            `method '${method.name}' after lowering pass '${pass.name}': delegate '${delegate.backendId}' names payload ${delegate.payload}, but ${program.delegatePayloads.length} are stored`,
+          );
         }
       }
     }

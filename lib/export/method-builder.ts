@@ -65,9 +65,23 @@ function shapeOfArgument(qualifiedName: string, args: readonly KernelArgument[],
 }
 
 const BROADCASTING_KERNELS: ReadonlySet<string> = new Set([
-  'aten::add.out', 'aten::sub.out', 'aten::mul.out', 'aten::div.out', 'aten::div.out_mode', 'aten::where.self_out',
-  'aten::eq.Tensor_out', 'aten::ne.Tensor_out', 'aten::gt.Tensor_out', 'aten::ge.Tensor_out', 'aten::lt.Tensor_out', 'aten::le.Tensor_out',
-  'aten::maximum.out', 'aten::minimum.out', 'aten::pow.Tensor_Tensor_out', 'aten::logical_and.out', 'aten::logical_or.out',
+  'aten::add.out',
+  'aten::sub.out',
+  'aten::mul.out',
+  'aten::div.out',
+  'aten::div.out_mode',
+  'aten::where.self_out',
+  'aten::eq.Tensor_out',
+  'aten::ne.Tensor_out',
+  'aten::gt.Tensor_out',
+  'aten::ge.Tensor_out',
+  'aten::lt.Tensor_out',
+  'aten::le.Tensor_out',
+  'aten::maximum.out',
+  'aten::minimum.out',
+  'aten::pow.Tensor_Tensor_out',
+  'aten::logical_and.out',
+  'aten::logical_or.out',
 ]);
 
 /**
@@ -80,7 +94,10 @@ function checkOperandShapes(qualifiedName: string, args: readonly KernelArgument
   const shape = (i: number): Shape => shapeOfArgument(qualifiedName, args, i);
   const op = qualifiedName.replace(/^aten::/, '').replace(/\..*$/, '');
   if (BROADCASTING_KERNELS.has(qualifiedName)) {
-    const tensors = args.slice(0, -1).filter(isTensorInput).map((t) => t.shape);
+    const tensors = args
+      .slice(0, -1)
+      .filter(isTensorInput)
+      .map((t) => t.shape);
     tensors.reduce((acc, s) => broadcastShapes(op, acc, s), []);
     return;
   }
@@ -93,7 +110,8 @@ function checkOperandShapes(qualifiedName: string, args: readonly KernelArgument
       return;
     case 'aten::addmm.out': {
       const product = mmShape(op, shape(1), shape(2));
-      if (!broadcastsTo(shape(0), product)) invalid(`${op}: bias ${formatShape(shape(0))} does not broadcast to the product ${formatShape(product)}`);
+      if (!broadcastsTo(shape(0), product))
+        invalid(`${op}: bias ${formatShape(shape(0))} does not broadcast to the product ${formatShape(product)}`);
       return;
     }
     case 'aten::view_copy.out': {
@@ -104,8 +122,20 @@ function checkOperandShapes(qualifiedName: string, args: readonly KernelArgument
     case 'aten::cat.out': {
       const list = args[0];
       const dim = args[1];
-      if (list === null || typeof list !== 'object' || !('tensorList' in list) || dim === null || typeof dim !== 'object' || !('int' in dim)) return;
-      catShape(op, list.tensorList.map((t) => t.shape), Number(dim.int));
+      if (
+        list === null ||
+        typeof list !== 'object' ||
+        !('tensorList' in list) ||
+        dim === null ||
+        typeof dim !== 'object' ||
+        !('int' in dim)
+      )
+        return;
+      catShape(
+        op,
+        list.tensorList.map((t) => t.shape),
+        Number(dim.int),
+      );
       return;
     }
     case 'aten::convolution.out': {
@@ -115,10 +145,13 @@ function checkOperandShapes(qualifiedName: string, args: readonly KernelArgument
       const groupsArg = args[8];
       const groups = groupsArg !== null && typeof groupsArg === 'object' && 'int' in groupsArg ? Number(groupsArg.int) : 1;
       const isTransposed = transposed !== null && typeof transposed === 'object' && 'bool' in transposed && transposed.bool;
-      if (input.length !== weight.length || input.length < 3) invalid(`${op}: input ${formatShape(input)} and weight ${formatShape(weight)} must have the same rank, at least 3`);
+      if (input.length !== weight.length || input.length < 3)
+        invalid(`${op}: input ${formatShape(input)} and weight ${formatShape(weight)} must have the same rank, at least 3`);
       const expected = isTransposed ? weight[0]! : weight[1]! * groups;
       if (input[1] !== expected) {
-        invalid(`${op}: input ${formatShape(input)} has ${input[1]} channels; weight ${formatShape(weight)} with groups ${groups} expects ${expected}`);
+        invalid(
+          `${op}: input ${formatShape(input)} has ${input[1]} channels; weight ${formatShape(weight)} with groups ${groups} expects ${expected}`,
+        );
       }
       return;
     }
@@ -144,7 +177,11 @@ export class MethodBuilder {
    * copies it in). `name` is stored in the program: `Module.run` feeds it by name.
    */
   input(name: string, dtype: DType, shape: Shape): TensorValue {
-    this.checkIoName('input', name, this.graph.inputs.map((index) => this.graph.tensorNode(index).label));
+    this.checkIoName(
+      'input',
+      name,
+      this.graph.inputs.map((index) => this.graph.tensorNode(index).label),
+    );
     dtypeInfo(dtype);
     const checked = checkShape(shape, `method '${this.name}' input '${name}'`);
     const tensor = this.graph.addTensor(dtype, checked, { kind: 'input' }, name);
@@ -173,7 +210,8 @@ export class MethodBuilder {
   }
 
   private checkIoName(side: 'input' | 'output', name: unknown, taken: readonly (string | undefined)[]): void {
-    if (typeof name !== 'string' || name.length === 0) invalid(`method '${this.name}': ${side} names must be non-empty strings, got ${JSON.stringify(name)}`);
+    if (typeof name !== 'string' || name.length === 0)
+      invalid(`method '${this.name}': ${side} names must be non-empty strings, got ${JSON.stringify(name)}`);
     if (taken.includes(name)) invalid(`method '${this.name}': ${side} name '${name}' is already used`);
   }
 
@@ -181,7 +219,9 @@ export class MethodBuilder {
   use(tensor: TensorInput): TensorValue {
     if (tensor instanceof TensorValue) {
       if (tensor.graph !== this.graph) {
-        invalid(`method '${this.name}': ${tensor.toString()} belongs to method '${tensor.graph.name}'; pass constants or shared buffers across methods, not values`);
+        invalid(
+          `method '${this.name}': ${tensor.toString()} belongs to method '${tensor.graph.name}'; pass constants or shared buffers across methods, not values`,
+        );
       }
       return tensor;
     }
@@ -264,7 +304,8 @@ export class MethodBuilder {
 
   /** `aten::gelu.out` [self, approximate, out, out]; 'none' is the exact erf form. */
   gelu(x: TensorInput, approximate: GeluApproximation = 'none'): TensorValue {
-    if (approximate !== 'none' && approximate !== 'tanh') invalid(`gelu: approximate must be 'none' or 'tanh', got '${String(approximate)}'`);
+    if (approximate !== 'none' && approximate !== 'tanh')
+      invalid(`gelu: approximate must be 'none' or 'tanh', got '${String(approximate)}'`);
     const self = this.floating('gelu', x);
     return this.emitOut('aten::gelu.out', self.dtype, self.shape, [self, { string: approximate }]);
   }
@@ -291,14 +332,21 @@ export class MethodBuilder {
    * `aten::native_layer_norm.out` [input, normalized_shape, weight?, bias?, eps,
    * out, mean, rstd, TensorList[out, mean, rstd]]; returns the normalized tensor.
    */
-  layerNorm(x: TensorInput, normalizedShape: readonly number[], weight?: TensorInput | null, bias?: TensorInput | null, eps = 1e-5): TensorValue {
+  layerNorm(
+    x: TensorInput,
+    normalizedShape: readonly number[],
+    weight?: TensorInput | null,
+    bias?: TensorInput | null,
+    eps = 1e-5,
+  ): TensorValue {
     const op = 'layer_norm';
     const input = this.floating(op, x);
     const { stats } = layerNormShapes(op, input.shape, normalizedShape);
     const affine = (t: TensorInput | null | undefined, what: string): TensorValue | null => {
       if (t === null || t === undefined) return null;
       const v = this.use(t);
-      if (!sameShape(v.shape, normalizedShape)) invalid(`${op}: ${what} has shape ${formatShape(v.shape)}, expected normalized_shape ${formatShape(normalizedShape)}`);
+      if (!sameShape(v.shape, normalizedShape))
+        invalid(`${op}: ${what} has shape ${formatShape(v.shape)}, expected normalized_shape ${formatShape(normalizedShape)}`);
       if (v.dtype !== input.dtype) invalid(`${op}: ${what} is ${v.dtype}, input is ${input.dtype}`);
       return v;
     };
@@ -331,7 +379,9 @@ export class MethodBuilder {
     if (left.rank > 3 && right.rank === left.rank) {
       const batch = left.shape.slice(0, -2);
       if (!sameShape(batch, right.shape.slice(0, -2))) {
-        invalid(`matmul: batch dims differ: ${formatShape(left.shape)} x ${formatShape(right.shape)} (broadcast batch dims are not supported)`);
+        invalid(
+          `matmul: batch dims differ: ${formatShape(left.shape)} x ${formatShape(right.shape)} (broadcast batch dims are not supported)`,
+        );
       }
       const count = numel(batch);
       const l3 = this.reshape(left, [count, ...left.shape.slice(-2)]);
@@ -391,7 +441,12 @@ export class MethodBuilder {
     if (w.dtype !== input.dtype) invalid(`${op}: weight is ${w.dtype}, input is ${input.dtype}`);
     const pair = (v: number | [number, number] | undefined, fallback: number): [number, number] =>
       v === undefined ? [fallback, fallback] : typeof v === 'number' ? [v, v] : [v[0], v[1]];
-    const params = { stride: pair(options.stride, 1), padding: pair(options.padding, 0), dilation: pair(options.dilation, 1), groups: options.groups ?? 1 };
+    const params = {
+      stride: pair(options.stride, 1),
+      padding: pair(options.padding, 0),
+      dilation: pair(options.dilation, 1),
+      groups: options.groups ?? 1,
+    };
     const shape = conv2dShape(op, input.shape, w.shape, params);
     let b: TensorValue | null = null;
     if (bias !== null && bias !== undefined) {
@@ -399,8 +454,15 @@ export class MethodBuilder {
       if (!sameShape(b.shape, [shape[1]!])) invalid(`${op}: bias must have shape [${shape[1]}], got ${formatShape(b.shape)}`);
     }
     return this.emitOut('aten::convolution.out', input.dtype, shape, [
-      input, w, b, { intList: params.stride }, { intList: params.padding }, { intList: params.dilation },
-      { bool: false }, { intList: [0, 0] }, { int: params.groups },
+      input,
+      w,
+      b,
+      { intList: params.stride },
+      { intList: params.padding },
+      { intList: params.dilation },
+      { bool: false },
+      { intList: [0, 0] },
+      { int: params.groups },
     ]);
   }
 
@@ -413,7 +475,12 @@ export class MethodBuilder {
     const idx = this.use(indices);
     if (table.rank !== 2) invalid(`${op}: weight must be [num_embeddings, dim], got ${formatShape(table.shape)}`);
     if (idx.dtype !== 'int64' && idx.dtype !== 'int32') invalid(`${op}: indices must be int64 or int32, got ${idx.toString()}`);
-    return this.emitOut('aten::embedding.out', table.dtype, [...idx.shape, table.shape[1]!], [table, idx, { int: -1 }, { bool: false }, { bool: false }]);
+    return this.emitOut(
+      'aten::embedding.out',
+      table.dtype,
+      [...idx.shape, table.shape[1]!],
+      [table, idx, { int: -1 }, { bool: false }, { bool: false }],
+    );
   }
 
   // ---------------------------------------------------------------- shape ops
@@ -443,7 +510,13 @@ export class MethodBuilder {
   slice(x: TensorInput, dim: number, start: number, end: number, step = 1): TensorValue {
     const self = this.use(x);
     const s = sliceShape('slice', self.shape, dim, start, end, step);
-    return this.emitOut('aten::slice_copy.Tensor_out', self.dtype, s.shape, [self, { int: s.dim }, { int: s.start }, { int: s.end }, { int: step }]);
+    return this.emitOut('aten::slice_copy.Tensor_out', self.dtype, s.shape, [
+      self,
+      { int: s.dim },
+      { int: s.start },
+      { int: s.end },
+      { int: step },
+    ]);
   }
 
   /** `aten::select_copy.int_out` [self, dim, index, out, out]; drops `dim`. */
@@ -456,7 +529,11 @@ export class MethodBuilder {
   /** `aten::cat.out` [tensors, dim, out, out]. */
   cat(tensors: readonly TensorInput[], dim: number): TensorValue {
     const values = tensors.map((t) => this.use(t));
-    const c = catShape('cat', values.map((v) => v.shape), dim);
+    const c = catShape(
+      'cat',
+      values.map((v) => v.shape),
+      dim,
+    );
     const dtype = values[0]!.dtype;
     const odd = values.find((v) => v.dtype !== dtype);
     if (odd !== undefined) invalid(`cat: all tensors must be ${dtype}, got ${odd.toString()}`);
@@ -506,16 +583,28 @@ export class MethodBuilder {
     return this.emitOut('aten::index_put.out', self.dtype, self.shape, [self, { valueIndex: list }, src, { bool: false }]);
   }
 
-  private indexPutOperands(op: string, self: TensorValue, indices: readonly (TensorInput | null)[], values: TensorInput): { list: number; src: TensorValue } {
+  private indexPutOperands(
+    op: string,
+    self: TensorValue,
+    indices: readonly (TensorInput | null)[],
+    values: TensorInput,
+  ): { list: number; src: TensorValue } {
     const resolved = indices.map((index) => (index === null ? null : this.use(index)));
     for (const index of resolved) {
-      if (index !== null && index.dtype !== 'int64' && index.dtype !== 'int32') invalid(`${op}: index tensors must be int64 or int32, got ${index.toString()}`);
+      if (index !== null && index.dtype !== 'int64' && index.dtype !== 'int32')
+        invalid(`${op}: index tensors must be int64 or int32, got ${index.toString()}`);
     }
-    const indexed = advancedIndexShape(op, self.shape, resolved.map((i) => (i === null ? null : i.shape)));
+    const indexed = advancedIndexShape(
+      op,
+      self.shape,
+      resolved.map((i) => (i === null ? null : i.shape)),
+    );
     const src = this.use(values);
     if (src.dtype !== self.dtype) invalid(`${op}: values are ${src.dtype}, target is ${self.dtype}`);
     if (!broadcastsTo(src.shape, indexed)) {
-      invalid(`${op}: values ${formatShape(src.shape)} do not broadcast to the indexed shape ${formatShape(indexed)} of ${formatShape(self.shape)}`);
+      invalid(
+        `${op}: values ${formatShape(src.shape)} do not broadcast to the indexed shape ${formatShape(indexed)} of ${formatShape(self.shape)}`,
+      );
     }
     const items = resolved.map((index) => (index === null ? this.graph.addValue({ kind: 'null' }) : index.index));
     const list = this.graph.addValue({ kind: 'optionalTensorList', items });
@@ -526,7 +615,8 @@ export class MethodBuilder {
   copyInto(target: TensorInput, source: TensorInput): TensorValue {
     const self = this.writable('copy_', target);
     const src = this.use(source);
-    if (!broadcastsTo(src.shape, self.shape)) invalid(`copy_: source ${formatShape(src.shape)} does not broadcast to target ${formatShape(self.shape)}`);
+    if (!broadcastsTo(src.shape, self.shape))
+      invalid(`copy_: source ${formatShape(src.shape)} does not broadcast to target ${formatShape(self.shape)}`);
     this.emit('aten::copy_', [self, src, { bool: false }], self.index);
     return self;
   }

@@ -55,9 +55,7 @@ export function planArena(items: readonly LifetimeItem[], alignment = DEFAULT_PL
     if (item.first > item.last) throw new EtnaError('INTERNAL', `planner: item ${item.id} has lifetime [${item.first}, ${item.last}]`);
     const need = footprint(item);
     naiveSize += need;
-    const neighbours = placed
-      .filter((p) => p.size > 0 && lifetimesOverlap(p.item, item))
-      .sort((a, b) => a.offset - b.offset);
+    const neighbours = placed.filter((p) => p.size > 0 && lifetimesOverlap(p.item, item)).sort((a, b) => a.offset - b.offset);
     let best: { offset: number; gap: number } | undefined;
     let cursor = 0;
     for (const p of neighbours) {
@@ -124,7 +122,10 @@ function tensorBytes(dtype: DType, shape: Shape): number {
 }
 
 /** Shared buffers packed back to back in declaration order, each at an aligned offset. */
-export function planSharedBuffers(program: ProgramGraph, alignment = DEFAULT_PLANNING_ALIGNMENT): { placements: SharedBufferPlacement[]; size: number } {
+export function planSharedBuffers(
+  program: ProgramGraph,
+  alignment = DEFAULT_PLANNING_ALIGNMENT,
+): { placements: SharedBufferPlacement[]; size: number } {
   checkAlignment(alignment);
   let cursor = 0;
   const placements = program.sharedBuffers.map((buffer) => {
@@ -194,7 +195,15 @@ export function planMethod(
     if (node.kind !== 'tensor' || node.origin.kind !== 'shared') return;
     const slot = byName.get(node.origin.buffer.name);
     if (slot === undefined) throw new EtnaError('INTERNAL', `planner: shared buffer '${node.origin.buffer.name}' has no placement`);
-    placements.push({ value, memoryId: SHARED_MEMORY_ID, offset: slot.offset, nbytes: slot.nbytes, first: 0, last: method.instructions.length, kind: 'shared' });
+    placements.push({
+      value,
+      memoryId: SHARED_MEMORY_ID,
+      offset: slot.offset,
+      nbytes: slot.nbytes,
+      first: 0,
+      last: method.instructions.length,
+      kind: 'shared',
+    });
   });
   placements.sort((a, b) => a.value - b.value);
   const padding = method.arenaPaddingBytes;
@@ -215,10 +224,13 @@ export function planProgram(program: ProgramGraph, options: PlannerOptions = {})
   const paddings = new Set(program.methods.map((m) => m.arenaPaddingBytes));
   if (hasSharedArena && paddings.size > 1) {
     // mem_id 2 must have one size in every method.
-    throw new EtnaError('INVALID_PROGRAM', `methods ask for different arena padding (${[...paddings].join(', ')} bytes) but share mem_id 2`);
+    throw new EtnaError(
+      'INVALID_PROGRAM',
+      `methods ask for different arena padding (${[...paddings].join(', ')} bytes) but share mem_id 2`,
+    );
   }
   const methods = program.methods.map((method) => planMethod(method, shared, sharedBytes, hasSharedArena, alignment));
-  return { alignment, methods, shared, sharedBytes: hasSharedArena ? methods[0]?.nonConstBufferSizes[2] ?? sharedBytes : 0 };
+  return { alignment, methods, shared, sharedBytes: hasSharedArena ? (methods[0]?.nonConstBufferSizes[2] ?? sharedBytes) : 0 };
 }
 
 export interface MemoryReportRow {

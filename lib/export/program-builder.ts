@@ -69,7 +69,12 @@ export class ProgramBuilder {
    * FullyConnected over the 4-bit codes with bf16 group scales. Without the
    * lowering the linear runs in float32 on the dequantized weights.
    */
-  linear8da4wWeight(name: string, shape: readonly [number, number], data: ArrayLike<number>, options: { groupSize?: number } = {}): ConstantTensor {
+  linear8da4wWeight(
+    name: string,
+    shape: readonly [number, number],
+    data: ArrayLike<number>,
+    options: { groupSize?: number } = {},
+  ): ConstantTensor {
     this.checkOpen();
     const what = `constant '${name}'`;
     this.checkName(name, 'constant', this.constantNames);
@@ -132,7 +137,8 @@ export class ProgramBuilder {
     this.checkOpen();
     if (this.graph.methods.length === 0) throw new EtnaError('INVALID_INPUT', 'a program needs at least one method');
     this.exported = true;
-    const xnnpack = options.xnnpack === undefined || options.xnnpack === false ? [] : [xnnpackLowering(options.xnnpack === true ? {} : options.xnnpack)];
+    const xnnpack =
+      options.xnnpack === undefined || options.xnnpack === false ? [] : [xnnpackLowering(options.xnnpack === true ? {} : options.xnnpack)];
     runLoweringPasses(this.graph, [...(options.lowering ?? []), ...xnnpack]);
     const plan = planProgram(this.graph, options.planner);
     const program = assembleProgram(this.graph, plan);
@@ -146,12 +152,16 @@ export class ProgramBuilder {
   }
 
   private checkOpen(): void {
-    if (this.exported) throw new EtnaError('INVALID_INPUT', 'this ProgramBuilder has been exported; create a new one to author another program');
+    if (this.exported)
+      throw new EtnaError('INVALID_INPUT', 'this ProgramBuilder has been exported; create a new one to author another program');
   }
 
   private checkName(name: string, what: string, taken: Set<string>): void {
     if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
-      throw new EtnaError('INVALID_INPUT', `${what} name '${String(name)}' must start with a letter or '_' and contain only letters, digits, '_', '.', '-', '/'`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${what} name '${String(name)}' must start with a letter or '_' and contain only letters, digits, '_', '.', '-', '/'`,
+      );
     }
     if (taken.has(name)) throw new EtnaError('INVALID_INPUT', `${what} '${name}' is already declared`);
   }

@@ -50,12 +50,20 @@ export function bf16Value(bits: number): number {
 }
 
 /** Quantizes float weights [out, in] to 4-bit groups of `groupSize` input channels. */
-export function quantizeInt4Groups(weight: ArrayLike<number>, outFeatures: number, inFeatures: number, groupSize: number = DEFAULT_8DA4W_GROUP_SIZE): Int4GroupWeights {
+export function quantizeInt4Groups(
+  weight: ArrayLike<number>,
+  outFeatures: number,
+  inFeatures: number,
+  groupSize: number = DEFAULT_8DA4W_GROUP_SIZE,
+): Int4GroupWeights {
   if (!Number.isInteger(groupSize) || groupSize < 2 || inFeatures % groupSize !== 0) {
     throw new EtnaError('INVALID_INPUT', `8da4w: group size ${groupSize} must be an integer >= 2 dividing in_features ${inFeatures}`);
   }
   if (weight.length !== outFeatures * inFeatures) {
-    throw new EtnaError('INVALID_INPUT', `8da4w: expected ${outFeatures * inFeatures} weights for [${outFeatures}, ${inFeatures}], got ${weight.length}`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `8da4w: expected ${outFeatures * inFeatures} weights for [${outFeatures}, ${inFeatures}], got ${weight.length}`,
+    );
   }
   const groups = inFeatures / groupSize;
   const codes = new Int8Array(outFeatures * inFeatures);

@@ -37,7 +37,8 @@ export function mmShape(op: string, a: Shape, b: Shape): Shape {
 export function bmmShape(op: string, a: Shape, b: Shape): Shape {
   if (a.length !== 3 || b.length !== 3) fail(op, `expects two rank-3 tensors, got ${formatShape(a)} and ${formatShape(b)}`);
   if (a[0] !== b[0]) fail(op, `batch sizes differ: ${formatShape(a)} vs ${formatShape(b)}`);
-  if (a[2] !== b[1]) fail(op, `inner dimensions differ: ${formatShape(a)} x ${formatShape(b)} (expected [${a[0]}, ${a[2]}, n] on the right)`);
+  if (a[2] !== b[1])
+    fail(op, `inner dimensions differ: ${formatShape(a)} x ${formatShape(b)} (expected [${a[0]}, ${a[2]}, n] on the right)`);
   return [a[0]!, a[1]!, b[2]!];
 }
 
@@ -61,12 +62,14 @@ export function viewShape(op: string, input: Shape, target: readonly number[]): 
     if (known === 0 || total % known !== 0) fail(op, `cannot view ${formatShape(input)} (${total} elements) as ${formatShape(target)}`);
     out[inferred] = total / known;
   }
-  if (numel(out) !== total) fail(op, `cannot view ${formatShape(input)} (${total} elements) as ${formatShape(target)} (${numel(out)} elements)`);
+  if (numel(out) !== total)
+    fail(op, `cannot view ${formatShape(input)} (${total} elements) as ${formatShape(target)} (${numel(out)} elements)`);
   return out;
 }
 
 export function permuteShape(op: string, input: Shape, dims: readonly number[]): { dims: number[]; shape: Shape } {
-  if (dims.length !== input.length) fail(op, `got ${dims.length} dims ${formatShape(dims)} for a rank-${input.length} tensor ${formatShape(input)}`);
+  if (dims.length !== input.length)
+    fail(op, `got ${dims.length} dims ${formatShape(dims)} for a rank-${input.length} tensor ${formatShape(input)}`);
   const normalized = dims.map((d) => normalizeDim(op, d, input.length));
   if (new Set(normalized).size !== normalized.length) fail(op, `dims ${formatShape(dims)} are not a permutation of 0..${input.length - 1}`);
   return { dims: normalized, shape: normalized.map((d) => input[d]!) };
@@ -92,7 +95,8 @@ export function sliceShape(
 ): { dim: number; start: number; end: number; shape: Shape } {
   const d = normalizeDim(op, dim, input.length);
   if (!Number.isInteger(step) || step < 1) fail(op, `step must be a positive integer, got ${String(step)}`);
-  if (!Number.isInteger(start) || !Number.isInteger(end)) fail(op, `start and end must be integers, got ${String(start)} and ${String(end)}`);
+  if (!Number.isInteger(start) || !Number.isInteger(end))
+    fail(op, `start and end must be integers, got ${String(start)} and ${String(end)}`);
   const size = input[d]!;
   const clamp = (i: number): number => Math.min(Math.max(i < 0 ? i + size : i, 0), size);
   const s = clamp(start);
@@ -106,7 +110,8 @@ export function selectShape(op: string, input: Shape, dim: number, index: number
   if (input.length === 0) fail(op, 'cannot select from a rank-0 tensor');
   const d = normalizeDim(op, dim, input.length);
   const size = input[d]!;
-  if (!Number.isInteger(index) || index < -size || index >= size) fail(op, `index ${String(index)} is out of range for dim ${d} of ${formatShape(input)}`);
+  if (!Number.isInteger(index) || index < -size || index >= size)
+    fail(op, `index ${String(index)} is out of range for dim ${d} of ${formatShape(input)}`);
   return { dim: d, index: index < 0 ? index + size : index, shape: input.filter((_, i) => i !== d) };
 }
 
@@ -165,7 +170,8 @@ export function advancedIndexShape(op: string, self: Shape, indices: readonly (S
   const first = positions[0]!;
   const last = positions[positions.length - 1]!;
   const adjacent = last - first + 1 === positions.length;
-  const kept = (from: number, to: number): number[] => self.slice(from, to).filter((_, k) => indices[from + k] === null || indices[from + k] === undefined);
+  const kept = (from: number, to: number): number[] =>
+    self.slice(from, to).filter((_, k) => indices[from + k] === null || indices[from + k] === undefined);
   if (adjacent) return [...self.slice(0, first), ...broadcast, ...self.slice(last + 1)];
   return [...broadcast, ...kept(0, self.length)];
 }
@@ -194,14 +200,20 @@ export function conv2dShape(op: string, input: Shape, weight: Shape, params: Con
   if (!Number.isInteger(groups) || groups < 1 || c % groups !== 0 || o % groups !== 0) {
     fail(op, `groups ${groups} must divide in_channels ${c} and out_channels ${o}`);
   }
-  if (cg * groups !== c) fail(op, `weight ${formatShape(weight)} expects ${cg * groups} input channels, input ${formatShape(input)} has ${c}`);
-  for (const [label, pair, min] of [['stride', stride, 1], ['padding', padding, 0], ['dilation', dilation, 1]] as const) {
+  if (cg * groups !== c)
+    fail(op, `weight ${formatShape(weight)} expects ${cg * groups} input channels, input ${formatShape(input)} has ${c}`);
+  for (const [label, pair, min] of [
+    ['stride', stride, 1],
+    ['padding', padding, 0],
+    ['dilation', dilation, 1],
+  ] as const) {
     if (pair.some((v) => !Number.isInteger(v) || v < min)) fail(op, `${label} ${formatShape(pair)} must be integers >= ${min}`);
   }
   const out = (size: number, k: number, axis: 0 | 1): number =>
     Math.floor((size + 2 * padding[axis] - dilation[axis] * (k - 1) - 1) / stride[axis]) + 1;
   const ho = out(h, kh, 0);
   const wo = out(w, kw, 1);
-  if (ho < 1 || wo < 1) fail(op, `kernel ${kh}x${kw} does not fit input ${h}x${w} with padding ${formatShape(padding)} and dilation ${formatShape(dilation)}`);
+  if (ho < 1 || wo < 1)
+    fail(op, `kernel ${kh}x${kw} does not fit input ${h}x${w} with padding ${formatShape(padding)} and dilation ${formatShape(dilation)}`);
   return [n, o, ho, wo];
 }

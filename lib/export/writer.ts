@@ -190,22 +190,27 @@ export function validatePteProgram(program: PteProgram): void {
     if (names.has(method.name)) fail('name is used twice');
     names.add(method.name);
     const count = method.values.length;
-    const kindAt = (index: number): string | undefined => (Number.isInteger(index) && index >= 0 && index < count ? method.values[index]!.kind : undefined);
+    const kindAt = (index: number): string | undefined =>
+      Number.isInteger(index) && index >= 0 && index < count ? method.values[index]!.kind : undefined;
     const sizes = method.nonConstBufferSizes;
-    if (sizes.length === 0 || sizes.some((s) => !Number.isSafeInteger(s) || s < 0)) fail(`non_const_buffer_sizes [${sizes.join(', ')}] is invalid`);
+    if (sizes.length === 0 || sizes.some((s) => !Number.isSafeInteger(s) || s < 0))
+      fail(`non_const_buffer_sizes [${sizes.join(', ')}] is invalid`);
     method.values.forEach((value, i) => {
       const at = `value ${i}`;
       if (value.kind === 'tensor') {
         const order = value.dimOrder ?? value.sizes.map((_, d) => d);
-        if (order.length !== value.sizes.length || [...order].sort((a, b) => a - b).some((d, k) => d !== k)) fail(`${at}: dim_order is not a permutation of the dims`);
-        if (value.sizes.some((s) => !Number.isInteger(s) || s < 0 || s > 0x7fffffff)) fail(`${at}: invalid sizes [${value.sizes.join(', ')}]`);
+        if (order.length !== value.sizes.length || [...order].sort((a, b) => a - b).some((d, k) => d !== k))
+          fail(`${at}: dim_order is not a permutation of the dims`);
+        if (value.sizes.some((s) => !Number.isInteger(s) || s < 0 || s > 0x7fffffff))
+          fail(`${at}: invalid sizes [${value.sizes.join(', ')}]`);
         const element = SCALAR_TYPE_BYTES[value.scalarType];
         if (element === undefined) fail(`${at}: unknown scalar type ${value.scalarType}`);
         const nbytes = value.sizes.reduce((n, s) => n * s, 1) * element!;
         const idx = value.dataBufferIdx ?? 0;
         if (value.allocation !== undefined) {
           const { memoryId, offset } = value.allocation;
-          if (!Number.isInteger(memoryId) || memoryId < 1 || memoryId >= sizes.length) fail(`${at}: memory_id ${memoryId} has no arena in [${sizes.join(', ')}]`);
+          if (!Number.isInteger(memoryId) || memoryId < 1 || memoryId >= sizes.length)
+            fail(`${at}: memory_id ${memoryId} has no arena in [${sizes.join(', ')}]`);
           if (!Number.isSafeInteger(offset) || offset < 0 || offset + nbytes > sizes[memoryId]!) {
             fail(`${at}: bytes [${offset}, ${offset + nbytes}) exceed arena ${memoryId} of ${sizes[memoryId]} bytes`);
           }
@@ -219,12 +224,17 @@ export function validatePteProgram(program: PteProgram): void {
         for (const item of value.items) if (kindAt(item) !== 'tensor') fail(`${at}: TensorList item ${item} is not a Tensor value`);
       } else if (value.kind === 'optionalTensorList') {
         for (const item of value.items) {
-          if (item !== -1 && kindAt(item) !== 'tensor' && kindAt(item) !== 'null') fail(`${at}: OptionalTensorList item ${item} is not a Tensor or Null value`);
+          if (item !== -1 && kindAt(item) !== 'tensor' && kindAt(item) !== 'null')
+            fail(`${at}: OptionalTensorList item ${item} is not a Tensor or Null value`);
         }
       }
     });
-    for (const index of [...method.inputs, ...method.outputs]) if (kindAt(index) === undefined) fail(`input/output ${index} is not a value index`);
-    for (const [side, indices, ioNames] of [['input', method.inputs, method.inputNames], ['output', method.outputs, method.outputNames]] as const) {
+    for (const index of [...method.inputs, ...method.outputs])
+      if (kindAt(index) === undefined) fail(`input/output ${index} is not a value index`);
+    for (const [side, indices, ioNames] of [
+      ['input', method.inputs, method.inputNames],
+      ['output', method.outputs, method.outputNames],
+    ] as const) {
       if (ioNames === undefined) continue;
       if (ioNames.length !== indices.length) fail(`${ioNames.length} ${side} names for ${indices.length} ${side}s`);
       const seen = new Set<string>();
@@ -245,19 +255,24 @@ export function validatePteProgram(program: PteProgram): void {
               ? [instruction.condition]
               : [instruction.value];
       for (const index of indices) if (kindAt(index) === undefined) fail(`${at}: argument ${index} is not a value index`);
-      if (instruction.kind === 'kernel' && !(instruction.opIndex >= 0 && instruction.opIndex < method.operators.length)) fail(`${at}: op_index ${instruction.opIndex} is out of range`);
-      if (instruction.kind === 'delegate' && !(instruction.delegateIndex >= 0 && instruction.delegateIndex < method.delegates.length)) fail(`${at}: delegate_index ${instruction.delegateIndex} is out of range`);
-      if (instruction.kind === 'jumpFalse' && !(instruction.destination >= 0 && instruction.destination <= method.instructions.length)) fail(`${at}: jump destination ${instruction.destination} is out of range`);
+      if (instruction.kind === 'kernel' && !(instruction.opIndex >= 0 && instruction.opIndex < method.operators.length))
+        fail(`${at}: op_index ${instruction.opIndex} is out of range`);
+      if (instruction.kind === 'delegate' && !(instruction.delegateIndex >= 0 && instruction.delegateIndex < method.delegates.length))
+        fail(`${at}: delegate_index ${instruction.delegateIndex} is out of range`);
+      if (instruction.kind === 'jumpFalse' && !(instruction.destination >= 0 && instruction.destination <= method.instructions.length))
+        fail(`${at}: jump destination ${instruction.destination} is out of range`);
     });
     for (const delegate of method.delegates) {
-      if (!(delegate.payload >= 0 && delegate.payload < payloads)) fail(`delegate '${delegate.backendId}' names payload ${delegate.payload}, but ${payloads} are stored`);
+      if (!(delegate.payload >= 0 && delegate.payload < payloads))
+        fail(`delegate '${delegate.backendId}' names payload ${delegate.payload}, but ${payloads} are stored`);
     }
   }
   const keys = new Set<string>();
   for (const blob of program.namedData ?? []) {
     if (keys.has(blob.key)) throw new EtnaError('INVALID_PROGRAM', `named data key '${blob.key}' is used twice`);
     keys.add(blob.key);
-    if (blob.alignment !== undefined && !isPowerOfTwo(blob.alignment)) throw new EtnaError('INVALID_PROGRAM', `named data '${blob.key}': alignment ${blob.alignment} is not a power of two`);
+    if (blob.alignment !== undefined && !isPowerOfTwo(blob.alignment))
+      throw new EtnaError('INVALID_PROGRAM', `named data '${blob.key}': alignment ${blob.alignment} is not a power of two`);
   }
 }
 
@@ -317,7 +332,10 @@ function buildValue(builder: flatbuffers.Builder, value: PteValue): flatbuffers.
       return EValue.createEValue(builder, KernelTypes.StringValue, StringValue.createStringValue(builder, text));
     }
     case 'intList': {
-      const items = IntList.createItemsVector(builder, value.items.map((i) => BigInt(i)));
+      const items = IntList.createItemsVector(
+        builder,
+        value.items.map((i) => BigInt(i)),
+      );
       return EValue.createEValue(builder, KernelTypes.IntList, IntList.createIntList(builder, items));
     }
     case 'doubleList': {
@@ -373,14 +391,26 @@ function buildInstruction(builder: flatbuffers.Builder, instruction: PteInstruct
   switch (instruction.kind) {
     case 'kernel': {
       const args = KernelCall.createArgsVector(builder, [...instruction.args]);
-      return Instruction.createInstruction(builder, InstructionArguments.KernelCall, KernelCall.createKernelCall(builder, instruction.opIndex, args));
+      return Instruction.createInstruction(
+        builder,
+        InstructionArguments.KernelCall,
+        KernelCall.createKernelCall(builder, instruction.opIndex, args),
+      );
     }
     case 'delegate': {
       const args = DelegateCall.createArgsVector(builder, [...instruction.args]);
-      return Instruction.createInstruction(builder, InstructionArguments.DelegateCall, DelegateCall.createDelegateCall(builder, instruction.delegateIndex, args));
+      return Instruction.createInstruction(
+        builder,
+        InstructionArguments.DelegateCall,
+        DelegateCall.createDelegateCall(builder, instruction.delegateIndex, args),
+      );
     }
     case 'move':
-      return Instruction.createInstruction(builder, InstructionArguments.MoveCall, MoveCall.createMoveCall(builder, instruction.from, instruction.to));
+      return Instruction.createInstruction(
+        builder,
+        InstructionArguments.MoveCall,
+        MoveCall.createMoveCall(builder, instruction.from, instruction.to),
+      );
     case 'jumpFalse':
       return Instruction.createInstruction(
         builder,
@@ -404,11 +434,19 @@ function pytreeNode(type: string, context: string, children: readonly string[]):
 /** A dict of leaves keyed by `names` (its context is the JSON text of the key list). */
 function pytreeDict(names: readonly string[]): string {
   const keys = `[${names.map((key) => JSON.stringify(key)).join(', ')}]`;
-  return pytreeNode('builtins.dict', keys, names.map(() => PYTREE_LEAF));
+  return pytreeNode(
+    'builtins.dict',
+    keys,
+    names.map(() => PYTREE_LEAF),
+  );
 }
 
 function pytreeTuple(count: number): string {
-  return pytreeNode('builtins.tuple', 'null', Array.from({ length: count }, () => PYTREE_LEAF));
+  return pytreeNode(
+    'builtins.tuple',
+    'null',
+    Array.from({ length: count }, () => PYTREE_LEAF),
+  );
 }
 
 // Named inputs are keyword arguments `((), {name: ...})`, unnamed ones
@@ -421,13 +459,23 @@ function buildContainerMetadata(builder: flatbuffers.Builder, method: PteMethod)
   return ContainerMetadata.createContainerMetadata(builder, inputs, outputs);
 }
 
-function buildMethod(builder: flatbuffers.Builder, method: PteMethod, payloadReference: (payload: number) => DelegateReference): flatbuffers.Offset {
+function buildMethod(
+  builder: flatbuffers.Builder,
+  method: PteMethod,
+  payloadReference: (payload: number) => DelegateReference,
+): flatbuffers.Offset {
   const name = builder.createString(method.name);
   const names = method.inputNames !== undefined || method.outputNames !== undefined ? buildContainerMetadata(builder, method) : undefined;
-  const values = ExecutionPlan.createValuesVector(builder, method.values.map((v) => buildValue(builder, v)));
+  const values = ExecutionPlan.createValuesVector(
+    builder,
+    method.values.map((v) => buildValue(builder, v)),
+  );
   const inputs = ExecutionPlan.createInputsVector(builder, [...method.inputs]);
   const outputs = ExecutionPlan.createOutputsVector(builder, [...method.outputs]);
-  const instructions = Chain.createInstructionsVector(builder, method.instructions.map((i) => buildInstruction(builder, i)));
+  const instructions = Chain.createInstructionsVector(
+    builder,
+    method.instructions.map((i) => buildInstruction(builder, i)),
+  );
   const chain = Chain.createChain(builder, Chain.createInputsVector(builder, []), Chain.createOutputsVector(builder, []), instructions, 0);
   const chains = ExecutionPlan.createChainsVector(builder, [chain]);
   const operators = ExecutionPlan.createOperatorsVector(
@@ -453,7 +501,10 @@ function buildMethod(builder: flatbuffers.Builder, method: PteMethod, payloadRef
       return BackendDelegate.endBackendDelegate(builder);
     }),
   );
-  const bufferSizes = ExecutionPlan.createNonConstBufferSizesVector(builder, method.nonConstBufferSizes.map((s) => BigInt(s)));
+  const bufferSizes = ExecutionPlan.createNonConstBufferSizesVector(
+    builder,
+    method.nonConstBufferSizes.map((s) => BigInt(s)),
+  );
   ExecutionPlan.startExecutionPlan(builder);
   ExecutionPlan.addName(builder, name);
   if (names !== undefined) ExecutionPlan.addContainerMetaType(builder, names);
@@ -468,7 +519,10 @@ function buildMethod(builder: flatbuffers.Builder, method: PteMethod, payloadRef
 }
 
 function subsegmentOffsets(builder: flatbuffers.Builder, segmentIndex: number, offsets: readonly number[]): flatbuffers.Offset {
-  const vector = SubsegmentOffsets.createOffsetsVector(builder, offsets.map((o) => BigInt(o)));
+  const vector = SubsegmentOffsets.createOffsetsVector(
+    builder,
+    offsets.map((o) => BigInt(o)),
+  );
   return SubsegmentOffsets.createSubsegmentOffsets(builder, segmentIndex, vector);
 }
 
@@ -483,7 +537,10 @@ export function serializePte(program: PteProgram, options: PteWriteOptions = {})
   const segmentAlignment = options.segmentAlignment ?? DEFAULT_SEGMENT_ALIGNMENT;
   const constantAlignment = options.constantAlignment ?? DEFAULT_CONSTANT_ALIGNMENT;
   const placement = options.delegatePlacement ?? 'segment';
-  for (const [label, value] of [['segmentAlignment', segmentAlignment], ['constantAlignment', constantAlignment]] as const) {
+  for (const [label, value] of [
+    ['segmentAlignment', segmentAlignment],
+    ['constantAlignment', constantAlignment],
+  ] as const) {
     if (!isPowerOfTwo(value)) throw new EtnaError('INVALID_INPUT', `${label} must be a power of two, got ${String(value)}`);
   }
   validatePteProgram(program);
@@ -540,13 +597,16 @@ export function serializePte(program: PteProgram, options: PteWriteOptions = {})
     segments.map((s) => DataSegment.createDataSegment(builder, BigInt(s.offset), BigInt(s.size))),
   );
   const constantSegment = subsegmentOffsets(builder, constantSegmentIndex, constants.offsets);
-  const mutableSegments = mutable === null ? 0 : Program.createMutableDataSegmentsVector(builder, [subsegmentOffsets(builder, mutable.index, mutable.offsets)]);
+  const mutableSegments =
+    mutable === null ? 0 : Program.createMutableDataSegmentsVector(builder, [subsegmentOffsets(builder, mutable.index, mutable.offsets)]);
   const inlineData =
     inlineBlobs.length === 0
       ? 0
       : Program.createBackendDelegateDataVector(
           builder,
-          inlineBlobs.map((blob) => BackendDelegateInlineData.createBackendDelegateInlineData(builder, alignedByteVector(builder, blob, SCHEMA_FORCE_ALIGN))),
+          inlineBlobs.map((blob) =>
+            BackendDelegateInlineData.createBackendDelegateInlineData(builder, alignedByteVector(builder, blob, SCHEMA_FORCE_ALIGN)),
+          ),
         );
   const namedData =
     namedEntries.length === 0

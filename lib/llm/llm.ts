@@ -366,8 +366,15 @@ export class LlmSession {
   }
 
   private async loop(
-    feed: number[], promptTokens: number[], maxNewTokens: number, config: ResolvedOptions,
-    emit: (piece: string) => void, stopped: AbortSignal, prompt: string | readonly number[], started: number, encoded: number,
+    feed: number[],
+    promptTokens: number[],
+    maxNewTokens: number,
+    config: ResolvedOptions,
+    emit: (piece: string) => void,
+    stopped: AbortSignal,
+    prompt: string | readonly number[],
+    started: number,
+    encoded: number,
   ): Promise<GenerationResult> {
     const { metadata, tokenizer } = this.llm;
     const sampler = new Sampler(config.sampling);
@@ -454,10 +461,14 @@ export class LlmSession {
       const step = left > 1 && (!prefill.exact || left >= prefill.tokens) ? prefill : decode;
       const count = step.exact ? step.tokens : Math.min(left, step.tokens);
       const chunk = BigInt64Array.from(tokens.slice(at, at + count), BigInt);
-      const outputs = await this.module.execute(step.name, [
-        new Tensor('int64', [1, count], chunk),
-        new Tensor('int64', step.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.cached))),
-      ], { outputs: [this.logitsBuffer(step)] });
+      const outputs = await this.module.execute(
+        step.name,
+        [
+          new Tensor('int64', [1, count], chunk),
+          new Tensor('int64', step.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.cached))),
+        ],
+        { outputs: [this.logitsBuffer(step)] },
+      );
       this.cached += count;
       at += count;
       const logits = outputs[0];

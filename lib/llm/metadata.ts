@@ -74,7 +74,9 @@ function integerOf(value: Value | undefined, method: string): number {
   }
   const number = typeof result === 'boolean' ? Number(result) : Number(result);
   if (result === undefined || !Number.isSafeInteger(number)) {
-    return refuse(`metadata method '${method}' returned ${value instanceof Tensor ? `a tensor of ${value.data.length} elements` : String(value)}; expected an integer`);
+    return refuse(
+      `metadata method '${method}' returned ${value instanceof Tensor ? `a tensor of ${value.data.length} elements` : String(value)}; expected an integer`,
+    );
   }
   return number;
 }
@@ -91,7 +93,9 @@ async function readConstants(module: Module, names: readonly string[]): Promise<
 }
 
 function describeShape(value: ValueDescription): string {
-  return value.kind === 'tensor' ? `${value.dtype}[${(value.shape ?? []).join(', ')}]${value.dynamism === 'static' || value.dynamism === undefined ? '' : ` (${value.dynamism})`}` : value.kind;
+  return value.kind === 'tensor'
+    ? `${value.dtype}[${(value.shape ?? []).join(', ')}]${value.dynamism === 'static' || value.dynamism === undefined ? '' : ` (${value.dynamism})`}`
+    : value.kind;
 }
 
 /** Checks a method that steps the model and says how many tokens a call takes. */
@@ -108,11 +112,19 @@ function stepMethod(method: MethodDescription, vocab: number | undefined): StepM
   }
   const logits = method.outputs[0];
   const shape = logits?.shape ?? [];
-  if (logits === undefined || logits.kind !== 'tensor' || logits.dtype !== 'float32' || shape.length < 2 || shape.length > 3 || shape[0] !== 1) {
+  if (
+    logits === undefined ||
+    logits.kind !== 'tensor' ||
+    logits.dtype !== 'float32' ||
+    shape.length < 2 ||
+    shape.length > 3 ||
+    shape[0] !== 1
+  ) {
     refuse(`${at} output ${logits === undefined ? '0 is missing' : `'${logits.name}' is ${describeShape(logits)}`}; ${expected}`);
   }
   const logitsVocab = shape[shape.length - 1]!;
-  if (vocab !== undefined && logitsVocab !== vocab) refuse(`${at} returns ${logitsVocab} logits per token, but get_vocab_size says ${vocab}`);
+  if (vocab !== undefined && logitsVocab !== vocab)
+    refuse(`${at} returns ${logitsVocab} logits per token, but get_vocab_size says ${vocab}`);
   const n = tokens.shape[1]!;
   if (n < 1) refuse(`${at} input '${tokens.name}' takes no tokens`);
   return {
@@ -157,7 +169,8 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
   };
 
   const useKvCache = flag('use_kv_cache', DEFAULT_USE_KV_CACHE);
-  if (!useKvCache) refuse("metadata 'use_kv_cache' is 0: etna's runner drives programs that keep a KV cache between calls (export with -kv)");
+  if (!useKvCache)
+    refuse("metadata 'use_kv_cache' is 0: etna's runner drives programs that keep a KV cache between calls (export with -kv)");
   const enableDynamicShape = flag('enable_dynamic_shape', DEFAULT_ENABLE_DYNAMIC_SHAPE);
   const useSdpaWithKvCache = flag('use_sdpa_with_kv_cache', DEFAULT_USE_SDPA_WITH_KV_CACHE);
   const declaredVocab = integer('get_vocab_size');
@@ -168,7 +181,9 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
   let decode: ReturnType<typeof stepMethod>;
   if (table.has('prefill') || table.has('decode')) {
     if (!table.has('prefill') || !table.has('decode')) {
-      refuse(`the program has '${table.has('prefill') ? 'prefill' : 'decode'}' without '${table.has('prefill') ? 'decode' : 'prefill'}'; the two-method layout needs both`);
+      refuse(
+        `the program has '${table.has('prefill') ? 'prefill' : 'decode'}' without '${table.has('prefill') ? 'decode' : 'prefill'}'; the two-method layout needs both`,
+      );
     }
     layout = 'prefill-decode';
     prefill = stepMethod(table.get('prefill')!, declaredVocab);
@@ -176,20 +191,28 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
     if (decode.exact && decode.tokens !== 1) refuse(`method 'decode' takes exactly ${decode.tokens} tokens; it must take one at a time`);
     if (prefill.vocab !== decode.vocab) refuse(`method 'prefill' returns ${prefill.vocab} logits per token and 'decode' ${decode.vocab}`);
     for (const method of ['prefill', 'decode']) {
-      if (table.get(method)!.state.length === 0) refuse(`method '${method}' keeps no state at mem_id 2, so it cannot share a KV cache with the other method`);
+      if (table.get(method)!.state.length === 0)
+        refuse(`method '${method}' keeps no state at mem_id 2, so it cannot share a KV cache with the other method`);
     }
-    if (!sharesState) refuse("the prefill/decode layout shares its KV cache at mem_id 2 between methods; shareMemoryArenas: false would give each method its own");
+    if (!sharesState)
+      refuse(
+        'the prefill/decode layout shares its KV cache at mem_id 2 between methods; shareMemoryArenas: false would give each method its own',
+      );
   } else if (table.has('forward')) {
     layout = 'forward';
     const forward = stepMethod(table.get('forward')!, declaredVocab);
     if (forward.exact && forward.tokens !== 1) {
-      refuse(`method 'forward' takes exactly ${forward.tokens} tokens, so it cannot take one generated token at a time; export with --enable_dynamic_shape or one token per call`);
+      refuse(
+        `method 'forward' takes exactly ${forward.tokens} tokens, so it cannot take one generated token at a time; export with --enable_dynamic_shape or one token per call`,
+      );
     }
     // Like ExecuTorch's prefiller: a whole chunk per call only when the program says its shapes are dynamic.
     prefill = enableDynamicShape ? forward : { ...forward, tokens: 1, exact: false };
     decode = forward;
   } else {
-    return refuse(`no method to generate with: expected 'forward', or 'prefill' and 'decode' (methods: ${names.map((n) => `'${n}'`).join(', ') || 'none'})`);
+    return refuse(
+      `no method to generate with: expected 'forward', or 'prefill' and 'decode' (methods: ${names.map((n) => `'${n}'`).join(', ') || 'none'})`,
+    );
   }
   const vocabSize = decode.vocab;
   sources['get_vocab_size'] ??= 'shape';
@@ -197,7 +220,8 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
   let maxSeqLen = integer('get_max_seq_len');
   if (maxSeqLen === undefined) {
     // ExecuTorch requires this method of a forward program; the two-method layout states it in prefill's shape.
-    if (layout === 'forward') refuse("metadata method 'get_max_seq_len' is missing: the runner cannot tell how many tokens one call of 'forward' may take");
+    if (layout === 'forward')
+      refuse("metadata method 'get_max_seq_len' is missing: the runner cannot tell how many tokens one call of 'forward' may take");
     maxSeqLen = prefill.tokens;
     sources['get_max_seq_len'] = 'shape';
   }
@@ -220,14 +244,22 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
   let eosIds: number[];
   const eosValues = constants.get('get_eos_ids');
   if (eosValues !== undefined) {
-    eosIds = eosValues.flatMap((value) => (value instanceof Tensor ? Array.from(value.data as ArrayLike<number | bigint>, (v) => integerOf(v, 'get_eos_ids')) : [integerOf(value, 'get_eos_ids')]));
+    eosIds = eosValues.flatMap((value) =>
+      value instanceof Tensor
+        ? Array.from(value.data as ArrayLike<number | bigint>, (v) => integerOf(v, 'get_eos_ids'))
+        : [integerOf(value, 'get_eos_ids')],
+    );
     sources['get_eos_ids'] = 'program';
   } else {
     eosIds = tokenizer.eosId === undefined ? [] : [tokenizer.eosId];
     sources['get_eos_ids'] = 'tokenizer';
   }
-  for (const [what, ids] of [['get_bos_id', bosId === undefined ? [] : [bosId]], ['get_eos_ids', eosIds]] as const) {
-    for (const id of ids) if (id < 0 || id >= vocabSize) refuse(`metadata '${what}' names token ${id}, outside the model's vocabulary 0..${vocabSize - 1}`);
+  for (const [what, ids] of [
+    ['get_bos_id', bosId === undefined ? [] : [bosId]],
+    ['get_eos_ids', eosIds],
+  ] as const) {
+    for (const id of ids)
+      if (id < 0 || id >= vocabSize) refuse(`metadata '${what}' names token ${id}, outside the model's vocabulary 0..${vocabSize - 1}`);
   }
   // A call never takes more tokens than get_max_seq_len allows.
   const bounded = (step: StepMethod): StepMethod => ({ ...step, tokens: step.exact ? step.tokens : Math.min(step.tokens, maxSeqLen) });

@@ -72,7 +72,10 @@ function tokenSpelling(decoder: JsonDecoder | null | undefined): (token: string)
   const supported = new Set(['Replace', 'ByteFallback', 'Fuse', 'Strip', 'Metaspace']);
   const unknown = types.filter((type) => !supported.has(type));
   if (unknown.length > 0) {
-    throw new EtnaError('INVALID_INPUT', `tokenizer.json: decoder ${unknown.map((t) => `'${t}'`).join(', ')} is not supported for streaming text (supported: ByteLevel, and sequences of Replace, ByteFallback, Fuse, Strip, Metaspace)`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `tokenizer.json: decoder ${unknown.map((t) => `'${t}'`).join(', ')} is not supported for streaming text (supported: ByteLevel, and sequences of Replace, ByteFallback, Fuse, Strip, Metaspace)`,
+    );
   }
   // SentencePiece-style vocabularies: '▁' is a space, '<0xNN>' one byte. Strip only trims the start of a whole
   // decoded text; a stream continues a prompt, so its first space is kept.
@@ -106,7 +109,8 @@ interface TokenizerJson {
 function tokenName(config: Record<string, unknown>, key: string): string | undefined {
   const value = config[key];
   if (typeof value === 'string') return value;
-  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string') return (value as { content: string }).content;
+  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string')
+    return (value as { content: string }).content;
   return undefined;
 }
 
@@ -153,7 +157,8 @@ class HuggingFaceTokenizer implements LlmTokenizer {
     const cached = this.bytes[id];
     if (cached !== undefined) return cached;
     const token = this.tokens[id];
-    if (token === undefined) throw new EtnaError('INVALID_INPUT', `token id ${id} is outside the tokenizer's vocabulary 0..${this.vocabSize - 1}`);
+    if (token === undefined)
+      throw new EtnaError('INVALID_INPUT', `token id ${id} is outside the tokenizer's vocabulary 0..${this.vocabSize - 1}`);
     const bytes = this.special.has(id) ? EMPTY : this.spell(token);
     this.bytes[id] = bytes;
     return bytes;
@@ -167,7 +172,8 @@ class HuggingFaceTokenizer implements LlmTokenizer {
 // ------------------------------------------------------------------ tiktoken
 
 // Llama 3's split of text into pieces before byte-pair merging.
-const LLAMA3_PATTERN = /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
+const LLAMA3_PATTERN =
+  /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
 // Llama 3 places 256 special tokens after the ranks; <|eot_id|>, the end of a turn, is the tenth.
 const LLAMA3_SPECIAL_COUNT = 256;
 const LLAMA3_EOT_OFFSET = 9;
@@ -218,13 +224,20 @@ class TiktokenTokenizer implements LlmTokenizer {
         let best = -1;
         let bestRank = Infinity;
         for (let i = 0; i + 1 < parts.length; i++) {
-          const joined = bytes.subarray(parts[i]!.byteOffset - bytes.byteOffset, parts[i + 1]!.byteOffset - bytes.byteOffset + parts[i + 1]!.length);
+          const joined = bytes.subarray(
+            parts[i]!.byteOffset - bytes.byteOffset,
+            parts[i + 1]!.byteOffset - bytes.byteOffset + parts[i + 1]!.length,
+          );
           const rank = this.ranks.get(TiktokenTokenizer.key(joined));
           if (rank !== undefined && rank < bestRank) [best, bestRank] = [i, rank];
         }
         if (best < 0) break;
         const first = parts[best]!;
-        parts.splice(best, 2, bytes.subarray(first.byteOffset - bytes.byteOffset, first.byteOffset - bytes.byteOffset + first.length + parts[best + 1]!.length));
+        parts.splice(
+          best,
+          2,
+          bytes.subarray(first.byteOffset - bytes.byteOffset, first.byteOffset - bytes.byteOffset + first.length + parts[best + 1]!.length),
+        );
       }
       for (const part of parts) {
         const rank = this.ranks.get(TiktokenTokenizer.key(part));
@@ -236,7 +249,8 @@ class TiktokenTokenizer implements LlmTokenizer {
   }
 
   tokenBytes(id: number): Uint8Array {
-    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) throw new EtnaError('INVALID_INPUT', `token id ${id} is outside the tokenizer's vocabulary 0..${this.vocabSize - 1}`);
+    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize)
+      throw new EtnaError('INVALID_INPUT', `token id ${id} is outside the tokenizer's vocabulary 0..${this.vocabSize - 1}`);
     return this.pieces[id] ?? EMPTY;
   }
 
@@ -251,7 +265,13 @@ class TiktokenTokenizer implements LlmTokenizer {
 export type TokenizerSource = string | Uint8Array | LlmTokenizer;
 
 function isTokenizer(value: unknown): value is LlmTokenizer {
-  return typeof value === 'object' && value !== null && !(value instanceof Uint8Array) && typeof (value as LlmTokenizer).encode === 'function' && typeof (value as LlmTokenizer).tokenBytes === 'function';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !(value instanceof Uint8Array) &&
+    typeof (value as LlmTokenizer).encode === 'function' &&
+    typeof (value as LlmTokenizer).tokenBytes === 'function'
+  );
 }
 
 /**
@@ -269,7 +289,9 @@ export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
     try {
       bytes = readFileSync(source);
     } catch (error) {
-      throw new EtnaError('INVALID_INPUT', `tokenizer: cannot read ${source}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new EtnaError('INVALID_INPUT', `tokenizer: cannot read ${source}: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
     }
   } else if (source instanceof Uint8Array) {
     name = 'tokenizer bytes';
@@ -284,7 +306,9 @@ export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
     try {
       json = JSON.parse(text) as TokenizerJson;
     } catch (error) {
-      throw new EtnaError('INVALID_INPUT', `${name}: not valid JSON: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new EtnaError('INVALID_INPUT', `${name}: not valid JSON: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
     }
     let config: Record<string, unknown> = {};
     const beside = typeof source === 'string' ? join(dirname(source), 'tokenizer_config.json') : undefined;
@@ -295,5 +319,8 @@ export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
   if (lines.length > 0 && /^[A-Za-z0-9+/=]+ \d+$/.test(lines[0]!)) return new TiktokenTokenizer(lines, name);
   // A SentencePiece model is a protobuf whose first field (pieces, field 1) starts with the byte 0x0a.
   const format = bytes[0] === 0x0a ? 'a SentencePiece .model (protobuf)' : 'in no known tokenizer format';
-  throw new EtnaError('INVALID_INPUT', `${name} is ${format}; etna reads Hugging Face tokenizer.json and tiktoken files (BASE64 RANK lines). Convert a SentencePiece model to tokenizer.json with the transformers library (AutoTokenizer.from_pretrained(...).save_pretrained)`);
+  throw new EtnaError(
+    'INVALID_INPUT',
+    `${name} is ${format}; etna reads Hugging Face tokenizer.json and tiktoken files (BASE64 RANK lines). Convert a SentencePiece model to tokenizer.json with the transformers library (AutoTokenizer.from_pretrained(...).save_pretrained)`,
+  );
 }

@@ -96,7 +96,7 @@ export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: 
 
   const constants = new Map<string, ConstTensor>();
   const weights = (name: string | undefined): ConstTensor | undefined =>
-    (name === undefined ? undefined : constants.get(name) ?? constant(name));
+    name === undefined ? undefined : (constants.get(name) ?? constant(name));
   const replaced = new Map<OnnxNode, OnnxNode>();
   const removed = new Set<OnnxNode>();
   for (const node of graph.nodes) {
@@ -106,7 +106,7 @@ export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: 
     const operand = isArithmetic && constant(node.inputs[0]) !== undefined ? 1 : 0;
     const x = node.inputs[operand]!;
     const original = producer.get(x);
-    const conv = original === undefined ? undefined : replaced.get(original) ?? original;
+    const conv = original === undefined ? undefined : (replaced.get(original) ?? original);
     if (original === undefined || conv === undefined || (conv.opType !== 'Conv' && conv.opType !== 'ConvTranspose')) continue;
     if (conv.outputs[0] !== x || reads.get(x) !== 1) continue;
     const weight = weights(conv.inputs[1]);
@@ -120,9 +120,10 @@ export function foldAffinesIntoConvs(graph: OnnxGraph, { constant, freshName }: 
       const other = constant(node.inputs[1 - operand]);
       const values = other === undefined ? undefined : channelOperand(other, weight.shape.length, outChannels);
       if (values !== undefined) {
-        affine = node.opType === 'Mul'
-          ? { scale: Float64Array.from(values), shift: new Float64Array(outChannels) }
-          : { scale: new Float64Array(outChannels).fill(1), shift: Float64Array.from(values) };
+        affine =
+          node.opType === 'Mul'
+            ? { scale: Float64Array.from(values), shift: new Float64Array(outChannels) }
+            : { scale: new Float64Array(outChannels).fill(1), shift: Float64Array.from(values) };
       }
     } else {
       const params = node.inputs.slice(1, 5).map(constant);
@@ -173,7 +174,7 @@ export function foldInputAffinesIntoConvs(
 ): FoldedConvAffines {
   const constants = new Map(folded);
   const weights = (name: string | undefined): ConstTensor | undefined =>
-    (name === undefined || name === '' ? undefined : constants.get(name) ?? constant(name));
+    name === undefined || name === '' ? undefined : (constants.get(name) ?? constant(name));
   const reads = readCounts({ ...graph, nodes: [...nodes] });
   const producer = producers(nodes);
   const removed = new Set<OnnxNode>();
@@ -207,7 +208,14 @@ export function foldInputAffinesIntoConvs(
       let inputs: string[];
       if (affine.opType === 'Mul') {
         const scaledName = freshName(`${conv.outputs[0]}_input_scaled_weight`);
-        constants.set(scaledName, fromNumbers('float32', weight.shape, w.map((v, i) => v * perChannel[channelOfElement(i)]!)));
+        constants.set(
+          scaledName,
+          fromNumbers(
+            'float32',
+            weight.shape,
+            w.map((v, i) => v * perChannel[channelOfElement(i)]!),
+          ),
+        );
         inputs = [source, scaledName, ...conv.inputs.slice(2)];
       } else {
         const shifted = [...b];

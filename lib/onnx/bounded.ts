@@ -69,7 +69,8 @@ function parseShapeText(input: string, text: string): (number | DimRange)[] {
   return text.split('x').map((part, d) => {
     const range = /^(.*)\.\.(.*)$/.exec(part);
     const number = (s: string, what: string): number => {
-      if (!/^\d+$/.test(s)) badShape(input, `dim ${d} ${what} '${s}' in '${text}' is not a non-negative integer (shapes read like 1x3x48x32..960)`);
+      if (!/^\d+$/.test(s))
+        badShape(input, `dim ${d} ${what} '${s}' in '${text}' is not a non-negative integer (shapes read like 1x3x48x32..960)`);
       return Number(s);
     };
     return range === null ? number(part, 'size') : { min: number(range[1]!, 'min'), max: number(range[2]!, 'max') };
@@ -94,7 +95,11 @@ export function probeShapes(bounds: ReadonlyMap<string, ShapeBounds>): Map<strin
   const seen = new Set<string>();
   for (const choose of pick) {
     const probe = new Map<string, number[]>();
-    for (const [name, b] of bounds) probe.set(name, b.max.map((hi, d) => (b.min[d] === hi ? hi : Math.max(b.min[d]!, choose(b.min[d]!, hi)))));
+    for (const [name, b] of bounds)
+      probe.set(
+        name,
+        b.max.map((hi, d) => (b.min[d] === hi ? hi : Math.max(b.min[d]!, choose(b.min[d]!, hi)))),
+      );
     const key = JSON.stringify([...probe]);
     const isUpper = [...probe].every(([name, shape]) => shape.every((s, d) => s === bounds.get(name)!.max[d]));
     if (!seen.has(key) && !isUpper) probes.push(probe);
@@ -107,7 +112,10 @@ export function probeShapes(bounds: ReadonlyMap<string, ShapeBounds>): Map<strin
 export type NodeOfInstruction = (index: number) => string;
 
 function unsupported(node: string, what: string): never {
-  throw new EtnaError('UNSUPPORTED_OPERATOR', `${node}: ${what}, so the program cannot run it at every size of the range; give that input a fixed shape`);
+  throw new EtnaError(
+    'UNSUPPORTED_OPERATOR',
+    `${node}: ${what}, so the program cannot run it at every size of the range; give that input a fixed shape`,
+  );
 }
 
 function sameScalar(a: GraphValue, b: GraphValue): boolean {
@@ -187,7 +195,12 @@ export function markBoundedDims(upper: MethodGraph, probes: readonly MethodGraph
 
 // Rewrites the integer arguments that differ between sizes into forms that
 // hold at every size, or refuses the node that reads them.
-function followSizeArguments(upper: MethodGraph, probes: readonly MethodGraph[], differing: ReadonlySet<number>, nodeOf: NodeOfInstruction): void {
+function followSizeArguments(
+  upper: MethodGraph,
+  probes: readonly MethodGraph[],
+  differing: ReadonlySet<number>,
+  nodeOf: NodeOfInstruction,
+): void {
   const handled = new Set<number>();
   const ints = (list: number): number[] => {
     const value = upper.value(list);
@@ -221,7 +234,11 @@ function followSizeArguments(upper: MethodGraph, probes: readonly MethodGraph[],
         else sizeReads.push({ before: i, self, dim: fromInput, item });
         handled.add(item);
       }
-      if (inferred.length > 1) unsupported(nodeOf(i), `its reshape has ${inferred.length} dims that follow the input size and are not dims of its input; at most one can be inferred`);
+      if (inferred.length > 1)
+        unsupported(
+          nodeOf(i),
+          `its reshape has ${inferred.length} dims that follow the input size and are not dims of its input; at most one can be inferred`,
+        );
       for (const item of inferred) setInt(item, -1);
     } else if (op === 'aten::expand_copy.out') {
       const self = args[0]!;
@@ -243,8 +260,11 @@ function followSizeArguments(upper: MethodGraph, probes: readonly MethodGraph[],
       const items = ints(outputSize);
       if (!items.some((item) => differing.has(item))) return;
       const factors = items.map((item, k) => intIn(upper, item) / shapeIn(upper, self)[k + 2]!);
-      const fixed = [upper, ...probes].every((g) => items.every((item, k) => intIn(g, item) === Math.trunc(shapeIn(g, self)[k + 2]! * factors[k]!)));
-      if (!fixed || upper.value(scalesArg).kind !== 'null') unsupported(nodeOf(i), 'it resizes to a size that is not the input size times a fixed factor');
+      const fixed = [upper, ...probes].every((g) =>
+        items.every((item, k) => intIn(g, item) === Math.trunc(shapeIn(g, self)[k + 2]! * factors[k]!)),
+      );
+      if (!fixed || upper.value(scalesArg).kind !== 'null')
+        unsupported(nodeOf(i), 'it resizes to a size that is not the input size times a fixed factor');
       upper.values[outputSize] = { kind: 'null' };
       upper.values[scalesArg] = { kind: 'doubleList', items: factors };
       for (const item of items) handled.add(item);
@@ -269,12 +289,21 @@ function followSizeArguments(upper: MethodGraph, probes: readonly MethodGraph[],
   });
   upper.instructions.forEach((instruction, i) => {
     for (const operand of upper.instructionOperands(instruction)) {
-      if (differing.has(operand) && !handled.has(operand)) unsupported(nodeOf(i), `its ${instruction.kind === 'kernel' ? instruction.name : 'delegate call'} takes an argument computed from the input size`);
+      if (differing.has(operand) && !handled.has(operand))
+        unsupported(
+          nodeOf(i),
+          `its ${instruction.kind === 'kernel' ? instruction.name : 'delegate call'} takes an argument computed from the input size`,
+        );
     }
   });
   // Last, as inserting moves the instructions nodeOf counts.
   for (const read of sizeReads.reverse()) {
     const dim = upper.addValue({ kind: 'int', value: BigInt(read.dim) });
-    upper.instructions.splice(read.before, 0, { kind: 'kernel', name: 'aten::sym_size', overload: 'int', args: [read.self, dim, read.item] });
+    upper.instructions.splice(read.before, 0, {
+      kind: 'kernel',
+      name: 'aten::sym_size',
+      overload: 'int',
+      args: [read.self, dim, read.item],
+    });
   }
 }

@@ -27,16 +27,29 @@ export interface ConstTensor {
 
 export function allocate(dtype: DType, length: number): ConstData {
   switch (dtype) {
-    case 'float32': return new Float32Array(length);
-    case 'float64': return new Float64Array(length);
-    case 'int64': return new BigInt64Array(length);
-    case 'uint64': return new BigUint64Array(length);
-    case 'int32': return new Int32Array(length);
-    case 'uint32': return new Uint32Array(length);
-    case 'int16': return new Int16Array(length);
-    case 'uint16': case 'float16': case 'bfloat16': return new Uint16Array(length);
-    case 'int8': return new Int8Array(length);
-    case 'uint8': case 'bool': return new Uint8Array(length);
+    case 'float32':
+      return new Float32Array(length);
+    case 'float64':
+      return new Float64Array(length);
+    case 'int64':
+      return new BigInt64Array(length);
+    case 'uint64':
+      return new BigUint64Array(length);
+    case 'int32':
+      return new Int32Array(length);
+    case 'uint32':
+      return new Uint32Array(length);
+    case 'int16':
+      return new Int16Array(length);
+    case 'uint16':
+    case 'float16':
+    case 'bfloat16':
+      return new Uint16Array(length);
+    case 'int8':
+      return new Int8Array(length);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(length);
   }
 }
 
@@ -107,10 +120,14 @@ function readProto(proto: OnnxTensorProto, what: string): ConstTensor {
     return { dtype, shape, data };
   }
   const source: ArrayLike<number | bigint> =
-    dtype === 'float32' ? proto.floatData
-      : dtype === 'float64' ? proto.doubleData
-        : dtype === 'int64' ? proto.int64Data
-          : dtype === 'uint32' || dtype === 'uint64' ? proto.uint64Data
+    dtype === 'float32'
+      ? proto.floatData
+      : dtype === 'float64'
+        ? proto.doubleData
+        : dtype === 'int64'
+          ? proto.int64Data
+          : dtype === 'uint32' || dtype === 'uint64'
+            ? proto.uint64Data
             : proto.int32Data;
   if (source.length !== count) {
     throw new EtnaError('INVALID_INPUT', `${what}: has ${source.length} values for shape ${JSON.stringify(shape)}`);

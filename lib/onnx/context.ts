@@ -142,7 +142,9 @@ export class NodeView {
     if (value.kind !== 'const') {
       const name = this.node.inputs[i]!;
       const producer = this.ctx.producers.get(name);
-      this.fail(`${what} (input ${i}, '${name}'${producer ? `, from ${producer}` : ''}) must be known at import time; bind it with a constant or fix the input shapes`);
+      this.fail(
+        `${what} (input ${i}, '${name}'${producer ? `, from ${producer}` : ''}) must be known at import time; bind it with a constant or fix the input shapes`,
+      );
     }
     return value.tensor;
   }

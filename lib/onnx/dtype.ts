@@ -47,7 +47,17 @@ export function computeDtype(dtype: DType): DType {
 }
 
 // The dtypes Cast converts to, folded at import or lowered to a kernel.
-const CAST_DTYPES: ReadonlySet<DType> = new Set<DType>(['float32', 'float16', 'uint8', 'int8', 'int16', 'int32', 'int64', 'bool', 'float64']);
+const CAST_DTYPES: ReadonlySet<DType> = new Set<DType>([
+  'float32',
+  'float16',
+  'uint8',
+  'int8',
+  'int16',
+  'int32',
+  'int64',
+  'bool',
+  'float64',
+]);
 
 /**
  * The dtype Cast's `to` attribute names as held in the program (a Cast to

@@ -116,7 +116,13 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
   }
   switch (op) {
     case 'Not':
-      return [fromNumbers('bool', a.shape, toNumbers(a).map((v) => (v === 0 ? 1 : 0)))];
+      return [
+        fromNumbers(
+          'bool',
+          a.shape,
+          toNumbers(a).map((v) => (v === 0 ? 1 : 0)),
+        ),
+      ];
     case 'Where': {
       const c = inputs[2];
       if (b === undefined || c === undefined) return undefined;
@@ -129,21 +135,29 @@ export function foldNode(op: string, inputs: readonly (ConstTensor | undefined)[
       const indices = toNumbers(b).map((i) => (i < 0 ? i + a.shape[axis]! : i));
       const outShape = [...a.shape.slice(0, axis), ...b.shape, ...a.shape.slice(axis + 1)];
       const strides = stridesOf(a.shape);
-      return [gatherElements(a, outShape, (index) => {
-        let flat = 0;
-        for (let d = 0; d < axis; d++) flat += index[d]! * strides[d]!;
-        const indexFlat = b.shape.length === 0 ? 0 : flatOf(b.shape, index.slice(axis, axis + b.shape.length));
-        flat += indices[indexFlat]! * strides[axis]!;
-        for (let d = axis + 1; d < a.shape.length; d++) flat += index[d - 1 + b.shape.length]! * strides[d]!;
-        return flat;
-      })];
+      return [
+        gatherElements(a, outShape, (index) => {
+          let flat = 0;
+          for (let d = 0; d < axis; d++) flat += index[d]! * strides[d]!;
+          const indexFlat = b.shape.length === 0 ? 0 : flatOf(b.shape, index.slice(axis, axis + b.shape.length));
+          flat += indices[indexFlat]! * strides[axis]!;
+          for (let d = axis + 1; d < a.shape.length; d++) flat += index[d - 1 + b.shape.length]! * strides[d]!;
+          return flat;
+        }),
+      ];
     }
     case 'Transpose':
       return [transposeConst(a, attrs.ints('perm') ?? a.shape.map((_, i) => a.shape.length - 1 - i))];
     case 'Range': {
       const [start, limit, delta] = inputs.map((t) => (t === undefined ? NaN : elementAt(t, 0)));
       const count = Math.max(Math.ceil((limit! - start!) / delta!), 0);
-      return [fromNumbers(a.dtype, [count], Array.from({ length: count }, (_, i) => start! + i * delta!))];
+      return [
+        fromNumbers(
+          a.dtype,
+          [count],
+          Array.from({ length: count }, (_, i) => start! + i * delta!),
+        ),
+      ];
     }
     case 'Cast': {
       const dtype = castTarget(attrs.int('to', 0));

@@ -26,7 +26,8 @@ function graphConstants(graph: OnnxGraph): (name: string | undefined) => ConstTe
   const protos = new Map<string, OnnxTensorProto>(graph.initializers.map((t) => [t.name, t]));
   for (const node of graph.nodes) {
     const value = node.attributes[0];
-    if (node.opType === 'Constant' && node.attributes.length === 1 && value?.name === 'value' && value.t !== undefined) protos.set(node.outputs[0]!, value.t);
+    if (node.opType === 'Constant' && node.attributes.length === 1 && value?.name === 'value' && value.t !== undefined)
+      protos.set(node.outputs[0]!, value.t);
   }
   const decoded = new Map<string, ConstTensor>();
   return (name) => {

@@ -30,8 +30,28 @@ export const MIN_ONNX_OPSET = 7;
  * nothing at inference). A model below opset 7 that uses only these imports.
  */
 const UNCHANGED_SINCE_OPSET_1_TO_6: ReadonlySet<string> = new Set([
-  'Elu', 'Selu', 'HardSigmoid', 'Softplus', 'Not', 'GlobalAveragePool', 'GlobalMaxPool', 'InstanceNormalization', 'LeakyRelu',
-  'Relu', 'Sigmoid', 'Tanh', 'Exp', 'Log', 'Sqrt', 'Neg', 'Abs', 'Reciprocal', 'Floor', 'Ceil', 'Identity', 'Transpose',
+  'Elu',
+  'Selu',
+  'HardSigmoid',
+  'Softplus',
+  'Not',
+  'GlobalAveragePool',
+  'GlobalMaxPool',
+  'InstanceNormalization',
+  'LeakyRelu',
+  'Relu',
+  'Sigmoid',
+  'Tanh',
+  'Exp',
+  'Log',
+  'Sqrt',
+  'Neg',
+  'Abs',
+  'Reciprocal',
+  'Floor',
+  'Ceil',
+  'Identity',
+  'Transpose',
 ]);
 
 function collectOpTypes(graph: OnnxGraph): string[] {
@@ -217,9 +237,14 @@ function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
     results = ifNode(view, ctx, stats);
   } else {
     const known = inputs.every((v) => v === undefined || v.kind === 'const');
-    const folded = known && inputs.length > 0
-      ? foldNode(node.opType, inputs.map((v) => (v === undefined ? undefined : (v as { tensor: ConstTensor }).tensor)), view)
-      : undefined;
+    const folded =
+      known && inputs.length > 0
+        ? foldNode(
+            node.opType,
+            inputs.map((v) => (v === undefined ? undefined : (v as { tensor: ConstTensor }).tensor)),
+            view,
+          )
+        : undefined;
     if (folded !== undefined) {
       results = folded.map(constValue);
       stats.folded++;
@@ -364,8 +389,11 @@ function widenInput(ctx: ImportContext, input: TensorValue): OnnxValue {
 /** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
 function ownedTensor(ctx: ImportContext, value: OnnxValue): TensorValue {
   const m = ctx.m;
-  if (value.kind === 'tensor' && value.tensor instanceof TensorValue
-    && m.graph.tensorNode(value.tensor.index).origin.kind === 'activation') {
+  if (
+    value.kind === 'tensor' &&
+    value.tensor instanceof TensorValue &&
+    m.graph.tensorNode(value.tensor.index).origin.kind === 'activation'
+  ) {
     return value.tensor;
   }
   const out = ctx.out(dtypeOf(value), shapeOf(value));
@@ -569,7 +597,10 @@ function importAtShapes(
       if (stateOutputs.has(out.name)) continue;
       const value = ctx.values.get(out.name);
       if (value === undefined) throw new EtnaError('INVALID_INPUT', `graph output '${out.name}' is never produced`);
-      const tensor = out.elemType === ONNX_DTYPE_CODES.float16 && dtypeOf(value) === 'float32' ? convertTo(ctx, value, 'float16') : ownedTensor(ctx, value);
+      const tensor =
+        out.elemType === ONNX_DTYPE_CODES.float16 && dtypeOf(value) === 'float32'
+          ? convertTo(ctx, value, 'float16')
+          : ownedTensor(ctx, value);
       results.push({ name: out.name, tensor });
       outputs.push({ name: out.name, dtype: tensor.dtype, shape: [...tensor.shape] });
     }

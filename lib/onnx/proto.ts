@@ -166,24 +166,53 @@ function readReals(reader: WireReader, wire: number, into: number[], bytes: 4 | 
 export function decodeTensor(bytes: Uint8Array): OnnxTensorProto {
   const reader = new WireReader(bytes);
   const tensor: OnnxTensorProto = {
-    name: '', dims: [], dataType: 0, floatData: [], int32Data: [], int64Data: [], doubleData: [], uint64Data: [], external: false,
+    name: '',
+    dims: [],
+    dataType: 0,
+    floatData: [],
+    int32Data: [],
+    int64Data: [],
+    doubleData: [],
+    uint64Data: [],
+    external: false,
   };
   const dims: bigint[] = [];
   const int32: bigint[] = [];
   while (!reader.done) {
     const { field, wire } = reader.tag();
     switch (field) {
-      case 1: readVarints(reader, wire, dims); break;
-      case 2: tensor.dataType = reader.small(); break;
-      case 4: readReals(reader, wire, tensor.floatData, 4); break;
-      case 5: readVarints(reader, wire, int32); break;
-      case 7: readVarints(reader, wire, tensor.int64Data); break;
-      case 8: tensor.name = text.decode(reader.bytesField()); break;
-      case 9: tensor.rawData = reader.bytesField(); break;
-      case 10: readReals(reader, wire, tensor.doubleData, 8); break;
-      case 11: readVarints(reader, wire, tensor.uint64Data); break;
-      case 14: tensor.external = reader.small() === 1; break;
-      default: reader.skip(wire);
+      case 1:
+        readVarints(reader, wire, dims);
+        break;
+      case 2:
+        tensor.dataType = reader.small();
+        break;
+      case 4:
+        readReals(reader, wire, tensor.floatData, 4);
+        break;
+      case 5:
+        readVarints(reader, wire, int32);
+        break;
+      case 7:
+        readVarints(reader, wire, tensor.int64Data);
+        break;
+      case 8:
+        tensor.name = text.decode(reader.bytesField());
+        break;
+      case 9:
+        tensor.rawData = reader.bytesField();
+        break;
+      case 10:
+        readReals(reader, wire, tensor.doubleData, 8);
+        break;
+      case 11:
+        readVarints(reader, wire, tensor.uint64Data);
+        break;
+      case 14:
+        tensor.external = reader.small() === 1;
+        break;
+      default:
+        reader.skip(wire);
     }
   }
   tensor.dims = dims.map((d) => Number(toSigned64(d)));
@@ -198,17 +227,38 @@ function decodeAttribute(bytes: Uint8Array): OnnxAttribute {
   while (!reader.done) {
     const { field, wire } = reader.tag();
     switch (field) {
-      case 1: attribute.name = text.decode(reader.bytesField()); break;
-      case 2: attribute.f = reader.fixed32().getFloat32(0, true); break;
-      case 3: attribute.i = toSigned64(reader.varint()); break;
-      case 4: attribute.s = reader.bytesField(); break;
-      case 5: attribute.t = decodeTensor(reader.bytesField()); break;
-      case 6: attribute.g = decodeGraph(reader.bytesField()); break;
-      case 7: readReals(reader, wire, attribute.floats, 4); break;
-      case 8: readVarints(reader, wire, attribute.ints); break;
-      case 9: attribute.strings.push(reader.bytesField()); break;
-      case 20: attribute.type = reader.small(); break;
-      default: reader.skip(wire);
+      case 1:
+        attribute.name = text.decode(reader.bytesField());
+        break;
+      case 2:
+        attribute.f = reader.fixed32().getFloat32(0, true);
+        break;
+      case 3:
+        attribute.i = toSigned64(reader.varint());
+        break;
+      case 4:
+        attribute.s = reader.bytesField();
+        break;
+      case 5:
+        attribute.t = decodeTensor(reader.bytesField());
+        break;
+      case 6:
+        attribute.g = decodeGraph(reader.bytesField());
+        break;
+      case 7:
+        readReals(reader, wire, attribute.floats, 4);
+        break;
+      case 8:
+        readVarints(reader, wire, attribute.ints);
+        break;
+      case 9:
+        attribute.strings.push(reader.bytesField());
+        break;
+      case 20:
+        attribute.type = reader.small();
+        break;
+      default:
+        reader.skip(wire);
     }
   }
   attribute.ints = attribute.ints.map(toSigned64);
@@ -221,13 +271,26 @@ function decodeNode(bytes: Uint8Array): OnnxNode {
   while (!reader.done) {
     const { field, wire } = reader.tag();
     switch (field) {
-      case 1: node.inputs.push(text.decode(reader.bytesField())); break;
-      case 2: node.outputs.push(text.decode(reader.bytesField())); break;
-      case 3: node.name = text.decode(reader.bytesField()); break;
-      case 4: node.opType = text.decode(reader.bytesField()); break;
-      case 5: node.attributes.push(decodeAttribute(reader.bytesField())); break;
-      case 7: node.domain = text.decode(reader.bytesField()); break;
-      default: reader.skip(wire);
+      case 1:
+        node.inputs.push(text.decode(reader.bytesField()));
+        break;
+      case 2:
+        node.outputs.push(text.decode(reader.bytesField()));
+        break;
+      case 3:
+        node.name = text.decode(reader.bytesField());
+        break;
+      case 4:
+        node.opType = text.decode(reader.bytesField());
+        break;
+      case 5:
+        node.attributes.push(decodeAttribute(reader.bytesField()));
+        break;
+      case 7:
+        node.domain = text.decode(reader.bytesField());
+        break;
+      default:
+        reader.skip(wire);
     }
   }
   return node;
@@ -292,12 +355,23 @@ export function decodeGraph(bytes: Uint8Array): OnnxGraph {
   while (!reader.done) {
     const { field, wire } = reader.tag();
     switch (field) {
-      case 1: graph.nodes.push(decodeNode(reader.bytesField())); break;
-      case 2: graph.name = text.decode(reader.bytesField()); break;
-      case 5: graph.initializers.push(decodeTensor(reader.bytesField())); break;
-      case 11: graph.inputs.push(decodeValueInfo(reader.bytesField())); break;
-      case 12: graph.outputs.push(decodeValueInfo(reader.bytesField())); break;
-      default: reader.skip(wire);
+      case 1:
+        graph.nodes.push(decodeNode(reader.bytesField()));
+        break;
+      case 2:
+        graph.name = text.decode(reader.bytesField());
+        break;
+      case 5:
+        graph.initializers.push(decodeTensor(reader.bytesField()));
+        break;
+      case 11:
+        graph.inputs.push(decodeValueInfo(reader.bytesField()));
+        break;
+      case 12:
+        graph.outputs.push(decodeValueInfo(reader.bytesField()));
+        break;
+      default:
+        reader.skip(wire);
     }
   }
   return graph;

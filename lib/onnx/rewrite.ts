@@ -11,7 +11,12 @@ import type { OnnxGraph, OnnxNode } from './proto.js';
  * x * Clip(x + 3, 0, 6) / 6, as paddle2onnx writes hardswish before opset 14,
  * becomes one HardSwish node. Each intermediate must have no other reader.
  */
-export function fuseHardSwish(nodes: readonly OnnxNode[], graph: OnnxGraph, opset: number, { constant }: GraphTables): { nodes: OnnxNode[]; fused: number } {
+export function fuseHardSwish(
+  nodes: readonly OnnxNode[],
+  graph: OnnxGraph,
+  opset: number,
+  { constant }: GraphTables,
+): { nodes: OnnxNode[]; fused: number } {
   const reads = readCounts({ ...graph, nodes: [...nodes] });
   const producer = producers(nodes);
   const scalar = (name: string | undefined): number | undefined => {

@@ -44,10 +44,12 @@ export function sortNodes(graph: OnnxGraph): OnnxNode[] {
   nodes.forEach((node, at) => {
     for (const out of node.outputs) if (out !== '' && !producer.has(out)) producer.set(out, at);
   });
-  const dependencies = nodes.map((node) => nodeReads(node).flatMap((name) => {
-    const at = producer.get(name);
-    return at === undefined ? [] : [at];
-  }));
+  const dependencies = nodes.map((node) =>
+    nodeReads(node).flatMap((name) => {
+      const at = producer.get(name);
+      return at === undefined ? [] : [at];
+    }),
+  );
 
   const UNSEEN = 0;
   const ON_PATH = 1;

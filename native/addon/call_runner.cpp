@@ -45,12 +45,12 @@ CallRunner* CallRunner::create(Napi::Env env) {
   auto* runner = new CallRunner(max_threads_from_environment());
   // Never released: its finalizer runs at environment teardown. Unreferenced
   // while no call is unsettled, so an idle runner keeps no process alive.
-  runner->finished_signal_ = Napi::ThreadSafeFunction::New(
-      env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "etna:execute", 0, 1, runner,
-      [](Napi::Env, CallRunner* finished) {
-        finished->stop();
-        delete finished;
-      });
+  runner->finished_signal_ =
+      Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), "etna:execute", 0,
+                                    1, runner, [](Napi::Env, CallRunner* finished) {
+                                      finished->stop();
+                                      delete finished;
+                                    });
   runner->finished_signal_.Unref(env);
   return runner;
 }
@@ -71,7 +71,8 @@ Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job) {
           Entry refused = std::move(queued_.back());
           queued_.pop_back();
           queued_count_.store(queued_.size(), std::memory_order_release);
-          refused.deferred.Reject(make_js_error(env, Error{ErrorCode::kInternal, "could not start a thread to run the call"}).Value());
+          refused.deferred.Reject(
+              make_js_error(env, Error{ErrorCode::kInternal, "could not start a thread to run the call"}).Value());
           return promise;
         }
         // Otherwise the running threads take it in turn.
@@ -132,7 +133,8 @@ void CallRunner::settle_finished(Napi::Env env) {
     } catch (const Napi::Error& error) {
       entry.deferred.Reject(error.Value());
     } catch (const std::exception& error) {
-      entry.deferred.Reject(make_js_error(env, Error{ErrorCode::kInternal, std::string("internal error: ") + error.what()}).Value());
+      entry.deferred.Reject(
+          make_js_error(env, Error{ErrorCode::kInternal, std::string("internal error: ") + error.what()}).Value());
     }
   }
   unsettled_ -= batch.size();

@@ -239,7 +239,8 @@ Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuf
     out.data = typed_array_bytes(array);
     out.capacity = array.ByteLength();
   } else {
-    return Error{ErrorCode::kInvalidInput, "output " + std::to_string(index) + ": destination is not an ArrayBuffer or TypedArray"};
+    return Error{ErrorCode::kInvalidInput,
+                 "output " + std::to_string(index) + ": destination is not an ArrayBuffer or TypedArray"};
   }
   keep_alive.push_back(Napi::Persistent(value.As<Napi::Object>()));
   return Status::ok();
@@ -254,7 +255,8 @@ Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs
         Napi::Object tensor = Napi::Object::New(env);
         tensor.Set("dtype", std::string(dtype_name(value.dtype)));
         Napi::Array shape = Napi::Array::New(env, value.shape.size());
-        for (uint32_t d = 0; d < value.shape.size(); ++d) shape.Set(d, Napi::Number::New(env, static_cast<double>(value.shape[d])));
+        for (uint32_t d = 0; d < value.shape.size(); ++d)
+          shape.Set(d, Napi::Number::New(env, static_cast<double>(value.shape[d])));
         tensor.Set("shape", shape);
         tensor.Set("byteLength", Napi::Number::New(env, static_cast<double>(value.nbytes)));
         array.Set(i, tensor);

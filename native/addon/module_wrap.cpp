@@ -14,7 +14,7 @@ namespace {
 // One call, begun on the JS thread (inputs taken, call lease held); the
 // worker thread touches only this.
 struct CallBaton {
-  std::shared_ptr<Module> module;                  // declared first: outlives `call`
+  std::shared_ptr<Module> module;  // declared first: outlives `call`
   std::unique_ptr<Module::Call> call;
   std::vector<Napi::ObjectReference> keep_alive;  // output buffers the worker writes
   bool profile = false;                           // time the call and return its events
@@ -203,9 +203,10 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                     });
   addon_data(env).module_constructor = Napi::Persistent(ctor);
   exports.Set("loadModule", Napi::Function::New(env, &ModuleWrap::load_module, "loadModule"));
-  exports.Set("profileClock", Napi::Function::New(
-                                  env, [](const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), profile_clock_us()); },
-                                  "profileClock"));
+  exports.Set("profileClock",
+              Napi::Function::New(
+                  env, [](const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), profile_clock_us()); },
+                  "profileClock"));
 }
 
 ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ModuleWrap>(info) {
@@ -226,8 +227,9 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
     if (program == nullptr) {
       program_source = load_source(info[0]);
       if (!program_source) {
-        throw make_js_error(env, Error{ErrorCode::kInvalidInput,
-                                       "loadModule expects a NativeProgram, a file path, an ArrayBuffer or a view of one"});
+        throw make_js_error(env,
+                            Error{ErrorCode::kInvalidInput,
+                                  "loadModule expects a NativeProgram, a file path, an ArrayBuffer or a view of one"});
       }
     }
     ModuleOptions options;
@@ -255,8 +257,8 @@ Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
       if (mmap.IsBoolean() && mmap.As<Napi::Boolean>().Value()) access = FileAccess::kMap;
       external_data = load_source(object.Get("externalData"));
     }
-    auto* worker = new LoadWorker(env, program != nullptr ? program->live_program(env) : nullptr, std::move(program_source),
-                                  std::move(external_data), access, std::move(options));
+    auto* worker = new LoadWorker(env, program != nullptr ? program->live_program(env) : nullptr,
+                                  std::move(program_source), std::move(external_data), access, std::move(options));
     Napi::Promise promise = worker->promise();
     worker->Queue();
     return promise;
@@ -278,7 +280,8 @@ Napi::Value ModuleWrap::method_names(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ModuleWrap::memory_report(const Napi::CallbackInfo& info) {
-  return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), live_module(info.Env())->memory_report()); });
+  return guard(info.Env(),
+               [&]() -> Napi::Value { return to_js(info.Env(), live_module(info.Env())->memory_report()); });
 }
 
 Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {

@@ -61,7 +61,8 @@ const std::shared_ptr<const Program>& ProgramWrap::live_program(Napi::Env env) c
 }
 
 Napi::Value ProgramWrap::describe(const Napi::CallbackInfo& info) {
-  return guard(info.Env(), [&]() -> Napi::Value { return to_js(info.Env(), describe_program(*live_program(info.Env()))); });
+  return guard(info.Env(),
+               [&]() -> Napi::Value { return to_js(info.Env(), describe_program(*live_program(info.Env()))); });
 }
 
 Napi::Value ProgramWrap::file_size(const Napi::CallbackInfo& info) {

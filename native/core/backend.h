@@ -53,8 +53,8 @@ struct BackendOptions {
 struct BackendMemory {
   uint64_t packed_weight_bytes = 0;         // weights this module uses, shared with other modules or not
   uint64_t shared_packed_weight_bytes = 0;  // the part of packed_weight_bytes other modules use too
-  uint64_t workspace_bytes = 0;         // scratch the module uses, its own plus pooled
-  uint64_t pooled_workspace_bytes = 0;  // the part borrowed per call from the program's pool
+  uint64_t workspace_bytes = 0;             // scratch the module uses, its own plus pooled
+  uint64_t pooled_workspace_bytes = 0;      // the part borrowed per call from the program's pool
 };
 
 // Per-Program, per-backend state. Lives as long as the Program and every
@@ -88,10 +88,10 @@ class DelegateHandle {
 // Errors from init and execute start with the method and delegate they concern
 // (from DelegateInitContext), e.g. "method 'forward', delegate 0 (XnnpackBackend): ...".
 struct DelegateInitContext {
-  const Program& program;                  // named_data lookups
-  BackendModuleContext* module_context;    // from Backend::create_module_context
-  std::string method_name;                 // for messages
-  size_t delegate_index = 0;               // for messages
+  const Program& program;                // named_data lookups
+  BackendModuleContext* module_context;  // from Backend::create_module_context
+  std::string method_name;               // for messages
+  size_t delegate_index = 0;             // for messages
 };
 
 class Backend {

@@ -14,7 +14,9 @@ constexpr uint32_t kMinHeaderLength = 40;
 // Fields of the current FlatTensor root table; the older layout had more.
 constexpr size_t kCurrentRootFields = 3;
 
-Error invalid(std::string message) { return make_error(ErrorCode::kInvalidProgram, "external data: " + std::move(message)); }
+Error invalid(std::string message) {
+  return make_error(ErrorCode::kInvalidProgram, "external data: " + std::move(message));
+}
 
 uint64_t read_u64(const uint8_t* p) {
   uint64_t v;
@@ -81,8 +83,9 @@ Status DataMap::parse() {
   if (vtable < 0 || static_cast<uint64_t>(vtable) + 4 > region) return invalid("root vtable is out of range");
   const uint16_t vtable_length = flatbuffers::ReadScalar<uint16_t>(data + vtable);
   if (vtable_length >= 4 && (vtable_length - 4u) / 2 > kCurrentRootFields) {
-    return invalid("this .ptd uses the FlatTensor layout written before mid-2025, which etna does not read; "
-                   "re-export it with a current ExecuTorch");
+    return invalid(
+        "this .ptd uses the FlatTensor layout written before mid-2025, which etna does not read; "
+        "re-export it with a current ExecuTorch");
   }
   flatbuffers::Verifier verifier(data, static_cast<size_t>(region), 64, 1'000'000);
   if (!verifier.VerifyBuffer<ptd::FlatTensor>("FT01")) return invalid("malformed FlatBuffer in the header region");

@@ -11,14 +11,21 @@ struct DtypeInfo {
 };
 
 constexpr std::array<DtypeInfo, 30> kDtypes = {{
-    {1, "uint8"},         {1, "int8"},          {2, "int16"},         {4, "int32"},
-    {8, "int64"},         {2, "float16"},       {4, "float32"},       {8, "float64"},
-    {4, "complex32"},     {8, "complex64"},     {16, "complex128"},   {1, "bool"},
-    {1, "qint8"},         {1, "quint8"},        {4, "qint32"},        {2, "bfloat16"},
-    {1, "quint4x2"},      {1, "quint2x4"},      {1, "bits1x8"},       {1, "bits2x4"},
-    {1, "bits4x2"},       {1, "bits8"},         {2, "bits16"},        {1, "float8_e5m2"},
-    {1, "float8_e4m3fn"}, {1, "float8_e5m2fnuz"}, {1, "float8_e4m3fnuz"}, {2, "uint16"},
-    {4, "uint32"},        {8, "uint64"},
+    {1, "uint8"},           {1, "int8"},
+    {2, "int16"},           {4, "int32"},
+    {8, "int64"},           {2, "float16"},
+    {4, "float32"},         {8, "float64"},
+    {4, "complex32"},       {8, "complex64"},
+    {16, "complex128"},     {1, "bool"},
+    {1, "qint8"},           {1, "quint8"},
+    {4, "qint32"},          {2, "bfloat16"},
+    {1, "quint4x2"},        {1, "quint2x4"},
+    {1, "bits1x8"},         {1, "bits2x4"},
+    {1, "bits4x2"},         {1, "bits8"},
+    {2, "bits16"},          {1, "float8_e5m2"},
+    {1, "float8_e4m3fn"},   {1, "float8_e5m2fnuz"},
+    {1, "float8_e4m3fnuz"}, {2, "uint16"},
+    {4, "uint32"},          {8, "uint64"},
 }};
 
 }  // namespace

@@ -9,14 +9,14 @@
 namespace etna {
 
 enum class ScalarType : int8_t {
-  kByte = 0,     // uint8
-  kChar = 1,     // int8
-  kShort = 2,    // int16
-  kInt = 3,      // int32
-  kLong = 4,     // int64
-  kHalf = 5,     // float16
-  kFloat = 6,    // float32
-  kDouble = 7,   // float64
+  kByte = 0,    // uint8
+  kChar = 1,    // int8
+  kShort = 2,   // int16
+  kInt = 3,     // int32
+  kLong = 4,    // int64
+  kHalf = 5,    // float16
+  kFloat = 6,   // float32
+  kDouble = 7,  // float64
   kComplexHalf = 8,
   kComplexFloat = 9,
   kComplexDouble = 10,

@@ -13,7 +13,8 @@ Result<std::shared_ptr<Arena>> Arena::allocate(size_t bytes) {
     return make_error(ErrorCode::kInternal, "arena size " + std::to_string(bytes) + " overflows");
   }
   const size_t rounded = (bytes == 0 ? 1 : (bytes - 1) / kAllocationAlignment + 1) * kAllocationAlignment;
-  std::unique_ptr<uint8_t, AlignedFree> block(static_cast<uint8_t*>(std::calloc(rounded + kAllocationAlignment - 1, 1)));
+  std::unique_ptr<uint8_t, AlignedFree> block(
+      static_cast<uint8_t*>(std::calloc(rounded + kAllocationAlignment - 1, 1)));
   if (!block) {
     return make_error(ErrorCode::kInternal, "out of memory allocating a " + std::to_string(bytes) + "-byte arena");
   }
@@ -22,6 +23,5 @@ Result<std::shared_ptr<Arena>> Arena::allocate(size_t bytes) {
   uint8_t* data = block.get() + skip;
   return std::shared_ptr<Arena>(new Arena(std::move(block), data, bytes));
 }
-
 
 }  // namespace etna

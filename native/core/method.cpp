@@ -81,7 +81,9 @@ Status Method::bind_values(MethodMemory& memory) {
       case fb::KernelTypes::Tensor: ++tensor_count; break;
       case fb::KernelTypes::IntList: list_items += value->val_as_IntList()->items()->size(); break;
       case fb::KernelTypes::TensorList: list_items += value->val_as_TensorList()->items()->size(); break;
-      case fb::KernelTypes::OptionalTensorList: list_items += value->val_as_OptionalTensorList()->items()->size(); break;
+      case fb::KernelTypes::OptionalTensorList:
+        list_items += value->val_as_OptionalTensorList()->items()->size();
+        break;
       case fb::KernelTypes::DoubleList: double_items += value->val_as_DoubleList()->items()->size(); break;
       case fb::KernelTypes::BoolList: bool_items += value->val_as_BoolList()->items()->size(); break;
       default: break;
@@ -126,7 +128,8 @@ Status Method::bind_values(MethodMemory& memory) {
       case fb::KernelTypes::TensorList:
       case fb::KernelTypes::OptionalTensorList: {
         const bool optional = value->val_type() == fb::KernelTypes::OptionalTensorList;
-        const auto* items = optional ? value->val_as_OptionalTensorList()->items() : value->val_as_TensorList()->items();
+        const auto* items =
+            optional ? value->val_as_OptionalTensorList()->items() : value->val_as_TensorList()->items();
         EValue** begin = list_storage_.data() + next_item;
         for (int32_t index : *items) list_storage_[next_item++] = index < 0 ? nullptr : &values_[index];
         values_[i] = EValue::from_tensor_list(begin, items->size(), optional);
@@ -206,10 +209,10 @@ Status Method::bind_external(const std::string& at, const fb::Tensor& tensor, ui
       same_order = blob->dim_order[d] == tensor.dim_order()->Get(static_cast<uint32_t>(d));
     }
     if (!same_dtype || !same_sizes || !same_order) {
-      return make_error(ErrorCode::kInvalidProgram, at + ": external tensor '" + key + "' is stored as " +
-                                                        std::string(dtype_name(static_cast<ScalarType>(blob->scalar_type))) +
-                                                        " with another shape or dim order than the program's " +
-                                                        t.describe());
+      return make_error(ErrorCode::kInvalidProgram,
+                        at + ": external tensor '" + key + "' is stored as " +
+                            std::string(dtype_name(static_cast<ScalarType>(blob->scalar_type))) +
+                            " with another shape or dim order than the program's " + t.describe());
     }
   }
   if (blob->bytes.size < nbytes) {
@@ -252,15 +255,15 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
     const std::string id = entry->id()->str();
     const Backend* backend = find_backend(id);
     if (backend == nullptr) {
-      return make_error(ErrorCode::kUnsupportedBackend, "method '" + name_ + "': delegate " + std::to_string(d) +
-                                                            " needs backend '" + id +
-                                                            "', which etna does not provide (it provides " +
-                                                            registered_backend_ids() + ")");
+      return make_error(ErrorCode::kUnsupportedBackend,
+                        "method '" + name_ + "': delegate " + std::to_string(d) + " needs backend '" + id +
+                            "', which etna does not provide (it provides " + registered_backend_ids() + ")");
     }
     std::vector<CompileSpecView> specs;
     if (const auto* list = entry->compile_specs()) {
       for (const fb::CompileSpec* spec : *list) {
-        specs.push_back(CompileSpecView{spec->key()->string_view(), ByteSpan{spec->value()->data(), spec->value()->size()}});
+        specs.push_back(
+            CompileSpecView{spec->key()->string_view(), ByteSpan{spec->value()->data(), spec->value()->size()}});
       }
     }
     DelegateInitContext context{*program_, backends(*backend), name_, d};
@@ -293,10 +296,11 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
           if (kernel == nullptr) {
             if (std::find(missing.begin(), missing.end(), step.label) == missing.end()) missing.push_back(step.label);
           } else if (kernel->arity >= 0 && static_cast<uint32_t>(kernel->arity) != call->args()->size()) {
-            return make_error(ErrorCode::kInvalidProgram,
-                              "method '" + name_ + "': instruction " + std::to_string(steps_.size()) + " calls " +
-                                  step.label + " with " + std::to_string(call->args()->size()) + " arguments; it takes " +
-                                  std::to_string(kernel->arity) + " (schema arguments, outs and the return slot)");
+            return make_error(ErrorCode::kInvalidProgram, "method '" + name_ + "': instruction " +
+                                                              std::to_string(steps_.size()) + " calls " + step.label +
+                                                              " with " + std::to_string(call->args()->size()) +
+                                                              " arguments; it takes " + std::to_string(kernel->arity) +
+                                                              " (schema arguments, outs and the return slot)");
           } else {
             step.kernel = kernel->fn;
           }
@@ -376,8 +380,8 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
   const EValue& slot = values_[static_cast<size_t>(input_indices_[i])];
   const fb::EValue* stored = plan_->values()->Get(static_cast<uint32_t>(input_indices_[i]));
   auto kind_mismatch = [&]() {
-    return make_error(ErrorCode::kInvalidInput, at() + ": expected " + slot_kind_name(slot.kind()) + ", got " +
-                                                    input_kind_name(input.kind));
+    return make_error(ErrorCode::kInvalidInput,
+                      at() + ": expected " + slot_kind_name(slot.kind()) + ", got " + input_kind_name(input.kind));
   };
   switch (slot.kind()) {
     case EValue::Kind::kTensor: {
@@ -400,7 +404,8 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
       uint64_t elements = 1;
       uint64_t bound_elements = 1;
       for (uint32_t d = 0; d < expected->size(); ++d) {
-        if (arg.shape[d] < 0) return make_error(ErrorCode::kInvalidInput, at() + ": negative size in shape " + shape_text(arg.shape));
+        if (arg.shape[d] < 0)
+          return make_error(ErrorCode::kInvalidInput, at() + ": negative size in shape " + shape_text(arg.shape));
         if (!dynamic && arg.shape[d] != expected->Get(d)) {
           return make_error(ErrorCode::kInvalidInput, at() + ": expected " + expected_text() + ", got " +
                                                           tensor_text(arg.dtype, arg.shape) + " (shape differs)");
@@ -436,13 +441,14 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
     case EValue::Kind::kBool:
       if (input.kind != InputValue::Kind::kBool) return kind_mismatch();
       if (input.bool_value != slot.to_bool()) {
-        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value " +
-                                                        (slot.to_bool() ? "true" : "false"));
+        return make_error(ErrorCode::kInvalidInput,
+                          at() + ": this program was exported with the value " + (slot.to_bool() ? "true" : "false"));
       }
       return Status::ok();
     case EValue::Kind::kDouble: {
       if (input.kind != InputValue::Kind::kDouble && input.kind != InputValue::Kind::kInt) return kind_mismatch();
-      const double given = input.kind == InputValue::Kind::kInt ? static_cast<double>(input.int_value) : input.double_value;
+      const double given =
+          input.kind == InputValue::Kind::kInt ? static_cast<double>(input.int_value) : input.double_value;
       const double baked = slot.to_double();
       const bool equal = (std::isnan(given) && std::isnan(baked)) || given == baked ||
                          std::fabs(given - baked) <= 1e-4 + 1e-5 * std::fabs(baked);
@@ -455,24 +461,22 @@ Status Method::validate_input(size_t i, const InputValue& input) const {
     case EValue::Kind::kString:
       if (input.kind != InputValue::Kind::kString) return kind_mismatch();
       if (input.string_value != slot.to_string()) {
-        return make_error(ErrorCode::kInvalidInput, at() + ": this program was exported with the value '" +
-                                                        std::string(slot.to_string()) + "'");
+        return make_error(ErrorCode::kInvalidInput,
+                          at() + ": this program was exported with the value '" + std::string(slot.to_string()) + "'");
       }
       return Status::ok();
     case EValue::Kind::kNone:
       if (input.kind != InputValue::Kind::kNone) return kind_mismatch();
       return Status::ok();
-    default:
-      return make_error(ErrorCode::kInvalidInput, at() + ": list inputs are not supported");
+    default: return make_error(ErrorCode::kInvalidInput, at() + ": list inputs are not supported");
   }
 }
 
 Status Method::validate_inputs(const std::vector<InputValue>& inputs) const {
   if (inputs.size() != input_indices_.size()) {
-    return make_error(ErrorCode::kInvalidInput, "method '" + name_ + "' takes " +
-                                                    std::to_string(input_indices_.size()) + " input" +
-                                                    (input_indices_.size() == 1 ? "" : "s") + ", got " +
-                                                    std::to_string(inputs.size()));
+    return make_error(ErrorCode::kInvalidInput,
+                      "method '" + name_ + "' takes " + std::to_string(input_indices_.size()) + " input" +
+                          (input_indices_.size() == 1 ? "" : "s") + ", got " + std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) ETNA_TRY(validate_input(i, inputs[i]));
   return Status::ok();
@@ -499,9 +503,9 @@ Status Method::validate_outputs(const std::vector<OutputBuffer>& outputs) const 
     if (!values_[static_cast<size_t>(output_indices_[i])].is_tensor()) continue;
     const size_t needed = output_capacity(i);
     if (outputs[i].capacity < needed || (needed > 0 && outputs[i].data == nullptr)) {
-      return make_error(ErrorCode::kInvalidInput, "method '" + name_ + "': output " + std::to_string(i) + " needs " +
-                                                      std::to_string(needed) + " bytes (its upper bound); the destination holds " +
-                                                      std::to_string(outputs[i].capacity));
+      return make_error(ErrorCode::kInvalidInput,
+                        "method '" + name_ + "': output " + std::to_string(i) + " needs " + std::to_string(needed) +
+                            " bytes (its upper bound); the destination holds " + std::to_string(outputs[i].capacity));
     }
   }
   return Status::ok();
@@ -644,8 +648,8 @@ Result<OutputValue> Method::read_output(size_t index, const OutputBuffer& buffer
       }
       if (out.nbytes > 0) {
         if (tensor.data() == nullptr) {
-          return make_error(ErrorCode::kInternal, "method '" + name_ + "': output " + std::to_string(index) +
-                                                      " has no data after execution");
+          return make_error(ErrorCode::kInternal,
+                            "method '" + name_ + "': output " + std::to_string(index) + " has no data after execution");
         }
         std::memcpy(buffer.data, tensor.data(), out.nbytes);
       }

@@ -103,7 +103,7 @@ class Method {
   std::unique_ptr<bool[]> bool_storage_;
   std::vector<std::unique_ptr<uint8_t[]>> owned_storage_;  // unplanned input and output tensors
   std::vector<bool> planned_;                              // per value: tensor has planned or constant data
-  struct Placement {  // a tensor planned in an arena
+  struct Placement {                                       // a tensor planned in an arena
     Tensor* tensor;
     uint32_t memory_id;
     uint64_t offset;

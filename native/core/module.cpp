@@ -101,8 +101,14 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
                                               : "no method plans a mem_id 2 state arena";
       }
       break;
-    case ArenaSharing::kOn: module->sharing_ = ArenaSharing::kOn; module->reason_ = "shareMemoryArenas: true"; break;
-    case ArenaSharing::kOff: module->sharing_ = ArenaSharing::kOff; module->reason_ = "shareMemoryArenas: false"; break;
+    case ArenaSharing::kOn:
+      module->sharing_ = ArenaSharing::kOn;
+      module->reason_ = "shareMemoryArenas: true";
+      break;
+    case ArenaSharing::kOff:
+      module->sharing_ = ArenaSharing::kOff;
+      module->reason_ = "shareMemoryArenas: false";
+      break;
     case ArenaSharing::kState:
       module->sharing_ = ArenaSharing::kState;
       module->reason_ = "shareMemoryArenas: \"state\"";
@@ -175,8 +181,8 @@ Status Module::check_shared_plans() const {
       } else if (state_size->second != sizes[2]) {
         return make_error(ErrorCode::kMemoryPlanConflict,
                           "methods '" + method_names_[state_size->first] + "' and '" + method_names_[m] +
-                              "' plan different state arenas (mem_id 2: " + std::to_string(state_size->second) + " vs " +
-                              std::to_string(sizes[2]) + " bytes); they were not exported to share state");
+                              "' plan different state arenas (mem_id 2: " + std::to_string(state_size->second) +
+                              " vs " + std::to_string(sizes[2]) + " bytes); they were not exported to share state");
       }
     }
     const auto* values = plan.values();
@@ -206,8 +212,8 @@ Status Module::check_shared_plans() const {
   for (size_t a = 0; a < state.size(); ++a) {
     for (size_t b = a + 1; b < state.size() && state[b].offset < state[a].offset + state[a].nbytes; ++b) {
       if (state[a].method == state[b].method) continue;
-      const bool same = state[a].offset == state[b].offset && state[a].nbytes == state[b].nbytes &&
-                        state[a].dtype == state[b].dtype;
+      const bool same =
+          state[a].offset == state[b].offset && state[a].nbytes == state[b].nbytes && state[a].dtype == state[b].dtype;
       if (!same) {
         return make_error(ErrorCode::kMemoryPlanConflict, "state tensors overlap without matching: " +
                                                               describe(state[a]) + " and " + describe(state[b]) +
@@ -219,7 +225,8 @@ Status Module::check_shared_plans() const {
   for (size_t a = 0; a < state.size(); ++a) {
     for (size_t b = a + 1; b < state.size(); ++b) {
       if (state[a].name.empty() || state[a].name != state[b].name) continue;
-      if (state[a].offset != state[b].offset || state[a].nbytes != state[b].nbytes || state[a].dtype != state[b].dtype) {
+      if (state[a].offset != state[b].offset || state[a].nbytes != state[b].nbytes ||
+          state[a].dtype != state[b].dtype) {
         return make_error(ErrorCode::kMemoryPlanConflict, "state '" + state[a].name + "' is placed differently: " +
                                                               describe(state[a]) + " vs " + describe(state[b]));
       }

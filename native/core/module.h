@@ -44,9 +44,9 @@ enum class ArenaSharing {
 
 struct ModuleOptions {
   ArenaSharing sharing = ArenaSharing::kAuto;
-  int num_threads = 1;                                  // see BackendOptions
+  int num_threads = 1;                                   // see BackendOptions
   ThreadPoolKind thread_pool = ThreadPoolKind::kShared;  // see BackendOptions
-  std::shared_ptr<const DataMap> external_data;  // a .ptd file's tensors, when the program names some
+  std::shared_ptr<const DataMap> external_data;          // a .ptd file's tensors, when the program names some
 };
 
 // What Module::memory_report() returns. The addon (native/addon/convert.cpp)
@@ -117,9 +117,9 @@ class Module {
     Module& module_;
     size_t method_index_;
     std::vector<OutputBuffer> outputs_;
-    ArenaPool::Lease activations_;               // pooled activations: this call's mem_id 1
-    bool bound_ = false;                         // inputs already in the method's memory
-    std::vector<InputValue> captured_;           // otherwise: the inputs, over captured_bytes_
+    ArenaPool::Lease activations_;      // pooled activations: this call's mem_id 1
+    bool bound_ = false;                // inputs already in the method's memory
+    std::vector<InputValue> captured_;  // otherwise: the inputs, over captured_bytes_
     std::vector<std::vector<uint8_t>> captured_bytes_;
   };
 

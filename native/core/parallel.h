@@ -88,8 +88,8 @@ void parallel_for(pthreadpool_t pool, size_t count, const Fn& fn) {
     return;
   }
   parallelize_1d(
-      pool, [](void* context, size_t i) { (*static_cast<const Fn*>(context))(i); },
-      const_cast<Fn*>(&fn), count, kPoolFlags);
+      pool, [](void* context, size_t i) { (*static_cast<const Fn*>(context))(i); }, const_cast<Fn*>(&fn), count,
+      kPoolFlags);
 }
 
 // fn(i, j) for every i < count_i, j < count_j; consecutive tasks of a thread

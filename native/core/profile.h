@@ -32,11 +32,11 @@ const char* profile_category_name(ProfileCategory category);
 
 struct ProfileEvent {
   ProfileCategory category = ProfileCategory::kCall;
-  std::string name;        // method name, operator key, backend id or stage name
-  int64_t start_ns = 0;    // ProfileClock time since its epoch
+  std::string name;      // method name, operator key, backend id or stage name
+  int64_t start_ns = 0;  // ProfileClock time since its epoch
   int64_t duration_ns = 0;
-  uint32_t depth = 0;      // events open around this one (0 for the call)
-  int64_t index = -1;      // instruction index (instructions), stage index (stages), -1 for the call
+  uint32_t depth = 0;  // events open around this one (0 for the call)
+  int64_t index = -1;  // instruction index (instructions), stage index (stages), -1 for the call
 };
 
 class ProfileRecorder {

@@ -111,17 +111,15 @@ Status Program::parse() {
     }
     if (header.segment_base_offset != 0 && header.segment_base_offset < header.program_size) {
       return invalid("extended header: segment_base_offset " + std::to_string(header.segment_base_offset) +
-                     " (byte 24) lies inside the program region (program_size " +
-                     std::to_string(header.program_size) + ")");
+                     " (byte 24) lies inside the program region (program_size " + std::to_string(header.program_size) +
+                     ")");
     }
     if (header.segment_base_offset > size) {
       return invalid("extended header: segment_base_offset " + std::to_string(header.segment_base_offset) +
                      " (byte 24) is past the end of the " + std::to_string(size) + "-byte file");
     }
-    if (header.segment_data_size.value_or(0) > 0 &&
-        *header.segment_data_size > size - header.segment_base_offset) {
-      return invalid("extended header: segments end at byte " +
-                     std::to_string(header.segment_base_offset) + " + " +
+    if (header.segment_data_size.value_or(0) > 0 && *header.segment_data_size > size - header.segment_base_offset) {
+      return invalid("extended header: segments end at byte " + std::to_string(header.segment_base_offset) + " + " +
                      std::to_string(*header.segment_data_size) + " (segment_data_size, byte 32), past the end of the " +
                      std::to_string(size) + "-byte file (truncated?)");
     }
@@ -173,9 +171,7 @@ Status Program::parse() {
   return check_program(*this);
 }
 
-size_t Program::method_count() const {
-  return root_->execution_plan() ? root_->execution_plan()->size() : 0;
-}
+size_t Program::method_count() const { return root_->execution_plan() ? root_->execution_plan()->size() : 0; }
 
 const fb::ExecutionPlan& Program::method(size_t index) const {
   return *root_->execution_plan()->Get(static_cast<flatbuffers::uoffset_t>(index));

@@ -55,8 +55,10 @@ class Checker {
     const fb::SubsegmentOffsets* segment = root_.constant_segment();
     if (!segment || !segment->offsets() || segment->offsets()->size() <= 1) return Status::ok();
     if (root_.constant_buffer() && root_.constant_buffer()->size() > 0) {
-      return fail("constant_segment has " + num(segment->offsets()->size()) + " offsets but constant_buffer is not "
-                  "empty (" + num(root_.constant_buffer()->size()) + " entries); a program uses one or the other");
+      return fail("constant_segment has " + num(segment->offsets()->size()) +
+                  " offsets but constant_buffer is not "
+                  "empty (" +
+                  num(root_.constant_buffer()->size()) + " entries); a program uses one or the other");
     }
     auto bytes = program_.segment(segment->segment_index());
     if (!bytes) {
@@ -85,9 +87,9 @@ class Checker {
       if (!entry->offsets()) continue;
       for (flatbuffers::uoffset_t i = 0; i < entry->offsets()->size(); ++i) {
         if (element(entry->offsets(), i) > bytes->size) {
-          return fail("mutable_data_segments[" + num(j) + "].offsets[" + num(i) + "] = " +
-                      num(element(entry->offsets(), i)) + " is past the end of its " + num(uint64_t{bytes->size}) +
-                      "-byte segment");
+          return fail("mutable_data_segments[" + num(j) + "].offsets[" + num(i) +
+                      "] = " + num(element(entry->offsets(), i)) + " is past the end of its " +
+                      num(uint64_t{bytes->size}) + "-byte segment");
         }
       }
     }
@@ -158,20 +160,22 @@ class Checker {
 
   Status check_index(const std::string& what, int64_t index) const {
     if (index < 0 || static_cast<uint64_t>(index) >= value_count_) {
-      return fail(where_ + ": " + what + " = " + num(index) + " is not a value index (values has " +
-                  num(value_count_) + " entries)");
+      return fail(where_ + ": " + what + " = " + num(index) + " is not a value index (values has " + num(value_count_) +
+                  " entries)");
     }
     return Status::ok();
   }
 
-  fb::KernelTypes kind_of(int64_t index) const { return plan_->values()->Get(static_cast<uint32_t>(index))->val_type(); }
+  fb::KernelTypes kind_of(int64_t index) const {
+    return plan_->values()->Get(static_cast<uint32_t>(index))->val_type();
+  }
 
   Status check_index_of(const std::string& what, int64_t index, std::initializer_list<fb::KernelTypes> kinds) const {
     ETNA_TRY(check_index(what, index));
     const fb::KernelTypes actual = kind_of(index);
     if (std::find(kinds.begin(), kinds.end(), actual) == kinds.end()) {
-      return fail(where_ + ": " + what + " = " + num(index) + " refers to a " + kind_name(actual) + " value, expected " +
-                  kind_name(*kinds.begin()));
+      return fail(where_ + ": " + what + " = " + num(index) + " refers to a " + kind_name(actual) +
+                  " value, expected " + kind_name(*kinds.begin()));
     }
     return Status::ok();
   }
@@ -266,7 +270,8 @@ class Checker {
     const fb::ExtraTensorInfo* extra = tensor.extra_tensor_info();
     if (extra) {
       const auto location = static_cast<int>(extra->location());
-      if (location < 0 || location > 1) return fail(t + ": unknown extra_tensor_info.location " + num(int32_t{location}));
+      if (location < 0 || location > 1)
+        return fail(t + ": unknown extra_tensor_info.location " + num(int32_t{location}));
       if (extra->location() == fb::TensorDataLocation::EXTERNAL && !extra->fully_qualified_name()) {
         return fail(t + ": external tensor has no fully_qualified_name");
       }
@@ -277,8 +282,8 @@ class Checker {
       const auto* arenas = plan_->non_const_buffer_sizes();
       const uint32_t id = allocation->memory_id();
       if (id < 1 || id >= arenas->size()) {
-        return fail(t + ": allocation_info.memory_id " + num(id) + " does not name an arena (non_const_buffer_sizes has " +
-                    num(arenas->size()) + " entries)");
+        return fail(t + ": allocation_info.memory_id " + num(id) +
+                    " does not name an arena (non_const_buffer_sizes has " + num(arenas->size()) + " entries)");
       }
       const uint64_t offset = planned_offset(*allocation);
       const uint64_t arena = static_cast<uint64_t>(element(arenas, id));
@@ -356,7 +361,8 @@ class Checker {
         }
         case fb::InstructionArguments::DelegateCall: {
           const fb::DelegateCall* call = instruction->instr_args_as_DelegateCall();
-          if (call->delegate_index() < 0 || static_cast<uint32_t>(call->delegate_index()) >= plan_->delegates()->size()) {
+          if (call->delegate_index() < 0 ||
+              static_cast<uint32_t>(call->delegate_index()) >= plan_->delegates()->size()) {
             return fail(where_ + ": " + at + " (DelegateCall): delegate_index " + num(call->delegate_index()) +
                         " is out of range (delegates has " + num(plan_->delegates()->size()) + " entries)");
           }

@@ -88,7 +88,8 @@ class JsonReader {
   bool at_end() const { return pos_ >= text_.size(); }
 
   void skip_space() {
-    while (!at_end() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) ++pos_;
+    while (!at_end() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
   }
 
   bool consume(char c) {
@@ -113,8 +114,14 @@ class JsonReader {
       case '[': return read_array(out, depth);
       case '"': out.kind = Json::Kind::kString; return read_string(out.text);
       case 'n': out.kind = Json::Kind::kNull; return literal("null");
-      case 't': out.kind = Json::Kind::kBool; out.text = "true"; return literal("true");
-      case 'f': out.kind = Json::Kind::kBool; out.text = "false"; return literal("false");
+      case 't':
+        out.kind = Json::Kind::kBool;
+        out.text = "true";
+        return literal("true");
+      case 'f':
+        out.kind = Json::Kind::kBool;
+        out.text = "false";
+        return literal("false");
       default: out.kind = Json::Kind::kNumber; return read_number(out.text);
     }
   }
@@ -338,8 +345,10 @@ MethodInfo describe_method(const Program& program, size_t method_index) {
   for (int32_t index : *plan.inputs()) info.inputs.push_back(describe_value(plan, index));
   for (int32_t index : *plan.outputs()) info.outputs.push_back(describe_value(plan, index));
   const fb::ContainerMetadata* container = plan.container_meta_type();
-  assign_names(info.inputs, pytree_leaf_names(container ? string_view_of(container->encoded_inp_str()) : "", info.inputs.size(), "input"));
-  assign_names(info.outputs, pytree_leaf_names(container ? string_view_of(container->encoded_out_str()) : "", info.outputs.size(), "output"));
+  assign_names(info.inputs, pytree_leaf_names(container ? string_view_of(container->encoded_inp_str()) : "",
+                                              info.inputs.size(), "input"));
+  assign_names(info.outputs, pytree_leaf_names(container ? string_view_of(container->encoded_out_str()) : "",
+                                               info.outputs.size(), "output"));
   for (const fb::BackendDelegate* delegate : *plan.delegates()) info.delegates.push_back(delegate->id()->str());
   const auto* sizes = plan.non_const_buffer_sizes();
   for (uint32_t i = 0; i < sizes->size(); ++i) info.memory_plan.push_back(element(sizes, i));

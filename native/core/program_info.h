@@ -48,8 +48,8 @@ struct MethodInfo {
   std::string name;
   std::vector<ValueInfo> inputs;
   std::vector<ValueInfo> outputs;
-  std::vector<std::string> operators;  // "name.overload", first use first, no duplicates
-  std::vector<std::string> delegates;  // backend ids, in table order
+  std::vector<std::string> operators;                          // "name.overload", first use first, no duplicates
+  std::vector<std::string> delegates;                          // backend ids, in table order
   std::vector<std::pair<std::string, uint64_t>> instructions;  // kind -> count, kinds that occur
   std::vector<int64_t> memory_plan;                            // non_const_buffer_sizes as stored
   uint64_t constant_bytes = 0;                                 // distinct constants this method reads
@@ -61,8 +61,8 @@ struct ProgramInfo {
   std::optional<ExtendedHeader> extended_header;
   uint64_t segments = 0;
   uint64_t named_data_keys = 0;
-  uint64_t constants = 0;       // constant tensors stored in the file (the reserved entry 0 not counted)
-  uint64_t constant_bytes = 0;  // bytes the constant storage occupies
+  uint64_t constants = 0;               // constant tensors stored in the file (the reserved entry 0 not counted)
+  uint64_t constant_bytes = 0;          // bytes the constant storage occupies
   std::vector<DelegateInfo> delegates;  // every delegate entry of every method
   std::vector<MethodInfo> methods;
 };

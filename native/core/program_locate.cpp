@@ -27,19 +27,25 @@ class Locator {
     const fb::Program* program = fb::GetProgram(data_);
     if (!table_start_ok(program)) return "root Program table at byte " + at(program) + ": its vtable is out of range";
     using P = fb::Program;
-    if (auto e = table_vector("execution_plan", program, P::VT_EXECUTION_PLAN, [&] { return program->execution_plan(); },
-                              [&](const std::string& path, const fb::ExecutionPlan* plan) { return in_plan(path, plan); }))
+    if (auto e = table_vector(
+            "execution_plan", program, P::VT_EXECUTION_PLAN, [&] { return program->execution_plan(); },
+            [&](const std::string& path, const fb::ExecutionPlan* plan) { return in_plan(path, plan); }))
       return *e;
-    if (auto e = table_vector("constant_buffer", program, P::VT_CONSTANT_BUFFER, [&] { return program->constant_buffer(); })) return *e;
+    if (auto e =
+            table_vector("constant_buffer", program, P::VT_CONSTANT_BUFFER, [&] { return program->constant_buffer(); }))
+      return *e;
     if (auto e = table_vector("backend_delegate_data", program, P::VT_BACKEND_DELEGATE_DATA,
                               [&] { return program->backend_delegate_data(); }))
       return *e;
     if (auto e = table_vector("segments", program, P::VT_SEGMENTS, [&] { return program->segments(); })) return *e;
-    if (auto e = table_field("constant_segment", program, P::VT_CONSTANT_SEGMENT, [&] { return program->constant_segment(); })) return *e;
+    if (auto e = table_field("constant_segment", program, P::VT_CONSTANT_SEGMENT,
+                             [&] { return program->constant_segment(); }))
+      return *e;
     if (auto e = table_vector("mutable_data_segments", program, P::VT_MUTABLE_DATA_SEGMENTS,
                               [&] { return program->mutable_data_segments(); }))
       return *e;
-    if (auto e = table_vector("named_data", program, P::VT_NAMED_DATA, [&] { return program->named_data(); })) return *e;
+    if (auto e = table_vector("named_data", program, P::VT_NAMED_DATA, [&] { return program->named_data(); }))
+      return *e;
     return "a nested table, vector or string is out of range or misaligned (program region " + std::to_string(size_) +
            " bytes)";
   }
@@ -118,23 +124,26 @@ class Locator {
   template <typename Owner, typename Get>
   std::optional<std::string> table_vector(const std::string& path, const Owner* owner, flatbuffers::voffset_t field,
                                           Get get) const {
-    return table_vector(path, owner, field, get, [](const std::string&, const auto*) { return std::optional<std::string>(); });
+    return table_vector(path, owner, field, get,
+                        [](const std::string&, const auto*) { return std::optional<std::string>(); });
   }
 
   std::optional<std::string> in_plan(const std::string& path, const fb::ExecutionPlan* plan) const {
     using E = fb::ExecutionPlan;
     if (auto e = plain_field(path + ".name", plan, E::VT_NAME, [&] { return plan->name(); })) return e;
     const std::string named = plan->name() ? path + " ('" + plan->name()->str() + "')" : path;
-    if (auto e = table_field(named + ".container_meta_type", plan, E::VT_CONTAINER_META_TYPE, [&] { return plan->container_meta_type(); }))
+    if (auto e = table_field(named + ".container_meta_type", plan, E::VT_CONTAINER_META_TYPE,
+                             [&] { return plan->container_meta_type(); }))
       return e;
     if (auto e = table_vector(named + ".values", plan, E::VT_VALUES, [&] { return plan->values(); })) return e;
     if (auto e = plain_field(named + ".inputs", plan, E::VT_INPUTS, [&] { return plan->inputs(); })) return e;
     if (auto e = plain_field(named + ".outputs", plan, E::VT_OUTPUTS, [&] { return plan->outputs(); })) return e;
-    if (auto e = table_vector(named + ".chains", plan, E::VT_CHAINS, [&] { return plan->chains(); },
-                              [&](const std::string& chain_path, const fb::Chain* chain) {
-                                return table_vector(chain_path + ".instructions", chain, fb::Chain::VT_INSTRUCTIONS,
-                                                    [&] { return chain->instructions(); });
-                              }))
+    if (auto e = table_vector(
+            named + ".chains", plan, E::VT_CHAINS, [&] { return plan->chains(); },
+            [&](const std::string& chain_path, const fb::Chain* chain) {
+              return table_vector(chain_path + ".instructions", chain, fb::Chain::VT_INSTRUCTIONS,
+                                  [&] { return chain->instructions(); });
+            }))
       return e;
     if (auto e = table_vector(named + ".operators", plan, E::VT_OPERATORS, [&] { return plan->operators(); })) return e;
     if (auto e = table_vector(named + ".delegates", plan, E::VT_DELEGATES, [&] { return plan->delegates(); })) return e;

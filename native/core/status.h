@@ -71,8 +71,8 @@ class [[nodiscard]] Result {
 }  // namespace etna
 
 // Propagates a failed Status from the current function.
-#define ETNA_TRY(expr)                                 \
-  do {                                                 \
-    ::etna::Status etna_status_ = (expr);              \
-    if (!etna_status_) return etna_status_.error();    \
+#define ETNA_TRY(expr)                              \
+  do {                                              \
+    ::etna::Status etna_status_ = (expr);           \
+    if (!etna_status_) return etna_status_.error(); \
   } while (0)

@@ -71,8 +71,8 @@ Status Tensor::resize(size_t rank, const int64_t* sizes) {
                       "static tensor " + describe() + " cannot take shape " + shape_text(sizes, rank));
   }
   if (elements * element_size() > capacity_ && data_ != nullptr) {
-    return make_error(ErrorCode::kInternal, "resize of " + describe() + " exceeds its " + std::to_string(capacity_) +
-                                                " planned bytes");
+    return make_error(ErrorCode::kInternal,
+                      "resize of " + describe() + " exceeds its " + std::to_string(capacity_) + " planned bytes");
   }
   for (size_t i = 0; i < rank; ++i) sizes_[i] = sizes[i];
   compute_strides();

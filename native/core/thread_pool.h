@@ -86,8 +86,7 @@ class ThreadPool {
 // the caller wrote before the call is seen by every task, and what every task
 // wrote is seen by the caller after it. Tasks are not ordered among
 // themselves, and nothing here says they are.
-void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range,
-                    uint32_t flags = 0);
+void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range, uint32_t flags = 0);
 
 enum class ThreadPoolKind {
   kShared,  // the process's pool for the thread count, shared with every module asking for it

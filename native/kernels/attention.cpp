@@ -189,7 +189,8 @@ struct Avx2Ops {
         for (int64_t c = begin; c < end; ++c) {
           const __m256 weight = _mm256_broadcast_ss(probabilities + c);
           const float* v = values + c * kv_stride + first * 8;
-          for (int j = 0; j < 8; ++j) sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(weight, _mm256_loadu_ps(v + j * 8)));
+          for (int j = 0; j < 8; ++j)
+            sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(weight, _mm256_loadu_ps(v + j * 8)));
         }
       } else {
         const int64_t whole = has_tail ? count - 1 : count;
@@ -233,18 +234,18 @@ AttentionPath active_path() {
 // How one call cuts its work: units of up to kRowBlock query rows of one
 // (batch, head), in that order, and each unit's scratch.
 struct Plan {
-  int64_t rows = 0;        // rows per unit
-  int64_t row_blocks = 0;  // units per (batch, head)
-  int64_t key_tile = 0;    // keys per tile (a multiple of 8)
-  int64_t padded_dim = 0;  // head_dim rounded up to 8
+  int64_t rows = 0;          // rows per unit
+  int64_t row_blocks = 0;    // units per (batch, head)
+  int64_t key_tile = 0;      // keys per tile (a multiple of 8)
+  int64_t padded_dim = 0;    // head_dim rounded up to 8
   int64_t packed_width = 0;  // keys per row of a packed tile (key_tile)
   size_t unit_floats = 0;    // scratch floats of one unit
 
   explicit Plan(const AttentionProblem& p) {
     rows = std::min(kRowBlock, p.sequence);
     row_blocks = (p.sequence + rows - 1) / rows;
-    key_tile = std::max<int64_t>(8, kKeyTileBytes / static_cast<int64_t>(sizeof(float)) /
-                                        std::max<int64_t>(p.head_dim, 1) / 8 * 8);
+    key_tile = std::max<int64_t>(
+        8, kKeyTileBytes / static_cast<int64_t>(sizeof(float)) / std::max<int64_t>(p.head_dim, 1) / 8 * 8);
     padded_dim = (p.head_dim + 7) / 8 * 8;
     packed_width = key_tile;
     unit_floats = static_cast<size_t>(rows * (p.visible + padded_dim + 1) + key_tile * p.head_dim);
@@ -261,10 +262,10 @@ void attend_rows(const AttentionProblem& p, const Plan& plan, int64_t b, int64_t
   const float* keys = p.keys + (b * p.capacity * p.kv_heads + kv_head) * dim;
   const float* values = p.values + (b * p.capacity * p.kv_heads + kv_head) * dim;
   const int64_t rows = end - first;
-  float* scores = scratch;                         // rows x visible
-  float* acc = scores + rows * p.visible;          // rows x padded_dim
-  float* sums = acc + rows * plan.padded_dim;      // rows
-  float* packed = sums + rows;                      // head_dim x key_tile: one tile of keys, transposed
+  float* scores = scratch;                     // rows x visible
+  float* acc = scores + rows * p.visible;      // rows x padded_dim
+  float* sums = acc + rows * plan.padded_dim;  // rows
+  float* packed = sums + rows;                 // head_dim x key_tile: one tile of keys, transposed
   auto q_row = [&](int64_t r) { return p.query + ((b * p.sequence + r) * p.heads + h) * dim; };
   auto mask_row = [&](int64_t r) { return p.mask ? p.mask + r * p.mask_row_stride : nullptr; };
   const int64_t last_seen = keys_seen(p, end - 1);
@@ -276,8 +277,8 @@ void attend_rows(const AttentionProblem& p, const Plan& plan, int64_t b, int64_t
     for (int64_t r = first; r < end; ++r) {
       const int64_t stop = std::min(tile + plan.key_tile, keys_seen(p, r));
       if (stop <= tile) continue;
-      Ops::score_keys(q_row(r), keys, kv_stride, packed, plan.packed_width, tile, tile, stop, dim, p.scale,
-                      mask_row(r), scores + (r - first) * p.visible);
+      Ops::score_keys(q_row(r), keys, kv_stride, packed, plan.packed_width, tile, tile, stop, dim, p.scale, mask_row(r),
+                      scores + (r - first) * p.visible);
     }
   }
   for (int64_t r = first; r < end; ++r) {
@@ -354,9 +355,7 @@ std::vector<AttentionPath> available_attention_paths() {
   return paths;
 }
 
-void force_attention_path(AttentionPath path) {
-  forced_path.store(static_cast<int>(path), std::memory_order_relaxed);
-}
+void force_attention_path(AttentionPath path) { forced_path.store(static_cast<int>(path), std::memory_order_relaxed); }
 
 void clear_forced_attention_path() { forced_path.store(-1, std::memory_order_relaxed); }
 

@@ -1,6 +1,6 @@
 // Elementwise operators with two or three operands: arithmetic, comparisons,
-// logical and bitwise operators, maximum/minimum, where, masked_fill and pow. Operands broadcast; the result dtype follows
-// PyTorch's type promotion and is converted to the out tensor's dtype.
+// logical and bitwise operators, maximum/minimum, where, masked_fill and pow. Operands broadcast; the result dtype
+// follows PyTorch's type promotion and is converted to the out tensor's dtype.
 
 #include <cmath>
 #include <limits>
@@ -38,7 +38,8 @@ Result<ScalarType> operands_result_type(const OpArgs& op, const Tensor& self, co
   if (auto type = result.get()) return *type;
   std::string message = "unsupported dtypes: self " + std::string(dtype_name(self.dtype()));
   if (other.tensor) message += ", " + std::string(other.name) + " " + std::string(dtype_name(other.tensor->dtype()));
-  return op.unsupported(message + " (supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool)");
+  return op.unsupported(message +
+                        " (supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool)");
 }
 
 // Shapes the output: the broadcast of self and other (or self's shape).
@@ -96,17 +97,18 @@ Status arithmetic(const OpArgs& op, bool other_is_tensor, Arith kind, bool has_a
     const C a_scale = alpha.to<C>();
     switch (kind) {
       case Arith::kAdd:
-        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_add(a, wrapping_mul(a_scale, b)); });
+        apply_binary<C, C>(*self, other, *out,
+                           [a_scale](C a, C b) { return wrapping_add(a, wrapping_mul(a_scale, b)); });
         break;
       case Arith::kSub:
-        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_sub(a, wrapping_mul(a_scale, b)); });
+        apply_binary<C, C>(*self, other, *out,
+                           [a_scale](C a, C b) { return wrapping_sub(a, wrapping_mul(a_scale, b)); });
         break;
       case Arith::kReverseSub:
-        apply_binary<C, C>(*self, other, *out, [a_scale](C a, C b) { return wrapping_sub(b, wrapping_mul(a_scale, a)); });
+        apply_binary<C, C>(*self, other, *out,
+                           [a_scale](C a, C b) { return wrapping_sub(b, wrapping_mul(a_scale, a)); });
         break;
-      case Arith::kMul:
-        apply_binary<C, C>(*self, other, *out, [](C a, C b) { return wrapping_mul(a, b); });
-        break;
+      case Arith::kMul: apply_binary<C, C>(*self, other, *out, [](C a, C b) { return wrapping_mul(a, b); }); break;
     }
   });
   return Status::ok();
@@ -157,8 +159,7 @@ Status divide(const OpArgs& op, bool other_is_tensor, bool has_mode) {
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(out_index, "out"));
   ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
   // True division of integers produces the default float dtype.
-  const ScalarType result =
-      rounding == Rounding::kNone && !is_floating_dtype(common) ? ScalarType::kFloat : common;
+  const ScalarType result = rounding == Rounding::kNone && !is_floating_dtype(common) ? ScalarType::kFloat : common;
   ETNA_TRY(op.expect_castable(result, *out));
   ETNA_TRY(prepare_binary_output(op, *self, other, *out));
   bool divided_by_zero = false;
@@ -272,9 +273,8 @@ Status masked_fill_scalar_out(KernelArgs args) {
     using C = typename decltype(tag)::type;
     // The fill value is first converted to self's dtype (what PyTorch stores).
     C fill = 0;
-    visit_element_dtype(self->dtype(), [&](auto self_tag) {
-      fill = convert_value<C>(value.to<typename decltype(self_tag)::type>());
-    });
+    visit_element_dtype(self->dtype(),
+                        [&](auto self_tag) { fill = convert_value<C>(value.to<typename decltype(self_tag)::type>()); });
     map_elements<C, C, 2>({self, mask}, *out, [fill](C a, C m) { return m != C(0) ? fill : a; });
   });
   return Status::ok();
@@ -353,8 +353,9 @@ Status bitwise(const OpArgs& op, bool other_is_tensor, Bitwise kind) {
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
   ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
   if (is_floating_dtype(result)) {
-    return op.program_error("bitwise operators need integer or bool operands, got self " + self->describe() +
-                            (other.tensor ? ", other " + other.tensor->describe() : ", other " + other.scalar.describe()));
+    return op.program_error(
+        "bitwise operators need integer or bool operands, got self " + self->describe() +
+        (other.tensor ? ", other " + other.tensor->describe() : ", other " + other.scalar.describe()));
   }
   ETNA_TRY(op.expect_castable(result, *out));
   ETNA_TRY(prepare_binary_output(op, *self, other, *out));
@@ -443,12 +444,12 @@ Status div_scalar_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_
 Status div_out_mode(KernelArgs args) { return divide(OpArgs("aten::div.out_mode", args), true, true); }
 Status div_scalar_mode_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_mode_out", args), false, true); }
 
-#define ETNA_COMPARE_KERNELS(name, kind)                                                        \
-  Status name##_scalar_out(KernelArgs args) {                                                   \
-    return comparison(OpArgs("aten::" #name ".Scalar_out", args), false, kind);                 \
-  }                                                                                             \
-  Status name##_tensor_out(KernelArgs args) {                                                   \
-    return comparison(OpArgs("aten::" #name ".Tensor_out", args), true, kind);                  \
+#define ETNA_COMPARE_KERNELS(name, kind)                                        \
+  Status name##_scalar_out(KernelArgs args) {                                   \
+    return comparison(OpArgs("aten::" #name ".Scalar_out", args), false, kind); \
+  }                                                                             \
+  Status name##_tensor_out(KernelArgs args) {                                   \
+    return comparison(OpArgs("aten::" #name ".Tensor_out", args), true, kind);  \
   }
 ETNA_COMPARE_KERNELS(eq, Compare::kEq)
 ETNA_COMPARE_KERNELS(ne, Compare::kNe)
@@ -462,12 +463,12 @@ Status logical_and_out(KernelArgs args) { return logical(OpArgs("aten::logical_a
 Status logical_or_out(KernelArgs args) { return logical(OpArgs("aten::logical_or.out", args), Logical::kOr); }
 Status logical_xor_out(KernelArgs args) { return logical(OpArgs("aten::logical_xor.out", args), Logical::kXor); }
 
-#define ETNA_BITWISE_KERNELS(name, kind)                                                        \
-  Status bitwise_##name##_tensor_out(KernelArgs args) {                                         \
-    return bitwise(OpArgs("aten::bitwise_" #name ".Tensor_out", args), true, kind);             \
-  }                                                                                             \
-  Status bitwise_##name##_scalar_out(KernelArgs args) {                                         \
-    return bitwise(OpArgs("aten::bitwise_" #name ".Scalar_out", args), false, kind);            \
+#define ETNA_BITWISE_KERNELS(name, kind)                                             \
+  Status bitwise_##name##_tensor_out(KernelArgs args) {                              \
+    return bitwise(OpArgs("aten::bitwise_" #name ".Tensor_out", args), true, kind);  \
+  }                                                                                  \
+  Status bitwise_##name##_scalar_out(KernelArgs args) {                              \
+    return bitwise(OpArgs("aten::bitwise_" #name ".Scalar_out", args), false, kind); \
   }
 ETNA_BITWISE_KERNELS(and, Bitwise::kAnd)
 ETNA_BITWISE_KERNELS(or, Bitwise::kOr)

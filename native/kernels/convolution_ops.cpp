@@ -107,8 +107,8 @@ Status convolution_out(KernelArgs args) {
   g.groups = groups;
   if (groups < 1 || g.in_channels % groups != 0 || g.out_channels % groups != 0) {
     return op.input_error("groups " + std::to_string(groups) + " must divide the input channels (" +
-                          std::to_string(g.in_channels) + ") and output channels (" +
-                          std::to_string(g.out_channels) + ")");
+                          std::to_string(g.in_channels) + ") and output channels (" + std::to_string(g.out_channels) +
+                          ")");
   }
   if (weight->size(1) != g.in_channels / groups) {
     return op.input_error("weight " + weight->describe() + " must have " + std::to_string(g.in_channels / groups) +

@@ -54,8 +54,8 @@ Status check_dim_order(const OpArgs& op, const OptionalIntList& dim_order, const
   const std::vector<int64_t>& order = dim_order.items;
   const size_t rank = self.rank();
   if (order.size() != rank) {
-    return op.input_error("dim_order has " + std::to_string(order.size()) + " entries but self " +
-                          self.describe() + " has rank " + std::to_string(rank));
+    return op.input_error("dim_order has " + std::to_string(order.size()) + " entries but self " + self.describe() +
+                          " has rank " + std::to_string(rank));
   }
   std::array<bool, kMaxTensorRank> seen{};
   for (int64_t d : order) {

@@ -56,25 +56,45 @@ struct TypeTag {
 template <typename T>
 constexpr ScalarType dtype_of();
 template <>
-constexpr ScalarType dtype_of<uint8_t>() { return ScalarType::kByte; }
+constexpr ScalarType dtype_of<uint8_t>() {
+  return ScalarType::kByte;
+}
 template <>
-constexpr ScalarType dtype_of<int8_t>() { return ScalarType::kChar; }
+constexpr ScalarType dtype_of<int8_t>() {
+  return ScalarType::kChar;
+}
 template <>
-constexpr ScalarType dtype_of<int16_t>() { return ScalarType::kShort; }
+constexpr ScalarType dtype_of<int16_t>() {
+  return ScalarType::kShort;
+}
 template <>
-constexpr ScalarType dtype_of<int32_t>() { return ScalarType::kInt; }
+constexpr ScalarType dtype_of<int32_t>() {
+  return ScalarType::kInt;
+}
 template <>
-constexpr ScalarType dtype_of<int64_t>() { return ScalarType::kLong; }
+constexpr ScalarType dtype_of<int64_t>() {
+  return ScalarType::kLong;
+}
 template <>
-constexpr ScalarType dtype_of<float>() { return ScalarType::kFloat; }
+constexpr ScalarType dtype_of<float>() {
+  return ScalarType::kFloat;
+}
 template <>
-constexpr ScalarType dtype_of<double>() { return ScalarType::kDouble; }
+constexpr ScalarType dtype_of<double>() {
+  return ScalarType::kDouble;
+}
 template <>
-constexpr ScalarType dtype_of<bool>() { return ScalarType::kBool; }
+constexpr ScalarType dtype_of<bool>() {
+  return ScalarType::kBool;
+}
 template <>
-constexpr ScalarType dtype_of<Half>() { return ScalarType::kHalf; }
+constexpr ScalarType dtype_of<Half>() {
+  return ScalarType::kHalf;
+}
 template <>
-constexpr ScalarType dtype_of<BFloat16>() { return ScalarType::kBFloat16; }
+constexpr ScalarType dtype_of<BFloat16>() {
+  return ScalarType::kBFloat16;
+}
 
 // Value conversion with defined results for every input.
 template <typename To, typename From>

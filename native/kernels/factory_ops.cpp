@@ -89,8 +89,8 @@ Status arange_values(const OpArgs& op, const Scalar& start, const Scalar& end, c
   if (!std::isfinite(start_d) || !std::isfinite(end_d)) return op.input_error("start and end must be finite");
   if (step_d == 0) return op.input_error("step must not be zero");
   if ((step_d > 0 && end_d < start_d) || (step_d < 0 && end_d > start_d)) {
-    return op.input_error("start " + start.describe() + " and end " + end.describe() +
-                          " are inconsistent with step " + step.describe());
+    return op.input_error("start " + start.describe() + " and end " + end.describe() + " are inconsistent with step " +
+                          step.describe());
   }
   int64_t count = 0;
   if (integers) {

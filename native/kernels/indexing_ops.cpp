@@ -183,7 +183,8 @@ Status embedding_out(KernelArgs args) {
   ETNA_TRY(op.expect_rank(*weight, "weight", 2));
   ETNA_TRY(op.expect_dtype(*out, "out", weight->dtype()));
   const Shape index_shape = Shape::of(*indices);
-  if (index_shape.rank + 1 > kMaxTensorRank) return op.input_error("indices " + indices->describe() + " has too many dims");
+  if (index_shape.rank + 1 > kMaxTensorRank)
+    return op.input_error("indices " + indices->describe() + " has too many dims");
   Shape shape = index_shape;
   shape[shape.rank++] = weight->size(1);
   ETNA_TRY(op.prepare_output(*out, shape));
@@ -199,8 +200,7 @@ Status embedding_out(KernelArgs args) {
     if (i < 0 || i >= rows) {
       if (!bad_index) bad_index = i;
     } else if (row_bytes > 0) {
-      std::memcpy(dst + static_cast<size_t>(position) * row_bytes, src + static_cast<size_t>(i) * row_bytes,
-                  row_bytes);
+      std::memcpy(dst + static_cast<size_t>(position) * row_bytes, src + static_cast<size_t>(i) * row_bytes, row_bytes);
     }
     ++position;
   });
@@ -215,8 +215,8 @@ Status embedding_out(KernelArgs args) {
 // position of B contributes one precomputed element offset.
 struct IndexPlan {
   Shape result;
-  Strides target_strides{};    // per result dim: target stride (0 on B dims)
-  Strides position_strides{};  // per result dim: row-major stride into B (0 elsewhere)
+  Strides target_strides{};            // per result dim: target stride (0 on B dims)
+  Strides position_strides{};          // per result dim: row-major stride into B (0 elsewhere)
   std::unique_ptr<int64_t[]> offsets;  // per B position: offset from the indexed dims
 };
 
@@ -301,8 +301,9 @@ Result<IndexPlan> plan_advanced_index(const OpArgs& op, const Tensor& target, co
     entry.shape = Shape::of(*index);
     entry.values.reserve(index->numel());
     const Strides strides = strides_of(*index);
-    for_each_offset<1>(entry.shape, {strides.data()},
-                       [&](const std::array<int64_t, 1>& offset) { entry.values.push_back(read_index(*index, offset[0])); });
+    for_each_offset<1>(entry.shape, {strides.data()}, [&](const std::array<int64_t, 1>& offset) {
+      entry.values.push_back(read_index(*index, offset[0]));
+    });
     entries.push_back(std::move(entry));
   }
 

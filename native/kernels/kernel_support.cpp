@@ -252,8 +252,7 @@ std::string OpArgs::arg_label(size_t index, std::string_view arg) {
 
 Result<EValue*> OpArgs::value(size_t index, std::string_view arg) const {
   if (index >= count()) {
-    return program_error(arg_label(index, arg) + " is missing: the call has " + std::to_string(count()) +
-                         " arguments");
+    return program_error(arg_label(index, arg) + " is missing: the call has " + std::to_string(count()) + " arguments");
   }
   return &args_[index];
 }
@@ -263,19 +262,19 @@ Error OpArgs::kind_error(size_t index, std::string_view arg, const char* expecte
 }
 
 Result<Tensor*> OpArgs::tensor(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (!v->is_tensor()) return kind_error(index, arg, "a Tensor", *v);
   return &v->to_tensor();
 }
 
 Result<Tensor*> OpArgs::strided_input(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(Tensor* t, tensor(index, arg));
+  ETNA_KERNEL_ASSIGN(Tensor * t, tensor(index, arg));
   ETNA_TRY(check_readable(*t, arg_label(index, arg)));
   return t;
 }
 
 Result<Tensor*> OpArgs::input(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(Tensor* t, strided_input(index, arg));
+  ETNA_KERNEL_ASSIGN(Tensor * t, strided_input(index, arg));
   if (!is_row_major(*t)) {
     return unsupported(arg_label(index, arg) + " " + t->describe() +
                        " is not in row-major (contiguous) dim order, which this kernel requires");
@@ -284,7 +283,7 @@ Result<Tensor*> OpArgs::input(size_t index, std::string_view arg) const {
 }
 
 Result<Tensor*> OpArgs::optional_input(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_none()) return static_cast<Tensor*>(nullptr);
   return input(index, arg);
 }
@@ -292,33 +291,33 @@ Result<Tensor*> OpArgs::optional_input(size_t index, std::string_view arg) const
 Result<Tensor*> OpArgs::output(size_t index, std::string_view arg) const { return tensor(index, arg); }
 
 Result<int64_t> OpArgs::int_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (!v->is_int()) return kind_error(index, arg, "an Int", *v);
   return v->to_int();
 }
 
 Result<std::optional<int64_t>> OpArgs::optional_int_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_none()) return std::optional<int64_t>();
   if (!v->is_int()) return kind_error(index, arg, "an Int or None", *v);
   return std::optional<int64_t>(v->to_int());
 }
 
 Result<bool> OpArgs::bool_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (!v->is_bool()) return kind_error(index, arg, "a Bool", *v);
   return v->to_bool();
 }
 
 Result<double> OpArgs::double_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_double()) return v->to_double();
   if (v->is_int()) return static_cast<double>(v->to_int());
   return kind_error(index, arg, "a Double", *v);
 }
 
 Result<Scalar> OpArgs::scalar_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_int()) return Scalar::from_int(v->to_int());
   if (v->is_double()) return Scalar::from_double(v->to_double());
   if (v->is_bool()) return Scalar::from_bool(v->to_bool());
@@ -326,14 +325,14 @@ Result<Scalar> OpArgs::scalar_arg(size_t index, std::string_view arg) const {
 }
 
 Result<std::optional<Scalar>> OpArgs::optional_scalar_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_none()) return std::optional<Scalar>();
   ETNA_KERNEL_ASSIGN(Scalar s, scalar_arg(index, arg));
   return std::optional<Scalar>(s);
 }
 
 Result<std::vector<int64_t>> OpArgs::int_list_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->kind() != EValue::Kind::kIntList) return kind_error(index, arg, "an IntList", *v);
   std::vector<int64_t> items(v->list_size());
   for (size_t i = 0; i < items.size(); ++i) items[i] = v->int_item(i);
@@ -341,7 +340,7 @@ Result<std::vector<int64_t>> OpArgs::int_list_arg(size_t index, std::string_view
 }
 
 Result<OptionalIntList> OpArgs::optional_int_list_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   OptionalIntList list;
   if (v->is_none()) return list;
   ETNA_KERNEL_ASSIGN(list.items, int_list_arg(index, arg));
@@ -367,14 +366,14 @@ Status OpArgs::check_memory_format_arg(size_t index, std::string_view arg) const
 }
 
 Result<std::optional<std::string_view>> OpArgs::optional_string_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->is_none()) return std::optional<std::string_view>();
   if (v->kind() != EValue::Kind::kString) return kind_error(index, arg, "a String or None", *v);
   return std::optional<std::string_view>(v->to_string());
 }
 
 Result<std::vector<Tensor*>> OpArgs::tensor_list_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->kind() != EValue::Kind::kTensorList) return kind_error(index, arg, "a TensorList", *v);
   std::vector<Tensor*> items(v->list_size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -388,7 +387,7 @@ Result<std::vector<Tensor*>> OpArgs::tensor_list_arg(size_t index, std::string_v
 }
 
 Result<std::vector<Tensor*>> OpArgs::optional_tensor_list_arg(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (v->kind() != EValue::Kind::kOptionalTensorList && v->kind() != EValue::Kind::kTensorList) {
     return kind_error(index, arg, "an OptionalTensorList", *v);
   }
@@ -398,7 +397,7 @@ Result<std::vector<Tensor*>> OpArgs::optional_tensor_list_arg(size_t index, std:
 }
 
 Result<EValue*> OpArgs::scalar_result_slot(size_t index, std::string_view arg) const {
-  ETNA_KERNEL_ASSIGN(EValue* v, value(index, arg));
+  ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (!v->is_none() && !v->is_scalar()) return kind_error(index, arg, "an Int, Double, Bool or None slot", *v);
   return v;
 }
@@ -406,7 +405,8 @@ Result<EValue*> OpArgs::scalar_result_slot(size_t index, std::string_view arg) c
 Status OpArgs::check_readable(const Tensor& tensor, std::string_view arg) const {
   const auto size = etna::element_size(static_cast<int>(tensor.dtype()));
   if (!size || *size == 0) {
-    return program_error(std::string(arg) + " has unknown dtype code " + std::to_string(static_cast<int>(tensor.dtype())));
+    return program_error(std::string(arg) + " has unknown dtype code " +
+                         std::to_string(static_cast<int>(tensor.dtype())));
   }
   if (tensor.numel() == 0) return Status::ok();
   if (tensor.data() == nullptr) return input_error(std::string(arg) + " " + tensor.describe() + " has no data");
@@ -464,14 +464,14 @@ Status OpArgs::expect_convertible(const Tensor& src, std::string_view src_name, 
                                   std::string_view dst_name) const {
   if (src.dtype() == dst.dtype()) return Status::ok();
   if (is_element_dtype(src.dtype()) && is_element_dtype(dst.dtype())) return Status::ok();
-  return unsupported("cannot convert " + std::string(src_name) + " " + src.describe() + " to " +
-                     std::string(dst_name) + " dtype " + std::string(dtype_name(dst.dtype())));
+  return unsupported("cannot convert " + std::string(src_name) + " " + src.describe() + " to " + std::string(dst_name) +
+                     " dtype " + std::string(dtype_name(dst.dtype())));
 }
 
 Status OpArgs::expect_castable(ScalarType computed, const Tensor& out, std::string_view arg) const {
   if (can_cast_dtype(computed, out.dtype())) return Status::ok();
-  return program_error("result dtype " + std::string(dtype_name(computed)) + " cannot be cast to " +
-                       std::string(arg) + " dtype " + std::string(dtype_name(out.dtype())));
+  return program_error("result dtype " + std::string(dtype_name(computed)) + " cannot be cast to " + std::string(arg) +
+                       " dtype " + std::string(dtype_name(out.dtype())));
 }
 
 Result<size_t> OpArgs::wrap_dim(int64_t dim, size_t rank, std::string_view arg) const {
@@ -522,8 +522,8 @@ Result<Shape> OpArgs::broadcast_shapes(const Shape& a, std::string_view a_name, 
 // ---------------------------------------------------------------------------
 // Shared argument interpretations
 
-Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims,
-                                                         size_t rank, std::string_view arg) {
+Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims, size_t rank,
+                                                        std::string_view arg) {
   std::array<bool, kMaxTensorRank> mask{};
   if (dims.empty()) {
     for (size_t d = 0; d < rank; ++d) mask[d] = true;

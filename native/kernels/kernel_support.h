@@ -204,8 +204,7 @@ class OpArgs {
   Result<size_t> wrap_dim(int64_t dim, size_t rank, std::string_view arg) const;
   // Resizes `out` to `shape` and checks that its data can hold the result.
   // With `row_major`, also requires a row-major layout.
-  Status prepare_output(Tensor& out, const Shape& shape, std::string_view arg = "out",
-                        bool row_major = true) const;
+  Status prepare_output(Tensor& out, const Shape& shape, std::string_view arg = "out", bool row_major = true) const;
   // The broadcast shape of two shapes, or an error naming both.
   Result<Shape> broadcast_shapes(const Shape& a, std::string_view a_name, const Shape& b,
                                  std::string_view b_name) const;
@@ -220,8 +219,8 @@ class OpArgs {
 
 // The dims listed in `dims` (wrapped, no duplicates) as a mask, for reductions.
 // An empty list means every dim.
-Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims,
-                                                         size_t rank, std::string_view arg);
+Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims, size_t rank,
+                                                        std::string_view arg);
 
 // A shape from an IntList argument: every size >= 0 and the element count
 // representable; at most one -1 (inferred from `numel` when given).

@@ -57,8 +57,7 @@ Status check_cache_pair(const OpArgs& op, const Tensor& value, std::string_view 
   }
   if (v.batch != c.batch || v.heads != c.heads || v.head_dim != c.head_dim) {
     return op.input_error(std::string(value_name) + " " + value.describe() + " does not fit " +
-                          std::string(cache_name) + " " + cache.describe() +
-                          " (batch, heads and head_dim must match)");
+                          std::string(cache_name) + " " + cache.describe() + " (batch, heads and head_dim must match)");
   }
   return Status::ok();
 }

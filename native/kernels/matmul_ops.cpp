@@ -175,8 +175,7 @@ Status addmm_out(KernelArgs args) {
   shape[1] = mat2->size(1);
   ETNA_KERNEL_ASSIGN(Shape broadcast, op.broadcast_shapes(Shape::of(*bias), "self", shape, "mat1 @ mat2"));
   if (broadcast != shape) {
-    return op.input_error("self " + bias->describe() + " does not broadcast to the product shape " +
-                          shape.to_string());
+    return op.input_error("self " + bias->describe() + " does not broadcast to the product shape " + shape.to_string());
   }
   ETNA_TRY(op.prepare_output(*out, shape));
   if (out->data() == bias->data() && out->numel() > 0) {

@@ -63,7 +63,8 @@ Status softmax_family(KernelArgs args, const char* key) {
           }
         } else {
           for (int64_t k = 0; k < split.size; ++k) {
-            result[base + k * step] = static_cast<T>(std::exp(static_cast<double>(in[base + k * step] - max_value)) / sum);
+            result[base + k * step] =
+                static_cast<T>(std::exp(static_cast<double>(in[base + k * step] - max_value)) / sum);
           }
         }
       }
@@ -184,8 +185,8 @@ Status native_group_norm_out(KernelArgs args) {
                            !__builtin_mul_overflow(planes, hxw, &expected_numel) &&
                            expected_numel == static_cast<int64_t>(input->numel());
   if (!sizes_match) {
-    return op.input_error("input " + input->describe() + " does not have N = " + std::to_string(n) + ", C = " +
-                          std::to_string(c) + " and HxW = " + std::to_string(hxw));
+    return op.input_error("input " + input->describe() + " does not have N = " + std::to_string(n) +
+                          ", C = " + std::to_string(c) + " and HxW = " + std::to_string(hxw));
   }
   if (group <= 0 || c % group != 0) {
     return op.input_error("group " + std::to_string(group) + " must be positive and divide C = " + std::to_string(c));

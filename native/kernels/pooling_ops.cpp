@@ -239,7 +239,8 @@ void average_windows(const Tensor& in, Tensor& out, WindowFn&& window) {
       const AverageWindow w = window(oy, ox);
       Acc sum = 0;
       for (int64_t y = w.y0; y < w.y1; ++y) {
-        for (int64_t x = w.x0; x < w.x1; ++x) sum = wrapping_add(sum, static_cast<Acc>(in_data[src.offset(n, c, y, x)]));
+        for (int64_t x = w.x0; x < w.x1; ++x)
+          sum = wrapping_add(sum, static_cast<Acc>(in_data[src.offset(n, c, y, x)]));
       }
       out_data[dst.offset(n, c, oy, ox)] = convert_value<T>(sum / static_cast<Acc>(w.divisor));
     });
@@ -275,9 +276,7 @@ Status avg_pool2d_out(KernelArgs args) {
     a.x0 = std::max<int64_t>(a.x0, 0);
     a.y1 = std::min(a.y1, src.height);
     a.x1 = std::min(a.x1, src.width);
-    a.divisor = divisor_override ? *divisor_override
-                : count_include_pad ? padded_count
-                                    : (a.y1 - a.y0) * (a.x1 - a.x0);
+    a.divisor = divisor_override ? *divisor_override : count_include_pad ? padded_count : (a.y1 - a.y0) * (a.x1 - a.x0);
     return a;
   });
   return Status::ok();
@@ -378,8 +377,7 @@ Status batch_norm_no_training_out(KernelArgs args) {
 // --- upsample_nearest2d / upsample_bilinear2d ---------------------------------------
 
 // A `float[]?` argument (scale_factors).
-Result<std::optional<std::vector<double>>> optional_double_list(const OpArgs& op, size_t index,
-                                                                 std::string_view name) {
+Result<std::optional<std::vector<double>>> optional_double_list(const OpArgs& op, size_t index, std::string_view name) {
   if (index >= op.count()) return op.program_error(OpArgs::arg_label(index, name) + " is missing");
   const EValue& v = op.slot(index);
   if (v.is_none()) return std::optional<std::vector<double>>();
@@ -464,7 +462,8 @@ Status upsample_nearest2d_vec_out(KernelArgs args) {
   const auto* in_bytes = static_cast<const uint8_t*>(in->data());
   auto* out_bytes = static_cast<uint8_t*>(out->data());
   for_each_pixel(dst, [&](int64_t n, int64_t c, int64_t oy, int64_t ox) {
-    const int64_t from = src.offset(n, c, nearest_source(ratio_h, oy, src.height), nearest_source(ratio_w, ox, src.width));
+    const int64_t from =
+        src.offset(n, c, nearest_source(ratio_h, oy, src.height), nearest_source(ratio_w, ox, src.width));
     std::copy_n(in_bytes + from * static_cast<int64_t>(element), element,
                 out_bytes + dst.offset(n, c, oy, ox) * static_cast<int64_t>(element));
   });
@@ -535,7 +534,8 @@ Status upsample_bilinear2d_vec_out(KernelArgs args) {
             };
             const C top = at(row.index0, col.index0) * col.weight0 + at(row.index0, col.index1) * col.weight1;
             const C bottom = at(row.index1, col.index0) * col.weight0 + at(row.index1, col.index1) * col.weight1;
-            store_element<T>(out_data, dst.offset(n, c, y, x), convert_value<T>(top * row.weight0 + bottom * row.weight1));
+            store_element<T>(out_data, dst.offset(n, c, y, x),
+                             convert_value<T>(top * row.weight0 + bottom * row.weight1));
           }
         }
       }

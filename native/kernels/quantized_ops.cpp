@@ -108,8 +108,7 @@ Status expect_parameters(const OpArgs& op, const Tensor& t, std::string_view nam
     return op.program_error(std::string(name) + " must be a float or integer tensor, got " + t.describe());
   }
   if (static_cast<int64_t>(t.numel()) != count) {
-    return op.input_error(std::string(name) + " " + t.describe() + " must hold " + std::to_string(count) +
-                          " value(s)");
+    return op.input_error(std::string(name) + " " + t.describe() + " must hold " + std::to_string(count) + " value(s)");
   }
   return Status::ok();
 }
@@ -192,8 +191,9 @@ Status quantize_blocks(const OpArgs& op, const Tensor& input, Tensor& out, int64
     const int32_t zp = static_cast<int32_t>(zero_point);
     const int64_t end = std::min(n, start + block);
     for (int64_t i = start; i < end; ++i) {
-      store_quantized(out.dtype(), out.data(), i,
-                      quantize_value(load_real(input.dtype(), input.data(), i), inverse_scale, zp, quant_min, quant_max));
+      store_quantized(
+          out.dtype(), out.data(), i,
+          quantize_value(load_real(input.dtype(), input.data(), i), inverse_scale, zp, quant_min, quant_max));
     }
   }
   return Status::ok();
@@ -268,8 +268,8 @@ Status quantize_per_channel_out(KernelArgs args) {
   const int64_t channels = input->size(axis);
   ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
   ETNA_TRY(check_quantize(op, *input, *out, dtype, quant_min, quant_max));
-  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels,
-                         parameters, quant_min, quant_max);
+  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels, parameters,
+                         quant_min, quant_max);
 }
 
 // Tokens are the rows of the last dim: one (scale, zero point) per row.
@@ -373,9 +373,9 @@ Status dequantize_per_tensor_tensor_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> out_dtype, optional_out_dtype(op, 6, has_out_dtype));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(has_out_dtype ? 7 : 6, "out"));
   ETNA_TRY(check_dequantize(op, *input, dtype, out_dtype, *out, quant_min, quant_max));
-  return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, static_cast<int64_t>(input->numel())), 1, [&](int64_t) {
-    return std::pair<double, double>(parameters.first, static_cast<double>(parameters.second));
-  });
+  return dequantize_blocks(
+      op, *input, *out, std::max<int64_t>(1, static_cast<int64_t>(input->numel())), 1,
+      [&](int64_t) { return std::pair<double, double>(parameters.first, static_cast<double>(parameters.second)); });
 }
 
 // quantized_decomposed::dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis,
@@ -576,14 +576,16 @@ Status quantized_embedding(const OpArgs& op, int bits, bool has_dtype) {
   }
   const int64_t rows = weight->size(0);
   const int64_t width = weight->size(1) * (8 / bits);
-  if (!is_real_dtype(scales->dtype())) return op.program_error("weight_scales must be floating point, got " + scales->describe());
+  if (!is_real_dtype(scales->dtype()))
+    return op.program_error("weight_scales must be floating point, got " + scales->describe());
   if ((scales->rank() != 1 && scales->rank() != 2) || scales->size(0) != rows) {
-    return op.input_error("weight_scales " + scales->describe() + " must be [" + std::to_string(rows) +
-                          "] or [" + std::to_string(rows) + ", groups]");
+    return op.input_error("weight_scales " + scales->describe() + " must be [" + std::to_string(rows) + "] or [" +
+                          std::to_string(rows) + ", groups]");
   }
   const int64_t groups = scales->rank() == 2 ? scales->size(1) : 1;
   if (groups <= 0 || width % groups != 0) {
-    return op.input_error(std::to_string(groups) + " groups do not divide the embedding width " + std::to_string(width));
+    return op.input_error(std::to_string(groups) + " groups do not divide the embedding width " +
+                          std::to_string(width));
   }
   if (zero_points != nullptr) {
     ETNA_TRY(expect_parameters(op, *zero_points, "weight_zero_points", rows * groups));
@@ -601,7 +603,8 @@ Status quantized_embedding(const OpArgs& op, int bits, bool has_dtype) {
   }
   if (!is_real_dtype(out->dtype())) return op.program_error("out must be floating point, got " + out->describe());
   if (out_dtype) ETNA_TRY(op.expect_dtype(*out, "out", *out_dtype));
-  if (indices->rank() + 1 > kMaxTensorRank) return op.input_error("indices " + indices->describe() + " has too many dims");
+  if (indices->rank() + 1 > kMaxTensorRank)
+    return op.input_error("indices " + indices->describe() + " has too many dims");
   const int64_t count = static_cast<int64_t>(indices->numel());
   auto index_at = [&](int64_t i) -> int64_t {
     return indices->dtype() == ScalarType::kLong ? indices->data_as<const int64_t>()[i]
@@ -642,7 +645,9 @@ Status quantized_embedding(const OpArgs& op, int bits, bool has_dtype) {
 template <int kBits, bool kHasDtype>
 Status embedding_kernel(KernelArgs args) {
   static const std::string name = std::string("quantized_decomposed::embedding_") +
-                                  (kBits == 8 ? "byte" : kBits == 4 ? "4bit" : "2bit") +
+                                  (kBits == 8   ? "byte"
+                                   : kBits == 4 ? "4bit"
+                                                : "2bit") +
                                   (kHasDtype ? ".dtype_out" : ".out");
   OpArgs op(name, args);
   ETNA_TRY(op.expect_count(kHasDtype ? 9 : 8));

@@ -226,8 +226,7 @@ Status extreme_index(KernelArgs args, const char* key) {
   }
   const ReductionLayout layout = make_reduction_layout(*self, mask, keepdim);
   if (layout.reduced_count == 0) {
-    return op.input_error("cannot take the index of an extreme of " + self->describe() +
-                          " over an empty dimension");
+    return op.input_error("cannot take the index of an extreme of " + self->describe() + " over an empty dimension");
   }
   ETNA_TRY(op.prepare_output(*out, layout.out_shape));
   find_extremes<kMax>(layout, *self, nullptr, out->data_as<int64_t>());
@@ -329,9 +328,7 @@ Status topk_values(KernelArgs args) {
     };
     for_each_reduction(layout, [&](int64_t out_index, auto&& reduce) {
       row.clear();
-      reduce([&](int64_t offset) {
-        row.emplace_back(load_value<T>(in, offset), static_cast<int64_t>(row.size()));
-      });
+      reduce([&](int64_t offset) { row.emplace_back(load_value<T>(in, offset), static_cast<int64_t>(row.size())); });
       std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
       const int64_t outer = out_index / inner, i = out_index % inner;
       for (int64_t j = 0; j < k; ++j) {

@@ -197,7 +197,8 @@ Status expand_copy_out(KernelArgs args) {
   for (size_t d = 0; d < shape.rank; ++d) {
     const int64_t wanted = sizes[d];
     if (d < leading) {
-      if (wanted < 0) return op.input_error("size " + std::to_string(wanted) + " is not allowed for new dim " + std::to_string(d));
+      if (wanted < 0)
+        return op.input_error("size " + std::to_string(wanted) + " is not allowed for new dim " + std::to_string(d));
       shape[d] = wanted;
       continue;
     }
@@ -316,8 +317,8 @@ Status cat_out(KernelArgs args) {
     bool matches = t.rank() == first.rank();
     for (size_t k = 0; matches && k < t.rank(); ++k) matches = k == d || t.size(k) == first.size(k);
     if (!matches) {
-      return op.input_error("tensor " + t.describe() + " does not match " + first.describe() +
-                            " outside dim " + std::to_string(d));
+      return op.input_error("tensor " + t.describe() + " does not match " + first.describe() + " outside dim " +
+                            std::to_string(d));
     }
     shape[d] += t.size(d);
   }
@@ -465,9 +466,8 @@ Status repeat_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
   const size_t rank = repeats.size();
   if (rank < self->rank() || rank > kMaxTensorRank) {
-    return op.input_error("repeats has " + std::to_string(rank) + " entries; expected " +
-                          std::to_string(self->rank()) + ".." + std::to_string(kMaxTensorRank) + " for self " +
-                          self->describe());
+    return op.input_error("repeats has " + std::to_string(rank) + " entries; expected " + std::to_string(self->rank()) +
+                          ".." + std::to_string(kMaxTensorRank) + " for self " + self->describe());
   }
   Shape tile;  // self with leading 1s
   Strides tile_strides{};
@@ -532,7 +532,8 @@ Status triangle(KernelArgs args, const char* key) {
       const int64_t zero_to = kLower ? cols : std::max<int64_t>(0, std::min(cols, edge));
       if (zero_to <= zero_from) continue;
       uint8_t* row = bytes + static_cast<size_t>((m * rows + i) * cols) * element;
-      std::memset(row + static_cast<size_t>(zero_from) * element, 0, static_cast<size_t>(zero_to - zero_from) * element);
+      std::memset(row + static_cast<size_t>(zero_from) * element, 0,
+                  static_cast<size_t>(zero_to - zero_from) * element);
     }
   }
   return Status::ok();
@@ -570,8 +571,8 @@ Status constant_pad_nd_out(KernelArgs args) {
     int64_t size = 0;
     if (__builtin_add_overflow(shape[d], pad[2 * i], &size) || __builtin_add_overflow(size, pad[2 * i + 1], &size) ||
         size < 0) {
-      return op.input_error("padding dim " + std::to_string(d) + " of self " + self->describe() +
-                            " by (" + std::to_string(pad[2 * i]) + ", " + std::to_string(pad[2 * i + 1]) +
+      return op.input_error("padding dim " + std::to_string(d) + " of self " + self->describe() + " by (" +
+                            std::to_string(pad[2 * i]) + ", " + std::to_string(pad[2 * i + 1]) +
                             ") gives an invalid size");
     }
     shape[d] = size;

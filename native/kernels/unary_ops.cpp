@@ -137,10 +137,12 @@ Status neg_out(KernelArgs args) {
 }
 Status relu_out(KernelArgs args) {
   // NaN compares false, so it passes through unchanged as in PyTorch.
-  return same_dtype_unary_kernel(args, "aten::relu.out", [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+  return same_dtype_unary_kernel(args, "aten::relu.out",
+                                 [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
 }
 Status abs_out(KernelArgs args) {
-  return same_dtype_unary_kernel(args, "aten::abs.out", [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
+  return same_dtype_unary_kernel(args, "aten::abs.out",
+                                 [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
 }
 
 Status logical_not_out(KernelArgs args) {
@@ -189,9 +191,8 @@ Status clamp_to_range(const OpArgs& op, const UnaryOperands& operands, ScalarTyp
     const C high_value = high ? high->to<C>() : C(0);
     const bool has_low = low.has_value();
     const bool has_high = high.has_value();
-    map_elements<C, C, 1>({operands.self}, *operands.out, [=](C x) {
-      return clamp_value(x, has_low, low_value, has_high, high_value);
-    });
+    map_elements<C, C, 1>({operands.self}, *operands.out,
+                          [=](C x) { return clamp_value(x, has_low, low_value, has_high, high_value); });
   });
   return Status::ok();
 }

@@ -29,7 +29,6 @@
 
 namespace etna::test {
 
-
 // A tensor over a local buffer, with `slack` bytes of capacity beyond its
 // current size (0 makes XNNPACK-read inputs go through the staging copy).
 class LocalTensor {
@@ -343,7 +342,7 @@ struct Io {
 
 // Runs a payload whose external ids are the inputs then the outputs.
 inline std::vector<std::vector<float>> run_graph(PayloadBuilder& builder, const std::vector<Io>& inputs,
-                                          const std::vector<Io>& outputs) {
+                                                 const std::vector<Io>& outputs) {
   const auto payload =
       builder.finish(PayloadBuilder::Layout::kConstantRegion, static_cast<uint32_t>(inputs.size() + outputs.size()));
   xnn::XnnpackModuleContext context(BackendOptions{});

@@ -81,14 +81,13 @@ std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
   const auto in_dims = nhwc(c.images, c.height, c.width, c.in_channels());
   const uint32_t x = b.input(in_dims, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), c.num_nonbatch_dims);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, in_dims, fbx::QuantParams::PerTokenDynamicQuant,
-                                      token.Union());
+  const uint32_t q =
+      b.quantized_with(fbx::Datatype::qdint8, in_dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   std::vector<uint8_t> bytes;
   for (int v : m.w) bytes.push_back(static_cast<uint8_t>(static_cast<int8_t>(v)));
   if (c.filter_type == fbx::Datatype::qcint4) bytes.resize((bytes.size() + 1) / 2);
-  const uint32_t filter =
-      b.channelwise(c.filter_type, nhwc(c.out_channels(), c.conv.kernel_h, c.conv.kernel_w, c.conv.group_in),
-                    m.scales, 0, bytes);
+  const uint32_t filter = b.channelwise(
+      c.filter_type, nhwc(c.out_channels(), c.conv.kernel_h, c.conv.kernel_w, c.conv.group_in), m.scales, 0, bytes);
   const uint32_t bias = c.bias ? b.constant({static_cast<uint32_t>(c.out_channels())}, m.bias) : PayloadBuilder::kNone;
   const uint32_t y = b.output(nhwc(c.images, c.out_height(), c.out_width(), c.out_channels()), 1);
   b.unary(NodeUnion::XNNConvert, x, q);
@@ -307,8 +306,8 @@ Error other_convolution_error(NodeUnion type, std::vector<uint32_t> filter_dims,
   PayloadBuilder b;
   const uint32_t x = b.input({1, 4, 4, 2}, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 3);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, {1, 4, 4, 2}, fbx::QuantParams::PerTokenDynamicQuant,
-                                      token.Union());
+  const uint32_t q =
+      b.quantized_with(fbx::Datatype::qdint8, {1, 4, 4, 2}, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   const uint32_t out = filter_dims[static_cast<size_t>(channel_dim)];
   const uint32_t w = b.channelwise(fbx::Datatype::qcint8, filter_dims, std::vector<float>(out, 1.0f), channel_dim,
                                    std::vector<uint8_t>(out * 9 * 2, 1));

@@ -56,8 +56,8 @@ uint16_t bf16_bits(float value) {
 
 // Weights, scales (per channel, or per channel and block) and bias of a case.
 struct Model {
-  std::vector<int> w;          // [out, in] signed values
-  std::vector<float> scales;   // as the delegate will see them (bf16-rounded for blocks)
+  std::vector<int> w;         // [out, in] signed values
+  std::vector<float> scales;  // as the delegate will see them (bf16-rounded for blocks)
   std::vector<float> bias;
 };
 
@@ -71,8 +71,8 @@ Model make_model(const Case& c) {
   };
   m.w.resize(c.out * c.in);
   for (int& v : m.w) v = four ? static_cast<int>(next() % 16) - 8 : static_cast<int>(next() % 256) - 128;
-  const bool blocks = c.weights == Weights::kQb4Bf16 || c.weights == Weights::kQb4Fp32 ||
-                      c.weights == Weights::kQb4Buffer;
+  const bool blocks =
+      c.weights == Weights::kQb4Bf16 || c.weights == Weights::kQb4Fp32 || c.weights == Weights::kQb4Buffer;
   const size_t count = blocks ? c.out * (c.in / c.group) : c.out;
   for (size_t i = 0; i < count; ++i) {
     // Multiples of 1/64 in [1/64, 4]: exact in bf16, so every source of scales agrees.
@@ -101,7 +101,8 @@ std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
   const std::vector<uint32_t> dims = dims_of(c, c.in);
   const uint32_t x = b.input(dims, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), c.num_nonbatch_dims);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
+  const uint32_t q =
+      b.quantized_with(fbx::Datatype::qdint8, dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   const uint32_t out = static_cast<uint32_t>(c.out), in = static_cast<uint32_t>(c.in);
   uint32_t filter = 0;
   uint32_t flags = 0;
@@ -112,11 +113,13 @@ std::vector<uint8_t> build(const Case& c, const Model& m, PayloadBuilder& b) {
       std::vector<uint8_t> bytes(c.out * c.in);
       for (size_t n = 0; n < c.out; ++n) {
         for (size_t k = 0; k < c.in; ++k) {
-          bytes[transposed ? k * c.out + n : n * c.in + k] = static_cast<uint8_t>(static_cast<int8_t>(m.w[n * c.in + k]));
+          bytes[transposed ? k * c.out + n : n * c.in + k] =
+              static_cast<uint8_t>(static_cast<int8_t>(m.w[n * c.in + k]));
         }
       }
-      filter = b.channelwise(fbx::Datatype::qcint8, transposed ? std::vector<uint32_t>{in, out} : std::vector<uint32_t>{out, in},
-                             m.scales, transposed ? 1 : 0, bytes);
+      filter = b.channelwise(fbx::Datatype::qcint8,
+                             transposed ? std::vector<uint32_t>{in, out} : std::vector<uint32_t>{out, in}, m.scales,
+                             transposed ? 1 : 0, bytes);
       flags = transposed ? 1 : 0;
       break;
     }
@@ -164,8 +167,8 @@ struct Built {
 // XNNPACK's qd8 conversion of one row, then the dequantized product in double.
 std::vector<float> reference(const Case& c, const Model& m, const std::vector<float>& x) {
   std::vector<float> y(c.rows * c.out);
-  const bool blocks = c.weights == Weights::kQb4Bf16 || c.weights == Weights::kQb4Fp32 ||
-                      c.weights == Weights::kQb4Buffer;
+  const bool blocks =
+      c.weights == Weights::kQb4Bf16 || c.weights == Weights::kQb4Fp32 || c.weights == Weights::kQb4Buffer;
   for (size_t r = 0; r < c.rows; ++r) {
     const std::vector<double> real = qd8_dequantized(x.data() + r * c.in, c.in);
     for (size_t n = 0; n < c.out; ++n) {
@@ -413,8 +416,8 @@ TEST(XnnpackDynamicQuant, ScaleCountMustMatchBlocks) {
 }
 
 TEST(XnnpackDynamicQuant, BlockScalesMustBePositive) {
-  expect_rejected(init_error_of(make_case(1, 64, 4, Weights::kQb4Bf16), [](Model& m) { m.scales[3] = -1.0f; }), ErrorCode::kInvalidProgram,
-                  {"block scale", "not a positive number"});
+  expect_rejected(init_error_of(make_case(1, 64, 4, Weights::kQb4Bf16), [](Model& m) { m.scales[3] = -1.0f; }),
+                  ErrorCode::kInvalidProgram, {"block scale", "not a positive number"});
 }
 
 TEST(XnnpackDynamicQuant, OnlyPerTokenQuantizationIsAccepted) {
@@ -424,8 +427,8 @@ TEST(XnnpackDynamicQuant, OnlyPerTokenQuantizationIsAccepted) {
 }
 
 // A qdint8 value converted from fp32 input `x` by a Convert node.
-uint32_t converted(PayloadBuilder& b, uint32_t x, std::vector<uint32_t> dims, uint32_t external_id = PayloadBuilder::kNone,
-                   uint32_t flags = 0) {
+uint32_t converted(PayloadBuilder& b, uint32_t x, std::vector<uint32_t> dims,
+                   uint32_t external_id = PayloadBuilder::kNone, uint32_t flags = 0) {
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
   const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, std::move(dims), fbx::QuantParams::PerTokenDynamicQuant,
                                       token.Union(), nullptr, external_id, flags);
@@ -442,8 +445,8 @@ Error per_channel_error(std::vector<uint32_t> input, fbx::Datatype type, std::ve
   PayloadBuilder b;
   const uint32_t q = converted(b, b.input(input, 0), input);
   const uint32_t out = filter[static_cast<size_t>(channel_dim)];
-  const uint32_t w = b.channelwise(type, filter, std::vector<float>(out, 1.0f), channel_dim,
-                                   std::vector<uint8_t>(bytes, fill));
+  const uint32_t w =
+      b.channelwise(type, filter, std::vector<float>(out, 1.0f), channel_dim, std::vector<uint8_t>(bytes, fill));
   b.fully_connected(q, w, PayloadBuilder::kNone, b.output({1, out}, 1), flags);
   return init_error_of(b);
 }

@@ -114,9 +114,7 @@ TEST(XnnpackRegistry, FindsXnnpackAndRejectsUnknownIds) {
 class IdOnlyBackend final : public Backend {
  public:
   std::string_view id() const override { return "IdOnlyBackend"; }
-  std::unique_ptr<BackendModuleContext> create_module_context(const BackendOptions&) const override {
-    return nullptr;
-  }
+  std::unique_ptr<BackendModuleContext> create_module_context(const BackendOptions&) const override { return nullptr; }
   Result<std::unique_ptr<DelegateHandle>> init(ByteSpan, const std::vector<CompileSpecView>&,
                                                DelegateInitContext&) const override {
     return make_error(ErrorCode::kInternal, "IdOnlyBackend runs nothing");

@@ -194,7 +194,8 @@ TEST(XnnpackNaN, FullyConnectedKeepsNaNAndInfinities) {
   for (size_t o = 0; o < n; ++o) w[o * k + 1] = std::fabs(w[o * k + 1]) + 0.1f, w[o * k] = std::fabs(w[o * k]) + 0.1f;
   w[2] = 0.0f;
   const std::vector<float> bias = pseudo_random(n, 22);
-  const std::vector<float> x = {kNaN, 1, 1, -kInf, 1, 1, kInf, 1, 1, kInf, -kInf, 0, 1, 1, kInf, 2, 1, kNaN, 2, -0.0f, 0.5f};
+  const std::vector<float> x = {kNaN, 1, 1, -kInf, 1, 1, kInf, 1, 1,     kInf, -kInf,
+                                0,    1, 1, kInf,  2, 1, kNaN, 2, -0.0f, 0.5f};
   std::vector<float> w_transposed(n * k);  // [K, N], read with the transposed-weights flag
   for (size_t o = 0; o < n; ++o) {
     for (size_t i = 0; i < k; ++i) w_transposed[i * n + o] = w[o * k + i];
@@ -285,8 +286,8 @@ TEST(XnnpackNaN, ConvolutionsKeepNaNAndInfinities) {
     const uint32_t in = b.input({1, 4, 4, 3}, 0);
     const uint32_t conv = b.output({1, 4, 4, 8}, 1), depthwise = b.output({1, 4, 4, 3}, 2);
     b.convolution(NodeUnion::XNNConv2d, p, in, b.constant({8, 3, 3, 3}, filter), b.constant({8}, bias), conv, bounds);
-    b.convolution(NodeUnion::XNNDepthwiseConv2d, dw, in, b.constant({1, 3, 3, 3}, dw_filter),
-                  b.constant({3}, dw_bias), depthwise, bounds);
+    b.convolution(NodeUnion::XNNDepthwiseConv2d, dw, in, b.constant({1, 3, 3, 3}, dw_filter), b.constant({3}, dw_bias),
+                  depthwise, bounds);
     auto r = run_graph(b, {{{1, 4, 4, 3}, x}}, {{{1, 4, 4, 8}}, {{1, 4, 4, 3}}});
     ASSERT_EQ(r.size(), 2u);
     EXPECT_TRUE(same_ieee(r[0], conv_reference(x, 4, 4, 3, filter, bias, 3, 1, false, bounds)));

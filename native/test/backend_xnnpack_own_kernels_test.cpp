@@ -62,8 +62,8 @@ constexpr float kSentinel = 12345.0f;
 // `path`, `calls` times over the same tensors; the last call's output
 // (empty when the delegate could not be made or a call failed).
 std::vector<float> run_on_path(PayloadBuilder& builder, const std::vector<int64_t>& in_sizes,
-                               const std::vector<float>& x, const std::vector<int64_t>& out_sizes,
-                               xnn::DotPath path, int calls = 1) {
+                               const std::vector<float>& x, const std::vector<int64_t>& out_sizes, xnn::DotPath path,
+                               int calls = 1) {
   const auto payload = builder.finish(Layout::kConstantRegion, 2);
   xnn::XnnpackModuleContext context(BackendOptions{});
   auto delegate = make_delegate(payload, context, builder.lookup());
@@ -94,8 +94,8 @@ TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
           const auto want = reference(a, b, 1, m, k, n);
           const auto bt = transpose_batches(b, 1, k, n);
           for (bool transposed : {false, true}) {
-            SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + (transposed ? " transposed" : " plain") + " m=" +
-                         std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+            SCOPED_TRACE(std::string(xnn::dot_path_name(path)) + (transposed ? " transposed" : " plain") +
+                         " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
             // One row of sentinels past the end shows nothing is written beyond c.
             std::vector<float> c(m * n + n, kSentinel);
             xnn::matmul_f32(a.data(), transposed ? bt.data() : b.data(), c.data(), m, k, n, transposed);
@@ -148,8 +148,8 @@ TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
     const auto want = reference(a, b_plain, p.batches, p.m, p.k, p.n);
     const int64_t q = static_cast<int64_t>(p.batches), m = static_cast<int64_t>(p.m), k = static_cast<int64_t>(p.k),
                   n = static_cast<int64_t>(p.n);
-    const std::vector<int64_t> a_dims{q, m, k}, b_dims = p.transposed ? std::vector<int64_t>{q, n, k}
-                                                                       : std::vector<int64_t>{q, k, n};
+    const std::vector<int64_t> a_dims{q, m, k},
+        b_dims = p.transposed ? std::vector<int64_t>{q, n, k} : std::vector<int64_t>{q, k, n};
     const std::vector<int64_t> c_dims{q, m, n};
     std::vector<std::vector<float>> results;
     for (xnn::DotPath path : available_paths()) {
@@ -190,15 +190,14 @@ TEST(XnnpackOwnKernels, MatmulReadsATransposedCacheInPlace) {
     bool transposed_flag, folds;
   };
   const Case cases[] = {
-      {1024, 4, 32, 8, {1, 2, 0}, false, true},   // q times keys [heads, head_dim, positions]
-      {1024, 4, 32, 1, {1, 2, 0}, false, true},   // one query
-      {1024, 4, 32, 8, {1, 0, 2}, false, true},   // probabilities times values [heads, positions, head_dim]
-      {1024, 4, 32, 8, {1, 0, 2}, true, true},    // q times keys flagged transposed
-      {29, 3, 7, 5, {1, 2, 0}, false, true},      // remainders everywhere
-      {29, 3, 7, 5, {1, 0, 2}, false, true},
-      {29, 3, 7, 5, {1, 0, 2}, true, true},
-      {29, 3, 7, 5, {0, 2, 1}, false, true},      // batched by position, heads as columns
-      {29, 3, 7, 5, {2, 0, 1}, false, false},     // head_dim as the batch: copied first
+      {1024, 4, 32, 8, {1, 2, 0}, false, true},  // q times keys [heads, head_dim, positions]
+      {1024, 4, 32, 1, {1, 2, 0}, false, true},  // one query
+      {1024, 4, 32, 8, {1, 0, 2}, false, true},  // probabilities times values [heads, positions, head_dim]
+      {1024, 4, 32, 8, {1, 0, 2}, true, true},   // q times keys flagged transposed
+      {29, 3, 7, 5, {1, 2, 0}, false, true},     // remainders everywhere
+      {29, 3, 7, 5, {1, 0, 2}, false, true},    {29, 3, 7, 5, {1, 0, 2}, true, true},
+      {29, 3, 7, 5, {0, 2, 1}, false, true},   // batched by position, heads as columns
+      {29, 3, 7, 5, {2, 0, 1}, false, false},  // head_dim as the batch: copied first
   };
   auto to_u32 = [](const std::vector<size_t>& dims) { return std::vector<uint32_t>(dims.begin(), dims.end()); };
   auto to_i64 = [](const std::vector<size_t>& dims) { return std::vector<int64_t>(dims.begin(), dims.end()); };
@@ -269,10 +268,10 @@ TEST(XnnpackOwnKernels, MatmulReadsATransposedCacheInPlace) {
 // lifetimes, so a buffer living inside that union never overlaps them.
 TEST(XnnpackOwnKernels, MemoryPlanPlacesViewsWithTheirOwner) {
   std::vector<xnn::BufferLifetime> buffers(4);
-  buffers[0] = {256, 0, 1};                // produced at 0, reshaped at 1
-  buffers[1] = {256, 1, 5, 0};             // the reshape's output, read until 5
-  buffers[2] = {128, 2, 3};                // lives inside the view's lifetime only
-  buffers[3] = {256, 3, 6, 1};             // a view of the view
+  buffers[0] = {256, 0, 1};     // produced at 0, reshaped at 1
+  buffers[1] = {256, 1, 5, 0};  // the reshape's output, read until 5
+  buffers[2] = {128, 2, 3};     // lives inside the view's lifetime only
+  buffers[3] = {256, 3, 6, 1};  // a view of the view
   const xnn::BufferPlacement placement = xnn::place_buffers(buffers);
   EXPECT_EQ(placement.offsets[1], placement.offsets[0]);
   EXPECT_EQ(placement.offsets[3], placement.offsets[0]);
@@ -370,7 +369,8 @@ TEST(XnnpackOwnKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
     ASSERT_TRUE(delegate) << delegate.error().message;
     const size_t slot = xnn::round_up(6 * sizeof(float) + xnn::kReadPadding, xnn::kWorkspaceAlignment);
     EXPECT_EQ((*delegate)->declared_workspace_bytes(), read_again ? slot : 0u);
-    LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {3, 2}), other(ScalarType::kFloat, {2, 3});
+    LocalTensor input(ScalarType::kFloat, {2, 3}), output(ScalarType::kFloat, {3, 2}),
+        other(ScalarType::kFloat, {2, 3});
     input.fill(x);
     std::vector<LocalTensor*> args = {&input, &output};
     if (read_again) args.push_back(&other);
@@ -475,8 +475,8 @@ TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
   }
   const size_t finite = x.size();
   const float inf = std::numeric_limits<float>::infinity();
-  for (float special : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
-                        -std::numeric_limits<float>::quiet_NaN()}) {
+  for (float special :
+       {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()}) {
     x.push_back(special);
   }
   ASSERT_NE(x.size() % 8, 0u);
@@ -570,16 +570,15 @@ TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
     std::vector<uint32_t> dims, perm;
   };
   const Case cases[] = {
-      {{2, 3, 9, 21}, {0, 2, 3, 1}},   // RGB planes to pixels
-      {{1, 3, 4, 4}, {0, 2, 3, 1}},    // fewer than 8 pixels per row
-      {{1, 5, 6, 11}, {0, 2, 3, 1}},   // 5 planes: one strided pass per plane
-      {{1, 8, 7, 19}, {0, 2, 3, 1}},   // 8 planes: register tiles
-      {{2, 7, 5, 8}, {0, 3, 1, 2}},    // NHWC back to NCHW, 8 channels
-      {{1, 13, 17, 19}, {0, 3, 1, 2}}, // remainders on both sides of the tiles
-      {{3, 17, 19}, {0, 2, 1}},
-      {{2, 6, 3, 8}, {0, 2, 1, 3}},    // rows of 32 bytes kept whole (inlined chunks)
-      {{1, 5, 4, 32}, {0, 2, 1, 3}},   // 128 bytes (a head's slice of a cache position)
-      {{1, 5, 4, 33}, {0, 2, 1, 3}},   // 132 bytes (a library copy)
+      {{2, 3, 9, 21}, {0, 2, 3, 1}},                                  // RGB planes to pixels
+      {{1, 3, 4, 4}, {0, 2, 3, 1}},                                   // fewer than 8 pixels per row
+      {{1, 5, 6, 11}, {0, 2, 3, 1}},                                  // 5 planes: one strided pass per plane
+      {{1, 8, 7, 19}, {0, 2, 3, 1}},                                  // 8 planes: register tiles
+      {{2, 7, 5, 8}, {0, 3, 1, 2}},                                   // NHWC back to NCHW, 8 channels
+      {{1, 13, 17, 19}, {0, 3, 1, 2}},                                // remainders on both sides of the tiles
+      {{3, 17, 19}, {0, 2, 1}},        {{2, 6, 3, 8}, {0, 2, 1, 3}},  // rows of 32 bytes kept whole (inlined chunks)
+      {{1, 5, 4, 32}, {0, 2, 1, 3}},                                  // 128 bytes (a head's slice of a cache position)
+      {{1, 5, 4, 33}, {0, 2, 1, 3}},                                  // 132 bytes (a library copy)
   };
   for (const Case& c : cases) {
     const size_t rank = c.dims.size();
@@ -644,7 +643,8 @@ TEST(XnnpackOwnKernels, ConcatenatesShortAndLongChannelRows) {
       for (size_t c = 0; c < channels[i]; ++c) want[p * total + first + c] = x[p * channels[i] + c];
     }
     first += channels[i];
-    tensors.push_back(std::make_unique<LocalTensor>(ScalarType::kFloat, std::vector<int64_t>{1, height, width, channels[i]}));
+    tensors.push_back(
+        std::make_unique<LocalTensor>(ScalarType::kFloat, std::vector<int64_t>{1, height, width, channels[i]}));
     tensors.back()->fill(x);
     args.push_back(tensors.back().get());
   }
@@ -667,12 +667,12 @@ TEST(XnnpackOwnKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
   };
   const float inf = std::numeric_limits<float>::infinity();
   const Case cases[] = {
-      {1, 4, 9, 8, 8, 2, 2, true, 0.0f, inf},       // 16 outputs per patch row
-      {2, 3, 11, 5, 3, 3, 3, true, -0.2f, 0.3f},    // 9
-      {1, 2, 5, 17, 5, 2, 2, false, -inf, inf},     // 10, odd input channels
-      {1, 6, 13, 8, 1, 2, 2, true, -inf, inf},      // 2: by pixel
-      {2, 3, 7, 3, 2, 1, 3, false, -0.1f, 0.25f},   // 6: by pixel, one row per patch
-      {1, 1, 1, 4, 7, 2, 1, true, -inf, inf},       // 7: a single pixel
+      {1, 4, 9, 8, 8, 2, 2, true, 0.0f, inf},      // 16 outputs per patch row
+      {2, 3, 11, 5, 3, 3, 3, true, -0.2f, 0.3f},   // 9
+      {1, 2, 5, 17, 5, 2, 2, false, -inf, inf},    // 10, odd input channels
+      {1, 6, 13, 8, 1, 2, 2, true, -inf, inf},     // 2: by pixel
+      {2, 3, 7, 3, 2, 1, 3, false, -0.1f, 0.25f},  // 6: by pixel, one row per patch
+      {1, 1, 1, 4, 7, 2, 1, true, -inf, inf},      // 7: a single pixel
   };
   for (const Case& c : cases) {
     const uint32_t out_h = c.height * c.kernel_h, out_w = c.width * c.kernel_w;

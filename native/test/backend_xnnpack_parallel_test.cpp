@@ -130,8 +130,8 @@ void build_linear(TestGraph& g, size_t rows, size_t in, size_t out, Weights weig
   const std::vector<uint32_t> in_dims = u32(g.inputs[0].sizes);
   const uint32_t x = b.input(in_dims, 0);
   auto token = fbx::CreatePerTokenDynamicQuant(b.fbb(), 1);
-  const uint32_t q = b.quantized_with(fbx::Datatype::qdint8, in_dims, fbx::QuantParams::PerTokenDynamicQuant,
-                                      token.Union());
+  const uint32_t q =
+      b.quantized_with(fbx::Datatype::qdint8, in_dims, fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   const uint32_t o = static_cast<uint32_t>(out), i = static_cast<uint32_t>(in);
   uint32_t filter = 0;
   std::vector<float> scales;
@@ -200,9 +200,9 @@ void build_conv(TestGraph& g, size_t images, size_t height, size_t width, const 
       b.quantized_with(fbx::Datatype::qdint8, u32(in_sizes), fbx::QuantParams::PerTokenDynamicQuant, token.Union());
   std::vector<float> scales;
   for (size_t n = 0; n < out_channels; ++n) scales.push_back(static_cast<float>(1 + n % 9) / 256.0f);
-  const uint32_t filter = b.channelwise(
-      fbx::Datatype::qcint8, {uint32_t(out_channels), p.kernel_h, p.kernel_w, p.group_in}, scales, 0,
-      random_bytes(out_channels * p.kernel_h * p.kernel_w * p.group_in, 12));
+  const uint32_t filter =
+      b.channelwise(fbx::Datatype::qcint8, {uint32_t(out_channels), p.kernel_h, p.kernel_w, p.group_in}, scales, 0,
+                    random_bytes(out_channels * p.kernel_h * p.kernel_w * p.group_in, 12));
   const uint32_t bias = b.constant({uint32_t(out_channels)}, pseudo_random(out_channels, 13, 0.5f));
   const uint32_t y = b.output(u32(g.output_sizes), 1);
   b.unary(NodeUnion::XNNConvert, x, q);
@@ -286,8 +286,9 @@ TEST(XnnpackParallelKernels, PatchDeconvolutionSplitsInputRows) {
     g.inputs.push_back({in_sizes, pseudo_random(count_of(in_sizes), 31)});
     g.output_sizes = {c.batch, c.height * c.kernel, c.width * c.kernel, c.out_channels};
     const uint32_t in = g.builder.input(u32(in_sizes), 0);
-    const uint32_t f = g.builder.constant({c.out_channels, c.kernel, c.kernel, c.in_channels},
-                                          pseudo_random(size_t{c.out_channels} * c.kernel * c.kernel * c.in_channels, 32));
+    const uint32_t f =
+        g.builder.constant({c.out_channels, c.kernel, c.kernel, c.in_channels},
+                           pseudo_random(size_t{c.out_channels} * c.kernel * c.kernel * c.in_channels, 32));
     const uint32_t b = g.builder.constant({c.out_channels}, pseudo_random(c.out_channels, 33));
     const uint32_t out = g.builder.output(u32(g.output_sizes), 1);
     g.builder.convolution(NodeUnion::XNNConvTranspose2d, p, in, f, b, out, std::make_pair(-0.5f, 0.75f));
@@ -316,33 +317,35 @@ TEST(XnnpackParallelKernels, DataMovementSplitsRowsAndBlocks) {
     std::vector<uint32_t> perm;
   };
   const Transpose transposes[] = {
-      {{2, 3, 37, 41}, {0, 2, 3, 1}},    // RGB planes to pixels
-      {{2, 37, 29, 8}, {0, 3, 1, 2}},    // NHWC to NCHW: blocks
-      {{75, 133}, {1, 0}},               // one block: runs of rows
-      {{300, 5}, {1, 0}},                // few columns
-      {{1, 9, 70, 32}, {0, 2, 1, 3}},    // innermost kept: rows copied
-      {{256, 64, 8}, {1, 0, 2}},         // the same, big enough for the real minimum
-      {{512, 600}, {1, 0}},              // a transpose big enough for it
+      {{2, 3, 37, 41}, {0, 2, 3, 1}},  // RGB planes to pixels
+      {{2, 37, 29, 8}, {0, 3, 1, 2}},  // NHWC to NCHW: blocks
+      {{75, 133}, {1, 0}},             // one block: runs of rows
+      {{300, 5}, {1, 0}},              // few columns
+      {{1, 9, 70, 32}, {0, 2, 1, 3}},  // innermost kept: rows copied
+      {{256, 64, 8}, {1, 0, 2}},       // the same, big enough for the real minimum
+      {{512, 600}, {1, 0}},            // a transpose big enough for it
   };
   for (const Transpose& t : transposes) {
     std::vector<int64_t> out_sizes;
     for (uint32_t p : t.perm) out_sizes.push_back(t.dims[p]);
-    SCOPED_TRACE("transpose of " + std::to_string(count_of(t.dims)) + " elements, rank " + std::to_string(t.dims.size()));
-    expect_same_bits_on_any_threads(movement(t.dims, out_sizes, [&](PayloadBuilder& b, uint32_t in, uint32_t out) {
-      b.transpose(t.perm, in, out);
-    }));
+    SCOPED_TRACE("transpose of " + std::to_string(count_of(t.dims)) + " elements, rank " +
+                 std::to_string(t.dims.size()));
+    expect_same_bits_on_any_threads(movement(
+        t.dims, out_sizes, [&](PayloadBuilder& b, uint32_t in, uint32_t out) { b.transpose(t.perm, in, out); }));
   }
   {
     SCOPED_TRACE("slice");
-    expect_same_bits_on_any_threads(movement({7, 40, 33}, {5, 31, 20}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {
-      b.slice({1, 4, 9}, {5, 31, 20}, in, out);
-    }));
+    expect_same_bits_on_any_threads(
+        movement({7, 40, 33}, {5, 31, 20}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {
+          b.slice({1, 4, 9}, {5, 31, 20}, in, out);
+        }));
   }
   {
     SCOPED_TRACE("copy of an input into an output");
-    expect_same_bits_on_any_threads(movement({300, 1000}, {1000, 300}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {
-      b.reshape({1000, 300}, in, out);
-    }));
+    expect_same_bits_on_any_threads(
+        movement({300, 1000}, {1000, 300}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {
+          b.reshape({1000, 300}, in, out);
+        }));
   }
   {
     SCOPED_TRACE("concatenation");

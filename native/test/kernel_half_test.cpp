@@ -243,9 +243,9 @@ TEST(KernelHalf, PromotionFollowsPyTorch) {
   Args scalar;
   scalar.tensor(h).real(0.1).integer(1).tensor(kept).same_as(3);
   ASSERT_TRUE(is_ok(run_kernel("aten::add.Scalar_out", scalar)));
-  EXPECT_TRUE(same_floats(floats_of(kept), {rounded(ScalarType::kHalf, 1.5f + 0.1f),
-                                            rounded(ScalarType::kHalf, -2.0f + 0.1f),
-                                            rounded(ScalarType::kHalf, 1000.0f + 0.1f)}));
+  EXPECT_TRUE(
+      same_floats(floats_of(kept), {rounded(ScalarType::kHalf, 1.5f + 0.1f), rounded(ScalarType::kHalf, -2.0f + 0.1f),
+                                    rounded(ScalarType::kHalf, 1000.0f + 0.1f)}));
 
   // Comparisons promote the same way.
   Tensor& flags = store.make_empty(ScalarType::kBool, {3});
@@ -543,8 +543,8 @@ TEST(KernelHalf, ShapeAndIndexingOpsMoveSixteenBitElements) {
     Args embedding;
     embedding.tensor(self).tensor(tokens).integer(-1).boolean(false).boolean(false).tensor(rows).same_as(5);
     ASSERT_TRUE(is_ok(run_kernel("aten::embedding.out", embedding)));
-    EXPECT_EQ(bits_of(rows), (std::vector<uint16_t>{bits[3], bits[4], bits[5], bits[0], bits[1], bits[2], bits[3],
-                                                     bits[4], bits[5]}));
+    EXPECT_EQ(bits_of(rows),
+              (std::vector<uint16_t>{bits[3], bits[4], bits[5], bits[0], bits[1], bits[2], bits[3], bits[4], bits[5]}));
 
     Tensor& picked = store.make_empty(dtype, {2, 1});
     Tensor& index = store.make<int64_t>({1}, {2});
@@ -612,7 +612,13 @@ TEST(KernelHalf, ExtremesCompareExactlyAndKeepTheStoredBits) {
     Tensor& top_indices = store.make_empty(ScalarType::kLong, {1, 2});
     Tensor& first_row = make_16bit(store, dtype, {1, 4}, {0.5f, 3.25f, -1.0f, 3.0f});
     Args topk;
-    topk.tensor(first_row).integer(2).integer(-1).boolean(true).boolean(true).tensor(top_values).tensor(top_indices)
+    topk.tensor(first_row)
+        .integer(2)
+        .integer(-1)
+        .boolean(true)
+        .boolean(true)
+        .tensor(top_values)
+        .tensor(top_indices)
         .tensors({&top_values, &top_indices});
     ASSERT_TRUE(is_ok(run_kernel("aten::topk.values", topk)));
     EXPECT_EQ(values_of<int64_t>(top_indices), (std::vector<int64_t>{1, 3}));
@@ -646,7 +652,7 @@ TEST(KernelHalf, FactoriesScatterPadClampCumsumAndScalarReads) {
     arange.real(0.0).real(1.0).real(0.3).tensor(range).same_as(3);
     ASSERT_TRUE(is_ok(run_kernel("aten::arange.start_out", arange)));
     EXPECT_EQ(floats_of(range), (std::vector<float>{0.0f, rounded(dtype, 0.3f), rounded(dtype, 0.6f),
-                                                     rounded(dtype, static_cast<float>(3 * 0.3))}));
+                                                    rounded(dtype, static_cast<float>(3 * 0.3))}));
 
     Tensor& self = make_16bit(store, dtype, {1, 3}, {1.5f, -2.0f, 9.0f});
     Tensor& index = store.make<int64_t>({1, 1}, {2});
@@ -676,8 +682,8 @@ TEST(KernelHalf, FactoriesScatterPadClampCumsumAndScalarReads) {
     Args cumsum;
     cumsum.tensor(steps).integer(0).none().tensor(running).same_as(3);
     ASSERT_TRUE(is_ok(run_kernel("aten::cumsum.out", cumsum)));
-    EXPECT_EQ(floats_of(running), (std::vector<float>{256.0f, rounded(dtype, 256.75f), rounded(dtype, 257.5f),
-                                                       rounded(dtype, 258.25f)}));
+    EXPECT_EQ(floats_of(running),
+              (std::vector<float>{256.0f, rounded(dtype, 256.75f), rounded(dtype, 257.5f), rounded(dtype, 258.25f)}));
 
     Tensor& one = make_16bit(store, dtype, {1}, {-0.1f});
     Args scalar;
@@ -697,18 +703,23 @@ TEST(KernelHalf, SumAndMeanAccumulateWideAndRoundOnce) {
   Args sum;
   sum.tensor(self).ints({1}).boolean(false).none().tensor(sums).same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::sum.IntList_out", sum)));
-  EXPECT_EQ(floats_of(sums), (std::vector<float>{2050.0f, rounded(ScalarType::kHalf, static_cast<float>(
-                                                                 static_cast<double>(x[3]) + x[4] + x[5]))}));
+  EXPECT_EQ(floats_of(sums),
+            (std::vector<float>{
+                2050.0f, rounded(ScalarType::kHalf, static_cast<float>(static_cast<double>(x[3]) + x[4] + x[5]))}));
 
   Tensor& means = store.make_empty(ScalarType::kBFloat16, {2, 1});
   Args mean;
-  mean.tensor(self).ints({-1}).boolean(true).integer(static_cast<int64_t>(ScalarType::kBFloat16)).tensor(means)
+  mean.tensor(self)
+      .ints({-1})
+      .boolean(true)
+      .integer(static_cast<int64_t>(ScalarType::kBFloat16))
+      .tensor(means)
       .same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::mean.out", mean)));
   EXPECT_EQ(floats_of(means),
-            (std::vector<float>{rounded(ScalarType::kBFloat16, 2050.0f / 3),
-                                rounded(ScalarType::kBFloat16,
-                                        static_cast<float>((static_cast<double>(x[3]) + x[4] + x[5]) / 3))}));
+            (std::vector<float>{
+                rounded(ScalarType::kBFloat16, 2050.0f / 3),
+                rounded(ScalarType::kBFloat16, static_cast<float>((static_cast<double>(x[3]) + x[4] + x[5]) / 3))}));
 }
 
 }  // namespace

@@ -91,7 +91,16 @@ TEST_P(CustomSdpa, MatchesDirectFormulation) {
   Tensor& v = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, v_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {c.batch, c.sequence, c.heads, c.head_dim});
   Args args;
-  args.tensor(q).tensor(k).tensor(v).integer(c.start_pos).none().real(0.0).boolean(c.causal).none().tensor(out).same_as(8);
+  args.tensor(q)
+      .tensor(k)
+      .tensor(v)
+      .integer(c.start_pos)
+      .none()
+      .real(0.0)
+      .boolean(c.causal)
+      .none()
+      .tensor(out)
+      .same_as(8);
   ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, nullptr, scale), 2e-5f);
@@ -99,12 +108,12 @@ TEST_P(CustomSdpa, MatchesDirectFormulation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CustomSdpa,
-    ::testing::Values(AttentionCase{1, 1, 2, 2, 8, 16, 0, true},     // first decode step
-                      AttentionCase{1, 1, 4, 2, 8, 16, 9, true},     // decode with grouped heads
-                      AttentionCase{1, 5, 4, 1, 16, 16, 3, true},    // chunked prefill after 3 tokens, one kv head
-                      AttentionCase{2, 4, 2, 2, 4, 8, 4, true},      // batch 2, fills the cache exactly
-                      AttentionCase{1, 3, 2, 2, 8, 10, 2, false},    // non-causal: every visible key
-                      AttentionCase{1, 6, 6, 3, 8, 12, 0, true}));   // prefill from position 0
+    ::testing::Values(AttentionCase{1, 1, 2, 2, 8, 16, 0, true},    // first decode step
+                      AttentionCase{1, 1, 4, 2, 8, 16, 9, true},    // decode with grouped heads
+                      AttentionCase{1, 5, 4, 1, 16, 16, 3, true},   // chunked prefill after 3 tokens, one kv head
+                      AttentionCase{2, 4, 2, 2, 4, 8, 4, true},     // batch 2, fills the cache exactly
+                      AttentionCase{1, 3, 2, 2, 8, 10, 2, false},   // non-causal: every visible key
+                      AttentionCase{1, 6, 6, 3, 8, 12, 0, true}));  // prefill from position 0
 
 TEST(CustomSdpa, AddsMaskAndUsesExplicitScale) {
   const AttentionCase c{1, 2, 2, 1, 4, 6, 1, false};
@@ -139,9 +148,9 @@ TEST(CustomSdpa, MaskCoversTheWholeCache) {
   const auto v_values = rng.floats(static_cast<size_t>(c.capacity * c.kv_heads * c.head_dim));
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> mask_values = {
-      0.0f,  -0.5f, 0.25f, -inf, 1.0f,  0.0f,  -2.0f, 0.75f,  // row 0 sees keys past position 2
-      -inf,  0.0f,  0.0f,  0.5f, -inf,  -1.0f, 0.0f,  -inf,   //
-      1.5f,  -inf,  0.0f,  0.0f, 0.25f, -inf,  -inf,  0.0f,   //
+      0.0f, -0.5f, 0.25f, -inf, 1.0f,  0.0f,  -2.0f, 0.75f,  // row 0 sees keys past position 2
+      -inf, 0.0f,  0.0f,  0.5f, -inf,  -1.0f, 0.0f,  -inf,   //
+      1.5f, -inf,  0.0f,  0.0f, 0.25f, -inf,  -inf,  0.0f,   //
   };
   Tensor& q = store.make<float>({1, 3, 4, 8}, q_values);
   Tensor& k = store.make<float>({1, 8, 2, 8}, k_values);
@@ -149,7 +158,15 @@ TEST(CustomSdpa, MaskCoversTheWholeCache) {
   Tensor& mask = store.make<float>({3, 8}, mask_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 3, 4, 8});
   Args args;
-  args.tensor(q).tensor(k).tensor(v).integer(c.start_pos).tensor(mask).real(0.0).boolean(false).none().tensor(out)
+  args.tensor(q)
+      .tensor(k)
+      .tensor(v)
+      .integer(c.start_pos)
+      .tensor(mask)
+      .real(0.0)
+      .boolean(false)
+      .none()
+      .tensor(out)
       .same_as(8);
   ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
   const double scale = 1.0 / std::sqrt(8.0);
@@ -159,8 +176,16 @@ TEST(CustomSdpa, MaskCoversTheWholeCache) {
   // A mask as wide as start_pos + sequence only (the rule before ExecuTorch 0.7) is refused.
   Tensor& narrow = store.make<float>({3, 5}, std::vector<float>(15, 0.0f));
   Args old_rule;
-  old_rule.tensor(q).tensor(k).tensor(v).integer(c.start_pos).tensor(narrow).real(0.0).boolean(false).none()
-      .tensor(out).same_as(8);
+  old_rule.tensor(q)
+      .tensor(k)
+      .tensor(v)
+      .integer(c.start_pos)
+      .tensor(narrow)
+      .real(0.0)
+      .boolean(false)
+      .none()
+      .tensor(out)
+      .same_as(8);
   EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", old_rule), {"attn_mask", "must be [3, 8]"}));
 }
 
@@ -173,8 +198,7 @@ TEST(SdpaWithKvCache, MaskCoversTheWholeCache) {
   const auto v_new = rng.floats(16);
   auto k_cache_values = rng.floats(48);
   auto v_cache_values = rng.floats(48);
-  const std::vector<float> mask_values = {0.0f, 0.5f, -1.0f, 0.0f, 0.25f, -0.75f,
-                                          -0.25f, 0.0f, 0.0f, 1.0f, 0.0f, 0.5f};
+  const std::vector<float> mask_values = {0.0f, 0.5f, -1.0f, 0.0f, 0.25f, -0.75f, -0.25f, 0.0f, 0.0f, 1.0f, 0.0f, 0.5f};
   Tensor& q = store.make<float>({1, 2, 2, 4}, q_values);
   Tensor& k = store.make<float>({1, 2, 2, 4}, k_new);
   Tensor& v = store.make<float>({1, 2, 2, 4}, v_new);
@@ -183,8 +207,19 @@ TEST(SdpaWithKvCache, MaskCoversTheWholeCache) {
   Tensor& mask = store.make<float>({2, 6}, mask_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
   Args args;
-  args.tensor(q).tensor(k).tensor(v).tensor(k_cache).tensor(v_cache).integer(1).integer(2).tensor(mask).real(0.0)
-      .boolean(false).none().tensor(out).same_as(11);
+  args.tensor(q)
+      .tensor(k)
+      .tensor(v)
+      .tensor(k_cache)
+      .tensor(v_cache)
+      .integer(1)
+      .integer(2)
+      .tensor(mask)
+      .real(0.0)
+      .boolean(false)
+      .none()
+      .tensor(out)
+      .same_as(11);
   ASSERT_TRUE(is_ok(run_kernel("llama::sdpa_with_kv_cache.out", args)));
   std::copy(k_new.begin(), k_new.end(), k_cache_values.begin() + 1 * 8);
   std::copy(v_new.begin(), v_new.end(), v_cache_values.begin() + 1 * 8);
@@ -410,7 +445,9 @@ TEST(TiledSdpa, NanAndInfinitiesPropagateAsInPyTorch) {
 
   const AttentionCase plain{1, 5, 2, 2, 8, 6, 1, false};
   SdpaInputs masked = random_inputs(plain, true, 59);
-  auto mask_at = [&](int64_t r, int64_t j) -> float& { return masked.mask[static_cast<size_t>(r * plain.capacity + j)]; };
+  auto mask_at = [&](int64_t r, int64_t j) -> float& {
+    return masked.mask[static_cast<size_t>(r * plain.capacity + j)];
+  };
   for (int64_t j = 0; j < plain.capacity; ++j) mask_at(0, j) = -inf;
   for (int64_t j = 0; j < plain.capacity; ++j) mask_at(3, j) = 0.0f;
   for (int64_t j = 0; j < plain.capacity; ++j) mask_at(4, j) = 0.5f;
@@ -502,16 +539,27 @@ TEST(SdpaWithKvCache, EqualsUpdateThenAttend) {
   Tensor& v_cache = store.make<float>({1, 6, 2, 4}, v_cache_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 4, 4});
   Args args;
-  args.tensor(q).tensor(k).tensor(v).tensor(k_cache).tensor(v_cache).integer(3).integer(2).none().real(0.0)
-      .boolean(true).none().tensor(out).same_as(11);
+  args.tensor(q)
+      .tensor(k)
+      .tensor(v)
+      .tensor(k_cache)
+      .tensor(v_cache)
+      .integer(3)
+      .integer(2)
+      .none()
+      .real(0.0)
+      .boolean(true)
+      .none()
+      .tensor(out)
+      .same_as(11);
   ASSERT_TRUE(is_ok(run_kernel("llama::sdpa_with_kv_cache.out", args)));
   // The new rows land at positions 3 and 4 of both caches.
   std::copy(k_new.begin(), k_new.end(), k_cache_values.begin() + 3 * 8);
   std::copy(v_new.begin(), v_new.end(), v_cache_values.begin() + 3 * 8);
   EXPECT_EQ(values_of<float>(k_cache), k_cache_values);
   EXPECT_EQ(values_of<float>(v_cache), v_cache_values);
-  expect_near_all(values_of<float>(out),
-                  reference_attention(c, q_values, k_cache_values, v_cache_values, nullptr, 0.5), 2e-5f);
+  expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_cache_values, v_cache_values, nullptr, 0.5),
+                  2e-5f);
 }
 
 }  // namespace

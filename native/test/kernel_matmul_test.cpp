@@ -21,7 +21,8 @@ std::vector<double> naive_matmul(const std::vector<float>& a, const std::vector<
 
 TEST(KernelMatmul, MmMatchesNaiveProduct) {
   Lcg rng(17);
-  for (auto [n, m, p] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {3, 5, 2}, {16, 9, 33}, {4, 0, 3}}) {
+  for (auto [n, m, p] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 1}, {3, 5, 2}, {16, 9, 33}, {4, 0, 3}}) {
     TensorStore store;
     const auto a = rng.floats(static_cast<size_t>(n * m));
     const auto b = rng.floats(static_cast<size_t>(m * p));

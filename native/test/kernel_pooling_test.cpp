@@ -306,8 +306,7 @@ TEST(KernelPooling, BatchNormUsesRunningStatisticsPerChannel) {
   Lcg rng(8);
   const auto values = rng.floats(2 * 3 * 4);
   Tensor& input = store.make<float>({2, 3, 4}, values);
-  const std::vector<float> w = {1.5f, -1, 0.5f}, b = {0.1f, 0.2f, -0.3f}, mean = {0.5f, -0.25f, 0},
-                           var = {1, 4, 0.25f};
+  const std::vector<float> w = {1.5f, -1, 0.5f}, b = {0.1f, 0.2f, -0.3f}, mean = {0.5f, -0.25f, 0}, var = {1, 4, 0.25f};
   Tensor& weight = store.make<float>({3}, w);
   Tensor& bias = store.make<float>({3}, b);
   Tensor& running_mean = store.make<float>({3}, mean);
@@ -379,8 +378,8 @@ TEST(KernelPooling, NearestUpsampleRepeatsPixelsByFloorOfTheScaledIndex) {
 
 // Bilinear reference from the formulas: source = (d + 0.5) * in / out - 0.5
 // clamped at 0 (or d * (in - 1) / (out - 1) with align_corners).
-std::vector<double> reference_bilinear(const std::vector<float>& in, int64_t h, int64_t w, int64_t out_h,
-                                       int64_t out_w, bool align_corners) {
+std::vector<double> reference_bilinear(const std::vector<float>& in, int64_t h, int64_t w, int64_t out_h, int64_t out_w,
+                                       bool align_corners) {
   auto source = [&](int64_t d, int64_t in_size, int64_t out_size) {
     if (align_corners) return out_size > 1 ? d * double(in_size - 1) / double(out_size - 1) : 0.0;
     return std::max(0.0, (d + 0.5) * double(in_size) / double(out_size) - 0.5);
@@ -429,7 +428,8 @@ TEST(KernelPooling, BilinearUpsampleWithAndWithoutAlignCorners) {
     ASSERT_TRUE(is_ok(run_kernel("aten::upsample_bilinear2d.vec_out", args)));
     const auto result = values_of<float>(big);
     for (size_t p = 0; p < 6; ++p) {
-      const std::vector<float> plane(values.begin() + static_cast<long>(p * 12), values.begin() + static_cast<long>(p * 12 + 12));
+      const std::vector<float> plane(values.begin() + static_cast<long>(p * 12),
+                                     values.begin() + static_cast<long>(p * 12 + 12));
       const auto ref = reference_bilinear(plane, 3, 4, 7, 5, align);
       for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(result[p * 35 + i], ref[i], 1e-5) << align << " " << i;
     }

@@ -17,12 +17,12 @@ namespace {
 
 using ::etna::test::testdata_dir;
 
-#define REQUIRE_PROGRAM(program, file)                                                    \
-  if (!std::filesystem::exists(testdata_dir() + "/" + file)) {                            \
-    GTEST_FAIL() << "test fixture not found: " << testdata_dir() << "/" << file;         \
-  }                                                                                       \
-  auto program##_result = Program::load_file(testdata_dir() + "/" + file);                \
-  ASSERT_TRUE(program##_result) << program##_result.error().message;                      \
+#define REQUIRE_PROGRAM(program, file)                                           \
+  if (!std::filesystem::exists(testdata_dir() + "/" + file)) {                   \
+    GTEST_FAIL() << "test fixture not found: " << testdata_dir() << "/" << file; \
+  }                                                                              \
+  auto program##_result = Program::load_file(testdata_dir() + "/" + file);       \
+  ASSERT_TRUE(program##_result) << program##_result.error().message;             \
   const Program& program = **program##_result
 
 // One method's values, built from the file, and a loop over its KernelCalls.
@@ -41,12 +41,10 @@ class KernelOnlyMethod {
         case fb::KernelTypes::IntValue: slot = EValue::from_int(value.val_as_IntValue()->int_val()); break;
         case fb::KernelTypes::BoolValue: slot = EValue::from_bool(value.val_as_BoolValue()->bool_val()); break;
         case fb::KernelTypes::DoubleValue: slot = EValue::from_double(value.val_as_DoubleValue()->double_val()); break;
-        case fb::KernelTypes::StringValue:
-        {
+        case fb::KernelTypes::StringValue: {
           const auto* text = value.val_as_StringValue()->string_val();
           slot = EValue::from_string(std::string_view(text->c_str(), text->size()));
-        }
-          break;
+        } break;
         case fb::KernelTypes::Tensor: ETNA_TRY(make_tensor(program, *value.val_as_Tensor(), slot)); break;
         case fb::KernelTypes::IntList: {
           const auto* items = value.val_as_IntList()->items();
@@ -58,7 +56,8 @@ class KernelOnlyMethod {
         case fb::KernelTypes::TensorList:
         case fb::KernelTypes::OptionalTensorList: {
           const bool optional = value.val_type() == fb::KernelTypes::OptionalTensorList;
-          const auto* items = optional ? value.val_as_OptionalTensorList()->items() : value.val_as_TensorList()->items();
+          const auto* items =
+              optional ? value.val_as_OptionalTensorList()->items() : value.val_as_TensorList()->items();
           auto& pointers = lists_.emplace_back();
           for (int32_t item : *items) pointers.push_back(item < 0 ? nullptr : &slots_[static_cast<size_t>(item)]);
           slot = EValue::from_tensor_list(pointers.data(), pointers.size(), optional);
@@ -70,7 +69,9 @@ class KernelOnlyMethod {
     return Status::ok();
   }
 
-  Tensor& input(size_t i) { return slots_[static_cast<size_t>(plan_->inputs()->Get(static_cast<uint32_t>(i)))].to_tensor(); }
+  Tensor& input(size_t i) {
+    return slots_[static_cast<size_t>(plan_->inputs()->Get(static_cast<uint32_t>(i)))].to_tensor();
+  }
   EValue& output(size_t i) { return slots_[static_cast<size_t>(plan_->outputs()->Get(static_cast<uint32_t>(i)))]; }
 
   // Runs every KernelCall in order; reports the first failure.
@@ -84,7 +85,8 @@ class KernelOnlyMethod {
         if (!kernel) return make_error(ErrorCode::kUnsupportedOperator, key);
         std::vector<EValue*> args;
         for (int32_t index : *call->args()) args.push_back(&slots_[static_cast<size_t>(index)]);
-        if (kernel->arity != static_cast<int>(args.size())) return make_error(ErrorCode::kInvalidProgram, key + " arity");
+        if (kernel->arity != static_cast<int>(args.size()))
+          return make_error(ErrorCode::kInvalidProgram, key + " arity");
         ETNA_TRY(kernel->fn(KernelArgs{args.data(), args.size()}));
       }
     }
@@ -100,8 +102,8 @@ class KernelOnlyMethod {
     const size_t nbytes = owned->tensor.nbytes();
     owned->words.assign(nbytes / 8 + 2, 0);
     owned->tensor.set_data(owned->words.data(), nbytes);
-    const bool external = source.extra_tensor_info() &&
-                          source.extra_tensor_info()->location() == fb::TensorDataLocation::EXTERNAL;
+    const bool external =
+        source.extra_tensor_info() && source.extra_tensor_info()->location() == fb::TensorDataLocation::EXTERNAL;
     if (source.data_buffer_idx() > 0 && !external) {
       auto bytes = source.allocation_info() ? program.mutable_initial_data(source.data_buffer_idx(), nbytes)
                                             : program.constant_data(source.data_buffer_idx(), nbytes);

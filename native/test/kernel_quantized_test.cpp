@@ -20,9 +20,9 @@ TEST(RealElements, HalfAndBfloat16RoundTripAndRoundToEven) {
   EXPECT_EQ(float_to_half(1.0f), 0x3C00);
   EXPECT_EQ(float_to_half(-2.0f), 0xC000);
   EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);
-  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);               // overflows to infinity
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);  // overflows to infinity
   EXPECT_EQ(float_to_half(0.1f), 0x2E66);
-  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
+  EXPECT_EQ(float_to_half(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
   EXPECT_EQ(float_to_half(1.0f + std::ldexp(1.0f, -11)), 0x3C00);      // tie, stays even
   EXPECT_EQ(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);  // tie, rounds up to even
   EXPECT_EQ(half_to_float(0x3555), 0.333251953125f);
@@ -44,7 +44,14 @@ TEST(QuantizePerTensor, RoundsTiesToEvenAndClamps) {
   Tensor& out = store.make_empty(ScalarType::kChar, {6});
   Args args;
   // scale 0.5, zero point 3, range [-10, 20]
-  args.tensor(input).real(0.5).integer(3).integer(-10).integer(20).integer(int(ScalarType::kChar)).tensor(out).same_as(6);
+  args.tensor(input)
+      .real(0.5)
+      .integer(3)
+      .integer(-10)
+      .integer(20)
+      .integer(int(ScalarType::kChar))
+      .tensor(out)
+      .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", args)));
   // 0.5 -> 0 (even), 1.5 -> 2, -0.5 -> -0, 20 + 3 clamps to 20, -200 + 3 clamps to -10, 2 + 3
   EXPECT_EQ(values_of<int8_t>(out), (std::vector<int8_t>{3, 5, 3, 20, -10, 5}));
@@ -57,16 +64,36 @@ TEST(QuantizePerTensor, TensorArgsAndRangeChecks) {
   Tensor& zero_point = store.make<int64_t>({1}, {10});
   Tensor& out = store.make_empty(ScalarType::kByte, {3});
   Args args;
-  args.tensor(input).tensor(scale).tensor(zero_point).integer(0).integer(255).integer(int(ScalarType::kByte))
-      .tensor(out).same_as(6);
+  args.tensor(input)
+      .tensor(scale)
+      .tensor(zero_point)
+      .integer(0)
+      .integer(255)
+      .integer(int(ScalarType::kByte))
+      .tensor(out)
+      .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out", args)));
   EXPECT_EQ(values_of<uint8_t>(out), (std::vector<uint8_t>{10, 14, 18}));
 
   Args wide;
-  wide.tensor(input).real(0.25).integer(0).integer(0).integer(300).integer(int(ScalarType::kByte)).tensor(out).same_as(6);
+  wide.tensor(input)
+      .real(0.25)
+      .integer(0)
+      .integer(0)
+      .integer(300)
+      .integer(int(ScalarType::kByte))
+      .tensor(out)
+      .same_as(6);
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::quantize_per_tensor.out", wide), {"does not fit uint8"}));
   Args mismatch;
-  mismatch.tensor(input).real(0.25).integer(0).integer(0).integer(127).integer(int(ScalarType::kChar)).tensor(out).same_as(6);
+  mismatch.tensor(input)
+      .real(0.25)
+      .integer(0)
+      .integer(0)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .tensor(out)
+      .same_as(6);
   EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", mismatch)));
 }
 
@@ -75,23 +102,43 @@ TEST(DequantizePerTensor, SubtractsZeroPointThenScalesWithOrWithoutOutDtype) {
   Tensor& input = store.make<int8_t>({4}, {-128, -1, 0, 127});
   Tensor& out = store.make_empty(ScalarType::kFloat, {4});
   Args old_form;
-  old_form.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar)).tensor(out)
+  old_form.tensor(input)
+      .real(0.5)
+      .integer(-1)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .tensor(out)
       .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", old_form)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{-63.5f, 0.0f, 0.5f, 64.0f}));
 
   Tensor& half_out = store.make_empty(ScalarType::kHalf, {4});
   Args new_form;
-  new_form.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kHalf)).tensor(half_out).same_as(7);
+  new_form.tensor(input)
+      .real(0.5)
+      .integer(-1)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kHalf))
+      .tensor(half_out)
+      .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", new_form)));
   const auto bits = values_of<int16_t>(half_out);
   EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[0])), -63.5f);
   EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[3])), 64.0f);
 
   Args wrong_out;
-  wrong_out.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kFloat)).tensor(half_out).same_as(7);
+  wrong_out.tensor(input)
+      .real(0.5)
+      .integer(-1)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kFloat))
+      .tensor(half_out)
+      .same_as(7);
   EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", wrong_out)));
 }
 
@@ -104,24 +151,46 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
   Tensor& zero_points = store.make<int64_t>({3}, {0, 1, -2});
   Tensor& q = store.make_empty(ScalarType::kChar, {2, 3, 2});
   Args quantize;
-  quantize.tensor(input).tensor(scales).tensor(zero_points).integer(1).integer(-128).integer(127)
-      .integer(int(ScalarType::kChar)).tensor(q).same_as(7);
+  quantize.tensor(input)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(1)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .tensor(q)
+      .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_channel.out", quantize)));
   // channel 0: x/0.5; channel 1: x/2 + 1; channel 2: x - 2
   EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{1, 2, 2, 3, -5, 1, 3, -2, 4, 5, -2, 7}));
 
   Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3, 2});
   Args dequantize;
-  dequantize.tensor(q).tensor(scales).tensor(zero_points).integer(-2).integer(-128).integer(127)
-      .integer(int(ScalarType::kChar)).none().tensor(back).same_as(8);
+  dequantize.tensor(q)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(-2)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .none()
+      .tensor(back)
+      .same_as(8);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_channel.out", dequantize)));
-  EXPECT_EQ(values_of<float>(back), (std::vector<float>{0.5f, 1.0f, 2.0f, 4.0f, -3.0f, 3.0f, 1.5f, -1.0f, 6.0f,
-                                                        8.0f, 0.0f, 9.0f}));
+  EXPECT_EQ(values_of<float>(back),
+            (std::vector<float>{0.5f, 1.0f, 2.0f, 4.0f, -3.0f, 3.0f, 1.5f, -1.0f, 6.0f, 8.0f, 0.0f, 9.0f}));
 
   Tensor& short_scales = store.make<double>({2}, {1.0, 1.0});
   Args refused;
-  refused.tensor(q).tensor(short_scales).none().integer(1).integer(-128).integer(127).integer(int(ScalarType::kChar))
-      .tensor(back).same_as(7);
+  refused.tensor(q)
+      .tensor(short_scales)
+      .none()
+      .integer(1)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .tensor(back)
+      .same_as(7);
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::dequantize_per_channel.out", refused), {"must hold 3"}));
 }
 
@@ -145,15 +214,28 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
 
   Tensor& q = store.make_empty(ScalarType::kChar, {2, 3});
   Args quantize;
-  quantize.tensor(input).tensor(scales).tensor(zero_points).integer(-128).integer(127).integer(int(ScalarType::kChar))
-      .tensor(q).same_as(6);
+  quantize.tensor(input)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .tensor(q)
+      .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
   EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{-128, -64, 127, -64, 25, 127}));
 
   Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3});
   Args dequantize;
-  dequantize.tensor(q).tensor(scales).tensor(zero_points).integer(-128).integer(127).integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kFloat)).tensor(back).same_as(7);
+  dequantize.tensor(q)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(-128)
+      .integer(127)
+      .integer(int(ScalarType::kChar))
+      .integer(int(ScalarType::kFloat))
+      .tensor(back)
+      .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_token.out", dequantize)));
   const auto restored = values_of<float>(back);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(restored[i], x[i], s[i / 3] / 2 + 1e-6f) << "element " << i;
@@ -165,7 +247,13 @@ TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
   Tensor& scale = store.make_empty(ScalarType::kDouble, {1});
   Tensor& zero_point = store.make_empty(ScalarType::kLong, {1});
   Args args;
-  args.tensor(input).integer(0).integer(255).real(1e-7).integer(int(ScalarType::kByte)).tensor(scale).tensor(zero_point);
+  args.tensor(input)
+      .integer(0)
+      .integer(255)
+      .real(1e-7)
+      .integer(int(ScalarType::kByte))
+      .tensor(scale)
+      .tensor(zero_point);
   std::vector<Tensor*> outs = {&scale, &zero_point};
   args.tensors(outs);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams.Tensor_out", args)));
@@ -174,7 +262,12 @@ TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
 
   Tensor& zeros = store.make<float>({2}, {0.0f, 0.0f});
   Args degenerate;
-  degenerate.tensor(zeros).integer(-128).integer(127).real(1e-7).integer(int(ScalarType::kChar)).tensor(scale)
+  degenerate.tensor(zeros)
+      .integer(-128)
+      .integer(127)
+      .real(1e-7)
+      .integer(int(ScalarType::kChar))
+      .tensor(scale)
       .tensor(zero_point);
   degenerate.tensors(outs);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams.Tensor_out", degenerate)));
@@ -225,8 +318,15 @@ TEST(EmbeddingByte, Bfloat16ScalesHalfOutputAndIndexChecks) {
   Tensor& indices = store.make<int32_t>({2}, {2, 1});
   Tensor& out = store.make_empty(ScalarType::kHalf, {2, 2});
   Args args;
-  args.tensor(weight).tensor(scales).none().integer(-128).integer(127).tensor(indices).integer(int(ScalarType::kHalf))
-      .tensor(out).same_as(7);
+  args.tensor(weight)
+      .tensor(scales)
+      .none()
+      .integer(-128)
+      .integer(127)
+      .tensor(indices)
+      .integer(int(ScalarType::kHalf))
+      .tensor(out)
+      .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::embedding_byte.dtype_out", args)));
   std::vector<float> got;
   for (int16_t bits : values_of<int16_t>(out)) got.push_back(half_to_float(static_cast<uint16_t>(bits)));

@@ -53,11 +53,21 @@ TEST(KernelReduction, SumWithoutKeepdimAndOverAllDims) {
   // An explicit dtype converts the input first; it must match out.
   Tensor& as_float = store.make_empty(ScalarType::kFloat, {});
   Args with_dtype;
-  with_dtype.tensor(self).ints({}).boolean(false).integer(static_cast<int64_t>(ScalarType::kFloat)).tensor(as_float).same_as(4);
+  with_dtype.tensor(self)
+      .ints({})
+      .boolean(false)
+      .integer(static_cast<int64_t>(ScalarType::kFloat))
+      .tensor(as_float)
+      .same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::sum.IntList_out", with_dtype)));
   EXPECT_EQ(values_of<float>(as_float), (std::vector<float>{21}));
   Args mismatch;
-  mismatch.tensor(self).ints({}).boolean(false).integer(static_cast<int64_t>(ScalarType::kDouble)).tensor(as_float).same_as(4);
+  mismatch.tensor(self)
+      .ints({})
+      .boolean(false)
+      .integer(static_cast<int64_t>(ScalarType::kDouble))
+      .tensor(as_float)
+      .same_as(4);
   EXPECT_TRUE(fails_with(run_kernel("aten::sum.IntList_out", mismatch), {"dtype", "float64", "float32"}));
 }
 
@@ -94,7 +104,12 @@ TEST(KernelReduction, MeanLikeTheConstantBufferModel) {
   int_mean.tensor(ints).none().boolean(false).none().tensor(all).same_as(4);
   EXPECT_TRUE(fails_with(run_kernel("aten::mean.out", int_mean), {"aten::mean.out", "int64"}));
   Args int_mean_with_dtype;
-  int_mean_with_dtype.tensor(ints).none().boolean(false).integer(static_cast<int64_t>(ScalarType::kFloat)).tensor(all).same_as(4);
+  int_mean_with_dtype.tensor(ints)
+      .none()
+      .boolean(false)
+      .integer(static_cast<int64_t>(ScalarType::kFloat))
+      .tensor(all)
+      .same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::mean.out", int_mean_with_dtype)));
   EXPECT_EQ(values_of<float>(all), (std::vector<float>{1.5f}));
 }
@@ -268,7 +283,12 @@ TEST(KernelReduction, MaxAndMinAlongADimGiveValuesAndFirstIndicesWithNaNWinning)
   Tensor& int_values = store.make_empty(ScalarType::kInt, {1, 2});
   Tensor& int_indices = store.make_empty(ScalarType::kLong, {1, 2});
   Args keep;
-  keep.tensor(ints).integer(0).boolean(true).tensor(int_values).tensor(int_indices).tensors({&int_values, &int_indices});
+  keep.tensor(ints)
+      .integer(0)
+      .boolean(true)
+      .tensor(int_values)
+      .tensor(int_indices)
+      .tensors({&int_values, &int_indices});
   ASSERT_TRUE(is_ok(run_kernel("aten::max.dim_max", keep)));
   EXPECT_EQ(values_of<int32_t>(int_values), (std::vector<int32_t>{9, 1}));
   EXPECT_EQ(values_of<int64_t>(int_indices), (std::vector<int64_t>{1, 2}));
@@ -285,7 +305,12 @@ TEST(KernelReduction, MaxDimRejectsEmptyDimsWrongIndexDtypeAndBadDims) {
   Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor& int_indices = store.make_empty(ScalarType::kInt, {2});
   Args wrong_index;
-  wrong_index.tensor(self).integer(1).boolean(false).tensor(values).tensor(int_indices).tensors({&values, &int_indices});
+  wrong_index.tensor(self)
+      .integer(1)
+      .boolean(false)
+      .tensor(values)
+      .tensor(int_indices)
+      .tensors({&values, &int_indices});
   EXPECT_TRUE(fails_with(run_kernel("aten::min.dim_min", wrong_index), {"aten::min.dim_min", "min_indices", "int64"}));
   Args bad_dim;
   bad_dim.tensor(self).integer(2).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
@@ -333,7 +358,8 @@ TEST(KernelReduction, VarMeanUsesTheCorrectionAndGivesNaNWithoutDegreesOfFreedom
   Tensor& ints = store.make<int32_t>({2}, {1, 2});
   Args int_args;
   int_args.tensor(ints).none().none().boolean(false).tensor(var_all).tensor(mean_all).tensors({&var_all, &mean_all});
-  EXPECT_TRUE(fails_with(run_kernel("aten::var_mean.correction_out", int_args), {"aten::var_mean.correction_out", "self"}));
+  EXPECT_TRUE(
+      fails_with(run_kernel("aten::var_mean.correction_out", int_args), {"aten::var_mean.correction_out", "self"}));
 }
 
 // --- topk ---------------------------------------------------------------------------------

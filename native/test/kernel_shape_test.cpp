@@ -131,12 +131,8 @@ TEST(KernelShape, SliceCopyFollowsPythonRules) {
     std::vector<float> expected_row0;
   };
   const std::vector<Case> cases = {
-      {std::nullopt, std::nullopt, 1, {0, 1, 2, 3, 4, 5}},
-      {1, 5, 2, {1, 3}},
-      {-2, std::nullopt, 1, {4, 5}},
-      {0, std::numeric_limits<int64_t>::max(), 4, {0, 4}},
-      {-100, 2, 1, {0, 1}},
-      {4, 2, 1, {}},
+      {std::nullopt, std::nullopt, 1, {0, 1, 2, 3, 4, 5}}, {1, 5, 2, {1, 3}},    {-2, std::nullopt, 1, {4, 5}},
+      {0, std::numeric_limits<int64_t>::max(), 4, {0, 4}}, {-100, 2, 1, {0, 1}}, {4, 2, 1, {}},
   };
   for (const Case& c : cases) {
     TensorOptions bound;

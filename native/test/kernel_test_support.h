@@ -22,21 +22,37 @@ namespace etna::kernel_test {
 template <typename T>
 constexpr ScalarType dtype_for();
 template <>
-constexpr ScalarType dtype_for<float>() { return ScalarType::kFloat; }
+constexpr ScalarType dtype_for<float>() {
+  return ScalarType::kFloat;
+}
 template <>
-constexpr ScalarType dtype_for<double>() { return ScalarType::kDouble; }
+constexpr ScalarType dtype_for<double>() {
+  return ScalarType::kDouble;
+}
 template <>
-constexpr ScalarType dtype_for<int64_t>() { return ScalarType::kLong; }
+constexpr ScalarType dtype_for<int64_t>() {
+  return ScalarType::kLong;
+}
 template <>
-constexpr ScalarType dtype_for<int32_t>() { return ScalarType::kInt; }
+constexpr ScalarType dtype_for<int32_t>() {
+  return ScalarType::kInt;
+}
 template <>
-constexpr ScalarType dtype_for<int16_t>() { return ScalarType::kShort; }
+constexpr ScalarType dtype_for<int16_t>() {
+  return ScalarType::kShort;
+}
 template <>
-constexpr ScalarType dtype_for<int8_t>() { return ScalarType::kChar; }
+constexpr ScalarType dtype_for<int8_t>() {
+  return ScalarType::kChar;
+}
 template <>
-constexpr ScalarType dtype_for<uint8_t>() { return ScalarType::kByte; }
+constexpr ScalarType dtype_for<uint8_t>() {
+  return ScalarType::kByte;
+}
 template <>
-constexpr ScalarType dtype_for<bool>() { return ScalarType::kBool; }
+constexpr ScalarType dtype_for<bool>() {
+  return ScalarType::kBool;
+}
 
 struct TensorOptions {
   ShapeDynamism dynamism = ShapeDynamism::kStatic;
@@ -74,8 +90,8 @@ class TensorStore {
   // A tensor whose bytes are zero; `sizes` is also the planned (upper-bound) shape.
   Tensor& make_empty(ScalarType dtype, std::vector<int64_t> sizes, const TensorOptions& options = {}) {
     auto owned = std::make_unique<Owned>();
-    owned->tensor.init(dtype, sizes.size(), sizes.data(), options.dim_order.empty() ? nullptr : options.dim_order.data(),
-                       options.dynamism);
+    owned->tensor.init(dtype, sizes.size(), sizes.data(),
+                       options.dim_order.empty() ? nullptr : options.dim_order.data(), options.dynamism);
     const size_t elements = options.capacity_elements ? options.capacity_elements : owned->tensor.numel();
     const size_t bytes = elements * owned->tensor.element_size();
     owned->words.assign((bytes + 7) / 8 + 1, 0);  // 8-byte aligned, never empty

@@ -29,7 +29,9 @@ TEST(KernelUnary, FloatFunctionsMatchTheStandardLibrary) {
       {"aten::tanh.out", [](double x) { return std::tanh(x); }, -5, 5},
       {"aten::sigmoid.out", [](double x) { return 1 / (1 + std::exp(-x)); }, -10, 10},
       {"aten::silu.out", [](double x) { return x / (1 + std::exp(-x)); }, -10, 10},
-      {"aten::hardswish.out", [](double x) { return x <= -3 ? 0.0 : x >= 3 ? x : x * (x + 3) / 6; }, -5, 5},
+      {"aten::hardswish.out", [](double x) { return x <= -3  ? 0.0
+                                                    : x >= 3 ? x
+                                                             : x * (x + 3) / 6; }, -5, 5},
   };
   Lcg rng(11);
   for (const Case& c : cases) {

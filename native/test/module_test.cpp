@@ -15,9 +15,9 @@
 namespace etna {
 namespace {
 
-using test::testdata;
 using test::float_tensor;
 using test::long_tensor;
+using test::testdata;
 
 std::shared_ptr<const Program> load_program(const std::string& name) {
   auto program = Program::load_file(testdata(name));
@@ -304,8 +304,8 @@ TEST(Module, ConstantsReadByTwoMethodsAreCountedOnce) {
 
 // Begins a call with buffers for every output of `name`; `bytes` keeps them.
 Result<std::unique_ptr<Module::Call>> begin(Module& module, const std::string& name,
-                                             const std::vector<InputValue>& inputs,
-                                             std::vector<std::vector<uint8_t>>& bytes) {
+                                            const std::vector<InputValue>& inputs,
+                                            std::vector<std::vector<uint8_t>>& bytes) {
   auto capacities = module.output_capacities(name);
   if (!capacities) return capacities.error();
   std::vector<OutputBuffer> buffers;
@@ -390,8 +390,10 @@ TEST(Module, TooSmallOutputBufferIsRefusedBeforeAnythingRuns) {
 }
 
 TEST(Module, SharingWordsAreTheApiOnes) {
-  const std::pair<const char*, ArenaSharing> words[] = {
-      {"true", ArenaSharing::kOn}, {"false", ArenaSharing::kOff}, {"state", ArenaSharing::kState}, {"auto", ArenaSharing::kAuto}};
+  const std::pair<const char*, ArenaSharing> words[] = {{"true", ArenaSharing::kOn},
+                                                        {"false", ArenaSharing::kOff},
+                                                        {"state", ArenaSharing::kState},
+                                                        {"auto", ArenaSharing::kAuto}};
   for (const auto& [word, mode] : words) {
     bool ok = false;
     EXPECT_EQ(parse_sharing(word, &ok), mode) << word;
@@ -540,7 +542,8 @@ TEST(SessionsConcurrency, RefusedAndDroppedCallsGiveTheirArenaBack) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(program->activation_pool().lent(), 0u);
   {
-    auto begun = module->begin_call("forward", {float_tensor({1, 3, 16, 16}, x)}, {OutputBuffer{out.data(), out.size()}});
+    auto begun =
+        module->begin_call("forward", {float_tensor({1, 3, 16, 16}, x)}, {OutputBuffer{out.data(), out.size()}});
     ASSERT_TRUE(begun) << begun.error().message;
     EXPECT_EQ(program->activation_pool().lent(), 1u);
   }  // dropped without running

@@ -12,8 +12,8 @@
 namespace etna {
 namespace {
 
-using test::testdata;
 using test::float_tensor;
+using test::testdata;
 
 TEST(ProfileRecorder, NestsInOpenOrder) {
   ProfileRecorder recorder;

@@ -193,7 +193,6 @@ TEST(Program, TruncatedAndCorruptedFilesNeverCrash) {
   EXPECT_GT(rejected, 0u);
 }
 
-
 // ---------------------------------------------------------------- names from pytree specs
 
 using Names = std::vector<std::string>;
@@ -235,7 +234,8 @@ TEST(PytreeNames, RealExportsWithoutKeywordsGetDefaultNames) {
 
 TEST(PytreeNames, KeywordArgumentsAndDictOutputsNameTheirLeaves) {
   // forward(*(), **{"tokens": ..., "start_pos": ...}) as torch.export writes it.
-  const std::string inputs = document(tuple_spec(tuple_spec("") + ", " + dict_spec(R"(["tokens", "start_pos"])", leaves(2))));
+  const std::string inputs =
+      document(tuple_spec(tuple_spec("") + ", " + dict_spec(R"(["tokens", "start_pos"])", leaves(2))));
   EXPECT_EQ(pytree_leaf_names(inputs, 2, "input"), (Names{"tokens", "start_pos"}));
   const std::string outputs = document(dict_spec(R"(["logits", "state"])", leaves(2)));
   EXPECT_EQ(pytree_leaf_names(outputs, 2, "output"), (Names{"logits", "state"}));
@@ -248,8 +248,9 @@ TEST(PytreeNames, PositionalLeavesKeepDefaultsBesideKeywords) {
 
 TEST(PytreeNames, NestedDictKeysJoinWithDots) {
   const std::string inner = dict_spec(R"(["k", "v"])", leaves(2));
-  const std::string spec = document(R"({"type": "collections.OrderedDict", "context": "[\"x\", \"past\"]", "children_spec": [)" +
-                                    std::string(kLeaf) + ", " + inner + "]}");
+  const std::string spec =
+      document(R"({"type": "collections.OrderedDict", "context": "[\"x\", \"past\"]", "children_spec": [)" +
+               std::string(kLeaf) + ", " + inner + "]}");
   EXPECT_EQ(pytree_leaf_names(spec, 3, "input"), (Names{"x", "past.k", "past.v"}));
 }
 
@@ -267,25 +268,25 @@ TEST(PytreeNames, MalformedOrUnusableSpecsGiveDefaults) {
       "not json",
       "[1, ",
       document(good_dict) + " trailing",
-      "[2, " + good_dict + "]",                                    // unknown protocol
+      "[2, " + good_dict + "]",  // unknown protocol
       "[1.0, " + good_dict + "]",
       "[1, " + good_dict + ", 3]",
       "{\"type\": null}",
-      document(dict_spec(R"(["a", "b", "c"])", leaves(2))),        // keys and children differ in number
-      document(dict_spec(R"(["a", "a"])", leaves(2))),             // repeated name
-      document(dict_spec(R"(["a", 1])", leaves(2))),               // non-string key
-      document(dict_spec(R"(["a", ""])", leaves(2))),              // empty key
-      document(dict_spec(R"(["a", "b")", leaves(2))),              // context is not JSON
-      document(dict_spec(R"({"a": 1})", leaves(2))),               // context is not a list
+      document(dict_spec(R"(["a", "b", "c"])", leaves(2))),  // keys and children differ in number
+      document(dict_spec(R"(["a", "a"])", leaves(2))),       // repeated name
+      document(dict_spec(R"(["a", 1])", leaves(2))),         // non-string key
+      document(dict_spec(R"(["a", ""])", leaves(2))),        // empty key
+      document(dict_spec(R"(["a", "b")", leaves(2))),        // context is not JSON
+      document(dict_spec(R"({"a": 1})", leaves(2))),         // context is not a list
       document(R"({"type": "builtins.dict", "context": null, "children_spec": [)" + leaves(2) + "]}"),
       document(dict_spec(R"(["a", "b"])", leaves(3))),
-      document(tuple_spec(leaves(3))),                             // three leaves for two values
+      document(tuple_spec(leaves(3))),  // three leaves for two values
       document(tuple_spec(leaves(1))),
       document(R"({"type": null, "context": null, "children_spec": [)" + leaves(2) + "]}"),  // leaf with children
       document(R"({"type": 7, "context": null, "children_spec": [)" + leaves(2) + "]}"),
       document(R"({"type": "builtins.tuple", "context": "null", "children_spec": {}})"),
-      document(dict_spec(R"(["\ud83d", "b"])", leaves(2))),        // lone surrogate
-      document(dict_spec(R"(["\q", "b"])", leaves(2))),            // unknown escape
+      document(dict_spec(R"(["\ud83d", "b"])", leaves(2))),  // lone surrogate
+      document(dict_spec(R"(["\q", "b"])", leaves(2))),      // unknown escape
       document(dict_spec(R"(["\u12", "b"])", leaves(2))),
       "[1, {\"type\": \"builtins.tuple\", \"context\": \"null\", \"children_spec\": [\"\x01\"]}]",
       document(dict_spec(R"(["a", "b"])", leaves(2))).replace(22, 1, 1, '\0'),  // NUL inside "builtins.dict"
@@ -296,7 +297,8 @@ TEST(PytreeNames, MalformedOrUnusableSpecsGiveDefaults) {
   EXPECT_EQ(pytree_leaf_names(clash, 2, "input"), defaults);
   // Every prefix of a valid spec is handled (all but the full text give defaults).
   const std::string full = document(tuple_spec(tuple_spec("") + ", " + good_dict));
-  for (size_t cut = 0; cut < full.size(); ++cut) EXPECT_EQ(pytree_leaf_names(full.substr(0, cut), 2, "input"), defaults);
+  for (size_t cut = 0; cut < full.size(); ++cut)
+    EXPECT_EQ(pytree_leaf_names(full.substr(0, cut), 2, "input"), defaults);
 }
 
 TEST(PytreeNames, DeepNestingIsRejectedWithoutExhaustingTheStack) {

@@ -101,7 +101,7 @@ std::unique_ptr<Module> load_module(const std::shared_ptr<const Program>& progra
 // thread, over its own copy of the program (so that the program the threads
 // share is first used by them: its backend context and packing start there).
 std::vector<std::vector<std::vector<uint8_t>>> serial_reference(const std::string& file,
-                                                                 const std::vector<CallShape>& calls) {
+                                                                const std::vector<CallShape>& calls) {
   std::vector<std::vector<std::vector<uint8_t>>> expected(calls.size());
   auto program = load_program(file);
   if (!program) return expected;

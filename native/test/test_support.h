@@ -101,8 +101,8 @@ class ScratchFile {
   // Writes `bytes` to a new file and renames it over this one.
   void rename_over(const std::vector<uint8_t>& bytes) const {
     const std::string next = path_ + ".next";
-    std::ofstream(next, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(next, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     std::filesystem::rename(next, path_);
   }
 

@@ -110,13 +110,18 @@ function save(failure: Failure, entry: KnownDisagreement | undefined, found: str
   const word = (v: number): string => ({ nan: 'nan', '+inf': 'posinf', '-inf': 'neginf', finite: 'finite' })[classOf(v)];
   const tag = `${d.path}-${d.kind}${d.kind === 'nonfinite' ? `-${word(d.expected!)}-to-${word(d.actual!)}` : ''}`;
   const name = `${tag}-${[...new Set(failure.graph.ops)].join('-')}-${found.replace(/\D+/g, '-').replace(/^-|-$/g, '')}`;
-  return saveRegression(name, onnxModel(failure.graph.graph, OPSET), {
-    ops: failure.graph.ops,
-    inputs: failure.graph.inputs.map((i) => ({ name: i.name, shape: i.shape })),
-    outputs: failure.graph.outputs,
-    tolerance: failure.graph.tolerance,
-    disagreement: d,
-    known: entry?.id,
-    found,
-  }, failure.feeds);
+  return saveRegression(
+    name,
+    onnxModel(failure.graph.graph, OPSET),
+    {
+      ops: failure.graph.ops,
+      inputs: failure.graph.inputs.map((i) => ({ name: i.name, shape: i.shape })),
+      outputs: failure.graph.outputs,
+      tolerance: failure.graph.tolerance,
+      disagreement: d,
+      known: entry?.id,
+      found,
+    },
+    failure.feeds,
+  );
 }

@@ -25,9 +25,13 @@ const result = await runCampaign({
   only: process.argv.includes('--graph') ? option('graph', 0) : undefined,
   log: quiet ? undefined : (line) => console.log(line),
 });
-console.log(`\n${result.graphs} graphs (seed ${seed}) in ${result.seconds.toFixed(1)} s: ${(result.graphs / result.seconds).toFixed(1)} graphs/s; ${result.invalid} refused by onnxruntime; ${result.compared} elements compared, ${result.skipped} skipped as ill-conditioned`);
+console.log(
+  `\n${result.graphs} graphs (seed ${seed}) in ${result.seconds.toFixed(1)} s: ${(result.graphs / result.seconds).toFixed(1)} graphs/s; ${result.invalid} refused by onnxruntime; ${result.compared} elements compared, ${result.skipped} skipped as ill-conditioned`,
+);
 for (const f of result.findings) {
-  console.log(`${String(f.count).padStart(6)}  ${f.known === undefined ? 'NEW  ' : 'known'}  ${f.key}${f.known === undefined ? '' : ` [${f.known}]`}${f.saved === undefined ? '' : `\n        saved ${f.saved}`}\n        e.g. ${f.example}`);
+  console.log(
+    `${String(f.count).padStart(6)}  ${f.known === undefined ? 'NEW  ' : 'known'}  ${f.key}${f.known === undefined ? '' : ` [${f.known}]`}${f.saved === undefined ? '' : `\n        saved ${f.saved}`}\n        e.g. ${f.example}`,
+  );
 }
 if (result.unmatchedKnown.length > 0) console.log(`known entries nothing matched in this run: ${result.unmatchedKnown.join(', ')}`);
 process.exitCode = result.unknown.length > 0 ? 1 : 0;

@@ -15,7 +15,8 @@ describe('differential tester against onnxruntime-node', () => {
     const result = await runCampaign(SHORT_RUN);
     const byEntry = new Map<string, number>();
     for (const f of result.findings) if (f.known !== undefined) byEntry.set(f.known, (byEntry.get(f.known) ?? 0) + f.count);
-    if (byEntry.size > 0) console.log(['known disagreements seen (graphs x entry):', ...[...byEntry].map(([id, n]) => `  ${n} x ${id}`)].join('\n'));
+    if (byEntry.size > 0)
+      console.log(['known disagreements seen (graphs x entry):', ...[...byEntry].map(([id, n]) => `  ${n} x ${id}`)].join('\n'));
     expect(result.invalid).toBe(0);
     expect(result.compared).toBeGreaterThan(result.skipped);
     expect(result.unknown.map((f) => `${f.key}: ${f.example}`)).toEqual([]);
@@ -32,7 +33,8 @@ describe('differential tester against onnxruntime-node', () => {
     const known = readKnown();
     const unexplained: string[] = [];
     for (const d of result.disagreements) {
-      if (await matchKnown(known, d, { ops: r.regression.ops, feeds: r.feeds, model: r.model }) === undefined) unexplained.push(`${d.path}: ${d.detail}`);
+      if ((await matchKnown(known, d, { ops: r.regression.ops, feeds: r.feeds, model: r.model })) === undefined)
+        unexplained.push(`${d.path}: ${d.detail}`);
     }
     expect(unexplained).toEqual([]);
   });

@@ -9,7 +9,6 @@ import type { TestGraph, TestInitializer, TestNode, TestValue } from '../onnx/on
 
 /** The sampler's seeded generator, with the draws the generator needs. */
 export class Rng extends SeededGenerator {
-
   /** An integer in [low, high]. */
   int(low: number, high: number): number {
     return low + Math.floor(this.next() * (high - low + 1));
@@ -205,9 +204,14 @@ function variadic(name: string, tolerance: Tolerance): OpSpec {
     tolerance,
     build: (b, rng, x) => {
       const parts = [x];
-      for (let i = rng.int(0, 2); i > 0; i--) parts.push(rng.chance(0.3) ? b.weight(rng, partnerShape(rng, x.shape), -2, 2) : b.input(partnerShape(rng, x.shape)));
+      for (let i = rng.int(0, 2); i > 0; i--)
+        parts.push(rng.chance(0.3) ? b.weight(rng, partnerShape(rng, x.shape), -2, 2) : b.input(partnerShape(rng, x.shape)));
       const ordered = rng.shuffle(parts);
-      return b.node(name, ordered.map((p) => p.name), ordered.reduce((s, p) => broadcast(s, p.shape), [] as number[]));
+      return b.node(
+        name,
+        ordered.map((p) => p.name),
+        ordered.reduce((s, p) => broadcast(s, p.shape), [] as number[]),
+      );
     },
   };
 }
@@ -226,7 +230,12 @@ function reduce(name: string, tolerance: Tolerance): OpSpec {
       const rank = x.shape.length;
       const keep = rng.chance(0.5) ? 1 : 0;
       const all = rng.chance(0.2);
-      const axes = all ? [] : rng.shuffle(x.shape.map((_, i) => i)).slice(0, rng.int(1, rank)).map((a) => (rng.chance(0.3) ? a - rank : a));
+      const axes = all
+        ? []
+        : rng
+            .shuffle(x.shape.map((_, i) => i))
+            .slice(0, rng.int(1, rank))
+            .map((a) => (rng.chance(0.3) ? a - rank : a));
       const reduced = all ? x.shape.map((_, i) => i) : axes.map((a) => (a < 0 ? a + rank : a));
       const shape = x.shape.flatMap((d, i) => (reduced.includes(i) ? (keep ? [1] : []) : [d]));
       if (name === 'ReduceSum') {
@@ -246,7 +255,8 @@ function softmax(name: string): OpSpec {
   };
 }
 
-const spatialInput = (shape: readonly number[]): boolean => (shape.length === 3 || shape.length === 4) && shape.slice(2).every((d) => d >= 1);
+const spatialInput = (shape: readonly number[]): boolean =>
+  (shape.length === 3 || shape.length === 4) && shape.slice(2).every((d) => d >= 1);
 
 /** Window geometry for Conv and pooling that leaves every output dim at least 1. */
 function window(rng: Rng, spatial: readonly number[], withDilation: boolean) {
@@ -281,10 +291,15 @@ const conv: OpSpec = {
     const group = rng.chance(0.3) ? rng.pick(groupChoices) : 1;
     const outChannels = group * rng.int(1, 3);
     const geometry = window(rng, spatial, true);
-    const w = rng.chance(0.9) ? b.weight(rng, [outChannels, c / group, ...geometry.kernel]) : b.input([outChannels, c / group, ...geometry.kernel]);
+    const w = rng.chance(0.9)
+      ? b.weight(rng, [outChannels, c / group, ...geometry.kernel])
+      : b.input([outChannels, c / group, ...geometry.kernel]);
     const inputs = [x.name, w.name];
     if (rng.chance(0.6)) inputs.push(b.weight(rng, [outChannels]).name);
-    return b.node('Conv', inputs, [n, outChannels, ...geometry.out], { ...geometry.attributes, ...(group === 1 ? {} : { int: { group } }) });
+    return b.node('Conv', inputs, [n, outChannels, ...geometry.out], {
+      ...geometry.attributes,
+      ...(group === 1 ? {} : { int: { group } }),
+    });
   },
 };
 
@@ -379,7 +394,12 @@ const concat: OpSpec = {
     const ordered = rng.shuffle(parts);
     const shape = [...x.shape];
     shape[a] = ordered.reduce((s, p) => s + p.shape[a]!, 0);
-    return b.node('Concat', ordered.map((p) => p.name), shape, { int: { axis } });
+    return b.node(
+      'Concat',
+      ordered.map((p) => p.name),
+      shape,
+      { int: { axis } },
+    );
   },
 };
 
@@ -390,7 +410,12 @@ const transpose: OpSpec = {
   build: (b, rng, x) => {
     if (rng.chance(0.2)) return b.node('Transpose', [x.name], [...x.shape].reverse());
     const perm = rng.shuffle(x.shape.map((_, i) => i));
-    return b.node('Transpose', [x.name], perm.map((p) => x.shape[p]!), { ints: { perm } });
+    return b.node(
+      'Transpose',
+      [x.name],
+      perm.map((p) => x.shape[p]!),
+      { ints: { perm } },
+    );
   },
 };
 
@@ -452,7 +477,11 @@ const squeeze: OpSpec = {
     if (ones.length === x.shape.length) ones.pop();
     if (ones.length === 0) throw new Unbuildable('nothing to squeeze');
     const axes = ones.slice(0, rng.int(1, ones.length));
-    return b.node('Squeeze', [x.name, b.int64s(axes)], x.shape.filter((_, i) => !axes.includes(i)));
+    return b.node(
+      'Squeeze',
+      [x.name, b.int64s(axes)],
+      x.shape.filter((_, i) => !axes.includes(i)),
+    );
   },
 };
 
@@ -504,7 +533,12 @@ const pad: OpSpec = {
     const pads = [...x.shape, ...x.shape].map((d) => (rng.chance(0.5) ? 0 : rng.int(0, limit(d))));
     const inputs = [x.name, b.int64s(pads)];
     if (mode === 'constant' && rng.chance(0.5)) inputs.push(b.constant([], [rng.pick([0, 1.5, -2, Number.NaN])]).name);
-    return b.node('Pad', inputs, x.shape.map((d, i) => d + pads[i]! + pads[i + rank]!), { strings: { mode } });
+    return b.node(
+      'Pad',
+      inputs,
+      x.shape.map((d, i) => d + pads[i]! + pads[i + rank]!),
+      { strings: { mode } },
+    );
   },
 };
 
@@ -620,7 +654,11 @@ const tile: OpSpec = {
   tolerance: EXACT,
   build: (b, rng, x) => {
     const repeats = x.shape.map(() => (rng.chance(0.6) ? 1 : rng.int(2, 3)));
-    return b.node('Tile', [x.name, b.int64s(repeats)], x.shape.map((d, i) => d * repeats[i]!));
+    return b.node(
+      'Tile',
+      [x.name, b.int64s(repeats)],
+      x.shape.map((d, i) => d * repeats[i]!),
+    );
   },
 };
 
@@ -692,7 +730,9 @@ export const OPS: readonly OpSpec[] = [
   unary('LeakyRelu', EXACT, (rng) => (rng.chance(0.5) ? {} : { float: { alpha: rng.pick([0.1, 0.2, 1.5]) } })),
   unary('Elu', TRANSCENDENTAL, (rng) => (rng.chance(0.5) ? {} : { float: { alpha: rng.pick([0.5, 2]) } })),
   unary('Selu', TRANSCENDENTAL),
-  unary('HardSigmoid', TRANSCENDENTAL, (rng) => (rng.chance(0.5) ? {} : { float: { alpha: rng.pick([0.1, 1 / 6]), beta: rng.pick([0.5, 0.3]) } })),
+  unary('HardSigmoid', TRANSCENDENTAL, (rng) =>
+    rng.chance(0.5) ? {} : { float: { alpha: rng.pick([0.1, 1 / 6]), beta: rng.pick([0.5, 0.3]) } },
+  ),
   binary('Add', EXACT),
   binary('Sub', EXACT),
   binary('Mul', EXACT),

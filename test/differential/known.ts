@@ -5,7 +5,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { Tolerance } from './generator.js';
-import { classOf, graphValues, isDenormal, type Disagreement, type EnginePath, type Feeds, type GraphValues, type ModelSpec, type ValueClass } from './runner.js';
+import {
+  classOf,
+  graphValues,
+  isDenormal,
+  type Disagreement,
+  type EnginePath,
+  type Feeds,
+  type GraphValues,
+  type ModelSpec,
+  type ValueClass,
+} from './runner.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const KNOWN_FILE = path.join(here, 'known-disagreements.json');
@@ -49,10 +59,13 @@ function distanceToJump(op: string, v: number): number | undefined {
 function nearJump(inside: GraphValues): boolean {
   return inside.nodes.some((n) => {
     const values = inside.values.get(n.inputs[0] ?? '');
-    return values !== undefined && values.some((v) => {
-      const d = distanceToJump(n.opType, v);
-      return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
-    });
+    return (
+      values !== undefined &&
+      values.some((v) => {
+        const d = distanceToJump(n.opType, v);
+        return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
+      })
+    );
   });
 }
 
@@ -74,18 +87,23 @@ export function readKnown(): KnownDisagreement[] {
 }
 
 /** The known entry a disagreement falls under, if any. */
-export async function matchKnown(known: readonly KnownDisagreement[], d: Disagreement, context: MatchContext): Promise<KnownDisagreement | undefined> {
+export async function matchKnown(
+  known: readonly KnownDisagreement[],
+  d: Disagreement,
+  context: MatchContext,
+): Promise<KnownDisagreement | undefined> {
   const { ops, feeds } = context;
   const largest = Math.max(0, ...Object.values(feeds).map((values) => values.reduce((m, v) => (Math.abs(v) > m ? Math.abs(v) : m), 0)));
   let inside: GraphValues | undefined;
   for (const k of known) {
-    const matches = (k.path === undefined || k.path === d.path)
-      && (k.inputsOver === undefined || largest >= k.inputsOver)
-      && (k.inputsFinite === undefined || k.inputsFinite === Object.values(feeds).every((values) => values.every(Number.isFinite)))
-      && (k.kind === undefined || k.kind === d.kind)
-      && (k.expected === undefined || (d.expected !== undefined && classOf(d.expected) === k.expected))
-      && (k.actual === undefined || (d.actual !== undefined && classOf(d.actual) === k.actual))
-      && (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
+    const matches =
+      (k.path === undefined || k.path === d.path) &&
+      (k.inputsOver === undefined || largest >= k.inputsOver) &&
+      (k.inputsFinite === undefined || k.inputsFinite === Object.values(feeds).every((values) => values.every(Number.isFinite))) &&
+      (k.kind === undefined || k.kind === d.kind) &&
+      (k.expected === undefined || (d.expected !== undefined && classOf(d.expected) === k.expected)) &&
+      (k.actual === undefined || (d.actual !== undefined && classOf(d.actual) === k.actual)) &&
+      (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
     if (!matches) continue;
     // Looking inside the graph costs a run: only for an entry that asks.
     if (k.denormals === undefined && k.inputIn === undefined && k.nearJump === undefined && k.nanInside === undefined) return k;
@@ -96,7 +114,13 @@ export async function matchKnown(known: readonly KnownDisagreement[], d: Disagre
     if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
     const range = k.inputIn;
     const values = inside.values;
-    if (range !== undefined && !inside.nodes.some((n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false))) continue;
+    if (
+      range !== undefined &&
+      !inside.nodes.some(
+        (n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false),
+      )
+    )
+      continue;
     return k;
   }
   return undefined;
@@ -123,10 +147,19 @@ function decode(v: number | string): number {
   return typeof v === 'number' ? v : Number(v);
 }
 
-export function saveRegression(name: string, model: Uint8Array, regression: Omit<Regression, 'inputs'> & { inputs: { name: string; shape: number[] }[] }, feeds: Feeds): string {
+export function saveRegression(
+  name: string,
+  model: Uint8Array,
+  regression: Omit<Regression, 'inputs'> & { inputs: { name: string; shape: number[] }[] },
+  feeds: Feeds,
+): string {
   fs.mkdirSync(REGRESSION_DIR, { recursive: true });
   const inputs = regression.inputs.map((i) => ({ name: i.name, shape: i.shape, values: Array.from(feeds[i.name]!, encode) }));
-  const disagreement = { ...regression.disagreement, expected: regression.disagreement.expected === undefined ? undefined : encode(regression.disagreement.expected), actual: regression.disagreement.actual === undefined ? undefined : encode(regression.disagreement.actual) };
+  const disagreement = {
+    ...regression.disagreement,
+    expected: regression.disagreement.expected === undefined ? undefined : encode(regression.disagreement.expected),
+    actual: regression.disagreement.actual === undefined ? undefined : encode(regression.disagreement.actual),
+  };
   fs.writeFileSync(path.join(REGRESSION_DIR, `${name}.onnx`), model);
   fs.writeFileSync(path.join(REGRESSION_DIR, `${name}.json`), `${JSON.stringify({ ...regression, inputs, disagreement }, null, 1)}\n`);
   return path.join(REGRESSION_DIR, `${name}.onnx`);
@@ -142,18 +175,26 @@ export interface LoadedRegression {
 
 export function loadRegressions(): LoadedRegression[] {
   if (!fs.existsSync(REGRESSION_DIR)) return [];
-  return fs.readdirSync(REGRESSION_DIR).filter((f) => f.endsWith('.json')).sort().map((file) => {
-    const name = file.slice(0, -'.json'.length);
-    const regression = JSON.parse(fs.readFileSync(path.join(REGRESSION_DIR, file), 'utf8')) as Regression;
-    const modelFile = path.join(REGRESSION_DIR, `${name}.onnx`);
-    if (!fs.existsSync(modelFile)) throw new Error(`regression ${name}: ${modelFile} is missing`);
-    const feeds: Feeds = Object.fromEntries(regression.inputs.map((i) => [i.name, Float32Array.from(i.values, decode)]));
-    return {
-      name,
-      model: new Uint8Array(fs.readFileSync(modelFile)),
-      spec: { inputs: regression.inputs.map((i) => ({ name: i.name, shape: i.shape })), outputs: regression.outputs, tolerance: regression.tolerance },
-      feeds,
-      regression,
-    };
-  });
+  return fs
+    .readdirSync(REGRESSION_DIR)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((file) => {
+      const name = file.slice(0, -'.json'.length);
+      const regression = JSON.parse(fs.readFileSync(path.join(REGRESSION_DIR, file), 'utf8')) as Regression;
+      const modelFile = path.join(REGRESSION_DIR, `${name}.onnx`);
+      if (!fs.existsSync(modelFile)) throw new Error(`regression ${name}: ${modelFile} is missing`);
+      const feeds: Feeds = Object.fromEntries(regression.inputs.map((i) => [i.name, Float32Array.from(i.values, decode)]));
+      return {
+        name,
+        model: new Uint8Array(fs.readFileSync(modelFile)),
+        spec: {
+          inputs: regression.inputs.map((i) => ({ name: i.name, shape: i.shape })),
+          outputs: regression.outputs,
+          tolerance: regression.tolerance,
+        },
+        feeds,
+        regression,
+      };
+    });
 }

@@ -77,7 +77,9 @@ function nudged(feeds: Feeds, seed: number): Feeds {
   const rng = new Rng(seed);
   const out: Feeds = {};
   for (const [name, values] of Object.entries(feeds)) {
-    out[name] = values.map((v) => (!Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v)) ? v : v * (1 + NUDGE * (2 * rng.next() - 1))));
+    out[name] = values.map((v) =>
+      !Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v)) ? v : v * (1 + NUDGE * (2 * rng.next() - 1)),
+    );
   }
   return out;
 }
@@ -141,7 +143,14 @@ function unstable(reference: Outputs, nudgedRuns: readonly Outputs[]): Map<strin
   return map;
 }
 
-function compareOutput(path: EnginePath, name: string, expected: OutputValues, actual: OutputValues | undefined, skip: ReadonlySet<number>, tolerance: Tolerance): Disagreement | undefined {
+function compareOutput(
+  path: EnginePath,
+  name: string,
+  expected: OutputValues,
+  actual: OutputValues | undefined,
+  skip: ReadonlySet<number>,
+  tolerance: Tolerance,
+): Disagreement | undefined {
   if (actual === undefined) return { path, kind: 'error', output: name, detail: `no output '${name}'` };
   if (expected.shape.join('x') !== actual.shape.join('x')) {
     return { path, kind: 'shape', output: name, detail: `output '${name}' has shape [${actual.shape}], onnxruntime [${expected.shape}]` };
@@ -161,7 +170,11 @@ function compareOutput(path: EnginePath, name: string, expected: OutputValues, a
     const excess = Math.abs(a - e) - Math.max(FLT_MIN, tolerance.atol + tolerance.rtol * Math.abs(e));
     if (excess > worstExcess) {
       worstExcess = excess;
-      worst = { ...at, kind: 'value', detail: `output '${name}'[${i}] is ${a}, onnxruntime ${e} (tolerance ${tolerance.atol} + ${tolerance.rtol} x |e|)` };
+      worst = {
+        ...at,
+        kind: 'value',
+        detail: `output '${name}'[${i}] is ${a}, onnxruntime ${e} (tolerance ${tolerance.atol} + ${tolerance.rtol} x |e|)`,
+      };
     }
   }
   return worst;
@@ -188,7 +201,12 @@ export async function checkGraph(graph: BuiltGraph, feeds: Feeds, paths: readonl
   return checkModel(onnxModel(graph.graph, OPSET), graph, feeds, paths);
 }
 
-export async function checkModel(model: Uint8Array, spec: ModelSpec, feeds: Feeds, paths: readonly EnginePath[] = ENGINE_PATHS): Promise<GraphResult> {
+export async function checkModel(
+  model: Uint8Array,
+  spec: ModelSpec,
+  feeds: Feeds,
+  paths: readonly EnginePath[] = ENGINE_PATHS,
+): Promise<GraphResult> {
   let session: ort.InferenceSession;
   let reference: Outputs;
   let nudgedRuns: Outputs[];
@@ -200,7 +218,8 @@ export async function checkModel(model: Uint8Array, spec: ModelSpec, feeds: Feed
   try {
     reference = await runOrt(session, spec, feeds);
     nudgedRuns = [await runOrt(session, spec, nudged(feeds, 1)), await runOrt(session, spec, nudged(feeds, 2))];
-    if (Object.values(feeds).some((values) => values.some((v) => v !== 0 && Math.abs(v) < FLT_MIN))) nudgedRuns.push(await runOrt(session, spec, flushed(feeds)));
+    if (Object.values(feeds).some((values) => values.some((v) => v !== 0 && Math.abs(v) < FLT_MIN)))
+      nudgedRuns.push(await runOrt(session, spec, flushed(feeds)));
   } catch (error) {
     return { invalid: (error as Error).message.split('\n')[0], disagreements: [], compared: 0, skipped: 0 };
   } finally {
@@ -255,7 +274,10 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
   const module = await Module.load(imported.bytes, { numThreads: 1 });
   const values = new Map<string, Float32Array>(Object.entries(feeds));
   try {
-    const results = await module.execute('forward', imported.inputs.map((info) => new Tensor('float32', info.shape, feeds[info.name]!)));
+    const results = await module.execute(
+      'forward',
+      imported.inputs.map((info) => new Tensor('float32', info.shape, feeds[info.name]!)),
+    );
     imported.outputs.forEach((info, i) => {
       const value = results[i];
       if (value instanceof Tensor && value.is('float32')) values.set(info.name, value.data);

@@ -56,7 +56,9 @@ describe('dynamic dims in authored programs', () => {
         // The varying length (dim 1) is 0 in both: "to the end" for the slice, "infer" for the reshape.
         expect([...slice.offsetsArray()!]).toEqual([1, 0, 0]);
         expect([...slice.sizesArray()!]).toEqual([3, 0, 2]);
-        const reshapes = nodes.filter((n) => n.nodeType() === NodeUnion.XNNStaticReshape).map((n) => n.node(new StaticReshape()) as StaticReshape);
+        const reshapes = nodes
+          .filter((n) => n.nodeType() === NodeUnion.XNNStaticReshape)
+          .map((n) => n.node(new StaticReshape()) as StaticReshape);
         expect(reshapes.map((r) => Array.from({ length: r.newShapeLength() }, (_, i) => r.newShape(i)))).toEqual([[3, 0]]);
       }
       const module = await Module.load(bytes);
@@ -69,7 +71,9 @@ describe('dynamic dims in authored programs', () => {
         const want = expected(length, data);
         (y!.toArray() as number[]).forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 5));
       }
-      await expect(module.run('forward', { x: Tensor.float32([4, MAX_LENGTH + 1, 2], new Float32Array(4 * (MAX_LENGTH + 1) * 2)) })).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(
+        module.run('forward', { x: Tensor.float32([4, MAX_LENGTH + 1, 2], new Float32Array(4 * (MAX_LENGTH + 1) * 2)) }),
+      ).rejects.toMatchObject({ code: 'INVALID_INPUT' });
       await module.dispose();
     });
   }

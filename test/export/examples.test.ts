@@ -88,7 +88,12 @@ describe.each(EXAMPLE_NAMES)('%s program', (name) => {
         if (tensor?.allocationInfo()?.memoryId() !== 2) continue;
         const fqn = tensor.extraTensorInfo()?.fullyQualifiedName();
         expect(fqn, `mem_id 2 tensor v${i} of ${methodName} is named`).toBeTruthy();
-        const where = JSON.stringify({ offset: offsetOf(tensor), sizes: sizesOf(tensor), type: tensor.scalarType(), init: tensor.dataBufferIdx() });
+        const where = JSON.stringify({
+          offset: offsetOf(tensor),
+          sizes: sizesOf(tensor),
+          type: tensor.scalarType(),
+          init: tensor.dataBufferIdx(),
+        });
         if (placement.has(fqn!)) expect(where, `${fqn} in ${methodName}`).toBe(placement.get(fqn!));
         placement.set(fqn!, where);
         const slot = plan.shared.find((s) => s.name === fqn)!;
@@ -124,7 +129,8 @@ describe('kv-decoder', () => {
       const caches: [string, number, number][] = [];
       for (let i = 0; i < method.valuesLength(); i++) {
         const tensor = tensorAt(method, i);
-        if (tensor?.allocationInfo()?.memoryId() === 2) caches.push([tensor.extraTensorInfo()!.fullyQualifiedName()!, offsetOf(tensor), tensor.dataBufferIdx()]);
+        if (tensor?.allocationInfo()?.memoryId() === 2)
+          caches.push([tensor.extraTensorInfo()!.fullyQualifiedName()!, offsetOf(tensor), tensor.dataBufferIdx()]);
       }
       expect(caches.sort((a, b) => a[1] - b[1])).toEqual([
         ['layers.0.key_cache', 0, 0],
@@ -166,7 +172,9 @@ describe('kv-decoder', () => {
     const second = reference.prefill([tokens[8]!, 1, 2, 3, 4, 5, 6, 250], 8); // one real token, then padding at 9..15
     expect(maxAbsDifference(second.subarray(0, V), full.subarray(8 * V, 9 * V))).toBeLessThan(1e-4);
     for (let pos = 9; pos < tokens.length; pos++) {
-      expect(maxAbsDifference(reference.decode(tokens[pos]!, pos), full.subarray(pos * V, (pos + 1) * V)), `position ${pos}`).toBeLessThan(1e-4);
+      expect(maxAbsDifference(reference.decode(tokens[pos]!, pos), full.subarray(pos * V, (pos + 1) * V)), `position ${pos}`).toBeLessThan(
+        1e-4,
+      );
     }
   });
 
@@ -182,7 +190,9 @@ describe('kv-decoder', () => {
     const fresh = new KvDecoderReference();
     fresh.execute('prefill', chunk);
     fresh.execute('decode', [int64Tensor([1, 1], [9]), int64Tensor([1], [8])]);
-    expect(Array.from(fresh.execute('decode', [int64Tensor([1, 1], [10]), int64Tensor([1], [9])])[0]!.data as Float32Array)).toEqual(Array.from(decoded));
+    expect(Array.from(fresh.execute('decode', [int64Tensor([1, 1], [10]), int64Tensor([1], [9])])[0]!.data as Float32Array)).toEqual(
+      Array.from(decoded),
+    );
   });
 
   it('rejects positions outside the context and wrong inputs', () => {
@@ -190,7 +200,9 @@ describe('kv-decoder', () => {
     const { context } = KV_DECODER_CONFIG;
     expect(() => reference.decode(1, context)).toThrow(`position ${context} is outside the context 0..${context - 1}`);
     expect(() => reference.prefill([1, 2, 3, 4, 5, 6, 7, 8], context - 7)).toThrow(`position ${context} is outside`);
-    expect(() => reference.execute('decode', [float32Tensor([1, 1], [1]), int64Tensor([1], [0])])).toThrow(/decode: input 0 'token' must be int64\[1, 1\], got float32\[1, 1\]/);
+    expect(() => reference.execute('decode', [float32Tensor([1, 1], [1]), int64Tensor([1], [0])])).toThrow(
+      /decode: input 0 'token' must be int64\[1, 1\], got float32\[1, 1\]/,
+    );
     expect(() => reference.execute('generate', [])).toThrow(/no method 'generate'/);
   });
 });
@@ -205,7 +217,9 @@ describe('gru-stream', () => {
     expect(Array.from(new Float32Array(initial.slice().buffer))).toEqual(Array.from(h0));
     for (const methodName of ['step', 'reset']) {
       const method = methodByName(program, methodName);
-      const states = Array.from({ length: method.valuesLength() }, (_, i) => tensorAt(method, i)).filter((t) => t?.allocationInfo()?.memoryId() === 2);
+      const states = Array.from({ length: method.valuesLength() }, (_, i) => tensorAt(method, i)).filter(
+        (t) => t?.allocationInfo()?.memoryId() === 2,
+      );
       expect(states).toHaveLength(1);
       expect(states[0]!.dataBufferIdx()).toBe(1);
       expect(offsetOf(states[0]!)).toBe(0);
@@ -214,7 +228,9 @@ describe('gru-stream', () => {
     const reset = builder.programGraph.method('reset');
     expect(reset.instructions).toHaveLength(1);
     const source = reset.tensorNode(reset.instructions[0]!.args[1]!);
-    expect(source.origin.kind === 'constant' && Array.from(new Float32Array(source.origin.constant.bytes.slice().buffer))).toEqual(Array.from(h0));
+    expect(source.origin.kind === 'constant' && Array.from(new Float32Array(source.origin.constant.bytes.slice().buffer))).toEqual(
+      Array.from(h0),
+    );
   });
 
   it('reset restores the initial output; without it the state changes the output', () => {
@@ -237,12 +253,18 @@ describe('gru-stream', () => {
     const h = weights.initialHidden;
     const dot = (w: Float32Array, row: number, width: number, x: Float32Array) => x.reduce((sum, v, i) => sum + v * w[row * width + i]!, 0);
     const gate = (k: number, i: number, r = 1) =>
-      dot(weights.input.weight, k * H + i, F, frame) + weights.input.bias[k * H + i]! + r * (dot(weights.recurrent.weight, k * H + i, H, h) + weights.recurrent.bias[k * H + i]!);
+      dot(weights.input.weight, k * H + i, F, frame) +
+      weights.input.bias[k * H + i]! +
+      r * (dot(weights.recurrent.weight, k * H + i, H, h) + weights.recurrent.bias[k * H + i]!);
     const sig = (v: number) => 1 / (1 + Math.exp(-v));
     const expected = Array.from({ length: H }, (_, i) => {
       const r = sig(gate(0, i));
       const z = sig(gate(1, i));
-      const n = Math.tanh(dot(weights.input.weight, 2 * H + i, F, frame) + weights.input.bias[2 * H + i]! + r * (dot(weights.recurrent.weight, 2 * H + i, H, h) + weights.recurrent.bias[2 * H + i]!));
+      const n = Math.tanh(
+        dot(weights.input.weight, 2 * H + i, F, frame) +
+          weights.input.bias[2 * H + i]! +
+          r * (dot(weights.recurrent.weight, 2 * H + i, H, h) + weights.recurrent.bias[2 * H + i]!),
+      );
       return (1 - z) * n + z * h[i]!;
     });
     reference.step(frame);
@@ -262,7 +284,9 @@ describe('encoder-decoder', () => {
     expect(Array.from(reconstruction!.data as Float32Array).every((v) => v > 0 && v < 1)).toBe(true);
     const { builder } = exported('encoder-decoder');
     const constantsOf = (method: string) =>
-      builder.programGraph.method(method).values.flatMap((v) => (v.kind === 'tensor' && v.origin.kind === 'constant' ? [v.origin.constant.name] : []));
+      builder.programGraph
+        .method(method)
+        .values.flatMap((v) => (v.kind === 'tensor' && v.origin.kind === 'constant' ? [v.origin.constant.name] : []));
     const shared = constantsOf('encode').filter((n) => constantsOf('decode').includes(n));
     expect(shared.sort()).toEqual(['encoder.layer1.weight', 'encoder.layer2.weight']);
   });
@@ -289,6 +313,8 @@ describe('reference helpers', () => {
     const first = a.execute('step', [frame])[0]!.data;
     a.execute('step', [frame]);
     expect(Array.from(b.execute('step', [frame])[0]!.data as Float32Array)).toEqual(Array.from(first as Float32Array));
-    expect(() => exampleReference('nope')).toThrow(/unknown example 'nope' \(available: kv-decoder, gru-stream, encoder-decoder, kv-decoder-large, llama-8da4w\)/);
+    expect(() => exampleReference('nope')).toThrow(
+      /unknown example 'nope' \(available: kv-decoder, gru-stream, encoder-decoder, kv-decoder-large, llama-8da4w\)/,
+    );
   });
 });

@@ -4,8 +4,23 @@
 import { describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../../lib/export/index.js';
-import { bf16Bits, bf16Value, dequantizeInt4Groups, packInt4Rows, perTokenInt8Row, quantizeInt4Groups, roundHalfEven } from '../../lib/export/quantize.js';
-import { Datatype, NodeUnion, PerChannelGroupQuant, QuantizedTensorValue, QuantParams, ValueUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
+import {
+  bf16Bits,
+  bf16Value,
+  dequantizeInt4Groups,
+  packInt4Rows,
+  perTokenInt8Row,
+  quantizeInt4Groups,
+  roundHalfEven,
+} from '../../lib/export/quantize.js';
+import {
+  Datatype,
+  NodeUnion,
+  PerChannelGroupQuant,
+  QuantizedTensorValue,
+  QuantParams,
+  ValueUnion,
+} from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { payloadGraph } from '../helpers/xnnpack-payload.js';
 

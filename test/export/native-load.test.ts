@@ -17,7 +17,10 @@ let addonProblem: string | null | undefined;
 // try it in a child first and fail with a message instead.
 function checkAddonLoads(): void {
   if (addonProblem === undefined) {
-    const probe = spawnSync(process.execPath, ['-e', `require('node-gyp-build')(${JSON.stringify(repoRoot)})`], { cwd: repoRoot, encoding: 'utf8' });
+    const probe = spawnSync(process.execPath, ['-e', `require('node-gyp-build')(${JSON.stringify(repoRoot)})`], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+    });
     addonProblem = probe.status === 0 ? null : (probe.stderr || probe.stdout).trim().split('\n').slice(-3).join(' ');
   }
   if (addonProblem !== null) throw new Error(`the native addon does not load (build it with npm run build:native): ${addonProblem}`);
@@ -31,12 +34,15 @@ function load(bytes: Uint8Array): ProgramDescription {
 /** Checks describe() against the builder's graphs and plan. */
 function expectDescriptionMatches(builder: ProgramBuilder, result: ExportResult, description: ProgramDescription): void {
   expect(description.identifier).toBe('ET12');
-  const header = result.layout.headerLength === 0 ? null : {
-    headerLength: 32,
-    programSize: result.layout.programSize,
-    segmentBaseOffset: result.layout.segmentBaseOffset,
-    segmentDataSize: result.layout.segmentDataSize,
-  };
+  const header =
+    result.layout.headerLength === 0
+      ? null
+      : {
+          headerLength: 32,
+          programSize: result.layout.programSize,
+          segmentBaseOffset: result.layout.segmentBaseOffset,
+          segmentDataSize: result.layout.segmentDataSize,
+        };
   expect(description.extendedHeader).toEqual(header);
   expect(description.segments).toBe(result.layout.segments.length);
   const graph = builder.programGraph;
@@ -64,14 +70,18 @@ function expectDescriptionMatches(builder: ProgramBuilder, result: ExportResult,
     expectTensors(method.inputs, described.inputs, 'inputs');
     expectTensors(method.outputs, described.outputs, 'outputs');
     const kernels = method.instructions.filter((i) => i.kind === 'kernel');
-    const operators = [...new Set(kernels.map((i) => (i.kind === 'kernel' && i.overload ? `${i.name}.${i.overload}` : (i as { name: string }).name)))];
+    const operators = [
+      ...new Set(kernels.map((i) => (i.kind === 'kernel' && i.overload ? `${i.name}.${i.overload}` : (i as { name: string }).name))),
+    ];
     expect(described.operators, method.name).toEqual(operators);
     const counts: Record<string, number> = {};
     if (kernels.length > 0) counts.KernelCall = kernels.length;
     const delegateCalls = method.instructions.length - kernels.length;
     if (delegateCalls > 0) counts.DelegateCall = delegateCalls;
     expect(described.instructions, method.name).toEqual(counts);
-    const constants = new Set(method.values.flatMap((v) => (v.kind === 'tensor' && v.origin.kind === 'constant' ? [v.origin.constant] : [])));
+    const constants = new Set(
+      method.values.flatMap((v) => (v.kind === 'tensor' && v.origin.kind === 'constant' ? [v.origin.constant] : [])),
+    );
     const constantBytes = [...constants].reduce((sum, c) => sum + c.shape.reduce((n, s) => n * s, 1) * dtypeInfo(c.dtype).byteSize, 0);
     expect(described.constantBytes, method.name).toBe(constantBytes);
   });

@@ -13,7 +13,8 @@ import {
 } from '../../lib/export/index.js';
 import { buildExample, EXAMPLE_NAMES, SeededRandom } from '../../lib/tools/examples/index.js';
 
-const overlaps = (a: { first: number; last: number }, b: { first: number; last: number }): boolean => a.first <= b.last && b.first <= a.last;
+const overlaps = (a: { first: number; last: number }, b: { first: number; last: number }): boolean =>
+  a.first <= b.last && b.first <= a.last;
 
 /** Every pair of planned tensors in one arena that is alive at the same step must use disjoint bytes. */
 function expectNoConflicts(items: readonly LifetimeItem[], offsets: ReadonlyMap<number, number>, size: number, alignment = 16): void {
@@ -39,7 +40,9 @@ function peakLiveBytes(items: readonly LifetimeItem[], alignment = 16): number {
   const steps = new Set(items.flatMap((i) => [i.first, i.last]));
   let peak = 0;
   for (const step of steps) {
-    const live = items.filter((i) => i.first <= step && step <= i.last).reduce((sum, i) => sum + Math.ceil(i.nbytes / alignment) * alignment, 0);
+    const live = items
+      .filter((i) => i.first <= step && step <= i.last)
+      .reduce((sum, i) => sum + Math.ceil(i.nbytes / alignment) * alignment, 0);
     peak = Math.max(peak, live);
   }
   return peak;
@@ -52,7 +55,12 @@ describe('planArena (best-fit)', () => {
       const count = 2 + random.integer(40);
       const items: LifetimeItem[] = Array.from({ length: count }, (_, id) => {
         const first = random.integer(30);
-        return { id, nbytes: random.integer(4) === 0 ? random.integer(5000) : 1 + random.integer(300), first, last: first + random.integer(12) };
+        return {
+          id,
+          nbytes: random.integer(4) === 0 ? random.integer(5000) : 1 + random.integer(300),
+          first,
+          last: first + random.integer(12),
+        };
       });
       const plan = planArena(items);
       expectNoConflicts(items, plan.offsets, plan.size);
@@ -107,7 +115,9 @@ function checkProgramPlan(builder: ProgramBuilder, plan: ProgramMemoryPlan): voi
     const items = activations.map((p) => ({ id: p.value, nbytes: p.nbytes, first: p.first, last: p.last }));
     expectNoConflicts(items, new Map(activations.map((p) => [p.value, p.offset])), method.activationBytes);
     expect(method.activationBytes).toBeLessThanOrEqual(method.naiveActivationBytes);
-    expect(method.nonConstBufferSizes).toEqual(sharedNames.length > 0 ? [0, method.activationBytes, plan.sharedBytes] : [0, method.activationBytes]);
+    expect(method.nonConstBufferSizes).toEqual(
+      sharedNames.length > 0 ? [0, method.activationBytes, plan.sharedBytes] : [0, method.activationBytes],
+    );
     // Each shared buffer a method touches is at its program-wide offset.
     for (const p of placementsOf(method, 2)) {
       const node = graph.method(method.method).tensorNode(p.value);

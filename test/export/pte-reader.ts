@@ -84,9 +84,13 @@ export function decodeWithFlatc(bytes: Uint8Array): Record<string, unknown> {
   try {
     const file = path.join(dir, 'program.pte');
     fs.writeFileSync(file, bytes);
-    const result = spawnSync('flatc', ['--json', '--strict-json', '--raw-binary', '-o', dir, path.join(repoRoot, 'schema/program.fbs'), '--', file], {
-      encoding: 'utf8',
-    });
+    const result = spawnSync(
+      'flatc',
+      ['--json', '--strict-json', '--raw-binary', '-o', dir, path.join(repoRoot, 'schema/program.fbs'), '--', file],
+      {
+        encoding: 'utf8',
+      },
+    );
     if (result.error) throw new Error(`could not run flatc: ${result.error.message}`);
     if (result.status !== 0) throw new Error(`flatc failed (${result.status}): ${result.stderr}`);
     return JSON.parse(fs.readFileSync(path.join(dir, 'program.json'), 'utf8')) as Record<string, unknown>;

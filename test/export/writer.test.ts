@@ -2,12 +2,7 @@ import fs from 'node:fs';
 
 import { describe, expect, it } from 'vitest';
 
-import {
-  ProgramBuilder,
-  serializePte,
-  type LoweringPass,
-  type PteProgram,
-} from '../../lib/export/index.js';
+import { ProgramBuilder, serializePte, type LoweringPass, type PteProgram } from '../../lib/export/index.js';
 import { exportExample, KV_DECODER_CONFIG, EXAMPLE_NAMES } from '../../lib/tools/examples/index.js';
 import { DataLocation, ScalarType } from '../../lib/generated/program/program_generated.js';
 import { testdataPath } from '../helpers/testdata.js';
@@ -53,13 +48,17 @@ function checkLayout(bytes: Uint8Array, { exactSize = true } = {}) {
     // The root table lies after the spliced header.
     expect(rootOffset(bytes)).toBeGreaterThanOrEqual(8 + alignUp(header.length, 16));
     expect(rootOffset(bytes)).toBeLessThan(header.programSize);
-    expect(bytes.subarray(header.programSize, header.segmentBaseOffset).every((b) => b === 0), 'padding before the segments is zero').toBe(true);
+    expect(
+      bytes.subarray(header.programSize, header.segmentBaseOffset).every((b) => b === 0),
+      'padding before the segments is zero',
+    ).toBe(true);
     if (header.segmentDataSize !== undefined) expect(header.segmentDataSize).toBe(segmentEnd);
     if (exactSize) expect(bytes.byteLength).toBe(header.segmentBaseOffset + segmentEnd);
     else expect(bytes.byteLength).toBeGreaterThanOrEqual(header.segmentBaseOffset + segmentEnd);
   }
   const constantSegment = program.constantSegment();
-  const constantOffsets = constantSegment === null ? [] : Array.from({ length: constantSegment.offsetsLength() }, (_, i) => Number(constantSegment.offsets(i)!));
+  const constantOffsets =
+    constantSegment === null ? [] : Array.from({ length: constantSegment.offsetsLength() }, (_, i) => Number(constantSegment.offsets(i)!));
   if (constantOffsets.length > 0) {
     expect(constantOffsets[0], 'entry 0 is the placeholder').toBe(0);
     if (constantOffsets.length > 1) expect(constantOffsets[1], 'the first constant starts the segment').toBe(0);
@@ -117,7 +116,9 @@ describe('.pte layout (spec 1.4)', () => {
     expect(new TextDecoder().decode(payload)).toBe('relu payload for 3 args');
     expect(delegate.compileSpecs(0)!.key()).toBe('mode');
     expect(Array.from(delegate.compileSpecs(0)!.valueArray()!)).toEqual([7]);
-    const named = new Map(Array.from({ length: program.namedDataLength() }, (_, i) => [program.namedData(i)!.key()!, program.namedData(i)!.segmentIndex()]));
+    const named = new Map(
+      Array.from({ length: program.namedDataLength() }, (_, i) => [program.namedData(i)!.key()!, program.namedData(i)!.segmentIndex()]),
+    );
     expect([...named.keys()]).toEqual(['weights-a', 'weights-b', 'weights-c']);
     expect(named.get('weights-a')).toBe(named.get('weights-b'));
     expect(named.get('weights-c')).not.toBe(named.get('weights-a'));
@@ -182,7 +183,10 @@ describe('.pte layout (spec 1.4)', () => {
           // Payload sizes chosen so that a 1-aligned vector would start off the 16-byte grid.
           const first = context.addDelegatePayload(new Uint8Array(13).fill(1));
           const second = context.addDelegatePayload(new Uint8Array(7).fill(2));
-          method.delegates.push({ backendId: 'A', payload: first, compileSpecs: [] }, { backendId: 'B', payload: second, compileSpecs: [] });
+          method.delegates.push(
+            { backendId: 'A', payload: first, compileSpecs: [] },
+            { backendId: 'B', payload: second, compileSpecs: [] },
+          );
         },
       };
       const { bytes } = program.export({ lowering: [pass], writer: { delegatePlacement: 'inline' } });
@@ -221,9 +225,17 @@ describe('.pte layout (spec 1.4)', () => {
       constants: [],
     };
     expect(() => serializePte(base)).toThrow(/method 'forward': value 0: bytes \[16, 32\) exceed arena 1 of 16 bytes/);
-    const badList: PteProgram = { ...base, methods: [{ ...base.methods[0]!, nonConstBufferSizes: [0, 32], values: [...base.methods[0]!.values, { kind: 'intList', items: [0] }] }] };
+    const badList: PteProgram = {
+      ...base,
+      methods: [
+        { ...base.methods[0]!, nonConstBufferSizes: [0, 32], values: [...base.methods[0]!.values, { kind: 'intList', items: [0] }] },
+      ],
+    };
     expect(() => serializePte(badList)).toThrow(/IntList item 0 is not an Int value/);
-    const badConstant: PteProgram = { ...base, methods: [{ ...base.methods[0]!, values: [{ kind: 'tensor', scalarType: ScalarType.FLOAT, sizes: [1], dataBufferIdx: 1 }] }] };
+    const badConstant: PteProgram = {
+      ...base,
+      methods: [{ ...base.methods[0]!, values: [{ kind: 'tensor', scalarType: ScalarType.FLOAT, sizes: [1], dataBufferIdx: 1 }] }],
+    };
     expect(() => serializePte(badConstant)).toThrow(/constant 1 is out of range \(0 stored\)/);
   });
 });
@@ -231,7 +243,13 @@ describe('.pte layout (spec 1.4)', () => {
 describe('flatc decodes the written programs against schema/program.fbs', () => {
   it('kv-decoder', () => {
     const json = decodeWithFlatc(exportExample('kv-decoder')) as {
-      execution_plan: { name: string; non_const_buffer_sizes: number[]; operators: { name: string; overload?: string }[]; inputs: number[]; outputs: number[] }[];
+      execution_plan: {
+        name: string;
+        non_const_buffer_sizes: number[];
+        operators: { name: string; overload?: string }[];
+        inputs: number[];
+        outputs: number[];
+      }[];
       constant_segment: { segment_index?: number; offsets: number[] };
       segments: { offset?: number; size: number }[];
       mutable_data_segments?: unknown;
@@ -247,7 +265,19 @@ describe('flatc decodes the written programs against schema/program.fbs', () => 
     expect(prefill.inputs).toHaveLength(2);
     expect(prefill.outputs).toHaveLength(1);
     const ops = prefill.operators.map((o) => (o.overload ? `${o.name}.${o.overload}` : o.name));
-    for (const op of ['aten::embedding.out', 'aten::native_layer_norm.out', 'aten::addmm.out', 'aten::permute_copy.out', 'aten::bmm.out', 'aten::_softmax.out', 'aten::gelu.out', 'aten::index_put_', 'aten::view_copy.out', 'aten::add.out', 'aten::mul.Scalar_out']) {
+    for (const op of [
+      'aten::embedding.out',
+      'aten::native_layer_norm.out',
+      'aten::addmm.out',
+      'aten::permute_copy.out',
+      'aten::bmm.out',
+      'aten::_softmax.out',
+      'aten::gelu.out',
+      'aten::index_put_',
+      'aten::view_copy.out',
+      'aten::add.out',
+      'aten::mul.Scalar_out',
+    ]) {
       expect(ops).toContain(op);
     }
     expect(json.execution_plan[2]!.operators).toEqual([{ name: 'aten::copy_', overload: '' }]);
@@ -258,20 +288,30 @@ describe('flatc decodes the written programs against schema/program.fbs', () => 
   it('a program with initial values, delegates and named data', () => {
     const { bytes } = syntheticProgram().export({ lowering: [reluToBackend] });
     const json = decodeWithFlatc(bytes) as {
-      execution_plan: { name: string; values: { val_type: string; val: Record<string, unknown> }[]; delegates: { id: string; processed: { location: string; index: number } }[]; chains: { instructions: { instr_args_type: string; instr_args: { args: number[] } }[] }[] }[];
+      execution_plan: {
+        name: string;
+        values: { val_type: string; val: Record<string, unknown> }[];
+        delegates: { id: string; processed: { location: string; index: number } }[];
+        chains: { instructions: { instr_args_type: string; instr_args: { args: number[] } }[] }[];
+      }[];
       mutable_data_segments: { segment_index: number; offsets: number[] }[];
       named_data: { key: string; segment_index: number }[];
       segments: { offset?: number; size: number }[];
     };
     const forward = json.execution_plan[0]!;
-    expect(forward.delegates).toEqual([{ id: 'TestBackend', processed: { location: 'SEGMENT', index: 2 }, compile_specs: [{ key: 'mode', value: [7] }] }]);
+    expect(forward.delegates).toEqual([
+      { id: 'TestBackend', processed: { location: 'SEGMENT', index: 2 }, compile_specs: [{ key: 'mode', value: [7] }] },
+    ]);
     expect(forward.chains[0]!.instructions.map((i) => i.instr_args_type)).toContain('DelegateCall');
     expect(json.mutable_data_segments).toEqual([{ segment_index: 1, offsets: [0, 0, 3] }]);
     expect(json.named_data.map((n) => n.key)).toEqual(['weights-a', 'weights-b', 'weights-c']);
     // The state tensors: planned in mem_id 2, named, and the initialized ones carry their initial-value index.
     const stateTensors = forward.values
       .filter((v) => v.val_type === 'Tensor' && (v.val.allocation_info as { memory_id: number } | undefined)?.memory_id === 2)
-      .map((v) => ({ name: (v.val.extra_tensor_info as { fully_qualified_name: string }).fully_qualified_name, init: v.val.data_buffer_idx ?? 0 }));
+      .map((v) => ({
+        name: (v.val.extra_tensor_info as { fully_qualified_name: string }).fully_qualified_name,
+        init: v.val.data_buffer_idx ?? 0,
+      }));
     expect(stateTensors).toEqual([
       { name: 'level', init: 2 },
       { name: 'counter', init: 1 },
@@ -280,7 +320,14 @@ describe('flatc decodes the written programs against schema/program.fbs', () => 
 });
 
 describe('the layout checks hold for upstream files', () => {
-  it.each(['et_arduino_add_model.pte', 'npr_multi_method.pte', 'djl_conv_xnnpack.pte', 'djl_lin129_planned.pte', 'et_add.pte', 'et_softmax_pr17248.pte'])('%s', (file) => {
+  it.each([
+    'et_arduino_add_model.pte',
+    'npr_multi_method.pte',
+    'djl_conv_xnnpack.pte',
+    'djl_lin129_planned.pte',
+    'et_add.pte',
+    'et_softmax_pr17248.pte',
+  ])('%s', (file) => {
     const bytes = new Uint8Array(fs.readFileSync(testdataPath(file)));
     const layout = checkLayout(bytes);
     if (file === 'et_arduino_add_model.pte') {

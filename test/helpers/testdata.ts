@@ -16,5 +16,8 @@ export function testdataPath(name: string): string {
 
 export function testdataFiles(): string[] {
   if (!fs.existsSync(testdataDir)) throw new Error(`test fixture folder not found: ${testdataDir}`);
-  return fs.readdirSync(testdataDir).filter((name) => name.endsWith('.pte')).sort();
+  return fs
+    .readdirSync(testdataDir)
+    .filter((name) => name.endsWith('.pte'))
+    .sort();
 }

@@ -13,7 +13,8 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 const tokenizer = path.join(dir, 'tokenizer.json');
 fs.writeFileSync(tokenizer, byteTokenizerJson());
 
-const STATS = /^prompt tokens: (\d+) \| generated tokens: (\d+) \| load: [\d.]+ s \| prompt eval: [\d.]+ s \([\d.]+ tok\/s\) \| first token: [\d.]+ s \| generation: [\d.]+ s \([\d.]+ tok\/s\) \| sampling: [\d.]+ s \| stop: (\w+)\n$/;
+const STATS =
+  /^prompt tokens: (\d+) \| generated tokens: (\d+) \| load: [\d.]+ s \| prompt eval: [\d.]+ s \([\d.]+ tok\/s\) \| first token: [\d.]+ s \| generation: [\d.]+ s \([\d.]+ tok\/s\) \| sampling: [\d.]+ s \| stop: (\w+)\n$/;
 
 describe('etna generate', () => {
   it('streams a forward program greedily and reports its stats', () => {
@@ -24,7 +25,21 @@ describe('etna generate', () => {
     expect(result.stdout).toBe('é🌍z\n');
     expect(result.stderr).toMatch(STATS);
     expect(STATS.exec(result.stderr)!.slice(1)).toEqual(['1', '8', 'eos']);
-    const echoed = runCli(['generate', model, '--tokenizer', tokenizer, '--prompt', 'a', '--temperature', '0', '--echo', '--stop', 'z', '--max-new-tokens', '7']);
+    const echoed = runCli([
+      'generate',
+      model,
+      '--tokenizer',
+      tokenizer,
+      '--prompt',
+      'a',
+      '--temperature',
+      '0',
+      '--echo',
+      '--stop',
+      'z',
+      '--max-new-tokens',
+      '7',
+    ]);
     expect(echoed.stdout).toBe('aé🌍\n');
     expect(STATS.exec(echoed.stderr)!.slice(1)).toEqual(['1', '7', 'stop']);
   });
@@ -32,7 +47,26 @@ describe('etna generate', () => {
   it('runs the prefill/decode layout with sampling options and threads, the same text for the same seed', () => {
     const model = path.join(dir, 'llama.pte');
     fs.writeFileSync(model, llamaProgram());
-    const args = ['generate', model, '--tokenizer', tokenizer, '--prompt', 'Once upon a time', '--max-new-tokens', '12', '--temperature', '0.9', '--top-k', '50', '--top-p', '0.95', '--seed', '7', '--threads', '2'];
+    const args = [
+      'generate',
+      model,
+      '--tokenizer',
+      tokenizer,
+      '--prompt',
+      'Once upon a time',
+      '--max-new-tokens',
+      '12',
+      '--temperature',
+      '0.9',
+      '--top-k',
+      '50',
+      '--top-p',
+      '0.95',
+      '--seed',
+      '7',
+      '--threads',
+      '2',
+    ];
     const first = runCli(args);
     expect(first.status, first.stderr).toBe(0);
     expect(STATS.exec(first.stderr)!.slice(1)).toEqual(['16', '12', 'length']);

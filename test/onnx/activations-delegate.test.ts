@@ -9,7 +9,12 @@ import { describe, expect, it } from 'vitest';
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
-import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
+import {
+  writeOnnxModel,
+  type OnnxAttributeValue,
+  type OnnxGraphInitializer,
+  type OnnxGraphNode,
+} from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 
@@ -119,7 +124,9 @@ function inputData(seed: number, specials: boolean): Float32Array {
 
 async function run(model: Uint8Array, feeds: Record<string, Float32Array>): Promise<{ etna: Float32Array; onnxruntime: Float32Array }> {
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
-  const expected = (await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, new ort.Tensor('float32', v, [...SHAPE])])))).y!.data as Float32Array;
+  const expected = (
+    await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, new ort.Tensor('float32', v, [...SHAPE])])))
+  ).y!.data as Float32Array;
   await session.release();
   const module = await Module.load(importOnnx(model).bytes);
   const inputs = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, Tensor.float32([...SHAPE], v)]));

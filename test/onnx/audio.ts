@@ -21,7 +21,7 @@ function noise(length: number, amplitude: number, seed: number): Float32Array {
   let state = seed >>> 0;
   for (let i = 0; i < length; i++) {
     state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = (state / 0x100000000 * 2 - 1) * amplitude;
+    out[i] = ((state / 0x100000000) * 2 - 1) * amplitude;
   }
   return out;
 }
@@ -59,7 +59,9 @@ function espeakSpeech(text: string): Float32Array | undefined {
 /** About `seconds` of 16 kHz mono audio: silence, speech, noise, speech, silence. */
 export function vadTestAudio(seconds: number): { samples: Float32Array; source: 'espeak-ng' | 'synthetic' } {
   const total = Math.round(seconds * 16000);
-  const speech = espeakSpeech('The quick brown fox jumps over the lazy dog. Streaming voice activity detection keeps its state between calls.');
+  const speech = espeakSpeech(
+    'The quick brown fox jumps over the lazy dog. Streaming voice activity detection keeps its state between calls.',
+  );
   const voiced = speech ?? synthesizedSpeech(Math.round(total * 0.35));
   const samples = new Float32Array(total);
   const quarter = Math.round(total / 8);

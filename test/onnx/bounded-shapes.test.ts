@@ -162,10 +162,9 @@ describe('bounded dynamic input shapes', () => {
       }
       // Past the upper bound the runtime refuses the input.
       const tooWide = inputAt(RANGE.max + 8);
-      await expect(module.run(
-        'forward',
-        { x: Tensor.float32(tooWide.shape, tooWide.data) },
-      )).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+      await expect(module.run('forward', { x: Tensor.float32(tooWide.shape, tooWide.data) })).rejects.toMatchObject({
+        code: 'INVALID_INPUT',
+      });
       await module.dispose();
     });
   }
@@ -221,7 +220,11 @@ describe('bounded dynamic input shapes', () => {
     expect(imported.calls).toEqual({ delegate: 1, kernel: 0 });
     const module = await Module.load(imported.bytes);
     const session = await ort.InferenceSession.create(softmax, { intraOpNumThreads: 1 });
-    for (const [height, width] of [[4, 16], [5, 37], [8, 64]] as const) {
+    for (const [height, width] of [
+      [4, 16],
+      [5, 37],
+      [8, 64],
+    ] as const) {
       const shape = [1, 3, height, width];
       const random = seededUniform(height * width);
       const data = Float32Array.from({ length: 3 * height * width }, () => random(-3, 3));
@@ -271,17 +274,15 @@ describe('bounded dynamic input shapes', () => {
   }
 
   it('refuses a range on a state input', () => {
-    expect(() => importOnnx(
-      shapeDataModel(),
-      { shapes: { x: '1x3x8x16..64' }, state: [{ input: 'x', output: 'y' }] },
-    )).toThrow(/input 'x': a state or context input cannot have a size range/);
+    expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' }, state: [{ input: 'x', output: 'y' }] })).toThrow(
+      /input 'x': a state or context input cannot have a size range/,
+    );
   });
 
   it('refuses a graph that turns the width into data, naming the node', () => {
-    expect(() => importOnnx(
-      shapeDataModel(),
-      { shapes: { x: '1x3x8x16..64' } },
-    )).toThrow(/node 'Add_2' \(Add\).*import-time data computed from the input size/);
+    expect(() => importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16..64' } })).toThrow(
+      /node 'Add_2' \(Add\).*import-time data computed from the input size/,
+    );
     // At one fixed width the same graph imports.
     expect(importOnnx(shapeDataModel(), { shapes: { x: '1x3x8x16' } }).outputs[0]!.shape).toEqual([1, 3, 8, 16]);
   });

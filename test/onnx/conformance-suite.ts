@@ -14,13 +14,85 @@ export const haveNodeTests = fs.existsSync(path.join(NODE_TEST_ROOT, 'test_abs',
 
 /** The op types of suite v1 (77): the Silero/RNN core plus ops that lower to the portable set. */
 export const SUITE_OPS: ReadonlySet<string> = new Set([
-  'LayerNormalization', 'ArgMax', 'MaxPool', 'AveragePool', 'Concat', 'Gemm', 'Reshape', 'Shape', 'ReduceSum', 'ConvTranspose',
-  'Pow', 'Flatten', 'Slice', 'Unsqueeze', 'ReduceMean', 'Clip', 'ReduceMax', 'ReduceMin', 'ReduceL2', 'ReduceSumSquare', 'Split',
-  'Transpose', 'Softmax', 'LogSoftmax', 'Conv', 'Dropout', 'Max', 'Min', 'GRU', 'Gather', 'BatchNormalization',
-  'Sub', 'Mul', 'Div', 'MatMul', 'LSTM', 'Not', 'LeakyRelu', 'HardSigmoid', 'Elu', 'Selu', 'Sum', 'Mean',
-  'Sigmoid', 'Tanh', 'Sqrt', 'Add', 'Squeeze', 'InstanceNormalization', 'GlobalAveragePool', 'PRelu', 'Exp', 'Log', 'Neg',
-  'Reciprocal', 'Floor', 'Ceil', 'Sin', 'Cos', 'Softplus', 'Expand', 'Where', 'Tile', 'Greater', 'Less', 'Relu', 'Pad',
-  'Identity', 'ConstantOfShape', 'Constant', 'If', 'HardSwish', 'Erf', 'Abs', 'Round', 'Sign', 'Range', 'Resize', 'Upsample',
+  'LayerNormalization',
+  'ArgMax',
+  'MaxPool',
+  'AveragePool',
+  'Concat',
+  'Gemm',
+  'Reshape',
+  'Shape',
+  'ReduceSum',
+  'ConvTranspose',
+  'Pow',
+  'Flatten',
+  'Slice',
+  'Unsqueeze',
+  'ReduceMean',
+  'Clip',
+  'ReduceMax',
+  'ReduceMin',
+  'ReduceL2',
+  'ReduceSumSquare',
+  'Split',
+  'Transpose',
+  'Softmax',
+  'LogSoftmax',
+  'Conv',
+  'Dropout',
+  'Max',
+  'Min',
+  'GRU',
+  'Gather',
+  'BatchNormalization',
+  'Sub',
+  'Mul',
+  'Div',
+  'MatMul',
+  'LSTM',
+  'Not',
+  'LeakyRelu',
+  'HardSigmoid',
+  'Elu',
+  'Selu',
+  'Sum',
+  'Mean',
+  'Sigmoid',
+  'Tanh',
+  'Sqrt',
+  'Add',
+  'Squeeze',
+  'InstanceNormalization',
+  'GlobalAveragePool',
+  'PRelu',
+  'Exp',
+  'Log',
+  'Neg',
+  'Reciprocal',
+  'Floor',
+  'Ceil',
+  'Sin',
+  'Cos',
+  'Softplus',
+  'Expand',
+  'Where',
+  'Tile',
+  'Greater',
+  'Less',
+  'Relu',
+  'Pad',
+  'Identity',
+  'ConstantOfShape',
+  'Constant',
+  'If',
+  'HardSwish',
+  'Erf',
+  'Abs',
+  'Round',
+  'Sign',
+  'Range',
+  'Resize',
+  'Upsample',
 ]);
 
 // ONNX element types the suite keeps: float, int64, bool.
@@ -57,14 +129,14 @@ export function suiteCases(): NodeTestCase[] {
   return cases;
 }
 
-
 function readPb(file: string, what: string): ConstTensor {
   return constFromProto(decodeTensor(fs.readFileSync(file)), what);
 }
 
 function dataFiles(dir: string, prefix: 'input' | 'output'): string[] {
   const setDir = path.join(dir, 'test_data_set_0');
-  return fs.readdirSync(setDir)
+  return fs
+    .readdirSync(setDir)
     .filter((f) => f.startsWith(`${prefix}_`) && f.endsWith('.pb'))
     .sort((a, b) => Number(a.slice(prefix.length + 1, -3)) - Number(b.slice(prefix.length + 1, -3)))
     .map((f) => path.join(setDir, f));
@@ -76,7 +148,12 @@ export interface CaseResult {
 }
 
 /** Element-wise |actual - expected| <= atol + rtol * |expected|, NaN matching NaN. */
-export function closeEnough(actual: ArrayLike<number | bigint>, expected: ArrayLike<number | bigint>, rtol = 1e-3, atol = 1e-7): string | undefined {
+export function closeEnough(
+  actual: ArrayLike<number | bigint>,
+  expected: ArrayLike<number | bigint>,
+  rtol = 1e-3,
+  atol = 1e-7,
+): string | undefined {
   if (actual.length !== expected.length) return `length ${actual.length} vs ${expected.length}`;
   let worst = 0;
   let worstAt = -1;
@@ -105,7 +182,9 @@ export async function runInEtna(testCase: NodeTestCase): Promise<CaseResult> {
   const shapes: Record<string, number[]> = {};
   const runtime: Tensor[] = [];
   // Float inputs a Resize or Upsample reads as roi or scales are parameters too.
-  const floatParameters = new Set(model.graph.nodes.filter((n) => n.opType === 'Resize' || n.opType === 'Upsample').flatMap((n) => n.inputs.slice(1)));
+  const floatParameters = new Set(
+    model.graph.nodes.filter((n) => n.opType === 'Resize' || n.opType === 'Upsample').flatMap((n) => n.inputs.slice(1)),
+  );
   graphInputs.forEach((info, i) => {
     const file = inputFiles[i];
     if (file === undefined) return;
@@ -128,7 +207,8 @@ export async function runInEtna(testCase: NodeTestCase): Promise<CaseResult> {
       const want = expected[i]!;
       const got = results[i];
       if (!(got instanceof Tensor)) return { status: 'fail', detail: `output ${i} is not a tensor` };
-      if (got.shape.join('x') !== want.shape.join('x')) return { status: 'fail', detail: `output ${i} shape [${got.shape}] vs expected [${want.shape}]` };
+      if (got.shape.join('x') !== want.shape.join('x'))
+        return { status: 'fail', detail: `output ${i} shape [${got.shape}] vs expected [${want.shape}]` };
       const mismatch = closeEnough(got.data as ArrayLike<number | bigint>, want.data as ArrayLike<number | bigint>);
       if (mismatch !== undefined) return { status: 'fail', detail: `output ${i} ${mismatch}` };
     }
@@ -183,7 +263,11 @@ export async function runInOrt(testCase: NodeTestCase): Promise<CaseResult> {
       const file = inputFiles[i];
       if (file === undefined) return;
       const t = readPb(file, name);
-      feeds[name] = new runtime.Tensor(ORT_TYPES[t.dtype]!, t.dtype === 'bool' ? Array.from(t.data as Uint8Array, (v) => v !== 0) : t.data, t.shape);
+      feeds[name] = new runtime.Tensor(
+        ORT_TYPES[t.dtype]!,
+        t.dtype === 'bool' ? Array.from(t.data as Uint8Array, (v) => v !== 0) : t.data,
+        t.shape,
+      );
     });
     const outputs = await session.run(feeds);
     const values = Object.values(outputs);
@@ -191,7 +275,10 @@ export async function runInOrt(testCase: NodeTestCase): Promise<CaseResult> {
     for (let i = 0; i < expected.length; i++) {
       const got = values[i];
       if (got === undefined) return { status: 'fail', detail: `output ${i} missing` };
-      const data = typeof (got.data as ArrayLike<unknown>)[0] === 'boolean' ? Array.from(got.data as unknown as ArrayLike<boolean>, (v) => (v ? 1 : 0)) : got.data;
+      const data =
+        typeof (got.data as ArrayLike<unknown>)[0] === 'boolean'
+          ? Array.from(got.data as unknown as ArrayLike<boolean>, (v) => (v ? 1 : 0))
+          : got.data;
       const mismatch = closeEnough(data, expected[i]!.data as ArrayLike<number | bigint>);
       if (mismatch !== undefined) return { status: 'fail', detail: `output ${i} ${mismatch}` };
     }

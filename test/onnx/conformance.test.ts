@@ -13,7 +13,8 @@ const floor = JSON.parse(fs.readFileSync(floorFile, 'utf8')) as { cases: number;
 
 describe('ONNX node tests (libonnx-testdata) through the importer', () => {
   it('passes at least the recorded number of suite v1 cases', async () => {
-    if (!haveNodeTests) throw new Error(`ONNX node test data not found at ${NODE_TEST_ROOT} (Debian package libonnx-testdata; scripts/setup.sh installs it)`);
+    if (!haveNodeTests)
+      throw new Error(`ONNX node test data not found at ${NODE_TEST_ROOT} (Debian package libonnx-testdata; scripts/setup.sh installs it)`);
     const cases = suiteCases();
     expect(cases.length).toBe(floor.cases);
     const withOrt = loadOrt() !== null;
@@ -30,7 +31,9 @@ describe('ONNX node tests (libonnx-testdata) through the importer', () => {
         row.etna++;
         etnaPasses++;
       } else {
-        failures.push(`  ${testCase.name} (${testCase.op}): ${etna.status}: ${etna.detail ?? ''}${ort ? ` [onnxruntime: ${ort.status}]` : ''}`);
+        failures.push(
+          `  ${testCase.name} (${testCase.op}): ${etna.status}: ${etna.detail ?? ''}${ort ? ` [onnxruntime: ${ort.status}]` : ''}`,
+        );
       }
       if (ort?.status === 'pass') {
         row.ort++;
@@ -40,10 +43,15 @@ describe('ONNX node tests (libonnx-testdata) through the importer', () => {
     }
     const lines = [...perOp.entries()]
       .sort((a, b) => a[0].localeCompare(b[0]))
-      .map(([op, r]) => `  ${op.padEnd(24)} ${String(r.etna).padStart(3)}/${String(r.total).padEnd(3)}${withOrt ? `  onnxruntime ${r.ort}/${r.total}` : ''}${r.etna < r.total ? '  <' : ''}`);
+      .map(
+        ([op, r]) =>
+          `  ${op.padEnd(24)} ${String(r.etna).padStart(3)}/${String(r.total).padEnd(3)}${withOrt ? `  onnxruntime ${r.ort}/${r.total}` : ''}${r.etna < r.total ? '  <' : ''}`,
+      );
     console.log(['ONNX conformance, per op (etna passes/cases):', ...lines].join('\n'));
     if (failures.length > 0) console.log(['not passing:', ...failures].join('\n'));
-    console.log(`ONNX conformance: etna ${etnaPasses}/${cases.length}${withOrt ? `, onnxruntime-node ${ortPasses}/${cases.length}` : ' (onnxruntime-node not installed)'}; floor ${floor.etnaPasses}`);
+    console.log(
+      `ONNX conformance: etna ${etnaPasses}/${cases.length}${withOrt ? `, onnxruntime-node ${ortPasses}/${cases.length}` : ' (onnxruntime-node not installed)'}; floor ${floor.etnaPasses}`,
+    );
     expect(etnaPasses).toBeGreaterThanOrEqual(floor.etnaPasses);
   }, 600_000);
 });

@@ -119,7 +119,9 @@ describe('a given shape may set symbolic dims but not change fixed ones', () => 
   it('a fixed dim set to another size is refused naming the input, the dim and the model value', () => {
     const error = refusal(model, { shapes: { x: [2, 5] } });
     expect(error.code).toBe('INVALID_INPUT');
-    expect(error.message).toBe("shape of input 'x': dim 1 is fixed at 4 by the model [batch, 4], the given shape sets it to 5; only symbolic dims can be set");
+    expect(error.message).toBe(
+      "shape of input 'x': dim 1 is fixed at 4 by the model [batch, 4], the given shape sets it to 5; only symbolic dims can be set",
+    );
   });
 
   it('a range over a fixed dim is refused too', () => {

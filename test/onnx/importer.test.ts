@@ -67,9 +67,15 @@ describe('importOnnx', () => {
         { op: 'Size', inputs: ['shape'], outputs: ['rank'] },
         { op: 'Equal', inputs: ['rank', 'rank'], outputs: ['is2'] },
         {
-          op: 'If', inputs: ['is2'], outputs: ['y'],
+          op: 'If',
+          inputs: ['is2'],
+          outputs: ['y'],
           graphs: {
-            then_branch: { nodes: [{ op: 'Flatten', inputs: ['x'], outputs: ['flat'], int: { axis: 0 } }], inputs: [], outputs: [f32('flat', [1, 6])] },
+            then_branch: {
+              nodes: [{ op: 'Flatten', inputs: ['x'], outputs: ['flat'], int: { axis: 0 } }],
+              inputs: [],
+              outputs: [f32('flat', [1, 6])],
+            },
             else_branch: { nodes: [{ op: 'Identity', inputs: ['x'], outputs: ['same'] }], inputs: [], outputs: [f32('same', [2, 3])] },
           },
         },
@@ -130,7 +136,10 @@ describe('importOnnx', () => {
         { name: 'bg', dims: [3], floats: weights(3, 5) },
       ],
     });
-    const x = Tensor.float32([1, 5, 12], Array.from({ length: 60 }, (_, i) => Math.cos(i * 0.31)));
+    const x = Tensor.float32(
+      [1, 5, 12],
+      Array.from({ length: 60 }, (_, i) => Math.cos(i * 0.31)),
+    );
     const outputs: number[][] = [];
     for (const xnnpack of [true, false]) {
       const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
@@ -145,16 +154,24 @@ describe('importOnnx', () => {
       nodes: [{ op: 'Conv', inputs: ['x', 'w', 'b'], outputs: ['y'], ints: { kernel_shape: [3], pads: [1, 1] } }],
       inputs: [f32('x', [1, 2, 40])],
       outputs: [f32('y', [1, 4, 40])],
-      initializers: [{ name: 'w', dims: [4, 2, 3], floats: weights(24, 6) }, { name: 'b', dims: [4], floats: weights(4, 7) }],
+      initializers: [
+        { name: 'w', dims: [4, 2, 3], floats: weights(24, 6) },
+        { name: 'b', dims: [4], floats: weights(4, 7) },
+      ],
     });
-    const signal = Tensor.float32([1, 2, 40], Array.from({ length: 80 }, (_, i) => Math.sin(i * 0.23)));
-    const [onDelegate, onPortable] = await Promise.all([true, false].map(async (xnnpack) => {
-      const module = await Module.load(importOnnx(long, { xnnpack }).bytes);
-      expect(module.methodMeta('forward').delegates.length > 0).toBe(xnnpack);
-      const [y] = await values(module, 'forward', [signal]);
-      await module.dispose();
-      return y!;
-    }));
+    const signal = Tensor.float32(
+      [1, 2, 40],
+      Array.from({ length: 80 }, (_, i) => Math.sin(i * 0.23)),
+    );
+    const [onDelegate, onPortable] = await Promise.all(
+      [true, false].map(async (xnnpack) => {
+        const module = await Module.load(importOnnx(long, { xnnpack }).bytes);
+        expect(module.methodMeta('forward').delegates.length > 0).toBe(xnnpack);
+        const [y] = await values(module, 'forward', [signal]);
+        await module.dispose();
+        return y!;
+      }),
+    );
     expect(onDelegate).toHaveLength(160);
     onDelegate!.forEach((v, i) => expect(Math.abs(v - onPortable![i]!)).toBeLessThan(1e-6));
   });
@@ -184,24 +201,45 @@ describe('importOnnx', () => {
 
   // An If on run-time data: y = sum(x) > 0 ? Log(x) + 1 : Neg(x), both branches reading x from outside.
   const dataIf = (elseShape: number[] = [1, 4]): Uint8Array =>
-    onnxModel({
-      nodes: [
-        { op: 'ReduceSum', inputs: ['x'], outputs: ['sum'], int: { keepdims: 0 } },
-        { op: 'Greater', inputs: ['sum', 'zero'], outputs: ['positive'] },
-        { op: 'If', inputs: ['positive'], outputs: ['y'], name: 'gate', graphs: {
-          then_branch: {
-            nodes: [{ op: 'Log', inputs: ['x'], outputs: ['log'] }, { op: 'Add', inputs: ['log', 'one'], outputs: ['a'] }],
-            inputs: [], outputs: [f32('a', [1, 4])],
+    onnxModel(
+      {
+        nodes: [
+          { op: 'ReduceSum', inputs: ['x'], outputs: ['sum'], int: { keepdims: 0 } },
+          { op: 'Greater', inputs: ['sum', 'zero'], outputs: ['positive'] },
+          {
+            op: 'If',
+            inputs: ['positive'],
+            outputs: ['y'],
+            name: 'gate',
+            graphs: {
+              then_branch: {
+                nodes: [
+                  { op: 'Log', inputs: ['x'], outputs: ['log'] },
+                  { op: 'Add', inputs: ['log', 'one'], outputs: ['a'] },
+                ],
+                inputs: [],
+                outputs: [f32('a', [1, 4])],
+              },
+              else_branch:
+                elseShape.length === 2
+                  ? { nodes: [{ op: 'Neg', inputs: ['x'], outputs: ['b'] }], inputs: [], outputs: [f32('b', elseShape)] }
+                  : {
+                      nodes: [{ op: 'ReduceSum', inputs: ['x'], outputs: ['b'], int: { keepdims: 0 } }],
+                      inputs: [],
+                      outputs: [f32('b', elseShape)],
+                    },
+            },
           },
-          else_branch: elseShape.length === 2
-            ? { nodes: [{ op: 'Neg', inputs: ['x'], outputs: ['b'] }], inputs: [], outputs: [f32('b', elseShape)] }
-            : { nodes: [{ op: 'ReduceSum', inputs: ['x'], outputs: ['b'], int: { keepdims: 0 } }], inputs: [], outputs: [f32('b', elseShape)] },
-        } },
-      ],
-      inputs: [f32('x', [1, 4])],
-      outputs: [f32('y', [1, 4])],
-      initializers: [{ name: 'zero', dims: [], floats: [0] }, { name: 'one', dims: [], floats: [1] }],
-    }, 11);
+        ],
+        inputs: [f32('x', [1, 4])],
+        outputs: [f32('y', [1, 4])],
+        initializers: [
+          { name: 'zero', dims: [], floats: [0] },
+          { name: 'one', dims: [], floats: [1] },
+        ],
+      },
+      11,
+    );
 
   it('runs an If on run-time data as both branches and a Where, as onnxruntime runs it', async () => {
     const model = dataIf();
@@ -209,7 +247,11 @@ describe('importOnnx', () => {
     for (const xnnpack of [false, true]) {
       const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
       // Positive sum: then_branch (NaN from the log of -1 kept). Negative or zero: else_branch, the log's NaN not leaking.
-      for (const x of [[1, 2, -1, 4], [-1, -2, 0.5, -4], [1, -1, 2, -2]]) {
+      for (const x of [
+        [1, 2, -1, 4],
+        [-1, -2, 0.5, -4],
+        [1, -1, 2, -2],
+      ]) {
         const expected = await session.run({ x: new ort.Tensor('float32', Float32Array.from(x), [1, 4]) });
         const [y] = await values(module, 'forward', [Tensor.float32([1, 4], x)]);
         expect(y!.map((v) => (Number.isNaN(v) ? 'NaN' : v))).toEqual(
@@ -245,7 +287,12 @@ describe('importOnnx', () => {
     expect(forward.inputs.map((v) => v.name)).toEqual(['input:0', 'attention_mask']);
     expect(forward.outputs.map((v) => v.name)).toEqual(['/model/logits', '3', '2']);
     expect(module.methodMeta('get_state').outputs.map((v) => v.name)).toEqual([imported.stateBuffers[0]!.name]);
-    expect(module.program.describe().methods.find((m) => m.name === 'forward')!.inputs.map((v) => v.name)).toEqual(['input:0', 'attention_mask']);
+    expect(
+      module.program
+        .describe()
+        .methods.find((m) => m.name === 'forward')!
+        .inputs.map((v) => v.name),
+    ).toEqual(['input:0', 'attention_mask']);
 
     const feeds = {
       'input:0': new ort.Tensor('float32', Float32Array.from([1, 2, 3]), [1, 3]),
@@ -281,7 +328,11 @@ describe('etna import-onnx', () => {
       expect(result.stderr).toBe('');
       expect(result.status).toBe(0);
       expect(result.stdout).toContain('methods: step, reset, get_state');
-      const portable = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step', xnnpack: false });
+      const portable = importOnnx(onnxModel(ACCUMULATOR), {
+        state: [{ input: 'total', output: 'total_next' }],
+        method: 'step',
+        xnnpack: false,
+      });
       expect(new Uint8Array(fs.readFileSync(outPath))).toEqual(portable.bytes);
       expect(runCli(['import-onnx', modelPath, '-o', outPath, '--state', 'total:total_next', '--method', 'step']).status).toBe(0);
       const lowered = importOnnx(onnxModel(ACCUMULATOR), { state: [{ input: 'total', output: 'total_next' }], method: 'step' });

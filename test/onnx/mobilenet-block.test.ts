@@ -15,7 +15,11 @@ import { payloadGraph } from '../helpers/xnnpack-payload.js';
 import { onnxModel, type TestGraph } from './onnx-writer.js';
 import { BLOCK_INPUT_SHAPE, mobilenetBlockModel, seededValues } from './mobilenet-block.js';
 
-async function onnxruntimeOutput(model: Uint8Array, feeds: Record<string, { shape: number[]; data: Float32Array }>, output: string): Promise<Float32Array> {
+async function onnxruntimeOutput(
+  model: Uint8Array,
+  feeds: Record<string, { shape: number[]; data: Float32Array }>,
+  output: string,
+): Promise<Float32Array> {
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
   const ortFeeds: Record<string, ort.Tensor> = {};
   for (const [name, t] of Object.entries(feeds)) ortFeeds[name] = new ort.Tensor('float32', t.data, t.shape);
@@ -24,7 +28,11 @@ async function onnxruntimeOutput(model: Uint8Array, feeds: Record<string, { shap
   return result[output]!.data as Float32Array;
 }
 
-async function etnaOutput(bytes: Uint8Array, feeds: Record<string, { shape: number[]; data: Float32Array }>, output: string): Promise<number[]> {
+async function etnaOutput(
+  bytes: Uint8Array,
+  feeds: Record<string, { shape: number[]; data: Float32Array }>,
+  output: string,
+): Promise<number[]> {
   const module = await Module.load(bytes);
   const tensors: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(feeds)) tensors[name] = Tensor.float32(t.shape, t.data);
@@ -46,13 +54,25 @@ function relativeError(actual: ArrayLike<number>, expected: ArrayLike<number>): 
 }
 
 function instructionCounts(bytes: Uint8Array): { counts: Record<string, number>; operators: string[] } {
-  const method = Program.load(bytes).describe().methods.find((m) => m.name === 'forward')!;
+  const method = Program.load(bytes)
+    .describe()
+    .methods.find((m) => m.name === 'forward')!;
   return { counts: method.instructions, operators: method.operators };
 }
 
 describe('paddle2onnx-style MobileNet block', () => {
   const model = mobilenetBlockModel();
-  const input = { x: { shape: BLOCK_INPUT_SHAPE, data: Float32Array.from(seededValues(BLOCK_INPUT_SHAPE.reduce((a, b) => a * b, 1), 42)) } };
+  const input = {
+    x: {
+      shape: BLOCK_INPUT_SHAPE,
+      data: Float32Array.from(
+        seededValues(
+          BLOCK_INPUT_SHAPE.reduce((a, b) => a * b, 1),
+          42,
+        ),
+      ),
+    },
+  };
 
   it('imports as one delegate call and matches onnxruntime', async () => {
     const imported = importOnnx(model);
@@ -107,7 +127,11 @@ describe('paddle2onnx-style MobileNet block', () => {
 
   it('turns a batch normalization without a convolution before it into a constant scale and shift', async () => {
     const channels = 3;
-    const param = (name: string, seed: number, low: number, high: number) => ({ name, dims: [channels], floats: seededValues(channels, seed, low, high) });
+    const param = (name: string, seed: number, low: number, high: number) => ({
+      name,
+      dims: [channels],
+      floats: seededValues(channels, seed, low, high),
+    });
     const graph: TestGraph = {
       nodes: [
         { op: 'Relu', inputs: ['x'], outputs: ['r'] },

@@ -21,7 +21,16 @@ export function seededValues(count: number, seed: number, low = -1, high = 1): n
 }
 
 function weight(name: string, dims: number[], seed: number, low = -0.5, high = 0.5): TestInitializer {
-  return { name, dims, floats: seededValues(dims.reduce((a, b) => a * b, 1), seed, low, high) };
+  return {
+    name,
+    dims,
+    floats: seededValues(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+      low,
+      high,
+    ),
+  };
 }
 
 /** gamma, beta, mean and a positive variance for `channels` channels. */
@@ -51,7 +60,13 @@ export const MOBILENET_BLOCK: TestGraph = {
     { op: 'Conv', inputs: ['x', 'w1'], outputs: ['c1'], ints: { pads: [1, 1, 1, 1], strides: [2, 2], kernel_shape: [3, 3] } },
     bn('c1', 'bn1', 'n1'),
     { op: 'HardSwish', inputs: ['n1'], outputs: ['a1'] },
-    { op: 'Conv', inputs: ['a1', 'w2', 'b2'], outputs: ['c2'], ints: { pads: [1, 1, 1, 1], kernel_shape: [3, 3] }, int: { group: CHANNELS } },
+    {
+      op: 'Conv',
+      inputs: ['a1', 'w2', 'b2'],
+      outputs: ['c2'],
+      ints: { pads: [1, 1, 1, 1], kernel_shape: [3, 3] },
+      int: { group: CHANNELS },
+    },
     bn('c2', 'bn2', 'n2'),
     { op: 'Clip', inputs: ['n2', 'clip_min', 'clip_max'], outputs: ['a2'] },
     { op: 'GlobalAveragePool', inputs: ['a2'], outputs: ['se_pool'] },

@@ -69,8 +69,10 @@ export interface TestGraph {
 // TensorProto: dims (1), data_type (2, 1 = float, 7 = int64, 10 = float16), name (8), raw_data (9, little-endian).
 function initializer(t: TestInitializer): number[] {
   const raw = new Uint8Array(
-    t.int64s !== undefined ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer
-      : t.float16 ? Uint16Array.from(t.floats, numberToFloat16).buffer
+    t.int64s !== undefined
+      ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer
+      : t.float16
+        ? Uint16Array.from(t.floats, numberToFloat16).buffer
         : Float32Array.from(t.floats).buffer,
   );
   const type = t.int64s !== undefined ? 7 : t.float16 ? 10 : 1;
@@ -79,7 +81,12 @@ function initializer(t: TestInitializer): number[] {
 
 function valueInfo(value: TestValue): number[] {
   const shape =
-    value.shape === undefined ? [] : bytesField(2, value.shape.flatMap((d) => bytesField(1, typeof d === 'string' ? text(2, d) : intField(1, d))));
+    value.shape === undefined
+      ? []
+      : bytesField(
+          2,
+          value.shape.flatMap((d) => bytesField(1, typeof d === 'string' ? text(2, d) : intField(1, d))),
+        );
   const tensorType = [...intField(1, value.type), ...shape];
   return [...text(1, value.name), ...bytesField(2, bytesField(1, tensorType))];
 }

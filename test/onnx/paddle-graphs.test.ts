@@ -89,7 +89,7 @@ describe('paddle2onnx-style graphs', () => {
     expect(types.filter((t) => t === NodeUnion.XNNConcatenate4)).toHaveLength(1);
   });
 
-  it('runs the recogniser\'s AveragePool and the LayerNorm means as delegate nodes', () => {
+  it("runs the recogniser's AveragePool and the LayerNorm means as delegate nodes", () => {
     const types = delegateNodeTypes(svtrRecognizer());
     expect(types.filter((t) => t === NodeUnion.XNNAvgPooling2d)).toHaveLength(1);
     // Nine linear layers, and two means in each of five decomposed LayerNorms (a unit-weight sum, then a divide).

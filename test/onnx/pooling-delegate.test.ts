@@ -35,18 +35,21 @@ function pooledClassifier(pool: { op: 'MaxPool' | 'AveragePool'; attributes: Rec
     { op: 'MatMul', inputs: ['flat', 'fc'], outputs: ['logits'] },
     { op: 'Softmax', inputs: ['logits'], outputs: ['prob'], attributes: { axis: { int: 1 } } },
   ];
-  return writeOnnxModel({
-    nodes,
-    inputs: [{ name: 'x', shape: INPUT }],
-    outputs: [{ name: 'prob', shape: [1, 2] }],
-    initializers: [
-      { name: 'w', dims: [16, 8, 3, 3], float32: floats(16 * 8 * 9, 0.2) },
-      { name: 'fc', dims: [16, 2], float32: floats(32, 1) },
-      { name: 'zero', dims: [1], int64: [0] },
-      { name: 'one', dims: [1], int64: [1] },
-      { name: 'minusOne', dims: [1], int64: [-1] },
-    ],
-  }, 14);
+  return writeOnnxModel(
+    {
+      nodes,
+      inputs: [{ name: 'x', shape: INPUT }],
+      outputs: [{ name: 'prob', shape: [1, 2] }],
+      initializers: [
+        { name: 'w', dims: [16, 8, 3, 3], float32: floats(16 * 8 * 9, 0.2) },
+        { name: 'fc', dims: [16, 2], float32: floats(32, 1) },
+        { name: 'zero', dims: [1], int64: [0] },
+        { name: 'one', dims: [1], int64: [1] },
+        { name: 'minusOne', dims: [1], int64: [-1] },
+      ],
+    },
+    14,
+  );
 }
 
 async function compareWithOnnxruntime(model: Uint8Array): Promise<number> {

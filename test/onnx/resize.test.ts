@@ -23,7 +23,10 @@ async function compare(
   inShape: readonly number[],
   options: { xnnpack: boolean },
 ): Promise<{ error: number; calls: { delegate: number; kernel: number }; shape: readonly number[] }> {
-  const data = seeded(inShape.reduce((a, b) => a * b, 1), 5);
+  const data = seeded(
+    inShape.reduce((a, b) => a * b, 1),
+    5,
+  );
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
   const expected = (await session.run({ x: new ort.Tensor('float32', data, [...inShape]) })).y!;
   await session.release();
@@ -67,16 +70,19 @@ function resizeModel(c: ResizeCase): Uint8Array {
     initializers.push({ name: 'sizes', dims: [c.sizes.length], int64: c.sizes });
     inputs.push('sizes');
   }
-  return writeOnnxModel({
-    nodes: [
-      { op: 'Relu', inputs: ['x'], outputs: ['r'] },
-      { op: 'Resize', inputs, outputs: ['z'], attributes: c.attributes },
-      { op: 'Sigmoid', inputs: ['z'], outputs: ['y'] },
-    ],
-    inputs: [{ name: 'x', shape: IN_SHAPE }],
-    outputs: [{ name: 'y' }],
-    initializers,
-  }, c.opset);
+  return writeOnnxModel(
+    {
+      nodes: [
+        { op: 'Relu', inputs: ['x'], outputs: ['r'] },
+        { op: 'Resize', inputs, outputs: ['z'], attributes: c.attributes },
+        { op: 'Sigmoid', inputs: ['z'], outputs: ['y'] },
+      ],
+      inputs: [{ name: 'x', shape: IN_SHAPE }],
+      outputs: [{ name: 'y' }],
+      initializers,
+    },
+    c.opset,
+  );
 }
 
 const s = (value: string): OnnxAttributeValue => ({ string: value });
@@ -195,24 +201,30 @@ describe('ONNX Resize', () => {
   }
 
   it('Upsample (opset 9) imports as nearest with asymmetric coordinates', async () => {
-    const model = writeOnnxModel({
-      nodes: [{ op: 'Upsample', inputs: ['x', 'scales'], outputs: ['y'], attributes: { mode: s('nearest') } }],
-      inputs: [{ name: 'x', shape: IN_SHAPE }],
-      outputs: [{ name: 'y' }],
-      initializers: [{ name: 'scales', dims: [4], float32: Float32Array.of(1, 1, 2, 3) }],
-    }, 9);
+    const model = writeOnnxModel(
+      {
+        nodes: [{ op: 'Upsample', inputs: ['x', 'scales'], outputs: ['y'], attributes: { mode: s('nearest') } }],
+        inputs: [{ name: 'x', shape: IN_SHAPE }],
+        outputs: [{ name: 'y' }],
+        initializers: [{ name: 'scales', dims: [4], float32: Float32Array.of(1, 1, 2, 3) }],
+      },
+      9,
+    );
     const result = await compare(model, IN_SHAPE, { xnnpack: false });
     expect(result.shape).toEqual([1, 3, 10, 21]);
     expect(result.error).toBe(0);
   });
 
   it('Upsample (opset 7) reads its scales attribute', async () => {
-    const model = writeOnnxModel({
-      nodes: [{ op: 'Upsample', inputs: ['x'], outputs: ['y'], attributes: { mode: s('linear'), scales: { floats: [1, 1, 2, 2] } } }],
-      inputs: [{ name: 'x', shape: IN_SHAPE }],
-      outputs: [{ name: 'y' }],
-      initializers: [],
-    }, 7);
+    const model = writeOnnxModel(
+      {
+        nodes: [{ op: 'Upsample', inputs: ['x'], outputs: ['y'], attributes: { mode: s('linear'), scales: { floats: [1, 1, 2, 2] } } }],
+        inputs: [{ name: 'x', shape: IN_SHAPE }],
+        outputs: [{ name: 'y' }],
+        initializers: [],
+      },
+      7,
+    );
     const result = await compare(model, IN_SHAPE, { xnnpack: true });
     expect(result.shape).toEqual([1, 3, 10, 14]);
     expect(result.error).toBeLessThan(1e-5);
@@ -241,12 +253,18 @@ describe('ONNX Resize', () => {
   });
 
   it('needs scales or sizes known at import time', () => {
-    const model = writeOnnxModel({
-      nodes: [{ op: 'Resize', inputs: ['x', '', 'scales'], outputs: ['y'], attributes: { mode: s('nearest') } }],
-      inputs: [{ name: 'x', shape: IN_SHAPE }, { name: 'scales', shape: [4] }],
-      outputs: [{ name: 'y' }],
-      initializers: [],
-    }, 13);
+    const model = writeOnnxModel(
+      {
+        nodes: [{ op: 'Resize', inputs: ['x', '', 'scales'], outputs: ['y'], attributes: { mode: s('nearest') } }],
+        inputs: [
+          { name: 'x', shape: IN_SHAPE },
+          { name: 'scales', shape: [4] },
+        ],
+        outputs: [{ name: 'y' }],
+        initializers: [],
+      },
+      13,
+    );
     expect(() => importOnnx(model)).toThrow(/scales \(input 2, 'scales'\) must be known at import time/);
   });
 });
@@ -273,7 +291,12 @@ function convTransposeModel(c: DeconvCase): Uint8Array {
   ];
   const nodes = [{ op: 'ConvTranspose', inputs: ['x', 'w', 'b'], outputs: [c.batchNorm ? 't' : 'y'], attributes: c.attributes }];
   if (c.batchNorm) {
-    for (const [name, seed, low, high] of [['g', 11, 0.5, 2], ['beta', 12, -1, 1], ['m', 13, -1, 1], ['v', 14, 0.2, 2]] as const) {
+    for (const [name, seed, low, high] of [
+      ['g', 11, 0.5, 2],
+      ['beta', 12, -1, 1],
+      ['m', 13, -1, 1],
+      ['v', 14, 0.2, 2],
+    ] as const) {
       initializers.push({ name, dims: [outChannels], float32: seeded(outChannels, seed, low, high) });
     }
     nodes.push({ op: 'BatchNormalization', inputs: ['t', 'g', 'beta', 'm', 'v'], outputs: ['y'], attributes: {} });

@@ -75,7 +75,9 @@ function affineThenConv(kernel: number, pads: number, group: number): Uint8Array
 }
 
 function operators(bytes: Uint8Array): string[] {
-  return Program.load(bytes).describe().methods.find((m) => m.name === 'forward')!.operators;
+  return Program.load(bytes)
+    .describe()
+    .methods.find((m) => m.name === 'forward')!.operators;
 }
 
 async function differenceFromOnnxruntime(model: Uint8Array, xnnpack: boolean): Promise<number> {

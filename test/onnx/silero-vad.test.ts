@@ -127,13 +127,18 @@ describe('Silero VAD v6 imported from ONNX', () => {
     expect(imported.methods).toEqual(['step', 'reset', 'get_state']);
     expect(imported.inputs).toEqual([{ name: 'input', dtype: 'float32', shape: [1, CHUNK] }]);
     expect(imported.outputs).toEqual([{ name: 'output', dtype: 'float32', shape: [1, 1] }]);
-    expect(imported.stateBuffers.map((b) => [b.name, b.shape])).toEqual([['state_state', [2, 1, 128]], ['context_input', [1, CONTEXT]]]);
+    expect(imported.stateBuffers.map((b) => [b.name, b.shape])).toEqual([
+      ['state_state', [2, 1, 128]],
+      ['context_input', [1, CONTEXT]],
+    ]);
     // Shape arithmetic, sr and the If nodes fold away; the remaining graph is small.
     expect(imported.nodes.lowered).toBeLessThan(60);
   });
 
   /** Streams the test audio through `module` and ORT side by side; returns the worst gaps. */
-  async function compareWithOrt(module: Module): Promise<{ probs: number[]; worstProb: number; worstAway: number; nearThreshold: number; worstState: number; speechSteps: number }> {
+  async function compareWithOrt(
+    module: Module,
+  ): Promise<{ probs: number[]; worstProb: number; worstAway: number; nearThreshold: number; worstState: number; speechSteps: number }> {
     const reference = new OrtVad(session, ort);
     const probs: number[] = [];
     let worstProb = 0;
@@ -170,7 +175,9 @@ describe('Silero VAD v6 imported from ONNX', () => {
     // Everything between the input padding and the final mean is one delegate call.
     expect(module.methodMeta('step').delegates).toEqual(['XnnpackBackend']);
     const { probs, worstProb, worstAway, nearThreshold, worstState, speechSteps } = await compareWithOrt(module);
-    console.log(`Silero v6 (XNNPACK): max |dprob| ${worstProb.toExponential(2)} (${worstAway.toExponential(2)} away from p=0.5 +- 0.02, ${nearThreshold} steps near it), max |dstate| ${worstState.toExponential(2)}, ${speechSteps}/${STEPS} steps above 0.5`);
+    console.log(
+      `Silero v6 (XNNPACK): max |dprob| ${worstProb.toExponential(2)} (${worstAway.toExponential(2)} away from p=0.5 +- 0.02, ${nearThreshold} steps near it), max |dstate| ${worstState.toExponential(2)}, ${speechSteps}/${STEPS} steps above 0.5`,
+    );
     // The delegate sums convolutions (as im2col rows) and the LSTM products in
     // ONNX Runtime's order with fused multiply-adds, so even the steepest
     // steps stay within 1e-5.
@@ -189,11 +196,18 @@ describe('Silero VAD v6 imported from ONNX', () => {
   });
 
   it('matches onnxruntime-node on portable kernels alone (xnnpack: false)', async () => {
-    const portable = importOnnx(fs.readFileSync(modelPath), { ...SILERO_IMPORT, state: [...SILERO_IMPORT.state], context: [...SILERO_IMPORT.context], xnnpack: false });
+    const portable = importOnnx(fs.readFileSync(modelPath), {
+      ...SILERO_IMPORT,
+      state: [...SILERO_IMPORT.state],
+      context: [...SILERO_IMPORT.context],
+      xnnpack: false,
+    });
     const module = await Module.load(portable.bytes, { shareMemoryArenas: true });
     expect(module.methodMeta('step').delegates).toEqual([]);
     const { worstProb, worstAway, nearThreshold, worstState } = await compareWithOrt(module);
-    console.log(`Silero v6 (portable): max |dprob| ${worstProb.toExponential(2)} (${worstAway.toExponential(2)} away from p=0.5 +- 0.02, ${nearThreshold} steps near it), max |dstate| ${worstState.toExponential(2)}`);
+    console.log(
+      `Silero v6 (portable): max |dprob| ${worstProb.toExponential(2)} (${worstAway.toExponential(2)} away from p=0.5 +- 0.02, ${nearThreshold} steps near it), max |dstate| ${worstState.toExponential(2)}`,
+    );
     // Blocked float32 sums in another order than ONNX Runtime's: where the
     // sigmoid is steepest both runtimes' rounding reaches ~1e-5 (measured
     // against float64 accumulation), so those few steps get 2e-5.
@@ -246,6 +260,8 @@ describe('ONNX import errors', () => {
   it('rejects unknown names in bindings and state pairs', () => {
     const bytes = fs.readFileSync(modelPath);
     expect(() => importOnnx(bytes, { bind: { rate: 16000 } })).toThrow(EtnaError);
-    expect(() => importOnnx(bytes, { shapes: SILERO_IMPORT.shapes, bind: { sr: 16000 }, state: [{ input: 'state', output: 'hn' }] })).toThrow(/no output named 'hn'/);
+    expect(() =>
+      importOnnx(bytes, { shapes: SILERO_IMPORT.shapes, bind: { sr: 16000 }, state: [{ input: 'state', output: 'hn' }] }),
+    ).toThrow(/no output named 'hn'/);
   });
 });

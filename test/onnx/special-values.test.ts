@@ -24,14 +24,19 @@ function model(node: Omit<TestNode, 'outputs'>, feeds: Feeds, floats: Record<str
 
 async function etna(bytes: Uint8Array, feeds: Feeds, xnnpack: boolean): Promise<number[]> {
   const module = await Module.load(importOnnx(bytes, { xnnpack }).bytes);
-  const [y] = await module.execute('forward', Object.values(feeds).map((v) => Tensor.float32([v.length], v)));
+  const [y] = await module.execute(
+    'forward',
+    Object.values(feeds).map((v) => Tensor.float32([v.length], v)),
+  );
   await module.dispose();
   return (y as Tensor).toArray();
 }
 
 async function onnxruntime(bytes: Uint8Array, feeds: Feeds): Promise<number[]> {
   const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
-  const result = await session.run(Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, new ort.Tensor('float32', Float32Array.from(v), [v.length])])));
+  const result = await session.run(
+    Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, new ort.Tensor('float32', Float32Array.from(v), [v.length])])),
+  );
   await session.release();
   return Array.from(result.y!.data as Float32Array);
 }
@@ -108,7 +113,10 @@ describe('special values through the importer', () => {
     const feeds = { x: [-0, 0, -1, 2, NaN] };
     for (const op of ['Elu', 'Selu']) {
       const bytes = onnxModel({
-        nodes: [{ op, inputs: ['x'], outputs: ['e'] }, { op: 'Reciprocal', inputs: ['e'], outputs: ['y'] }],
+        nodes: [
+          { op, inputs: ['x'], outputs: ['e'] },
+          { op: 'Reciprocal', inputs: ['e'], outputs: ['y'] },
+        ],
         inputs: [{ name: 'x', type: 1, shape: [5] }],
         outputs: [{ name: 'y', type: 1 }],
       });
@@ -132,7 +140,30 @@ describe('special values through the importer', () => {
     };
     const bytes = model({ op: 'Pow', inputs: ['base', 'exponent'] }, feeds);
     const expected = await onnxruntime(bytes, feeds);
-    expect(expected).toEqual([1, -8, 4, NaN, 1, 1, 1, 1, 1, 1, 1024, Math.fround(1 / 9), 0, 0, Infinity, 0, Infinity, -Infinity, -Infinity, Infinity, -0, Infinity]);
+    expect(expected).toEqual([
+      1,
+      -8,
+      4,
+      NaN,
+      1,
+      1,
+      1,
+      1,
+      1,
+      1,
+      1024,
+      Math.fround(1 / 9),
+      0,
+      0,
+      Infinity,
+      0,
+      Infinity,
+      -Infinity,
+      -Infinity,
+      Infinity,
+      -0,
+      Infinity,
+    ]);
     expectClose(await etna(bytes, feeds, false), expected, 1e-6);
   });
 
@@ -159,7 +190,12 @@ describe('special values through the importer', () => {
     const bytes = onnxModel({
       nodes: [
         { op: 'Reshape', inputs: ['x', 'shape'], outputs: ['x4'] },
-        { op: 'MaxPool', inputs: ['x4'], outputs: ['y'], ints: { kernel_shape: [1, 2], strides: [1, 2], dilations: [1, 2], pads: [0, 1, 0, 1] } },
+        {
+          op: 'MaxPool',
+          inputs: ['x4'],
+          outputs: ['y'],
+          ints: { kernel_shape: [1, 2], strides: [1, 2], dilations: [1, 2], pads: [0, 1, 0, 1] },
+        },
       ],
       inputs: [{ name: 'x', type: 1, shape: [1] }],
       outputs: [{ name: 'y', type: 1 }],

@@ -50,7 +50,9 @@ describe('nodes are sorted topologically at import', () => {
   it('keeps a sorted graph in its order and puts producers first otherwise', () => {
     const sorted = readOnnxModel(onnxModel({ ...CAST_LAST, nodes: [CAST_LAST.nodes[2]!, CAST_LAST.nodes[0]!, CAST_LAST.nodes[1]!] })).graph;
     expect(sortNodes(sorted).map((n) => n.name)).toEqual(['graph_input_cast', 'scale', 'relu']);
-    const reversed = readOnnxModel(onnxModel({ ...CAST_LAST, nodes: [CAST_LAST.nodes[1]!, CAST_LAST.nodes[0]!, CAST_LAST.nodes[2]!] })).graph;
+    const reversed = readOnnxModel(
+      onnxModel({ ...CAST_LAST, nodes: [CAST_LAST.nodes[1]!, CAST_LAST.nodes[0]!, CAST_LAST.nodes[2]!] }),
+    ).graph;
     expect(sortNodes(reversed).map((n) => n.name)).toEqual(['graph_input_cast', 'scale', 'relu']);
   });
 
@@ -87,7 +89,9 @@ describe('nodes are sorted topologically at import', () => {
     };
     const error = refusal(onnxModel(cycle));
     expect(error.code).toBe('INVALID_INPUT');
-    expect(error.message).toBe("node 'add' (Add) is on a cycle: 'add' (Add) -> 'relu' (Relu) -> 'add' (Add); an ONNX graph must be acyclic");
+    expect(error.message).toBe(
+      "node 'add' (Add) is on a cycle: 'add' (Add) -> 'relu' (Relu) -> 'add' (Add); an ONNX graph must be acyclic",
+    );
   });
 
   it('a node reading its own output is a cycle too', () => {
@@ -96,6 +100,8 @@ describe('nodes are sorted topologically at import', () => {
       inputs: [f32('x', [2])],
       outputs: [f32('y', [2])],
     };
-    expect(refusal(onnxModel(self)).message).toMatch(/^node 'accumulate' \(Add\) is on a cycle: 'accumulate' \(Add\) -> 'accumulate' \(Add\);/);
+    expect(refusal(onnxModel(self)).message).toMatch(
+      /^node 'accumulate' \(Add\) is on a cycle: 'accumulate' \(Add\) -> 'accumulate' \(Add\);/,
+    );
   });
 });

@@ -1,7 +1,20 @@
 // What a user writes under `strict`, against the published entry points:
 // no casts, errors narrowed by `instanceof EtnaError`. The lines under each
 // ts-expect-error directive in misuse() must keep failing to compile.
-import { EtnaError, MAX_NUM_THREADS, Module, Program, summarizeProfile, Tensor, toChromeTrace, type ElementValue, type Feeds, type NamedValues, type ProfileEvent, type Value } from 'etna';
+import {
+  EtnaError,
+  MAX_NUM_THREADS,
+  Module,
+  Program,
+  summarizeProfile,
+  Tensor,
+  toChromeTrace,
+  type ElementValue,
+  type Feeds,
+  type NamedValues,
+  type ProfileEvent,
+  type Value,
+} from 'etna';
 import { ProgramBuilder } from 'etna/export';
 import { Llm, type GenerationResult } from 'etna/llm';
 import * as ort from 'onnxruntime-node';

@@ -144,7 +144,10 @@ class Patterns {
     if (above !== undefined && above.x === ifTrue && this.sameShape(above.x, out)) {
       const branch = this.exponentialBranch(ifFalse, above.x);
       if (branch !== undefined) {
-        return { op: { kind: 'elu', alpha: branch.alpha, zeroToPositive: true, input: above.x, out }, absorbed: [above.step, ...branch.steps] };
+        return {
+          op: { kind: 'elu', alpha: branch.alpha, zeroToPositive: true, input: above.x, out },
+          absorbed: [above.step, ...branch.steps],
+        };
       }
     }
     return undefined;

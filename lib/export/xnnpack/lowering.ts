@@ -81,7 +81,8 @@ function transposedConvFilter(constant: ConstantTensor, groups: number): Uint8Ar
       for (let ic = 0; ic < groupIn; ic++) {
         for (let y = 0; y < kh; y++) {
           for (let x = 0; x < kw; x++) {
-            target[((((g * groupOut + oc) * kh + y) * kw + x) * groupIn) + ic] = source[(((g * groupIn + ic) * groupOut + oc) * kh + y) * kw + x]!;
+            target[(((g * groupOut + oc) * kh + y) * kw + x) * groupIn + ic] =
+              source[(((g * groupIn + ic) * groupOut + oc) * kh + y) * kw + x]!;
           }
         }
       }
@@ -130,7 +131,12 @@ class RunBuilder {
 
   private constantValue(key: string, bytes: Uint8Array, dims: readonly number[], quantization?: XnnQuantization): number {
     // Equal codes under different scales are different constants.
-    const scales = quantization?.kind === 'int4Groups' ? constantKey(new Uint8Array(quantization.scalesBf16.buffer, quantization.scalesBf16.byteOffset, quantization.scalesBf16.byteLength)) : 'fp32';
+    const scales =
+      quantization?.kind === 'int4Groups'
+        ? constantKey(
+            new Uint8Array(quantization.scalesBf16.buffer, quantization.scalesBf16.byteOffset, quantization.scalesBf16.byteLength),
+          )
+        : 'fp32';
     const id = `${key}/${dims.join('x')}/${quantization?.kind ?? ''}/${scales}`;
     let valueId = this.constantIds.get(id);
     if (valueId === undefined) {
@@ -255,7 +261,14 @@ class RunBuilder {
     const rows = this.addValue({ dims: swapLast(this.method.tensorNode(transpose.out).shape), role: 'internal' });
     this.emit({ kind: 'transpose', perm: swapLast(transpose.perm), input: this.operand(transpose.input), output: rows });
     const input1 = this.scalarOperand(op.a);
-    this.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1, input2: rows, output: this.define(op.out), flags: BATCH_MATMUL_TRANSPOSE_B });
+    this.emit({
+      kind: 'binary',
+      code: NodeUnion.XNNBatchMatrixMultiply,
+      input1,
+      input2: rows,
+      output: this.define(op.out),
+      flags: BATCH_MATMUL_TRANSPOSE_B,
+    });
   }
 
   /**
@@ -293,14 +306,22 @@ class RunBuilder {
     const rank = this.method.tensorNode(op.input).shape.length;
     // XNNPACK reads one slope per element of the last dim: NCHW channels go channels-last.
     if (op.channelDim === 1 && rank === 4) {
-      this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: this.operandChannelsLast(op.input), input2: slope, output: this.defineChannelsLast(op.out) });
+      this.emit({
+        kind: 'binary',
+        code: NodeUnion.XNNPReLU,
+        input1: this.operandChannelsLast(op.input),
+        input2: slope,
+        output: this.defineChannelsLast(op.out),
+      });
       return;
     }
     if (op.channelDim !== undefined) {
       this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: this.operand(op.input), input2: slope, output: this.define(op.out) });
       return;
     }
-    this.elementwise(op.input, op.out, (input, output) => this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }));
+    this.elementwise(op.input, op.out, (input, output) =>
+      this.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }),
+    );
   }
 
   /** Adds one matched op; `fusedOut`/`minMax` come from a clamp folded into it. */
@@ -346,7 +367,13 @@ class RunBuilder {
           const cube = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: square, input2: input, output: r }));
           const term = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: cube, input2: scalar(0.044715), output: r }));
           const sum = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: input, input2: term, output: r }));
-          const inner = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: sum, input2: scalar(Math.sqrt(2 / Math.PI)), output: r }));
+          const inner = node((r) => ({
+            kind: 'binary',
+            code: NodeUnion.XNNMultiply,
+            input1: sum,
+            input2: scalar(Math.sqrt(2 / Math.PI)),
+            output: r,
+          }));
           const tanh = node((r) => ({ kind: 'unary', code: NodeUnion.XNNTanh, input: inner, output: r }));
           const gate = node((r) => ({ kind: 'binary', code: NodeUnion.XNNAdd, input1: tanh, input2: scalar(1), output: r }));
           const half = node((r) => ({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: input, input2: scalar(0.5), output: r }));
@@ -375,10 +402,18 @@ class RunBuilder {
         if (int4 !== undefined) {
           // 8da4w as export_llama writes it: per-token int8 activations, then 4-bit group-quantized weights.
           const input = this.operand(op.input);
-          const quantized = this.addValue({ dims: this.method.tensorNode(op.input).shape, role: 'internal', quantization: { kind: 'perToken' } });
+          const quantized = this.addValue({
+            dims: this.method.tensorNode(op.input).shape,
+            role: 'internal',
+            quantization: { kind: 'perToken' },
+          });
           this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output: quantized });
           const codes = packInt4Rows(int4);
-          const filter = this.constantValue(constantKey(codes), codes, [int4.outFeatures, int4.inFeatures], { kind: 'int4Groups', groupSize: int4.groupSize, scalesBf16: int4.scalesBf16 });
+          const filter = this.constantValue(constantKey(codes), codes, [int4.outFeatures, int4.inFeatures], {
+            kind: 'int4Groups',
+            groupSize: int4.groupSize,
+            scalesBf16: int4.scalesBf16,
+          });
           const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
           this.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: resultOf(op.out), flags: 0 }, minMax);
           return;
@@ -403,7 +438,10 @@ class RunBuilder {
       }
       case 'clamp':
         if (this.staysChannelsLast([{ value: op.input }], op.out)) {
-          this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) }, [op.min, op.max]);
+          this.emit(
+            { kind: 'unary', code: NodeUnion.XNNClamp, input: this.operandChannelsLast(op.input), output: this.defineChannelsLast(op.out) },
+            [op.min, op.max],
+          );
           return;
         }
         this.emit({ kind: 'unary', code: NodeUnion.XNNClamp, input: this.operand(op.input), output: resultOf(op.out) }, [op.min, op.max]);
@@ -411,7 +449,10 @@ class RunBuilder {
       case 'globalAvgPool': {
         // XNNPACK pools NHWC input into [N, 1, 1, C], which is the kept-dims result channels-last.
         const input = this.operandChannelsLast(op.input);
-        this.emit({ kind: 'unary', code: NodeUnion.XNNGlobalAvgPooling2d, input, output: this.defineChannelsLast(fusedOut ?? op.out) }, minMax);
+        this.emit(
+          { kind: 'unary', code: NodeUnion.XNNGlobalAvgPooling2d, input, output: this.defineChannelsLast(fusedOut ?? op.out) },
+          minMax,
+        );
         return;
       }
       case 'pool2d': {
@@ -428,7 +469,13 @@ class RunBuilder {
         const sum = this.addValue({ dims: [...shape.slice(0, -1), 1], role: 'internal' });
         const filter = this.constantValue(constantKey(ones), ones, [1, count]);
         this.emit({ kind: 'fullyConnected', input: this.operand(op.input), filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
-        this.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: this.scalarOperand({ scalar: count }), output: resultOf(op.out) });
+        this.emit({
+          kind: 'binary',
+          code: NodeUnion.XNNDiv,
+          input1: sum,
+          input2: this.scalarOperand({ scalar: count }),
+          output: resultOf(op.out),
+        });
         return;
       }
       case 'unary':
@@ -463,7 +510,12 @@ class RunBuilder {
         return;
       }
       case 'concatenate': {
-        if (this.staysChannelsLast(op.inputs.map((value) => ({ value })), op.out)) {
+        if (
+          this.staysChannelsLast(
+            op.inputs.map((value) => ({ value })),
+            op.out,
+          )
+        ) {
           const inputs = op.inputs.map((index) => this.operandChannelsLast(index));
           this.emit({ kind: 'concatenate', axis: NHWC_POSITION_OF_NCHW_DIM[op.axis]!, inputs, output: this.defineChannelsLast(op.out) });
           return;
@@ -480,10 +532,16 @@ class RunBuilder {
       case 'convTranspose2d': {
         const input = this.operandChannelsLast(op.input);
         const weight = this.method.tensorNode(op.weight);
-        if (weight.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: transposed conv weight is not a constant');
+        if (weight.origin.kind !== 'constant')
+          throw new EtnaError('INTERNAL', 'xnnpack lowering: transposed conv weight is not a constant');
         const filterBytes = transposedConvFilter(weight.origin.constant, op.geometry.groups);
         const [, groupOut, kh, kw] = weight.shape as [number, number, number, number];
-        const filter = this.constantValue(constantKey(filterBytes), filterBytes, [op.geometry.groups * groupOut, kh, kw, op.geometry.groupInputChannels]);
+        const filter = this.constantValue(constantKey(filterBytes), filterBytes, [
+          op.geometry.groups * groupOut,
+          kh,
+          kw,
+          op.geometry.groupInputChannels,
+        ]);
         const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
         const output = this.defineChannelsLast(fusedOut ?? op.out);
         this.emit({ kind: 'convTranspose2d', geometry: op.geometry, adjustment: op.adjustment, input, filter, bias, output }, minMax);
@@ -506,7 +564,13 @@ class RunBuilder {
           this.emit({ kind: 'reshape', newShape: [dims[0], 1, dims[1]], input, output: split });
           const ones = float32Bytes(new Float32Array(factor).fill(1));
           const repeated = output ?? this.addValue({ dims: [dims[0], factor, dims[1]], role: 'internal' });
-          this.emit({ kind: 'binary', code: NodeUnion.XNNMultiply, input1: split, input2: this.constantValue(constantKey(ones), ones, [1, factor, 1]), output: repeated });
+          this.emit({
+            kind: 'binary',
+            code: NodeUnion.XNNMultiply,
+            input1: split,
+            input2: this.constantValue(constantKey(ones), ones, [1, factor, 1]),
+            output: repeated,
+          });
           return repeated;
         };
         const columns = fw === 1 ? this.operandChannelsLast(op.input) : repeat(this.operandChannelsLast(op.input), [n * h * w, c], fw);
@@ -563,9 +627,19 @@ class RunBuilder {
 }
 
 // Ops whose node takes fused activation bounds.
-const BINARY_WITHOUT_BOUNDS: ReadonlySet<NodeUnion> = new Set([NodeUnion.XNNBatchMatrixMultiply, NodeUnion.XNNMaximum, NodeUnion.XNNMinimum, NodeUnion.XNNPReLU]);
+const BINARY_WITHOUT_BOUNDS: ReadonlySet<NodeUnion> = new Set([
+  NodeUnion.XNNBatchMatrixMultiply,
+  NodeUnion.XNNMaximum,
+  NodeUnion.XNNMinimum,
+  NodeUnion.XNNPReLU,
+]);
 function takesBounds(op: MatchedOp): boolean {
-  return op.kind === 'fullyConnected' || op.kind === 'conv2d' || op.kind === 'convTranspose2d' || (op.kind === 'binary' && !BINARY_WITHOUT_BOUNDS.has(op.code));
+  return (
+    op.kind === 'fullyConnected' ||
+    op.kind === 'conv2d' ||
+    op.kind === 'convTranspose2d' ||
+    (op.kind === 'binary' && !BINARY_WITHOUT_BOUNDS.has(op.code))
+  );
 }
 
 function producedValue(op: MatchedOp): number {
@@ -606,7 +680,12 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
   const methodOutputs = new Set(method.outputs);
   // An op whose kernel writes an extra output the delegate does not produce stays portable when anything reads that output.
   matches.forEach((op, step) => {
-    if (op?.kind === 'pool2d' && op.unread !== undefined && (methodOutputs.has(op.unread) || (readers.get(op.unread) ?? []).some((reader) => reader !== step))) matches[step] = undefined;
+    if (
+      op?.kind === 'pool2d' &&
+      op.unread !== undefined &&
+      (methodOutputs.has(op.unread) || (readers.get(op.unread) ?? []).some((reader) => reader !== step))
+    )
+      matches[step] = undefined;
   });
 
   const runs: Run[] = [];
@@ -639,7 +718,13 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       if (op.kind === 'clamp') {
         const producer = producerStep.get(op.input);
         const readersOfInput = readers.get(op.input) ?? [];
-        if (producer !== undefined && !fused.has(producer) && takesBounds(matches[producer]!) && readersOfInput.length === 1 && !methodOutputs.has(op.input)) {
+        if (
+          producer !== undefined &&
+          !fused.has(producer) &&
+          takesBounds(matches[producer]!) &&
+          readersOfInput.length === 1 &&
+          !methodOutputs.has(op.input)
+        ) {
           fused.set(producer, { out: op.out, bounds: [op.min, op.max] });
           skipped.add(step);
           producerStep.set(op.out, producer);
@@ -653,7 +738,13 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     const transposedB = new Map<number, number>(); // bmm step -> transpose step
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
-      if (op.kind !== 'binary' || op.code !== NodeUnion.XNNBatchMatrixMultiply || !('value' in op.b) || ('value' in op.a && op.a.value === op.b.value)) continue;
+      if (
+        op.kind !== 'binary' ||
+        op.code !== NodeUnion.XNNBatchMatrixMultiply ||
+        !('value' in op.b) ||
+        ('value' in op.a && op.a.value === op.b.value)
+      )
+        continue;
       const producer = producerStep.get(op.b.value);
       const transpose = producer === undefined ? undefined : matches[producer];
       if (transpose?.kind !== 'transpose' || skipped.has(producer!) || fused.has(producer!)) continue;
@@ -683,7 +774,10 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       currentStep = step;
       const folded = transposedB.get(step);
       if (folded !== undefined) {
-        builder.addTransposedBatchMatmul(op as Extract<MatchedOp, { kind: 'binary' }>, matches[folded] as Extract<MatchedOp, { kind: 'transpose' }>);
+        builder.addTransposedBatchMatmul(
+          op as Extract<MatchedOp, { kind: 'binary' }>,
+          matches[folded] as Extract<MatchedOp, { kind: 'transpose' }>,
+        );
         continue;
       }
       const clamp = fused.get(step);
@@ -702,7 +796,11 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
   return runs.length;
 }
 
-function removeUnreadWeightTransposes(method: MethodGraph, list: GraphInstruction[], weightTransposeOf: ReadonlyMap<number, number>): GraphInstruction[] {
+function removeUnreadWeightTransposes(
+  method: MethodGraph,
+  list: GraphInstruction[],
+  weightTransposeOf: ReadonlyMap<number, number>,
+): GraphInstruction[] {
   const transposeOutput = (instruction: GraphInstruction): number | undefined => {
     if (instruction.kind !== 'kernel' || instruction.name !== 'aten::permute_copy') return undefined;
     const out = instruction.args[2];
@@ -727,7 +825,8 @@ function releaseUnusedConstants(method: MethodGraph): void {
   method.values.forEach((value, index) => {
     if (value.kind === 'tensor' && value.origin.kind === 'constant' && !referenced.has(index)) method.values[index] = { kind: 'null' };
     // A tensor list only a lowered instruction read goes too: it may name a constant released here.
-    if ((value.kind === 'tensorList' || value.kind === 'optionalTensorList') && !referenced.has(index)) method.values[index] = { kind: 'null' };
+    if ((value.kind === 'tensorList' || value.kind === 'optionalTensorList') && !referenced.has(index))
+      method.values[index] = { kind: 'null' };
   });
 }
 

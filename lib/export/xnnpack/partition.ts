@@ -4,7 +4,14 @@
 import { isBounded, type GraphInstruction, type MethodGraph, type TensorNode } from '../graph.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
-import { MAX_CONCATENATE_INPUTS, type BinaryCode, type ConvolutionGeometry, type PoolingCode, type PoolingWindow, type UnaryCode } from './payload.js';
+import {
+  MAX_CONCATENATE_INPUTS,
+  type BinaryCode,
+  type ConvolutionGeometry,
+  type PoolingCode,
+  type PoolingWindow,
+  type UnaryCode,
+} from './payload.js';
 
 /** A tensor operand: a method value, or a number turned into a one-element constant. */
 export type Operand = { readonly value: number } | { readonly scalar: number };
@@ -12,14 +19,27 @@ export type Operand = { readonly value: number } | { readonly scalar: number };
 export type MatchedOp =
   /** permute_copy [1, 0] of a constant matrix: absorbed when a linear reads it as its weight. */
   | { readonly kind: 'weightTranspose'; readonly source: number; readonly out: number }
-  | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly filterIsTransposed: boolean; readonly bias: number | undefined; readonly out: number }
+  | {
+      readonly kind: 'fullyConnected';
+      readonly input: number;
+      readonly filter: number;
+      readonly filterIsTransposed: boolean;
+      readonly bias: number | undefined;
+      readonly out: number;
+    }
   | { readonly kind: 'binary'; readonly code: BinaryCode; readonly a: Operand; readonly b: Operand; readonly out: number }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly out: number }
   | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly out: number }
   /** ELU; `zeroToPositive` adds +0 after it, so -0 comes out as +0 (Selu's exponential branch takes x <= 0). */
   | { readonly kind: 'elu'; readonly alpha: number; readonly zeroToPositive: boolean; readonly input: number; readonly out: number }
   /** PReLU over a constant slope: one value, or one per channel of an NCHW tensor (dim 1) or of the last dim. */
-  | { readonly kind: 'prelu'; readonly slope: Float32Array; readonly channelDim: number | undefined; readonly input: number; readonly out: number }
+  | {
+      readonly kind: 'prelu';
+      readonly slope: Float32Array;
+      readonly channelDim: number | undefined;
+      readonly input: number;
+      readonly out: number;
+    }
   /** GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as nodes of its arithmetic. */
   | { readonly kind: 'geluTanh'; readonly input: number; readonly out: number }
   /** x * sigmoid(x). */
@@ -33,12 +53,34 @@ export type MatchedOp =
   /** mean over the last dim, dims kept: a sum by a fully connected node with unit weights, divided by the count. */
   | { readonly kind: 'meanLastDim'; readonly input: number; readonly out: number }
   /** 2-D max or average pooling of an NCHW tensor; `unread` is an output of the kernel the delegate does not produce. */
-  | { readonly kind: 'pool2d'; readonly code: PoolingCode; readonly window: PoolingWindow; readonly input: number; readonly out: number; readonly unread?: number }
+  | {
+      readonly kind: 'pool2d';
+      readonly code: PoolingCode;
+      readonly window: PoolingWindow;
+      readonly input: number;
+      readonly out: number;
+      readonly unread?: number;
+    }
   /** mean over H and W of an NCHW tensor, dims kept. */
   | { readonly kind: 'globalAvgPool'; readonly input: number; readonly out: number }
-  | { readonly kind: 'conv2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly out: number }
+  | {
+      readonly kind: 'conv2d';
+      readonly input: number;
+      readonly weight: number;
+      readonly bias: number | undefined;
+      readonly geometry: ConvolutionGeometry;
+      readonly out: number;
+    }
   /** A transposed convolution; its weight is [in, out / groups, kh, kw] as the method holds it. */
-  | { readonly kind: 'convTranspose2d'; readonly input: number; readonly weight: number; readonly bias: number | undefined; readonly geometry: ConvolutionGeometry; readonly adjustment: readonly [number, number]; readonly out: number }
+  | {
+      readonly kind: 'convTranspose2d';
+      readonly input: number;
+      readonly weight: number;
+      readonly bias: number | undefined;
+      readonly geometry: ConvolutionGeometry;
+      readonly adjustment: readonly [number, number];
+      readonly out: number;
+    }
   /** upsample_bilinear2d to a given output size (half-pixel centres, or corners aligned). */
   | { readonly kind: 'resizeBilinear'; readonly alignCorners: boolean; readonly input: number; readonly out: number }
   /** upsample_nearest2d by whole factors: every input pixel repeated factors[0] x factors[1] times. */
@@ -49,9 +91,26 @@ export type MatchedOp =
   /** select_copy: a slice one wide along `dim`, then that dim dropped. */
   | { readonly kind: 'select'; readonly dim: number; readonly index: number; readonly input: number; readonly out: number }
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
-  | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly out: number };
+  | {
+      readonly kind: 'constantPad';
+      readonly before: readonly number[];
+      readonly after: readonly number[];
+      readonly value: number;
+      readonly input: number;
+      readonly out: number;
+    };
 
-const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set(['absorbed', 'weightTranspose', 'transpose', 'reshape', 'slice', 'select', 'concatenate', 'constantPad', 'repeatPixels']);
+const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set([
+  'absorbed',
+  'weightTranspose',
+  'transpose',
+  'reshape',
+  'slice',
+  'select',
+  'concatenate',
+  'constantPad',
+  'repeatPixels',
+]);
 
 /** Nodes worth a delegate call on their own; data movement alone is not. */
 export function isComputeOp(op: MatchedOp): boolean {
@@ -159,7 +218,11 @@ const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
  * delegate cannot run it (other operators, dtypes, or argument values).
  * `weightTransposeOf` maps outputs of absorbed weight transposes to their constant.
  */
-export function matchInstruction(method: MethodGraph, instruction: GraphInstruction, weightTransposeOf: ReadonlyMap<number, number>): MatchedOp | undefined {
+export function matchInstruction(
+  method: MethodGraph,
+  instruction: GraphInstruction,
+  weightTransposeOf: ReadonlyMap<number, number>,
+): MatchedOp | undefined {
   if (instruction.kind !== 'kernel') return undefined;
   const m = new Matcher(method);
   const a = instruction.args;
@@ -229,9 +292,11 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       if (!allFloat(input!, weight!, out!)) return undefined;
       if (withBias && !(m.isOne(beta!) && m.isOne(alpha!))) return undefined;
       const outFeatures = m.shape(out!)[1]!;
-      if (bias !== undefined && !(m.float32(bias) && m.constant(bias) && m.shape(bias).length === 1 && m.shape(bias)[0] === outFeatures)) return undefined;
+      if (bias !== undefined && !(m.float32(bias) && m.constant(bias) && m.shape(bias).length === 1 && m.shape(bias)[0] === outFeatures))
+        return undefined;
       const source = weightTransposeOf.get(weight!);
-      if (source !== undefined) return { kind: 'fullyConnected', input: input!, filter: source, filterIsTransposed: false, bias, out: out! };
+      if (source !== undefined)
+        return { kind: 'fullyConnected', input: input!, filter: source, filterIsTransposed: false, bias, out: out! };
       if (m.constant(weight!)) return { kind: 'fullyConnected', input: input!, filter: weight!, filterIsTransposed: true, bias, out: out! };
       return undefined;
     }
@@ -267,7 +332,13 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     case 'minimum.out': {
       const [left, right, out] = a as [number, number, number];
       if (!allFloat(left, right, out)) return undefined;
-      return { kind: 'binary', code: op === 'maximum' ? NodeUnion.XNNMaximum : NodeUnion.XNNMinimum, a: { value: left }, b: { value: right }, out };
+      return {
+        kind: 'binary',
+        code: op === 'maximum' ? NodeUnion.XNNMaximum : NodeUnion.XNNMinimum,
+        a: { value: left },
+        b: { value: right },
+        out,
+      };
     }
     case 'leaky_relu.out': {
       const [self, slope, out] = a as [number, number, number];
@@ -292,7 +363,8 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     case 'clamp.out':
     case 'hardtanh.out': {
       const [self, low, high, out] = a as [number, number, number, number];
-      const bound = (index: number, fallback: number): number | undefined => (method.values[index]?.kind === 'null' ? fallback : m.number(index));
+      const bound = (index: number, fallback: number): number | undefined =>
+        method.values[index]?.kind === 'null' ? fallback : m.number(index);
       const min = bound(low, -Infinity);
       const max = bound(high, Infinity);
       // XNNPACK refuses a clamp whose bounds are equal (or crossed): that one stays portable.
@@ -302,9 +374,13 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
     case 'mean.out': {
       const [self, dims, keepdim, dtype, out] = a as [number, number, number, number, number];
       const rank = m.float32(self) ? m.shape(self).length : 0;
-      const axes = m.intList(dims)?.map((d) => (d < 0 ? d + rank : d)).sort();
+      const axes = m
+        .intList(dims)
+        ?.map((d) => (d < 0 ? d + rank : d))
+        .sort();
       const keep = method.values[keepdim];
-      if (!allFloat(self, out) || rank === 0 || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool' || !keep.value) return undefined;
+      if (!allFloat(self, out) || rank === 0 || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool' || !keep.value)
+        return undefined;
       if (rank === 4 && axes?.length === 2 && axes[0] === 2 && axes[1] === 3) return { kind: 'globalAvgPool', input: self, out };
       // Rows of a matrix or more: a fully connected node wants a batch of rows.
       if (rank >= 2 && axes?.length === 1 && axes[0] === rank - 1) return { kind: 'meanLastDim', input: self, out };
@@ -323,20 +399,34 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const pads = pair(padding);
       const out = a[max ? 6 : 7]!;
       const ceil = method.values[a[max ? 5 : 4]!];
-      if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined) return undefined;
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined)
+        return undefined;
       if (ceil?.kind !== 'bool' || ceil.value) return undefined;
       // XNNPACK refuses a 1x1 window (a copy or a strided subsample); that stays portable.
       if (kernel[0] * kernel[1] === 1) return undefined;
       if (max) {
         const dilation = pair(a[4]!);
         if (dilation === undefined) return undefined;
-        return { kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window: { kernel, stride: strides, padding: pads, dilation }, input: self, out, unread: a[7]! };
+        return {
+          kind: 'pool2d',
+          code: NodeUnion.XNNMaxPooling2d,
+          window: { kernel, stride: strides, padding: pads, dilation },
+          input: self,
+          out,
+          unread: a[7]!,
+        };
       }
       // XNNPACK leaves padding out of each average's count.
       const countsPadding = method.values[a[5]!];
       const padded = pads[0] !== 0 || pads[1] !== 0;
       if (countsPadding?.kind !== 'bool' || (padded && countsPadding.value) || method.values[a[6]!]?.kind !== 'null') return undefined;
-      return { kind: 'pool2d', code: NodeUnion.XNNAvgPooling2d, window: { kernel, stride: strides, padding: pads, dilation: [1, 1] }, input: self, out };
+      return {
+        kind: 'pool2d',
+        code: NodeUnion.XNNAvgPooling2d,
+        window: { kernel, stride: strides, padding: pads, dilation: [1, 1] },
+        input: self,
+        out,
+      };
     }
     case 'sigmoid.out':
     case 'sqrt.out':
@@ -367,14 +457,22 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
       const [self, outputSize, alignCorners, scales, out] = a as [number, number, number, number, number];
       const align = method.values[alignCorners];
       const size = m.intList(outputSize);
-      if (!allFloat(self, out) || m.shape(self).length !== 4 || align?.kind !== 'bool' || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      if (
+        !allFloat(self, out) ||
+        m.shape(self).length !== 4 ||
+        align?.kind !== 'bool' ||
+        size?.length !== 2 ||
+        method.values[scales]?.kind !== 'null'
+      )
+        return undefined;
       if (m.bounded(self, out)) return undefined;
       return { kind: 'resizeBilinear', alignCorners: align.value, input: self, out };
     }
     case 'upsample_nearest2d.vec_out': {
       const [self, outputSize, scales, out] = a as [number, number, number, number];
       const size = m.intList(outputSize);
-      if (!allFloat(self, out) || m.shape(self).length !== 4 || size?.length !== 2 || method.values[scales]?.kind !== 'null') return undefined;
+      if (!allFloat(self, out) || m.shape(self).length !== 4 || size?.length !== 2 || method.values[scales]?.kind !== 'null')
+        return undefined;
       if (m.bounded(self, out)) return undefined;
       const [, , h, w] = m.shape(self) as [number, number, number, number];
       const factors: [number, number] = [size[0]! / h, size[1]! / w];
@@ -403,9 +501,23 @@ export function matchInstruction(method: MethodGraph, instruction: GraphInstruct
         const [inChannels, groupOutputChannels, kh, kw] = m.shape(weight!) as [number, number, number, number];
         if (adjustment === undefined || adjustment.some((v, i) => v < 0 || v >= s[i]!) || inChannels % g !== 0) return undefined;
         const geometry: ConvolutionGeometry = {
-          padding: p, kernel: [kh, kw], stride: s, dilation: d, groupInputChannels: inChannels / g, groupOutputChannels, groups: g,
+          padding: p,
+          kernel: [kh, kw],
+          stride: s,
+          dilation: d,
+          groupInputChannels: inChannels / g,
+          groupOutputChannels,
+          groups: g,
         };
-        return { kind: 'convTranspose2d', input: input!, weight: weight!, bias: hasBias ? bias! : undefined, geometry, adjustment, out: out! };
+        return {
+          kind: 'convTranspose2d',
+          input: input!,
+          weight: weight!,
+          bias: hasBias ? bias! : undefined,
+          geometry,
+          adjustment,
+          out: out!,
+        };
       }
       const [outChannels, groupInputChannels, kh, kw] = m.shape(weight!) as [number, number, number, number];
       const geometry: ConvolutionGeometry = {

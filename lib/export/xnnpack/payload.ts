@@ -117,28 +117,82 @@ export interface ConvolutionGeometry {
 
 export type XnnNodeBody =
   /** BatchMatrixMultiply takes BATCH_MATMUL_TRANSPOSE_B in `flags`: input2 is [..., n, k]. */
-  | { readonly kind: 'binary'; readonly code: BinaryCode; readonly input1: number; readonly input2: number; readonly output: number; readonly flags?: number }
+  | {
+      readonly kind: 'binary';
+      readonly code: BinaryCode;
+      readonly input1: number;
+      readonly input2: number;
+      readonly output: number;
+      readonly flags?: number;
+    }
   | { readonly kind: 'unary'; readonly code: UnaryCode; readonly input: number; readonly output: number }
   /** x for x >= 0, slope * x below (XNNPACK picks by the sign bit). */
   | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly output: number }
   /** x for x >= 0, alpha * (e^x - 1) below. */
   | { readonly kind: 'elu'; readonly alpha: number; readonly input: number; readonly output: number }
-  | { readonly kind: 'fullyConnected'; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number; readonly flags: number }
-  | { readonly kind: 'conv2d'; readonly geometry: ConvolutionGeometry; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
+  | {
+      readonly kind: 'fullyConnected';
+      readonly input: number;
+      readonly filter: number;
+      readonly bias: number;
+      readonly output: number;
+      readonly flags: number;
+    }
+  | {
+      readonly kind: 'conv2d';
+      readonly geometry: ConvolutionGeometry;
+      readonly input: number;
+      readonly filter: number;
+      readonly bias: number;
+      readonly output: number;
+    }
   /** Filter [groups * groupOutputChannels, kh, kw, groupInputChannels]; `adjustment` adds rows/columns at the bottom/right (output_padding). */
-  | { readonly kind: 'convTranspose2d'; readonly geometry: ConvolutionGeometry; readonly adjustment: readonly [number, number]; readonly input: number; readonly filter: number; readonly bias: number; readonly output: number }
+  | {
+      readonly kind: 'convTranspose2d';
+      readonly geometry: ConvolutionGeometry;
+      readonly adjustment: readonly [number, number];
+      readonly input: number;
+      readonly filter: number;
+      readonly bias: number;
+      readonly output: number;
+    }
   /** NHWC input resized to [N, height, width, C]; `flags` picks the sampling grid (RESIZE_ALIGN_CORNERS, or none for half-pixel centres). */
-  | { readonly kind: 'resizeBilinear'; readonly height: number; readonly width: number; readonly flags: number; readonly input: number; readonly output: number }
+  | {
+      readonly kind: 'resizeBilinear';
+      readonly height: number;
+      readonly width: number;
+      readonly flags: number;
+      readonly input: number;
+      readonly output: number;
+    }
   /** NHWC input pooled to NHWC output. */
   | { readonly kind: 'pool2d'; readonly code: PoolingCode; readonly window: PoolingWindow; readonly input: number; readonly output: number }
   | { readonly kind: 'transpose'; readonly perm: readonly number[]; readonly input: number; readonly output: number }
   | { readonly kind: 'reshape'; readonly newShape: readonly number[]; readonly input: number; readonly output: number }
-  | { readonly kind: 'slice'; readonly offsets: readonly number[]; readonly sizes: readonly number[]; readonly input: number; readonly output: number }
+  | {
+      readonly kind: 'slice';
+      readonly offsets: readonly number[];
+      readonly sizes: readonly number[];
+      readonly input: number;
+      readonly output: number;
+    }
   /** 2 to 5 inputs joined along `axis`. */
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly output: number }
-  | { readonly kind: 'constantPad'; readonly before: readonly number[]; readonly after: readonly number[]; readonly value: number; readonly input: number; readonly output: number };
+  | {
+      readonly kind: 'constantPad';
+      readonly before: readonly number[];
+      readonly after: readonly number[];
+      readonly value: number;
+      readonly input: number;
+      readonly output: number;
+    };
 
-const CONCATENATE_CODES: readonly NodeUnion[] = [NodeUnion.XNNConcatenate2, NodeUnion.XNNConcatenate3, NodeUnion.XNNConcatenate4, NodeUnion.XNNConcatenate5];
+const CONCATENATE_CODES: readonly NodeUnion[] = [
+  NodeUnion.XNNConcatenate2,
+  NodeUnion.XNNConcatenate3,
+  NodeUnion.XNNConcatenate4,
+  NodeUnion.XNNConcatenate5,
+];
 /** BatchMatrixMultiply flag: the second operand is stored transposed. */
 export const BATCH_MATMUL_TRANSPOSE_B = 0x1;
 /** StaticResizeBilinear2D flag (XNN_FLAG_ALIGN_CORNERS): corner pixels map onto corner pixels. */
@@ -191,13 +245,26 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
       const adjustment = body.kind === 'convTranspose2d' ? body.adjustment : [0, 0];
       const table = Convolution.createConvolution(
         builder,
-        g.padding[0], g.padding[1], g.padding[0], g.padding[1],
-        g.kernel[0], g.kernel[1],
-        g.stride[0], g.stride[1],
-        g.dilation[0], g.dilation[1],
-        g.groupInputChannels, g.groupOutputChannels, g.groups,
-        adjustment[0]!, adjustment[1]!,
-        body.input, body.filter, body.bias, body.output, 0,
+        g.padding[0],
+        g.padding[1],
+        g.padding[0],
+        g.padding[1],
+        g.kernel[0],
+        g.kernel[1],
+        g.stride[0],
+        g.stride[1],
+        g.dilation[0],
+        g.dilation[1],
+        g.groupInputChannels,
+        g.groupOutputChannels,
+        g.groups,
+        adjustment[0]!,
+        adjustment[1]!,
+        body.input,
+        body.filter,
+        body.bias,
+        body.output,
+        0,
       );
       return { type: body.kind === 'conv2d' ? NodeUnion.XNNConv2d : NodeUnion.XNNConvTranspose2d, table };
     }
@@ -210,26 +277,43 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
       const { kernel, stride, padding, dilation } = body.window;
       const table = Pooling2d.createPooling2d(
         builder,
-        padding[0], padding[1], padding[0], padding[1],
-        kernel[0], kernel[1],
-        stride[0], stride[1],
-        dilation[0], dilation[1],
-        body.input, body.output, 0,
+        padding[0],
+        padding[1],
+        padding[0],
+        padding[1],
+        kernel[0],
+        kernel[1],
+        stride[0],
+        stride[1],
+        dilation[0],
+        dilation[1],
+        body.input,
+        body.output,
+        0,
       );
       return { type: body.code, table };
     }
     case 'transpose': {
       const perm = StaticTranspose.createPermVector(builder, [...body.perm]);
-      return { type: NodeUnion.XNNStaticTranspose, table: StaticTranspose.createStaticTranspose(builder, body.perm.length, perm, body.input, body.output, 0) };
+      return {
+        type: NodeUnion.XNNStaticTranspose,
+        table: StaticTranspose.createStaticTranspose(builder, body.perm.length, perm, body.input, body.output, 0),
+      };
     }
     case 'reshape': {
       const shape = StaticReshape.createNewShapeVector(builder, [...body.newShape]);
-      return { type: NodeUnion.XNNStaticReshape, table: StaticReshape.createStaticReshape(builder, body.newShape.length, shape, body.input, body.output, 0) };
+      return {
+        type: NodeUnion.XNNStaticReshape,
+        table: StaticReshape.createStaticReshape(builder, body.newShape.length, shape, body.input, body.output, 0),
+      };
     }
     case 'slice': {
       const offsets = StaticSlice.createOffsetsVector(builder, [...body.offsets]);
       const sizes = StaticSlice.createSizesVector(builder, [...body.sizes]);
-      return { type: NodeUnion.XNNStaticSlice, table: StaticSlice.createStaticSlice(builder, body.offsets.length, offsets, sizes, body.input, body.output, 0) };
+      return {
+        type: NodeUnion.XNNStaticSlice,
+        table: StaticSlice.createStaticSlice(builder, body.offsets.length, offsets, sizes, body.input, body.output, 0),
+      };
     }
     case 'concatenate': {
       const count = body.inputs.length;
@@ -241,7 +325,10 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
     case 'constantPad': {
       const before = StaticConstantPad.createPrePaddingsVector(builder, [...body.before]);
       const after = StaticConstantPad.createPostPaddingsVector(builder, [...body.after]);
-      return { type: NodeUnion.XNNStaticConstantPad, table: StaticConstantPad.createStaticConstantPad(builder, before, after, body.value, body.input, body.output, 0) };
+      return {
+        type: NodeUnion.XNNStaticConstantPad,
+        table: StaticConstantPad.createStaticConstantPad(builder, before, after, body.value, body.input, body.output, 0),
+      };
     }
   }
 }
@@ -257,14 +344,32 @@ export function buildXnnFlatbuffer(spec: XnnGraphSpec): Uint8Array {
     const external = value.role === 'input' || value.role === 'output' ? value.externalId! : INVALID_VALUE_ID;
     const quantization = value.quantization;
     const datatype = quantization === undefined ? Datatype.fp32 : quantization.kind === 'perToken' ? Datatype.qdint8 : Datatype.qbint4;
-    const tensor = TensorValue.createTensorValue(builder, datatype, dims.length, dimsVector, value.constant ?? 0, external, flags, id, Datatype.invalid);
+    const tensor = TensorValue.createTensorValue(
+      builder,
+      datatype,
+      dims.length,
+      dimsVector,
+      value.constant ?? 0,
+      external,
+      flags,
+      id,
+      Datatype.invalid,
+    );
     if (quantization === undefined) return Value.createValue(builder, ValueUnion.TensorValue, tensor);
     const params =
       quantization.kind === 'perToken'
         ? { type: QuantParams.PerTokenDynamicQuant, table: PerTokenDynamicQuant.createPerTokenDynamicQuant(builder, 1) }
         : {
             type: QuantParams.PerChannelGroupQuant,
-            table: PerChannelGroupQuant.createPerChannelGroupQuant(builder, 0, 0, quantization.groupSize, PerChannelGroupQuant.createScaleBf16Vector(builder, quantization.scalesBf16), 0, 0),
+            table: PerChannelGroupQuant.createPerChannelGroupQuant(
+              builder,
+              0,
+              0,
+              quantization.groupSize,
+              PerChannelGroupQuant.createScaleBf16Vector(builder, quantization.scalesBf16),
+              0,
+              0,
+            ),
           };
     const quantized = QuantizedTensorValue.createQuantizedTensorValue(builder, tensor, params.type, params.table);
     return Value.createValue(builder, ValueUnion.QuantizedTensorValue, quantized);

@@ -54,11 +54,13 @@ export function indexSelect(ctx: ImportContext, x: OnnxValue, dim: number, indic
   outShape[dim] = indices.length;
   if (x.kind === 'const') {
     const t = x.tensor;
-    return constValue(gatherElements(t, outShape, (index) => {
-      let flat = 0;
-      for (let d = 0; d < outShape.length; d++) flat = flat * shape[d]! + (d === dim ? indices[index[d]!]! : index[d]!);
-      return flat;
-    }));
+    return constValue(
+      gatherElements(t, outShape, (index) => {
+        let flat = 0;
+        for (let d = 0; d < outShape.length; d++) flat = flat * shape[d]! + (d === dim ? indices[index[d]!]! : index[d]!);
+        return flat;
+      }),
+    );
   }
   const index = ctx.tensor(ctx.constant('int64', [indices.length], indices));
   return ctx.emit('aten::index_select.out', [ctx.tensor(x), { int: dim }, index], dtypeOf(x), outShape);
@@ -66,7 +68,13 @@ export function indexSelect(ctx: ImportContext, x: OnnxValue, dim: number, indic
 
 export function cat(ctx: ImportContext, parts: readonly OnnxValue[], dim: number): OnnxValue {
   if (parts.length === 1) return parts[0]!;
-  if (parts.every((p) => p.kind === 'const')) return constValue(concatConst(parts.map((p) => (p as { tensor: ConstTensor }).tensor), dim));
+  if (parts.every((p) => p.kind === 'const'))
+    return constValue(
+      concatConst(
+        parts.map((p) => (p as { tensor: ConstTensor }).tensor),
+        dim,
+      ),
+    );
   const shape = [...shapeOf(parts[0]!)];
   shape[dim] = parts.reduce((sum, p) => sum + shapeOf(p)[dim]!, 0);
   const nonEmpty = parts.filter((p) => shapeOf(p)[dim]! > 0);

@@ -45,11 +45,24 @@ export function conv(node: NodeView): OnnxValue[] {
     outShape.push(Math.floor((inShape[i + 2]! + 2 * pads[i]! - dilations[i]! * (kernel[i]! - 1) - 1) / strides[i]!) + 1);
   }
   const inPerGroup = wShape[1]!;
-  const wideConv = widened(ctx, [x, w, bias], ([wx, ww, wb]) => ctx.emit('aten::convolution.out', [
-    ctx.tensor(wx!), ctx.tensor(ww!), wb === undefined ? null : ctx.tensor(wb),
-    { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },
-    { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: groups },
-  ], 'float64', outShape));
+  const wideConv = widened(ctx, [x, w, bias], ([wx, ww, wb]) =>
+    ctx.emit(
+      'aten::convolution.out',
+      [
+        ctx.tensor(wx!),
+        ctx.tensor(ww!),
+        wb === undefined ? null : ctx.tensor(wb),
+        { intList: strides },
+        { intList: pads.slice(0, spatial) },
+        { intList: dilations },
+        { bool: false },
+        { intList: new Array<number>(spatial).fill(0) },
+        { int: groups },
+      ],
+      'float64',
+      outShape,
+    ),
+  );
   if (wideConv !== undefined) return [wideConv];
   if (toDelegate(ctx, x, w, bias)) {
     if (spatial === 1 && groups === 1 && dilations[0] === 1 && outShape[2]! <= IM2COL_MAX_POSITIONS) {
@@ -59,22 +72,46 @@ export function conv(node: NodeView): OnnxValue[] {
       // The delegate takes 2-D convolutions: a 1-D one is the same with H = 1.
       const x4 = reshape(ctx, x, [inShape[0]!, inShape[1]!, 1, inShape[2]!]);
       const w4 = reshape(ctx, w, [wShape[0]!, wShape[1]!, 1, wShape[2]!]);
-      const y4 = ctx.emit('aten::convolution.out', [
-        ctx.tensor(x4), ctx.tensor(w4), bias === undefined ? null : ctx.tensor(bias),
-        { intList: [1, strides[0]!] }, { intList: [0, pads[0]!] }, { intList: [1, dilations[0]!] },
-        { bool: false }, { intList: [0, 0] }, { int: groups },
-      ], 'float32', [outShape[0]!, outShape[1]!, 1, outShape[2]!]);
+      const y4 = ctx.emit(
+        'aten::convolution.out',
+        [
+          ctx.tensor(x4),
+          ctx.tensor(w4),
+          bias === undefined ? null : ctx.tensor(bias),
+          { intList: [1, strides[0]!] },
+          { intList: [0, pads[0]!] },
+          { intList: [1, dilations[0]!] },
+          { bool: false },
+          { intList: [0, 0] },
+          { int: groups },
+        ],
+        'float32',
+        [outShape[0]!, outShape[1]!, 1, outShape[2]!],
+      );
       return [reshape(ctx, y4, outShape)];
     }
   }
   if (groups === 1 && numel(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1) && !toDelegate(ctx, x, w, bias)) {
     return [blockedConv(ctx, node, constantPad(ctx, x, pads, 0), w, bias, strides, kernel, outShape)];
   }
-  return [ctx.emit('aten::convolution.out', [
-    ctx.tensor(x), ctx.tensor(w), bias === undefined ? null : ctx.tensor(bias),
-    { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },
-    { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: groups },
-  ], dtypeOf(x), outShape)];
+  return [
+    ctx.emit(
+      'aten::convolution.out',
+      [
+        ctx.tensor(x),
+        ctx.tensor(w),
+        bias === undefined ? null : ctx.tensor(bias),
+        { intList: strides },
+        { intList: pads.slice(0, spatial) },
+        { intList: dilations },
+        { bool: false },
+        { intList: new Array<number>(spatial).fill(0) },
+        { int: groups },
+      ],
+      dtypeOf(x),
+      outShape,
+    ),
+  ];
 }
 
 // ONNX Runtime computes a 1-D convolution as im2col rows (channel-major,
@@ -147,10 +184,24 @@ function blockedConv(
       const lastDim = 2 + spatial - 1;
       const needed = (outLast - 1) * strides[spatial - 1]! + (tEnd - t);
       const xPart = tapBlock === lastKernel ? xChannels : slice(ctx, xChannels, lastDim, t, t + needed);
-      partials.push(ctx.emit('aten::convolution.out', [
-        ctx.tensor(xPart), ctx.tensor(wPart), null, { intList: strides }, { intList: new Array<number>(spatial).fill(0) },
-        { intList: new Array<number>(spatial).fill(1) }, { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: 1 },
-      ], dtypeOf(x), outShape));
+      partials.push(
+        ctx.emit(
+          'aten::convolution.out',
+          [
+            ctx.tensor(xPart),
+            ctx.tensor(wPart),
+            null,
+            { intList: strides },
+            { intList: new Array<number>(spatial).fill(0) },
+            { intList: new Array<number>(spatial).fill(1) },
+            { bool: false },
+            { intList: new Array<number>(spatial).fill(0) },
+            { int: 1 },
+          ],
+          dtypeOf(x),
+          outShape,
+        ),
+      );
     }
   }
   const sum = pairwiseSum(ctx, partials);
@@ -186,11 +237,24 @@ export function convTranspose(node: NodeView): OnnxValue[] {
     for (let i = 0; i < spatial; i++) {
       outShape.push((inputSpatial[i]! - 1) * strides[i]! - 2 * pads[i]! + dilations[i]! * (kernel[i]! - 1) + outputPadding[i]! + 1);
     }
-    return [ctx.emit('aten::convolution.out', [
-      ctx.tensor(x), ctx.tensor(w), bias === undefined ? null : ctx.tensor(bias),
-      { intList: strides }, { intList: pads.slice(0, spatial) }, { intList: dilations },
-      { bool: true }, { intList: outputPadding }, { int: groups },
-    ], 'float32', outShape)];
+    return [
+      ctx.emit(
+        'aten::convolution.out',
+        [
+          ctx.tensor(x),
+          ctx.tensor(w),
+          bias === undefined ? null : ctx.tensor(bias),
+          { intList: strides },
+          { intList: pads.slice(0, spatial) },
+          { intList: dilations },
+          { bool: true },
+          { intList: outputPadding },
+          { int: groups },
+        ],
+        'float32',
+        outShape,
+      ),
+    ];
   }
   // Insert stride-1 zeros between input positions, then correlate with the flipped kernel.
   for (let i = 0; i < spatial; i++) {
@@ -214,7 +278,13 @@ export function convTranspose(node: NodeView): OnnxValue[] {
   w = reshape(ctx, w, [groups, cin / groups, coutPerGroup, ...ks]);
   w = permute(ctx, w, [0, 2, 1, ...ks.map((_, i) => i + 3)]);
   w = reshape(ctx, w, [groups * coutPerGroup, cin / groups, ...ks]);
-  for (let i = 0; i < spatial; i++) w = indexSelect(ctx, w, i + 2, Array.from({ length: ks[i]! }, (_, k) => ks[i]! - 1 - k));
+  for (let i = 0; i < spatial; i++)
+    w = indexSelect(
+      ctx,
+      w,
+      i + 2,
+      Array.from({ length: ks[i]! }, (_, k) => ks[i]! - 1 - k),
+    );
   const fullPads: number[] = [];
   for (let i = 0; i < spatial; i++) fullPads.push(dilations[i]! * (kernel[i]! - 1) - pads[i]!);
   for (let i = 0; i < spatial; i++) fullPads.push(dilations[i]! * (kernel[i]! - 1) - pads[i + spatial]! + outputPadding[i]!);
@@ -226,13 +296,31 @@ export function convTranspose(node: NodeView): OnnxValue[] {
     const cropEnd = Math.max(0, -fullPads[i + spatial]!);
     if (cropBegin > 0 || cropEnd > 0) x = slice(ctx, x, dim, cropBegin, size - cropEnd);
   }
-  x = constantPad(ctx, x, fullPads.map((p) => Math.max(p, 0)), 0);
+  x = constantPad(
+    ctx,
+    x,
+    fullPads.map((p) => Math.max(p, 0)),
+    0,
+  );
   const inShape = shapeOf(x);
   const outShape = [inShape[0]!, groups * coutPerGroup];
   for (let i = 0; i < spatial; i++) outShape.push(inShape[i + 2]! - dilations[i]! * (kernel[i]! - 1));
-  return [ctx.emit('aten::convolution.out', [
-    ctx.tensor(x), ctx.tensor(w), bias === undefined ? null : ctx.tensor(bias),
-    { intList: new Array<number>(spatial).fill(1) }, { intList: new Array<number>(spatial).fill(0) }, { intList: dilations },
-    { bool: false }, { intList: new Array<number>(spatial).fill(0) }, { int: groups },
-  ], dtypeOf(x), outShape)];
+  return [
+    ctx.emit(
+      'aten::convolution.out',
+      [
+        ctx.tensor(x),
+        ctx.tensor(w),
+        bias === undefined ? null : ctx.tensor(bias),
+        { intList: new Array<number>(spatial).fill(1) },
+        { intList: new Array<number>(spatial).fill(0) },
+        { intList: dilations },
+        { bool: false },
+        { intList: new Array<number>(spatial).fill(0) },
+        { int: groups },
+      ],
+      dtypeOf(x),
+      outShape,
+    ),
+  ];
 }

@@ -56,10 +56,18 @@ export function pow(node: NodeView): OnnxValue[] {
   const negative = compare(ctx, node, 'lt', b, ctx.constant(floatDtype, [], [0]));
   if (e.kind === 'const') {
     const exps = toNumbers(e.tensor);
-    const signs = ctx.constant(floatDtype, e.tensor.shape, exps.map((v) => (Number.isInteger(v) ? (Math.abs(v) % 2 === 1 ? -1 : 1) : NaN)));
+    const signs = ctx.constant(
+      floatDtype,
+      e.tensor.shape,
+      exps.map((v) => (Number.isInteger(v) ? (Math.abs(v) % 2 === 1 ? -1 : 1) : NaN)),
+    );
     y = arith(ctx, node, 'mul', y, where(ctx, node, negative, signs, ctx.constant(floatDtype, [], [1])));
     if (exps.some((v) => v === 0)) {
-      const zero = ctx.constant('bool', e.tensor.shape, exps.map((v) => (v === 0 ? 1 : 0)));
+      const zero = ctx.constant(
+        'bool',
+        e.tensor.shape,
+        exps.map((v) => (v === 0 ? 1 : 0)),
+      );
       y = where(ctx, node, zero, ctx.constant(floatDtype, [], [1]), y);
     }
   } else {
@@ -78,10 +86,15 @@ export function pow(node: NodeView): OnnxValue[] {
     );
     const signBit = ctx.emit('aten::logical_or.out', [ctx.tensor(negative), ctx.tensor(reciprocalNegative)], 'bool', shapeOf(b));
     // -Inf and -0 to a fractional power are +0 or +Inf like their positive twins, not NaN.
-    const zeroOrInfinite = ctx.emit('aten::logical_or.out', [
-      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [-Infinity]))),
-      ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [0]))),
-    ], 'bool', shapeOf(b));
+    const zeroOrInfinite = ctx.emit(
+      'aten::logical_or.out',
+      [
+        ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [-Infinity]))),
+        ctx.tensor(compare(ctx, node, 'eq', b, ctx.constant(floatDtype, [], [0]))),
+      ],
+      'bool',
+      shapeOf(b),
+    );
     const fractional = where(ctx, node, zeroOrInfinite, y, ctx.constant(floatDtype, [], [NaN]));
     y = where(ctx, node, signBit, where(ctx, node, integral, signed, fractional), y);
     // As C's pow: x^0 and 1^y are 1 whatever the other operand (NaN and infinities included), and so is (-1)^±Inf.
@@ -102,12 +115,14 @@ export function pow(node: NodeView): OnnxValue[] {
   y = expandTo(ctx, y, shape);
   if (isFloat(outDtype)) return [y];
   const rounded = unary(ctx, 'aten::round.out', y);
-  return [ctx.emit(
-    'dim_order_ops::_to_dim_order_copy.out',
-    [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }],
-    outDtype,
-    shape,
-  )];
+  return [
+    ctx.emit(
+      'dim_order_ops::_to_dim_order_copy.out',
+      [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }],
+      outDtype,
+      shape,
+    ),
+  ];
 }
 
 export function cast(node: NodeView): OnnxValue[] {
@@ -116,12 +131,14 @@ export function cast(node: NodeView): OnnxValue[] {
   const dtype = castTarget(to);
   if (dtype === undefined) node.fail(`cast to ONNX type ${to} is not supported`);
   if (dtypeOf(x) === dtype) return [x];
-  return [node.ctx.emit(
-    'dim_order_ops::_to_dim_order_copy.out',
-    [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-    dtype,
-    shapeOf(x),
-  )];
+  return [
+    node.ctx.emit(
+      'dim_order_ops::_to_dim_order_copy.out',
+      [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
+      dtype,
+      shapeOf(x),
+    ),
+  ];
 }
 
 export function clip(node: NodeView): OnnxValue[] {
@@ -165,12 +182,14 @@ export function clip(node: NodeView): OnnxValue[] {
     high ??= range[1];
   }
   if (low === undefined && high === undefined) return [x];
-  return [ctx.emit(
-    'aten::clamp.out',
-    [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)],
-    dtype,
-    shapeOf(x),
-  )];
+  return [
+    ctx.emit(
+      'aten::clamp.out',
+      [ctx.tensor(x), low === undefined ? null : ctx.scalar(dtype, low), high === undefined ? null : ctx.scalar(dtype, high)],
+      dtype,
+      shapeOf(x),
+    ),
+  ];
 }
 
 export function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
@@ -181,12 +200,13 @@ export function variadic(kind: 'max' | 'min' | 'sum' | 'mean'): OpHandler {
     for (const next of parts.slice(1)) {
       if (kind === 'sum' || kind === 'mean') acc = arith(ctx, node, 'add', acc, next);
       // maximum/minimum let NaN win from either side, as onnxruntime does; a compare-and-select would keep only the second's.
-      else acc = ctx.emit(
-        `aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`,
-        [ctx.tensor(acc), ctx.tensor(next)],
-        dtypeOf(acc),
-        binaryShape(node, acc, next),
-      );
+      else
+        acc = ctx.emit(
+          `aten::${kind === 'max' ? 'maximum' : 'minimum'}.out`,
+          [ctx.tensor(acc), ctx.tensor(next)],
+          dtypeOf(acc),
+          binaryShape(node, acc, next),
+        );
     }
     if (kind === 'mean') acc = arith(ctx, node, 'div', acc, ctx.constant(dtypeOf(acc), [], [parts.length]));
     if (parts.length === 1) acc = expandTo(ctx, acc, shapeOf(acc));
@@ -206,12 +226,13 @@ export function reciprocal(node: NodeView): OnnxValue[] {
 export function sign(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
-  const toX = (v: OnnxValue): OnnxValue => ctx.emit(
-    'dim_order_ops::_to_dim_order_copy.out',
-    [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-    dtypeOf(x),
-    shapeOf(x),
-  );
+  const toX = (v: OnnxValue): OnnxValue =>
+    ctx.emit(
+      'dim_order_ops::_to_dim_order_copy.out',
+      [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
+      dtypeOf(x),
+      shapeOf(x),
+    );
   const sign = arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))));
   if (!isFloat(dtypeOf(x))) return [sign];
   // NaN compares false both ways; it stays NaN.

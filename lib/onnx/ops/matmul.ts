@@ -25,12 +25,9 @@ export function mm(ctx: ImportContext, a: OnnxValue, b: OnnxValue): OnnxValue {
     const parts: OnnxValue[] = [];
     for (let s = 0; s < k; s += BLOCK_TERMS) {
       const end = Math.min(k, s + BLOCK_TERMS);
-      parts.push(ctx.emit(
-        'aten::mm.out',
-        [ctx.tensor(slice(ctx, a, 1, s, end)), ctx.tensor(slice(ctx, b, 0, s, end))],
-        dtypeOf(a),
-        [m, n],
-      ));
+      parts.push(
+        ctx.emit('aten::mm.out', [ctx.tensor(slice(ctx, a, 1, s, end)), ctx.tensor(slice(ctx, b, 0, s, end))], dtypeOf(a), [m, n]),
+      );
     }
     return pairwiseSum(ctx, parts);
   }
@@ -84,12 +81,9 @@ export function gemm(node: NodeView): OnnxValue[] {
   const cols = shapeOf(b)[1]!;
   // On the delegate the bias is added after the product (as ONNX Runtime does), not used as the starting sum.
   if (c !== undefined && alpha === 1 && beta === 1 && !toDelegate(ctx, a, b)) {
-    return [ctx.emit(
-      'aten::addmm.out',
-      [ctx.tensor(c), ctx.tensor(a), ctx.tensor(b), { double: 1 }, { double: 1 }],
-      dtypeOf(a),
-      [rows, cols],
-    )];
+    return [
+      ctx.emit('aten::addmm.out', [ctx.tensor(c), ctx.tensor(a), ctx.tensor(b), { double: 1 }, { double: 1 }], dtypeOf(a), [rows, cols]),
+    ];
   }
   let y = mm(ctx, a, b);
   if (alpha !== 1) y = arith(ctx, node, 'mul', y, ctx.constant(dtypeOf(a), [], [alpha]));

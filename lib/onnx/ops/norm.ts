@@ -19,7 +19,12 @@ export function batchNorm(node: NodeView): OnnxValue[] {
   const eps = node.float('epsilon', 1e-5);
   if (node.int('training_mode', 0) !== 0) {
     // Normalise with the batch statistics and update the running ones.
-    const axes = [0, ...shapeOf(x).slice(2).map((_, i) => i + 2)];
+    const axes = [
+      0,
+      ...shapeOf(x)
+        .slice(2)
+        .map((_, i) => i + 2),
+    ];
     const batchMean = reduceKernel(ctx, 'mean', x, axes, true);
     const centered = arith(ctx, node, 'sub', x, batchMean);
     const batchVar = reduceKernel(ctx, 'mean', arith(ctx, node, 'mul', centered, centered), axes, true);
@@ -33,14 +38,20 @@ export function batchNorm(node: NodeView): OnnxValue[] {
     );
     const momentum = node.float('momentum', 0.9);
     const channels = shapeOf(scale!);
-    const blend = (running: OnnxValue, current: OnnxValue): OnnxValue => arith(ctx, node, 'add',
-      arith(ctx, node, 'mul', running, ctx.constant(dtypeOf(x), [], [momentum])),
-      arith(ctx, node, 'mul', reshape(ctx, current, channels), ctx.constant(dtypeOf(x), [], [1 - momentum])));
+    const blend = (running: OnnxValue, current: OnnxValue): OnnxValue =>
+      arith(
+        ctx,
+        node,
+        'add',
+        arith(ctx, node, 'mul', running, ctx.constant(dtypeOf(x), [], [momentum])),
+        arith(ctx, node, 'mul', reshape(ctx, current, channels), ctx.constant(dtypeOf(x), [], [1 - momentum])),
+      );
     return [y, blend(mean!, batchMean), blend(variance!, batchVar)];
   }
-  const affine = scale?.kind === 'const' && bias?.kind === 'const' && mean?.kind === 'const' && variance?.kind === 'const'
-    ? batchNormAffine(scale.tensor, bias.tensor, mean.tensor, variance.tensor, eps)
-    : undefined;
+  const affine =
+    scale?.kind === 'const' && bias?.kind === 'const' && mean?.kind === 'const' && variance?.kind === 'const'
+      ? batchNormAffine(scale.tensor, bias.tensor, mean.tensor, variance.tensor, eps)
+      : undefined;
   if (affine !== undefined) {
     // Constant statistics: one multiply-add by import-time per-channel tensors.
     const channelShape = [affine.scale.length, ...new Array<number>(rank - 2).fill(1)];
@@ -65,13 +76,15 @@ export function instanceNorm(node: NodeView): OnnxValue[] {
   const variance = reduceKernel(ctx, 'mean', arith(ctx, node, 'mul', centered, centered), axes, true);
   const inv = unary(ctx, 'aten::rsqrt.out', arith(ctx, node, 'add', variance, ctx.constant(dtypeOf(x), [], [eps])));
   const normalized = arith(ctx, node, 'mul', centered, inv);
-  return [arith(
-    ctx,
-    node,
-    'add',
-    arith(ctx, node, 'mul', normalized, channelView(ctx, node.input(1), rank)),
-    channelView(ctx, node.input(2), rank),
-  )];
+  return [
+    arith(
+      ctx,
+      node,
+      'add',
+      arith(ctx, node, 'mul', normalized, channelView(ctx, node.input(1), rank)),
+      channelView(ctx, node.input(2), rank),
+    ),
+  ];
 }
 
 export function layerNorm(node: NodeView): (OnnxValue | undefined)[] {
@@ -97,8 +110,15 @@ export function layerNorm(node: NodeView): (OnnxValue | undefined)[] {
   const operand = (v: OnnxValue | undefined): number => (v === undefined ? g.addValue({ kind: 'null' }) : ctx.m.use(ctx.tensor(v)).index);
   const normalizedList = g.addValue({ kind: 'intList', items: normalized.map((d) => g.addValue({ kind: 'int', value: BigInt(d) })) });
   g.addKernelCall('aten::native_layer_norm.out', [
-    operand(x), normalizedList, operand(scale), operand(bias), g.addValue({ kind: 'double', value: eps }),
-    out.index, mean.index, rstd.index, results,
+    operand(x),
+    normalizedList,
+    operand(scale),
+    operand(bias),
+    g.addValue({ kind: 'double', value: eps }),
+    out.index,
+    mean.index,
+    rstd.index,
+    results,
   ]);
   return [tensorValue(out), tensorValue(mean), tensorValue(rstd)];
 }

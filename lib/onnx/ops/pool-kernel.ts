@@ -58,13 +58,21 @@ export function poolKernel(ctx: ImportContext, kind: 'max' | 'average', x: OnnxV
   const values = ctx.out('float32', outShape);
   const indices = ctx.out('int64', outShape);
   const g = ctx.m.graph;
-  const ints = (list: readonly number[]): number => g.addValue({
-    kind: 'intList',
-    items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })),
-  });
+  const ints = (list: readonly number[]): number =>
+    g.addValue({
+      kind: 'intList',
+      items: list.map((v) => g.addValue({ kind: 'int', value: BigInt(v) })),
+    });
   g.addKernelCall('aten::max_pool2d_with_indices.out', [
-    ctx.m.use(ctx.tensor(x)).index, ints(kernel), ints(strides), ints(padding), ints(dilations), g.addValue({ kind: 'bool', value: ceil }),
-    values.index, indices.index, g.addValue({ kind: 'tensorList', items: [values.index, indices.index] }),
+    ctx.m.use(ctx.tensor(x)).index,
+    ints(kernel),
+    ints(strides),
+    ints(padding),
+    ints(dilations),
+    g.addValue({ kind: 'bool', value: ceil }),
+    values.index,
+    indices.index,
+    g.addValue({ kind: 'tensorList', items: [values.index, indices.index] }),
   ]);
   return { kind: 'tensor', tensor: values, dtype: 'float32', shape: outShape };
 }

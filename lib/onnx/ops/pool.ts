@@ -63,8 +63,12 @@ export function pool(kind: 'max' | 'average'): OpHandler {
         }
         indices.push(flat);
         let source = 0;
-        if (columnMajor) for (let d = spatial - 1; d >= 0; d--) source = source * inSpatial[d]! + (outIndex[d]! * strides[d]! + kIndex[d]! * dilations[d]! - pads[d]!);
-        else for (let d = 0; d < spatial; d++) source = source * inSpatial[d]! + (outIndex[d]! * strides[d]! + kIndex[d]! * dilations[d]! - pads[d]!);
+        if (columnMajor)
+          for (let d = spatial - 1; d >= 0; d--)
+            source = source * inSpatial[d]! + (outIndex[d]! * strides[d]! + kIndex[d]! * dilations[d]! - pads[d]!);
+        else
+          for (let d = 0; d < spatial; d++)
+            source = source * inSpatial[d]! + (outIndex[d]! * strides[d]! + kIndex[d]! * dilations[d]! - pads[d]!);
         sourcePositions.push(source);
         if (includePad ? insidePads : inside) count++;
         for (let d = spatial - 1; d >= 0; d--) {
@@ -86,12 +90,20 @@ export function pool(kind: 'max' | 'average'): OpHandler {
       if (!wantIndices) return [values];
       // Indices are flat over the whole input tensor: window position -> input position, plus (n*C + c)*plane.
       const which = ctx.emit('aten::argmax.out', [ctx.tensor(windows), { int: 3 }, { bool: false }], 'int64', [n, c, outCount]);
-      const rowStart = ctx.constant('int64', [outCount], Array.from({ length: outCount }, (_, o) => o * windowCount));
+      const rowStart = ctx.constant(
+        'int64',
+        [outCount],
+        Array.from({ length: outCount }, (_, o) => o * windowCount),
+      );
       const tablePosition = reshape(ctx, arith(ctx, node, 'add', which, rowStart), [n * c * outCount]);
       const table = ctx.tensor(ctx.constant('int64', [sourcePositions.length], sourcePositions));
       const picked = ctx.emit('aten::index_select.out', [table, { int: 0 }, ctx.tensor(tablePosition)], 'int64', [n * c * outCount]);
       const plane = numel(inSpatial);
-      const planeStart = ctx.constant('int64', [n, c, 1], Array.from({ length: n * c }, (_, i) => i * plane));
+      const planeStart = ctx.constant(
+        'int64',
+        [n, c, 1],
+        Array.from({ length: n * c }, (_, i) => i * plane),
+      );
       const flatIndex = arith(ctx, node, 'add', reshape(ctx, picked, [n, c, outCount]), planeStart);
       return [values, reshape(ctx, flatIndex, [n, c, ...outSpatial])];
     }
@@ -105,6 +117,16 @@ export function pool(kind: 'max' | 'average'): OpHandler {
 export function globalPool(kind: 'mean' | 'amax'): OpHandler {
   return (node) => {
     const x = node.input(0);
-    return [reduceKernel(node.ctx, kind, x, shapeOf(x).slice(2).map((_, i) => i + 2), true)];
+    return [
+      reduceKernel(
+        node.ctx,
+        kind,
+        x,
+        shapeOf(x)
+          .slice(2)
+          .map((_, i) => i + 2),
+        true,
+      ),
+    ];
   };
 }

@@ -23,7 +23,8 @@ function recurrentSetup(node: NodeView, gates: number): RecurrentSetup {
   if (node.attribute('activations') !== undefined) {
     const acts = node.strings('activations')!;
     const defaults = gates === 4 ? ['Sigmoid', 'Tanh', 'Tanh'] : ['Sigmoid', 'Tanh'];
-    if (acts.some((a, i) => a !== defaults[i % defaults.length])) node.fail(`activations ${acts.join(',')} are not supported (only the defaults)`);
+    if (acts.some((a, i) => a !== defaults[i % defaults.length]))
+      node.fail(`activations ${acts.join(',')} are not supported (only the defaults)`);
   }
   if (node.optional(4) !== undefined) {
     const lens = node.constInput(4, 'sequence_lens');
@@ -81,7 +82,11 @@ function gate(ctx: ImportContext, v: OnnxValue, index: number, hidden: number): 
 }
 
 function stackSteps(ctx: ImportContext, steps: readonly OnnxValue[], batch: number, hidden: number): OnnxValue {
-  return cat(ctx, steps.map((h) => reshape(ctx, h, [1, 1, batch, hidden])), 0);
+  return cat(
+    ctx,
+    steps.map((h) => reshape(ctx, h, [1, 1, batch, hidden])),
+    0,
+  );
 }
 
 export function lstm(node: NodeView): (OnnxValue | undefined)[] {

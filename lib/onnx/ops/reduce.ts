@@ -74,7 +74,13 @@ export function argReduce(kind: 'argmax' | 'argmin'): OpHandler {
     const axis = normalizeAxis(node.int('axis', 0), shape.length);
     const keep = node.int('keepdims', 1) !== 0;
     const last = node.int('select_last_index', 0) !== 0;
-    if (last) x = indexSelect(ctx, x, axis, Array.from({ length: shape[axis]! }, (_, i) => shape[axis]! - 1 - i));
+    if (last)
+      x = indexSelect(
+        ctx,
+        x,
+        axis,
+        Array.from({ length: shape[axis]! }, (_, i) => shape[axis]! - 1 - i),
+      );
     let y = ctx.emit(`aten::${kind}.out`, [ctx.tensor(x), { int: axis }, { bool: keep }], 'int64', reducedShape(shape, [axis], keep));
     if (last) y = ctx.emit('aten::rsub.Scalar_out', [ctx.tensor(y), { int: shape[axis]! - 1 }, { int: 1 }], 'int64', shapeOf(y));
     return [y];

@@ -61,9 +61,8 @@ function nearestIndex(mode: NearestMode, coordinate: number, downsampling: boole
 const clampIndex = (i: number, size: number): number => Math.min(Math.max(i, 0), size - 1);
 
 function nearestMap(coordinateMode: CoordinateMode, nearestMode: NearestMode, axis: Axis): number[] {
-  return Array.from(
-    { length: axis.outSize },
-    (_, x) => clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize),
+  return Array.from({ length: axis.outSize }, (_, x) =>
+    clampIndex(nearestIndex(nearestMode, sourceCoordinate(coordinateMode, x, axis), axis.scale < 1), axis.inSize),
   );
 }
 
@@ -109,9 +108,12 @@ function spatialAxes(node: NodeView, x: OnnxValue): Axis[] {
   const axes = axesAttr === undefined ? shape.map((_, i) => i) : axesAttr.map((a) => (a < 0 ? a + rank : a));
   if (axes.some((a) => a < 0 || a >= rank)) node.fail(`axes ${JSON.stringify(axesAttr)} are out of range for rank ${rank}`);
   const sizes = !legacy && node.optional(3) !== undefined ? toNumbers(node.constInput(3, 'sizes')) : [];
-  const scales = node.op === 'Upsample' && node.opset < 9
-    ? node.floats('scales') ?? []
-    : node.optional(scalesInput) === undefined ? [] : toNumbers(node.constInput(scalesInput, 'scales'));
+  const scales =
+    node.op === 'Upsample' && node.opset < 9
+      ? (node.floats('scales') ?? [])
+      : node.optional(scalesInput) === undefined
+        ? []
+        : toNumbers(node.constInput(scalesInput, 'scales'));
   const perDim: { outSize: number; scale: number }[] = shape.map((d) => ({ outSize: d, scale: 1 }));
   if (sizes.length > 0) {
     if (sizes.length !== axes.length) node.fail(`sizes has ${sizes.length} entries for ${axes.length} axes`);
@@ -168,12 +170,14 @@ export function resize(node: NodeView): OnnxValue[] {
   });
   const alignCorners = coordinateMode === 'align_corners';
   if (halfPixel || alignCorners) {
-    return [ctx.emit(
-      'aten::upsample_bilinear2d.vec_out',
-      [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null],
-      dtypeOf(x),
-      outShape,
-    )];
+    return [
+      ctx.emit(
+        'aten::upsample_bilinear2d.vec_out',
+        [ctx.tensor(x), { intList: [outH, outW] }, { bool: alignCorners }, null],
+        dtypeOf(x),
+        outShape,
+      ),
+    ];
   }
   let y = x;
   axes.forEach((axis, i) => {

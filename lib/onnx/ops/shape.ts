@@ -22,9 +22,8 @@ export function dropout(node: NodeView): (OnnxValue | undefined)[] {
     const training = node.constInput(2, 'training_mode');
     if (elementAt(training, 0) !== 0) node.fail('training_mode=1 is random and not supported');
   }
-  const mask = node.node.outputs.length > 1
-    ? node.ctx.constant('bool', shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(1))
-    : undefined;
+  const mask =
+    node.node.outputs.length > 1 ? node.ctx.constant('bool', shapeOf(x), new Array<number>(numel(shapeOf(x))).fill(1)) : undefined;
   return [x, mask];
 }
 
@@ -81,7 +80,13 @@ export function tile(node: NodeView): OnnxValue[] {
   const interleaved = shape.flatMap((d) => [1, d]);
   const expanded = shape.flatMap((d, i) => [repeats[i]!, d]);
   const y = expandTo(ctx, reshape(ctx, x, interleaved), expanded);
-  return [reshape(ctx, y, shape.map((d, i) => d * repeats[i]!))];
+  return [
+    reshape(
+      ctx,
+      y,
+      shape.map((d, i) => d * repeats[i]!),
+    ),
+  ];
 }
 
 export function expand(node: NodeView): OnnxValue[] {
@@ -106,13 +111,14 @@ export function constantOfShape(node: NodeView): OnnxValue[] {
   if (dtype === undefined) node.fail('unsupported value type');
   let fill = 0;
   if (value !== undefined) {
-    fill = value.rawData && value.rawData.length > 0
-      ? value.dataType === ONNX_DTYPE_CODES.float16
-        ? float16ToNumber(new DataView(value.rawData.buffer, value.rawData.byteOffset, 2).getUint16(0, true))
-        : elementAt({ dtype, shape: [1], data: fromRaw(dtype, value.rawData) }, 0)
-      : value.dataType === ONNX_DTYPE_CODES.float16
-        ? float16ToNumber(value.int32Data[0] ?? 0)
-        : Number(value.floatData[0] ?? value.int64Data[0] ?? value.int32Data[0] ?? value.doubleData[0] ?? 0);
+    fill =
+      value.rawData && value.rawData.length > 0
+        ? value.dataType === ONNX_DTYPE_CODES.float16
+          ? float16ToNumber(new DataView(value.rawData.buffer, value.rawData.byteOffset, 2).getUint16(0, true))
+          : elementAt({ dtype, shape: [1], data: fromRaw(dtype, value.rawData) }, 0)
+        : value.dataType === ONNX_DTYPE_CODES.float16
+          ? float16ToNumber(value.int32Data[0] ?? 0)
+          : Number(value.floatData[0] ?? value.int64Data[0] ?? value.int32Data[0] ?? value.doubleData[0] ?? 0);
   }
   return [node.ctx.constant(dtype, shape, new Array<number>(numel(shape)).fill(fill))];
 }

@@ -57,10 +57,12 @@ export function runWorkerChild<T>(script: string, spec: object, label: string): 
         resolvePromise(reply as T);
         return;
       }
-      const failure = failed ? (reply as ChildFailure).error : {
-        code: 'INTERNAL' as const,
-        message: `child exited with ${code}: ${crashLine(stderr)}`,
-      };
+      const failure = failed
+        ? (reply as ChildFailure).error
+        : {
+            code: 'INTERNAL' as const,
+            message: `child exited with ${code}: ${crashLine(stderr)}`,
+          };
       reject(new EtnaError(failure.code, `${label}: ${failure.message}`));
     });
   });
@@ -68,7 +70,10 @@ export function runWorkerChild<T>(script: string, spec: object, label: string): 
 
 /** The line of a crashed child's stderr that says what went wrong: its error, not Node's version trailer. */
 function crashLine(stderr: string): string {
-  const lines = stderr.trim().split('\n').filter((line) => line.trim() !== '' && !/^Node\.js v\d/.test(line));
+  const lines = stderr
+    .trim()
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !/^Node\.js v\d/.test(line));
   return lines.find((line) => /^\w*Error\b|^FATAL ERROR|^\S+Error: /.test(line.trim())) ?? lines.pop() ?? '';
 }
 

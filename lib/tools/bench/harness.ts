@@ -287,8 +287,8 @@ function plannedSession(
 export async function runWorker(spec: WorkerSpec): Promise<BenchResult> {
   const gc = (globalThis as { gc?: () => void }).gc;
   const builtIn = builtInProgram(spec.program);
-  if (builtIn === undefined && isOnnxConfig(spec.config)) throw new Error(`${spec.config} runs the built-in programs only, not ` +
-    `${spec.program}`);
+  if (builtIn === undefined && isOnnxConfig(spec.config))
+    throw new Error(`${spec.config} runs the built-in programs only, not ` + `${spec.program}`);
   // Build (and load the runtime's library) first, and time only the load, as a user loading a file would see it.
   const onnxTools = isOnnxConfig(spec.config) ? await loadOnnxTools() : undefined;
   const original = spec.config === 'onnxruntime' ? builtIn?.original : undefined;
@@ -453,15 +453,17 @@ export interface BenchOptions {
 export async function runBenchmarks(options: BenchOptions): Promise<BenchReport> {
   const examples =
     options.examples ??
-    (options.files.length > 0 ? [] : [
-      'kv-decoder',
-      LARGE_DECODER_NAME,
-      LLAMA_NAME,
-      'gru-stream',
-      'encoder-decoder',
-      ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []),
-      ...ONNX_GRAPH_NAMES,
-    ]);
+    (options.files.length > 0
+      ? []
+      : [
+          'kv-decoder',
+          LARGE_DECODER_NAME,
+          LLAMA_NAME,
+          'gru-stream',
+          'encoder-decoder',
+          ...(sileroModelPath() !== undefined ? [SILERO_NAME] : []),
+          ...ONNX_GRAPH_NAMES,
+        ]);
   const iterations = options.iterations ?? (options.quick ? 50 : 300);
   const warmup = options.warmup ?? (options.quick ? 5 : 30);
   const threadCounts = typeof options.threads === 'number' ? [options.threads] : [...options.threads];
@@ -515,8 +517,9 @@ export async function runBenchmarks(options: BenchOptions): Promise<BenchReport>
   // Programs without a reference are checked against etna-shared's outputs.
   for (const result of results) {
     if (result.outputs === undefined) continue;
-    const baseline = results.find((r) => r.program === result.program && r.config === 'etna-shared' && r.threads === result.threads)
-      ?.outputs;
+    const baseline = results.find(
+      (r) => r.program === result.program && r.config === 'etna-shared' && r.threads === result.threads,
+    )?.outputs;
     if (baseline === undefined) continue;
     result.maxError = Math.max(0, ...result.outputs.map((values, k) => scaledError(values, baseline[k] ?? [])));
     result.outputsMatch = result.outputs.length === baseline.length && result.maxError <= MATCH_TOLERANCE;

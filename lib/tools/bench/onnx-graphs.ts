@@ -64,10 +64,11 @@ async function ortSession(
   threads: number,
 ): Promise<{ run(input: ReferenceTensor): Promise<Float32Array>; release(): Promise<void> }> {
   const graph = graphOf(name);
-  const session = await ort.InferenceSession.create(
-    graph.model(),
-    { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' },
-  );
+  const session = await ort.InferenceSession.create(graph.model(), {
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+  });
   return {
     run: async (input) => {
       const outputs = await session.run({ x: new ort.Tensor('float32', input.data as Float32Array, [...input.shape]) });

@@ -122,15 +122,19 @@ export function formatSvg(report: BenchReport): string {
   const width = 2 * panelWidth + 60;
   const height = panels.length * rowHeight + 40;
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
-    `font-family="sans-serif" font-size="11">`);
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
+      `font-family="sans-serif" font-size="11">`,
+  );
   parts.push(`<title>etna bench: memory and latency per configuration</title>`);
   parts.push(`<rect width="${width}" height="${height}" fill="white"/>`);
   // Legend
   const configs = [...new Set(rows.map((r) => r.config))];
   configs.forEach((config, i) => {
-    parts.push(`<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/>` +
-      `<text x="${34 + i * 130}" y="19">${config}</text>`);
+    parts.push(
+      `<rect x="${20 + i * 130}" y="10" width="10" height="10" fill="${CONFIG_COLORS[config]}"/>` +
+        `<text x="${34 + i * 130}" y="19">${config}</text>`,
+    );
   });
   panels.forEach(({ program, threads, results }, row) => {
     const top = 40 + row * rowHeight;
@@ -151,10 +155,14 @@ export function formatSvg(report: BenchReport): string {
       parts.push(`<g class="bar-group" ${groupAttributes} data-config="${escapeXml(result.config)}">`);
       const bar = (x: number, w: number, value: number, max: number, label: string, tooltip: string): void => {
         const h = Math.max(1, (value / max) * (panelHeight - 40));
-        parts.push(`<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" ` +
-          `fill="${color}"><title>${escapeXml(tooltip)}</title></rect>`);
-        parts.push(`<text x="${(x + w / 2).toFixed(1)}" y="${(baseY - h - 3).toFixed(1)}" text-anchor="middle" ` +
-          `font-size="9">${escapeXml(label)}</text>`);
+        parts.push(
+          `<rect class="bar" x="${x.toFixed(1)}" y="${(baseY - h).toFixed(1)}" width="${w.toFixed(1)}" height="${h.toFixed(1)}" ` +
+            `fill="${color}"><title>${escapeXml(tooltip)}</title></rect>`,
+        );
+        parts.push(
+          `<text x="${(x + w / 2).toFixed(1)}" y="${(baseY - h - 3).toFixed(1)}" text-anchor="middle" ` +
+            `font-size="9">${escapeXml(label)}</text>`,
+        );
       };
       const memoryX = 20 + g * groupWidth;
       const memoryBar = (groupWidth - 12) / memorySlots;
@@ -180,10 +188,14 @@ export function formatSvg(report: BenchReport): string {
         const value = result.latency[method]?.p50Ms ?? 0;
         bar(latencyX + k * latencyBar, latencyBar - 2, value, latencyMax, ms(value), `${result.config} ${method} p50 ${ms(value)} ms`);
       });
-      parts.push(`<text x="${(memoryX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
-        `text-anchor="middle">${escapeXml(result.config)}</text>`);
-      parts.push(`<text x="${(latencyX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
-        `text-anchor="middle">${escapeXml(methods.join(' / '))}</text>`);
+      parts.push(
+        `<text x="${(memoryX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
+          `text-anchor="middle">${escapeXml(result.config)}</text>`,
+      );
+      parts.push(
+        `<text x="${(latencyX + (groupWidth - 12) / 2).toFixed(1)}" y="${baseY + 14}" ` +
+          `text-anchor="middle">${escapeXml(methods.join(' / '))}</text>`,
+      );
       parts.push('</g>');
     });
     parts.push(`<line x1="20" y1="${baseY}" x2="${panelWidth}" y2="${baseY}" stroke="#333"/>`);
@@ -289,9 +301,15 @@ export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[])
       'kernel calls',
     ],
     ...rows.map((r) => [
-      r.program, ...(several ? [String(r.threads)] : []), r.etnaP50Ms.toFixed(2), r.onnxruntimeP50Ms.toFixed(2), `${r.ratio.toFixed(2)}x`,
-      `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`, r.relativeError.toExponential(1),
-      String(r.calls.delegate), String(r.calls.kernel),
+      r.program,
+      ...(several ? [String(r.threads)] : []),
+      r.etnaP50Ms.toFixed(2),
+      r.onnxruntimeP50Ms.toFixed(2),
+      `${r.ratio.toFixed(2)}x`,
+      `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
+      r.relativeError.toExponential(1),
+      String(r.calls.delegate),
+      String(r.calls.kernel),
     ]),
   ];
 }

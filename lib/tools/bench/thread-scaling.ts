@@ -103,12 +103,14 @@ export function threadScaling(report: Pick<BenchReport, 'results' | 'threadCount
       return { threads, etna, onnxruntime, ratio: divide(etna?.p50Ms, onnxruntime?.p50Ms) };
     });
     const [first, ...later] = byThreads;
-    const speedUps = later.map((to): SpeedUp => ({
-      from: first!.threads,
-      to: to.threads,
-      etna: divide(first!.etna?.p50Ms, to.etna?.p50Ms),
-      onnxruntime: divide(first!.onnxruntime?.p50Ms, to.onnxruntime?.p50Ms),
-    }));
+    const speedUps = later.map(
+      (to): SpeedUp => ({
+        from: first!.threads,
+        to: to.threads,
+        etna: divide(first!.etna?.p50Ms, to.etna?.p50Ms),
+        onnxruntime: divide(first!.onnxruntime?.p50Ms, to.onnxruntime?.p50Ms),
+      }),
+    );
     return { program, method, byThreads, speedUps, goals: goalsOf(program, method, byThreads) };
   });
 }

@@ -219,15 +219,19 @@ export function zooListProblems(models: readonly ZooModel[]): string[] {
     if (!model.name) problems.push(`${label}: no name`);
     else if (seen.has(model.name)) problems.push(`${label}: name used twice`);
     seen.add(model.name);
-    if (!(ZOO_KINDS as readonly string[]).includes(model.kind)) problems.push(`${label}: kind '${model.kind}' is not one of ${ZOO_KINDS.join(', ')}`);
-    if (!/^(@[\w.-]+\/)?[\w.-]+@\d+\.\d+\.\d+(-[\w.]+)?$/.test(model.package)) problems.push(`${label}: package '${model.package}' is not NAME@VERSION`);
+    if (!(ZOO_KINDS as readonly string[]).includes(model.kind))
+      problems.push(`${label}: kind '${model.kind}' is not one of ${ZOO_KINDS.join(', ')}`);
+    if (!/^(@[\w.-]+\/)?[\w.-]+@\d+\.\d+\.\d+(-[\w.]+)?$/.test(model.package))
+      problems.push(`${label}: package '${model.package}' is not NAME@VERSION`);
     if (!model.license?.trim()) problems.push(`${label}: no license`);
     const source = model.source as Partial<{ file: string; chunked: { index: string; key: string } }> | undefined;
     if (!source?.file && !(source?.chunked?.index && source.chunked.key)) problems.push(`${label}: no source file`);
     for (const [input, shape] of Object.entries(model.shapes ?? {})) {
-      if (shape.some((d) => !Number.isInteger(d) || d < 1)) problems.push(`${label}: shape of '${input}' has a size that is not a positive integer`);
+      if (shape.some((d) => !Number.isInteger(d) || d < 1))
+        problems.push(`${label}: shape of '${input}' has a size that is not a positive integer`);
     }
-    if (model.calls !== undefined && (!Number.isInteger(model.calls) || model.calls < 1)) problems.push(`${label}: calls must be a positive integer`);
+    if (model.calls !== undefined && (!Number.isInteger(model.calls) || model.calls < 1))
+      problems.push(`${label}: calls must be a positive integer`);
   }
   return problems;
 }

@@ -113,27 +113,35 @@ interface Feed {
 function modelFeeds(model: ZooModel, bytes: Uint8Array): Feed[] {
   const graph = readOnnxModel(bytes).graph;
   const initializers = new Set(graph.initializers.map((t) => t.name));
-  return graph.inputs.filter((i) => !initializers.has(i.name)).map((info, at) => {
-    const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
-    const given = model.shapes?.[info.name];
-    const declared = info.shape ?? [];
-    if (given === undefined && declared.some((d) => typeof d !== 'number' || d < 0)) {
-      throw new EtnaError('INVALID_INPUT', `input '${info.name}' has open dims ${JSON.stringify(declared)} and the corpus entry gives no shape`);
-    }
-    const shape = given !== undefined ? [...given] : (declared as number[]);
-    const bound = model.bind?.[info.name];
-    const count = numel(shape);
-    if (bound !== undefined) {
-      if (dtype === 'int64') return { name: info.name, dtype, shape, data: BigInt64Array.from({ length: count }, () => BigInt(bound)) };
-      if (dtype === 'int32') return { name: info.name, dtype, shape, data: Int32Array.from({ length: count }, () => bound) };
-      if (dtype === 'float32') return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => bound) };
-    }
-    if (dtype !== 'float32') {
-      throw new EtnaError('INVALID_INPUT', `input '${info.name}' is ${dtype}; the corpus entry must bind it (only float32 inputs get seeded data)`);
-    }
-    const next = seededUniform(1000 + at);
-    return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => next(-1, 1)) };
-  });
+  return graph.inputs
+    .filter((i) => !initializers.has(i.name))
+    .map((info, at) => {
+      const dtype = dtypeFromOnnx(info.elemType, `input '${info.name}'`);
+      const given = model.shapes?.[info.name];
+      const declared = info.shape ?? [];
+      if (given === undefined && declared.some((d) => typeof d !== 'number' || d < 0)) {
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `input '${info.name}' has open dims ${JSON.stringify(declared)} and the corpus entry gives no shape`,
+        );
+      }
+      const shape = given !== undefined ? [...given] : (declared as number[]);
+      const bound = model.bind?.[info.name];
+      const count = numel(shape);
+      if (bound !== undefined) {
+        if (dtype === 'int64') return { name: info.name, dtype, shape, data: BigInt64Array.from({ length: count }, () => BigInt(bound)) };
+        if (dtype === 'int32') return { name: info.name, dtype, shape, data: Int32Array.from({ length: count }, () => bound) };
+        if (dtype === 'float32') return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => bound) };
+      }
+      if (dtype !== 'float32') {
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `input '${info.name}' is ${dtype}; the corpus entry must bind it (only float32 inputs get seeded data)`,
+        );
+      }
+      const next = seededUniform(1000 + at);
+      return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => next(-1, 1)) };
+    });
 }
 
 function failure(stage: ZooStage, error: unknown): NonNullable<ZooRow['failure']> {
@@ -199,7 +207,10 @@ export async function runZooModel(
           return relativeDifference(numbers(actual), numbers(expected as ArrayLike<number>));
         }),
       );
-      const timing = await alternateCalls(etnaRun, ortRun, { iterations: model.calls ?? options.iterations, warmup: model.calls !== undefined ? 1 : options.warmup });
+      const timing = await alternateCalls(etnaRun, ortRun, {
+        iterations: model.calls ?? options.iterations,
+        warmup: model.calls !== undefined ? 1 : options.warmup,
+      });
       row.etnaP50Ms = timing.etnaP50Ms;
       row.onnxruntimeP50Ms = timing.onnxruntimeP50Ms;
       row.ratio = timing.ratio;
@@ -219,7 +230,9 @@ function numbers(data: ArrayLike<number | bigint>): ArrayLike<number> {
 
 /** Median of the ratios of the rows that ran, or null when none did (the lower middle of an even count). */
 export function zooMedianRatio(rows: readonly ZooRow[]): number | null {
-  const ratios = rows.flatMap((r) => (r.failure === undefined && r.ratio !== undefined && Number.isFinite(r.ratio) ? [r.ratio] : [])).sort((a, b) => a - b);
+  const ratios = rows
+    .flatMap((r) => (r.failure === undefined && r.ratio !== undefined && Number.isFinite(r.ratio) ? [r.ratio] : []))
+    .sort((a, b) => a - b);
   if (ratios.length === 0) return null;
   const mid = ratios.length >> 1;
   return ratios.length % 2 === 1 ? ratios[mid]! : (ratios[mid - 1]! + ratios[mid]!) / 2;
@@ -237,9 +250,10 @@ export function formatZooTable(report: Pick<ZooReport, 'rows' | 'medianRatio' | 
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const row of report.rows) {
-    const imported = row.failure === undefined || (row.failure.stage !== 'fetch' && row.failure.stage !== 'import')
-      ? 'ok'
-      : `${row.failure.stage === 'fetch' ? 'fetch ' : ''}${row.failure.code}`;
+    const imported =
+      row.failure === undefined || (row.failure.stage !== 'fetch' && row.failure.stage !== 'import')
+        ? 'ok'
+        : `${row.failure.stage === 'fetch' ? 'fetch ' : ''}${row.failure.code}`;
     const later = row.failure !== undefined && imported === 'ok' ? `${row.failure.stage} ${row.failure.code}` : undefined;
     const ms = (v: number | undefined): string => (v === undefined ? '-' : v.toFixed(2));
     lines.push(
@@ -271,7 +285,10 @@ export async function runZoo(ort: typeof Ort, options: ZooOptions = {}): Promise
   const models = options.only === undefined ? ZOO_MODELS : ZOO_MODELS.filter((m) => options.only!.includes(m.name));
   const unknown = (options.only ?? []).filter((name) => !ZOO_MODELS.some((m) => m.name === name));
   if (unknown.length > 0) {
-    throw new EtnaError('INVALID_INPUT', `--only: no corpus model named ${unknown.join(', ')} (names: ${ZOO_MODELS.map((m) => m.name).join(', ')})`);
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `--only: no corpus model named ${unknown.join(', ')} (names: ${ZOO_MODELS.map((m) => m.name).join(', ')})`,
+    );
   }
   const iterations = options.iterations ?? 20;
   const warmup = options.warmup ?? 3;

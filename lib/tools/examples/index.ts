@@ -54,7 +54,8 @@ export interface ExampleInfo {
   readonly xnnpackOnly?: true;
 }
 
-const kvDecoderShape = (C: KvDecoderConfig): string => `${C.layers} layers, d=${C.modelDim}, ${C.heads} heads, context ${C.context}, vocab ${C.vocab}`;
+const kvDecoderShape = (C: KvDecoderConfig): string =>
+  `${C.layers} layers, d=${C.modelDim}, ${C.heads} heads, context ${C.context}, vocab ${C.vocab}`;
 
 /** Help text of a decoder's prefill/decode/reset methods (DecoderReference's signatures). */
 const decoderMethods = (C: { readonly prefillLength: number; readonly vocab: number }): string[] => [
@@ -122,7 +123,10 @@ export const LARGE_EXAMPLES = {
       const { layout, vocabulary } = variant;
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
-        ...(vocabulary !== undefined && { bosId: vocabulary.bosId ?? null, eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId] }),
+        ...(vocabulary !== undefined && {
+          bosId: vocabulary.bosId ?? null,
+          eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId],
+        }),
       });
     },
     reference: () => new Llama8da4wReference(),
@@ -149,7 +153,8 @@ export function isAnyExampleName(name: string): name is AnyExampleName {
 }
 
 export function exampleInfo(name: string): ExampleInfo {
-  if (!isAnyExampleName(name)) throw new EtnaError('INVALID_INPUT', `unknown example '${name}' (available: ${ALL_EXAMPLE_NAMES.join(', ')})`);
+  if (!isAnyExampleName(name))
+    throw new EtnaError('INVALID_INPUT', `unknown example '${name}' (available: ${ALL_EXAMPLE_NAMES.join(', ')})`);
   return ALL_EXAMPLES[name];
 }
 
@@ -166,7 +171,11 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     throw new EtnaError('INVALID_INPUT', `example '${name}' has no layout '${variant.layout}' (${known})`);
   }
   if (variant.vocabulary !== undefined) {
-    if (info.takesVocabulary !== true) throw new EtnaError('INVALID_INPUT', `example '${name}' has a vocabulary of its own; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesVocabulary === true).join(', ')} take one`);
+    if (info.takesVocabulary !== true)
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `example '${name}' has a vocabulary of its own; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesVocabulary === true).join(', ')} take one`,
+      );
     const { size } = variant.vocabulary;
     if (!Number.isSafeInteger(size) || size < 1) throw new EtnaError('INVALID_INPUT', `example '${name}': a vocabulary of ${size} tokens`);
   }
@@ -186,7 +195,13 @@ export function exampleReference(name: string): ExampleReference {
   return exampleInfo(name).reference();
 }
 
-export { buildEncoderDecoder, createEncoderDecoderWeights, ENCODER_DECODER_CONFIG, EncoderDecoderReference, encoderDecoderSession } from './encoder-decoder.js';
+export {
+  buildEncoderDecoder,
+  createEncoderDecoderWeights,
+  ENCODER_DECODER_CONFIG,
+  EncoderDecoderReference,
+  encoderDecoderSession,
+} from './encoder-decoder.js';
 export type { EncoderDecoderWeights } from './encoder-decoder.js';
 export { buildGruStream, createGruStreamWeights, GRU_STREAM_CONFIG, GruStreamReference, gruStreamSession } from './gru-stream.js';
 export type { GruStreamWeights } from './gru-stream.js';
@@ -217,6 +232,14 @@ export {
   Llama8da4wReference,
   llama8da4wSession,
 } from './llama-8da4w.js';
-export type { Llama8da4wArithmetic, Llama8da4wBuildOptions, Llama8da4wConfig, Llama8da4wLayout, Llama8da4wLayerWeights, Llama8da4wPreset, Llama8da4wWeights } from './llama-8da4w.js';
+export type {
+  Llama8da4wArithmetic,
+  Llama8da4wBuildOptions,
+  Llama8da4wConfig,
+  Llama8da4wLayout,
+  Llama8da4wLayerWeights,
+  Llama8da4wPreset,
+  Llama8da4wWeights,
+} from './llama-8da4w.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

@@ -160,7 +160,12 @@ export function buildKvDecoder(weights: KvDecoderWeights = createKvDecoderWeight
   const tokenEmbedding = program.constant('token_embedding', 'float32', [C.vocab, d], weights.tokenEmbedding);
   const positionEmbedding = program.constant('position_embedding', 'float32', [C.context, d], weights.positionEmbedding);
   const maskTable = program.constant('causal_mask', 'float32', [C.context, C.context], causalMaskTable(C));
-  const chunkOffsets = program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i));
+  const chunkOffsets = program.constant(
+    'prefill_offsets',
+    'int64',
+    [C.prefillLength],
+    Array.from({ length: C.prefillLength }, (_, i) => i),
+  );
   const emptyCache = program.constant('empty_cache', 'float32', [C.context, d], new Float32Array(C.context * d));
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     norm1: norm(`layers.${l}.norm1`, w.norm1),
@@ -318,7 +323,11 @@ export function kvDecoderFullSequence(weights: KvDecoderWeights, tokens: readonl
   const n = tokens.length;
   if (n > C.context) throw new EtnaError('INVALID_INPUT', `kvDecoderFullSequence: ${n} tokens exceed the context ${C.context}`);
   const d = C.modelDim;
-  const x = embedRows(weights, tokens, tokens.map((_, i) => i));
+  const x = embedRows(
+    weights,
+    tokens,
+    tokens.map((_, i) => i),
+  );
   for (const layer of weights.layers) {
     const h = layerNormRows(x, n, d, layer.norm1, C.normEps);
     const q = linearRows(h, n, layer.query);

@@ -24,14 +24,15 @@ import { EtnaError } from '../../errors.js';
 import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
-import { bf16Value, dequantizeInt4Groups, INT4_MIN, perTokenInt8Row, quantizeInt4Groups, type Int4GroupWeights } from '../../export/quantize.js';
 import {
-  int64Tensor,
-  DecoderReference,
-  SeededRandom,
-  softmaxInPlace,
-  type ExampleCall,
-} from './reference.js';
+  bf16Value,
+  dequantizeInt4Groups,
+  INT4_MIN,
+  perTokenInt8Row,
+  quantizeInt4Groups,
+  type Int4GroupWeights,
+} from '../../export/quantize.js';
+import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
 export interface Llama8da4wConfig {
   readonly layers: number;
@@ -77,13 +78,28 @@ export const LLAMA_8DA4W_PRESETS = {
   small: { ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL, vocab: 512 },
   /** The shape of the stories110M checkpoint (llama2.c). */
   stories110m: {
-    ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL,
-    layers: 12, modelDim: 768, heads: 12, kvHeads: 12, hiddenDim: 2048, vocab: 32000, context: 1024,
+    ...LLAMA_8DA4W_CONFIG,
+    ...BOUNDED_PREFILL,
+    layers: 12,
+    modelDim: 768,
+    heads: 12,
+    kvHeads: 12,
+    hiddenDim: 2048,
+    vocab: 32000,
+    context: 1024,
   },
   /** The shape of Llama 3.2 1B (grouped-query attention, a 128256-token vocabulary). */
   'llama-1b-shape': {
-    ...LLAMA_8DA4W_CONFIG, ...BOUNDED_PREFILL,
-    layers: 16, modelDim: 2048, heads: 32, kvHeads: 8, hiddenDim: 8192, vocab: 128256, context: 2048, ropeTheta: 500000,
+    ...LLAMA_8DA4W_CONFIG,
+    ...BOUNDED_PREFILL,
+    layers: 16,
+    modelDim: 2048,
+    heads: 32,
+    kvHeads: 8,
+    hiddenDim: 8192,
+    vocab: 128256,
+    context: 2048,
+    ropeTheta: 500000,
   },
 } as const satisfies Record<string, Llama8da4wConfig>;
 
@@ -95,7 +111,8 @@ export function isLlama8da4wPreset(name: string): name is Llama8da4wPreset {
 }
 
 export function llama8da4wPreset(name: string): Llama8da4wConfig {
-  if (!isLlama8da4wPreset(name)) throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w preset '${name}' (available: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')})`);
+  if (!isLlama8da4wPreset(name))
+    throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w preset '${name}' (available: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')})`);
   return LLAMA_8DA4W_PRESETS[name];
 }
 
@@ -167,7 +184,8 @@ export function ropeTables(C: Llama8da4wConfig): { cos: Float32Array; sin: Float
 /** float16 bits of a bf16 value: exact, as long as it is a normal float16. */
 function float16BitsOfBf16(bits: number): number {
   const exponent = ((bits >> 7) & 0xff) - 127 + 15;
-  if (exponent < 1 || exponent > 30) throw new EtnaError('INVALID_INPUT', `embedding scale ${bf16Value(bits)} is outside the float16 normal range`);
+  if (exponent < 1 || exponent > 30)
+    throw new EtnaError('INVALID_INPUT', `embedding scale ${bf16Value(bits)} is outside the float16 normal range`);
   return ((bits & 0x8000) | (exponent << 10) | ((bits & 0x7f) << 3)) & 0xffff;
 }
 
@@ -233,11 +251,15 @@ export const LLAMA_8DA4W_METADATA = [
  * bounded by get_max_seq_len when the prefill is (enable_dynamic_shape), and
  * a forward call then takes 1 to that many tokens; otherwise it takes one.
  */
-export function llama8da4wMetadata(C: Llama8da4wConfig, options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {}): Record<string, (number | boolean)[]> {
+export function llama8da4wMetadata(
+  C: Llama8da4wConfig,
+  options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
+): Record<string, (number | boolean)[]> {
   const bosId = options.bosId === undefined ? 1 : options.bosId;
   const eosIds = options.eosIds ?? [2];
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
-    if (!Number.isInteger(id) || id < 0 || id >= C.vocab) throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
+    if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
+      throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
   }
   const values: Record<string, (number | boolean)[]> = {
     get_bos_id: bosId === null ? [] : [bosId],
@@ -267,10 +289,14 @@ export function addConstantMethod(program: ProgramBuilder, name: string, values:
   });
 }
 
-export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWeights(), options: Llama8da4wBuildOptions = {}): ProgramBuilder {
+export function buildLlama8da4w(
+  weights: Llama8da4wWeights = createLlama8da4wWeights(),
+  options: Llama8da4wBuildOptions = {},
+): ProgramBuilder {
   const C = weights.config;
   const layout = options.layout ?? 'prefill-decode';
-  if (!LLAMA_8DA4W_LAYOUTS.includes(layout)) throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
+  if (!LLAMA_8DA4W_LAYOUTS.includes(layout))
+    throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
   const twoMethods = layout === 'prefill-decode';
   // Checked before anything is built, so a bad token id costs nothing.
   const metadata = twoMethods ? undefined : llama8da4wMetadata(C, options);
@@ -284,13 +310,27 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
 
   const embedding = quantizedEmbedding(weights);
   const embeddingCodes = program.constant('tok_embeddings.weight', 'uint8', [C.vocab, d / 2], packEmbeddingRows(embedding));
-  const embeddingScales = program.constant('tok_embeddings.scales', 'float16', [C.vocab, d / C.groupSize], Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16));
+  const embeddingScales = program.constant(
+    'tok_embeddings.scales',
+    'float16',
+    [C.vocab, d / C.groupSize],
+    Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16),
+  );
   const rope = ropeTables(C);
   const cosTable = program.constant('rope.cos', 'float32', [C.context, hd / 2], rope.cos);
   const sinTable = program.constant('rope.sin', 'float32', [C.context, hd / 2], rope.sin);
   // Only the two-method layout has a fixed-length chunk and a reset.
-  const chunkOffsets = twoMethods ? program.constant('prefill_offsets', 'int64', [C.prefillLength], Array.from({ length: C.prefillLength }, (_, i) => i)) : undefined;
-  const emptyCache = twoMethods ? program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv)) : undefined;
+  const chunkOffsets = twoMethods
+    ? program.constant(
+        'prefill_offsets',
+        'int64',
+        [C.prefillLength],
+        Array.from({ length: C.prefillLength }, (_, i) => i),
+      )
+    : undefined;
+  const emptyCache = twoMethods
+    ? program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv))
+    : undefined;
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
     wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
@@ -307,7 +347,14 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
   const finalNorm = vector('norm.weight', weights.finalNorm);
   const output = linear('output.weight', weights.output, C.vocab, d);
 
-  const pass = (m: MethodBuilder, tokens: TensorValue, startPos: TensorValue, positions: TensorValue, length: number, logits: 'all' | 'last'): TensorValue => {
+  const pass = (
+    m: MethodBuilder,
+    tokens: TensorValue,
+    startPos: TensorValue,
+    positions: TensorValue,
+    length: number,
+    logits: 'all' | 'last',
+  ): TensorValue => {
     const g = m.graph;
     const start = g.addValue({ kind: 'int', value: 0n });
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
@@ -334,7 +381,15 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
 
     const embedded = g.addTensor('float32', [1, length, d]);
     g.addKernelCall('quantized_decomposed::embedding_4bit.dtype_out', [
-      m.use(embeddingCodes).index, m.use(embeddingScales).index, g.addValue({ kind: 'null' }), int(-8), int(7), tokens.index, int(6), embedded.index, embedded.index,
+      m.use(embeddingCodes).index,
+      m.use(embeddingScales).index,
+      g.addValue({ kind: 'null' }),
+      int(-8),
+      int(7),
+      tokens.index,
+      int(6),
+      embedded.index,
+      embedded.index,
     ]);
     let x = m.reshape(embedded, [length, d]);
     for (const layer of layers) {
@@ -342,15 +397,25 @@ export function buildLlama8da4w(weights: Llama8da4wWeights = createLlama8da4wWei
       const q = rotate(m.linear(h, layer.wq), C.heads);
       const k = rotate(m.linear(h, layer.wk), C.kvHeads);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
-      for (const [update, cache] of [[k, layer.keyCache], [v, layer.valueCache]] as const) {
+      for (const [update, cache] of [
+        [k, layer.keyCache],
+        [v, layer.valueCache],
+      ] as const) {
         const placeholder = g.addTensor('float32', [1]);
         g.addKernelCall('llama::update_cache.out', [update.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
       }
       const attention = g.addTensor('float32', [1, length, C.heads, hd]);
       g.addKernelCall('llama::custom_sdpa.out', [
-        q.index, m.use(layer.keyCache).index, m.use(layer.valueCache).index, start,
-        g.addValue({ kind: 'null' }), g.addValue({ kind: 'double', value: 0 }), g.addValue({ kind: 'bool', value: true }), g.addValue({ kind: 'null' }),
-        attention.index, attention.index,
+        q.index,
+        m.use(layer.keyCache).index,
+        m.use(layer.valueCache).index,
+        start,
+        g.addValue({ kind: 'null' }),
+        g.addValue({ kind: 'double', value: 0 }),
+        g.addValue({ kind: 'bool', value: true }),
+        g.addValue({ kind: 'null' }),
+        attention.index,
+        attention.index,
       ]);
       x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
       const h2 = rmsNorm(x, layer.ffnNorm);
@@ -517,7 +582,10 @@ export class Llama8da4wReference extends DecoderReference {
   private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
   private readonly output: QuantizedLinear;
 
-  constructor(readonly weights: Llama8da4wWeights = createLlama8da4wWeights(), arithmetic: Llama8da4wArithmetic = '8da4w') {
+  constructor(
+    readonly weights: Llama8da4wWeights = createLlama8da4wWeights(),
+    arithmetic: Llama8da4wArithmetic = '8da4w',
+  ) {
     const C = weights.config;
     const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
     super('llama-8da4w', C, caches(), caches());

@@ -31,12 +31,14 @@ export interface ExampleReference {
 
 export function float32Tensor(shape: readonly number[], data: Float32Array | readonly number[]): ReferenceTensor {
   const values = data instanceof Float32Array ? data : Float32Array.from(data);
-  if (values.length !== numel(shape)) throw new EtnaError('INVALID_INPUT', `float32 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
+  if (values.length !== numel(shape))
+    throw new EtnaError('INVALID_INPUT', `float32 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
   return { dtype: 'float32', shape: [...shape], data: values };
 }
 
 export function int64Tensor(shape: readonly number[], values: readonly (number | bigint)[]): ReferenceTensor {
-  if (values.length !== numel(shape)) throw new EtnaError('INVALID_INPUT', `int64 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
+  if (values.length !== numel(shape))
+    throw new EtnaError('INVALID_INPUT', `int64 tensor ${formatShape(shape)} needs ${numel(shape)} elements, got ${values.length}`);
   return { dtype: 'int64', shape: [...shape], data: BigInt64Array.from(values, (v) => BigInt(v)) };
 }
 
@@ -57,16 +59,25 @@ export interface ReferenceMethod {
  * Checks `inputs` against the signature of `methods[method]`, naming the
  * method and input that do not match, then runs it.
  */
-export function runReferenceMethod(example: string, methods: Readonly<Record<string, ReferenceMethod>>, method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+export function runReferenceMethod(
+  example: string,
+  methods: Readonly<Record<string, ReferenceMethod>>,
+  method: string,
+  inputs: readonly ReferenceTensor[],
+): ReferenceTensor[] {
   const entry = Object.hasOwn(methods, method) ? methods[method] : undefined;
   if (entry === undefined) {
     throw new EtnaError('METHOD_NOT_FOUND', `${example}: no method '${method}' (have ${Object.keys(methods).join(', ')})`);
   }
-  if (inputs.length !== entry.inputs.length) throw new EtnaError('INVALID_INPUT', `${method}: expected ${entry.inputs.length} inputs, got ${inputs.length}`);
+  if (inputs.length !== entry.inputs.length)
+    throw new EtnaError('INVALID_INPUT', `${method}: expected ${entry.inputs.length} inputs, got ${inputs.length}`);
   entry.inputs.forEach(({ name, dtype, shape }, index) => {
     const tensor = inputs[index]!;
     if (tensor.dtype !== dtype || !sameShape(tensor.shape, shape)) {
-      throw new EtnaError('INVALID_INPUT', `${method}: input ${index} '${name}' must be ${dtype}${formatShape(shape)}, got ${tensor.dtype}${formatShape(tensor.shape)}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `${method}: input ${index} '${name}' must be ${dtype}${formatShape(shape)}, got ${tensor.dtype}${formatShape(tensor.shape)}`,
+      );
     }
   });
   return entry.run(inputs);
@@ -115,7 +126,9 @@ export abstract class DecoderReference implements ExampleReference {
           { name: 'tokens', dtype: 'int64', shape: [1, prefillLength] },
           { name: 'start_pos', dtype: 'int64', shape: [1] },
         ],
-        run: ([tokens, start]) => [float32Tensor([1, prefillLength, vocab], this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0])))],
+        run: ([tokens, start]) => [
+          float32Tensor([1, prefillLength, vocab], this.prefill(Array.from(tokens!.data as BigInt64Array, Number), Number(start!.data[0]))),
+        ],
       },
       decode: {
         inputs: [
@@ -137,7 +150,10 @@ export abstract class DecoderReference implements ExampleReference {
   prefill(tokens: readonly number[], start: number): Float32Array {
     const { prefillLength, prefillBounded } = this.shape;
     if (prefillBounded === true ? tokens.length < 1 || tokens.length > prefillLength : tokens.length !== prefillLength) {
-      throw new EtnaError('INVALID_INPUT', `prefill: expected ${prefillBounded === true ? `1 to ${prefillLength}` : prefillLength} tokens, got ${tokens.length}`);
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `prefill: expected ${prefillBounded === true ? `1 to ${prefillLength}` : prefillLength} tokens, got ${tokens.length}`,
+      );
     }
     return this.checkedPass(tokens, start, 'prefill');
   }
@@ -159,7 +175,8 @@ export abstract class DecoderReference implements ExampleReference {
   private checkedPass(tokens: readonly number[], start: number, method: string): Float32Array {
     const { vocab, context } = this.shape;
     for (const token of tokens) {
-      if (!Number.isInteger(token) || token < 0 || token >= vocab) throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${vocab - 1}`);
+      if (!Number.isInteger(token) || token < 0 || token >= vocab)
+        throw new EtnaError('INVALID_INPUT', `${method}: token ${token} is outside the vocabulary 0..${vocab - 1}`);
     }
     tokens.forEach((_, t) => {
       const position = start + t;

@@ -215,10 +215,12 @@ class MethodEmitter {
   private int64Vector(values: readonly number[]): string {
     const name = `ints_${values.map((v) => String(v).replace('-', 'm')).join('_') || 'empty'}`;
     if (!this.initializers.has(name)) {
-      this.initializers.set(
+      this.initializers.set(name, {
         name,
-        { name, dtype: 'int64', shape: [values.length], bytes: new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer) },
-      );
+        dtype: 'int64',
+        shape: [values.length],
+        bytes: new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer),
+      });
     }
     return name;
   }
@@ -384,10 +386,15 @@ class MethodEmitter {
         };
         const weight = this.graph.value(a[2]!).kind === 'null' ? ones(1) : this.name(a[2]!);
         const bias = this.graph.value(a[3]!).kind === 'null' ? ones(0) : this.name(a[3]!);
-        this.define(out, 'LayerNormalization', [this.name(a[0]!), weight, bias], [
-          { name: 'axis', kind: 'int', value: -normalized.length },
-          { name: 'epsilon', kind: 'float', value: this.scalar(a[4]!) },
-        ]);
+        this.define(
+          out,
+          'LayerNormalization',
+          [this.name(a[0]!), weight, bias],
+          [
+            { name: 'axis', kind: 'int', value: -normalized.length },
+            { name: 'epsilon', kind: 'float', value: this.scalar(a[4]!) },
+          ],
+        );
         return;
       }
       case 'aten::mm.out':
@@ -395,10 +402,15 @@ class MethodEmitter {
         this.define(a[2]!, 'MatMul', [this.name(a[0]!), this.name(a[1]!)]);
         return;
       case 'aten::addmm.out':
-        this.define(a[5]!, 'Gemm', [this.name(a[1]!), this.name(a[2]!), this.name(a[0]!)], [
-          { name: 'beta', kind: 'float', value: this.scalar(a[3]!) },
-          { name: 'alpha', kind: 'float', value: this.scalar(a[4]!) },
-        ]);
+        this.define(
+          a[5]!,
+          'Gemm',
+          [this.name(a[1]!), this.name(a[2]!), this.name(a[0]!)],
+          [
+            { name: 'beta', kind: 'float', value: this.scalar(a[3]!) },
+            { name: 'alpha', kind: 'float', value: this.scalar(a[4]!) },
+          ],
+        );
         return;
       case 'aten::embedding.out':
         this.define(a[5]!, 'Gather', [this.name(a[0]!), this.name(a[1]!)], [{ name: 'axis', kind: 'int', value: 0 }]);
@@ -429,11 +441,13 @@ class MethodEmitter {
       }
       case 'aten::slice_copy.Tensor_out': {
         const [dim, start, end, step] = [a[1]!, a[2]!, a[3]!, a[4]!].map((i) => this.int(i)) as [number, number, number, number];
-        this.define(
-          a[5]!,
-          'Slice',
-          [this.name(a[0]!), this.int64Vector([start]), this.int64Vector([end]), this.int64Vector([dim]), this.int64Vector([step])],
-        );
+        this.define(a[5]!, 'Slice', [
+          this.name(a[0]!),
+          this.int64Vector([start]),
+          this.int64Vector([end]),
+          this.int64Vector([dim]),
+          this.int64Vector([step]),
+        ]);
         return;
       }
       case 'aten::select_copy.int_out': {
@@ -444,7 +458,12 @@ class MethodEmitter {
       case 'aten::cat.out': {
         const list = this.graph.value(a[0]!);
         if (list.kind !== 'tensorList') return unsupported(this.graph.name, 'cat needs a tensor list');
-        this.define(a[2]!, 'Concat', list.items.map((i) => this.name(i)), [{ name: 'axis', kind: 'int', value: this.int(a[1]!) }]);
+        this.define(
+          a[2]!,
+          'Concat',
+          list.items.map((i) => this.name(i)),
+          [{ name: 'axis', kind: 'int', value: this.int(a[1]!) }],
+        );
         return;
       }
       case 'dim_order_ops::_to_dim_order_copy.out':
@@ -466,10 +485,15 @@ class MethodEmitter {
         const dims = this.graph.value(a[1]!).kind === 'null' ? [] : this.ints(a[1]!);
         const axes = dims.length === 0 ? Array.from({ length: rank }, (_, i) => i) : dims.map((d) => (d + rank) % rank);
         const keep = this.graph.value(a[2]!);
-        this.define(a[4]!, 'ReduceMean', [this.name(a[0]!)], [
-          { name: 'axes', kind: 'ints', value: axes },
-          { name: 'keepdims', kind: 'int', value: keep.kind === 'bool' && keep.value ? 1 : 0 },
-        ]);
+        this.define(
+          a[4]!,
+          'ReduceMean',
+          [this.name(a[0]!)],
+          [
+            { name: 'axes', kind: 'ints', value: axes },
+            { name: 'keepdims', kind: 'int', value: keep.kind === 'bool' && keep.value ? 1 : 0 },
+          ],
+        );
         return;
       }
       case 'aten::constant_pad_nd.out': {
@@ -477,11 +501,11 @@ class MethodEmitter {
         const pads = padsByDim(this.ints(a[1]!), this.shape(a[0]!).length);
         if (pads === undefined) return unsupported(this.graph.name, 'constant_pad_nd with negative or malformed padding');
         const out = a[3]!;
-        this.define(
-          out,
-          'Pad',
-          [this.name(a[0]!), this.int64Vector([...pads.before, ...pads.after]), this.scalarConstant(this.dtype(out), this.scalar(a[2]!))],
-        );
+        this.define(out, 'Pad', [
+          this.name(a[0]!),
+          this.int64Vector([...pads.before, ...pads.after]),
+          this.scalarConstant(this.dtype(out), this.scalar(a[2]!)),
+        ]);
         return;
       }
       case 'aten::convolution.out': {
@@ -509,25 +533,28 @@ class MethodEmitter {
           return value.kind === 'bool' && (value as { value: boolean }).value ? 1 : 0;
         };
         if (!max && this.graph.value(a[6]!).kind !== 'null') return unsupported(this.graph.name, 'avg_pool2d with divisor_override');
-        this.define(a[max ? 6 : 7]!, max ? 'MaxPool' : 'AveragePool', [this.name(a[0]!)], [
-          { name: 'kernel_shape', kind: 'ints', value: this.ints(a[1]!) },
-          { name: 'strides', kind: 'ints', value: this.ints(a[2]!) },
-          { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
-          { name: 'ceil_mode', kind: 'int', value: flag(a[max ? 5 : 4]!) },
-          max
-            ? { name: 'dilations', kind: 'ints', value: this.ints(a[4]!) }
-            : { name: 'count_include_pad', kind: 'int', value: flag(a[5]!) },
-        ]);
+        this.define(
+          a[max ? 6 : 7]!,
+          max ? 'MaxPool' : 'AveragePool',
+          [this.name(a[0]!)],
+          [
+            { name: 'kernel_shape', kind: 'ints', value: this.ints(a[1]!) },
+            { name: 'strides', kind: 'ints', value: this.ints(a[2]!) },
+            { name: 'pads', kind: 'ints', value: [...padding, ...padding] },
+            { name: 'ceil_mode', kind: 'int', value: flag(a[max ? 5 : 4]!) },
+            max
+              ? { name: 'dilations', kind: 'ints', value: this.ints(a[4]!) }
+              : { name: 'count_include_pad', kind: 'int', value: flag(a[5]!) },
+          ],
+        );
         return;
       }
       case 'aten::clamp.out':
       case 'aten::hardtanh.out': {
         // Clip's bounds are inputs; an absent one is ''.
         const out = a[3]!;
-        const bound = (index: number): string => (this.graph.value(index).kind === 'null' ? '' : this.scalarConstant(
-          this.dtype(out),
-          this.scalar(index),
-        ));
+        const bound = (index: number): string =>
+          this.graph.value(index).kind === 'null' ? '' : this.scalarConstant(this.dtype(out), this.scalar(index));
         this.define(out, 'Clip', [this.name(a[0]!), bound(a[1]!), bound(a[2]!)]);
         return;
       }
@@ -539,14 +566,14 @@ class MethodEmitter {
         const alignCorners = !nearest && this.graph.value(a[2]!).kind === 'bool' && (this.graph.value(a[2]!) as { value: boolean }).value;
         const attributes: OnnxAttribute[] = nearest
           ? [
-            { name: 'mode', kind: 'string', value: 'nearest' },
-            { name: 'coordinate_transformation_mode', kind: 'string', value: 'asymmetric' },
-            { name: 'nearest_mode', kind: 'string', value: 'floor' },
-          ]
+              { name: 'mode', kind: 'string', value: 'nearest' },
+              { name: 'coordinate_transformation_mode', kind: 'string', value: 'asymmetric' },
+              { name: 'nearest_mode', kind: 'string', value: 'floor' },
+            ]
           : [
-            { name: 'mode', kind: 'string', value: 'linear' },
-            { name: 'coordinate_transformation_mode', kind: 'string', value: alignCorners ? 'align_corners' : 'half_pixel' },
-          ];
+              { name: 'mode', kind: 'string', value: 'linear' },
+              { name: 'coordinate_transformation_mode', kind: 'string', value: alignCorners ? 'align_corners' : 'half_pixel' },
+            ];
         this.define(out, 'Resize', [this.name(a[0]!), '', '', this.int64Vector(this.shape(out))], attributes);
         return;
       }

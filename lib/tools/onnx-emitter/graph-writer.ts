@@ -64,19 +64,24 @@ function writeInitializer(w: ProtoWriter, t: OnnxGraphInitializer): void {
     w.int(2, INT64).string(8, t.name).bytes(9, new Uint8Array(raw.buffer));
   } else {
     const data = t.float32 ?? new Float32Array(0);
-    w.int(2, FLOAT).string(8, t.name).bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    w.int(2, FLOAT)
+      .string(8, t.name)
+      .bytes(9, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   }
 }
 
 function writeValue(w: ProtoWriter, value: OnnxGraphValue): void {
   w.string(1, value.name);
-  w.message(2, (type) => type.message(1, (tensor) => {
-    tensor.int(1, FLOAT);
-    const dims = value.shape;
-    if (dims !== undefined) tensor.message(2, (shape) => {
-      for (const d of dims) shape.message(1, (dim) => dim.int(1, d));
-    });
-  }));
+  w.message(2, (type) =>
+    type.message(1, (tensor) => {
+      tensor.int(1, FLOAT);
+      const dims = value.shape;
+      if (dims !== undefined)
+        tensor.message(2, (shape) => {
+          for (const d of dims) shape.message(1, (dim) => dim.int(1, d));
+        });
+    }),
+  );
 }
 
 /** ModelProto bytes of `graph` at default-domain `opset`. */
@@ -84,12 +89,14 @@ export function writeOnnxModel(graph: OnnxGraphSpec, opset: number): Uint8Array 
   const model = new ProtoWriter();
   model.int(1, 8);
   model.message(7, (g) => {
-    graph.nodes.forEach((n, i) => g.message(1, (w) => {
-      for (const input of n.inputs) w.string(1, input);
-      for (const output of n.outputs) w.string(2, output);
-      w.string(3, `${n.op}_${i}`).string(4, n.op);
-      for (const [name, value] of Object.entries(n.attributes ?? {})) w.message(5, (a) => writeAttribute(a, name, value));
-    }));
+    graph.nodes.forEach((n, i) =>
+      g.message(1, (w) => {
+        for (const input of n.inputs) w.string(1, input);
+        for (const output of n.outputs) w.string(2, output);
+        w.string(3, `${n.op}_${i}`).string(4, n.op);
+        for (const [name, value] of Object.entries(n.attributes ?? {})) w.message(5, (a) => writeAttribute(a, name, value));
+      }),
+    );
     g.string(2, 'graph');
     for (const t of graph.initializers) g.message(5, (w) => writeInitializer(w, t));
     for (const v of graph.inputs) g.message(11, (w) => writeValue(w, v));

@@ -11,7 +11,11 @@ import type { OnnxMethodModel, OnnxProgram, OnnxStateBuffer } from './emitter.js
 
 type OrtModule = typeof Ort;
 
-function typedArrayFor(dtype: DType, bytes: Uint8Array | undefined, count: number): Float32Array | BigInt64Array | Int32Array | Float64Array {
+function typedArrayFor(
+  dtype: DType,
+  bytes: Uint8Array | undefined,
+  count: number,
+): Float32Array | BigInt64Array | Int32Array | Float64Array {
   const copy = (n: number) => (bytes === undefined ? new ArrayBuffer(n) : bytes.slice().buffer);
   switch (dtype) {
     case 'float32':
@@ -47,7 +51,11 @@ export class OrtProgramRunner {
     const sessions = new Map<string, { model: OnnxMethodModel; session: Ort.InferenceSession }>();
     const threads = options.threads ?? 1;
     for (const model of program.methods) {
-      const session = await ort.InferenceSession.create(model.bytes, { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential' });
+      const session = await ort.InferenceSession.create(model.bytes, {
+        intraOpNumThreads: threads,
+        interOpNumThreads: 1,
+        executionMode: 'sequential',
+      });
       // Keep the signatures only: the session holds the model now, and the caller may drop the bytes.
       sessions.set(model.method, { model: { ...model, bytes: new Uint8Array(0) }, session });
     }
@@ -65,7 +73,9 @@ export class OrtProgramRunner {
 
   private initialState(buffer: OnnxStateBuffer): Ort.Tensor {
     const count = buffer.shape.reduce((p, d) => p * d, 1);
-    return new this.ort.Tensor(buffer.dtype as 'float32', typedArrayFor(buffer.dtype, buffer.init, count) as Float32Array, [...buffer.shape]);
+    return new this.ort.Tensor(buffer.dtype as 'float32', typedArrayFor(buffer.dtype, buffer.init, count) as Float32Array, [
+      ...buffer.shape,
+    ]);
   }
 
   /** Runs one method with its own inputs; state goes in and comes back behind the scenes. */
@@ -73,7 +83,8 @@ export class OrtProgramRunner {
     const entry = this.sessions.get(method);
     if (entry === undefined) throw new EtnaError('METHOD_NOT_FOUND', `no method '${method}' (have ${this.methodNames.join(', ')})`);
     const { model, session } = entry;
-    if (inputs.length !== model.inputs.length) throw new EtnaError('INVALID_INPUT', `${method}: expected ${model.inputs.length} inputs, got ${inputs.length}`);
+    if (inputs.length !== model.inputs.length)
+      throw new EtnaError('INVALID_INPUT', `${method}: expected ${model.inputs.length} inputs, got ${inputs.length}`);
     const feeds: Record<string, Ort.Tensor> = {};
     model.inputs.forEach((signature, i) => {
       const input = inputs[i]!;

@@ -78,13 +78,17 @@ class GraphBuilder {
   }
 
   private batchNorm(x: string, channels: number): string {
-    return this.node('BatchNormalization', [
-      x,
-      this.weights([channels], 0.8, 1.2),
-      this.weights([channels], -0.1, 0.1),
-      this.weights([channels], -0.1, 0.1),
-      this.weights([channels], 0.5, 1.5),
-    ], { epsilon: { float: 1e-5 } });
+    return this.node(
+      'BatchNormalization',
+      [
+        x,
+        this.weights([channels], 0.8, 1.2),
+        this.weights([channels], -0.1, 0.1),
+        this.weights([channels], -0.1, 0.1),
+        this.weights([channels], 0.5, 1.5),
+      ],
+      { epsilon: { float: 1e-5 } },
+    );
   }
 
   activation(x: string, act: Activation): string {
@@ -103,7 +107,11 @@ class GraphBuilder {
     const [ph, pw] = [Math.floor(kh / 2), Math.floor(kw / 2)];
     const bound = Math.sqrt(3 / ((c / groups) * kh * kw));
     const conv = this.node('Conv', [x.name, this.weights([outChannels, c / groups, kh, kw], -bound, bound)], {
-      kernel_shape: { ints: [kh, kw] }, strides: { ints: [sh, sw] }, pads: { ints: [ph, pw, ph, pw] }, group: { int: groups }, dilations: { ints: [1, 1] },
+      kernel_shape: { ints: [kh, kw] },
+      strides: { ints: [sh, sw] },
+      pads: { ints: [ph, pw, ph, pw] },
+      group: { int: groups },
+      dilations: { ints: [1, 1] },
     });
     const outH = Math.floor((h + 2 * ph - kh) / sh) + 1;
     const outW = Math.floor((w + 2 * pw - kw) / sw) + 1;
@@ -114,9 +122,17 @@ class GraphBuilder {
   deconv(x: Tensor, outChannels: number, act: Activation, batchNorm: boolean): Tensor {
     const [n, c, h, w] = x.shape;
     const bound = Math.sqrt(3 / (c * 4));
-    let y = this.node('ConvTranspose', [x.name, this.weights([c, outChannels, 2, 2], -bound, bound), this.weights([outChannels], -0.1, 0.1)], {
-      kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, pads: { ints: [0, 0, 0, 0] }, group: { int: 1 }, dilations: { ints: [1, 1] },
-    });
+    let y = this.node(
+      'ConvTranspose',
+      [x.name, this.weights([c, outChannels, 2, 2], -bound, bound), this.weights([outChannels], -0.1, 0.1)],
+      {
+        kernel_shape: { ints: [2, 2] },
+        strides: { ints: [2, 2] },
+        pads: { ints: [0, 0, 0, 0] },
+        group: { int: 1 },
+        dilations: { ints: [1, 1] },
+      },
+    );
     if (batchNorm) y = this.batchNorm(y, outChannels);
     return { name: this.activation(y, act), shape: [n, outChannels, h * 2, w * 2] };
   }
@@ -127,8 +143,16 @@ class GraphBuilder {
     const squeezed = Math.max(8, Math.floor(c / 4));
     const pooled = this.node('GlobalAveragePool', [x.name]);
     const bound = (fan: number): number => Math.sqrt(3 / fan);
-    const reduce = this.node('Relu', [this.node('Conv', [pooled, this.weights([squeezed, c, 1, 1], -bound(c), bound(c)), this.weights([squeezed], -0.1, 0.1)], { kernel_shape: { ints: [1, 1] } })]);
-    const expand = this.node('Conv', [reduce, this.weights([c, squeezed, 1, 1], -bound(squeezed), bound(squeezed)), this.weights([c], -0.1, 0.1)], { kernel_shape: { ints: [1, 1] } });
+    const reduce = this.node('Relu', [
+      this.node('Conv', [pooled, this.weights([squeezed, c, 1, 1], -bound(c), bound(c)), this.weights([squeezed], -0.1, 0.1)], {
+        kernel_shape: { ints: [1, 1] },
+      }),
+    ]);
+    const expand = this.node(
+      'Conv',
+      [reduce, this.weights([c, squeezed, 1, 1], -bound(squeezed), bound(squeezed)), this.weights([c], -0.1, 0.1)],
+      { kernel_shape: { ints: [1, 1] } },
+    );
     const gate = this.node('HardSigmoid', [expand], { alpha: { float: 0.2 }, beta: { float: 0.5 } });
     return { name: this.node('Mul', [x.name, gate]), shape: x.shape };
   }
@@ -147,7 +171,9 @@ class GraphBuilder {
   upsample(x: Tensor, factor: number): Tensor {
     const [n, c, h, w] = x.shape;
     const name = this.node('Resize', [x.name, this.floats([]), this.floats([1, 1, factor, factor])], {
-      mode: { string: 'nearest' }, coordinate_transformation_mode: { string: 'asymmetric' }, nearest_mode: { string: 'floor' },
+      mode: { string: 'nearest' },
+      coordinate_transformation_mode: { string: 'asymmetric' },
+      nearest_mode: { string: 'floor' },
     });
     return { name, shape: [n, c, h * factor, w * factor] };
   }
@@ -159,7 +185,10 @@ class GraphBuilder {
   /** MatMul by [in, out] weights, then Add of the bias, as paddle2onnx writes a linear layer. */
   linear(x: string, inFeatures: number, outFeatures: number): string {
     const bound = Math.sqrt(3 / inFeatures);
-    return this.node('Add', [this.node('MatMul', [x, this.weights([inFeatures, outFeatures], -bound, bound)]), this.weights([outFeatures], -0.1, 0.1)]);
+    return this.node('Add', [
+      this.node('MatMul', [x, this.weights([inFeatures, outFeatures], -bound, bound)]),
+      this.weights([outFeatures], -0.1, 0.1),
+    ]);
   }
 
   /** LayerNormalization over the last dim, decomposed: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add. */
@@ -194,7 +223,8 @@ class GraphBuilder {
     const normed = this.layerNorm(x, features);
     const qkv = this.reshapeLike(this.linear(normed, features, 3 * features), [0, 'T', 3, heads, headDim], normed, 1);
     const split = this.node('Transpose', [qkv], { perm: { ints: [2, 0, 3, 1, 4] } });
-    const part = (i: number): string => this.node('Squeeze', [this.node('Slice', [split, this.ints([i]), this.ints([i + 1]), this.ints([0])]), this.ints([0])]);
+    const part = (i: number): string =>
+      this.node('Squeeze', [this.node('Slice', [split, this.ints([i]), this.ints([i + 1]), this.ints([0])]), this.ints([0])]);
     const q = this.node('Mul', [part(0), this.floats([1 / Math.sqrt(headDim)])]);
     const k = this.node('Transpose', [part(1)], { perm: { ints: [0, 1, 3, 2] } });
     const v = part(2);
@@ -208,7 +238,9 @@ class GraphBuilder {
 
   gemm(x: string, inFeatures: number, outFeatures: number): string {
     const bound = Math.sqrt(3 / inFeatures);
-    return this.node('Gemm', [x, this.weights([outFeatures, inFeatures], -bound, bound), this.weights([outFeatures], -0.1, 0.1)], { transB: { int: 1 } });
+    return this.node('Gemm', [x, this.weights([outFeatures, inFeatures], -bound, bound), this.weights([outFeatures], -0.1, 0.1)], {
+      transB: { int: 1 },
+    });
   }
 }
 
@@ -228,12 +260,15 @@ export function mobilenetV3Classifier(classes = 4): Uint8Array {
   const hidden = g.node('HardSwish', [g.gemm(pooled, 288, 128)]);
   const logits = g.gemm(hidden, 128, classes);
   g.nodes.push({ op: 'Softmax', inputs: [logits], outputs: ['prob'], attributes: { axis: { int: 1 } } });
-  return writeOnnxModel({
-    nodes: g.nodes,
-    inputs: [{ name: 'x', shape: CLASSIFIER_INPUT_SHAPE }],
-    outputs: [{ name: 'prob', shape: [1, classes] }],
-    initializers: g.initializers,
-  }, PADDLE_STYLE_OPSET);
+  return writeOnnxModel(
+    {
+      nodes: g.nodes,
+      inputs: [{ name: 'x', shape: CLASSIFIER_INPUT_SHAPE }],
+      outputs: [{ name: 'prob', shape: [1, classes] }],
+      initializers: g.initializers,
+    },
+    PADDLE_STYLE_OPSET,
+  );
 }
 
 /** DBNet-style detector at 320x320; output 'maps' [1, 1, 320, 320], a text probability per pixel. */
@@ -266,12 +301,15 @@ export function dbnetDetector(): Uint8Array {
   head = g.deconv(head, inner / 4, 'relu', true);
   head = g.deconv(head, 1, 'none', false);
   g.nodes.push({ op: 'Sigmoid', inputs: [head.name], outputs: ['maps'] });
-  return writeOnnxModel({
-    nodes: g.nodes,
-    inputs: [{ name: 'x', shape: DETECTOR_INPUT_SHAPE }],
-    outputs: [{ name: 'maps', shape: [1, 1, DETECTOR_INPUT_SHAPE[2], DETECTOR_INPUT_SHAPE[3]] }],
-    initializers: g.initializers,
-  }, PADDLE_STYLE_OPSET);
+  return writeOnnxModel(
+    {
+      nodes: g.nodes,
+      inputs: [{ name: 'x', shape: DETECTOR_INPUT_SHAPE }],
+      outputs: [{ name: 'maps', shape: [1, 1, DETECTOR_INPUT_SHAPE[2], DETECTOR_INPUT_SHAPE[3]] }],
+      initializers: g.initializers,
+    },
+    PADDLE_STYLE_OPSET,
+  );
 }
 
 /**
@@ -292,7 +330,10 @@ export function svtrRecognizer(classes = 97): Uint8Array {
   x = g.invertedResidual(x, 5, 96, 48, true, 'hardswish', [2, 1]); // 3 x 80
   x = g.convBn(x, 96, 1, 1, 'hardswish');
   const [n, c, h, w] = x.shape;
-  const pooled: Tensor = { name: g.node('AveragePool', [x.name], { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] }, pads: { ints: [0, 0, 0, 0] } }), shape: [n, c, h / 3, w / 2] };
+  const pooled: Tensor = {
+    name: g.node('AveragePool', [x.name], { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] }, pads: { ints: [0, 0, 0, 0] } }),
+    shape: [n, c, h / 3, w / 2],
+  };
   const steps = pooled.shape[3];
 
   // Neck: 1x3 and 1x1 convs with swish, flattened to tokens [1, T, D].
@@ -303,16 +344,22 @@ export function svtrRecognizer(classes = 97): Uint8Array {
   tokens = g.layerNorm(tokens, features);
 
   // Back to [1, D, 1, T], fused with the pooled shortcut, down to one row of class scores.
-  const image: Tensor = { name: g.node('Transpose', [g.reshapeLike(tokens, [0, 1, steps, features], tokens, 0)], { perm: { ints: [0, 3, 1, 2] } }), shape: [n, features, 1, steps] };
+  const image: Tensor = {
+    name: g.node('Transpose', [g.reshapeLike(tokens, [0, 1, steps, features], tokens, 0)], { perm: { ints: [0, 3, 1, 2] } }),
+    shape: [n, features, 1, steps],
+  };
   const projected = g.convBn(image, c, 1, 1, 'swish');
   const fused: Tensor = { name: g.node('Concat', [pooled.name, projected.name], { axis: { int: 1 } }), shape: [n, 2 * c, 1, steps] };
   const head = g.convBn(g.convBn(fused, c / 4, [1, 3], 1, 'swish'), c, 1, 1, 'swish');
   const sequence = g.node('Transpose', [g.node('Squeeze', [head.name, g.ints([2])])], { perm: { ints: [0, 2, 1] } });
   g.nodes.push({ op: 'Softmax', inputs: [g.linear(sequence, c, classes)], outputs: ['probs'], attributes: { axis: { int: 2 } } });
-  return writeOnnxModel({
-    nodes: g.nodes,
-    inputs: [{ name: 'x', shape: RECOGNIZER_INPUT_SHAPE }],
-    outputs: [{ name: 'probs', shape: [1, steps, classes] }],
-    initializers: g.initializers,
-  }, PADDLE_STYLE_OPSET);
+  return writeOnnxModel(
+    {
+      nodes: g.nodes,
+      inputs: [{ name: 'x', shape: RECOGNIZER_INPUT_SHAPE }],
+      outputs: [{ name: 'probs', shape: [1, steps, classes] }],
+      initializers: g.initializers,
+    },
+    PADDLE_STYLE_OPSET,
+  );
 }

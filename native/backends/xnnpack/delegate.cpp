@@ -21,18 +21,12 @@ bool dtype_matches(Datatype datatype, ScalarType dtype, bool argmax_index) {
            dtype == ScalarType::kFloat;
   }
   switch (datatype) {
-    case Datatype::fp32:
-      return dtype == ScalarType::kFloat;
-    case Datatype::fp16:
-      return dtype == ScalarType::kHalf;
-    case Datatype::qint8:
-      return dtype == ScalarType::kChar || dtype == ScalarType::kQInt8;
-    case Datatype::quint8:
-      return dtype == ScalarType::kByte || dtype == ScalarType::kQUInt8;
-    case Datatype::qint32:
-      return dtype == ScalarType::kInt || dtype == ScalarType::kQInt32;
-    default:
-      return false;
+    case Datatype::fp32: return dtype == ScalarType::kFloat;
+    case Datatype::fp16: return dtype == ScalarType::kHalf;
+    case Datatype::qint8: return dtype == ScalarType::kChar || dtype == ScalarType::kQInt8;
+    case Datatype::quint8: return dtype == ScalarType::kByte || dtype == ScalarType::kQUInt8;
+    case Datatype::qint32: return dtype == ScalarType::kInt || dtype == ScalarType::kQInt32;
+    default: return false;
   }
 }
 
@@ -286,7 +280,8 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
     const Value& value = graph_.values[source];
     if (value.is_output || value.producer < 0 || external_view_of_[source] != kNoValue) continue;
     const auto reshape = static_cast<uint32_t>(graph_.values[output].producer);
-    if (!std::all_of(value.consumers.begin(), value.consumers.end(), [&](uint32_t c) { return c == reshape; })) continue;
+    if (!std::all_of(value.consumers.begin(), value.consumers.end(), [&](uint32_t c) { return c == reshape; }))
+      continue;
     output_view_of_[source] = output;
     workspace_value_[source] = false;
   }

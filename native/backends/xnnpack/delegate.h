@@ -121,9 +121,9 @@ class XnnpackDelegate final : public DelegateHandle {
   std::vector<std::shared_ptr<const AlignedBuffer>> constants_;  // per value; null unless XNNPACK reads it in place
   std::vector<const void*> constant_data_;                       // per value
   std::vector<bool> workspace_value_;                            // per value: lives in the workspace
-  std::vector<bool> copy_out_;         // per value: external output also consumed inside, copied out at the end
-  std::vector<bool> read_by_xnnpack_;  // per value: read by an XNNPACK stage (may be read past its end)
-  std::vector<bool> argmax_index_;     // per value: holds uint32 indices
+  std::vector<bool> copy_out_;              // per value: external output also consumed inside, copied out at the end
+  std::vector<bool> read_by_xnnpack_;       // per value: read by an XNNPACK stage (may be read past its end)
+  std::vector<bool> argmax_index_;          // per value: holds uint32 indices
   std::vector<uint32_t> external_view_of_;  // per value: the delegate input whose bytes it is, or kNoValue
   std::vector<uint32_t> output_view_of_;    // per value: the delegate output whose bytes it is, or kNoValue
   WorkspaceSource workspace_;

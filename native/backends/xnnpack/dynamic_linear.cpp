@@ -17,13 +17,13 @@
 namespace etna::xnn {
 namespace {
 
-constexpr size_t kChunk = 64;     // input channels are padded to a multiple of this
-constexpr size_t kSimdBlock = 32; // AVX2 runs blocks of a multiple of this many input channels
-constexpr size_t kColumns = 8;    // output channels packed and computed together
-constexpr size_t kQuad = 4;       // input channels of one channel side by side
-constexpr int kFourBitZero = 8;   // 4-bit codes store value + 8, as the exporter writes them
-constexpr size_t kTileRows = 16;  // activation rows a task multiplies at once
-constexpr size_t kGroupRun = 4;   // groups of 8 channels a single-row vector tile takes at once
+constexpr size_t kChunk = 64;      // input channels are padded to a multiple of this
+constexpr size_t kSimdBlock = 32;  // AVX2 runs blocks of a multiple of this many input channels
+constexpr size_t kColumns = 8;     // output channels packed and computed together
+constexpr size_t kQuad = 4;        // input channels of one channel side by side
+constexpr int kFourBitZero = 8;    // 4-bit codes store value + 8, as the exporter writes them
+constexpr size_t kTileRows = 16;   // activation rows a task multiplies at once
+constexpr size_t kGroupRun = 4;    // groups of 8 channels a single-row vector tile takes at once
 // A column block's packed weights: about what stays in a core's L2 cache
 // while a batch's row tiles pass over them.
 constexpr size_t kBlockWeightBytes = size_t{128} << 10;
@@ -42,7 +42,7 @@ struct PackedView {
   const uint8_t* codes;
   const float* scales;         // [group][block][8]
   const int32_t* weight_sums;  // [group][block][8]: the block's signed weights summed
-  size_t group_bytes;   // bytes per group of 8 channels
+  size_t group_bytes;          // bytes per group of 8 channels
   size_t padded_out;
   size_t blocks;
   size_t block_length;
@@ -109,7 +109,7 @@ __attribute__((target("avx2,fma"))) inline __m256i broadcast_quad(const uint8_t*
 // one block, lane j for channel j.
 template <size_t kRows>
 __attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_t* codes, const uint8_t* const* rows,
-                                                                     size_t first_quad, size_t quads, __m256i* dots) {
+                                                                    size_t first_quad, size_t quads, __m256i* dots) {
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
@@ -139,7 +139,7 @@ __attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_
 // 8-bit weights would saturate maddubs, so both sides are widened to int16.
 template <size_t kRows>
 __attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows,
-                                                                      size_t first_quad, size_t quads, __m256i* dots) {
+                                                                     size_t first_quad, size_t quads, __m256i* dots) {
   __m256i low[kRows], high[kRows];  // channels 0..3 and 4..7, two lanes each
   ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_si256();
@@ -174,7 +174,7 @@ __attribute__((target("avx2,fma"))) inline void remove_zero_points(const int32_t
 
 template <bool kFourBit, size_t kRows>
 __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows,
-                                                             const int32_t* zero_points, float* sums) {
+                                                            const int32_t* zero_points, float* sums) {
   const size_t quads_per_block = w.block_length / kQuad;
   for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
     const uint8_t* codes = w.codes + group * w.group_bytes;
@@ -199,8 +199,8 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w,
 }
 
 template <bool kFourBit>
-void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
-                         size_t row_count, float* sums) {
+void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                         float* sums) {
   size_t r = 0;
   for (; r + 4 <= row_count; r += 4) {
     dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
@@ -245,8 +245,7 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
       if (kFourBit) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + quad / 2 * 32));
         even_weights[g] = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
-        odd_weights[g] =
-            _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+        odd_weights[g] = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
       } else {
         even_weights[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + quad * 32));
         odd_weights[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + (quad + 1) * 32));
@@ -286,8 +285,8 @@ ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* con
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
         __m256& a = acc[r * kGroups + g];
-        const __m256i dot = _mm256_sub_epi32(dots[r * kGroups + g],
-                                             _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), weight_sums));
+        const __m256i dot =
+            _mm256_sub_epi32(dots[r * kGroups + g], _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), weight_sums));
         a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scales, a);
       }
     }
@@ -313,8 +312,8 @@ void dot_rows_vnni_groups(const PackedView& w, const uint8_t* const* rows, const
 }
 
 template <bool kFourBit>
-void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
-                         size_t row_count, float* sums) {
+void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                         float* sums) {
   size_t r = 0;
   for (; r + 4 <= row_count; r += 4) {
     dot_rows_vnni_groups<kFourBit, 4, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
@@ -465,8 +464,8 @@ __attribute__((target("avx2,fma"))) RowRange row_range_avx2(const float* x, size
   return range;
 }
 
-__attribute__((target("avx2,fma"))) void quantize_values_avx2(const float* x, size_t count, float multiplier,
-                                                               float low, float high, int32_t offset, uint8_t* q) {
+__attribute__((target("avx2,fma"))) void quantize_values_avx2(const float* x, size_t count, float multiplier, float low,
+                                                              float high, int32_t offset, uint8_t* q) {
   const __m256 scale = _mm256_set1_ps(multiplier), lows = _mm256_set1_ps(low), highs = _mm256_set1_ps(high);
   const __m256i offsets = _mm256_set1_epi32(offset);
   size_t i = 0;
@@ -643,7 +642,8 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
       std::min(kMaxBlockGroups, std::max(kGroupRun, kBlockWeightBytes / group_weight_bytes / kGroupRun * kGroupRun));
   const size_t row_tiles = divide_up(rows, kTileRows);
   const size_t tasks = task_count(threadpool, rows * padded_out_ * in_channels_, kMinTaskIntegerMacs);
-  if (tasks > row_tiles) block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kGroupRun));
+  if (tasks > row_tiles)
+    block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kGroupRun));
   const size_t column_blocks = divide_up(groups, block_groups);
 
   const bool clamped = has_finite_bound(output_min_, output_max_);

@@ -14,17 +14,13 @@ size_t datatype_size(Datatype type) {
   switch (type) {
     case Datatype::fp32:
     case Datatype::qint32:
-    case Datatype::qcint32:
-      return 4;
-    case Datatype::fp16:
-      return 2;
+    case Datatype::qcint32: return 4;
+    case Datatype::fp16: return 2;
     case Datatype::qint8:
     case Datatype::quint8:
     case Datatype::qcint8:
-    case Datatype::qdint8:
-      return 1;
-    default:
-      return 0;
+    case Datatype::qdint8: return 1;
+    default: return 0;
   }
 }
 

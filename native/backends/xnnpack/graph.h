@@ -120,15 +120,15 @@ struct Quantization {
     kNone,
     kPerTensor,
     kPerChannel,
-    kPerToken,    // qdint8: scale and zero point chosen per row at run time
-    kBlockwise,   // qbint4: one scale per channel and block of block_size elements
+    kPerToken,   // qdint8: scale and zero point chosen per row at run time
+    kBlockwise,  // qbint4: one scale per channel and block of block_size elements
   };
   Kind kind = Kind::kNone;
   float scale = 1.0f;
   int32_t zero_point = 0;
   std::vector<float> channel_scales;  // per channel, or per channel and block (blocks innermost)
   size_t channel_dim = 0;
-  size_t block_size = 0;  // kBlockwise
+  size_t block_size = 0;     // kBlockwise
   size_t nonbatch_dims = 0;  // kPerToken: trailing dims sharing one scale and zero point
 };
 
@@ -167,14 +167,14 @@ struct Node {
   uint32_t adjustment_height = 0, adjustment_width = 0;
   uint32_t groups = 0, group_input_channels = 0, group_output_channels = 0;
 
-  uint32_t axis = 0;                       // concatenation
-  uint32_t new_height = 0, new_width = 0;  // bilinear resize
-  float alpha = 0;                         // ELU
-  float negative_slope = 0;                // leaky ReLU
-  float padding_value = 0;                 // constant pad
-  std::vector<size_t> perm;                // transpose
-  std::vector<size_t> new_shape;           // reshape
-  std::vector<size_t> offsets, sizes;      // slice
+  uint32_t axis = 0;                                // concatenation
+  uint32_t new_height = 0, new_width = 0;           // bilinear resize
+  float alpha = 0;                                  // ELU
+  float negative_slope = 0;                         // leaky ReLU
+  float padding_value = 0;                          // constant pad
+  std::vector<size_t> perm;                         // transpose
+  std::vector<size_t> new_shape;                    // reshape
+  std::vector<size_t> offsets, sizes;               // slice
   std::vector<size_t> pre_paddings, post_paddings;  // constant pad
   // Batch matrix multiply: the perm of a transpose folded into its input 1
   // (empty as parsed; see rewrites.h).

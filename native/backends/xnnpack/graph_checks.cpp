@@ -61,18 +61,13 @@ class NodeChecker {
       switch (v.datatype) {
         case Datatype::qint8:
         case Datatype::quint8:
-        case Datatype::qint32:
-          return Kind::kPerTensor;
+        case Datatype::qint32: return Kind::kPerTensor;
         case Datatype::qcint8:
         case Datatype::qcint32:
-        case Datatype::qcint4:
-          return Kind::kPerChannel;
-        case Datatype::qdint8:
-          return Kind::kPerToken;
-        case Datatype::qbint4:
-          return Kind::kBlockwise;
-        default:
-          return Kind::kNone;
+        case Datatype::qcint4: return Kind::kPerChannel;
+        case Datatype::qdint8: return Kind::kPerToken;
+        case Datatype::qbint4: return Kind::kBlockwise;
+        default: return Kind::kNone;
       }
     }();
     static const char* const kNames[] = {"no", "per-tensor", "per-channel", "per-token", "per-group"};
@@ -202,8 +197,8 @@ class NodeChecker {
     }
     ETNA_TRY(quantization_matches(input, "input"));
     if (value(input).producer < 0) {
-      return unsupported(node_, "input " + graph_.describe_value(input) +
-                                    " must be produced by a Convert node in the delegate");
+      return unsupported(
+          node_, "input " + graph_.describe_value(input) + " must be produced by a Convert node in the delegate");
     }
     // XNNPACK reads one scale and zero point per token (fully connected) or
     // per image (convolution, NHWC): the Convert must have made exactly those.
@@ -291,8 +286,8 @@ Status check_conversion(const NodeChecker& check, const Node& node) {
   const Datatype to = check.value(node.outputs[0]).datatype;
   const Types others = {Datatype::fp16, Datatype::qint8, Datatype::quint8};
   const bool dynamic = from == Datatype::fp32 && to == Datatype::qdint8;
-  const bool ok = dynamic || (from == Datatype::fp32 && contains(others, to)) ||
-                  (contains(others, from) && to == Datatype::fp32);
+  const bool ok =
+      dynamic || (from == Datatype::fp32 && contains(others, to)) || (contains(others, from) && to == Datatype::fp32);
   if (!ok) {
     return unsupported(node, "conversion from " + datatype_name(from) + " to " + datatype_name(to) +
                                  " is not supported (fp32 to and from fp16, qint8, quint8; fp32 to qdint8)");
@@ -313,26 +308,15 @@ Status check_node_types(const Graph& graph, const Node& node) {
   if (info.inputs >= 0) ETNA_TRY(check.arity(static_cast<size_t>(info.inputs), static_cast<size_t>(info.outputs)));
   if (info.allowed_flags >= 0) ETNA_TRY(check.flags_within(static_cast<uint32_t>(info.allowed_flags)));
   switch (info.datatypes) {
-    case DatatypeRule::kFloat:
-      return check.uniform(kFloat);
-    case DatatypeRule::kFloatOrQ8:
-      return check.uniform(kFloatOrQ8);
-    case DatatypeRule::kFloatOrQs8:
-      return check.uniform(kFloatOrQs8);
-    case DatatypeRule::kMovable:
-      ETNA_TRY(check.uniform(kMovable));
-      return check.same_quantization();
-    case DatatypeRule::kFloatSlope:
-      ETNA_TRY(check.uniform(kFloat));
-      return check.constant(node.inputs[1], "slope");
-    case DatatypeRule::kConversion:
-      return check_conversion(check, node);
-    case DatatypeRule::kWeights:
-      return check.weights(true);
-    case DatatypeRule::kTensorWeights:
-      return check.weights(false);
-    case DatatypeRule::kUnsupported:
-      break;
+    case DatatypeRule::kFloat: return check.uniform(kFloat);
+    case DatatypeRule::kFloatOrQ8: return check.uniform(kFloatOrQ8);
+    case DatatypeRule::kFloatOrQs8: return check.uniform(kFloatOrQs8);
+    case DatatypeRule::kMovable: ETNA_TRY(check.uniform(kMovable)); return check.same_quantization();
+    case DatatypeRule::kFloatSlope: ETNA_TRY(check.uniform(kFloat)); return check.constant(node.inputs[1], "slope");
+    case DatatypeRule::kConversion: return check_conversion(check, node);
+    case DatatypeRule::kWeights: return check.weights(true);
+    case DatatypeRule::kTensorWeights: return check.weights(false);
+    case DatatypeRule::kUnsupported: break;
   }
   return unsupported(node, info.unsupported);
 }

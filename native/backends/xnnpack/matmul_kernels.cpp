@@ -88,8 +88,8 @@ void matmul_plain_b_scalar(const float* a, const float* b, size_t b_stride, floa
 
 #ifdef ETNA_MATMUL_X86
 
-constexpr size_t kTileRows = 4;  // rows of c per register tile
-constexpr size_t kVector = 8;    // floats per register
+constexpr size_t kTileRows = 4;    // rows of c per register tile
+constexpr size_t kVector = 8;      // floats per register
 constexpr size_t kMaxVectors = 3;  // a tile is up to 4 x 24: 12 accumulators, 3 loads of b, 1 broadcast
 constexpr size_t kPanelCols = kVector * kMaxVectors;
 
@@ -98,8 +98,8 @@ constexpr size_t kPanelCols = kVector * kMaxVectors;
 // kRows * kVectors fused multiply-adds. b holds 8 * kVectors readable
 // columns per row (`b_stride` apart); the first `cols` results are stored.
 template <size_t kRows, size_t kVectors>
-__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, size_t k, const float* b, size_t b_stride,
-                                                    float* c, size_t c_stride, size_t cols) {
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* a, size_t k, const float* b, size_t b_stride, float* c,
+                                                   size_t c_stride, size_t cols) {
   __m256 acc[kRows][kVectors];
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t v = 0; v < kVectors; ++v) acc[r][v] = _mm256_setzero_ps();
@@ -123,16 +123,15 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a, size_t k, con
 
 using TileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t, size_t);
 template <size_t kRows>
-constexpr TileFn kRowTiles[kMaxVectors + 1] = {nullptr, tile_avx2<kRows, 1>, tile_avx2<kRows, 2>,
-                                               tile_avx2<kRows, 3>};
+constexpr TileFn kRowTiles[kMaxVectors + 1] = {nullptr, tile_avx2<kRows, 1>, tile_avx2<kRows, 2>, tile_avx2<kRows, 3>};
 // kTiles[rows][vectors] for 1..4 rows and 1..3 vectors.
 constexpr const TileFn* kTiles[kTileRows + 1] = {nullptr, kRowTiles<1>, kRowTiles<2>, kRowTiles<3>, kRowTiles<4>};
 
 // c[:, 0..cols) from `block`, which has `readable` columns per row (at least
 // `cols`, `b_stride` apart): chunks of 24, 16 or 8 columns, then fewer than
 // 8, read from a zero-padded copy when the block has no 8 columns left.
-void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t b_stride, size_t cols,
-                  size_t readable, float* c, size_t c_stride, std::vector<float>& scratch) {
+void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t b_stride, size_t cols, size_t readable,
+                  float* c, size_t c_stride, std::vector<float>& scratch) {
   for (size_t first = 0; first < cols;) {
     const size_t left = cols - first;
     // 32 columns go as 16 + 16, not 24 + 8: a lone vector's 4 sums wait on
@@ -161,8 +160,8 @@ void columns_avx2(const float* a, size_t m, size_t k, const float* block, size_t
 // Columns [first, first + cols) of a transposed b (rows `b_stride` apart)
 // into a [k][24] panel, zero beyond the last column: 8 x 8 blocks turned in
 // registers, what is left one element at a time.
-__attribute__((target("avx2"))) void pack_transposed_panel_avx2(const float* b, size_t b_stride, size_t k,
-                                                                size_t first, size_t cols, float* panel) {
+__attribute__((target("avx2"))) void pack_transposed_panel_avx2(const float* b, size_t b_stride, size_t k, size_t first,
+                                                                size_t cols, float* panel) {
   if (cols < kPanelCols) std::fill(panel, panel + k * kPanelCols, 0.0f);
   const size_t whole_cols = cols / kVector * kVector, whole_k = k / kVector * kVector;
   for (size_t j = 0; j < whole_cols; j += kVector) {
@@ -182,7 +181,7 @@ __attribute__((target("avx2"))) void pack_transposed_panel_avx2(const float* b, 
 // 8 columns at 8 steps of k, consumed in k order like the panel tiles.
 template <size_t kRows>
 __attribute__((target("avx2,fma"))) void transposed_tile_avx2(const float* a, size_t k, const float* b, size_t b_stride,
-                                                               float* c, size_t c_stride) {
+                                                              float* c, size_t c_stride) {
   __m256 acc[kRows];
   for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   for (size_t p0 = 0; p0 < k; p0 += kVector) {
@@ -201,23 +200,21 @@ __attribute__((target("avx2,fma"))) void transposed_tile_avx2(const float* a, si
 
 constexpr size_t kTransposedTileRows = 8;
 using TransposedTileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t);
-constexpr TransposedTileFn kTransposedTiles[kTransposedTileRows + 1] = {
-    nullptr,
-    transposed_tile_avx2<1>,
-    transposed_tile_avx2<2>,
-    transposed_tile_avx2<3>,
-    transposed_tile_avx2<4>,
-    transposed_tile_avx2<5>,
-    transposed_tile_avx2<6>,
-    transposed_tile_avx2<7>,
-    transposed_tile_avx2<8>};
+constexpr TransposedTileFn kTransposedTiles[kTransposedTileRows + 1] = {nullptr,
+                                                                        transposed_tile_avx2<1>,
+                                                                        transposed_tile_avx2<2>,
+                                                                        transposed_tile_avx2<3>,
+                                                                        transposed_tile_avx2<4>,
+                                                                        transposed_tile_avx2<5>,
+                                                                        transposed_tile_avx2<6>,
+                                                                        transposed_tile_avx2<7>,
+                                                                        transposed_tile_avx2<8>};
 
 // Plain b is read in place (`readable` columns per row, at least n). Transposed b is read by 8 x 8 blocks while k
 // is a multiple of 8, for whole groups of 8 columns; other columns are packed
 // 24 at a time into [k][24] panels.
-void matmul_avx2(const float* a, const float* b, size_t b_stride, size_t readable, float* c, size_t c_stride,
-                 size_t m, size_t k, size_t n, bool transposed_b, std::vector<float>& panel,
-                 std::vector<float>& scratch) {
+void matmul_avx2(const float* a, const float* b, size_t b_stride, size_t readable, float* c, size_t c_stride, size_t m,
+                 size_t k, size_t n, bool transposed_b, std::vector<float>& panel, std::vector<float>& scratch) {
   if (k == 0) {  // no products: zeros, and the empty panels below have no data to index
     for (size_t i = 0; i < m; ++i) std::fill(c + i * c_stride, c + i * c_stride + n, 0.0f);
     return;

@@ -72,11 +72,8 @@ std::string constant_key(const Value& value) { return value.constant_key + "/" +
 
 }  // namespace
 
-Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::packed_operator(const std::string& key,
-                                                                                             const Graph& graph,
-                                                                                             const Node& node,
-                                                                                             NanHandling handling,
-                                                                                             bool& created) {
+Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::packed_operator(
+    const std::string& key, const Graph& graph, const Node& node, NanHandling handling, bool& created) {
   created = false;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = operators_.find(key);
@@ -93,7 +90,7 @@ Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::pa
 }
 
 Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> XnnpackProgramContext::constant_copy(const std::string& key,
-                                                                                                const Value& value) {
+                                                                                                 const Value& value) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = constants_.find(key);
   if (it != constants_.end()) {
@@ -114,7 +111,8 @@ std::shared_ptr<const ParsedPayload> XnnpackProgramContext::checked_payload(Byte
 
 void XnnpackProgramContext::remember_checked_payload(ByteSpan payload, ParsedPayload parsed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  payloads_.emplace(std::make_pair(payload.data, payload.size), std::make_shared<const ParsedPayload>(std::move(parsed)));
+  payloads_.emplace(std::make_pair(payload.data, payload.size),
+                    std::make_shared<const ParsedPayload>(std::move(parsed)));
 }
 
 uint64_t XnnpackProgramContext::operators_created() const {
@@ -163,8 +161,7 @@ Result<std::shared_ptr<const AlignedBuffer>> XnnpackModuleContext::constant_copy
     const std::shared_ptr<XnnpackProgramContext>& program, const Value& value) {
   const std::string key = constant_key(value);
   std::lock_guard<std::mutex> lock(mutex_);
-  return use(constants_, program, key,
-             [&](XnnpackProgramContext& source) { return source.constant_copy(key, value); });
+  return use(constants_, program, key, [&](XnnpackProgramContext& source) { return source.constant_copy(key, value); });
 }
 
 XnnpackProgramContext& XnnpackModuleContext::own_program() {

@@ -114,11 +114,10 @@ class XnnpackProgramContext final : public BackendProgramContext {
   // packing it when no module holds it.
   // `created` tells whether this call packed it.
   Result<std::shared_ptr<ProgramShared<PackedOperator>>> packed_operator(const std::string& key, const Graph& graph,
-                                                                        const Node& node, NanHandling handling,
-                                                                        bool& created);
+                                                                         const Node& node, NanHandling handling,
+                                                                         bool& created);
   // The program's padded copy of a constant value, made when no module holds it.
-  Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> constant_copy(const std::string& key,
-                                                                           const Value& value);
+  Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> constant_copy(const std::string& key, const Value& value);
   // Packings done over the program's life.
   uint64_t operators_created() const;
   // The payload at `payload` (one of this program's) as an earlier delegate

@@ -202,7 +202,8 @@ Status nan_keeping_clamp_kernel(const OwnKernelCall& call) {
   const size_t count = output_shape(call).numel();
   const float* input = input_floats(call, 0);
   float* output = output_floats(call);
-  for (size_t i = 0; i < count; ++i) output[i] = clamp_keeping_nan(input[i], call.node.output_min, call.node.output_max);
+  for (size_t i = 0; i < count; ++i)
+    output[i] = clamp_keeping_nan(input[i], call.node.output_min, call.node.output_max);
   return Status::ok();
 }
 

@@ -20,8 +20,8 @@ constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked rele
 // A node the linked XNNPACK defines in a subgraph; its flags pass through.
 constexpr NodeTypeInfo subgraph(NodeType type, const char* name, int8_t inputs, int8_t outputs, DatatypeRule datatypes,
                                 Read read, ShapeRule shape, const char* define_name, Define define) {
-  return {type, name, Engine::kSubgraph, inputs, outputs, kAnyFlags, datatypes, nullptr, -1,
-          read,  shape, define, define_name, nullptr, nullptr};
+  return {type,  name,   Engine::kSubgraph, inputs,  outputs, kAnyFlags, datatypes, nullptr, -1, read,
+          shape, define, define_name,       nullptr, nullptr};
 }
 
 // PReLU: input 1 is expanded to one slope per channel when defined.
@@ -31,17 +31,21 @@ constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
 }
 
 // A node run as a module-shared XNNPACK operator (packed_operator.cpp).
-constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_flags, DatatypeRule datatypes,
-                              Read read, ShapeRule shape) {
-  return {type, name, Engine::kPackedOperator, 3, 1, allowed_flags, datatypes, nullptr, -1,
-          read,  shape, nullptr, nullptr, nullptr, nullptr};
+constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_flags, DatatypeRule datatypes, Read read,
+                              ShapeRule shape) {
+  return {type,      name,    Engine::kPackedOperator,
+          3,         1,       allowed_flags,
+          datatypes, nullptr, -1,
+          read,      shape,   nullptr,
+          nullptr,   nullptr, nullptr};
 }
 
 // A node etna runs itself (own_kernels.cpp).
 constexpr NodeTypeInfo own(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
                            DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
-  return {type, name, Engine::kOwnKernel, inputs, 1, allowed_flags, datatypes, nullptr, -1,
-          read,  shape, nullptr, nullptr, run, nullptr};
+  return {
+      type, name,   Engine::kOwnKernel, inputs, 1, allowed_flags, datatypes, nullptr, -1, read, shape, nullptr, nullptr,
+      run,  nullptr};
 }
 
 // A subgraph node that runs as etna's kernel `run` when `when` holds.
@@ -70,8 +74,21 @@ constexpr NodeTypeInfo making_nan(NodeTypeInfo info) {
 
 // A node every payload using it is rejected for, with the reason.
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
-  return {type, name, Engine::kOwnKernel, -1, -1, kAnyFlags, DatatypeRule::kUnsupported, reason, -1,
-          read,  nullptr, nullptr, nullptr, nullptr, nullptr};
+  return {type,
+          name,
+          Engine::kOwnKernel,
+          -1,
+          -1,
+          kAnyFlags,
+          DatatypeRule::kUnsupported,
+          reason,
+          -1,
+          read,
+          nullptr,
+          nullptr,
+          nullptr,
+          nullptr,
+          nullptr};
 }
 
 using R = DatatypeRule;

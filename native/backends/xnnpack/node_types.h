@@ -71,11 +71,11 @@ struct NodeTypeInfo {
   NodeType type;
   const char* name;  // the schema's NodeUnion name, "XNNConv2d"
   Engine engine;
-  int8_t inputs;      // exact input count; -1 when not checked
-  int8_t outputs;     // exact output count; -1 when not checked
+  int8_t inputs;          // exact input count; -1 when not checked
+  int8_t outputs;         // exact output count; -1 when not checked
   int64_t allowed_flags;  // flag bits the node may set; -1 for any
   DatatypeRule datatypes;
-  const char* unsupported;  // why the node is rejected (DatatypeRule::kUnsupported)
+  const char* unsupported;     // why the node is rejected (DatatypeRule::kUnsupported)
   int8_t channel_slope_input;  // input expanded to one value per channel when defined; -1 for none
   // The serialized table (XNode union member) into `node`.
   Status (*read)(const void* table, NodeReader& reader, Node& node);

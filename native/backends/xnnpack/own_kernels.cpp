@@ -100,8 +100,8 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const float* const colum
 // one strided pass per column. Large transposes split their blocks (and the
 // rows of each, in whole tiles) over the pool.
 template <typename Element>
-void transpose_elements(const Element* input, Element* output, const Shape& out_shape,
-                        const size_t* in_strides_by_out, pthreadpool_t threadpool) {
+void transpose_elements(const Element* input, Element* output, const Shape& out_shape, const size_t* in_strides_by_out,
+                        pthreadpool_t threadpool) {
   constexpr size_t kTile = 16;
   constexpr size_t kFewColumns = 8;
   const size_t rank = out_shape.rank;
@@ -236,9 +236,7 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
     return Status::ok();
   }
   switch (element_size) {
-    case 1:
-      transpose_elements(input, output, out_shape, by_out, threadpool);
-      break;
+    case 1: transpose_elements(input, output, out_shape, by_out, threadpool); break;
     case 2:
       transpose_elements(reinterpret_cast<const uint16_t*>(input), reinterpret_cast<uint16_t*>(output), out_shape,
                          by_out, threadpool);
@@ -344,7 +342,8 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
   const size_t tasks = task_count(threadpool, batches * m * n * k, kMinTaskFloatMacs);
   size_t row_runs = 1, column_runs = 1;
   if (tasks > batches) row_runs = std::min(divide_up(tasks, batches), divide_up(m, kRowUnit));
-  if (tasks > batches * row_runs) column_runs = std::min(divide_up(tasks, batches * row_runs), divide_up(n, kColumnUnit));
+  if (tasks > batches * row_runs)
+    column_runs = std::min(divide_up(tasks, batches * row_runs), divide_up(n, kColumnUnit));
   const size_t run_rows = block_size(m, row_runs, kRowUnit), run_columns = block_size(n, column_runs, kColumnUnit);
   row_runs = divide_up(m, run_rows);
   column_runs = divide_up(n, run_columns);
@@ -425,8 +424,8 @@ __attribute__((target("avx2,fma"))) inline __m256d exp_double_avx2(__m256d y) {
   __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), y);
   r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
   __m256d p = _mm256_set1_pd(1.0 / 39916800);
-  for (const double c : {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24,
-                         1.0 / 6, 0.5, 1.0, 1.0}) {
+  for (const double c :
+       {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0}) {
     p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c));
   }
   const __m256i two_to_n =
@@ -480,9 +479,8 @@ __attribute__((target("avx2,fma"))) inline __m128 log_half_avx2(__m128 x_float) 
   const __m256i bits = _mm256_castpd_si256(x);
   // The biased exponent as a double: its bits under those of 2^52, minus 2^52.
   const __m256d two_52 = _mm256_set1_pd(4503599627370496.0);
-  const __m256d biased =
-      _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(bits, 52), _mm256_castpd_si256(two_52))),
-                    two_52);
+  const __m256d biased = _mm256_sub_pd(
+      _mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(bits, 52), _mm256_castpd_si256(two_52))), two_52);
   __m256d k = _mm256_sub_pd(biased, _mm256_set1_pd(1023.0));
   __m256d m = _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi64x(0x000fffffffffffffLL)),
                                                   _mm256_set1_epi64x(0x3ff0000000000000LL)));
@@ -510,7 +508,7 @@ __attribute__((target("avx2,fma"))) inline __m128 log_half_avx2(__m128 x_float) 
 // Runs `half` (4 floats in, 4 out) over 8 lanes at a time; the tail through `scalar`.
 template <typename Half, typename Scalar>
 __attribute__((target("avx2,fma"))) void map_halves_avx2(const float* input, float* output, size_t count, Half half,
-                                                          Scalar scalar) {
+                                                         Scalar scalar) {
   size_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 x = _mm256_loadu_ps(input + i);
@@ -560,8 +558,12 @@ Status batch_matmul_kernel(const OwnKernelCall& call) {
   return Status::ok();
 }
 
-Status rsqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); }); }
-Status sqrt_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sqrt(x); }); }
+Status rsqrt_kernel(const OwnKernelCall& call) {
+  return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); });
+}
+Status sqrt_kernel(const OwnKernelCall& call) {
+  return map_floats(call, [](float x) { return std::sqrt(x); });
+}
 float exp_scalar(float x) { return std::exp(x); }
 float log_scalar(float x) { return std::log(x); }
 float tanh_scalar(float x) { return std::tanh(x); }
@@ -571,12 +573,12 @@ using FloatMapAvx2 = void (*)(const float* input, float* output, size_t count);
 
 #ifdef ETNA_OWN_KERNELS_X86
 __attribute__((target("avx2,fma"))) void exp_avx2(const float* input, float* output, size_t count) {
-  map_halves_avx2(input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return exp_half_avx2(x); },
-                  exp_scalar);
+  map_halves_avx2(
+      input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return exp_half_avx2(x); }, exp_scalar);
 }
 __attribute__((target("avx2,fma"))) void log_avx2(const float* input, float* output, size_t count) {
-  map_halves_avx2(input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return log_half_avx2(x); },
-                  log_scalar);
+  map_halves_avx2(
+      input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return log_half_avx2(x); }, log_scalar);
 }
 #define ETNA_AVX2_MAP(name) name##_avx2
 #else
@@ -587,8 +589,8 @@ __attribute__((target("avx2,fma"))) void log_avx2(const float* input, float* out
 template <typename Scalar>
 Status map_floats_fastest(const OwnKernelCall& call, FloatMapAvx2 avx2, Scalar scalar) {
   if (avx2 && path_has_avx2(active_dot_path())) {
-    avx2(static_cast<const float*>(call.data[call.node.inputs[0]]), static_cast<float*>(call.data[call.node.outputs[0]]),
-         call.shapes[call.node.outputs[0]].numel());
+    avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
+         static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
     return Status::ok();
   }
   return map_floats(call, scalar);
@@ -603,8 +605,12 @@ Status tanh_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, 
 // AVX2, erf is approximated to float precision (gelu_avx2).
 Status gelu_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
 #undef ETNA_AVX2_MAP
-Status sin_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::sin(x); }); }
-Status cos_kernel(const OwnKernelCall& call) { return map_floats(call, [](float x) { return std::cos(x); }); }
+Status sin_kernel(const OwnKernelCall& call) {
+  return map_floats(call, [](float x) { return std::sin(x); });
+}
+Status cos_kernel(const OwnKernelCall& call) {
+  return map_floats(call, [](float x) { return std::cos(x); });
+}
 
 Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data,
                       pthreadpool_t threadpool) {

@@ -144,29 +144,18 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
     return packed;
   }
   switch (node.type) {
-    case NodeType::kFullyConnected:
-      packed->kind_ = Kind::kFullyConnected;
-      break;
+    case NodeType::kFullyConnected: packed->kind_ = Kind::kFullyConnected; break;
     case NodeType::kConv2d:
-    case NodeType::kDepthwiseConv2d:
-      packed->kind_ = Kind::kConvolution;
-      break;
-    case NodeType::kConvTranspose2d:
-      packed->kind_ = Kind::kDeconvolution;
-      break;
-    default:
-      return make_error(ErrorCode::kInternal, where + " is not a packed operator");
+    case NodeType::kDepthwiseConv2d: packed->kind_ = Kind::kConvolution; break;
+    case NodeType::kConvTranspose2d: packed->kind_ = Kind::kDeconvolution; break;
+    default: return make_error(ErrorCode::kInternal, where + " is not a packed operator");
   }
   switch (input.datatype) {
-    case Datatype::fp32:
-      packed->arithmetic_ = Arithmetic::kF32;
-      break;
+    case Datatype::fp32: packed->arithmetic_ = Arithmetic::kF32; break;
     case Datatype::qint8:
       packed->arithmetic_ = filter.datatype == Datatype::qcint8 ? Arithmetic::kQC8 : Arithmetic::kQS8;
       break;
-    case Datatype::quint8:
-      packed->arithmetic_ = Arithmetic::kQU8;
-      break;
+    case Datatype::quint8: packed->arithmetic_ = Arithmetic::kQU8; break;
     default:
       return make_error(ErrorCode::kUnsupportedOperator,
                         where + ": input datatype " + datatype_name(input.datatype) + " is not supported");
@@ -219,20 +208,23 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       case Arithmetic::kF32:
         call = "xnn_create_fully_connected_nc_f32";
         status = compat::create_operator(xnn_create_fully_connected_nc_f32, &op, k, n, k, n,
-            static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
+                                         static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer),
+                                         min, max, flags);
         if (packed->keeps_nan_) packed->find_zero_weights(static_cast<const float*>(kernel), k, n, transposed);
         break;
       case Arithmetic::kQS8:
         call = "xnn_create_fully_connected_nc_qs8";
         status = compat::create_operator(xnn_create_fully_connected_nc_qs8, &op, k, n, k, n, input_zero_s8,
-            input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
-            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
+                                         input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+                                         static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale,
+                                         min_s8, max_s8, flags);
         break;
       case Arithmetic::kQU8:
         call = "xnn_create_fully_connected_nc_qu8";
         status = compat::create_operator(xnn_create_fully_connected_nc_qu8, &op, k, n, k, n, input_zero_u8,
-            input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
-            static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, flags);
+                                         input.quant.scale, kernel_zero_u8, filter.quant.scale,
+                                         static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
+                                         output_zero_u8, output.quant.scale, min_u8, max_u8, flags);
         break;
       case Arithmetic::kQC8: {
         // The 2022 release has no per-channel fully-connected operator: a
@@ -258,8 +250,9 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         packed->fully_connected_as_convolution_ = true;
         call = compat::kCreateConvolution2dNhwcQc8;
         status = compat::create_operator(compat::create_convolution2d_nhwc_qc8, &op, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, k,
-            n, k, n, input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(), kernel_rows,
-            static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, 0);
+                                         n, k, n, input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(),
+                                         kernel_rows, static_cast<const int32_t*>(bias_pointer), output_zero_s8,
+                                         output.quant.scale, min_s8, max_s8, 0);
         break;
       }
     }
@@ -276,27 +269,29 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_convolution2d_nhwc_f32";
-          status = compat::create_operator(xnn_create_convolution2d_nhwc_f32, &op, node.padding_top, node.padding_right,
-              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
-              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
-              out_stride, static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
+          status = compat::create_operator(
+              xnn_create_convolution2d_nhwc_f32, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_convolution2d_nhwc_qs8";
-          status = compat::create_operator(xnn_create_convolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right,
-              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
-              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
-              out_stride, input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+          status = compat::create_operator(
+              xnn_create_convolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
               static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_convolution2d_nhwc_qu8";
-          status = compat::create_operator(xnn_create_convolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right,
-              node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
-              node.stride_width, node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride,
-              out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale,
-              static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_u8,
-              output.quant.scale, min_u8, max_u8, flags);
+          status = compat::create_operator(
+              xnn_create_convolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, flags);
           break;
         case Arithmetic::kQC8: {
           const size_t expected_channel_dim = depthwise ? 3 : 0;
@@ -307,12 +302,12 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
                                                                    std::to_string(expected_channel_dim));
           }
           call = compat::kCreateConvolution2dNhwcQc8;
-          status = compat::create_operator(compat::create_convolution2d_nhwc_qc8, &op, node.padding_top,
-              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
-              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
-              group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(),
-              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-              output.quant.scale, min_s8, max_s8, flags);
+          status = compat::create_operator(
+              compat::create_convolution2d_nhwc_qc8, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(), static_cast<const int8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
           break;
         }
       }
@@ -322,29 +317,29 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_deconvolution2d_nhwc_f32";
-          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_f32, &op, node.padding_top,
-              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
-              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
-              group_out, in_stride, out_stride, static_cast<const float*>(kernel),
-              static_cast<const float*>(bias_pointer), min, max, 0);
+          status = compat::create_operator(
+              xnn_create_deconvolution2d_nhwc_f32, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, 0);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_deconvolution2d_nhwc_qs8";
-          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_qs8, &op, node.padding_top,
-              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
-              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
-              group_out, in_stride, out_stride, input_zero_s8, input.quant.scale, filter.quant.scale,
-              static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_s8,
-              output.quant.scale, min_s8, max_s8, 0);
+          status = compat::create_operator(
+              xnn_create_deconvolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, 0);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_deconvolution2d_nhwc_qu8";
-          status = compat::create_operator(xnn_create_deconvolution2d_nhwc_qu8, &op, node.padding_top,
-              node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height, node.kernel_width,
-              node.stride_height, node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
-              group_out, in_stride, out_stride, input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale,
-              static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer), output_zero_u8,
-              output.quant.scale, min_u8, max_u8, 0);
+          status = compat::create_operator(
+              xnn_create_deconvolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right, node.padding_bottom,
+              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
+              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
+              input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
+              static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, 0);
           break;
         case Arithmetic::kQC8:
           return make_error(ErrorCode::kUnsupportedOperator,
@@ -459,14 +454,10 @@ compat::Outcome PackedOperator::run_operator(const compat::ImageSize& size, cons
   auto* out_u8 = static_cast<uint8_t*>(output);
   if (as_convolution) {
     switch (arithmetic_) {
-      case Arithmetic::kF32:
-        return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
-      case Arithmetic::kQS8:
-        return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
-      case Arithmetic::kQU8:
-        return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
-      case Arithmetic::kQC8:
-        return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
+      case Arithmetic::kF32: return compat::run_convolution(op, size, in_f32, out_f32, threadpool);
+      case Arithmetic::kQS8: return compat::run_convolution(op, size, in_s8, out_s8, threadpool);
+      case Arithmetic::kQU8: return compat::run_convolution(op, size, in_u8, out_u8, threadpool);
+      case Arithmetic::kQC8: return compat::run_convolution_qc8(op, size, in_s8, out_s8, threadpool);
     }
   }
   const compat::Adjustment adjustment{adjustment_height_, adjustment_width_};
@@ -481,8 +472,7 @@ compat::Outcome PackedOperator::run_operator(const compat::ImageSize& size, cons
     case Arithmetic::kQU8:
       return fully_connected ? compat::run_fully_connected(op, size.batch, in_u8, out_u8, threadpool)
                              : compat::run_deconvolution(op, size, adjustment, in_u8, out_u8, threadpool);
-    case Arithmetic::kQC8:
-      break;  // refused in run()
+    case Arithmetic::kQC8: break;  // refused in run()
   }
   return {xnn_status_invalid_state, "PackedOperator::run"};
 }

@@ -89,9 +89,9 @@ class PackedOperator {
   uint32_t adjustment_height_ = 0;
   uint32_t adjustment_width_ = 0;
   size_t packed_bytes_ = 0;
-  bool keeps_nan_ = false;  // kKeepNan fp32 XNNPACK operator: run() finishes the output
+  bool keeps_nan_ = false;                                // kKeepNan fp32 XNNPACK operator: run() finishes the output
   float output_min_ = -INFINITY, output_max_ = INFINITY;  // the node's, applied by run() when keeps_nan_
-  std::vector<float> late_bias_;  // keeps_nan_: a bias with NaN or infinities, added by run()
+  std::vector<float> late_bias_;                          // keeps_nan_: a bias with NaN or infinities, added by run()
   // keeps_nan_ fully connected: for input channel k, the output channels whose
   // weight is zero are zero_weight_channels_[zero_weight_starts_[k] ..
   // zero_weight_starts_[k + 1]).
@@ -99,7 +99,7 @@ class PackedOperator {
   std::vector<uint32_t> zero_weight_channels_;
   std::mutex run_mutex_;  // setup writes into op_
   OperatorPtr op_;
-  std::unique_ptr<DynamicLinear> dynamic_;  // instead of op_: qdint8 input (etna's kernels)
+  std::unique_ptr<DynamicLinear> dynamic_;     // instead of op_: qdint8 input (etna's kernels)
   std::unique_ptr<DynamicConv> dynamic_conv_;  // the same for a convolution
   std::unique_ptr<PatchDeconvolution> patch_;  // instead of op_: non-overlapping transposed convolution
 };

@@ -49,7 +49,9 @@ Result<std::unique_ptr<PatchDeconvolution>> PatchDeconvolution::create(const Gra
     return make_error(ErrorCode::kInvalidProgram, node.describe() + ": filter holds " + std::to_string(filter.size()) +
                                                       " values, expected " + std::to_string(cout * kh * kw * cin));
   }
-  auto weight = [&](size_t ky, size_t kx, size_t co, size_t ci) { return filter[((co * kh + ky) * kw + kx) * cin + ci]; };
+  auto weight = [&](size_t ky, size_t kx, size_t co, size_t ci) {
+    return filter[((co * kh + ky) * kw + kx) * cin + ci];
+  };
   if (op->row_columns() < kNarrowRow) {
     op->by_pixel_.resize(op->patch_columns() * cin);
     float* row = op->by_pixel_.data();

@@ -55,8 +55,7 @@ class PatchDeconvolution {
   // Input rows [first, end) into their output rows.
   void run_by_row(size_t first, size_t end, size_t width, const float* input, float* output) const;
   // The same through `products`: patch_columns() * width floats.
-  void run_by_pixel(size_t first, size_t end, size_t width, const float* input, float* output,
-                    float* products) const;
+  void run_by_pixel(size_t first, size_t end, size_t width, const float* input, float* output, float* products) const;
 
   size_t kernel_h_ = 0, kernel_w_ = 0;
   size_t in_channels_ = 0, out_channels_ = 0;

@@ -48,7 +48,6 @@ void read_pooling_window(const Table& t, Node& node) {
   node.kernel_width = t.pooling_width();
 }
 
-
 // Input and output ids, then flags, of the tables with `input_id`/`output_id`.
 template <typename Table>
 Status read_single_io(const Table& t, NodeReader& reader, Node& node) {

@@ -39,9 +39,9 @@ Status read_block_scales(const fbx::PerChannelGroupQuant& params, Value& value, 
                    value.shape.to_string());
   }
   if (params.channel_dim() != 0) {
-    return make_error(ErrorCode::kUnsupportedOperator,
-                      where + ": per-group quantization along dim " + std::to_string(params.channel_dim()) +
-                          "; only dim 0 (output channels) is supported");
+    return make_error(ErrorCode::kUnsupportedOperator, where + ": per-group quantization along dim " +
+                                                           std::to_string(params.channel_dim()) +
+                                                           "; only dim 0 (output channels) is supported");
   }
   const size_t out = value.shape.dims[0];
   const size_t in = value.shape.dims[1];
@@ -167,15 +167,12 @@ Status read_value(size_t entry, const fbx::Value& serialized, const ConstantReso
   const fbx::TensorValue* tensor = nullptr;
   const fbx::QuantizedTensorValue* quantized = nullptr;
   switch (serialized.value_type()) {
-    case fbx::ValueUnion::TensorValue:
-      tensor = serialized.value_as_TensorValue();
-      break;
+    case fbx::ValueUnion::TensorValue: tensor = serialized.value_as_TensorValue(); break;
     case fbx::ValueUnion::QuantizedTensorValue:
       quantized = serialized.value_as_QuantizedTensorValue();
       tensor = quantized ? quantized->tensor_value() : nullptr;
       break;
-    case fbx::ValueUnion::NONE:
-      return invalid(where + " has no tensor (value type NONE)");
+    case fbx::ValueUnion::NONE: return invalid(where + " has no tensor (value type NONE)");
     default:
       return make_error(ErrorCode::kUnsupportedOperator, where + " has unknown value type code " +
                                                              std::to_string(static_cast<int>(serialized.value_type())));

@@ -116,7 +116,7 @@ class StageBuilder {
     std::vector<uint32_t> in;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       auto id = static_cast<int>(i) == info.channel_slope_input ? channel_slope(node, node.inputs[i])
-                                                                 : id_of(node.inputs[i], node);
+                                                                : id_of(node.inputs[i], node);
       if (!id) return id.error();
       in.push_back(*id);
     }

@@ -55,11 +55,11 @@ using ReshapeConvolution = xnn_status (*)(xnn_operator_t, size_t, size_t, size_t
 
 template <typename T>
 Outcome convolution(ReshapeConvolution reshape, const char* reshape_name,
-                    xnn_status (*setup)(xnn_operator_t, void*, const T*, T*), const char* setup_name,
-                    xnn_operator_t op, ImageSize size, const T* input, T* output, pthreadpool_t threadpool) {
+                    xnn_status (*setup)(xnn_operator_t, void*, const T*, T*), const char* setup_name, xnn_operator_t op,
+                    ImageSize size, const T* input, T* output, pthreadpool_t threadpool) {
   size_t workspace_size = 0, workspace_alignment = 0, output_height = 0, output_width = 0;
-  ETNA_XNN_CHECK(reshape_name, reshape(op, size.batch, size.height, size.width, &workspace_size,
-                                       &workspace_alignment, &output_height, &output_width, threadpool));
+  ETNA_XNN_CHECK(reshape_name, reshape(op, size.batch, size.height, size.width, &workspace_size, &workspace_alignment,
+                                       &output_height, &output_width, threadpool));
   Workspace workspace;
   if (!workspace.allocate(workspace_size, workspace_alignment)) {
     return {xnn_status_out_of_memory, "aligned_alloc (convolution workspace)"};
@@ -76,8 +76,8 @@ Outcome deconvolution(ReshapeDeconvolution reshape, const char* reshape_name,
                       xnn_status (*setup)(xnn_operator_t, const T*, T*), const char* setup_name, xnn_operator_t op,
                       ImageSize size, Adjustment adjustment, const T* input, T* output, pthreadpool_t threadpool) {
   size_t output_height = 0, output_width = 0;
-  ETNA_XNN_CHECK(reshape_name, reshape(op, size.batch, size.height, size.width, adjustment.height,
-                                       adjustment.width, &output_height, &output_width, threadpool));
+  ETNA_XNN_CHECK(reshape_name, reshape(op, size.batch, size.height, size.width, adjustment.height, adjustment.width,
+                                       &output_height, &output_width, threadpool));
   ETNA_XNN_CHECK(setup_name, setup(op, input, output));
   return run_operator(op, threadpool);
 }
@@ -108,12 +108,12 @@ Outcome convolution(xnn_status (*setup)(xnn_operator_t, size_t, size_t, size_t, 
 }
 
 template <typename T>
-Outcome deconvolution(
-    xnn_status (*setup)(xnn_operator_t, size_t, size_t, size_t, uint32_t, uint32_t, const T*, T*, pthreadpool_t),
-    const char* setup_name, xnn_operator_t op, ImageSize size, Adjustment adjustment, const T* input, T* output,
-    pthreadpool_t threadpool) {
-  ETNA_XNN_CHECK(setup_name, setup(op, size.batch, size.height, size.width, adjustment.height, adjustment.width,
-                                   input, output, threadpool));
+Outcome deconvolution(xnn_status (*setup)(xnn_operator_t, size_t, size_t, size_t, uint32_t, uint32_t, const T*, T*,
+                                          pthreadpool_t),
+                      const char* setup_name, xnn_operator_t op, ImageSize size, Adjustment adjustment, const T* input,
+                      T* output, pthreadpool_t threadpool) {
+  ETNA_XNN_CHECK(setup_name, setup(op, size.batch, size.height, size.width, adjustment.height, adjustment.width, input,
+                                   output, threadpool));
   return run_operator(op, threadpool);
 }
 
@@ -129,18 +129,17 @@ xnn_status create_probe_operator(xnn_operator_t* op) { return xnn_create_copy_nc
 // ETNA_XNN_STAGES gives an operator family's stage functions (with their
 // names) in the API in use, so from here on both APIs read the same.
 // One arithmetic's three operator kinds:
-#define ETNA_XNN_ARITHMETIC(T, suffix)                                                                             \
-  Outcome run_fully_connected(xnn_operator_t op, size_t batch, const T* input, T* output,                          \
-                              pthreadpool_t threadpool) {                                                          \
-    return fully_connected(ETNA_XNN_STAGES(fully_connected_nc_##suffix), op, batch, input, output, threadpool);    \
-  }                                                                                                                \
-  Outcome run_convolution(xnn_operator_t op, ImageSize size, const T* input, T* output, pthreadpool_t threadpool) { \
-    return convolution(ETNA_XNN_STAGES(convolution2d_nhwc_##suffix), op, size, input, output, threadpool);         \
-  }                                                                                                                \
-  Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment, const T* input, T* output,   \
-                            pthreadpool_t threadpool) {                                                            \
-    return deconvolution(ETNA_XNN_STAGES(deconvolution2d_nhwc_##suffix), op, size, adjustment, input, output,      \
-                         threadpool);                                                                              \
+#define ETNA_XNN_ARITHMETIC(T, suffix)                                                                                \
+  Outcome run_fully_connected(xnn_operator_t op, size_t batch, const T* input, T* output, pthreadpool_t threadpool) { \
+    return fully_connected(ETNA_XNN_STAGES(fully_connected_nc_##suffix), op, batch, input, output, threadpool);       \
+  }                                                                                                                   \
+  Outcome run_convolution(xnn_operator_t op, ImageSize size, const T* input, T* output, pthreadpool_t threadpool) {   \
+    return convolution(ETNA_XNN_STAGES(convolution2d_nhwc_##suffix), op, size, input, output, threadpool);            \
+  }                                                                                                                   \
+  Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment, const T* input, T* output,      \
+                            pthreadpool_t threadpool) {                                                               \
+    return deconvolution(ETNA_XNN_STAGES(deconvolution2d_nhwc_##suffix), op, size, adjustment, input, output,         \
+                         threadpool);                                                                                 \
   }
 
 ETNA_XNN_ARITHMETIC(float, f32)

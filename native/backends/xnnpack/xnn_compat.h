@@ -71,25 +71,24 @@ struct Outcome {
 // Set an operator up for one input shape and its buffers, then run it. The
 // element type picks the arithmetic: float (f32), int8_t (qs8) or uint8_t
 // (qu8); the per-channel int8 convolution has its own function.
-Outcome run_fully_connected(xnn_operator_t op, size_t batch, const float* input,
-                           float* output, pthreadpool_t threadpool);
-Outcome run_fully_connected(xnn_operator_t op, size_t batch, const int8_t* input,
-                           int8_t* output, pthreadpool_t threadpool);
-Outcome run_fully_connected(xnn_operator_t op, size_t batch, const uint8_t* input,
-                           uint8_t* output, pthreadpool_t threadpool);
-Outcome run_convolution(xnn_operator_t op, ImageSize size, const float* input, float* output,
-                       pthreadpool_t threadpool);
-Outcome run_convolution(xnn_operator_t op, ImageSize size, const int8_t* input,
-                       int8_t* output, pthreadpool_t threadpool);
-Outcome run_convolution(xnn_operator_t op, ImageSize size, const uint8_t* input,
-                       uint8_t* output, pthreadpool_t threadpool);
-Outcome run_convolution_qc8(xnn_operator_t op, ImageSize size, const int8_t* input,
-                           int8_t* output, pthreadpool_t threadpool);
-Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment,
-                         const float* input, float* output, pthreadpool_t threadpool);
-Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment,
-                         const int8_t* input, int8_t* output, pthreadpool_t threadpool);
-Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment,
-                         const uint8_t* input, uint8_t* output, pthreadpool_t threadpool);
+Outcome run_fully_connected(xnn_operator_t op, size_t batch, const float* input, float* output,
+                            pthreadpool_t threadpool);
+Outcome run_fully_connected(xnn_operator_t op, size_t batch, const int8_t* input, int8_t* output,
+                            pthreadpool_t threadpool);
+Outcome run_fully_connected(xnn_operator_t op, size_t batch, const uint8_t* input, uint8_t* output,
+                            pthreadpool_t threadpool);
+Outcome run_convolution(xnn_operator_t op, ImageSize size, const float* input, float* output, pthreadpool_t threadpool);
+Outcome run_convolution(xnn_operator_t op, ImageSize size, const int8_t* input, int8_t* output,
+                        pthreadpool_t threadpool);
+Outcome run_convolution(xnn_operator_t op, ImageSize size, const uint8_t* input, uint8_t* output,
+                        pthreadpool_t threadpool);
+Outcome run_convolution_qc8(xnn_operator_t op, ImageSize size, const int8_t* input, int8_t* output,
+                            pthreadpool_t threadpool);
+Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment, const float* input, float* output,
+                          pthreadpool_t threadpool);
+Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment, const int8_t* input, int8_t* output,
+                          pthreadpool_t threadpool);
+Outcome run_deconvolution(xnn_operator_t op, ImageSize size, Adjustment adjustment, const uint8_t* input,
+                          uint8_t* output, pthreadpool_t threadpool);
 
 }  // namespace etna::xnn::compat

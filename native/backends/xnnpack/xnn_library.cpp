@@ -70,20 +70,13 @@ AllocationMeter::~AllocationMeter() {
 
 std::string status_name(xnn_status status) {
   switch (status) {
-    case xnn_status_success:
-      return "success";
-    case xnn_status_uninitialized:
-      return "uninitialized";
-    case xnn_status_invalid_parameter:
-      return "invalid_parameter";
-    case xnn_status_invalid_state:
-      return "invalid_state";
-    case xnn_status_unsupported_parameter:
-      return "unsupported_parameter";
-    case xnn_status_unsupported_hardware:
-      return "unsupported_hardware";
-    case xnn_status_out_of_memory:
-      return "out_of_memory";
+    case xnn_status_success: return "success";
+    case xnn_status_uninitialized: return "uninitialized";
+    case xnn_status_invalid_parameter: return "invalid_parameter";
+    case xnn_status_invalid_state: return "invalid_state";
+    case xnn_status_unsupported_parameter: return "unsupported_parameter";
+    case xnn_status_unsupported_hardware: return "unsupported_hardware";
+    case xnn_status_out_of_memory: return "out_of_memory";
     default:  // statuses newer releases added
       break;
   }

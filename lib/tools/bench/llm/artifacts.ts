@@ -84,8 +84,8 @@ export async function prepareLlmArtifacts(
   const stampPath = join(dir, 'stamp.json');
   const stamp = JSON.stringify({ version: ARTIFACTS_VERSION, config });
   const paths = { pte: join(dir, fileName('pte')), gguf: join(dir, fileName('gguf')), onnx: join(dir, fileName('onnx')) };
-  const fresh = existsSync(stampPath) && readFileSync(stampPath, 'utf8') === stamp
-    && Object.values(paths).every((path) => existsSync(path));
+  const fresh =
+    existsSync(stampPath) && readFileSync(stampPath, 'utf8') === stamp && Object.values(paths).every((path) => existsSync(path));
   if (!fresh) {
     rmSync(stampPath, { force: true });
     const weights = options.inProcess === true ? createLlama8da4wWeights(config) : undefined;
@@ -104,7 +104,6 @@ export async function prepareLlmArtifacts(
   };
 }
 
-serveWorker(
-  ARTIFACTS_SCRIPT,
-  (spec: ArtifactSpec) => Promise.resolve({ path: writeLlmArtifact(spec.dir, spec.format, createLlama8da4wWeights(spec.config)) }),
+serveWorker(ARTIFACTS_SCRIPT, (spec: ArtifactSpec) =>
+  Promise.resolve({ path: writeLlmArtifact(spec.dir, spec.format, createLlama8da4wWeights(spec.config)) }),
 );

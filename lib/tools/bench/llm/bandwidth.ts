@@ -51,22 +51,81 @@ export function streamingSumModule(pages: number): Uint8Array<ArrayBuffer> {
   const I64X2_ADD = [0xce, 0x01];
   const I64X2_EXTRACT_LANE = 0x1d;
   const load = (accumulator: number, offset: number): number[] => [
-    OP.get, accumulator, OP.get, 0, OP.simd, V128_LOAD, 4, ...leb(offset), OP.simd, ...I64X2_ADD, OP.set, accumulator,
+    OP.get,
+    accumulator,
+    OP.get,
+    0,
+    OP.simd,
+    V128_LOAD,
+    4,
+    ...leb(offset),
+    OP.simd,
+    ...I64X2_ADD,
+    OP.set,
+    accumulator,
   ];
   const body = [
-    1, 4, 0x7b, // four v128 locals: 2..5
-    OP.loop, 0x40,
-    ...load(2, 0), ...load(3, 16), ...load(4, 32), ...load(5, 48),
+    1,
+    4,
+    0x7b, // four v128 locals: 2..5
+    OP.loop,
+    0x40,
+    ...load(2, 0),
+    ...load(3, 16),
+    ...load(4, 32),
+    ...load(5, 48),
     // i32.const takes signed LEB128: 64 is two bytes.
-    OP.get, 0, OP.i32const, 0xc0, 0x00, OP.i32add, OP.tee, 0, OP.get, 1, OP.i32ltu, OP.brIf, 0,
+    OP.get,
+    0,
+    OP.i32const,
+    0xc0,
+    0x00,
+    OP.i32add,
+    OP.tee,
+    0,
+    OP.get,
+    1,
+    OP.i32ltu,
+    OP.brIf,
+    0,
     OP.end,
-    OP.get, 2, OP.get, 3, OP.simd, ...I64X2_ADD, OP.get, 4, OP.simd, ...I64X2_ADD, OP.get, 5, OP.simd, ...I64X2_ADD, OP.tee, 2,
-    OP.simd, I64X2_EXTRACT_LANE, 0, OP.get, 2, OP.simd, I64X2_EXTRACT_LANE, 1, OP.i64add,
+    OP.get,
+    2,
+    OP.get,
+    3,
+    OP.simd,
+    ...I64X2_ADD,
+    OP.get,
+    4,
+    OP.simd,
+    ...I64X2_ADD,
+    OP.get,
+    5,
+    OP.simd,
+    ...I64X2_ADD,
+    OP.tee,
+    2,
+    OP.simd,
+    I64X2_EXTRACT_LANE,
+    0,
+    OP.get,
+    2,
+    OP.simd,
+    I64X2_EXTRACT_LANE,
+    1,
+    OP.i64add,
     OP.end,
   ];
   const SHARED_WITH_MAX = 0x03;
   return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    0x01,
+    0x00,
+    0x00,
+    0x00,
     ...section(1, [1, 0x60, 2, 0x7f, 0x7f, 1, 0x7e]),
     ...section(2, [1, ...name('env'), ...name('memory'), 0x02, SHARED_WITH_MAX, ...leb(pages), ...leb(pages)]),
     ...section(3, [1, 0]),
@@ -133,10 +192,22 @@ export async function measureReadBandwidth(
     await Promise.all(workers.map(next));
     let best = 0;
     // One untimed pass warms the code and the TLB.
-    await Promise.all(workers.map((w) => { const done = next(w); w.postMessage(1); return done; }));
+    await Promise.all(
+      workers.map((w) => {
+        const done = next(w);
+        w.postMessage(1);
+        return done;
+      }),
+    );
     for (let trial = 0; trial < trials; trial++) {
       const started = process.hrtime.bigint();
-      await Promise.all(workers.map((w) => { const done = next(w); w.postMessage(passes); return done; }));
+      await Promise.all(
+        workers.map((w) => {
+          const done = next(w);
+          w.postMessage(passes);
+          return done;
+        }),
+      );
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       best = Math.max(best, (bufferBytes * passes) / seconds);
     }

@@ -104,10 +104,10 @@ export async function runLlmBench(options: LlmBenchOptions): Promise<LlmBenchRep
   if (missing !== undefined) {
     throw new EtnaError('INVALID_INPUT', `${missing} needs the package ${LLM_PEER_PACKAGES[missing]}, which is not installed`);
   }
-  const artifacts = await prepareLlmArtifacts(
-    options.preset,
-    { ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }), log },
-  );
+  const artifacts = await prepareLlmArtifacts(options.preset, {
+    ...(options.cacheDir !== undefined && { cacheDir: options.cacheDir }),
+    log,
+  });
   const C = artifacts.config;
   const loadAverage = loadavg()[0]!;
   // Measured before and after the runtimes, keeping the better: on a shared machine either may catch a busy moment.

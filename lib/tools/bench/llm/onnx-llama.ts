@@ -73,7 +73,9 @@ function matMulNBitsWeights(weight: Float32Array, n: number, k: number): { block
 
 function writeTensor(w: ProtoWriter, t: Initializer): void {
   for (const d of t.dims) w.int(1, d);
-  w.int(2, ELEMENT_TYPE[t.type]).string(8, t.name).bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+  w.int(2, ELEMENT_TYPE[t.type])
+    .string(8, t.name)
+    .bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
 }
 
 function writeValueInfo(w: ProtoWriter, v: ValueInfo): void {
@@ -115,10 +117,19 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
       { name: `${name}.MatMul.weight_scales`, type: 'float', dims: [scales.length], data: scales },
     );
     const y = `${name}.MatMul.output`;
-    node('MatMulNBits', [x, `${name}.MatMul.weight_Q4`, `${name}.MatMul.weight_scales`], [y], {
-      K: { int: inFeatures }, N: { int: out }, bits: { int: 4 }, block_size: { int: MATMUL_NBITS_BLOCK },
-      accuracy_level: { int: ACCURACY_LEVEL_INT8 },
-    }, MS_DOMAIN);
+    node(
+      'MatMulNBits',
+      [x, `${name}.MatMul.weight_Q4`, `${name}.MatMul.weight_scales`],
+      [y],
+      {
+        K: { int: inFeatures },
+        N: { int: out },
+        bits: { int: 4 },
+        block_size: { int: MATMUL_NBITS_BLOCK },
+        accuracy_level: { int: ACCURACY_LEVEL_INT8 },
+      },
+      MS_DOMAIN,
+    );
     return y;
   };
   const rmsNorm = (x: string, name: string, weight: Float32Array): string => {
@@ -156,11 +167,19 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
     const q = linear(h, `${prefix}.attn.q_proj`, w.wq, d, d);
     const k = linear(h, `${prefix}.attn.k_proj`, w.wk, kv, d);
     const v = linear(h, `${prefix}.attn.v_proj`, w.wv, kv, d);
-    node('GroupQueryAttention', [q, k, v, N.pastKey(l), N.pastValue(l), 'seqlens_k', 'total_sequence_length', 'cos_cache', 'sin_cache'],
-      [`${prefix}.attn.output`, N.presentKey(l), N.presentValue(l)], {
-        num_heads: { int: C.heads }, kv_num_heads: { int: C.kvHeads }, do_rotary: { int: 1 }, rotary_interleaved: { int: 1 },
+    node(
+      'GroupQueryAttention',
+      [q, k, v, N.pastKey(l), N.pastValue(l), 'seqlens_k', 'total_sequence_length', 'cos_cache', 'sin_cache'],
+      [`${prefix}.attn.output`, N.presentKey(l), N.presentValue(l)],
+      {
+        num_heads: { int: C.heads },
+        kv_num_heads: { int: C.kvHeads },
+        do_rotary: { int: 1 },
+        rotary_interleaved: { int: 1 },
         scale: { float: 1 / Math.sqrt(hd) },
-      }, MS_DOMAIN);
+      },
+      MS_DOMAIN,
+    );
     const o = linear(`${prefix}.attn.output`, `${prefix}.attn.o_proj`, w.wo, d, d);
     node('Add', [x, o], [`${prefix}.attn_residual`]);
     x = `${prefix}.attn_residual`;

@@ -54,9 +54,7 @@ export function formatLlmReport(report: LlmBenchReport): string {
 
 export function formatLlmMarkdown(report: LlmBenchReport): string {
   const [header, ...rows] = llmTableRows(report);
-  return [
-    `| ${header!.join(' | ')} |`,
-    `|${header!.map(() => '---').join('|')}|`,
-    ...rows.map((row) => `| ${row.join(' | ')} |`),
-  ].join('\n');
+  return [`| ${header!.join(' | ')} |`, `|${header!.map(() => '---').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)].join(
+    '\n',
+  );
 }

@@ -134,10 +134,12 @@ async function onnxruntimeLoader(): Promise<LlmLoader> {
 }
 
 async function onnxruntimeRunner(ort: Ort, path: string, config: Llama8da4wConfig, threads: number): Promise<LlmRunner> {
-  const session = await ort.InferenceSession.create(
-    path,
-    { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' },
-  );
+  const session = await ort.InferenceSession.create(path, {
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
   const N = ONNX_LLAMA_NAMES;
   const hd = headDim(config);
   const emptyCache = (): Record<string, InstanceType<typeof ort.Tensor>> => {
