@@ -84,15 +84,10 @@ Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job) {
   return promise;
 }
 
-size_t CallRunner::threads_started() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return threads_.size();
-}
-
 void CallRunner::thread_main() {
   std::unique_lock<std::mutex> lock(mutex_);
+  ++idle_threads_;
   for (;;) {
-    ++idle_threads_;
     lock.unlock();
     const auto watch_until = std::chrono::steady_clock::now() + kWatchBeforeSleep;
     while (queued_count_.load(std::memory_order_acquire) == 0 && !stopping_.load(std::memory_order_relaxed) &&
@@ -101,8 +96,8 @@ void CallRunner::thread_main() {
     }
     lock.lock();
     work_ready_.wait(lock, [this] { return stopping_.load() || !queued_.empty(); });
-    --idle_threads_;
     if (stopping_.load()) return;
+    --idle_threads_;
     Entry entry = std::move(queued_.front());
     queued_.pop_front();
     queued_count_.store(queued_.size(), std::memory_order_release);
@@ -110,6 +105,9 @@ void CallRunner::thread_main() {
     entry.job->run();
     lock.lock();
     finished_.push_back(std::move(entry));
+    // Idle again before anyone learns of the result: a caller that calls
+    // again as soon as it hears must find this thread, not start another.
+    ++idle_threads_;
     if (signal_pending_) continue;  // the wake-up on its way settles this one too
     signal_pending_ = true;
     lock.unlock();

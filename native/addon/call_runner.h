@@ -46,9 +46,6 @@ class CallRunner {
   // Queues `job` and returns its promise. JS thread only.
   Napi::Promise submit(Napi::Env env, std::unique_ptr<Job> job);
 
-  // Threads started so far (they stay, idle, once started).
-  size_t threads_started() const;
-
  private:
   struct Entry {
     std::unique_ptr<Job> job;
