@@ -17,6 +17,12 @@ extern "C" void __tsan_release(void* address);
 #endif
 
 namespace etna {
+namespace {
+
+// Whether the call running on this thread has handed its pool work.
+thread_local bool call_handed_work = false;
+
+}  // namespace
 
 #ifdef ETNA_THREAD_SANITIZER
 namespace {
@@ -38,6 +44,7 @@ void run_annotated(void* annotated, size_t index) {
 }  // namespace
 
 void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range, uint32_t flags) {
+  if (range > 1) ThreadPool::note_work(pool);
   AnnotatedTask annotated{task, context};
   __tsan_release(&annotated.start);
   pthreadpool_parallelize_1d(pool, run_annotated, &annotated, range, flags);
@@ -45,6 +52,8 @@ void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* contex
 }
 #else
 void parallelize_1d(pthreadpool_t pool, pthreadpool_task_1d_t task, void* context, size_t range, uint32_t flags) {
+  // A range of one runs on the caller alone: no worker wakes.
+  if (range > 1) ThreadPool::note_work(pool);
   pthreadpool_parallelize_1d(pool, task, context, range, flags);
 }
 #endif
@@ -65,13 +74,22 @@ void ThreadPool::let_workers_sleep() const {
       pool_, [](void*, size_t) {}, nullptr, threads(), PTHREADPOOL_FLAG_YIELD_WORKERS);
 }
 
-ThreadPool::Call::Call(ThreadPool* pool) : pool_(pool) {
+void ThreadPool::note_work(pthreadpool_t pool) {
+  if (pool) call_handed_work = true;
+}
+
+ThreadPool::Call::Call(ThreadPool* pool) : pool_(pool), outer_work_(call_handed_work) {
+  call_handed_work = false;
   if (pool_) pool_->calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 ThreadPool::Call::~Call() {
+  const bool handed_work = call_handed_work;
+  call_handed_work = outer_work_ || handed_work;
+  if (!pool_) return;
+  if (handed_work) pool_->worked_since_sleep_.store(true);
   // A call starting right after this is harmless: its first operation wakes the workers.
-  if (pool_ && pool_->calls_.fetch_sub(1, std::memory_order_relaxed) == 1) pool_->let_workers_sleep();
+  if (pool_->calls_.fetch_sub(1) == 1 && pool_->worked_since_sleep_.exchange(false)) pool_->let_workers_sleep();
 }
 
 ThreadPools::ThreadPools(size_t max_threads) : max_threads_(std::max<size_t>(max_threads, 1)) {}

@@ -58,9 +58,17 @@ class ThreadPool {
   // now. Blocks while another caller's operation runs on the pool.
   void let_workers_sleep() const;
 
+  // Records that the calling thread just handed `pool` work (an XNNPACK
+  // operator or runtime, or parallelize_1d), which woke its workers: the
+  // Call around it then sends them to sleep when it ends. Null: nothing.
+  static void note_work(pthreadpool_t pool);
+
   // Marks one call computing on the pool for as long as it lives; when the
-  // last call in flight on the pool ends, the workers are sent to sleep. So
-  // they spin between the operators of calls, and sleep once none is left.
+  // last call in flight on the pool ends, the workers are sent to sleep if
+  // any of the calls since they last slept handed the pool work (note_work
+  // on the call's thread). So they spin between the operators of calls, and
+  // sleep once none is left; a call that used no worker (a tiny method, or
+  // one of portable kernels below their split size) costs no wake-up.
   class Call {
    public:
     explicit Call(ThreadPool* pool);  // null: no pool, nothing to do
@@ -70,6 +78,7 @@ class ThreadPool {
 
    private:
     ThreadPool* pool_;
+    bool outer_work_;  // note_work's flag for this thread as it was before this call
   };
   size_t calls_in_flight() const { return calls_.load(std::memory_order_relaxed); }
 
@@ -77,6 +86,7 @@ class ThreadPool {
   explicit ThreadPool(pthreadpool_t pool) : pool_(pool) {}
   pthreadpool_t pool_;
   std::atomic<size_t> calls_{0};
+  std::atomic<bool> worked_since_sleep_{false};
 };
 
 // pthreadpool_parallelize_1d for etna's own code: runs task(context, i) for

@@ -136,6 +136,33 @@ std::vector<float> softmax_reference(const std::vector<float>& x, size_t len) {
   return out;
 }
 
+// Sigmoid of infinities and of huge numbers is 0 or 1: on the inputs
+// directly, and on infinities a division makes inside from finite inputs
+// (the 2022 XNNPACK's own sigmoid gives NaN beyond about 6e26).
+TEST(XnnpackNaN, SigmoidOfHugeValuesAndInfinitiesIsZeroOrOne) {
+  const float two = 1.0f / (1.0f + std::exp(-2.0f));
+  {
+    PayloadBuilder b;
+    const uint32_t x = b.input({1, 6}, 0), y = b.output({1, 6}, 1);
+    b.unary(NodeUnion::XNNSigmoid, x, y);
+    auto r = run_graph(b, {{{1, 6}, {1e30f, -1e30f, 3e38f, 1e27f, -3e38f, 2.0f}}}, {{{1, 6}}});
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_TRUE(same_ieee(r[0], {1.0f, 0.0f, 1.0f, 1.0f, 0.0f, two}, 1e-6f));
+  }
+  {
+    PayloadBuilder b;
+    const uint32_t x = b.input({1, 6}, 0), d = b.input({1, 6}, 1), y = b.output({1, 6}, 2);
+    const uint32_t q = b.internal({1, 6});
+    b.binary(NodeUnion::XNNDiv, x, d, q);
+    b.unary(NodeUnion::XNNSigmoid, q, y);
+    auto r = run_graph(
+        b, {{{1, 6}, {1e30f, -1e30f, 1.0f, -1.0f, -3e38f, 2.0f}}, {{1, 6}, {1e-30f, 1e-30f, 0.0f, 0.0f, 0.5f, 1.0f}}},
+        {{{1, 6}}});
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_TRUE(same_ieee(r[0], {1.0f, 0.0f, 1.0f, 0.0f, 0.0f, two}, 1e-6f));
+  }
+}
+
 TEST(XnnpackNaN, SoftmaxRowsWithNaNOrInfinityAreNaN) {
   // Rows of 3: NaN, +Infinity largest, -Infinity masked, all -Infinity; then
   // rows of 19 (the vector path and its tail) with masked scores.

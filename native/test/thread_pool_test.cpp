@@ -232,6 +232,42 @@ TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
   EXPECT_LT(in_gaps, 20.0);
 }
 
+// A call that hands the pool no work (a tiny method) leaves its sleeping
+// workers asleep: sending them to sleep again would wake each one first.
+// A call that does hand it work still sends them to sleep when it ends.
+TEST(ThreadPools, CallsThatHandThePoolNoWorkLeaveItsWorkersAsleep) {
+  ThreadPools pools(2);
+  test::settled_process_threads();
+  const auto before = thread_ids();
+  auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
+  ASSERT_TRUE(pool);
+  const auto after = thread_ids();
+  std::vector<std::string> workers;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(workers));
+  ASSERT_EQ(workers.size(), 1u);
+  pool->let_workers_sleep();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double asleep = thread_run_ms(workers[0]);
+  for (int call = 0; call < 2000; ++call) {
+    const ThreadPool::Call running(pool.get());
+    parallelize_1d(
+        pool->get(), [](void*, size_t) {}, nullptr, 1, 0);  // one item: the caller alone
+  }
+  // 2000 wake-ups would take milliseconds of the worker's time.
+  EXPECT_LT(thread_run_ms(workers[0]) - asleep, 0.5);
+  {
+    const ThreadPool::Call running(pool.get());
+    add_up(pool->get());
+    {
+      const ThreadPool::Call inner(pool.get());  // as a delegate's, inside its method's call
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double after_work = thread_run_ms(workers[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_LT(thread_run_ms(workers[0]) - after_work, 2.0);  // not spinning through the gap
+}
+
 // Calls are counted while they compute on the pool; only the last one out
 // sends the workers to sleep, and overlapping calls on several threads keep
 // the pool working.

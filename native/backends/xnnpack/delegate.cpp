@@ -436,7 +436,10 @@ bool XnnpackDelegate::may_hide_nan(const ShapePlan& plan, EValue* const* args) c
     if (suspect) break;
     if (graph_.values[index].datatype != Datatype::fp32 || argmax_index_[index]) continue;
     const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
-    suspect = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel()).infinity;
+    // An infinity may be a clamped NaN; a NaN may be one XNNPACK made where
+    // the answer is a number (its sigmoid of a huge input).
+    const FloatSpecials found = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel());
+    suspect = found.infinity || found.nan;
   }
   if (!suspect) return false;
   // Running again needs the inputs as they were.
@@ -537,6 +540,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
           const Error e = xnnpack_error(first.describe(), "xnn_setup_runtime", status);
           return error(e.code, e.message);
         }
+        ThreadPool::note_work(pool);
         status = xnn_invoke_runtime(runtime);
         if (status != xnn_status_success) {
           const Error e = xnnpack_error(first.describe(), "xnn_invoke_runtime", status);

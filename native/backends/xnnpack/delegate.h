@@ -8,7 +8,9 @@
 // all finite runs on XNNPACK's kernels (fast); a NaN can only arise inside
 // from 0/0, Inf - Inf and the like, and is then clamped to an infinity, so a
 // call whose fp32 outputs hold an infinity is run again on the NaN-keeping
-// variant, which a call with NaN or infinite inputs runs from the start.
+// variant, which a call with NaN or infinite inputs runs from the start; so
+// is a call whose fp32 outputs hold NaN (the 2022 sigmoid gives NaN for
+// inputs beyond about 6e26, which an overflow inside can make).
 // That variant (NanHandling::kKeepNan) is a second delegate over the same
 // graph, made at its first use: fp32 nodes that lose NaN run as own kernels
 // (nan_keeping_kernels.h) and packed fp32 operators are checked
@@ -96,7 +98,7 @@ class XnnpackDelegate final : public DelegateHandle {
   Status run(ShapePlan& plan, EValue* const* args, ProfileRecorder* profile);
   // Whether a call must run on the NaN-keeping variant: before the fast run,
   // an fp32 input holds NaN or an infinity; after it, a node that may make
-  // NaN made one or an fp32 output holds an infinity, and no output
+  // NaN made one or an fp32 output holds NaN or an infinity, and no output
   // overwrote an input.
   bool inputs_not_finite(const ShapePlan& plan, EValue* const* args) const;
   bool may_hide_nan(const ShapePlan& plan, EValue* const* args) const;

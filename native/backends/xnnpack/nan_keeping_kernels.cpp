@@ -207,6 +207,21 @@ Status nan_keeping_clamp_kernel(const OwnKernelCall& call) {
   return Status::ok();
 }
 
+// The 2022 XNNPACK's sigmoid gives NaN beyond |x| of about 6e26 and for the
+// infinities, where the answer is 1 or 0; this one does not.
+Status nan_keeping_sigmoid_kernel(const OwnKernelCall& call) {
+  const size_t count = output_shape(call).numel();
+  const float* input = input_floats(call, 0);
+  float* output = output_floats(call);
+  for (size_t i = 0; i < count; ++i) {
+    const float x = input[i];
+    // exp of the non-positive side only, so nothing overflows.
+    const float e = std::exp(-std::fabs(x));
+    output[i] = x >= 0.0f ? 1.0f / (1.0f + e) : (std::isnan(x) ? x : e / (1.0f + e));
+  }
+  return Status::ok();
+}
+
 // Over the innermost dim, as torch.softmax: a row holding NaN, or whose
 // largest value is infinite, is NaN throughout; -Infinity gives exactly 0.
 Status nan_keeping_softmax_kernel(const OwnKernelCall& call) {

@@ -19,6 +19,7 @@ Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::v
 
 Status nan_keeping_binary_kernel(const OwnKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
 Status nan_keeping_clamp_kernel(const OwnKernelCall& call);
+Status nan_keeping_sigmoid_kernel(const OwnKernelCall& call);
 Status nan_keeping_softmax_kernel(const OwnKernelCall& call);
 Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call);
 Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call);

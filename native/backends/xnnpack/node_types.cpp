@@ -109,9 +109,12 @@ constexpr NodeTypeInfo kNodeTypes[] = {
         subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
                  [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
         nan_keeping_softmax_kernel),
-    subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
-             "xnn_define_sigmoid",
-             [](const DefineCall& c) { return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+    keeping_nan_with(subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
+                              "xnn_define_sigmoid",
+                              [](const DefineCall& c) {
+                                return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags);
+                              }),
+                     nan_keeping_sigmoid_kernel),
     own(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
         transpose_kernel),
     keeping_nan_with(

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/thread_pool.h"
+
 // An XNNPACK function together with its name, for error messages.
 #define ETNA_XNN_CALL(function) function, #function
 
@@ -17,6 +19,7 @@ namespace etna::xnn::compat {
 namespace {
 
 Outcome run_operator(xnn_operator_t op, pthreadpool_t threadpool) {
+  ThreadPool::note_work(threadpool);
   return {xnn_run_operator(op, threadpool), "xnn_run_operator"};
 }
 
