@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,8 @@
 #include "backend_test_support.h"
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/parallel.h"
+#include "core/thread_pool.h"
+#include "test_support.h"
 
 namespace etna::test {
 namespace {
@@ -392,6 +395,40 @@ TEST(XnnpackParallelKernels, SmallWorkStaysOnTheCallingThread) {
   std::thread::id ran_on;
   xnn::parallel_for(xnn::pool_for(two.get(), 1), 1, [&](size_t) { ran_on = std::this_thread::get_id(); });
   EXPECT_EQ(ran_on, caller);
+}
+
+// XNNPACK splits any operator over every thread it is given: a delegate of
+// tiny operators (a fully connected 8 -> 8 and an add, as in a small RNN's
+// step) gives them no pool, so 2,000 calls on a module with two threads
+// leave its sleeping worker asleep; before, each operator woke it.
+TEST(XnnpackParallelKernels, TinyXnnpackOperatorsLeaveThePoolAsleep) {
+  test::settled_process_threads();
+  const auto before = test::thread_ids();
+  std::shared_ptr<ThreadPool> pool = ThreadPool::create(2);
+  ASSERT_TRUE(pool);
+  const std::vector<std::string> workers = test::threads_added(before, test::thread_ids());
+  ASSERT_EQ(workers.size(), 1u);
+
+  PayloadBuilder b;
+  const uint32_t x = b.input({1, 8}, 0), y = b.output({1, 8}, 1), h = b.internal({1, 8});
+  b.fully_connected(x, b.constant({8, 8}, pseudo_random(64, 3, 1.0f)), b.constant({8}, pseudo_random(8, 4, 1.0f)), h);
+  b.binary(NodeUnion::XNNAdd, h, x, y);
+  const auto payload = b.finish(PayloadBuilder::Layout::kConstantRegion, 2);
+  BackendOptions options;
+  options.num_threads = 2;
+  options.pool = pool;
+  xnn::XnnpackModuleContext context(options);
+  auto delegate = make_delegate(payload, context, b.lookup());
+  ASSERT_TRUE(delegate) << delegate.error().message;
+  LocalTensor input(ScalarType::kFloat, {1, 8}), output(ScalarType::kFloat, {1, 8});
+  input.fill(pseudo_random(8, 5, 1.0f));
+  ASSERT_TRUE(run_delegate(**delegate, {&input, &output}));  // plans and packs
+  pool->let_workers_sleep();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const double asleep = test::thread_run_ms(workers[0]);
+  ASSERT_GE(asleep, 0.0) << "no schedstat for the worker";
+  for (int call = 0; call < 2000; ++call) ASSERT_TRUE(run_delegate(**delegate, {&input, &output}));
+  EXPECT_LT(test::thread_run_ms(workers[0]) - asleep, 0.5);
 }
 
 TEST(XnnpackParallelKernels, EveryTaskRunsOnce) {

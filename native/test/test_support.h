@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -54,6 +55,34 @@ inline size_t process_threads() {
 inline size_t settled_process_threads() {
   std::thread([] {}).join();
   return process_threads();
+}
+
+// The ids of this process's threads, sorted (their /proc/self/task names).
+inline std::vector<std::string> thread_ids() {
+  std::vector<std::string> ids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    ids.push_back(entry.path().filename().string());
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+// The threads in `after` that are not in `before` (both from thread_ids()).
+inline std::vector<std::string> threads_added(const std::vector<std::string>& before,
+                                              const std::vector<std::string>& after) {
+  std::vector<std::string> added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(added));
+  return added;
+}
+
+// Time a thread of this process has spent running, in milliseconds (the
+// scheduler's count in nanoseconds, not sampled at ticks); negative when the
+// kernel does not say.
+inline double thread_run_ms(const std::string& id) {
+  std::ifstream in("/proc/self/task/" + id + "/schedstat");
+  unsigned long long nanoseconds = 0;
+  in >> nanoseconds;
+  return in ? static_cast<double>(nanoseconds) / 1e6 : -1.0;
 }
 
 inline std::vector<uint8_t> read_file(const std::string& path) {

@@ -179,25 +179,6 @@ TEST(ThreadPools, CallersOnManyThreadsTakeTurns) {
   EXPECT_EQ(wrong.load(), 0u);
 }
 
-std::vector<std::string> thread_ids() {
-  std::vector<std::string> ids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    ids.push_back(entry.path().filename().string());
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
-}
-
-// Time a thread of this process has spent running, in milliseconds (the
-// scheduler's count in nanoseconds, not sampled at ticks).
-double thread_run_ms(const std::string& id) {
-  std::ifstream in("/proc/self/task/" + id + "/schedstat");
-  unsigned long long nanoseconds = 0;
-  in >> nanoseconds;
-  EXPECT_TRUE(in) << "no /proc/self/task/" << id << "/schedstat";
-  return static_cast<double>(nanoseconds) / 1e6;
-}
-
 void add_up(pthreadpool_t pool) {
   std::atomic<size_t> total{0};
   parallelize_1d(
@@ -210,22 +191,22 @@ void add_up(pthreadpool_t pool) {
 TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
   ThreadPools pools(2);
   test::settled_process_threads();
-  const auto before = thread_ids();
+  const auto before = test::thread_ids();
   auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
   ASSERT_TRUE(pool);
-  const auto after = thread_ids();
-  std::vector<std::string> workers;
-  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(workers));
+  const auto after = test::thread_ids();
+  const std::vector<std::string> workers = test::threads_added(before, after);
   ASSERT_EQ(workers.size(), 1u);
+  ASSERT_GE(test::thread_run_ms(workers[0]), 0.0) << "no schedstat for the worker";
   double in_gaps = 0;
   for (int call = 0; call < 20; ++call) {
     {
       const ThreadPool::Call running(pool.get());
       for (int op = 0; op < 4; ++op) add_up(pool->get());
     }
-    const double gap_start = thread_run_ms(workers[0]);
+    const double gap_start = test::thread_run_ms(workers[0]);
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    in_gaps += thread_run_ms(workers[0]) - gap_start;
+    in_gaps += test::thread_run_ms(workers[0]) - gap_start;
   }
   // A worker left spinning runs for most of each gap (pthreadpool spins about
   // a million pause instructions before it sleeps): hundreds of milliseconds.
@@ -238,23 +219,23 @@ TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
 TEST(ThreadPools, CallsThatHandThePoolNoWorkLeaveItsWorkersAsleep) {
   ThreadPools pools(2);
   test::settled_process_threads();
-  const auto before = thread_ids();
+  const auto before = test::thread_ids();
   auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
   ASSERT_TRUE(pool);
-  const auto after = thread_ids();
-  std::vector<std::string> workers;
-  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::back_inserter(workers));
+  const auto after = test::thread_ids();
+  const std::vector<std::string> workers = test::threads_added(before, after);
   ASSERT_EQ(workers.size(), 1u);
   pool->let_workers_sleep();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double asleep = thread_run_ms(workers[0]);
+  const double asleep = test::thread_run_ms(workers[0]);
+  ASSERT_GE(asleep, 0.0) << "no schedstat for the worker";
   for (int call = 0; call < 2000; ++call) {
     const ThreadPool::Call running(pool.get());
     parallelize_1d(
         pool->get(), [](void*, size_t) {}, nullptr, 1, 0);  // one item: the caller alone
   }
   // 2000 wake-ups would take milliseconds of the worker's time.
-  EXPECT_LT(thread_run_ms(workers[0]) - asleep, 0.5);
+  EXPECT_LT(test::thread_run_ms(workers[0]) - asleep, 0.5);
   {
     const ThreadPool::Call running(pool.get());
     add_up(pool->get());
@@ -263,9 +244,9 @@ TEST(ThreadPools, CallsThatHandThePoolNoWorkLeaveItsWorkersAsleep) {
     }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const double after_work = thread_run_ms(workers[0]);
+  const double after_work = test::thread_run_ms(workers[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_LT(thread_run_ms(workers[0]) - after_work, 2.0);  // not spinning through the gap
+  EXPECT_LT(test::thread_run_ms(workers[0]) - after_work, 2.0);  // not spinning through the gap
 }
 
 // Calls are counted while they compute on the pool; only the last one out

@@ -8,6 +8,7 @@
 #include "backends/xnnpack/own_kernels.h"
 #include "backends/xnnpack/rewrites.h"
 #include "backends/xnnpack/shapes.h"
+#include "core/parallel.h"
 
 namespace etna::xnn {
 namespace {
@@ -331,13 +332,39 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
   plan->workspace_bytes = placement.total_bytes;
 
   plan->runtimes.resize(stages_.size());
+  plan->stage_pools.assign(stages_.size(), nullptr);
   for (size_t s = 0; s < stages_.size(); ++s) {
+    plan->stage_pools[s] = stage_pool(stages_[s], plan->shapes);
     if (stages_[s].engine != Engine::kSubgraph) continue;
-    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, pool());
+    auto runtime = build_stage_runtime(graph_, stages_[s].subgraph, plan->shapes, constant_data_, plan->stage_pools[s]);
     if (!runtime) return runtime.error();
     plan->runtimes[s] = std::move(*runtime);
   }
   return plan;
+}
+
+pthreadpool_t XnnpackDelegate::stage_pool(const Stage& stage, const std::vector<Shape>& shapes) const {
+  // Own kernels split their work themselves (parallel.h) and get the pool.
+  if (stage.engine == Engine::kOwnKernel) return pool();
+  // XNNPACK splits any operator over every thread it is given, so a tiny one
+  // would wake the workers for less than the wake-up costs: the same rule
+  // as etna's own kernels decides whether it gets the pool.
+  if (stage.engine == Engine::kPackedOperator) {
+    const Node& node = graph_.nodes[stage.subgraph.nodes[0]];
+    const Shape& input = shapes[node.inputs[0]];
+    const size_t reduced = node.type == NodeType::kFullyConnected
+                               ? (input.rank ? input.dims[input.rank - 1] : 1)
+                               : size_t{node.kernel_height} * node.kernel_width * node.group_input_channels;
+    const size_t macs = shapes[node.outputs[0]].numel() * reduced;
+    const bool fp32 = graph_.values[node.inputs[0]].datatype == Datatype::fp32;
+    return pool_for(pool(), task_count(pool(), macs, fp32 ? kMinTaskFloatMacs : kMinTaskIntegerMacs));
+  }
+  size_t bytes = 0;  // what the subgraph's nodes write
+  for (size_t index : stage.subgraph.nodes) {
+    const Node& node = graph_.nodes[index];
+    for (uint32_t output : node.outputs) bytes += shapes[output].numel() * sizeof(float);
+  }
+  return pool_for(pool(), task_count(pool(), bytes, kMinTaskBytes));
 }
 
 void XnnpackDelegate::mark_views(const std::vector<uint32_t>& owners, std::vector<BufferLifetime>& buffers) const {
@@ -540,7 +567,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
           const Error e = xnnpack_error(first.describe(), "xnn_setup_runtime", status);
           return error(e.code, e.message);
         }
-        ThreadPool::note_work(pool);
+        ThreadPool::note_work(plan.stage_pools[s]);
         status = xnn_invoke_runtime(runtime);
         if (status != xnn_status_success) {
           const Error e = xnnpack_error(first.describe(), "xnn_invoke_runtime", status);
@@ -550,7 +577,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
       }
       case Engine::kPackedOperator: {
         Status ran = stage.packed->run(first, plan.shapes[first.inputs[0]], data_[first.inputs[0]],
-                                       plan.shapes[first.outputs[0]], data_[first.outputs[0]], pool);
+                                       plan.shapes[first.outputs[0]], data_[first.outputs[0]], plan.stage_pools[s]);
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }

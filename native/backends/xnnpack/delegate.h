@@ -82,6 +82,9 @@ class XnnpackDelegate final : public DelegateHandle {
     std::vector<size_t> offsets;    // per value: workspace offset, or kNotInWorkspace
     size_t workspace_bytes = 0;
     std::vector<StageRuntime> runtimes;  // per stage; empty for non-subgraph stages
+    // Per stage: the pool its XNNPACK runtime or packed operator runs on,
+    // null where the work at these shapes is too small to wake a worker for.
+    std::vector<pthreadpool_t> stage_pools;
     uint64_t last_used = 0;
   };
   static constexpr size_t kNotInWorkspace = SIZE_MAX;
@@ -91,6 +94,7 @@ class XnnpackDelegate final : public DelegateHandle {
 
   Status build_stages(XnnpackModuleContext& context, const std::shared_ptr<XnnpackProgramContext>& program);
   Result<std::unique_ptr<ShapePlan>> build_plan(std::vector<size_t> signature, bool declared);
+  pthreadpool_t stage_pool(const Stage& stage, const std::vector<Shape>& shapes) const;
   // Reshapes and copies whose output can be their input's bytes: marked as
   // views, so the copy kernel finds one buffer and copies nothing.
   void mark_views(const std::vector<uint32_t>& owners, std::vector<BufferLifetime>& buffers) const;
