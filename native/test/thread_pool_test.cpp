@@ -185,18 +185,24 @@ void add_up(pthreadpool_t pool) {
       pool, [](void* context, size_t i) { *static_cast<std::atomic<size_t>*>(context) += i; }, &total, 256, 0);
 }
 
+// A pool of its own with two threads, and the id of its one worker.
+void own_pool_of_two(ThreadPools& pools, std::shared_ptr<ThreadPool>& pool, std::vector<std::string>& workers) {
+  test::settled_process_threads();
+  const auto before = test::thread_ids();
+  pool = pools.acquire(2, ThreadPoolKind::kOwn);
+  ASSERT_TRUE(pool);
+  workers = test::threads_added(before, test::thread_ids());
+  ASSERT_EQ(workers.size(), 1u);
+}
+
 // Calls with idle gaps between them, as a server's: when each call ends, its
 // worker goes to sleep instead of spinning into the gap. Only the gaps are
 // measured: within a call the worker spins between operations by design.
 TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
   ThreadPools pools(2);
-  test::settled_process_threads();
-  const auto before = test::thread_ids();
-  auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
-  ASSERT_TRUE(pool);
-  const auto after = test::thread_ids();
-  const std::vector<std::string> workers = test::threads_added(before, after);
-  ASSERT_EQ(workers.size(), 1u);
+  std::shared_ptr<ThreadPool> pool;
+  std::vector<std::string> workers;
+  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
   ASSERT_GE(test::thread_run_ms(workers[0]), 0.0) << "no schedstat for the worker";
   double in_gaps = 0;
   for (int call = 0; call < 20; ++call) {
@@ -218,13 +224,9 @@ TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
 // A call that does hand it work still sends them to sleep when it ends.
 TEST(ThreadPools, CallsThatHandThePoolNoWorkLeaveItsWorkersAsleep) {
   ThreadPools pools(2);
-  test::settled_process_threads();
-  const auto before = test::thread_ids();
-  auto pool = pools.acquire(2, ThreadPoolKind::kOwn);
-  ASSERT_TRUE(pool);
-  const auto after = test::thread_ids();
-  const std::vector<std::string> workers = test::threads_added(before, after);
-  ASSERT_EQ(workers.size(), 1u);
+  std::shared_ptr<ThreadPool> pool;
+  std::vector<std::string> workers;
+  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
   pool->let_workers_sleep();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const double asleep = test::thread_run_ms(workers[0]);
