@@ -306,8 +306,8 @@ function ifNode(view: NodeView, ctx: ImportContext, stats: RunStats): (OnnxValue
   if (thenOutputs.length !== elseOutputs.length) {
     view.invalid(`then_branch has ${thenOutputs.length} outputs and else_branch ${elseOutputs.length}`);
   }
-  // A scalar condition broadcasts to any output shape.
-  const selector = shapeOf(condition).length === 0 ? condition : reshape(ctx, condition, []);
+  // A scalar condition broadcasts to any output shape (reshape keeps one that is already a scalar).
+  const selector = reshape(ctx, condition, []);
   stats.lowered++;
   return thenOutputs.map((whenTrue, i) => {
     const whenFalse = elseOutputs[i];
