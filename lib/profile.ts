@@ -10,7 +10,7 @@
  * - `delegate`: one DelegateCall (named by its backend, `XnnpackBackend`);
  * - `instruction`: a MoveCall, JumpFalseCall or FreeCall;
  * - `stage`: one step a delegate runs inside its DelegateCall (for XNNPACK: a
- *   subgraph runtime, a packed operator or one of etna's own kernels).
+ *   subgraph runtime, a packed operator or an etna kernel).
  */
 export type ProfileCategory = 'js' | 'call' | 'kernel' | 'delegate' | 'instruction' | 'stage';
 

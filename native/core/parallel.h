@@ -1,4 +1,4 @@
-// How etna's own kernels (the XNNPACK delegate's and the portable ones) share
+// How etna kernels (the XNNPACK delegate's and the portable ones) share
 // their work with a call's thread pool (null runs everything on the calling
 // thread).
 //

@@ -357,13 +357,13 @@ TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
   EXPECT_EQ(context.stats().operators_created, 1u);
 }
 
-TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsOwnKernel) {
+TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsEtnaKernel) {
   const Built built(Case{});
   auto parsed = xnn::parse_payload(ByteSpan{built.payload.data(), built.payload.size()}, built.builder.lookup());
   ASSERT_TRUE(parsed);
   ASSERT_TRUE(xnn::check_graph(parsed->graph));
   const auto& nodes = parsed->graph.nodes;
-  EXPECT_EQ(xnn::engine_for(parsed->graph, nodes[0]), xnn::Engine::kOwnKernel);
+  EXPECT_EQ(xnn::engine_for(parsed->graph, nodes[0]), xnn::Engine::kEtnaKernel);
   EXPECT_EQ(xnn::engine_for(parsed->graph, nodes[1]), xnn::Engine::kPackedOperator);
 }
 

@@ -1,4 +1,4 @@
-// etna's own kernels split over the module's thread pool (parallel.h): on
+// etna kernels split over the module's thread pool (parallel.h): on
 // every dot-product path the CPU has, at 2 and 3 threads, each kernel gives
 // the bits it gives on one thread, both with the real minimum work per task
 // and with the minimum ignored (so small shapes split into their smallest

@@ -1,6 +1,6 @@
 // Payloads built here with the generated FlatBuffers builder, covering
 // graphs that mix XNNPACK subgraph stages, shared packed operators and
-// etna's own kernels, the three constant layouts, and dynamic input shapes.
+// etna kernels, the three constant layouts, and dynamic input shapes.
 #include <gtest/gtest.h>
 
 #include "backend_test_support.h"
@@ -13,11 +13,11 @@ using fbx::NodeUnion;
 
 // x [2, 3, 4] -> transpose [0, 2, 1] -> t [2, 4, 3]
 //   a = clamp(t + c, -1.5, 1.5)   (subgraph; c [3] broadcast)
-//   h = tanh(a)                   (own kernel)
+//   h = tanh(a)                   (etna kernel)
 //   s = sigmoid(t)                (subgraph)
-//   cat = concat(h, s, axis 2)    (own kernel) [2, 4, 6]
+//   cat = concat(h, s, axis 2)    (etna kernel) [2, 4, 6]
 //   f = cat @ w^T + b             (packed FC, w [5, 6]) -> output 2, also read below
-//   sl = f[:, 1:3, :]             (own kernel) [2, 2, 5]
+//   sl = f[:, 1:3, :]             (etna kernel) [2, 2, 5]
 //   out = sl * sl                 (subgraph) -> output 1
 struct MixedGraph {
   std::vector<float> c = {0.5f, -1.0f, 2.0f};
@@ -122,14 +122,14 @@ TEST(XnnpackStages, StagesAreSplitByEngine) {
   ASSERT_TRUE(parsed) << parsed.error().message;
   const auto& nodes = parsed->graph.nodes;
   ASSERT_EQ(nodes.size(), 8u);
-  const xnn::Engine expected[] = {xnn::Engine::kOwnKernel, xnn::Engine::kSubgraph,  xnn::Engine::kOwnKernel,
-                                  xnn::Engine::kSubgraph,  xnn::Engine::kOwnKernel, xnn::Engine::kPackedOperator,
-                                  xnn::Engine::kOwnKernel, xnn::Engine::kSubgraph};
+  const xnn::Engine expected[] = {xnn::Engine::kEtnaKernel, xnn::Engine::kSubgraph,   xnn::Engine::kEtnaKernel,
+                                  xnn::Engine::kSubgraph,   xnn::Engine::kEtnaKernel, xnn::Engine::kPackedOperator,
+                                  xnn::Engine::kEtnaKernel, xnn::Engine::kSubgraph};
   for (size_t i = 0; i < nodes.size(); ++i) EXPECT_EQ(xnn::engine_for(nodes[i].type), expected[i]) << "node " << i;
 }
 
 // The node-type table names every wire code as the schema does, and only
-// subgraph rows define while only own-kernel rows run.
+// subgraph rows define while only etna-kernel rows run.
 TEST(XnnpackStages, NodeTypeRowsMatchTheSchema) {
   for (uint8_t code = 1; code <= xnn::kLastNodeType; ++code) {
     const xnn::NodeTypeInfo& row = xnn::node_type_info(static_cast<xnn::NodeType>(code));
@@ -138,15 +138,16 @@ TEST(XnnpackStages, NodeTypeRowsMatchTheSchema) {
     EXPECT_EQ(row.define != nullptr, row.engine == xnn::Engine::kSubgraph) << row.name;
     EXPECT_EQ(row.define_name != nullptr, row.define != nullptr) << row.name;
     const bool rejected = row.datatypes == xnn::DatatypeRule::kUnsupported;
-    const bool runs_own = (row.engine == xnn::Engine::kOwnKernel && !rejected) || row.own_when != nullptr;
-    EXPECT_EQ(row.run != nullptr, runs_own) << row.name;
+    const bool runs_etna_kernel =
+        (row.engine == xnn::Engine::kEtnaKernel && !rejected) || row.etna_kernel_when != nullptr;
+    EXPECT_EQ(row.run != nullptr, runs_etna_kernel) << row.name;
     EXPECT_EQ(row.shape == nullptr, rejected) << row.name;
   }
   EXPECT_EQ(xnn::node_type_name(0), "code 0");
   EXPECT_EQ(xnn::node_type_name(xnn::kLastNodeType + 1), "code " + std::to_string(xnn::kLastNodeType + 1));
 }
 
-// Elementwise own kernels against the C library, plus both batch-matmul layouts.
+// Elementwise etna kernels against the C library, plus both batch-matmul layouts.
 TEST(XnnpackStages, OwnMathKernelsAndBatchMatmul) {
   PayloadBuilder builder;
   const uint32_t x = builder.input({4, 5}, 0);

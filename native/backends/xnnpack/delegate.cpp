@@ -5,7 +5,7 @@
 
 #include "backends/xnnpack/memory_plan.h"
 #include "backends/xnnpack/nan_keeping_kernels.h"
-#include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/etna_kernels.h"
 #include "backends/xnnpack/rewrites.h"
 #include "backends/xnnpack/shapes.h"
 #include "core/parallel.h"
@@ -73,10 +73,12 @@ Status resize_to_physical(Tensor& tensor, const Shape& shape, const Describe& wh
 
 // A stage's name in profiles: its node type and engine for a single node,
 // the node types it fuses for a subgraph ("subgraph: XNNAdd, XNNMultiply").
+// An etna kernel's stage keeps the label "(own kernel)" that profiles,
+// their readers and the docs know it by.
 std::string stage_name(const Graph& graph, Engine engine, const std::vector<size_t>& nodes) {
   const std::string first = node_type_name(graph.nodes[nodes[0]].type);
   if (engine == Engine::kPackedOperator) return first + " (packed operator)";
-  if (engine == Engine::kOwnKernel) return first + " (own kernel)";
+  if (engine == Engine::kEtnaKernel) return first + " (own kernel)";
   std::vector<std::string> types;
   for (size_t node : nodes) {
     std::string type = node_type_name(graph.nodes[node].type);
@@ -216,14 +218,14 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
       Stage stage;
       stage.engine = engine;
       stage.keeps_nan = handling_ == NanHandling::kKeepNan && nan_keeping_kernel_for(graph_, node);
-      stage.checks_nan = loses_nan_ && engine == Engine::kOwnKernel && node_type_info(node.type).may_make_nan;
+      stage.checks_nan = loses_nan_ && engine == Engine::kEtnaKernel && node_type_info(node.type).may_make_nan;
       stage.subgraph.nodes.push_back(node.index);
       stages_.push_back(std::move(stage));
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const uint32_t index = node.inputs[i];
       if (index == kNoValue) continue;
-      if (engine != Engine::kOwnKernel) read_by_xnnpack_[index] = true;
+      if (engine != Engine::kEtnaKernel) read_by_xnnpack_[index] = true;
       // Packed operators read filter and bias only while packing.
       const bool packed_weight = engine == Engine::kPackedOperator && i >= 1;
       if (graph_.values[index].is_constant && !packed_weight) needs_copy[index] = true;
@@ -344,11 +346,11 @@ Result<std::unique_ptr<XnnpackDelegate::ShapePlan>> XnnpackDelegate::build_plan(
 }
 
 pthreadpool_t XnnpackDelegate::stage_pool(const Stage& stage, const std::vector<Shape>& shapes) const {
-  // Own kernels split their work themselves (parallel.h) and get the pool.
-  if (stage.engine == Engine::kOwnKernel) return pool();
+  // etna kernels split their work themselves (parallel.h) and get the pool.
+  if (stage.engine == Engine::kEtnaKernel) return pool();
   // XNNPACK splits any operator over every thread it is given, so a tiny one
   // would wake the workers for less than the wake-up costs: the same rule
-  // as etna's own kernels decides whether it gets the pool.
+  // as etna kernels decides whether it gets the pool.
   if (stage.engine == Engine::kPackedOperator) {
     const Node& node = graph_.nodes[stage.subgraph.nodes[0]];
     const Shape& input = shapes[node.inputs[0]];
@@ -581,9 +583,9 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
         if (!ran) return error(ran.error().code, ran.error().message);
         break;
       }
-      case Engine::kOwnKernel: {
+      case Engine::kEtnaKernel: {
         Status ran = stage.keeps_nan ? run_nan_keeping_kernel(graph_, first, plan.shapes, data_.data())
-                                     : run_own_kernel(graph_, first, plan.shapes, data_.data(), pool);
+                                     : run_etna_kernel(graph_, first, plan.shapes, data_.data(), pool);
         if (!ran) return error(ran.error().code, ran.error().message);
         if (stage.checks_nan && !made_nan_) {
           const auto* made = static_cast<const float*>(data_[first.outputs[0]]);

@@ -1,6 +1,6 @@
 // One initialised XNNPACK delegate instance: the checked graph split into a
 // sequence of stages (XNNPACK subgraph runtimes, shared packed operators and
-// etna's own kernels), with a plan per input-shape signature saying where
+// etna kernels), with a plan per input-shape signature saying where
 // every intermediate lives in the workspace.
 //
 // NaN: the linked (2022) XNNPACK clamps fp32 outputs even when the bounds
@@ -12,7 +12,7 @@
 // is a call whose fp32 outputs hold NaN (the 2022 sigmoid gives NaN for
 // inputs beyond about 6e26, which an overflow inside can make).
 // That variant (NanHandling::kKeepNan) is a second delegate over the same
-// graph, made at its first use: fp32 nodes that lose NaN run as own kernels
+// graph, made at its first use: fp32 nodes that lose NaN run as etna kernels
 // (nan_keeping_kernels.h) and packed fp32 operators are checked
 // (PackedOperator::create). A NaN made inside from finite inputs that a
 // later node hides (relu(0/0) is 0 on XNNPACK) is not detected.
@@ -70,8 +70,8 @@ class XnnpackDelegate final : public DelegateHandle {
     Engine engine = Engine::kSubgraph;
     SubgraphStage subgraph;                  // nodes (all engines) and externals (subgraph)
     std::shared_ptr<PackedOperator> packed;  // kPackedOperator
-    bool keeps_nan = false;                  // kOwnKernel: the node's NaN-keeping kernel
-    bool checks_nan = false;                 // kOwnKernel, fast variant: may make NaN (NodeTypeInfo::may_make_nan)
+    bool keeps_nan = false;                  // kEtnaKernel: the node's NaN-keeping kernel
+    bool checks_nan = false;                 // kEtnaKernel, fast variant: may make NaN (NodeTypeInfo::may_make_nan)
     std::string name;                        // for profiles: "XNNFullyConnected (packed operator)"
   };
 

@@ -529,7 +529,7 @@ bool dot_path_available(DotPath path) { return cpu_runs(path); }
 void force_dot_path(DotPath path) { forced_path.store(static_cast<int>(path), std::memory_order_relaxed); }
 void clear_forced_dot_path() { forced_path.store(-1, std::memory_order_relaxed); }
 
-Status quantize_per_token_kernel(const OwnKernelCall& call) {
+Status quantize_per_token_kernel(const EtnaKernelCall& call) {
   const Shape& shape = call.shapes[call.node.outputs[0]];
   const size_t row_length = dynamic_row_length(shape, call.graph.values[call.node.outputs[0]].quant.nonbatch_dims);
   const size_t rows = row_length ? shape.numel() / row_length : 0;

@@ -35,14 +35,14 @@ bool dot_path_available(DotPath path);
 // Tests and benchmarks only: run every later call on `path` (must be available).
 void force_dot_path(DotPath path);
 void clear_forced_dot_path();
-// Whether `path` includes AVX2 and FMA, which the fp32 own kernels' vector code
+// Whether `path` includes AVX2 and FMA, which the fp32 etna kernels' vector code
 // needs: every path but the portable one (VNNI is only chosen alongside them).
 inline bool path_has_avx2(DotPath path) { return path != DotPath::kScalar; }
 
-// Convert fp32 -> qdint8 (own kernel row): one scale and zero point per row
+// Convert fp32 -> qdint8 (etna kernel row): one scale and zero point per row
 // of the output's num_nonbatch_dims trailing dims (a token, or a whole image
 // for a convolution), chosen as XNNPACK's qd8 conversion chooses them.
-Status quantize_per_token_kernel(const OwnKernelCall& call);
+Status quantize_per_token_kernel(const EtnaKernelCall& call);
 
 class DynamicLinear {
  public:

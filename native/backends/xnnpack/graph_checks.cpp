@@ -182,7 +182,7 @@ class NodeChecker {
   }
 
   // Fully connected (qd8 x qc8w / qc4w / qb4w) or convolution (qd8 x qc8w)
-  // over a dynamically quantized input, fp32 out, run by etna's own kernels
+  // over a dynamically quantized input, fp32 out, run by etna kernels
   // (dynamic_linear.h, dynamic_conv.h).
   Status dynamic_weights() const {
     const uint32_t input = node_.inputs[0], filter = node_.inputs[1], bias = node_.inputs[2];

@@ -1,4 +1,4 @@
-// The fp32 matrix multiply behind the XNNBatchMatrixMultiply own kernel.
+// The fp32 matrix multiply behind the XNNBatchMatrixMultiply etna kernel.
 // AVX2 + FMA register tiles when the CPU has them (chosen at run time, as the
 // build targets no particular CPU), portable loops otherwise. Paths may round
 // differently (fused multiply-adds) but each output is summed in k order.

@@ -14,11 +14,11 @@
 namespace etna::xnn {
 namespace {
 
-const float* input_floats(const OwnKernelCall& call, size_t i) {
+const float* input_floats(const EtnaKernelCall& call, size_t i) {
   return static_cast<const float*>(call.data[call.node.inputs[i]]);
 }
-float* output_floats(const OwnKernelCall& call) { return static_cast<float*>(call.data[call.node.outputs[0]]); }
-const Shape& output_shape(const OwnKernelCall& call) { return call.shapes[call.node.outputs[0]]; }
+float* output_floats(const EtnaKernelCall& call) { return static_cast<float*>(call.data[call.node.outputs[0]]); }
+const Shape& output_shape(const EtnaKernelCall& call) { return call.shapes[call.node.outputs[0]]; }
 
 // torch.maximum / torch.minimum: NaN when either side is NaN.
 float maximum_keeping_nan(float x, float y) { return std::isnan(x) ? x : (std::isnan(y) ? y : (x > y ? x : y)); }
@@ -41,7 +41,7 @@ void broadcast_strides(const Shape& shape, const Shape& out, size_t* strides) {
 }
 
 template <typename Op>
-void broadcast_binary(const OwnKernelCall& call, Op op) {
+void broadcast_binary(const EtnaKernelCall& call, Op op) {
   const Shape& out_shape = output_shape(call);
   const size_t count = out_shape.numel();
   if (count == 0) return;
@@ -80,7 +80,7 @@ size_t padding_before(const Node& node, size_t input, size_t output, uint32_t ke
 // is over the pixels inside the image, and the average divides by how many
 // there are, as XNNPACK's kernels do.
 template <bool kMax>
-Status pool(const OwnKernelCall& call) {
+Status pool(const EtnaKernelCall& call) {
   const Node& node = call.node;
   const Shape& in = call.shapes[node.inputs[0]];
   const Shape& out = output_shape(call);
@@ -158,7 +158,7 @@ Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::v
                               void* const* data) {
   const auto run = nan_keeping_kernel_for(graph, node);
   if (!run) return make_error(ErrorCode::kInternal, node.describe() + " has no NaN-keeping kernel");
-  return run(OwnKernelCall{node, shapes, data, sizeof(float), graph});
+  return run(EtnaKernelCall{node, shapes, data, sizeof(float), graph});
 }
 
 FloatSpecials float_specials_scalar(const float* data, size_t count) {
@@ -181,7 +181,7 @@ FloatSpecials float_specials(const float* data, size_t count) {
   return float_specials_scalar(data, count);
 }
 
-Status nan_keeping_binary_kernel(const OwnKernelCall& call) {
+Status nan_keeping_binary_kernel(const EtnaKernelCall& call) {
   switch (call.node.type) {
     case NodeType::kAdd: broadcast_binary(call, [](float x, float y) { return x + y; }); break;
     case NodeType::kSubtract: broadcast_binary(call, [](float x, float y) { return x - y; }); break;
@@ -198,7 +198,7 @@ Status nan_keeping_binary_kernel(const OwnKernelCall& call) {
   return Status::ok();
 }
 
-Status nan_keeping_clamp_kernel(const OwnKernelCall& call) {
+Status nan_keeping_clamp_kernel(const EtnaKernelCall& call) {
   const size_t count = output_shape(call).numel();
   const float* input = input_floats(call, 0);
   float* output = output_floats(call);
@@ -209,7 +209,7 @@ Status nan_keeping_clamp_kernel(const OwnKernelCall& call) {
 
 // The 2022 XNNPACK's sigmoid gives NaN beyond |x| of about 6e26 and for the
 // infinities, where the answer is 1 or 0; this one does not.
-Status nan_keeping_sigmoid_kernel(const OwnKernelCall& call) {
+Status nan_keeping_sigmoid_kernel(const EtnaKernelCall& call) {
   const size_t count = output_shape(call).numel();
   const float* input = input_floats(call, 0);
   float* output = output_floats(call);
@@ -224,7 +224,7 @@ Status nan_keeping_sigmoid_kernel(const OwnKernelCall& call) {
 
 // Over the innermost dim, as torch.softmax: a row holding NaN, or whose
 // largest value is infinite, is NaN throughout; -Infinity gives exactly 0.
-Status nan_keeping_softmax_kernel(const OwnKernelCall& call) {
+Status nan_keeping_softmax_kernel(const EtnaKernelCall& call) {
   const Shape& shape = output_shape(call);
   const size_t len = shape.rank ? shape.dims[shape.rank - 1] : 1;
   if (len == 0) return Status::ok();
@@ -248,11 +248,11 @@ Status nan_keeping_softmax_kernel(const OwnKernelCall& call) {
   return Status::ok();
 }
 
-Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call) { return pool<true>(call); }
-Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call) { return pool<false>(call); }
+Status nan_keeping_max_pooling_kernel(const EtnaKernelCall& call) { return pool<true>(call); }
+Status nan_keeping_average_pooling_kernel(const EtnaKernelCall& call) { return pool<false>(call); }
 
 // The mean of each image's pixels per channel (NHWC in, N x C elements out).
-Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call) {
+Status nan_keeping_global_average_pooling_kernel(const EtnaKernelCall& call) {
   const Shape& in = call.shapes[call.node.inputs[0]];
   const size_t batch = in.dims[0], pixels = in.dims[1] * in.dims[2], channels = in.dims[3];
   const float* input = input_floats(call, 0);

@@ -13,17 +13,17 @@
 namespace etna::xnn {
 
 // Runs the node's NaN-keeping kernel (nan_keeping_kernel_for), as
-// run_own_kernel runs a row's own kernel.
+// run_etna_kernel runs a row's etna kernel.
 Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes,
                               void* const* data);
 
-Status nan_keeping_binary_kernel(const OwnKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
-Status nan_keeping_clamp_kernel(const OwnKernelCall& call);
-Status nan_keeping_sigmoid_kernel(const OwnKernelCall& call);
-Status nan_keeping_softmax_kernel(const OwnKernelCall& call);
-Status nan_keeping_max_pooling_kernel(const OwnKernelCall& call);
-Status nan_keeping_average_pooling_kernel(const OwnKernelCall& call);
-Status nan_keeping_global_average_pooling_kernel(const OwnKernelCall& call);
+Status nan_keeping_binary_kernel(const EtnaKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
+Status nan_keeping_clamp_kernel(const EtnaKernelCall& call);
+Status nan_keeping_sigmoid_kernel(const EtnaKernelCall& call);
+Status nan_keeping_softmax_kernel(const EtnaKernelCall& call);
+Status nan_keeping_max_pooling_kernel(const EtnaKernelCall& call);
+Status nan_keeping_average_pooling_kernel(const EtnaKernelCall& call);
+Status nan_keeping_global_average_pooling_kernel(const EtnaKernelCall& call);
 
 // What `count` floats hold besides numbers. Scanned before and after every
 // fast call of a delegate that loses NaN, so it runs at memory speed (AVX2

@@ -2,7 +2,7 @@
 
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/nan_keeping_kernels.h"
-#include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/etna_kernels.h"
 #include "backends/xnnpack/payload.h"
 #include "backends/xnnpack/shapes.h"
 
@@ -12,7 +12,7 @@ namespace {
 using Read = Status (*)(const void*, NodeReader&, Node&);
 using ShapeRule = Status (*)(ShapeCall&);
 using Define = xnn_status (*)(const DefineCall&);
-using Run = Status (*)(const OwnKernelCall&);
+using Run = Status (*)(const EtnaKernelCall&);
 
 constexpr int64_t kAnyFlags = -1;
 constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked release does not know it
@@ -40,17 +40,19 @@ constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_f
           nullptr,   nullptr, nullptr};
 }
 
-// A node etna runs itself (own_kernels.cpp).
-constexpr NodeTypeInfo own(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
-                           DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
-  return {
-      type, name,   Engine::kOwnKernel, inputs, 1, allowed_flags, datatypes, nullptr, -1, read, shape, nullptr, nullptr,
-      run,  nullptr};
+// A node etna runs itself (etna_kernels.cpp).
+constexpr NodeTypeInfo etna_kernel(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
+                                   DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
+  return {type,      name,    Engine::kEtnaKernel,
+          inputs,    1,       allowed_flags,
+          datatypes, nullptr, -1,
+          read,      shape,   nullptr,
+          nullptr,   run,     nullptr};
 }
 
 // A subgraph node that runs as etna's kernel `run` when `when` holds.
-constexpr NodeTypeInfo own_kernel_when(NodeTypeInfo info, bool (*when)(const Graph&, const Node&), Run run) {
-  info.own_when = when;
+constexpr NodeTypeInfo as_etna_kernel_when(NodeTypeInfo info, bool (*when)(const Graph&, const Node&), Run run) {
+  info.etna_kernel_when = when;
   info.run = run;
   return info;
 }
@@ -66,7 +68,7 @@ constexpr NodeTypeInfo keeping_nan_with(NodeTypeInfo info, Run run) {
   return info;
 }
 
-// An own kernel that can make NaN from numbers (NodeTypeInfo::may_make_nan).
+// An etna kernel that can make NaN from numbers (NodeTypeInfo::may_make_nan).
 constexpr NodeTypeInfo making_nan(NodeTypeInfo info) {
   info.may_make_nan = true;
   return info;
@@ -76,7 +78,7 @@ constexpr NodeTypeInfo making_nan(NodeTypeInfo info) {
 constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, const char* reason) {
   return {type,
           name,
-          Engine::kOwnKernel,
+          Engine::kEtnaKernel,
           -1,
           -1,
           kAnyFlags,
@@ -115,7 +117,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                 return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags);
                               }),
                      nan_keeping_sigmoid_kernel),
-    own(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
+    etna_kernel(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
         transpose_kernel),
     keeping_nan_with(
         subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
@@ -197,7 +199,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
         nan_keeping_binary_kernel),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
              [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    own_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
+    as_etna_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
                              "xnn_define_convert",
                              [](const DefineCall& c) {
                                return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags);
@@ -211,7 +213,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                                                c.in[0], c.out[0], c.node.flags & ~kKeepDimsFlag);
                  }),
         nan_keeping_global_average_pooling_kernel),
-    own(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
+    etna_kernel(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
         copy_kernel),
     // The index output is declared fp32 and receives uint32 indices.
     subgraph(T::kArgMaxPooling2d, "XNNArgMaxPooling2d", 1, 2, R::kFloat, read_argmax_pooling_node, pooling_shape,
@@ -223,7 +225,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                                    c.out[1], n.flags & ~kKeepDimsFlag);
              }),
     // Own, not XNNPACK's: the fast variant checks its output for NaN.
-    making_nan(own(T::kSquareRoot, "XNNSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input,
+    making_nan(etna_kernel(T::kSquareRoot, "XNNSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input,
                    sqrt_kernel)),
     subgraph(T::kCeiling, "XNNCeiling", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_ceiling",
              [](const DefineCall& c) { return xnn_define_ceiling(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
@@ -257,29 +259,29 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                    return xnn_define_prelu(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
                  }),
         1),
-    own(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+    etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
-    own(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+    etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
-    own(T::kConcatenate4, "XNNConcatenate4", 4, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+    etna_kernel(T::kConcatenate4, "XNNConcatenate4", 4, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
-    own(T::kStaticSlice, "XNNStaticSlice", 1, kAnyFlags, R::kMovable, read_slice_node, slice_shape, slice_kernel),
+    etna_kernel(T::kStaticSlice, "XNNStaticSlice", 1, kAnyFlags, R::kMovable, read_slice_node, slice_shape, slice_kernel),
     rejected(T::kScaledDotProductAttention, "XNNScaledDotProductAttention", read_attention_node,
              "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)"),
-    own(T::kBatchMatrixMultiply, "XNNBatchMatrixMultiply", 2, 0x1, R::kFloat, read_binary_node, batch_matmul_shape,
+    etna_kernel(T::kBatchMatrixMultiply, "XNNBatchMatrixMultiply", 2, 0x1, R::kFloat, read_binary_node, batch_matmul_shape,
         batch_matmul_kernel),
-    own(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
+    etna_kernel(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
     packed(T::kConvTranspose2d, "XNNConvTranspose2d", 0, R::kTensorWeights, read_convolution_node, convolution_shape),
-    making_nan(own(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
+    making_nan(etna_kernel(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
                    same_shape_as_input, rsqrt_kernel)),
-    making_nan(own(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel)),
-    own(T::kGelu, "XNNGelu", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, gelu_kernel),
-    own(T::kTanh, "XNNTanh", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, tanh_kernel),
-    own(T::kExp, "XNNExp", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, exp_kernel),
-    own(T::kSin, "XNNSin", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, sin_kernel),
-    own(T::kCopy, "XNNCopy", 1, kAnyFlags, R::kMovable, read_unary_node, same_shape_as_input, copy_kernel),
-    own(T::kCos, "XNNCos", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, cos_kernel),
+    making_nan(etna_kernel(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel)),
+    etna_kernel(T::kGelu, "XNNGelu", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, gelu_kernel),
+    etna_kernel(T::kTanh, "XNNTanh", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, tanh_kernel),
+    etna_kernel(T::kExp, "XNNExp", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, exp_kernel),
+    etna_kernel(T::kSin, "XNNSin", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, sin_kernel),
+    etna_kernel(T::kCopy, "XNNCopy", 1, kAnyFlags, R::kMovable, read_unary_node, same_shape_as_input, copy_kernel),
+    etna_kernel(T::kCos, "XNNCos", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, cos_kernel),
 };
 
 constexpr bool rows_in_code_order() {
@@ -299,17 +301,17 @@ Engine engine_for(NodeType type) { return node_type_info(type).engine; }
 
 Engine engine_for(const Graph& graph, const Node& node) {
   const NodeTypeInfo& info = node_type_info(node.type);
-  return info.own_when && info.own_when(graph, node) ? Engine::kOwnKernel : info.engine;
+  return info.etna_kernel_when && info.etna_kernel_when(graph, node) ? Engine::kEtnaKernel : info.engine;
 }
 
-Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const OwnKernelCall&) {
+Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const EtnaKernelCall&) {
   const NodeTypeInfo& info = node_type_info(node.type);
   if (!info.run_keeping_nan || engine_for(graph, node) != Engine::kSubgraph) return nullptr;
   return graph.values[node.outputs[0]].datatype == Datatype::fp32 ? info.run_keeping_nan : nullptr;
 }
 
 Engine engine_for(const Graph& graph, const Node& node, NanHandling handling) {
-  if (handling == NanHandling::kKeepNan && nan_keeping_kernel_for(graph, node)) return Engine::kOwnKernel;
+  if (handling == NanHandling::kKeepNan && nan_keeping_kernel_for(graph, node)) return Engine::kEtnaKernel;
   return engine_for(graph, node);
 }
 

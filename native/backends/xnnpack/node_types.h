@@ -1,7 +1,7 @@
 // Everything etna knows about each XNNPACK node type, one row per type:
 // wire code, name, engine, arity, flags, datatype rule, payload reader, shape
 // rule, and the function that defines it in an XNNPACK subgraph or runs it
-// as etna's own kernel. Parsing, checks, shape inference, stage building and
+// as an etna kernel. Parsing, checks, shape inference, stage building and
 // execution look a node's row up; adding a node type means adding its row
 // (node_types.cpp) and the functions the row names.
 #pragma once
@@ -18,7 +18,7 @@ namespace etna::xnn {
 enum class Engine : uint8_t {
   kSubgraph,        // an XNNPACK subgraph node (xnn_define_*)
   kPackedOperator,  // an XNNPACK operator whose packed weights the module shares
-  kOwnKernel,       // etna's own C++ code: the linked XNNPACK has no such node
+  kEtnaKernel,      // etna's own C++ code: the linked XNNPACK has no such node
 };
 
 // Which datatypes a node accepts (graph_checks.cpp applies the rule).
@@ -45,10 +45,10 @@ struct DefineCall {
   const std::vector<uint32_t>& out;
 };
 
-// The arguments of a row's own kernel: `data[v]` is the buffer of value v,
+// The arguments of a row's etna kernel: `data[v]` is the buffer of value v,
 // sized for `shapes[v]` (checked by infer_shapes(), so kernels only index
 // within them); element_size is that of the node's output datatype.
-struct OwnKernelCall {
+struct EtnaKernelCall {
   const Node& node;
   const std::vector<Shape>& shapes;
   void* const* data;
@@ -84,16 +84,16 @@ struct NodeTypeInfo {
   // kSubgraph: the xnn_define_* call and its name (for messages).
   xnn_status (*define)(const DefineCall& call);
   const char* define_name;
-  // kOwnKernel: runs the node.
-  Status (*run)(const OwnKernelCall& call);
-  // A node of another engine runs as the own kernel `run` when this holds
+  // kEtnaKernel: runs the node.
+  Status (*run)(const EtnaKernelCall& call);
+  // A node of another engine runs as the etna kernel `run` when this holds
   // (Convert to qdint8, which the linked XNNPACK lacks); nullptr for never.
-  bool (*own_when)(const Graph& graph, const Node& node);
+  bool (*etna_kernel_when)(const Graph& graph, const Node& node);
   // fp32 nodes whose XNNPACK kernels turn NaN into a bound: the kernel the
   // delegate's NaN-keeping variant runs instead (nan_keeping_kernels.h);
   // nullptr when XNNPACK's kernel keeps NaN or the node is not a subgraph node.
-  Status (*run_keeping_nan)(const OwnKernelCall& call) = nullptr;
-  // An own kernel that can make NaN from numbers (the square root, reciprocal
+  Status (*run_keeping_nan)(const EtnaKernelCall& call) = nullptr;
+  // An etna kernel that can make NaN from numbers (the square root, reciprocal
   // square root or log of a negative): the fast variant checks its output,
   // since a later XNNPACK clamp would turn that NaN into a number.
   bool may_make_nan = false;
@@ -104,19 +104,19 @@ const NodeTypeInfo& node_type_info(NodeType type);
 
 // The engine of the type's row.
 Engine engine_for(NodeType type);
-// The engine this node runs on (its row's, unless the row's own_when holds).
+// The engine this node runs on (its row's, unless the row's etna_kernel_when holds).
 Engine engine_for(const Graph& graph, const Node& node);
 
 // Whether a call's NaN and infinities must take the delegate's NaN-keeping
 // variant: the fast one gives XNNPACK's result, which loses NaN.
 enum class NanHandling : uint8_t {
   kFast,     // XNNPACK's kernels throughout
-  kKeepNan,  // fp32 nodes that lose NaN run as own kernels or checked packed operators
+  kKeepNan,  // fp32 nodes that lose NaN run as etna kernels or checked packed operators
 };
 
-// The own kernel an fp32 node runs as under NanHandling::kKeepNan, or nullptr
+// The etna kernel an fp32 node runs as under NanHandling::kKeepNan, or nullptr
 // when it runs as under kFast.
-Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const OwnKernelCall&);
+Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const EtnaKernelCall&);
 // The engine of the node under `handling`.
 Engine engine_for(const Graph& graph, const Node& node, NanHandling handling);
 

@@ -1,6 +1,6 @@
 // fp32 output bounds (a node's output_min/output_max) applied as PyTorch's
 // clamp applies them: NaN stays NaN, every other value is held within the
-// bounds, and -0 stays -0 at a bound of 0. etna's own kernels clamp with
+// bounds, and -0 stays -0 at a bound of 0. etna kernels clamp with
 // these; the linked (2022) XNNPACK's own clamps turn NaN into the lower bound.
 #pragma once
 

@@ -80,7 +80,7 @@ uint8_t quantized_bound_u8(float bound, const Quantization& q) {
 namespace {
 
 // Whether kKeepNan creates the node's operator unbounded (an fp32 XNNPACK
-// operator; etna's own kernels behind a packed node keep NaN already).
+// operator; etna kernels behind a packed node keep NaN already).
 bool finished_keeping_nan(const Graph& graph, const Node& node, NanHandling handling) {
   if (handling != NanHandling::kKeepNan) return false;
   if (graph.values[node.inputs[0]].datatype != Datatype::fp32) return false;
@@ -356,7 +356,7 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 
 Status PackedOperator::run(const Node& node, const Shape& input_shape, const void* input, const Shape& output_shape,
                            void* output, pthreadpool_t threadpool) {
-  // etna's own kernels keep no per-call state in the object: no turns needed.
+  // etna kernels keep no per-call state in the object: no turns needed.
   if (dynamic_) return dynamic_->run(node, input_shape, input, static_cast<float*>(output), threadpool);
   if (dynamic_conv_) return dynamic_conv_->run(node, input_shape, input, static_cast<float*>(output), threadpool);
   if (patch_) {

@@ -1,6 +1,6 @@
 // Fully-connected, convolution, depthwise-convolution and transposed-
 // convolution nodes run as XNNPACK operators (through xnn_compat.h) rather
-// than subgraph nodes, or as etna's own kernels shared the same way
+// than subgraph nodes, or as etna kernels shared the same way
 // (fully-connected nodes over dynamically quantized inputs as DynamicLinear,
 // convolutions over them as DynamicConv, transposed convolutions whose kernel
 // is their stride as PatchDeconvolution): an operator packs its weights once

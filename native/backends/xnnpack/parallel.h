@@ -1,4 +1,4 @@
-// How the XNNPACK delegate's own kernels split their work over the module's
+// How the XNNPACK delegate's etna kernels split their work over the module's
 // thread pool: the rules of core/parallel.h, shared with the portable
 // kernels, under the names these kernels have always used.
 #pragma once

@@ -9,7 +9,7 @@ namespace etna::xnn {
 std::vector<bool> fold_transposes_into_matmuls(Graph& graph) {
   std::vector<bool> folded(graph.nodes.size(), false);
   for (Node& matmul : graph.nodes) {
-    if (matmul.type != NodeType::kBatchMatrixMultiply || engine_for(graph, matmul) != Engine::kOwnKernel) continue;
+    if (matmul.type != NodeType::kBatchMatrixMultiply || engine_for(graph, matmul) != Engine::kEtnaKernel) continue;
     Value& operand = graph.values[matmul.inputs[1]];
     if (operand.producer < 0 || operand.is_output || operand.consumers.size() != 1) continue;
     const Node& transpose = graph.nodes[static_cast<size_t>(operand.producer)];

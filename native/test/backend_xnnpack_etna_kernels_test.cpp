@@ -1,4 +1,4 @@
-// etna's own kernels where speed matters: the batch matrix multiply behind
+// etna kernels where speed matters: the batch matrix multiply behind
 // XNNBatchMatrixMultiply on every instruction-set path the CPU has, on shapes
 // that leave remainders after its register tiles, against sums in double, and
 // through the delegate at the shapes a decoder's attention gives it, with B
@@ -80,7 +80,7 @@ std::vector<float> run_on_path(PayloadBuilder& builder, const std::vector<int64_
   return output.to_vector();
 }
 
-TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
+TEST(XnnpackEtnaKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
   const size_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const size_t ks[] = {1, 7, 8, 32, 33, 130};
   const size_t ns[] = {1, 5, 8, 15, 16, 17, 32, 40};
@@ -117,7 +117,7 @@ TEST(XnnpackOwnKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
   }
 }
 
-TEST(XnnpackOwnKernels, MatmulEmptyInnerDimensionGivesZeros) {
+TEST(XnnpackEtnaKernels, MatmulEmptyInnerDimensionGivesZeros) {
   for (xnn::DotPath path : available_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const ForcedPath forced(path);
@@ -134,7 +134,7 @@ TEST(XnnpackOwnKernels, MatmulEmptyInnerDimensionGivesZeros) {
 // [heads, head_dim, positions], then probabilities times values), batched by
 // head, plus odd batched shapes in both layouts; each path through the
 // delegate against the reference, and the paths against each other.
-TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
+TEST(XnnpackEtnaKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
   struct Product {
     size_t batches, m, k, n;
     bool transposed;
@@ -183,7 +183,7 @@ TEST(XnnpackOwnKernels, MatmulDelegateRunsAttentionShapesOnEveryPath) {
 // among the two matrix dims the transpose is folded into the multiply: the
 // workspace holds nothing, and each path gives the very bits it gives with
 // the transposed cache materialised as a dense input.
-TEST(XnnpackOwnKernels, MatmulReadsATransposedCacheInPlace) {
+TEST(XnnpackEtnaKernels, MatmulReadsATransposedCacheInPlace) {
   struct Case {
     size_t positions, heads, head_dim, rows;
     std::vector<uint32_t> perm;
@@ -266,7 +266,7 @@ TEST(XnnpackOwnKernels, MatmulReadsATransposedCacheInPlace) {
 
 // A view shares its owner's offset; the pair is busy for the union of their
 // lifetimes, so a buffer living inside that union never overlaps them.
-TEST(XnnpackOwnKernels, MemoryPlanPlacesViewsWithTheirOwner) {
+TEST(XnnpackEtnaKernels, MemoryPlanPlacesViewsWithTheirOwner) {
   std::vector<xnn::BufferLifetime> buffers(4);
   buffers[0] = {256, 0, 1};     // produced at 0, reshaped at 1
   buffers[1] = {256, 1, 5, 0};  // the reshape's output, read until 5
@@ -283,7 +283,7 @@ TEST(XnnpackOwnKernels, MemoryPlanPlacesViewsWithTheirOwner) {
 // in -> t = in + in -> r = reshape(t) -> u = r * r -> v = reshape(u) -> out = v + t.
 // t is read after its reshape, and u is made while r (t's bytes) is still
 // needed, so the views' lifetimes must cover their owners' readers.
-TEST(XnnpackOwnKernels, ReshapesAreViewsAndKeepValues) {
+TEST(XnnpackEtnaKernels, ReshapesAreViewsAndKeepValues) {
   PayloadBuilder builder;
   const uint32_t in = builder.input({2, 3}, 0), out = builder.output({2, 3}, 1);
   const uint32_t t = builder.internal({2, 3}), r = builder.internal({3, 2}), u = builder.internal({3, 2}),
@@ -315,7 +315,7 @@ TEST(XnnpackOwnKernels, ReshapesAreViewsAndKeepValues) {
 // A reshape of a delegate input read only by etna's kernels is the caller's
 // bytes (nothing in the workspace); one XNNPACK reads stays a copy, since
 // XNNPACK may read past the end of the caller's buffer.
-TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
+TEST(XnnpackEtnaKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
   const std::vector<float> x = {1, 2, 3, 4, 5, 6};
   for (bool xnnpack_reads : {false, true}) {
     SCOPED_TRACE(xnnpack_reads ? "read by XNNPACK" : "read by a transpose");
@@ -349,7 +349,7 @@ TEST(XnnpackOwnKernels, ReshapeOfAnInputIsTheCallersBytesUnlessXnnpackReadsIt) {
 // A value read only by the reshape that makes a delegate output is written
 // into the caller's output: nothing in the workspace, nothing copied. Read by
 // anything else too, it keeps its own buffer.
-TEST(XnnpackOwnKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
+TEST(XnnpackEtnaKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
   const std::vector<float> x = {1, -2, 3, 0.5f, -4, 6};
   for (bool read_again : {false, true}) {
     SCOPED_TRACE(read_again ? "also read by an Add" : "read by the reshape only");
@@ -393,7 +393,7 @@ TEST(XnnpackOwnKernels, ValueReshapedIntoAnOutputIsTheCallersBytes) {
 // GELU's vectorized erf against the exact form in double, on every path: a
 // sweep over [-10, 10] plus far-out values, with a count that leaves a tail
 // after the 8-lane blocks. Every vector path runs the same AVX2 code.
-TEST(XnnpackOwnKernels, GeluMatchesTheErfFormOnEveryPath) {
+TEST(XnnpackEtnaKernels, GeluMatchesTheErfFormOnEveryPath) {
   std::vector<float> x;
   for (int i = 0; i < 3000; ++i) x.push_back(-10.0f + 20.0f * static_cast<float>(i) / 2999.0f);
   for (float far : {-1e30f, -50.0f, -0.0f, 1e-20f, 50.0f, 1e30f}) x.push_back(far);
@@ -462,7 +462,7 @@ std::vector<float> spread_of_finite_floats() {
 // denormals to the largest float) and values around the thresholds the
 // vector code switches at (2^-12 and the cap at 20). Specials: ±0 keep
 // their sign, ±Inf give ±1, NaN of either sign stays NaN.
-TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
+TEST(XnnpackEtnaKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
   std::vector<float> x = spread_of_finite_floats();
   for (float center : {0x1p-12f, 0.5f, 1.0f, 9.0f, 20.0f}) {
     float up = center, down = center;
@@ -508,7 +508,7 @@ TEST(XnnpackOwnKernels, TanhWithinTwoUlpOfDoubleOnEveryPath) {
 // Exp and Log on every path within 2 ulp of the double function rounded to
 // float over a spread of bit patterns of both signs (NaN where it gives
 // NaN, infinities where it overflows), and their specials.
-TEST(XnnpackOwnKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
+TEST(XnnpackEtnaKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
   std::vector<float> x = spread_of_finite_floats();
   for (float v = -110.0f; v <= 100.0f; v += 0.37f) x.push_back(v);
   const size_t finite = x.size();
@@ -565,7 +565,7 @@ TEST(XnnpackOwnKernels, ExpAndLogWithinTwoUlpOfDoubleOnEveryPath) {
 // interleave, a few channels other than 3, and permutations that keep the
 // innermost dim (rows copied whole), on every path: each output element is
 // the input element the permutation names.
-TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
+TEST(XnnpackEtnaKernels, TransposesBetweenImageLayoutsOnEveryPath) {
   struct Case {
     std::vector<uint32_t> dims, perm;
   };
@@ -616,7 +616,7 @@ TEST(XnnpackOwnKernels, TransposesBetweenImageLayoutsOnEveryPath) {
 // Channel concatenation of NHWC maps whose pixels hold 16, 32, 128 bytes
 // (copied as inlined chunks), 12 and 132 bytes (library copies): every
 // output pixel holds each input's channels in input order.
-TEST(XnnpackOwnKernels, ConcatenatesShortAndLongChannelRows) {
+TEST(XnnpackEtnaKernels, ConcatenatesShortAndLongChannelRows) {
   const std::vector<uint32_t> channels = {4, 8, 3, 32, 33};
   const uint32_t height = 3, width = 5, pixels = height * width;
   uint32_t total = 0;
@@ -659,7 +659,7 @@ TEST(XnnpackOwnKernels, ConcatenatesShortAndLongChannelRows) {
 // writes its own patch): patch rows of 8 or more outputs (one product per
 // row) and narrower ones (the row of pixels as columns), odd channel counts,
 // batches, no bias and output bounds, on every path, against sums in double.
-TEST(XnnpackOwnKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
+TEST(XnnpackEtnaKernels, PatchDeconvolutionMatchesSumsOnEveryPath) {
   struct Case {
     uint32_t batch, height, width, in_channels, out_channels, kernel_h, kernel_w;
     bool bias;

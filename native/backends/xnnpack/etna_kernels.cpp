@@ -1,4 +1,4 @@
-#include "backends/xnnpack/own_kernels.h"
+#include "backends/xnnpack/etna_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define ETNA_OWN_KERNELS_X86 1
+#define ETNA_KERNELS_X86 1
 #endif
 
 namespace etna::xnn {
@@ -49,7 +49,7 @@ void for_row_runs(pthreadpool_t threadpool, size_t rows, size_t row_bytes, const
                [&](size_t task) { fn(task * per_task, std::min(rows, (task + 1) * per_task)); });
 }
 
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
 
 // The whole 8 x 8 tiles of out[i * out_stride + j] = in[j * in_stride + i]
 // (i < rows, j < cols); returns how many rows and columns they cover.
@@ -90,7 +90,7 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const float* const colum
   return i;
 }
 
-#endif  // ETNA_OWN_KERNELS_X86
+#endif  // ETNA_KERNELS_X86
 
 // Moves 2-D tiles: rows along the output dim whose input stride is smallest
 // (the input's contiguous dim), columns along the output's innermost dim, so
@@ -117,7 +117,7 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   const size_t col_in = in_strides_by_out[rank - 1];
   const size_t row_out = out_strides[row_dim];
   bool tiles_in_registers = false;
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
   tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
 #endif
   // The dims other than row_dim and the innermost, as a shape to count blocks in.
@@ -145,7 +145,7 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
     Element* out_block = output + target + first_row * row_out;
     if (row_in == 1 && cols < kFewColumns) {
       size_t done = 0;
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
       if (tiles_in_registers && cols == 3 && row_out == 3) {
         const float* planes[3] = {reinterpret_cast<const float*>(in_block),
                                   reinterpret_cast<const float*>(in_block + col_in),
@@ -160,7 +160,7 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
       }
     } else {
       size_t done_rows = 0, done_cols = 0;
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
       if (tiles_in_registers) {
         std::tie(done_rows, done_cols) =
             transpose_tiles_avx2(reinterpret_cast<const float*>(in_block), col_in, reinterpret_cast<float*>(out_block),
@@ -360,7 +360,7 @@ void batch_matmul(const Node& node, const std::vector<Shape>& shapes, void* cons
 
 // fp32 in, fp32 out, element by element.
 template <typename Fn>
-Status map_floats(const OwnKernelCall& call, Fn fn) {
+Status map_floats(const EtnaKernelCall& call, Fn fn) {
   const size_t count = call.shapes[call.node.outputs[0]].numel();
   const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
   float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
@@ -370,7 +370,7 @@ Status map_floats(const OwnKernelCall& call, Fn fn) {
 
 float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
 
 // e^y for y <= 0 (clamped at -87, above float's smallest normal): y = n ln2
 // + r with ln2 split in two for an exact n ln2, e^r (|r| <= ln2/2) by its
@@ -517,25 +517,25 @@ __attribute__((target("avx2,fma"))) void map_halves_avx2(const float* input, flo
   for (; i < count; ++i) output[i] = scalar(input[i]);
 }
 
-#endif  // ETNA_OWN_KERNELS_X86
+#endif  // ETNA_KERNELS_X86
 
 }  // namespace
 
-Status transpose_kernel(const OwnKernelCall& call) {
+Status transpose_kernel(const EtnaKernelCall& call) {
   return transpose(call.node, call.shapes, call.data, call.element_size, call.threadpool);
 }
 
-Status concatenate_kernel(const OwnKernelCall& call) {
+Status concatenate_kernel(const EtnaKernelCall& call) {
   concatenate(call.node, call.shapes, call.data, call.element_size, call.threadpool);
   return Status::ok();
 }
 
-Status slice_kernel(const OwnKernelCall& call) {
+Status slice_kernel(const EtnaKernelCall& call) {
   slice(call.node, call.shapes, call.data, call.element_size, call.threadpool);
   return Status::ok();
 }
 
-Status copy_kernel(const OwnKernelCall& call) {
+Status copy_kernel(const EtnaKernelCall& call) {
   const Node& node = call.node;
   const size_t bytes = call.shapes[node.outputs[0]].numel() * call.element_size;
   auto* target = static_cast<uint8_t*>(call.data[node.outputs[0]]);
@@ -553,15 +553,15 @@ Status copy_kernel(const OwnKernelCall& call) {
   return Status::ok();
 }
 
-Status batch_matmul_kernel(const OwnKernelCall& call) {
+Status batch_matmul_kernel(const EtnaKernelCall& call) {
   batch_matmul(call.node, call.shapes, call.data, call.threadpool);
   return Status::ok();
 }
 
-Status rsqrt_kernel(const OwnKernelCall& call) {
+Status rsqrt_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return 1.0f / std::sqrt(x); });
 }
-Status sqrt_kernel(const OwnKernelCall& call) {
+Status sqrt_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return std::sqrt(x); });
 }
 float exp_scalar(float x) { return std::exp(x); }
@@ -571,7 +571,7 @@ float tanh_scalar(float x) { return std::tanh(x); }
 // A whole-tensor fp32 map with AVX2 (nullptr where the build has none).
 using FloatMapAvx2 = void (*)(const float* input, float* output, size_t count);
 
-#ifdef ETNA_OWN_KERNELS_X86
+#ifdef ETNA_KERNELS_X86
 __attribute__((target("avx2,fma"))) void exp_avx2(const float* input, float* output, size_t count) {
   map_halves_avx2(
       input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return exp_half_avx2(x); }, exp_scalar);
@@ -587,7 +587,7 @@ __attribute__((target("avx2,fma"))) void log_avx2(const float* input, float* out
 
 // The AVX2 map where the CPU has it, else `scalar` element by element.
 template <typename Scalar>
-Status map_floats_fastest(const OwnKernelCall& call, FloatMapAvx2 avx2, Scalar scalar) {
+Status map_floats_fastest(const EtnaKernelCall& call, FloatMapAvx2 avx2, Scalar scalar) {
   if (avx2 && path_has_avx2(active_dot_path())) {
     avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
          static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
@@ -598,22 +598,22 @@ Status map_floats_fastest(const OwnKernelCall& call, FloatMapAvx2 avx2, Scalar s
 
 // Exp, Log and Tanh: with AVX2, in double 8 lanes at a time, within 1 ulp;
 // otherwise the C library's expf, logf and tanhf.
-Status exp_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(exp), exp_scalar); }
-Status log_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(log), log_scalar); }
-Status tanh_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(tanh), tanh_scalar); }
+Status exp_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(exp), exp_scalar); }
+Status log_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(log), log_scalar); }
+Status tanh_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(tanh), tanh_scalar); }
 // Exact (erf) form; the tanh approximation differs by up to ~1e-3. With
 // AVX2, erf is approximated to float precision (gelu_avx2).
-Status gelu_kernel(const OwnKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
+Status gelu_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
 #undef ETNA_AVX2_MAP
-Status sin_kernel(const OwnKernelCall& call) {
+Status sin_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return std::sin(x); });
 }
-Status cos_kernel(const OwnKernelCall& call) {
+Status cos_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return std::cos(x); });
 }
 
-Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data,
-                      pthreadpool_t threadpool) {
+Status run_etna_kernel(const Graph& graph, const Node& node, const std::vector<Shape>& shapes, void* const* data,
+                       pthreadpool_t threadpool) {
   for (uint32_t index : node.inputs) {
     if (index != kNoValue && !data[index]) {
       return make_error(ErrorCode::kInternal,
@@ -627,9 +627,9 @@ Status run_own_kernel(const Graph& graph, const Node& node, const std::vector<Sh
     }
   }
   const NodeTypeInfo& info = node_type_info(node.type);
-  if (!info.run) return make_error(ErrorCode::kInternal, node.describe() + " has no own kernel");
+  if (!info.run) return make_error(ErrorCode::kInternal, node.describe() + " has no etna kernel");
   const size_t element_size = datatype_size(graph.values[node.outputs[0]].datatype);
-  return info.run(OwnKernelCall{node, shapes, data, element_size, graph, threadpool});
+  return info.run(EtnaKernelCall{node, shapes, data, element_size, graph, threadpool});
 }
 
 }  // namespace etna::xnn
