@@ -197,6 +197,31 @@ inline void copy_row(uint8_t* target, const uint8_t* source, size_t bytes) {
   }
 }
 
+// Fills each row of the output (its last dim, contiguous) from the input: the
+// row at output index (i_0, .., i_{rank-2}) starts at input element
+// `base + sum of i_d * strides[d]`, its elements contiguous there too.
+void copy_rows(const uint8_t* input, size_t base, const size_t* strides, uint8_t* output, const Shape& out_shape,
+               size_t element_size, pthreadpool_t threadpool) {
+  const size_t rank = out_shape.rank;
+  const size_t run = out_shape.dims[rank - 1] * element_size;
+  const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
+  for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
+    size_t index[kMaxRank] = {};
+    unravel(first, out_shape, rank - 1, index);
+    uint8_t* target = output + first * run;
+    for (size_t row = first; row < end; ++row) {
+      size_t source = base;
+      for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * strides[d];
+      copy_row(target, input + source * element_size, run);
+      target += run;
+      for (size_t d = rank - 1; d-- > 0;) {
+        if (++index[d] < out_shape.dims[d]) break;
+        index[d] = 0;
+      }
+    }
+  });
+}
+
 Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
                  pthreadpool_t threadpool) {
   const Shape& in_shape = shapes[node.inputs[0]];
@@ -215,24 +240,7 @@ Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const
 
   // When the innermost dim stays innermost, copy contiguous runs.
   if (node.perm[out_shape.rank - 1] == out_shape.rank - 1) {
-    const size_t rank = out_shape.rank;
-    const size_t run = out_shape.dims[rank - 1] * element_size;
-    const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
-    for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
-      size_t index[kMaxRank] = {};
-      unravel(first, out_shape, rank - 1, index);
-      uint8_t* target = output + first * run;
-      for (size_t row = first; row < end; ++row) {
-        size_t source = 0;
-        for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * by_out[d];
-        copy_row(target, input + source * element_size, run);
-        target += run;
-        for (size_t d = rank - 1; d-- > 0;) {
-          if (++index[d] < out_shape.dims[d]) break;
-          index[d] = 0;
-        }
-      }
-    });
+    copy_rows(input, 0, by_out, output, out_shape, element_size, threadpool);
     return Status::ok();
   }
   switch (element_size) {
@@ -285,26 +293,9 @@ void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data
   }
   size_t in_strides[kMaxRank];
   contiguous_strides(in_shape, in_strides);
-  const size_t rank = out_shape.rank;
   size_t base = 0;
-  for (size_t d = 0; d < rank; ++d) base += node.offsets[d] * in_strides[d];
-  const size_t run = out_shape.dims[rank - 1] * element_size;
-  const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
-  for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
-    size_t index[kMaxRank] = {};
-    unravel(first, out_shape, rank - 1, index);
-    uint8_t* target = output + first * run;
-    for (size_t row = first; row < end; ++row) {
-      size_t source = base;
-      for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * in_strides[d];
-      copy_row(target, input + source * element_size, run);
-      target += run;
-      for (size_t d = rank - 1; d-- > 0;) {
-        if (++index[d] < out_shape.dims[d]) break;
-        index[d] = 0;
-      }
-    }
-  });
+  for (size_t d = 0; d < out_shape.rank; ++d) base += node.offsets[d] * in_strides[d];
+  copy_rows(input, base, in_strides, output, out_shape, element_size, threadpool);
 }
 
 // B may be read through a permutation (node.b_perm, a transpose the delegate

@@ -75,6 +75,28 @@ uint8_t quantized_bound_u8(float bound, const Quantization& q) {
   return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+// A per-channel int8 filter must be quantized along its output-channel dim.
+Status check_channel_dim(const Value& filter, size_t expected, const std::string& where) {
+  if (filter.quant.channel_dim == expected) return Status::ok();
+  return make_error(ErrorCode::kUnsupportedOperator,
+                    where + ": per-channel filter quantized along dim " + std::to_string(filter.quant.channel_dim) +
+                        ", expected the output-channel dim " + std::to_string(expected));
+}
+
+// Calls an xnn_create_convolution2d_* or xnn_create_deconvolution2d_*
+// function with the node's geometry, then `rest` (quantization, weights,
+// bounds, flags), which is where the two families and their arithmetics differ.
+template <typename Create, typename... Rest>
+xnn_status create_image_operator(Create create, xnn_operator_t* op, const Node& node, Rest... rest) {
+  const uint32_t groups = node.groups;
+  const size_t group_in = node.group_input_channels;
+  const size_t group_out = node.group_output_channels;
+  return compat::create_operator(create, op, node.padding_top, node.padding_right, node.padding_bottom,
+                                 node.padding_left, node.kernel_height, node.kernel_width, node.stride_height,
+                                 node.stride_width, node.dilation_height, node.dilation_width, groups, group_in,
+                                 group_out, groups * group_in, groups * group_out, rest...);
+}
+
 }  // namespace
 
 namespace {
@@ -231,13 +253,7 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
         // 1x1 convolution over [batch, 1, 1, K] computes the same thing with
         // the filter as [N, 1, 1, K]. Newer releases run it the same way, so
         // every release runs the same operator.
-        const size_t expected_channel_dim = transposed ? 1 : 0;
-        if (filter.quant.channel_dim != expected_channel_dim) {
-          return make_error(ErrorCode::kUnsupportedOperator, where + ": per-channel filter quantized along dim " +
-                                                                 std::to_string(filter.quant.channel_dim) +
-                                                                 ", expected the output-channel dim " +
-                                                                 std::to_string(expected_channel_dim));
-        }
+        ETNA_TRY(check_channel_dim(filter, transposed ? 1 : 0, where));
         std::vector<int8_t> rows;
         const int8_t* kernel_rows = static_cast<const int8_t*>(kernel);
         if (transposed) {
@@ -258,56 +274,37 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
     }
   } else {
     const bool depthwise = node.type == NodeType::kDepthwiseConv2d;
-    const uint32_t groups = node.groups;
-    const size_t group_in = node.group_input_channels;
-    const size_t group_out = node.group_output_channels;
-    const size_t in_stride = groups * group_in;
-    const size_t out_stride = groups * group_out;
     // Only SAME padding (0x4) passes the checks; depthwise adds the layout flag.
     const uint32_t flags = (node.flags & 0x4) | (depthwise ? XNN_FLAG_DEPTHWISE_CONVOLUTION : 0);
     if (packed->kind_ == Kind::kConvolution) {
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_convolution2d_nhwc_f32";
-          status = compat::create_operator(
-              xnn_create_convolution2d_nhwc_f32, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, flags);
+          status =
+              create_image_operator(xnn_create_convolution2d_nhwc_f32, &op, node, static_cast<const float*>(kernel),
+                                    static_cast<const float*>(bias_pointer), min, max, flags);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_convolution2d_nhwc_qs8";
-          status = compat::create_operator(
-              xnn_create_convolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
+          status = create_image_operator(xnn_create_convolution2d_nhwc_qs8, &op, node, input_zero_s8, input.quant.scale,
+                                         filter.quant.scale, static_cast<const int8_t*>(kernel),
+                                         static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale,
+                                         min_s8, max_s8, flags);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_convolution2d_nhwc_qu8";
-          status = compat::create_operator(
-              xnn_create_convolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, flags);
+          status = create_image_operator(xnn_create_convolution2d_nhwc_qu8, &op, node, input_zero_u8, input.quant.scale,
+                                         kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
+                                         static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale,
+                                         min_u8, max_u8, flags);
           break;
         case Arithmetic::kQC8: {
-          const size_t expected_channel_dim = depthwise ? 3 : 0;
-          if (filter.quant.channel_dim != expected_channel_dim) {
-            return make_error(ErrorCode::kUnsupportedOperator, where + ": per-channel filter quantized along dim " +
-                                                                   std::to_string(filter.quant.channel_dim) +
-                                                                   ", expected the output-channel dim " +
-                                                                   std::to_string(expected_channel_dim));
-          }
+          ETNA_TRY(check_channel_dim(filter, depthwise ? 3 : 0, where));
           call = compat::kCreateConvolution2dNhwcQc8;
-          status = compat::create_operator(
-              compat::create_convolution2d_nhwc_qc8, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              input_zero_s8, input.quant.scale, filter.quant.channel_scales.data(), static_cast<const int8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
+          status = create_image_operator(compat::create_convolution2d_nhwc_qc8, &op, node, input_zero_s8,
+                                         input.quant.scale, filter.quant.channel_scales.data(),
+                                         static_cast<const int8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
+                                         output_zero_s8, output.quant.scale, min_s8, max_s8, flags);
           break;
         }
       }
@@ -317,29 +314,23 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
       switch (packed->arithmetic_) {
         case Arithmetic::kF32:
           call = "xnn_create_deconvolution2d_nhwc_f32";
-          status = compat::create_operator(
-              xnn_create_deconvolution2d_nhwc_f32, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              static_cast<const float*>(kernel), static_cast<const float*>(bias_pointer), min, max, 0);
+          status =
+              create_image_operator(xnn_create_deconvolution2d_nhwc_f32, &op, node, static_cast<const float*>(kernel),
+                                    static_cast<const float*>(bias_pointer), min, max, 0);
           break;
         case Arithmetic::kQS8:
           call = "xnn_create_deconvolution2d_nhwc_qs8";
-          status = compat::create_operator(
-              xnn_create_deconvolution2d_nhwc_qs8, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              input_zero_s8, input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale, min_s8, max_s8, 0);
+          status = create_image_operator(xnn_create_deconvolution2d_nhwc_qs8, &op, node, input_zero_s8,
+                                         input.quant.scale, filter.quant.scale, static_cast<const int8_t*>(kernel),
+                                         static_cast<const int32_t*>(bias_pointer), output_zero_s8, output.quant.scale,
+                                         min_s8, max_s8, 0);
           break;
         case Arithmetic::kQU8:
           call = "xnn_create_deconvolution2d_nhwc_qu8";
-          status = compat::create_operator(
-              xnn_create_deconvolution2d_nhwc_qu8, &op, node.padding_top, node.padding_right, node.padding_bottom,
-              node.padding_left, node.kernel_height, node.kernel_width, node.stride_height, node.stride_width,
-              node.dilation_height, node.dilation_width, groups, group_in, group_out, in_stride, out_stride,
-              input_zero_u8, input.quant.scale, kernel_zero_u8, filter.quant.scale, static_cast<const uint8_t*>(kernel),
-              static_cast<const int32_t*>(bias_pointer), output_zero_u8, output.quant.scale, min_u8, max_u8, 0);
+          status = create_image_operator(xnn_create_deconvolution2d_nhwc_qu8, &op, node, input_zero_u8,
+                                         input.quant.scale, kernel_zero_u8, filter.quant.scale,
+                                         static_cast<const uint8_t*>(kernel), static_cast<const int32_t*>(bias_pointer),
+                                         output_zero_u8, output.quant.scale, min_u8, max_u8, 0);
           break;
         case Arithmetic::kQC8:
           return make_error(ErrorCode::kUnsupportedOperator,
