@@ -48,6 +48,15 @@ Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   return Status::ok();
 }
 
+// begin_call on `module` for execute and executeSync, which throw its failure.
+CallBaton begin_call_or_throw(const Napi::CallbackInfo& info, std::shared_ptr<Module> module) {
+  CallBaton baton;
+  baton.module = std::move(module);
+  Status begun = begin_call(info, baton);
+  if (!begun) throw make_js_error(info.Env(), begun.error());
+  return baton;
+}
+
 // Runs `run()` on the libuv pool and settles a promise on the JS thread:
 // rejected with an EtnaError-shaped error, or resolved with `resolve(value)`.
 template <typename T>
@@ -287,10 +296,7 @@ Napi::Value ModuleWrap::memory_report(const Napi::CallbackInfo& info) {
 Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
-    CallBaton baton;
-    baton.module = live_module(env);
-    Status begun = begin_call(info, baton);
-    if (!begun) throw make_js_error(env, begun.error());
+    CallBaton baton = begin_call_or_throw(info, live_module(env));
     return addon_data(env).call_runner->submit(env, std::make_unique<ExecuteJob>(std::move(baton)));
   });
 }
@@ -298,10 +304,7 @@ Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
 Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
-    CallBaton baton;
-    baton.module = live_module(env);
-    Status begun = begin_call(info, baton);
-    if (!begun) throw make_js_error(env, begun.error());
+    CallBaton baton = begin_call_or_throw(info, live_module(env));
     auto result = baton.run();
     baton.call.reset();
     if (!result) throw make_js_error(env, result.error());
