@@ -4,6 +4,8 @@
 // weights.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "backend_test_support.h"
 #include "backends/registry.h"
 #include "backends/xnnpack/sha256.h"
@@ -170,6 +172,24 @@ TEST(XnnpackFiles, DjlUnplannedAddComputesSum) {
   check_add_file("djl_add_unplanned_xnnpack.pte");
 }
 
+// Runs a method whose delegate takes one input and gives one output, on
+// buffers of the planned size and then on larger ones, against `reference`
+// of the pseudo-random input (`count` values from `seed`, then `seed + 1`).
+void check_one_in_one_out(const DelegatedMethod& method, size_t count, uint32_t seed, float range,
+                          const std::function<std::vector<float>(const std::vector<float>&)>& reference) {
+  auto delegate = init_delegate(method);
+  ASSERT_TRUE(delegate.handle);
+  for (uint32_t round = 0; round < 2; ++round) {
+    auto tensors = method.make_args(round == 0 ? 0 : 64);
+    ASSERT_EQ(tensors.size(), 2u);
+    const auto x = pseudo_random(count, seed + round, range);
+    tensors[0]->fill(x);
+    Status status = execute(*delegate.handle, tensors);
+    ASSERT_TRUE(status) << status.error().message;
+    EXPECT_TRUE(close_to(tensors[1]->to_vector(), reference(x)));
+  }
+}
+
 TEST(XnnpackFiles, Linear129MatchesReferenceFromNamedData) {
   ETNA_REQUIRE_TESTDATA();
   DelegatedMethod method = load_method("djl_lin129_planned.pte");
@@ -180,23 +200,15 @@ TEST(XnnpackFiles, Linear129MatchesReferenceFromNamedData) {
   ASSERT_EQ(weights.size(), 64u * 129u);
   ASSERT_EQ(bias.size(), 64u);
 
-  auto delegate = init_delegate(method);
-  ASSERT_TRUE(delegate.handle);
-  for (uint32_t round = 0; round < 2; ++round) {
-    auto tensors = method.make_args(round == 0 ? 0 : 64);
-    ASSERT_EQ(tensors.size(), 2u);
-    auto x = pseudo_random(129, 7 + round, 3.0f);
-    tensors[0]->fill(x);
-    Status status = execute(*delegate.handle, tensors);
-    ASSERT_TRUE(status) << status.error().message;
+  check_one_in_one_out(method, 129, 7, 3.0f, [&](const std::vector<float>& x) {
     std::vector<float> expected(64);
     for (size_t n = 0; n < 64; ++n) {
       double sum = bias[n];
       for (size_t k = 0; k < 129; ++k) sum += double(weights[n * 129 + k]) * x[k];
       expected[n] = static_cast<float>(sum);
     }
-    EXPECT_TRUE(close_to(tensors[1]->to_vector(), expected));
-  }
+    return expected;
+  });
 }
 
 TEST(XnnpackFiles, ConvMatchesReferenceFromNamedData) {
@@ -219,16 +231,8 @@ TEST(XnnpackFiles, ConvMatchesReferenceFromNamedData) {
   ASSERT_EQ(filter.size(), 8u * 3 * 3 * 3);
   ASSERT_EQ(bias.size(), 8u);
 
-  auto delegate = init_delegate(method);
-  ASSERT_TRUE(delegate.handle);
-  for (uint32_t round = 0; round < 2; ++round) {
-    auto tensors = method.make_args(round == 0 ? 0 : 64);
-    ASSERT_EQ(tensors.size(), 2u);
-    const size_t C = 3, H = 16, W = 16, O = 8;
-    auto x = pseudo_random(C * H * W, 31 + round);
-    tensors[0]->fill(x);
-    Status status = execute(*delegate.handle, tensors);
-    ASSERT_TRUE(status) << status.error().message;
+  const size_t C = 3, H = 16, W = 16, O = 8;
+  check_one_in_one_out(method, C * H * W, 31, 1.0f, [&](const std::vector<float>& x) {
     std::vector<float> expected(O * H * W);
     for (size_t o = 0; o < O; ++o) {
       for (size_t y = 0; y < H; ++y) {
@@ -247,8 +251,8 @@ TEST(XnnpackFiles, ConvMatchesReferenceFromNamedData) {
         }
       }
     }
-    EXPECT_TRUE(close_to(tensors[1]->to_vector(), expected));
-  }
+    return expected;
+  });
 }
 
 TEST(XnnpackFiles, NamedKeysAreSha256OfTheirBytes) {

@@ -250,6 +250,25 @@ std::vector<float> conv_reference(const std::vector<float>& in, size_t h, size_t
   return out;
 }
 
+// One fp32 node of the convolution family over an input of `in_dims`, its
+// filter and bias constants, run on `input`: the node's output.
+std::vector<float> run_convolution(NodeUnion type, const Params& p, const std::vector<uint32_t>& in_dims,
+                                   const std::vector<float>& input, const std::vector<uint32_t>& filter_dims,
+                                   const std::vector<float>& filter, const std::vector<float>& bias,
+                                   const std::vector<uint32_t>& out_dims,
+                                   std::optional<std::pair<float, float>> bounds = {}) {
+  PayloadBuilder b;
+  const uint32_t x = b.input(in_dims, 0);
+  const uint32_t f = b.constant(filter_dims, filter);
+  const uint32_t bb = b.constant({static_cast<uint32_t>(bias.size())}, bias);
+  const uint32_t y = b.output(out_dims, 1);
+  b.convolution(type, p, x, f, bb, y, bounds);
+  auto r = run_graph(b, {{std::vector<int64_t>(in_dims.begin(), in_dims.end()), input}},
+                     {{std::vector<int64_t>(out_dims.begin(), out_dims.end())}});
+  EXPECT_EQ(r.size(), 1u);
+  return r.empty() ? std::vector<float>{} : r[0];
+}
+
 TEST(XnnpackNodes, GroupedStridedConvolutionWithBounds) {
   Params p;
   p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = 1;
@@ -259,15 +278,10 @@ TEST(XnnpackNodes, GroupedStridedConvolutionWithBounds) {
   p.group_out = 3;
   p.groups = 2;
   const auto filter = pseudo_random(6 * 3 * 3 * 2, 6), bias = pseudo_random(6, 7);
-  PayloadBuilder b;
-  const uint32_t x = b.input({1, 5, 5, 4}, 0);
-  const uint32_t f = b.constant({6, 3, 3, 2}, filter), bb = b.constant({6}, bias);
-  const uint32_t y = b.output({1, 3, 3, 6}, 1);
-  b.convolution(NodeUnion::XNNConv2d, p, x, f, bb, y, std::make_pair(-1.0f, 1.0f));
   const auto xv = pseudo_random(100, 8);
-  auto r = run_graph(b, {{{1, 5, 5, 4}, xv}}, {{{1, 3, 3, 6}}});
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_TRUE(close_to(r[0], conv_reference(xv, 5, 5, filter, bias, p, 3, 3, -1.0f, 1.0f)));
+  const auto out = run_convolution(NodeUnion::XNNConv2d, p, {1, 5, 5, 4}, xv, {6, 3, 3, 2}, filter, bias, {1, 3, 3, 6},
+                                   std::make_pair(-1.0f, 1.0f));
+  EXPECT_TRUE(close_to(out, conv_reference(xv, 5, 5, filter, bias, p, 3, 3, -1.0f, 1.0f)));
 }
 
 TEST(XnnpackNodes, DilatedConvolution) {
@@ -277,15 +291,9 @@ TEST(XnnpackNodes, DilatedConvolution) {
   p.group_in = 3;
   p.group_out = 2;
   const auto filter = pseudo_random(2 * 2 * 2 * 3, 9), bias = pseudo_random(2, 10);
-  PayloadBuilder b;
-  const uint32_t x = b.input({1, 4, 5, 3}, 0);
-  const uint32_t f = b.constant({2, 2, 2, 3}, filter), bb = b.constant({2}, bias);
-  const uint32_t y = b.output({1, 2, 3, 2}, 1);
-  b.convolution(NodeUnion::XNNConv2d, p, x, f, bb, y);
   const auto xv = pseudo_random(60, 11);
-  auto r = run_graph(b, {{{1, 4, 5, 3}, xv}}, {{{1, 2, 3, 2}}});
-  ASSERT_EQ(r.size(), 1u);
-  EXPECT_TRUE(close_to(r[0], conv_reference(xv, 4, 5, filter, bias, p, 2, 3, -INFINITY, INFINITY)));
+  const auto out = run_convolution(NodeUnion::XNNConv2d, p, {1, 4, 5, 3}, xv, {2, 2, 2, 3}, filter, bias, {1, 2, 3, 2});
+  EXPECT_TRUE(close_to(out, conv_reference(xv, 4, 5, filter, bias, p, 2, 3, -INFINITY, INFINITY)));
 }
 
 TEST(XnnpackNodes, DepthwiseConvolution) {
@@ -296,14 +304,9 @@ TEST(XnnpackNodes, DepthwiseConvolution) {
   p.group_out = 2;  // depth multiplier
   p.groups = 3;     // input channels
   const auto filter = pseudo_random(3 * 3 * 6, 12), bias = pseudo_random(6, 13);
-  PayloadBuilder b;
-  const uint32_t x = b.input({1, 4, 4, 3}, 0);
-  const uint32_t f = b.constant({1, 3, 3, 6}, filter), bb = b.constant({6}, bias);
-  const uint32_t y = b.output({1, 4, 4, 6}, 1);
-  b.convolution(NodeUnion::XNNDepthwiseConv2d, p, x, f, bb, y);
   const auto xv = pseudo_random(48, 14);
-  auto r = run_graph(b, {{{1, 4, 4, 3}, xv}}, {{{1, 4, 4, 6}}});
-  ASSERT_EQ(r.size(), 1u);
+  const auto out =
+      run_convolution(NodeUnion::XNNDepthwiseConv2d, p, {1, 4, 4, 3}, xv, {1, 3, 3, 6}, filter, bias, {1, 4, 4, 6});
   std::vector<float> expected(4 * 4 * 6);
   for (size_t oy = 0; oy < 4; ++oy) {
     for (size_t ox = 0; ox < 4; ++ox) {
@@ -320,7 +323,7 @@ TEST(XnnpackNodes, DepthwiseConvolution) {
       }
     }
   }
-  EXPECT_TRUE(close_to(r[0], expected));
+  EXPECT_TRUE(close_to(out, expected));
 }
 
 TEST(XnnpackNodes, TransposedConvolution) {
@@ -332,14 +335,9 @@ TEST(XnnpackNodes, TransposedConvolution) {
   p.group_in = 2;
   p.group_out = 4;
   const auto filter = pseudo_random(4 * 3 * 3 * 2, 15), bias = pseudo_random(4, 16);
-  PayloadBuilder b;
-  const uint32_t x = b.input({1, 3, 3, 2}, 0);
-  const uint32_t f = b.constant({4, 3, 3, 2}, filter), bb = b.constant({4}, bias);
-  const uint32_t y = b.output({1, 6, 6, 4}, 1);
-  b.convolution(NodeUnion::XNNConvTranspose2d, p, x, f, bb, y);
   const auto xv = pseudo_random(18, 17);
-  auto r = run_graph(b, {{{1, 3, 3, 2}, xv}}, {{{1, 6, 6, 4}}});
-  ASSERT_EQ(r.size(), 1u);
+  const auto out =
+      run_convolution(NodeUnion::XNNConvTranspose2d, p, {1, 3, 3, 2}, xv, {4, 3, 3, 2}, filter, bias, {1, 6, 6, 4});
   std::vector<double> acc(6 * 6 * 4, 0.0);
   for (size_t oy = 0; oy < 6; ++oy) {
     for (size_t ox = 0; ox < 6; ++ox) {
@@ -362,7 +360,7 @@ TEST(XnnpackNodes, TransposedConvolution) {
       }
     }
   }
-  EXPECT_TRUE(close_to(r[0], std::vector<float>(acc.begin(), acc.end())));
+  EXPECT_TRUE(close_to(out, std::vector<float>(acc.begin(), acc.end())));
 }
 
 // ---- quantized ----

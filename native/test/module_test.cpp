@@ -198,17 +198,22 @@ TEST(Module, BadInputsAreRefusedWithReasons) {
   EXPECT_EQ(missing.error().code, ErrorCode::kMethodNotFound);
 }
 
+// Loads `bytes` as a program, a module of it and its "forward" method: the
+// first failure, if any.
+Status load_forward(const std::vector<uint8_t>& bytes) {
+  auto program = Program::load_bytes(bytes.data(), bytes.size());
+  if (!program) return program.error();
+  auto module = Module::load(*program, ModuleOptions{});
+  if (!module) return module.error();
+  return (*module)->load_method("forward");
+}
+
 TEST(Module, MissingOperatorsAreListedAtLoad) {
   ETNA_REQUIRE_TESTDATA();
   auto bytes = test::read_file(testdata("et_ModuleLinear-no-constant-segment.pte"));
   ASSERT_TRUE(test::patch_bytes(bytes, "aten::mul", "aten::zzz"));
   ASSERT_TRUE(test::patch_bytes(bytes, "aten::add", "aten::yyy"));
-  auto program = Program::load_bytes(bytes.data(), bytes.size());
-  ASSERT_TRUE(program) << program.error().message;
-  ModuleOptions options;
-  auto module = Module::load(*program, options);
-  ASSERT_TRUE(module);
-  Status status = (*module)->load_method("forward");
+  Status status = load_forward(bytes);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().code, ErrorCode::kUnsupportedOperator);
   EXPECT_NE(status.error().message.find("aten::zzz.out, aten::yyy.out"), std::string::npos) << status.error().message;
@@ -218,11 +223,7 @@ TEST(Module, UnknownBackendIsNamed) {
   ETNA_REQUIRE_TESTDATA();
   auto bytes = test::read_file(testdata("npr_add_xnnpack.pte"));
   ASSERT_TRUE(test::patch_bytes(bytes, "XnnpackBackend", "QnnBackendXXXX"));
-  auto program = Program::load_bytes(bytes.data(), bytes.size());
-  ASSERT_TRUE(program) << program.error().message;
-  auto module = Module::load(*program, ModuleOptions{});
-  ASSERT_TRUE(module);
-  Status status = (*module)->load_method("forward");
+  Status status = load_forward(bytes);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().code, ErrorCode::kUnsupportedBackend);
   EXPECT_NE(status.error().message.find("'QnnBackendXXXX'"), std::string::npos) << status.error().message;
@@ -259,11 +260,7 @@ TEST(Module, DelegatePayloadDisagreeingWithItsCallIsRefusedAtLoad) {
   ETNA_REQUIRE_TESTDATA();
   auto bytes = test::read_file(testdata("npr_add_xnnpack.pte"));
   ASSERT_TRUE(set_num_externs(bytes, 296));
-  auto program = Program::load_bytes(bytes.data(), bytes.size());
-  ASSERT_TRUE(program) << program.error().message;
-  auto module = Module::load(*program, ModuleOptions{});
-  ASSERT_TRUE(module);
-  Status status = (*module)->load_method("forward");
+  Status status = load_forward(bytes);
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().code, ErrorCode::kInvalidProgram);
   EXPECT_NE(status.error().message.find("its payload declares 296 inputs and outputs"), std::string::npos)

@@ -291,11 +291,11 @@ const CallShape kConvolution{"forward", {{1, 3, 16, 16}}};
 size_t cores() { return ThreadPools::default_max_threads(); }
 
 // Runs `steps` rounds of `call` through each module, `threads` threads at
-// once, each thread taking its share of the modules in turn; counts outputs
-// that differ from `expected` and calls that fail.
-void run_modules_at_once(std::vector<std::unique_ptr<Module>>& modules, int threads, int steps, const CallShape& call,
-                         const std::vector<std::vector<uint8_t>>& expected, std::atomic<int>& mismatches,
-                         std::atomic<int>& failures) {
+// once, each thread taking its share of the modules in turn; every call must
+// succeed and give `expected`.
+void expect_modules_match_at_once(std::vector<std::unique_ptr<Module>>& modules, int threads, int steps,
+                                  const CallShape& call, const std::vector<std::vector<uint8_t>>& expected) {
+  std::atomic<int> mismatches{0}, failures{0};
   StartLine start(threads);
   run_threads(threads, [&](int thread) {
     start.arrive_and_wait();
@@ -312,6 +312,8 @@ void run_modules_at_once(std::vector<std::unique_ptr<Module>>& modules, int thre
       }
     }
   });
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0) << "outputs that differ from a lone module's";
 }
 
 // 64 sessions at numThreads 2, as a server would keep them: all of them
@@ -337,10 +339,7 @@ TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
   EXPECT_EQ(ThreadPools::process().shared_pools(), workers);
   EXPECT_EQ(ThreadPools::process().shared_worker_threads(), workers);
 
-  std::atomic<int> mismatches{0}, failures{0};
-  run_modules_at_once(modules, kModules, 6, kConvolution, expected[0], mismatches, failures);
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0) << "outputs that differ from a lone module's";
+  expect_modules_match_at_once(modules, kModules, 6, kConvolution, expected[0]);
   modules.clear();
   EXPECT_EQ(ThreadPools::process().shared_pools(), 0u);
   EXPECT_EQ(test::process_threads(), threads_before);
@@ -377,10 +376,7 @@ TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
   EXPECT_EQ(ThreadPools::process().shared_worker_threads(), shared_workers);
   EXPECT_EQ(test::process_threads() - threads_before, shared_workers + own_workers);
 
-  std::atomic<int> mismatches{0}, failures{0};
-  run_modules_at_once(modules, kModules, 12, kConvolution, expected[0], mismatches, failures);
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(mismatches.load(), 0);
+  expect_modules_match_at_once(modules, kModules, 12, kConvolution, expected[0]);
 }
 
 // One module keeps calling while others over the same pool come and go: the
