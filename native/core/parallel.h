@@ -1,4 +1,4 @@
-// How etna kernels (the XNNPACK delegate's and the portable ones) share
+// How the portable kernels and the XNNPACK delegate's etna kernels share
 // their work with a call's thread pool (null runs everything on the calling
 // thread).
 //
