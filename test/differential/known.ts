@@ -37,10 +37,21 @@ export interface KnownDisagreement {
   inputsFinite?: boolean;
   /** A denormal appears in the inputs or in a value computed on the way. */
   denormals?: boolean;
-  /** Some node of this operator reads a first input in [low, high]. */
-  inputIn?: { op: string; low: number; high: number };
-  /** A Floor, Ceil, Round or Sign reads a value close to (not on) where its result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0. */
+  /** Some node of this operator (or of one of these) reads a first input in [low, high]. */
+  inputIn?: { op: string | string[]; low: number; high: number };
+  /**
+   * A Floor, Ceil, Round or Sign reads a value close to (not on) where its
+   * result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0, on etna's
+   * portable kernels or on onnxruntime.
+   */
   nearJump?: boolean;
+  /**
+   * A value disagreement within what the graph's tolerance allows once carried
+   * through a division: a Div or Reciprocal divides by a computed value v,
+   * which may be off by atol, so the quotient may be off by atol / |v|
+   * relative; the smallest such |v| in the graph sets the allowance.
+   */
+  smallDivisor?: boolean;
   /** Some value computed on the way is NaN. */
   nanInside?: boolean;
 }
@@ -57,16 +68,35 @@ function distanceToJump(op: string, v: number): number | undefined {
 }
 
 function nearJump(inside: GraphValues): boolean {
-  return inside.nodes.some((n) => {
-    const values = inside.values.get(n.inputs[0] ?? '');
-    return (
-      values !== undefined &&
-      values.some((v) => {
+  // A value exactly on the jump on one engine may be off it on the other (a sum of softmax rows is 6 or 6.0000005).
+  return inside.nodes.some((n) =>
+    [inside.values, inside.reference].some((map) =>
+      (map.get(n.inputs[0] ?? '') ?? []).some((v) => {
         const d = distanceToJump(n.opType, v);
         return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
-      })
-    );
-  });
+      }),
+    ),
+  );
+}
+
+/** The smallest nonzero magnitude a Div or Reciprocal divides by, among values the graph computes. */
+function smallestComputedDivisor(inside: GraphValues): number {
+  const computed = new Set(inside.nodes.filter((n) => n.opType !== 'Constant').flatMap((n) => n.outputs));
+  let smallest = Infinity;
+  for (const n of inside.nodes) {
+    const divisor = n.opType === 'Div' ? n.inputs[1] : n.opType === 'Reciprocal' ? n.inputs[0] : undefined;
+    if (divisor === undefined || !computed.has(divisor)) continue;
+    for (const map of [inside.values, inside.reference]) {
+      for (const v of map.get(divisor) ?? []) if (v !== 0 && Math.abs(v) < smallest) smallest = Math.abs(v);
+    }
+  }
+  return smallest;
+}
+
+function withinDivisorAllowance(d: Disagreement, tolerance: Tolerance, inside: GraphValues): boolean {
+  if (d.kind !== 'value' || d.expected === undefined || d.actual === undefined) return false;
+  const relative = tolerance.rtol + tolerance.atol / smallestComputedDivisor(inside);
+  return Math.abs(d.actual - d.expected) <= tolerance.atol + relative * Math.abs(d.expected);
 }
 
 /** What a disagreement is matched against besides itself: the graph's operators and inputs, and the model to look inside when an entry asks. */
@@ -74,6 +104,7 @@ export interface MatchContext {
   ops: readonly string[];
   feeds: Feeds;
   model: Uint8Array;
+  tolerance: Tolerance;
 }
 
 export function readKnown(): KnownDisagreement[] {
@@ -106,18 +137,27 @@ export async function matchKnown(
       (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
     if (!matches) continue;
     // Looking inside the graph costs a run: only for an entry that asks.
-    if (k.denormals === undefined && k.inputIn === undefined && k.nearJump === undefined && k.nanInside === undefined) return k;
+    if (
+      k.denormals === undefined &&
+      k.inputIn === undefined &&
+      k.nearJump === undefined &&
+      k.nanInside === undefined &&
+      k.smallDivisor === undefined
+    )
+      return k;
     inside ??= await graphValues(context.model, feeds);
     const all = [...inside.values.values()];
     if (k.nearJump !== undefined && k.nearJump !== nearJump(inside)) continue;
     if (k.denormals !== undefined && k.denormals !== all.some((values) => values.some(isDenormal))) continue;
     if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
+    if (k.smallDivisor !== undefined && k.smallDivisor !== withinDivisorAllowance(d, context.tolerance, inside)) continue;
     const range = k.inputIn;
     const values = inside.values;
     if (
       range !== undefined &&
       !inside.nodes.some(
-        (n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false),
+        (n) =>
+          [range.op].flat().includes(n.opType) && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false),
       )
     )
       continue;

@@ -250,16 +250,73 @@ export async function checkModel(
 
 export const isDenormal = (v: number): boolean => v !== 0 && Math.abs(v) < FLT_MIN;
 
-/** Every float32 value a graph computes (and its inputs), by name, as etna's portable kernels compute them. */
+/** Every float32 value a graph computes (and its inputs), by name, as etna's portable kernels and as onnxruntime compute them. */
 export interface GraphValues {
   values: Map<string, Float32Array>;
-  nodes: { opType: string; inputs: string[] }[];
+  reference: Map<string, Float32Array>;
+  nodes: { opType: string; inputs: string[]; outputs: string[] }[];
+}
+
+function varint(value: number): number[] {
+  const out: number[] = [];
+  let v = value;
+  while (v > 127) {
+    out.push((v & 127) | 128);
+    v = Math.floor(v / 128);
+  }
+  out.push(v);
+  return out;
+}
+
+function lengthDelimited(field: number, payload: ArrayLike<number>): number[] {
+  return [...varint(field * 8 + 2), ...varint(payload.length), ...Array.from(payload)];
+}
+
+/**
+ * The model with more graph outputs, named only (onnxruntime infers their
+ * types). A protobuf parser merges a repeated embedded message field into the
+ * one before it, so ModelProto.graph (7) holding only GraphProto.output (12)
+ * entries, appended to the bytes, adds those outputs to the graph.
+ */
+function withOutputs(model: Uint8Array, names: readonly string[]): Uint8Array {
+  const encoder = new TextEncoder();
+  const graph = names.flatMap((name) => lengthDelimited(12, lengthDelimited(1, encoder.encode(name))));
+  const extra = lengthDelimited(7, graph);
+  const out = new Uint8Array(model.length + extra.length);
+  out.set(model);
+  out.set(extra, model.length);
+  return out;
+}
+
+/** Every float32 value onnxruntime computes on the way, by name (the model run again with each made an output). */
+async function referenceValues(
+  model: Uint8Array,
+  inputs: readonly RuntimeInput[],
+  names: readonly string[],
+  feeds: Feeds,
+): Promise<Map<string, Float32Array>> {
+  const session = await ort.InferenceSession.create(withOutputs(model, names), {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    logSeverityLevel: 3,
+  });
+  try {
+    const ortFeeds: Record<string, ort.Tensor> = {};
+    for (const input of inputs) ortFeeds[input.name] = new ort.Tensor('float32', feeds[input.name]!, input.shape);
+    const results = await session.run(ortFeeds);
+    const values = new Map<string, Float32Array>();
+    for (const [name, tensor] of Object.entries(results)) if (tensor.type === 'float32') values.set(name, tensor.data as Float32Array);
+    return values;
+  } finally {
+    await session.release();
+  }
 }
 
 export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<GraphValues> {
   const graph = decodeModel(model).graph;
   const outputs = new Set(graph.outputs.map((o) => o.name));
-  let debugOutputs = graph.nodes.flatMap((n) => n.outputs).filter((name) => name !== '' && !outputs.has(name));
+  const computed = graph.nodes.flatMap((n) => n.outputs).filter((name) => name !== '' && !outputs.has(name));
+  let debugOutputs = computed;
   // Values the importer's rewrites fold away (a Mul into a Conv, say) cannot be returned; those are left out.
   let imported: ImportOnnxResult | undefined;
   while (imported === undefined) {
@@ -285,5 +342,7 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
   } finally {
     await module.dispose();
   }
-  return { values, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs })) };
+  const inputs = imported.inputs.map((info) => ({ name: info.name, shape: [...info.shape] }));
+  const reference = new Map([...Object.entries(feeds), ...(await referenceValues(model, inputs, computed, feeds))]);
+  return { values, reference, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs, outputs: n.outputs })) };
 }
