@@ -46,12 +46,13 @@ export interface KnownDisagreement {
    */
   nearJump?: boolean;
   /**
-   * A value disagreement within what the graph's tolerance allows once carried
-   * through a division: a Div or Reciprocal divides by a computed value v,
-   * which may be off by atol, so the quotient may be off by atol / |v|
-   * relative; the smallest such |v| in the graph sets the allowance.
+   * A value disagreement within the graph's tolerance carried through the
+   * products and quotients it computes: a computed value may be off by atol,
+   * so multiplied by w (a Mul, a PRelu's slope, a Div's 1 / divisor) it may be
+   * off by atol |w|, and as a divisor v it leaves the quotient off by atol / |v|
+   * relative. The largest |w| and smallest |v| in the graph set the allowance.
    */
-  smallDivisor?: boolean;
+  scaledError?: boolean;
   /** Some value computed on the way is NaN. */
   nanInside?: boolean;
 }
@@ -79,24 +80,38 @@ function nearJump(inside: GraphValues): boolean {
   );
 }
 
-/** The smallest nonzero magnitude a Div or Reciprocal divides by, among values the graph computes. */
-function smallestComputedDivisor(inside: GraphValues): number {
+const largestMagnitude = (values: Iterable<number>): number => {
+  let largest = 0;
+  for (const v of values) if (Number.isFinite(v) && Math.abs(v) > largest) largest = Math.abs(v);
+  return largest;
+};
+
+/** How far a computed value's absolute error atol can grow through the graph's products and quotients. */
+function errorScales(inside: GraphValues): { factor: number; divisor: number } {
   const computed = new Set(inside.nodes.filter((n) => n.opType !== 'Constant').flatMap((n) => n.outputs));
-  let smallest = Infinity;
+  const both = (name: string | undefined): number[] =>
+    name === undefined ? [] : [...(inside.values.get(name) ?? []), ...(inside.reference.get(name) ?? [])];
+  let factor = 1;
+  let divisor = Infinity;
   for (const n of inside.nodes) {
-    const divisor = n.opType === 'Div' ? n.inputs[1] : n.opType === 'Reciprocal' ? n.inputs[0] : undefined;
-    if (divisor === undefined || !computed.has(divisor)) continue;
-    for (const map of [inside.values, inside.reference]) {
-      for (const v of map.get(divisor) ?? []) if (v !== 0 && Math.abs(v) < smallest) smallest = Math.abs(v);
-    }
+    const [a, b] = n.inputs;
+    if ((n.opType === 'Mul' || n.opType === 'PRelu') && computed.has(a ?? '')) factor = Math.max(factor, largestMagnitude(both(b)));
+    if (n.opType === 'Mul' && computed.has(b ?? '')) factor = Math.max(factor, largestMagnitude(both(a)));
+    const divisorName = n.opType === 'Div' ? b : n.opType === 'Reciprocal' ? a : undefined;
+    const divisors = both(divisorName).filter((v) => v !== 0 && Number.isFinite(v));
+    if (divisors.length === 0) continue;
+    const smallest = Math.min(...divisors.map(Math.abs));
+    if (n.opType === 'Div' && computed.has(a ?? '')) factor = Math.max(factor, 1 / smallest);
+    if (computed.has(divisorName ?? '')) divisor = Math.min(divisor, smallest);
   }
-  return smallest;
+  return { factor, divisor };
 }
 
-function withinDivisorAllowance(d: Disagreement, tolerance: Tolerance, inside: GraphValues): boolean {
+function withinScaledError(d: Disagreement, tolerance: Tolerance, inside: GraphValues): boolean {
   if (d.kind !== 'value' || d.expected === undefined || d.actual === undefined) return false;
-  const relative = tolerance.rtol + tolerance.atol / smallestComputedDivisor(inside);
-  return Math.abs(d.actual - d.expected) <= tolerance.atol + relative * Math.abs(d.expected);
+  const { factor, divisor } = errorScales(inside);
+  const relative = tolerance.rtol + tolerance.atol / divisor;
+  return Math.abs(d.actual - d.expected) <= tolerance.atol * factor + relative * Math.abs(d.expected);
 }
 
 /** What a disagreement is matched against besides itself: the graph's operators and inputs, and the model to look inside when an entry asks. */
@@ -142,7 +157,7 @@ export async function matchKnown(
       k.inputIn === undefined &&
       k.nearJump === undefined &&
       k.nanInside === undefined &&
-      k.smallDivisor === undefined
+      k.scaledError === undefined
     )
       return k;
     inside ??= await graphValues(context.model, feeds);
@@ -150,7 +165,7 @@ export async function matchKnown(
     if (k.nearJump !== undefined && k.nearJump !== nearJump(inside)) continue;
     if (k.denormals !== undefined && k.denormals !== all.some((values) => values.some(isDenormal))) continue;
     if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
-    if (k.smallDivisor !== undefined && k.smallDivisor !== withinDivisorAllowance(d, context.tolerance, inside)) continue;
+    if (k.scaledError !== undefined && k.scaledError !== withinScaledError(d, context.tolerance, inside)) continue;
     const range = k.inputIn;
     const values = inside.values;
     if (

@@ -2,9 +2,9 @@
 // portable kernels and etna lowered to XNNPACK, and lists where they disagree.
 //
 // Elements whose reference value is ill-conditioned are not compared: the
-// reference runs again on inputs nudged by about eight ulps (and, when inputs
-// hold denormals, with those flushed to zero, as XNNPACK's runtime and some
-// onnxruntime kernels do), and an element that moves by more than a hundred
+// reference runs again on inputs nudged by about eight ulps, at random and all
+// together (and, when inputs hold denormals, with those flushed to zero, as
+// XNNPACK's runtime and some onnxruntime kernels do), and an element that moves by more than a hundred
 // times the nudge (or changes between NaN, ±Inf and finite) depends on
 // rounding, so engines that sum in another order may differ there
 // legitimately. Everywhere else NaN must stay NaN, an infinity must keep its
@@ -72,13 +72,20 @@ const NUDGE = 1e-6;
 const FLT_MIN = 2 ** -126;
 const CONDITION_LIMIT = 100;
 
-/** Values that are exact (zeros, infinities, NaN, small integers and halves) stay; every other moves by up to NUDGE relative. */
-function nudged(feeds: Feeds, seed: number): Feeds {
+/**
+ * Values that are exact (zeros, infinities, NaN, small integers and halves)
+ * stay; every other moves by up to NUDGE relative, each at random or, when
+ * `coherent`, all by NUDGE together (random nudges cancel in a long sum, so a
+ * Cos of a sum of squares would not move).
+ */
+function nudged(feeds: Feeds, seed: number, coherent = false): Feeds {
   const rng = new Rng(seed);
   const out: Feeds = {};
   for (const [name, values] of Object.entries(feeds)) {
     out[name] = values.map((v) =>
-      !Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v)) ? v : v * (1 + NUDGE * (2 * rng.next() - 1)),
+      !Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v))
+        ? v
+        : v * (1 + NUDGE * (coherent ? 1 : 2 * rng.next() - 1)),
     );
   }
   return out;
@@ -217,7 +224,11 @@ export async function checkModel(
   }
   try {
     reference = await runOrt(session, spec, feeds);
-    nudgedRuns = [await runOrt(session, spec, nudged(feeds, 1)), await runOrt(session, spec, nudged(feeds, 2))];
+    nudgedRuns = [
+      await runOrt(session, spec, nudged(feeds, 1)),
+      await runOrt(session, spec, nudged(feeds, 2)),
+      await runOrt(session, spec, nudged(feeds, 3, true)),
+    ];
     if (Object.values(feeds).some((values) => values.some((v) => v !== 0 && Math.abs(v) < FLT_MIN)))
       nudgedRuns.push(await runOrt(session, spec, flushed(feeds)));
   } catch (error) {
