@@ -70,7 +70,7 @@ export async function runCampaign(options: CampaignOptions): Promise<CampaignRes
       const sig = signature(d);
       if (seen.has(sig)) continue;
       seen.add(sig);
-      const entry = await matchKnown(known, d, { ops: graph.ops, feeds, model: onnxModel(graph.graph, OPSET) });
+      const entry = await matchKnown(known, d, { ops: graph.ops, feeds, model: onnxModel(graph.graph, OPSET), tolerance: graph.tolerance });
       if (entry !== undefined) matched.add(entry.id);
       let key = `${sig} in ${[...new Set(graph.ops)].sort().join(',')}`;
       let saved: string | undefined;

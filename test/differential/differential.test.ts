@@ -33,7 +33,9 @@ describe('differential tester against onnxruntime-node', () => {
     const known = readKnown();
     const unexplained: string[] = [];
     for (const d of result.disagreements) {
-      if ((await matchKnown(known, d, { ops: r.regression.ops, feeds: r.feeds, model: r.model })) === undefined)
+      if (
+        (await matchKnown(known, d, { ops: r.regression.ops, feeds: r.feeds, model: r.model, tolerance: r.spec.tolerance })) === undefined
+      )
         unexplained.push(`${d.path}: ${d.detail}`);
     }
     expect(unexplained).toEqual([]);

@@ -37,10 +37,22 @@ export interface KnownDisagreement {
   inputsFinite?: boolean;
   /** A denormal appears in the inputs or in a value computed on the way. */
   denormals?: boolean;
-  /** Some node of this operator reads a first input in [low, high]. */
-  inputIn?: { op: string; low: number; high: number };
-  /** A Floor, Ceil, Round or Sign reads a value close to (not on) where its result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0. */
+  /** Some node of this operator (or of one of these) reads a first input in [low, high]. */
+  inputIn?: { op: string | string[]; low: number; high: number };
+  /**
+   * A Floor, Ceil, Round or Sign reads a value close to (not on) where its
+   * result jumps, or a Log, Sqrt, Reciprocal or Pow one close to 0, on etna's
+   * portable kernels or on onnxruntime.
+   */
   nearJump?: boolean;
+  /**
+   * A value disagreement within the graph's tolerance carried through the
+   * products and quotients it computes: a computed value may be off by atol,
+   * so multiplied by w (a Mul, a PRelu's slope, a Div's 1 / divisor) it may be
+   * off by atol |w|, and as a divisor v it leaves the quotient off by atol / |v|
+   * relative. The largest |w| and smallest |v| in the graph set the allowance.
+   */
+  scaledError?: boolean;
   /** Some value computed on the way is NaN. */
   nanInside?: boolean;
 }
@@ -57,16 +69,49 @@ function distanceToJump(op: string, v: number): number | undefined {
 }
 
 function nearJump(inside: GraphValues): boolean {
-  return inside.nodes.some((n) => {
-    const values = inside.values.get(n.inputs[0] ?? '');
-    return (
-      values !== undefined &&
-      values.some((v) => {
+  // A value exactly on the jump on one engine may be off it on the other (a sum of softmax rows is 6 or 6.0000005).
+  return inside.nodes.some((n) =>
+    [inside.values, inside.reference].some((map) =>
+      (map.get(n.inputs[0] ?? '') ?? []).some((v) => {
         const d = distanceToJump(n.opType, v);
         return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
-      })
-    );
-  });
+      }),
+    ),
+  );
+}
+
+const largestMagnitude = (values: Iterable<number>): number => {
+  let largest = 0;
+  for (const v of values) if (Number.isFinite(v) && Math.abs(v) > largest) largest = Math.abs(v);
+  return largest;
+};
+
+/** How far a computed value's absolute error atol can grow through the graph's products and quotients. */
+function errorScales(inside: GraphValues): { factor: number; divisor: number } {
+  const computed = new Set(inside.nodes.filter((n) => n.opType !== 'Constant').flatMap((n) => n.outputs));
+  const both = (name: string | undefined): number[] =>
+    name === undefined ? [] : [...(inside.values.get(name) ?? []), ...(inside.reference.get(name) ?? [])];
+  let factor = 1;
+  let divisor = Infinity;
+  for (const n of inside.nodes) {
+    const [a, b] = n.inputs;
+    if ((n.opType === 'Mul' || n.opType === 'PRelu') && computed.has(a ?? '')) factor = Math.max(factor, largestMagnitude(both(b)));
+    if (n.opType === 'Mul' && computed.has(b ?? '')) factor = Math.max(factor, largestMagnitude(both(a)));
+    const divisorName = n.opType === 'Div' ? b : n.opType === 'Reciprocal' ? a : undefined;
+    const divisors = both(divisorName).filter((v) => v !== 0 && Number.isFinite(v));
+    if (divisors.length === 0) continue;
+    const smallest = Math.min(...divisors.map(Math.abs));
+    if (n.opType === 'Div' && computed.has(a ?? '')) factor = Math.max(factor, 1 / smallest);
+    if (computed.has(divisorName ?? '')) divisor = Math.min(divisor, smallest);
+  }
+  return { factor, divisor };
+}
+
+function withinScaledError(d: Disagreement, tolerance: Tolerance, inside: GraphValues): boolean {
+  if (d.kind !== 'value' || d.expected === undefined || d.actual === undefined) return false;
+  const { factor, divisor } = errorScales(inside);
+  const relative = tolerance.rtol + tolerance.atol / divisor;
+  return Math.abs(d.actual - d.expected) <= tolerance.atol * factor + relative * Math.abs(d.expected);
 }
 
 /** What a disagreement is matched against besides itself: the graph's operators and inputs, and the model to look inside when an entry asks. */
@@ -74,6 +119,7 @@ export interface MatchContext {
   ops: readonly string[];
   feeds: Feeds;
   model: Uint8Array;
+  tolerance: Tolerance;
 }
 
 export function readKnown(): KnownDisagreement[] {
@@ -106,18 +152,27 @@ export async function matchKnown(
       (k.ops === undefined || k.ops.some((op) => ops.includes(op)));
     if (!matches) continue;
     // Looking inside the graph costs a run: only for an entry that asks.
-    if (k.denormals === undefined && k.inputIn === undefined && k.nearJump === undefined && k.nanInside === undefined) return k;
+    if (
+      k.denormals === undefined &&
+      k.inputIn === undefined &&
+      k.nearJump === undefined &&
+      k.nanInside === undefined &&
+      k.scaledError === undefined
+    )
+      return k;
     inside ??= await graphValues(context.model, feeds);
     const all = [...inside.values.values()];
     if (k.nearJump !== undefined && k.nearJump !== nearJump(inside)) continue;
     if (k.denormals !== undefined && k.denormals !== all.some((values) => values.some(isDenormal))) continue;
     if (k.nanInside !== undefined && k.nanInside !== all.some((values) => values.some(Number.isNaN))) continue;
+    if (k.scaledError !== undefined && k.scaledError !== withinScaledError(d, context.tolerance, inside)) continue;
     const range = k.inputIn;
     const values = inside.values;
     if (
       range !== undefined &&
       !inside.nodes.some(
-        (n) => n.opType === range.op && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false),
+        (n) =>
+          [range.op].flat().includes(n.opType) && (values.get(n.inputs[0] ?? '')?.some((v) => v >= range.low && v <= range.high) ?? false),
       )
     )
       continue;

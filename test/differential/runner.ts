@@ -2,9 +2,9 @@
 // portable kernels and etna lowered to XNNPACK, and lists where they disagree.
 //
 // Elements whose reference value is ill-conditioned are not compared: the
-// reference runs again on inputs nudged by about eight ulps (and, when inputs
-// hold denormals, with those flushed to zero, as XNNPACK's runtime and some
-// onnxruntime kernels do), and an element that moves by more than a hundred
+// reference runs again on inputs nudged by about eight ulps, at random and all
+// together (and, when inputs hold denormals, with those flushed to zero, as
+// XNNPACK's runtime and some onnxruntime kernels do), and an element that moves by more than a hundred
 // times the nudge (or changes between NaN, ±Inf and finite) depends on
 // rounding, so engines that sum in another order may differ there
 // legitimately. Everywhere else NaN must stay NaN, an infinity must keep its
@@ -72,13 +72,20 @@ const NUDGE = 1e-6;
 const FLT_MIN = 2 ** -126;
 const CONDITION_LIMIT = 100;
 
-/** Values that are exact (zeros, infinities, NaN, small integers and halves) stay; every other moves by up to NUDGE relative. */
-function nudged(feeds: Feeds, seed: number): Feeds {
+/**
+ * Values that are exact (zeros, infinities, NaN, small integers and halves)
+ * stay; every other moves by up to NUDGE relative, each at random or, when
+ * `coherent`, all by NUDGE together (random nudges cancel in a long sum, so a
+ * Cos of a sum of squares would not move).
+ */
+function nudged(feeds: Feeds, seed: number, coherent = false): Feeds {
   const rng = new Rng(seed);
   const out: Feeds = {};
   for (const [name, values] of Object.entries(feeds)) {
     out[name] = values.map((v) =>
-      !Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v)) ? v : v * (1 + NUDGE * (2 * rng.next() - 1)),
+      !Number.isFinite(v) || v === 0 || (Math.abs(v) <= 64 && Number.isInteger(2 * v))
+        ? v
+        : v * (1 + NUDGE * (coherent ? 1 : 2 * rng.next() - 1)),
     );
   }
   return out;
@@ -217,7 +224,11 @@ export async function checkModel(
   }
   try {
     reference = await runOrt(session, spec, feeds);
-    nudgedRuns = [await runOrt(session, spec, nudged(feeds, 1)), await runOrt(session, spec, nudged(feeds, 2))];
+    nudgedRuns = [
+      await runOrt(session, spec, nudged(feeds, 1)),
+      await runOrt(session, spec, nudged(feeds, 2)),
+      await runOrt(session, spec, nudged(feeds, 3, true)),
+    ];
     if (Object.values(feeds).some((values) => values.some((v) => v !== 0 && Math.abs(v) < FLT_MIN)))
       nudgedRuns.push(await runOrt(session, spec, flushed(feeds)));
   } catch (error) {
@@ -250,16 +261,73 @@ export async function checkModel(
 
 export const isDenormal = (v: number): boolean => v !== 0 && Math.abs(v) < FLT_MIN;
 
-/** Every float32 value a graph computes (and its inputs), by name, as etna's portable kernels compute them. */
+/** Every float32 value a graph computes (and its inputs), by name, as etna's portable kernels and as onnxruntime compute them. */
 export interface GraphValues {
   values: Map<string, Float32Array>;
-  nodes: { opType: string; inputs: string[] }[];
+  reference: Map<string, Float32Array>;
+  nodes: { opType: string; inputs: string[]; outputs: string[] }[];
+}
+
+function varint(value: number): number[] {
+  const out: number[] = [];
+  let v = value;
+  while (v > 127) {
+    out.push((v & 127) | 128);
+    v = Math.floor(v / 128);
+  }
+  out.push(v);
+  return out;
+}
+
+function lengthDelimited(field: number, payload: ArrayLike<number>): number[] {
+  return [...varint(field * 8 + 2), ...varint(payload.length), ...Array.from(payload)];
+}
+
+/**
+ * The model with more graph outputs, named only (onnxruntime infers their
+ * types). A protobuf parser merges a repeated embedded message field into the
+ * one before it, so ModelProto.graph (7) holding only GraphProto.output (12)
+ * entries, appended to the bytes, adds those outputs to the graph.
+ */
+function withOutputs(model: Uint8Array, names: readonly string[]): Uint8Array {
+  const encoder = new TextEncoder();
+  const graph = names.flatMap((name) => lengthDelimited(12, lengthDelimited(1, encoder.encode(name))));
+  const extra = lengthDelimited(7, graph);
+  const out = new Uint8Array(model.length + extra.length);
+  out.set(model);
+  out.set(extra, model.length);
+  return out;
+}
+
+/** Every float32 value onnxruntime computes on the way, by name (the model run again with each made an output). */
+async function referenceValues(
+  model: Uint8Array,
+  inputs: readonly RuntimeInput[],
+  names: readonly string[],
+  feeds: Feeds,
+): Promise<Map<string, Float32Array>> {
+  const session = await ort.InferenceSession.create(withOutputs(model, names), {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    logSeverityLevel: 3,
+  });
+  try {
+    const ortFeeds: Record<string, ort.Tensor> = {};
+    for (const input of inputs) ortFeeds[input.name] = new ort.Tensor('float32', feeds[input.name]!, input.shape);
+    const results = await session.run(ortFeeds);
+    const values = new Map<string, Float32Array>();
+    for (const [name, tensor] of Object.entries(results)) if (tensor.type === 'float32') values.set(name, tensor.data as Float32Array);
+    return values;
+  } finally {
+    await session.release();
+  }
 }
 
 export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<GraphValues> {
   const graph = decodeModel(model).graph;
   const outputs = new Set(graph.outputs.map((o) => o.name));
-  let debugOutputs = graph.nodes.flatMap((n) => n.outputs).filter((name) => name !== '' && !outputs.has(name));
+  const computed = graph.nodes.flatMap((n) => n.outputs).filter((name) => name !== '' && !outputs.has(name));
+  let debugOutputs = computed;
   // Values the importer's rewrites fold away (a Mul into a Conv, say) cannot be returned; those are left out.
   let imported: ImportOnnxResult | undefined;
   while (imported === undefined) {
@@ -285,5 +353,7 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
   } finally {
     await module.dispose();
   }
-  return { values, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs })) };
+  const inputs = imported.inputs.map((info) => ({ name: info.name, shape: [...info.shape] }));
+  const reference = new Map([...Object.entries(feeds), ...(await referenceValues(model, inputs, computed, feeds))]);
+  return { values, reference, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs, outputs: n.outputs })) };
 }
