@@ -78,6 +78,18 @@ const DELEGATED = [
     node: NodeUnion.XNNMaxPooling2d,
   },
   {
+    name: 'MaxPool 3x3 stride 2 with ceil_mode (a partial last window)',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, ceil_mode: { int: 1 } },
+    node: NodeUnion.XNNMaxPooling2d,
+  },
+  {
+    name: 'MaxPool 2x2 stride 3x2 with ceil_mode and pads 1',
+    op: 'MaxPool',
+    attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [3, 2] }, pads: { ints: [1, 1, 1, 1] }, ceil_mode: { int: 1 } },
+    node: NodeUnion.XNNMaxPooling2d,
+  },
+  {
     name: 'AveragePool 3x2 stride 3x2',
     op: 'AveragePool',
     attributes: { kernel_shape: { ints: [3, 2] }, strides: { ints: [3, 2] } },
@@ -103,8 +115,8 @@ const PORTABLE = [
     attributes: { kernel_shape: { ints: [2, 2] }, strides: { ints: [2, 2] }, pads: { ints: [0, 0, 1, 1] } },
   },
   {
-    name: 'MaxPool with ceil_mode',
-    op: 'MaxPool',
+    name: 'AveragePool with ceil_mode',
+    op: 'AveragePool',
     attributes: { kernel_shape: { ints: [3, 3] }, strides: { ints: [2, 2] }, ceil_mode: { int: 1 } },
   },
 ] as const;

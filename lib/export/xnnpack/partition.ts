@@ -401,16 +401,23 @@ export function matchInstruction(
       const ceil = method.values[a[max ? 5 : 4]!];
       if (!allFloat(self, out) || m.shape(self).length !== 4 || kernel === undefined || strides === undefined || pads === undefined)
         return undefined;
-      if (ceil?.kind !== 'bool' || ceil.value) return undefined;
+      if (ceil?.kind !== 'bool' || (ceil.value && !max)) return undefined;
       // XNNPACK refuses a 1x1 window (a copy or a strided subsample); that stays portable.
       if (kernel[0] * kernel[1] === 1) return undefined;
       if (max) {
         const dilation = pair(a[4]!);
         if (dilation === undefined) return undefined;
+        // Ceil mode's last, partial windows are windows over more padding at the bottom and right:
+        // XNNPACK's max pooling never reads padding, as ceil mode's windows leave out what lies past the input.
+        const inSpatial = m.shape(self).slice(2);
+        const outSpatial = m.shape(out).slice(2);
+        const paddingEnd = [0, 1].map((i) =>
+          Math.max(pads[i]!, (outSpatial[i]! - 1) * strides[i]! + dilation[i]! * (kernel[i]! - 1) + 1 - inSpatial[i]! - pads[i]!),
+        ) as [number, number];
         return {
           kind: 'pool2d',
           code: NodeUnion.XNNMaxPooling2d,
-          window: { kernel, stride: strides, padding: pads, dilation },
+          window: { kernel, stride: strides, padding: pads, ...(ceil.value && { paddingEnd }), dilation },
           input: self,
           out,
           unread: a[7]!,

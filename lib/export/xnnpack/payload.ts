@@ -101,7 +101,10 @@ export type PoolingCode = NodeUnion.XNNMaxPooling2d | NodeUnion.XNNAvgPooling2d;
 export interface PoolingWindow {
   readonly kernel: readonly [number, number];
   readonly stride: readonly [number, number];
+  /** Top and left; also bottom and right unless `paddingEnd` says otherwise. */
   readonly padding: readonly [number, number];
+  /** Bottom and right, where they differ from the top and left (a max pool in ceil mode). */
+  readonly paddingEnd?: readonly [number, number];
   readonly dilation: readonly [number, number];
 }
 
@@ -275,11 +278,12 @@ function buildNodeTable(builder: flatbuffers.Builder, body: XnnNodeBody): { type
       };
     case 'pool2d': {
       const { kernel, stride, padding, dilation } = body.window;
+      const paddingEnd = body.window.paddingEnd ?? padding;
       const table = Pooling2d.createPooling2d(
         builder,
         padding[0],
-        padding[1],
-        padding[0],
+        paddingEnd[1],
+        paddingEnd[0],
         padding[1],
         kernel[0],
         kernel[1],

@@ -21,9 +21,10 @@ export function pool(kind: 'max' | 'average'): OpHandler {
     const includePad = node.int('count_include_pad', 0) !== 0;
     const pads = windowPads(node, shape.slice(2), kernel, strides, dilations);
     // On XNNPACK a 2-D pool is one delegate node where the delegate can run it
-    // (floor mode, padding left out of averages); a graph imported for a range
-    // of sizes needs the kernels' run-time windows whatever the backend.
-    const delegable = ctx.xnnpack && !ceil && !(kind === 'average' && includePad && pads.some((p) => p !== 0));
+    // (a max in either mode; an average in floor mode with padding left out of
+    // it); a graph imported for a range of sizes needs the kernels' run-time
+    // windows whatever the backend.
+    const delegable = ctx.xnnpack && (kind === 'max' || (!ceil && !(includePad && pads.some((p) => p !== 0))));
     if ((delegable || ctx.followsInputSize) && !wantIndices && !columnMajor) {
       const pooled = poolKernel(ctx, kind, x, { kernel, strides, dilations, pads, ceil, includePad });
       if (pooled !== undefined) return [pooled];
