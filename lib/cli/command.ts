@@ -36,6 +36,10 @@ export interface CommandSpec {
 
 const HELP_OPTION: OptionSpec = { name: 'help', short: 'h', help: 'print this help and exit' };
 
+/** The report files every bench command can write besides its table. */
+export const JSON_REPORT_OPTION: OptionSpec = { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' };
+export const MARKDOWN_REPORT_OPTION: OptionSpec = { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' };
+
 /** A subcommand: its description and what it does with parsed arguments (returns the exit status). */
 export interface Command {
   readonly spec: CommandSpec;
