@@ -2,6 +2,7 @@
 // takes and returns. Types only: native.ts loads the addon, module.ts and
 // program.ts wrap it, and the user-facing words it carries (the sharing option,
 // MemoryReport) are in memory.ts.
+import type { TensorData } from './dtypes.js';
 import type { MemoryReport, ShareWord } from './memory.js';
 import type { ProfileCategory } from './profile.js';
 import type { ProgramDescription } from './program-types.js';
@@ -13,9 +14,18 @@ export interface NativeProgram {
   dispose(): void;
 }
 
+/** A tensor argument: dtypes cross as their ScalarType code (dtypes.ts). */
+export interface NativeTensorInput {
+  scalarType: number;
+  shape: number[];
+  data: TensorData;
+}
+
+export type NativeInput = NativeTensorInput | bigint | number | boolean | string | null;
+
 /** A tensor result: its bytes are in the output buffer passed to the call. */
 export interface NativeTensorOutput {
-  dtype: string;
+  scalarType: number;
   shape: number[];
   byteLength: number;
 }
@@ -42,17 +52,25 @@ export interface NativeProfiledResult {
 export interface NativeModule {
   readonly methodNames: string[];
   memoryReport(): MemoryReport;
-  /** Takes the inputs before returning (call only while the module is idle); runs on the thread pool. */
-  execute(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
+  /**
+   * Runs the method at `methodIndex` (its place in `methodNames`) on a call
+   * thread. Takes the inputs before returning (call only while the module is idle).
+   */
+  execute(methodIndex: number, inputs: NativeInput[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): Promise<NativeOutput[]>;
   /** With `profile` true, the call also records its events. */
   execute(
-    method: string,
-    inputs: unknown[],
+    methodIndex: number,
+    inputs: NativeInput[],
     outputs: (ArrayBuffer | ArrayBufferView | null)[],
     profile: true,
   ): Promise<NativeProfiledResult>;
-  executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
-  executeSync(method: string, inputs: unknown[], outputs: (ArrayBuffer | ArrayBufferView | null)[], profile: true): NativeProfiledResult;
+  executeSync(methodIndex: number, inputs: NativeInput[], outputs: (ArrayBuffer | ArrayBufferView | null)[]): NativeOutput[];
+  executeSync(
+    methodIndex: number,
+    inputs: NativeInput[],
+    outputs: (ArrayBuffer | ArrayBufferView | null)[],
+    profile: true,
+  ): NativeProfiledResult;
   dispose(): void;
 }
 

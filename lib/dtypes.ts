@@ -76,6 +76,13 @@ export function isDType(value: unknown): value is DType {
   return typeof value === 'string' && Object.hasOwn(DTYPE_TABLE, value);
 }
 
+const DTYPE_OF_SCALAR_TYPE: ReadonlyMap<number, DType> = new Map(DTYPES.map((dtype) => [DTYPE_TABLE[dtype].scalarType, dtype]));
+
+/** The dtype whose ScalarType code (as the addon and the .pte format use) is `code`; undefined for one JS cannot hold. */
+export function dtypeOfScalarType(code: number): DType | undefined {
+  return DTYPE_OF_SCALAR_TYPE.get(code);
+}
+
 export function elementSize(dtype: DType): number {
   return DTYPE_TABLE[dtype].bytes;
 }

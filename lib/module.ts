@@ -1,5 +1,5 @@
 import { describeValue, EtnaError, toEtnaError } from './errors.js';
-import type { NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
+import type { NativeInput, NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
 import { shareWord, type MemoryReport, type ShareMemoryArenas } from './memory.js';
 import { native } from './native.js';
 import {
@@ -12,6 +12,7 @@ import {
   type ProgramSource,
 } from './program.js';
 import type { MethodDescription, ValueDescription } from './program-types.js';
+import { DTYPE_TABLE, dtypeOfScalarType } from './dtypes.js';
 import { keyByName, positionsOf } from './feeds.js';
 import type { ProfileEvent } from './profile.js';
 import { numel } from './shape.js';
@@ -127,6 +128,8 @@ export class Module {
   private readonly ownsProgram: boolean;
   private readonly handle: NativeModule;
   private readonly methods: ReadonlyMap<string, MethodDescription>;
+  // Each method's place in the addon's list: calls name their method by it.
+  private readonly methodIndices: ReadonlyMap<string, number>;
   private tail: Promise<unknown> = Promise.resolve();
   private pending = 0;
   private disposed = false;
@@ -140,6 +143,7 @@ export class Module {
     this.ownsProgram = ownsProgram;
     this.handle = handle;
     this.methods = program.methodTable();
+    this.methodIndices = new Map(handle.methodNames.map((name, index) => [name, index]));
   }
 
   /**
@@ -243,11 +247,11 @@ export class Module {
       return Promise.reject(toEtnaError(error));
     }
     const callNumber = this.calls++;
-    let start = (): Promise<NativeOutput[]> => this.handle.execute(name, call.inputs, call.buffers);
+    let start = (): Promise<NativeOutput[]> => this.handle.execute(call.methodIndex, call.inputs, call.buffers);
     if (call.profile) {
       start = () => {
         const startUs = native().profileClock();
-        return this.handle.execute(name, call.inputs, call.buffers, true).then((result) => {
+        return this.handle.execute(call.methodIndex, call.inputs, call.buffers, true).then((result) => {
           // Recorded before the outputs reach the caller, so takeProfile() after an await sees the call.
           this.recordProfile('execute', name, callNumber, startUs, result.profile);
           return result.outputs;
@@ -294,9 +298,9 @@ export class Module {
     try {
       const call = this.prepare(name, inputs, options);
       const callNumber = this.calls++;
-      if (!call.profile) return this.finish(name, this.handle.executeSync(name, call.inputs, call.buffers), call.buffers);
+      if (!call.profile) return this.finish(name, this.handle.executeSync(call.methodIndex, call.inputs, call.buffers), call.buffers);
       const startUs = native().profileClock();
-      const result = this.handle.executeSync(name, call.inputs, call.buffers, true);
+      const result = this.handle.executeSync(call.methodIndex, call.inputs, call.buffers, true);
       this.recordProfile('executeSync', name, callNumber, startUs, result.profile);
       return this.finish(name, result.outputs, call.buffers);
     } catch (error) {
@@ -425,7 +429,13 @@ export class Module {
     }
     // Every tensor output gets a buffer, even an empty one (zero elements).
     const buffers = method.outputs.map((output, i) => given[i] ?? (output.kind === 'tensor' ? new ArrayBuffer(output.nbytes ?? 0) : null));
-    return { inputs: converted, buffers, profile: options.profile ?? this.profiling };
+    return { methodIndex: this.methodIndex(name), inputs: converted, buffers, profile: options.profile ?? this.profiling };
+  }
+
+  private methodIndex(name: string): number {
+    const index = this.methodIndices.get(name);
+    if (index === undefined) throw new EtnaError('INTERNAL', `method '${name}' is described but the addon does not list it`);
+    return index;
   }
 
   // Keeps one call's events: the JavaScript side (from handing the call to
@@ -453,27 +463,30 @@ export class Module {
   private finish(name: string, results: NativeOutput[], buffers: (ArrayBuffer | TensorData | null)[]): Value[] {
     return results.map((result, i) => {
       if (result === null || typeof result !== 'object') return result;
-      if (!isDType(result.dtype)) {
-        throw new EtnaError('INTERNAL', `method '${name}': output ${i} has dtype ${result.dtype}, which JS cannot hold`);
+      const dtype = dtypeOfScalarType(result.scalarType);
+      if (dtype === undefined) {
+        throw new EtnaError('INTERNAL', `method '${name}': output ${i} has ScalarType ${result.scalarType}, which JS cannot hold`);
       }
       const buffer = buffers[i];
-      if (buffer instanceof ArrayBuffer) return tensorOver(result.dtype, result.shape, buffer);
+      if (buffer instanceof ArrayBuffer) return tensorOver(dtype, result.shape, buffer);
       if (buffer === null || buffer === undefined) throw new EtnaError('INTERNAL', `method '${name}': output ${i} had no buffer`);
-      return tensorOver(result.dtype, result.shape, buffer.buffer, buffer.byteOffset);
+      return tensorOver(dtype, result.shape, buffer.buffer, buffer.byteOffset);
     });
   }
 }
 
 interface PreparedCall {
-  inputs: unknown[];
+  /** The method's place in the addon's method list. */
+  methodIndex: number;
+  inputs: NativeInput[];
   buffers: (ArrayBuffer | TensorData | null)[];
   profile: boolean;
 }
 
 // A converted input whose tensor data no caller holds (plain values are immutable already).
-function ownCopy(input: unknown): unknown {
-  if (typeof input !== 'object' || input === null || !('data' in input)) return input;
-  return { ...input, data: (input.data as TensorData).slice() };
+function ownCopy(input: NativeInput): NativeInput {
+  if (typeof input !== 'object' || input === null) return input;
+  return { ...input, data: input.data.slice() };
 }
 
 // The caller's output arrays by output index, each checked for type and size
@@ -511,7 +524,7 @@ function callerOutputs(name: string, method: MethodDescription, options: Execute
   });
 }
 
-function convertInput(method: string, index: number, value: InputValue, expected: ValueDescription): unknown {
+function convertInput(method: string, index: number, value: InputValue, expected: ValueDescription): NativeInput {
   const at = `method '${method}': input ${index}`;
   switch (expected.kind) {
     case 'tensor': {
@@ -538,7 +551,7 @@ function convertInput(method: string, index: number, value: InputValue, expected
           `${at}: expected ${describeExpected(expected)}, got ${tensor.dtype}[${tensor.shape.join(', ')}] (${rule})`,
         );
       }
-      return { dtype: tensor.dtype, shape: [...tensor.shape], data: tensor.data };
+      return { scalarType: DTYPE_TABLE[tensor.dtype].scalarType, shape: [...tensor.shape], data: tensor.data };
     }
     case 'int':
       return elementOf('int64', value, at);

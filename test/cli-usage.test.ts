@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { positionalCounts } from '../lib/cli/command.js';
 import { runInChild } from '../lib/tools/bench/harness.js';
 import { runCli, type CliResult } from './helpers/cli.js';
 import { testdataPath } from './helpers/testdata.js';
@@ -61,6 +62,19 @@ describe('etna --help and usage', () => {
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/^etna inspect: expected 1 argument \(FILE\), got 0\n\nusage: etna inspect FILE/);
     expect(runCli(['import-onnx', 'model.onnx']).stderr).toMatch(/^etna import-onnx: missing -o OUT\.pte\n\nusage:/);
+  });
+
+  it('each command takes the positionals its synopsis shows', () => {
+    expect(positionalCounts(undefined)).toEqual({ min: 0, max: 0 });
+    expect(positionalCounts('FILE')).toEqual({ min: 1, max: 1 });
+    expect(positionalCounts('NAME OUT.pte')).toEqual({ min: 2, max: 2 });
+    expect(positionalCounts('MODEL.onnx -o OUT.pte')).toEqual({ min: 1, max: 1 });
+    expect(positionalCounts('[FILES.pte...]')).toEqual({ min: 0, max: Number.POSITIVE_INFINITY });
+    expect(positionalCounts('FILE [MORE]')).toEqual({ min: 1, max: 2 });
+    const extra = runCli(['export-example', 'kv-decoder', 'out.pte', 'third']);
+    expect(extra.status).toBe(2);
+    expect(extra.stderr).toMatch(/^etna export-example: expected 2 arguments \(NAME OUT\.pte\), got 3/);
+    expect(runCli(['demo', 'x']).stderr).toMatch(/^etna demo: expected 0 arguments \(none\), got 1/);
   });
 
   it('an unknown command lists the commands and exits 2', () => {

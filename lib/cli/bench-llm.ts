@@ -7,7 +7,7 @@ import { runLlmBench } from '../tools/bench/llm/harness.js';
 import { formatLlmMarkdown, formatLlmReport } from '../tools/bench/llm/report.js';
 import { LLM_RUNTIMES, type LlmRuntime } from '../tools/bench/llm/runners.js';
 import { LLAMA_8DA4W_PRESET_NAMES } from '../tools/examples/llama-8da4w.js';
-import type { Command } from './command.js';
+import { type Command, MARKDOWN_REPORT_OPTION, JSON_REPORT_OPTION } from './command.js';
 
 function parseRuntimes(text: string): LlmRuntime[] {
   return text.split(',').map((name) => {
@@ -21,8 +21,6 @@ function parseRuntimes(text: string): LlmRuntime[] {
 export const BENCH_LLM: Command = {
   spec: {
     name: 'bench llm',
-    synopsis: '',
-    positionals: { min: 0, max: 0 },
     brief: 'compare etna, llama.cpp and onnxruntime on one Llama at a real size',
     summary:
       'Writes the llama-8da4w example at a preset size three ways from the same seeded weights ' +
@@ -35,8 +33,8 @@ export const BENCH_LLM: Command = {
       { name: 'decode-steps', value: 'N', help: 'timed decode steps (default 64)' },
       { name: 'repeats', value: 'N', help: 'timed runs of each prefill length (default 5)' },
       { name: 'cache', value: 'DIR', help: 'folder for the written model files (default bench/cache/llm)' },
-      { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
-      { name: 'md', value: 'OUT', help: 'also write the table as Markdown to OUT' },
+      JSON_REPORT_OPTION,
+      MARKDOWN_REPORT_OPTION,
     ],
   },
   run: async (args) => {

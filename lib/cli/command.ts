@@ -19,9 +19,12 @@ export interface OptionSpec {
 
 export interface CommandSpec {
   readonly name: string;
-  /** The positional part of the synopsis, e.g. `FILE`. */
-  readonly synopsis: string;
-  readonly positionals: { readonly min: number; readonly max: number };
+  /**
+   * The command's arguments as usage shows them, e.g. `FILE`, `[FILES.pte...]`
+   * or `MODEL.onnx -o OUT.pte`; absent for none. The words before the first
+   * option are the positionals the command takes (`positionalCounts`).
+   */
+  readonly synopsis?: string;
   /** One line for the command list of `etna --help`. */
   readonly brief: string;
   /** What the command does, a few lines. */
@@ -32,6 +35,10 @@ export interface CommandSpec {
 }
 
 const HELP_OPTION: OptionSpec = { name: 'help', short: 'h', help: 'print this help and exit' };
+
+/** The report files every bench command can write besides its table. */
+export const JSON_REPORT_OPTION: OptionSpec = { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' };
+export const MARKDOWN_REPORT_OPTION: OptionSpec = { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' };
 
 /** A subcommand: its description and what it does with parsed arguments (returns the exit status). */
 export interface Command {
@@ -45,6 +52,28 @@ export class UsageError extends Error {}
 export const USAGE_EXIT = 2;
 export const FAILURE_EXIT = 1;
 
+/** `name synopsis`, as the usage line and the command list show a command. */
+export function commandLine(spec: CommandSpec): string {
+  return spec.synopsis ? `${spec.name} ${spec.synopsis}` : spec.name;
+}
+
+/**
+ * How many positionals a synopsis takes: each word before the first option is
+ * one, `[WORD]` is optional and `...` repeats it (`[FILES.pte...]`: any number).
+ */
+export function positionalCounts(synopsis = ''): { min: number; max: number } {
+  let min = 0;
+  let max = 0;
+  for (const word of synopsis.split(' ')) {
+    if (word === '') continue;
+    if (word.startsWith('-')) break;
+    const optional = word.startsWith('[');
+    if (!optional) min += 1;
+    max = word.endsWith('...') || word.endsWith('...]') ? Number.POSITIVE_INFINITY : max + 1;
+  }
+  return { min, max };
+}
+
 function optionLabel(option: OptionSpec): string {
   const short = option.short === undefined ? '' : `-${option.short}, `;
   const value = option.value === undefined ? '' : ` ${option.value}`;
@@ -54,7 +83,7 @@ function optionLabel(option: OptionSpec): string {
 export function usage(spec: CommandSpec): string {
   const options = [...spec.options, HELP_OPTION];
   const width = Math.max(...options.map((option) => optionLabel(option).length));
-  const lines = [`usage: etna ${spec.name}${spec.synopsis ? ` ${spec.synopsis}` : ''} [options]`, '', spec.summary, '', 'options:'];
+  const lines = [`usage: etna ${commandLine(spec)} [options]`, '', spec.summary, '', 'options:'];
   for (const option of options) lines.push(`  ${optionLabel(option).padEnd(width)}  ${option.help}`);
   if (spec.notes !== undefined) lines.push('', spec.notes);
   return lines.join('\n');
@@ -141,7 +170,7 @@ export function parseCommand(spec: CommandSpec, args: readonly string[]): Parsed
   }
   if (parsed.values.help === true) return null;
   const count = parsed.positionals.length;
-  const { min, max } = spec.positionals;
+  const { min, max } = positionalCounts(spec.synopsis);
   if (count < min || count > max) {
     const expected = min === max ? `${min}` : `${min} to ${max}`;
     throw new UsageError(`expected ${expected} argument${max === 1 ? '' : 's'} (${spec.synopsis || 'none'}), got ${count}`);

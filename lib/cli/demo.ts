@@ -40,8 +40,6 @@ const MAX_STEPS = KV_DECODER_CONFIG.context - KV_DECODER_CONFIG.prefillLength;
 export const DEMO: Command = {
   spec: {
     name: 'demo',
-    synopsis: '',
-    positionals: { min: 0, max: 0 },
     brief: 'kv-decoder with shared and unshared memory, side by side',
     summary:
       'Builds the kv-decoder example in memory, runs prefill (8 tokens) and N greedy decode steps with\n' +

@@ -4,7 +4,7 @@
 import { BENCH } from './bench.js';
 import { BENCH_LLM } from './bench-llm.js';
 import { BENCH_ZOO } from './bench-zoo.js';
-import { parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
+import { commandLine, parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
 import { GENERATE } from './generate.js';
@@ -15,10 +15,10 @@ import { RUN } from './run.js';
 const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
 
 function overview(): string {
-  const width = Math.max(...COMMANDS.map(({ spec }) => `${spec.name} ${spec.synopsis}`.length));
+  const width = Math.max(...COMMANDS.map(({ spec }) => commandLine(spec).length));
   const lines = ['usage: etna <command> [options]', '', 'commands:'];
   for (const { spec } of COMMANDS) {
-    lines.push(`  ${`${spec.name} ${spec.synopsis}`.padEnd(width)}  ${spec.brief}`);
+    lines.push(`  ${commandLine(spec).padEnd(width)}  ${spec.brief}`);
   }
   lines.push('', "Run 'etna <command> --help' for a command's options. docs/cli.md has the details.");
   return lines.join('\n');

@@ -26,7 +26,6 @@ export const EXPORT_EXAMPLE: Command = {
   spec: {
     name: 'export-example',
     synopsis: 'NAME OUT.pte',
-    positionals: { min: 2, max: 2 },
     brief: 'write a built-in example program',
     summary: 'Writes the built-in example NAME as a program with portable kernels, or lowered to XNNPACK.',
     options: [

@@ -64,7 +64,6 @@ export const GENERATE: Command = {
   spec: {
     name: 'generate',
     synopsis: 'MODEL.pte --tokenizer FILE --prompt TEXT',
-    positionals: { min: 1, max: 1 },
     brief: 'generate text with an LLM program',
     summary:
       "Runs an ExecuTorch LLM program (export_llama's forward, or prefill and decode) on a prompt and streams the text to stdout, then prints one stats line to stderr.",

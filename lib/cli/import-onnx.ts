@@ -12,7 +12,6 @@ export const IMPORT_ONNX: Command = {
   spec: {
     name: 'import-onnx',
     synopsis: 'MODEL.onnx -o OUT.pte',
-    positionals: { min: 1, max: 1 },
     brief: 'import an ONNX model, state pairs in shared buffers',
     summary: 'Imports an ONNX model as a program; state pairs live in shared buffers at mem_id 2 (docs/onnx.md).',
     options: [

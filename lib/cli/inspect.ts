@@ -123,7 +123,6 @@ export function externalDataText(file: string, fileSize: number, description: Ex
 const INSPECT_SPEC: CommandSpec = {
   name: 'inspect',
   synopsis: 'FILE',
-  positionals: { min: 1, max: 1 },
   brief: "describe a .pte program (methods, IO, operators, memory plan) or list a .ptd file's tensors",
   summary:
     'Verifies a .pte program without running it and describes its methods, inputs, outputs,\n' +

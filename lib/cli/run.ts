@@ -13,7 +13,6 @@ import { FILLS, generateInputs, valueFromJson, valueToJson, type Fill } from './
 const RUN_SPEC: CommandSpec = {
   name: 'run',
   synopsis: 'FILE',
-  positionals: { min: 1, max: 1 },
   brief: 'run a method (or a sequence of calls) on one module and print the outputs',
   summary:
     'Loads FILE into one module, runs a method (or a sequence of calls) and prints the outputs.\n' +

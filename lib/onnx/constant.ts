@@ -3,21 +3,12 @@
 import { EtnaError } from '../errors.js';
 import type { DType } from '../export/dtype.js';
 import { numel } from '../shape.js';
-import { float16ToNumber } from '../dtypes.js';
+import { DTYPE_TABLE, float16ToNumber, type TensorData } from '../dtypes.js';
 import { dtypeFromOnnx } from './dtype.js';
 import type { OnnxTensorProto } from './proto.js';
 
-export type ConstData =
-  | Float32Array
-  | Float64Array
-  | BigInt64Array
-  | BigUint64Array
-  | Int32Array
-  | Uint32Array
-  | Int16Array
-  | Uint16Array
-  | Int8Array
-  | Uint8Array;
+/** A constant's elements: the typed array of its dtype, as a tensor holds them. */
+export type ConstData = TensorData;
 
 export interface ConstTensor {
   readonly dtype: DType;
@@ -26,31 +17,7 @@ export interface ConstTensor {
 }
 
 export function allocate(dtype: DType, length: number): ConstData {
-  switch (dtype) {
-    case 'float32':
-      return new Float32Array(length);
-    case 'float64':
-      return new Float64Array(length);
-    case 'int64':
-      return new BigInt64Array(length);
-    case 'uint64':
-      return new BigUint64Array(length);
-    case 'int32':
-      return new Int32Array(length);
-    case 'uint32':
-      return new Uint32Array(length);
-    case 'int16':
-      return new Int16Array(length);
-    case 'uint16':
-    case 'float16':
-    case 'bfloat16':
-      return new Uint16Array(length);
-    case 'int8':
-      return new Int8Array(length);
-    case 'uint8':
-    case 'bool':
-      return new Uint8Array(length);
-  }
+  return new DTYPE_TABLE[dtype].array(length);
 }
 
 function isBigData(data: ConstData): data is BigInt64Array | BigUint64Array {

@@ -198,16 +198,19 @@ Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out) 
     out.string_value = value.As<Napi::String>().Utf8Value();
   } else if (value.IsObject()) {
     Napi::Object object = value.As<Napi::Object>();
-    Napi::Value dtype = object.Get("dtype");
+    Napi::Value scalar_type = object.Get("scalarType");
     Napi::Value shape = object.Get("shape");
     Napi::Value data = object.Get("data");
-    if (!dtype.IsString() || !shape.IsArray() || !data.IsTypedArray()) {
-      return bad_input(index, "a tensor needs dtype (string), shape (array) and data (TypedArray)");
+    if (!scalar_type.IsNumber() || !shape.IsArray() || !data.IsTypedArray()) {
+      return bad_input(index, "a tensor needs scalarType (number), shape (array) and data (TypedArray)");
     }
-    auto parsed = dtype_from_name(dtype.As<Napi::String>().Utf8Value());
-    if (!parsed) return bad_input(index, "unknown dtype '" + dtype.As<Napi::String>().Utf8Value() + "'");
+    const double code = scalar_type.As<Napi::Number>().DoubleValue();
+    const auto type = code == static_cast<double>(static_cast<int>(code))
+                          ? scalar_type_from_code(static_cast<int>(code))
+                          : std::nullopt;
+    if (!type) return bad_input(index, "unknown ScalarType code " + std::to_string(code));
     out.kind = InputValue::Kind::kTensor;
-    out.tensor.dtype = *parsed;
+    out.tensor.dtype = *type;
     Napi::Array dims = shape.As<Napi::Array>();
     for (uint32_t d = 0; d < dims.Length(); ++d) {
       Napi::Value dim = dims.Get(d);
@@ -253,7 +256,7 @@ Napi::Array outputs_to_js(Napi::Env env, const std::vector<OutputValue>& outputs
     switch (value.kind) {
       case OutputValue::Kind::kTensor: {
         Napi::Object tensor = Napi::Object::New(env);
-        tensor.Set("dtype", std::string(dtype_name(value.dtype)));
+        tensor.Set("scalarType", Napi::Number::New(env, static_cast<int>(value.dtype)));
         Napi::Array shape = Napi::Array::New(env, value.shape.size());
         for (uint32_t d = 0; d < value.shape.size(); ++d)
           shape.Set(d, Napi::Number::New(env, static_cast<double>(value.shape[d])));

@@ -27,11 +27,16 @@ struct CallBaton {
   }
 };
 
-// execute(name, inputs, outputBuffers, profile?): converts the arguments and
-// begins the call, so the caller's input arrays are read before this returns.
+// execute(methodIndex, inputs, outputBuffers, profile?): converts the
+// arguments and begins the call, so the caller's input arrays are read before
+// this returns. The method is named by its place in methodNames.
 Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
-  if (info.Length() < 3 || !info[0].IsString() || !info[1].IsArray() || !info[2].IsArray()) {
-    return make_error(ErrorCode::kInvalidInput, "execute expects (method name, inputs array, output buffers array)");
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsArray() || !info[2].IsArray()) {
+    return make_error(ErrorCode::kInvalidInput, "execute expects (method index, inputs array, output buffers array)");
+  }
+  const double method = info[0].As<Napi::Number>().DoubleValue();
+  if (!(method >= 0 && method < 4294967296.0) || method != static_cast<double>(static_cast<uint32_t>(method))) {
+    return make_error(ErrorCode::kInvalidInput, "execute: the method index must be a non-negative integer");
   }
   baton.profile = info.Length() >= 4 && info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
   Napi::Array js_inputs = info[1].As<Napi::Array>();
@@ -42,7 +47,7 @@ Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   for (uint32_t i = 0; i < js_outputs.Length(); ++i) {
     ETNA_TRY(output_buffer_from_js(js_outputs.Get(i), i, outputs[i], baton.keep_alive));
   }
-  auto call = baton.module->begin_call(info[0].As<Napi::String>().Utf8Value(), inputs, std::move(outputs));
+  auto call = baton.module->begin_call(static_cast<size_t>(method), inputs, std::move(outputs));
   if (!call) return call.error();
   baton.call = std::move(*call);
   return Status::ok();

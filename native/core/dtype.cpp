@@ -35,6 +35,11 @@ std::optional<size_t> element_size(int code) {
   return kDtypes[static_cast<size_t>(code)].size;
 }
 
+std::optional<ScalarType> scalar_type_from_code(int code) {
+  if (!element_size(code)) return std::nullopt;
+  return static_cast<ScalarType>(code);
+}
+
 std::string_view dtype_name(ScalarType type) {
   const int code = static_cast<int>(type);
   if (code < 0 || code >= static_cast<int>(kDtypes.size())) return "unknown";

@@ -44,6 +44,9 @@ enum class ScalarType : int8_t {
 // Bytes per element, or nullopt for a code the format does not define.
 std::optional<size_t> element_size(int code);
 
+// The ScalarType of a code the format defines; nullopt otherwise.
+std::optional<ScalarType> scalar_type_from_code(int code);
+
 // The name etna's API uses for a dtype ("float32", "int64", ...).
 std::string_view dtype_name(ScalarType type);
 

@@ -320,19 +320,29 @@ Result<std::unique_ptr<Module::Call>> Module::begin_call(const std::string& name
                                                          std::vector<OutputBuffer> outputs) {
   auto index = method_index(name);
   if (!index) return index.error();
+  return begin_call(*index, inputs, std::move(outputs));
+}
+
+Result<std::unique_ptr<Module::Call>> Module::begin_call(size_t index, const std::vector<InputValue>& inputs,
+                                                         std::vector<OutputBuffer> outputs) {
+  if (index >= methods_.size()) {
+    return make_error(ErrorCode::kMethodNotFound, "no method at index " + std::to_string(index) +
+                                                      " (this program has " + std::to_string(methods_.size()) +
+                                                      " methods)");
+  }
   if (call_running_.exchange(true, std::memory_order_acquire)) {
     return make_error(ErrorCode::kInternal, "module is already running a call; calls must be serialized");
   }
   // From here the Call owns the lease and gives it back when destroyed.
-  std::unique_ptr<Call> call(new Call(*this, *index, std::move(outputs)));
+  std::unique_ptr<Call> call(new Call(*this, index, std::move(outputs)));
   if (pooled_activations_) {
     // Held until the call ends: inputs are copied into it now, outputs out of it last.
     auto lease = borrow_activations();
     if (!lease) return lease.error();
     call->activations_ = std::move(*lease);
-    methods_[*index]->use_arena(1, call->activations_.shared());
+    methods_[index]->use_arena(1, call->activations_.shared());
   }
-  if (Method* method = methods_[*index].get()) {
+  if (Method* method = methods_[index].get()) {
     ETNA_TRY(method->validate_outputs(call->outputs_));
     ETNA_TRY(method->set_inputs(inputs));
     call->bound_ = true;

@@ -129,6 +129,9 @@ class Module {
   // Output buffers must stay valid until the call has run.
   Result<std::unique_ptr<Call>> begin_call(const std::string& name, const std::vector<InputValue>& inputs,
                                            std::vector<OutputBuffer> outputs);
+  // The same for the method at `index` in method_names() (kMethodNotFound past the end).
+  Result<std::unique_ptr<Call>> begin_call(size_t index, const std::vector<InputValue>& inputs,
+                                           std::vector<OutputBuffer> outputs);
   // begin_call, then run on this thread.
   Result<std::vector<OutputValue>> execute(const std::string& name, const std::vector<InputValue>& inputs,
                                            const std::vector<OutputBuffer>& outputs);

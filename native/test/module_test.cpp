@@ -340,6 +340,34 @@ TEST(Module, OneCallHoldsTheLeaseUntilItIsDropped) {
   EXPECT_TRUE(run(*module, "forward", {float_tensor({1}, a), float_tensor({1}, b)}));
 }
 
+TEST(Module, CallsNameTheirMethodByItsPlaceInMethodNames) {
+  ETNA_REQUIRE_TESTDATA();
+  auto module = load_module("npr_multi_method.pte");
+  ASSERT_TRUE(module);
+  const auto& names = module->method_names();
+  std::vector<float> x{1, -4};
+  for (size_t index = 0; index < names.size(); ++index) {
+    std::vector<uint8_t> by_index(2 * sizeof(float)), by_name(2 * sizeof(float));
+    auto call = module->begin_call(index, {float_tensor({2}, x)}, {OutputBuffer{by_index.data(), by_index.size()}});
+    ASSERT_TRUE(call) << call.error().message;
+    ASSERT_TRUE((*call)->run());
+    call->reset();
+    auto named =
+        module->begin_call(names[index], {float_tensor({2}, x)}, {OutputBuffer{by_name.data(), by_name.size()}});
+    ASSERT_TRUE(named) << named.error().message;
+    ASSERT_TRUE((*named)->run());
+    EXPECT_EQ(by_index, by_name) << names[index];
+  }
+  std::vector<uint8_t> out(2 * sizeof(float));
+  auto past = module->begin_call(names.size(), {float_tensor({2}, x)}, {OutputBuffer{out.data(), out.size()}});
+  ASSERT_FALSE(past);
+  EXPECT_EQ(past.error().code, ErrorCode::kMethodNotFound);
+  EXPECT_NE(past.error().message.find("no method at index 2 (this program has 2 methods)"), std::string::npos)
+      << past.error().message;
+  // The refusal took no lease: the next call runs.
+  EXPECT_TRUE(run(*module, "forward", {float_tensor({2}, x)}));
+}
+
 TEST(Module, InputsAreTakenWhenTheCallBegins) {
   ETNA_REQUIRE_TESTDATA();
   // Loaded method (bound at once) and a method that loads when the call runs (copied).

@@ -7,6 +7,7 @@ import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import {
   MAX_CONCATENATE_INPUTS,
   type BinaryCode,
+  type ConstantPadding,
   type ConvolutionGeometry,
   type PoolingCode,
   type PoolingWindow,
@@ -91,14 +92,7 @@ export type MatchedOp =
   /** select_copy: a slice one wide along `dim`, then that dim dropped. */
   | { readonly kind: 'select'; readonly dim: number; readonly index: number; readonly input: number; readonly out: number }
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
-  | {
-      readonly kind: 'constantPad';
-      readonly before: readonly number[];
-      readonly after: readonly number[];
-      readonly value: number;
-      readonly input: number;
-      readonly out: number;
-    };
+  | ({ readonly kind: 'constantPad'; readonly input: number; readonly out: number } & ConstantPadding);
 
 const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set([
   'absorbed',

@@ -118,6 +118,13 @@ export interface ConvolutionGeometry {
   readonly groups: number;
 }
 
+/** constant_pad_nd's amounts per dim (before and after) and its fill value. */
+export interface ConstantPadding {
+  readonly before: readonly number[];
+  readonly after: readonly number[];
+  readonly value: number;
+}
+
 export type XnnNodeBody =
   /** BatchMatrixMultiply takes BATCH_MATMUL_TRANSPOSE_B in `flags`: input2 is [..., n, k]. */
   | {
@@ -181,14 +188,7 @@ export type XnnNodeBody =
     }
   /** 2 to 5 inputs joined along `axis`. */
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly output: number }
-  | {
-      readonly kind: 'constantPad';
-      readonly before: readonly number[];
-      readonly after: readonly number[];
-      readonly value: number;
-      readonly input: number;
-      readonly output: number;
-    };
+  | ({ readonly kind: 'constantPad'; readonly input: number; readonly output: number } & ConstantPadding);
 
 const CONCATENATE_CODES: readonly NodeUnion[] = [
   NodeUnion.XNNConcatenate2,

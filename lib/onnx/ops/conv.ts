@@ -2,6 +2,7 @@
 // im2col form ONNX Runtime sums in for short 1-D outputs on the delegate, and
 // blocked sums for long dot products on portable kernels.
 import { MAX_CONCATENATE_INPUTS } from '../../export/xnnpack/payload.js';
+import type { DType } from '../../dtypes.js';
 import { numel } from '../../shape.js';
 import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { arith, cat, constantPad, indexSelect, permute, reshape, slice, windowPads } from './common.js';
@@ -29,6 +30,44 @@ function convSetup(node: NodeView, what: string) {
   };
 }
 
+/** aten::convolution's window: per spatial dim; `outputPadding` makes it transposed. */
+interface ConvolutionWindow {
+  strides: readonly number[];
+  padding: readonly number[];
+  dilations: readonly number[];
+  outputPadding?: readonly number[];
+  groups: number;
+}
+
+/** One `aten::convolution.out` of x by w (+ bias), in `dtype`, into `outShape`. */
+function convolution(
+  ctx: ImportContext,
+  x: OnnxValue,
+  w: OnnxValue,
+  bias: OnnxValue | undefined,
+  window: ConvolutionWindow,
+  dtype: DType,
+  outShape: readonly number[],
+): OnnxValue {
+  const spatial = window.strides.length;
+  return ctx.emit(
+    'aten::convolution.out',
+    [
+      ctx.tensor(x),
+      ctx.tensor(w),
+      bias === undefined ? null : ctx.tensor(bias),
+      { intList: [...window.strides] },
+      { intList: [...window.padding] },
+      { intList: [...window.dilations] },
+      { bool: window.outputPadding !== undefined },
+      { intList: window.outputPadding === undefined ? new Array<number>(spatial).fill(0) : [...window.outputPadding] },
+      { int: window.groups },
+    ],
+    dtype,
+    [...outShape],
+  );
+}
+
 export function conv(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const { w, bias, xShape, wShape, spatial, kernel, strides, dilations, groups, ...setup } = convSetup(node, 'convolutions');
@@ -46,22 +85,7 @@ export function conv(node: NodeView): OnnxValue[] {
   }
   const inPerGroup = wShape[1]!;
   const wideConv = widened(ctx, [x, w, bias], ([wx, ww, wb]) =>
-    ctx.emit(
-      'aten::convolution.out',
-      [
-        ctx.tensor(wx!),
-        ctx.tensor(ww!),
-        wb === undefined ? null : ctx.tensor(wb),
-        { intList: strides },
-        { intList: pads.slice(0, spatial) },
-        { intList: dilations },
-        { bool: false },
-        { intList: new Array<number>(spatial).fill(0) },
-        { int: groups },
-      ],
-      'float64',
-      outShape,
-    ),
+    convolution(ctx, wx!, ww!, wb, { strides, padding: pads.slice(0, spatial), dilations, groups }, 'float64', outShape),
   );
   if (wideConv !== undefined) return [wideConv];
   if (toDelegate(ctx, x, w, bias)) {
@@ -72,19 +96,12 @@ export function conv(node: NodeView): OnnxValue[] {
       // The delegate takes 2-D convolutions: a 1-D one is the same with H = 1.
       const x4 = reshape(ctx, x, [inShape[0]!, inShape[1]!, 1, inShape[2]!]);
       const w4 = reshape(ctx, w, [wShape[0]!, wShape[1]!, 1, wShape[2]!]);
-      const y4 = ctx.emit(
-        'aten::convolution.out',
-        [
-          ctx.tensor(x4),
-          ctx.tensor(w4),
-          bias === undefined ? null : ctx.tensor(bias),
-          { intList: [1, strides[0]!] },
-          { intList: [0, pads[0]!] },
-          { intList: [1, dilations[0]!] },
-          { bool: false },
-          { intList: [0, 0] },
-          { int: groups },
-        ],
+      const y4 = convolution(
+        ctx,
+        x4,
+        w4,
+        bias,
+        { strides: [1, strides[0]!], padding: [0, pads[0]!], dilations: [1, dilations[0]!], groups },
         'float32',
         [outShape[0]!, outShape[1]!, 1, outShape[2]!],
       );
@@ -94,24 +111,7 @@ export function conv(node: NodeView): OnnxValue[] {
   if (groups === 1 && numel(kernel) * inPerGroup > BLOCK_TERMS && dilations.every((d) => d === 1) && !toDelegate(ctx, x, w, bias)) {
     return [blockedConv(ctx, node, constantPad(ctx, x, pads, 0), w, bias, strides, kernel, outShape)];
   }
-  return [
-    ctx.emit(
-      'aten::convolution.out',
-      [
-        ctx.tensor(x),
-        ctx.tensor(w),
-        bias === undefined ? null : ctx.tensor(bias),
-        { intList: strides },
-        { intList: pads.slice(0, spatial) },
-        { intList: dilations },
-        { bool: false },
-        { intList: new Array<number>(spatial).fill(0) },
-        { int: groups },
-      ],
-      dtypeOf(x),
-      outShape,
-    ),
-  ];
+  return [convolution(ctx, x, w, bias, { strides, padding: pads.slice(0, spatial), dilations, groups }, dtypeOf(x), outShape)];
 }
 
 // ONNX Runtime computes a 1-D convolution as im2col rows (channel-major,
@@ -185,19 +185,12 @@ function blockedConv(
       const needed = (outLast - 1) * strides[spatial - 1]! + (tEnd - t);
       const xPart = tapBlock === lastKernel ? xChannels : slice(ctx, xChannels, lastDim, t, t + needed);
       partials.push(
-        ctx.emit(
-          'aten::convolution.out',
-          [
-            ctx.tensor(xPart),
-            ctx.tensor(wPart),
-            null,
-            { intList: strides },
-            { intList: new Array<number>(spatial).fill(0) },
-            { intList: new Array<number>(spatial).fill(1) },
-            { bool: false },
-            { intList: new Array<number>(spatial).fill(0) },
-            { int: 1 },
-          ],
+        convolution(
+          ctx,
+          xPart,
+          wPart,
+          undefined,
+          { strides, padding: new Array<number>(spatial).fill(0), dilations: new Array<number>(spatial).fill(1), groups: 1 },
           dtypeOf(x),
           outShape,
         ),
@@ -238,22 +231,7 @@ export function convTranspose(node: NodeView): OnnxValue[] {
       outShape.push((inputSpatial[i]! - 1) * strides[i]! - 2 * pads[i]! + dilations[i]! * (kernel[i]! - 1) + outputPadding[i]! + 1);
     }
     return [
-      ctx.emit(
-        'aten::convolution.out',
-        [
-          ctx.tensor(x),
-          ctx.tensor(w),
-          bias === undefined ? null : ctx.tensor(bias),
-          { intList: strides },
-          { intList: pads.slice(0, spatial) },
-          { intList: dilations },
-          { bool: true },
-          { intList: outputPadding },
-          { int: groups },
-        ],
-        'float32',
-        outShape,
-      ),
+      convolution(ctx, x, w, bias, { strides, padding: pads.slice(0, spatial), dilations, outputPadding, groups }, 'float32', outShape),
     ];
   }
   // Insert stride-1 zeros between input positions, then correlate with the flipped kernel.
@@ -306,19 +284,12 @@ export function convTranspose(node: NodeView): OnnxValue[] {
   const outShape = [inShape[0]!, groups * coutPerGroup];
   for (let i = 0; i < spatial; i++) outShape.push(inShape[i + 2]! - dilations[i]! * (kernel[i]! - 1));
   return [
-    ctx.emit(
-      'aten::convolution.out',
-      [
-        ctx.tensor(x),
-        ctx.tensor(w),
-        bias === undefined ? null : ctx.tensor(bias),
-        { intList: new Array<number>(spatial).fill(1) },
-        { intList: new Array<number>(spatial).fill(0) },
-        { intList: dilations },
-        { bool: false },
-        { intList: new Array<number>(spatial).fill(0) },
-        { int: groups },
-      ],
+    convolution(
+      ctx,
+      x,
+      w,
+      bias,
+      { strides: new Array<number>(spatial).fill(1), padding: new Array<number>(spatial).fill(0), dilations, groups },
       dtypeOf(x),
       outShape,
     ),

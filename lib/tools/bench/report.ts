@@ -4,7 +4,7 @@
 // counts, the table of each workload across them is thread-scaling.ts's.
 import { formatBytes, markdownTable, table } from '../../format.js';
 import type { BenchReport, MethodComparison } from './harness.js';
-import type { OnnxGraphComparison } from './onnx-graphs.js';
+import type { AlternatedTiming, OnnxGraphComparison } from './onnx-graphs.js';
 import type { BenchConfig, BenchResult, LatencyFigures } from './runner.js';
 import type { SessionsResult } from './sessions.js';
 import { formatThreadScalingMarkdown, threadScaling } from './thread-scaling.js';
@@ -260,54 +260,41 @@ export function formatSessionsMarkdown(results: readonly SessionsResult[]): stri
 /** Whether the rows ran at more than one thread count: only then do the tables get a `threads` column. */
 const severalThreads = (rows: readonly { threads: number }[]): boolean => new Set(rows.map((row) => row.threads)).size > 1;
 
+// The columns every side-by-side comparison shares, after the row's own names.
+const COMPARISON_HEADERS = [
+  'etna p50 ms',
+  'onnxruntime p50 ms',
+  'etna / onnxruntime',
+  'min ms (etna / onnxruntime)',
+  'max diff / max |output|',
+];
+
+function comparisonCells(r: AlternatedTiming & { relativeError: number }, digits: number): string[] {
+  return [
+    r.etnaP50Ms.toFixed(digits),
+    r.onnxruntimeP50Ms.toFixed(digits),
+    `${r.ratio.toFixed(2)}x`,
+    `${r.etnaMinMs.toFixed(digits)} / ${r.onnxruntimeMinMs.toFixed(digits)}`,
+    r.relativeError.toExponential(1),
+  ];
+}
+
 export function formatMethodComparisons(rows: readonly MethodComparison[]): string[][] {
   const several = severalThreads(rows);
   return [
-    [
-      'program',
-      'method',
-      ...(several ? ['threads'] : []),
-      'etna p50 ms',
-      'onnxruntime p50 ms',
-      'etna / onnxruntime',
-      'min ms (etna / onnxruntime)',
-      'max diff / max |output|',
-    ],
-    ...rows.map((r) => [
-      r.program,
-      r.method,
-      ...(several ? [String(r.threads)] : []),
-      r.etnaP50Ms.toFixed(3),
-      r.onnxruntimeP50Ms.toFixed(3),
-      `${r.ratio.toFixed(2)}x`,
-      `${r.etnaMinMs.toFixed(3)} / ${r.onnxruntimeMinMs.toFixed(3)}`,
-      r.relativeError.toExponential(1),
-    ]),
+    ['program', 'method', ...(several ? ['threads'] : []), ...COMPARISON_HEADERS],
+    ...rows.map((r) => [r.program, r.method, ...(several ? [String(r.threads)] : []), ...comparisonCells(r, 3)]),
   ];
 }
 
 export function formatOnnxGraphComparisons(rows: readonly OnnxGraphComparison[]): string[][] {
   const several = severalThreads(rows);
   return [
-    [
-      'graph',
-      ...(several ? ['threads'] : []),
-      'etna p50 ms',
-      'onnxruntime p50 ms',
-      'etna / onnxruntime',
-      'min ms (etna / onnxruntime)',
-      'max diff / max |output|',
-      'delegate calls',
-      'kernel calls',
-    ],
+    ['graph', ...(several ? ['threads'] : []), ...COMPARISON_HEADERS, 'delegate calls', 'kernel calls'],
     ...rows.map((r) => [
       r.program,
       ...(several ? [String(r.threads)] : []),
-      r.etnaP50Ms.toFixed(2),
-      r.onnxruntimeP50Ms.toFixed(2),
-      `${r.ratio.toFixed(2)}x`,
-      `${r.etnaMinMs.toFixed(2)} / ${r.onnxruntimeMinMs.toFixed(2)}`,
-      r.relativeError.toExponential(1),
+      ...comparisonCells(r, 2),
       String(r.calls.delegate),
       String(r.calls.kernel),
     ]),

@@ -13,12 +13,10 @@ import {
   relu,
   SeededRandom,
   sigmoid,
-  runReferenceMethod,
+  MethodTableReference,
   type ExampleCall,
-  type ExampleReference,
   type LinearWeights,
   type ReferenceMethod,
-  type ReferenceTensor,
 } from './reference.js';
 
 export const ENCODER_DECODER_CONFIG = {
@@ -72,9 +70,9 @@ export function buildEncoderDecoder(weights: EncoderDecoderWeights = createEncod
   return program;
 }
 
-export class EncoderDecoderReference implements ExampleReference {
+export class EncoderDecoderReference extends MethodTableReference {
   readonly example = 'encoder-decoder';
-  private readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
+  protected readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
     encode: {
       inputs: [{ name: 'x', dtype: 'float32', shape: [1, C.inputSize] }],
       run: ([x]) => [float32Tensor([1, C.codeSize], this.encode(x!.data as Float32Array))],
@@ -85,12 +83,8 @@ export class EncoderDecoderReference implements ExampleReference {
     },
   };
 
-  readonly methods = Object.keys(this.signatures);
-
-  constructor(readonly weights: EncoderDecoderWeights = createEncoderDecoderWeights()) {}
-
-  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    return runReferenceMethod(this.example, this.signatures, method, inputs);
+  constructor(readonly weights: EncoderDecoderWeights = createEncoderDecoderWeights()) {
+    super();
   }
 
   encode(x: Float32Array): Float32Array {

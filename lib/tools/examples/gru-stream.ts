@@ -9,14 +9,12 @@ import {
   linearRows,
   randomLinear,
   resetMethod,
-  runReferenceMethod,
+  MethodTableReference,
   SeededRandom,
   sigmoid,
   type ExampleCall,
-  type ExampleReference,
   type LinearWeights,
   type ReferenceMethod,
-  type ReferenceTensor,
 } from './reference.js';
 
 export const GRU_STREAM_CONFIG = {
@@ -79,29 +77,25 @@ export function buildGruStream(weights: GruStreamWeights = createGruStreamWeight
   return program;
 }
 
-export class GruStreamReference implements ExampleReference {
+export class GruStreamReference extends MethodTableReference {
   readonly example = 'gru-stream';
-  private readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
+  protected readonly signatures: Readonly<Record<string, ReferenceMethod>> = {
     step: {
       inputs: [{ name: 'frame', dtype: 'float32', shape: [1, C.frameSize] }],
       run: ([frame]) => [float32Tensor([1, C.outputSize], this.step(frame!.data as Float32Array))],
     },
     reset: resetMethod(() => this.reset()),
   };
-  readonly methods = Object.keys(this.signatures);
   private hidden: Float32Array;
 
   constructor(readonly weights: GruStreamWeights = createGruStreamWeights()) {
+    super();
     this.hidden = weights.initialHidden.slice();
   }
 
   /** A copy of the current hidden state. */
   get state(): Float32Array {
     return this.hidden.slice();
-  }
-
-  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
   step(frame: Float32Array): Float32Array {

@@ -59,7 +59,7 @@ export interface ReferenceMethod {
  * Checks `inputs` against the signature of `methods[method]`, naming the
  * method and input that do not match, then runs it.
  */
-export function runReferenceMethod(
+function runReferenceMethod(
   example: string,
   methods: Readonly<Record<string, ReferenceMethod>>,
   method: string,
@@ -94,6 +94,25 @@ export function resetMethod(reset: () => void): ReferenceMethod {
   };
 }
 
+/**
+ * A reference whose methods are a table of signatures: the method list and
+ * `execute` (checks included) come from the table; subclasses compute.
+ */
+export abstract class MethodTableReference implements ExampleReference {
+  abstract readonly example: string;
+  protected abstract readonly signatures: Readonly<Record<string, ReferenceMethod>>;
+
+  get methods(): readonly string[] {
+    return Object.keys(this.signatures);
+  }
+
+  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
+    return runReferenceMethod(this.example, this.signatures, method, inputs);
+  }
+
+  abstract session(): ExampleCall[];
+}
+
 /** What a decoder example's methods are sized by. */
 export interface DecoderShape {
   readonly prefillLength: number;
@@ -109,9 +128,8 @@ export interface DecoderShape {
  * and reset(). The signatures, the token and position checks and the reset
  * live here; a subclass computes one pass.
  */
-export abstract class DecoderReference implements ExampleReference {
-  readonly methods: readonly string[];
-  private readonly signatures: Readonly<Record<string, ReferenceMethod>>;
+export abstract class DecoderReference extends MethodTableReference {
+  protected readonly signatures: Readonly<Record<string, ReferenceMethod>>;
 
   protected constructor(
     readonly example: string,
@@ -119,6 +137,7 @@ export abstract class DecoderReference implements ExampleReference {
     protected readonly keyCaches: readonly Float32Array[],
     protected readonly valueCaches: readonly Float32Array[],
   ) {
+    super();
     const { prefillLength, vocab } = shape;
     this.signatures = {
       prefill: {
@@ -139,11 +158,6 @@ export abstract class DecoderReference implements ExampleReference {
       },
       reset: resetMethod(() => this.reset()),
     };
-    this.methods = Object.keys(this.signatures);
-  }
-
-  execute(method: string, inputs: readonly ReferenceTensor[]): ReferenceTensor[] {
-    return runReferenceMethod(this.example, this.signatures, method, inputs);
   }
 
   /** Logits [tokens x vocab] for a chunk of tokens at positions start.. */
@@ -166,8 +180,6 @@ export abstract class DecoderReference implements ExampleReference {
   reset(): void {
     for (const cache of [...this.keyCaches, ...this.valueCaches]) cache.fill(0);
   }
-
-  abstract session(): ExampleCall[];
 
   /** Logits [rows x vocab] for `tokens` at positions start..start+rows-1; writes their keys and values into the caches. */
   protected abstract pass(tokens: readonly number[], start: number): Float32Array;
