@@ -30,6 +30,8 @@ import { conv } from './conv.js';
 import { matmul } from './matmul.js';
 
 const QUANTIZED_MAX = 255;
+/** 1.5 * 2^23: float32 sums with it have no fraction bits left (see the rounding of y below). */
+const ROUNDING_SHIFT = 12582912;
 
 /** A float32 copy of `x` (integers of 8 bits are exact). */
 function toFloat32(ctx: ImportContext, x: OnnxValue): OnnxValue {
@@ -78,12 +80,16 @@ export function dynamicQuantizeLinear(node: NodeView): OnnxValue[] {
   const belowMax = select(compare(ctx, node, 'lt', initial, number(QUANTIZED_MAX)), initial, number(QUANTIZED_MAX));
   const clamped = select(compare(ctx, node, 'gt', belowMax, zero), belowMax, zero);
   const zeroPoint = unary(ctx, 'aten::round.out', clamped);
-  // y - zp = round(x / scale) clamped to [-zp, 255 - zp], a NaN quotient to -zp.
-  const quotient = unary(ctx, 'aten::round.out', arith(ctx, node, 'div', x, scale));
+  // y - zp = x / scale clamped to [-zp, 255 - zp], a NaN quotient to -zp, then rounded. The
+  // bounds are integers, so clamping first rounds the same; and a float32 of magnitude up to
+  // 2^22 plus 1.5 * 2^23 rounds to a whole number, ties to even, which subtracting 1.5 * 2^23
+  // leaves exact: two additions the delegate runs, where round is a portable kernel.
+  const quotient = arith(ctx, node, 'div', x, scale);
   const bottom = arith(ctx, node, 'sub', zero, zeroPoint);
   const top = arith(ctx, node, 'sub', number(QUANTIZED_MAX), zeroPoint);
   const capped = ctx.emit('aten::minimum.out', [ctx.tensor(quotient), ctx.tensor(top)], 'float32', shape);
-  const centered = select(compare(ctx, node, 'ge', quotient, bottom), capped, bottom);
+  const clampedQuotient = select(compare(ctx, node, 'ge', quotient, bottom), capped, bottom);
+  const centered = arith(ctx, node, 'sub', arith(ctx, node, 'add', clampedQuotient, number(ROUNDING_SHIFT)), number(ROUNDING_SHIFT));
   const zeroPointOut = deferredConversion(ctx, zeroPoint, 'uint8');
   const y = ctx.deferred('uint8', shape, (out) =>
     ctx.kernel('dim_order_ops::_to_dim_order_copy.out', [
