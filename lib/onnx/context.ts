@@ -34,6 +34,12 @@ export function isFloat(dtype: DType): boolean {
   return dtype === 'float32' || dtype === 'float64' || dtype === 'float16' || dtype === 'bfloat16';
 }
 
+/** An 8-bit integer value also held as float32 values minus its zero point, the form integer products read. */
+export interface CenteredForm {
+  readonly centered: OnnxValue;
+  readonly zeroPoint: OnnxValue;
+}
+
 /** One graph being imported into one method (export/lowering.ts's LoweringContext is another thing: passes over a built program). */
 export class ImportContext {
   readonly values = new Map<string, OnnxValue>();
@@ -41,7 +47,13 @@ export class ImportContext {
   readonly producers = new Map<string, string>();
   /** The input shapes given at import (e.g. `x=1x5`), named when a node's operand shapes contradict each other. */
   givenShapes = '';
+  /** Quantized values (DynamicQuantizeLinear's y) an integer product reads in float32 without converting them back. */
+  readonly centeredForms = new WeakMap<OnnxValue, CenteredForm>();
+  /** Integer results (ConvInteger's, MatMulInteger's) that hold integers a float32 tensor holds too: a Cast to float32 returns it. */
+  readonly floatForms = new WeakMap<OnnxValue, OnnxValue>();
   private readonly materialized = new WeakMap<ConstTensor, TensorInput>();
+  /** Kernels that produce deferred tensors, emitted when something first reads the tensor. */
+  private readonly pending = new Map<TensorInput, () => void>();
   private constantCount = 0;
 
   constructor(
@@ -57,15 +69,33 @@ export class ImportContext {
     readonly followsInputSize = false,
   ) {}
 
-  /** A tensor operand for a value; constants become program constants on first use. */
+  /** A tensor operand for a value; constants become program constants on first use, deferred tensors are computed. */
   tensor(value: OnnxValue): TensorInput {
-    if (value.kind === 'tensor') return value.tensor;
+    if (value.kind === 'tensor') {
+      const produce = this.pending.get(value.tensor);
+      if (produce !== undefined) {
+        this.pending.delete(value.tensor);
+        produce();
+      }
+      return value.tensor;
+    }
     const cached = this.materialized.get(value.tensor);
     if (cached !== undefined) return cached;
     const t = value.tensor;
     const made = this.program.constant(`${this.constantPrefix}${this.constantCount++}`, t.dtype, t.shape, t.data);
     this.materialized.set(t, made);
     return made;
+  }
+
+  /**
+   * A tensor whose kernels `produce` emits only when something reads it (through tensor()): an
+   * integer form the following op usually skips for the float32 one beside it. Unread, it costs
+   * neither a kernel nor memory.
+   */
+  deferred(dtype: DType, shape: readonly number[], produce: (out: TensorValue) => void): OnnxValue {
+    const out = this.out(dtype, shape);
+    this.pending.set(out, () => produce(out));
+    return tensorValue(out);
   }
 
   /** A fresh activation tensor. */

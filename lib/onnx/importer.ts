@@ -388,16 +388,12 @@ function widenInput(ctx: ImportContext, input: TensorValue): OnnxValue {
 
 /** A copy of `value` as an activation, so outputs never alias inputs, constants or state. */
 function ownedTensor(ctx: ImportContext, value: OnnxValue): TensorValue {
-  const m = ctx.m;
-  if (
-    value.kind === 'tensor' &&
-    value.tensor instanceof TensorValue &&
-    m.graph.tensorNode(value.tensor.index).origin.kind === 'activation'
-  ) {
-    return value.tensor;
+  const tensor = ctx.tensor(value);
+  if (value.kind === 'tensor' && tensor instanceof TensorValue && ctx.m.graph.tensorNode(tensor.index).origin.kind === 'activation') {
+    return tensor;
   }
   const out = ctx.out(dtypeOf(value), shapeOf(value));
-  ctx.kernel('aten::clone.out', [ctx.tensor(value), null, out]);
+  ctx.kernel('aten::clone.out', [tensor, null, out]);
   return out;
 }
 

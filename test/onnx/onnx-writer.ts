@@ -43,7 +43,7 @@ export interface TestNode {
 
 export interface TestValue {
   name: string;
-  /** ONNX element type: 1 float, 7 int64, 9 bool. */
+  /** ONNX element type: 1 float, 2 uint8, 3 int8, 6 int32, 7 int64, 9 bool. */
   type: number;
   /** A number for a fixed dim, a name for a symbolic one; omitted, the shape is left unstated (allowed for graph outputs). */
   shape?: (number | string)[];
@@ -57,6 +57,8 @@ export interface TestInitializer {
   int64s?: number[];
   /** Stores `floats` as float16 (data type 10), rounded to nearest even. */
   float16?: boolean;
+  /** Stores `floats` as 8-bit integers (data type 2, uint8, or 3, int8): quantized weights and zero points. */
+  int8?: 'uint8' | 'int8';
 }
 
 export interface TestGraph {
@@ -66,16 +68,20 @@ export interface TestGraph {
   initializers?: TestInitializer[];
 }
 
-// TensorProto: dims (1), data_type (2, 1 = float, 7 = int64, 10 = float16), name (8), raw_data (9, little-endian).
+// TensorProto: dims (1), data_type (2, 1 = float, 2 = uint8, 3 = int8, 7 = int64, 10 = float16), name (8), raw_data (9, little-endian).
 function initializer(t: TestInitializer): number[] {
   const raw = new Uint8Array(
     t.int64s !== undefined
       ? BigInt64Array.from(t.int64s, (v) => BigInt(v)).buffer
       : t.float16
         ? Uint16Array.from(t.floats, numberToFloat16).buffer
-        : Float32Array.from(t.floats).buffer,
+        : t.int8 === 'uint8'
+          ? Uint8Array.from(t.floats).buffer
+          : t.int8 === 'int8'
+            ? Int8Array.from(t.floats).buffer
+            : Float32Array.from(t.floats).buffer,
   );
-  const type = t.int64s !== undefined ? 7 : t.float16 ? 10 : 1;
+  const type = t.int64s !== undefined ? 7 : t.float16 ? 10 : t.int8 === 'uint8' ? 2 : t.int8 === 'int8' ? 3 : 1;
   return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, type), ...text(8, t.name), ...bytesField(9, raw)];
 }
 

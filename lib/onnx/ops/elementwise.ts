@@ -131,6 +131,9 @@ export function cast(node: NodeView): OnnxValue[] {
   const dtype = castTarget(to);
   if (dtype === undefined) node.fail(`cast to ONNX type ${to} is not supported`);
   if (dtypeOf(x) === dtype) return [x];
+  // An integer product's result is already at hand in float32 (ops/quantized.ts).
+  const floatForm = dtype === 'float32' ? node.ctx.floatForms.get(x) : undefined;
+  if (floatForm !== undefined) return [floatForm];
   return [
     node.ctx.emit(
       'dim_order_ops::_to_dim_order_copy.out',

@@ -12,6 +12,7 @@ import { concat, gather, pad, sliceOp, split } from './indexing.js';
 import { gemm, matmul } from './matmul.js';
 import { batchNorm, instanceNorm, layerNorm } from './norm.js';
 import { globalPool, pool } from './pool.js';
+import { convInteger, dynamicQuantizeLinear, matMulInteger } from './quantized.js';
 import { gru, lstm } from './recurrent.js';
 import { argReduce, reduceHandler } from './reduce.js';
 import { resize } from './resize.js';
@@ -97,6 +98,9 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   LogSoftmax: softmaxHandler(true),
   Gemm: gemm,
   MatMul: matmul,
+  DynamicQuantizeLinear: dynamicQuantizeLinear,
+  ConvInteger: convInteger,
+  MatMulInteger: matMulInteger,
   Clip: clip,
   ReduceMean: reduceHandler('mean', 18),
   ReduceSum: reduceHandler('sum', 13),
