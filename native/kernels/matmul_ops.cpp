@@ -5,8 +5,13 @@
 
 #include <algorithm>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -100,8 +105,7 @@ Status check_inner_dims(const OpArgs& op, const Tensor& a, std::string_view a_na
 }
 
 Status mm_out(KernelArgs args) {
-  OpArgs op("aten::mm.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -121,8 +125,7 @@ Status mm_out(KernelArgs args) {
 }
 
 Status bmm_out(KernelArgs args) {
-  OpArgs op("aten::bmm.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -155,8 +158,7 @@ Status check_integral_scale(const OpArgs& op, const Scalar& scale, std::string_v
 }
 
 Status addmm_out(KernelArgs args) {
-  OpArgs op("aten::addmm.out", args);
-  ETNA_TRY(op.expect_count(7));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat1, op.input(1, "mat1"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(2, "mat2"));
@@ -204,8 +206,7 @@ Status addmm_out(KernelArgs args) {
 }
 
 Status linear_out(KernelArgs args) {
-  OpArgs op("aten::linear.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.input(1, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
@@ -247,10 +248,10 @@ Status linear_out(KernelArgs args) {
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& registry) {
-  registry.add("aten::mm.out", mm_out, 4);
-  registry.add("aten::bmm.out", bmm_out, 4);
-  registry.add("aten::addmm.out", addmm_out, 7);
-  registry.add("aten::linear.out", linear_out, 5);
+  registry.add({"aten::mm.out", 4, mm_out});
+  registry.add({"aten::bmm.out", 4, bmm_out});
+  registry.add({"aten::addmm.out", 7, addmm_out});
+  registry.add({"aten::linear.out", 5, linear_out});
 }
 
 }  // namespace etna::kernels
