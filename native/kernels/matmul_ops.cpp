@@ -56,27 +56,13 @@ T dot(const T* a, const T* b, int64_t n) {
   }
 }
 
-// Calls f(TypeTag<T>{}) for the dtypes matrix products support (not bool).
-template <typename F>
-bool visit_matmul_dtype(ScalarType type, F&& f) {
-  switch (type) {
-    case ScalarType::kByte: f(TypeTag<uint8_t>{}); return true;
-    case ScalarType::kChar: f(TypeTag<int8_t>{}); return true;
-    case ScalarType::kShort: f(TypeTag<int16_t>{}); return true;
-    case ScalarType::kInt: f(TypeTag<int32_t>{}); return true;
-    case ScalarType::kLong: f(TypeTag<int64_t>{}); return true;
-    case ScalarType::kFloat: f(TypeTag<float>{}); return true;
-    case ScalarType::kDouble: f(TypeTag<double>{}); return true;
-    default: return false;
-  }
-}
-
 // Calls f(TypeTag<T>{}, in, result) with the inputs' data as const T* (null
 // inputs give nullptr) and out's data as T*; see visit_stored_or_widened.
+// Matrix products take every numeric dtype but bool.
 template <size_t N, typename F>
 void with_matmul_operands(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
   visit_stored_or_widened(
-      out.dtype(), [](ScalarType type, auto&& g) { return visit_matmul_dtype(type, g); }, inputs,
+      out.dtype(), [](ScalarType type, auto&& g) { return visit_numeric_dtype(type, g); }, inputs,
       std::array<Tensor*, 1>{&out}, [&](auto tag, const auto& in, const auto& results) { f(tag, in, results[0]); });
 }
 

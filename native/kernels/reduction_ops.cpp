@@ -83,19 +83,6 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
   return Status::ok();
 }
 
-Status sum_intlist_out(KernelArgs args) {
-  OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
-  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
-  ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(op.expect_element_dtype(*self, "self"));
-  ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
-  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
-  return sum_into(op, *self, mask, keepdim, *out, false);
-}
-
 Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::optional<ScalarType>& dtype,
                          const Tensor& out, size_t dtype_index) {
   ETNA_TRY(op.expect_element_dtype(self, "self"));
@@ -107,17 +94,25 @@ Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::option
   return Status::ok();
 }
 
-Status mean_out(KernelArgs args) {
-  OpArgs op(args);
+// sum.IntList_out and mean.out: [self, dim, keepdim, dtype, out, ret].
+Status sum_over_dims(const OpArgs& op, bool mean) {
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(check_mean_dtypes(op, *self, dtype, *out, 3));
+  if (mean) {
+    ETNA_TRY(check_mean_dtypes(op, *self, dtype, *out, 3));
+  } else {
+    ETNA_TRY(op.expect_element_dtype(*self, "self"));
+    ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
+  }
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
-  return sum_into(op, *self, mask, keepdim, *out, true);
+  return sum_into(op, *self, mask, keepdim, *out, mean);
 }
+
+Status sum_intlist_out(KernelArgs args) { return sum_over_dims(OpArgs(args), false); }
+Status mean_out(KernelArgs args) { return sum_over_dims(OpArgs(args), true); }
 
 Status mean_dtype_out(KernelArgs args) {
   OpArgs op(args);
