@@ -19,9 +19,20 @@ GlobalKernels& global_kernels() {
 
 }  // namespace
 
-void KernelRegistry::add(std::string key, KernelFn fn, int arity) { entries_[std::move(key)] = KernelEntry{fn, arity}; }
+Status check_arity(const KernelDescriptor& kernel, size_t count) {
+  if (kernel.arity < 0 || static_cast<size_t>(kernel.arity) == count) return Status::ok();
+  return make_error(ErrorCode::kInvalidProgram, std::string(kernel.name) + " takes " + std::to_string(kernel.arity) +
+                                                    " arguments (schema arguments, outs and the return slot); the "
+                                                    "call has " +
+                                                    std::to_string(count));
+}
 
-const KernelEntry* KernelRegistry::find(std::string_view key) const {
+void KernelRegistry::add(const KernelDescriptor& kernel) {
+  const auto entry = entries_.insert_or_assign(std::string(kernel.name), kernel).first;
+  entry->second.name = entry->first;  // map nodes stay put, so the view stays valid
+}
+
+const KernelDescriptor* KernelRegistry::find(std::string_view key) const {
   auto it = entries_.find(std::string(key));
   return it == entries_.end() ? nullptr : &it->second;
 }

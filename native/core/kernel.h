@@ -17,11 +17,16 @@
 
 namespace etna {
 
+struct KernelDescriptor;
+
 // The arguments of one KernelCall, in the serialized order: schema arguments
 // (defaults materialized), out arguments, then one return slot (pte spec 5.4).
+// Built for every call, so it stays a few words.
 struct KernelArgs {
   EValue* const* values;
   size_t count;
+  // The kernel being called: its name is what the kernel's messages name.
+  const KernelDescriptor* kernel = nullptr;
   // The call's thread pool; null runs everything on the calling thread.
   // Kernels split their work over it with core/parallel.h.
   pthreadpool_t pool = nullptr;
@@ -33,19 +38,32 @@ struct KernelArgs {
 // the method and instruction); never throws, never reads out of bounds.
 using KernelFn = Status (*)(KernelArgs args);
 
-struct KernelEntry {
+// One kernel, written once where it is registered.
+struct KernelDescriptor {
+  std::string_view name;  // the operator key, "namespace::op.overload"
+  int arity = -1;         // exact argument count including the return slot; -1 = variadic, checked by the kernel
   KernelFn fn = nullptr;
-  int arity = -1;  // exact argument count including the return slot; -1 = checked by the kernel
 };
+
+// INVALID_PROGRAM naming the operator when a kernel of exact arity is called
+// with another number of arguments. The executor checks every KernelCall
+// with it at load, so kernels of exact arity need not count their arguments.
+Status check_arity(const KernelDescriptor& kernel, size_t count);
 
 class KernelRegistry {
  public:
-  void add(std::string key, KernelFn fn, int arity);
-  const KernelEntry* find(std::string_view key) const;
+  KernelRegistry() = default;
+  // The descriptors' names view the registry's own keys.
+  KernelRegistry(const KernelRegistry&) = delete;
+  KernelRegistry& operator=(const KernelRegistry&) = delete;
+
+  // Adds `kernel` under its name, replacing a kernel of the same name.
+  void add(const KernelDescriptor& kernel);
+  const KernelDescriptor* find(std::string_view key) const;
   std::vector<std::string> keys() const;
 
  private:
-  std::unordered_map<std::string, KernelEntry> entries_;
+  std::unordered_map<std::string, KernelDescriptor> entries_;
 };
 
 // The process-wide registry the executor resolves KernelCalls in; empty until

@@ -292,17 +292,12 @@ Status Method::prepare_steps(const BackendContextProvider& backends) {
         case fb::InstructionArguments::KernelCall: {
           const fb::KernelCall* call = instruction->instr_args_as_KernelCall();
           step.label = operator_key(*plan_->operators()->Get(static_cast<uint32_t>(call->op_index())));
-          const KernelEntry* kernel = registry.find(step.label);
-          if (kernel == nullptr) {
+          step.kernel = registry.find(step.label);
+          if (step.kernel == nullptr) {
             if (std::find(missing.begin(), missing.end(), step.label) == missing.end()) missing.push_back(step.label);
-          } else if (kernel->arity >= 0 && static_cast<uint32_t>(kernel->arity) != call->args()->size()) {
-            return make_error(ErrorCode::kInvalidProgram, "method '" + name_ + "': instruction " +
-                                                              std::to_string(steps_.size()) + " calls " + step.label +
-                                                              " with " + std::to_string(call->args()->size()) +
-                                                              " arguments; it takes " + std::to_string(kernel->arity) +
-                                                              " (schema arguments, outs and the return slot)");
-          } else {
-            step.kernel = kernel->fn;
+          } else if (Status arity = check_arity(*step.kernel, call->args()->size()); !arity) {
+            return make_error(arity.error().code, "method '" + name_ + "', instruction " +
+                                                      std::to_string(steps_.size()) + ": " + arity.error().message);
           }
           args = call->args();
           break;
@@ -562,7 +557,8 @@ Status Method::run_step(size_t index, uint32_t& pc, ProfileRecorder* profile, pt
   const Step& step = steps_[index];
   switch (step.kind) {
     case fb::InstructionArguments::KernelCall: {
-      Status status = step.kernel(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count, pool});
+      Status status =
+          step.kernel->fn(KernelArgs{arg_storage_.data() + step.arg_begin, step.arg_count, step.kernel, pool});
       if (!status) return make_error(status.error().code, where(index) + ": " + status.error().message);
       break;
     }

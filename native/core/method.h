@@ -69,7 +69,7 @@ class Method {
     fb::InstructionArguments kind;
     uint32_t arg_begin = 0;  // into arg_storage_
     uint32_t arg_count = 0;
-    KernelFn kernel = nullptr;
+    const KernelDescriptor* kernel = nullptr;
     std::string label;  // operator key, delegate id or instruction kind, for messages and profiles
     DelegateHandle* delegate = nullptr;
     int32_t value_index = 0;  // the value a MoveCall copies, a JumpFalseCall tests, a FreeCall frees

@@ -6,8 +6,13 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -69,7 +74,6 @@ enum class Arith { kAdd, kSub, kReverseSub, kMul };
 
 Status arithmetic(const OpArgs& op, bool other_is_tensor, Arith kind, bool has_alpha) {
   const size_t out_index = has_alpha ? 3 : 2;
-  ETNA_TRY(op.expect_count(out_index + 2));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
   Scalar alpha = Scalar::from_int(1);
@@ -144,7 +148,6 @@ int64_t divide_integers(int64_t a, int64_t b, Rounding rounding, bool& divided_b
 
 Status divide(const OpArgs& op, bool other_is_tensor, bool has_mode) {
   const size_t out_index = has_mode ? 3 : 2;
-  ETNA_TRY(op.expect_count(out_index + 2));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
   Rounding rounding = Rounding::kNone;
@@ -205,7 +208,6 @@ bool compare_values(Compare kind, C a, C b) {
 }
 
 Status comparison(const OpArgs& op, bool other_is_tensor, Compare kind) {
-  ETNA_TRY(op.expect_count(4));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -221,8 +223,7 @@ Status comparison(const OpArgs& op, bool other_is_tensor, Compare kind) {
 // --- where, masked_fill, pow ---------------------------------------------------------
 
 Status where_self_out(KernelArgs args) {
-  OpArgs op("aten::where.self_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * condition, op.strided_input(0, "condition"));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(1, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * other, op.strided_input(2, "other"));
@@ -250,8 +251,7 @@ Status where_self_out(KernelArgs args) {
 }
 
 Status masked_fill_scalar_out(KernelArgs args) {
-  OpArgs op("aten::masked_fill.Scalar_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mask, op.strided_input(1, "mask"));
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(2, "value"));
@@ -291,8 +291,7 @@ int64_t integer_power(int64_t base, int64_t exponent) {
 }
 
 Status pow_tensor_scalar_out(KernelArgs args) {
-  OpArgs op("aten::pow.Tensor_Scalar_out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand exponent, read_operand(op, 1, "exponent", false));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -321,7 +320,6 @@ enum class Logical { kAnd, kOr, kXor };
 // Truth of each operand (non-zero, NaN included), written to out as 0/1 in
 // whatever dtype out has.
 Status logical(const OpArgs& op, Logical kind) {
-  ETNA_TRY(op.expect_count(4));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -347,7 +345,6 @@ enum class Bitwise { kAnd, kOr, kXor };
 // Integer or bool operands only; computed on int64, whose low bits are those
 // of any narrower integer dtype.
 Status bitwise(const OpArgs& op, bool other_is_tensor, Bitwise kind) {
-  ETNA_TRY(op.expect_count(4));
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -371,8 +368,7 @@ Status bitwise(const OpArgs& op, bool other_is_tensor, Bitwise kind) {
 }
 
 Status bitwise_not_out(KernelArgs args) {
-  OpArgs op("aten::bitwise_not.out", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   ETNA_TRY(op.expect_supported_dtype(*self, "self"));
@@ -403,9 +399,8 @@ bool is_nan_operand(C v) {
 
 // Elementwise larger (or smaller) value in the promoted dtype; NaN wins.
 template <bool kMax>
-Status extreme_of_two(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(4));
+Status extreme_of_two(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -423,34 +418,27 @@ Status extreme_of_two(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status maximum_out(KernelArgs args) { return extreme_of_two<true>(args, "aten::maximum.out"); }
-Status minimum_out(KernelArgs args) { return extreme_of_two<false>(args, "aten::minimum.out"); }
-
 // --- registered entry points ------------------------------------------------------
 
-#define ETNA_ARITH_KERNEL(fn, key, tensor_other, kind, has_alpha) \
-  Status fn(KernelArgs args) { return arithmetic(OpArgs(key, args), tensor_other, kind, has_alpha); }
-ETNA_ARITH_KERNEL(add_out, "aten::add.out", true, Arith::kAdd, true)
-ETNA_ARITH_KERNEL(add_scalar_out, "aten::add.Scalar_out", false, Arith::kAdd, true)
-ETNA_ARITH_KERNEL(sub_out, "aten::sub.out", true, Arith::kSub, true)
-ETNA_ARITH_KERNEL(sub_scalar_out, "aten::sub.Scalar_out", false, Arith::kSub, true)
-ETNA_ARITH_KERNEL(rsub_scalar_out, "aten::rsub.Scalar_out", false, Arith::kReverseSub, true)
-ETNA_ARITH_KERNEL(mul_out, "aten::mul.out", true, Arith::kMul, false)
-ETNA_ARITH_KERNEL(mul_scalar_out, "aten::mul.Scalar_out", false, Arith::kMul, false)
+#define ETNA_ARITH_KERNEL(fn, tensor_other, kind, has_alpha) \
+  Status fn(KernelArgs args) { return arithmetic(OpArgs(args), tensor_other, kind, has_alpha); }
+ETNA_ARITH_KERNEL(add_out, true, Arith::kAdd, true)
+ETNA_ARITH_KERNEL(add_scalar_out, false, Arith::kAdd, true)
+ETNA_ARITH_KERNEL(sub_out, true, Arith::kSub, true)
+ETNA_ARITH_KERNEL(sub_scalar_out, false, Arith::kSub, true)
+ETNA_ARITH_KERNEL(rsub_scalar_out, false, Arith::kReverseSub, true)
+ETNA_ARITH_KERNEL(mul_out, true, Arith::kMul, false)
+ETNA_ARITH_KERNEL(mul_scalar_out, false, Arith::kMul, false)
 #undef ETNA_ARITH_KERNEL
 
-Status div_out(KernelArgs args) { return divide(OpArgs("aten::div.out", args), true, false); }
-Status div_scalar_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_out", args), false, false); }
-Status div_out_mode(KernelArgs args) { return divide(OpArgs("aten::div.out_mode", args), true, true); }
-Status div_scalar_mode_out(KernelArgs args) { return divide(OpArgs("aten::div.Scalar_mode_out", args), false, true); }
+Status div_out(KernelArgs args) { return divide(OpArgs(args), true, false); }
+Status div_scalar_out(KernelArgs args) { return divide(OpArgs(args), false, false); }
+Status div_out_mode(KernelArgs args) { return divide(OpArgs(args), true, true); }
+Status div_scalar_mode_out(KernelArgs args) { return divide(OpArgs(args), false, true); }
 
-#define ETNA_COMPARE_KERNELS(name, kind)                                        \
-  Status name##_scalar_out(KernelArgs args) {                                   \
-    return comparison(OpArgs("aten::" #name ".Scalar_out", args), false, kind); \
-  }                                                                             \
-  Status name##_tensor_out(KernelArgs args) {                                   \
-    return comparison(OpArgs("aten::" #name ".Tensor_out", args), true, kind);  \
-  }
+#define ETNA_COMPARE_KERNELS(name, kind)                                                      \
+  Status name##_scalar_out(KernelArgs args) { return comparison(OpArgs(args), false, kind); } \
+  Status name##_tensor_out(KernelArgs args) { return comparison(OpArgs(args), true, kind); }
 ETNA_COMPARE_KERNELS(eq, Compare::kEq)
 ETNA_COMPARE_KERNELS(ne, Compare::kNe)
 ETNA_COMPARE_KERNELS(lt, Compare::kLt)
@@ -459,17 +447,13 @@ ETNA_COMPARE_KERNELS(le, Compare::kLe)
 ETNA_COMPARE_KERNELS(ge, Compare::kGe)
 #undef ETNA_COMPARE_KERNELS
 
-Status logical_and_out(KernelArgs args) { return logical(OpArgs("aten::logical_and.out", args), Logical::kAnd); }
-Status logical_or_out(KernelArgs args) { return logical(OpArgs("aten::logical_or.out", args), Logical::kOr); }
-Status logical_xor_out(KernelArgs args) { return logical(OpArgs("aten::logical_xor.out", args), Logical::kXor); }
+Status logical_and_out(KernelArgs args) { return logical(OpArgs(args), Logical::kAnd); }
+Status logical_or_out(KernelArgs args) { return logical(OpArgs(args), Logical::kOr); }
+Status logical_xor_out(KernelArgs args) { return logical(OpArgs(args), Logical::kXor); }
 
-#define ETNA_BITWISE_KERNELS(name, kind)                                             \
-  Status bitwise_##name##_tensor_out(KernelArgs args) {                              \
-    return bitwise(OpArgs("aten::bitwise_" #name ".Tensor_out", args), true, kind);  \
-  }                                                                                  \
-  Status bitwise_##name##_scalar_out(KernelArgs args) {                              \
-    return bitwise(OpArgs("aten::bitwise_" #name ".Scalar_out", args), false, kind); \
-  }
+#define ETNA_BITWISE_KERNELS(name, kind)                                                            \
+  Status bitwise_##name##_tensor_out(KernelArgs args) { return bitwise(OpArgs(args), true, kind); } \
+  Status bitwise_##name##_scalar_out(KernelArgs args) { return bitwise(OpArgs(args), false, kind); }
 ETNA_BITWISE_KERNELS(and, Bitwise::kAnd)
 ETNA_BITWISE_KERNELS(or, Bitwise::kOr)
 ETNA_BITWISE_KERNELS(xor, Bitwise::kXor)
@@ -478,44 +462,44 @@ ETNA_BITWISE_KERNELS(xor, Bitwise::kXor)
 }  // namespace
 
 void register_binary_kernels(KernelRegistry& registry) {
-  registry.add("aten::add.out", add_out, 5);
-  registry.add("aten::add.Scalar_out", add_scalar_out, 5);
-  registry.add("aten::sub.out", sub_out, 5);
-  registry.add("aten::sub.Scalar_out", sub_scalar_out, 5);
-  registry.add("aten::rsub.Scalar_out", rsub_scalar_out, 5);
-  registry.add("aten::mul.out", mul_out, 4);
-  registry.add("aten::mul.Scalar_out", mul_scalar_out, 4);
-  registry.add("aten::div.out", div_out, 4);
-  registry.add("aten::div.Scalar_out", div_scalar_out, 4);
-  registry.add("aten::div.out_mode", div_out_mode, 5);
-  registry.add("aten::div.Scalar_mode_out", div_scalar_mode_out, 5);
-  registry.add("aten::eq.Scalar_out", eq_scalar_out, 4);
-  registry.add("aten::eq.Tensor_out", eq_tensor_out, 4);
-  registry.add("aten::ne.Scalar_out", ne_scalar_out, 4);
-  registry.add("aten::ne.Tensor_out", ne_tensor_out, 4);
-  registry.add("aten::lt.Scalar_out", lt_scalar_out, 4);
-  registry.add("aten::lt.Tensor_out", lt_tensor_out, 4);
-  registry.add("aten::gt.Scalar_out", gt_scalar_out, 4);
-  registry.add("aten::gt.Tensor_out", gt_tensor_out, 4);
-  registry.add("aten::le.Scalar_out", le_scalar_out, 4);
-  registry.add("aten::le.Tensor_out", le_tensor_out, 4);
-  registry.add("aten::ge.Scalar_out", ge_scalar_out, 4);
-  registry.add("aten::ge.Tensor_out", ge_tensor_out, 4);
-  registry.add("aten::where.self_out", where_self_out, 5);
-  registry.add("aten::masked_fill.Scalar_out", masked_fill_scalar_out, 5);
-  registry.add("aten::pow.Tensor_Scalar_out", pow_tensor_scalar_out, 4);
-  registry.add("aten::logical_and.out", logical_and_out, 4);
-  registry.add("aten::logical_or.out", logical_or_out, 4);
-  registry.add("aten::logical_xor.out", logical_xor_out, 4);
-  registry.add("aten::bitwise_and.Tensor_out", bitwise_and_tensor_out, 4);
-  registry.add("aten::bitwise_and.Scalar_out", bitwise_and_scalar_out, 4);
-  registry.add("aten::bitwise_or.Tensor_out", bitwise_or_tensor_out, 4);
-  registry.add("aten::bitwise_or.Scalar_out", bitwise_or_scalar_out, 4);
-  registry.add("aten::bitwise_xor.Tensor_out", bitwise_xor_tensor_out, 4);
-  registry.add("aten::bitwise_xor.Scalar_out", bitwise_xor_scalar_out, 4);
-  registry.add("aten::bitwise_not.out", bitwise_not_out, 3);
-  registry.add("aten::maximum.out", maximum_out, 4);
-  registry.add("aten::minimum.out", minimum_out, 4);
+  registry.add({"aten::add.out", 5, add_out});
+  registry.add({"aten::add.Scalar_out", 5, add_scalar_out});
+  registry.add({"aten::sub.out", 5, sub_out});
+  registry.add({"aten::sub.Scalar_out", 5, sub_scalar_out});
+  registry.add({"aten::rsub.Scalar_out", 5, rsub_scalar_out});
+  registry.add({"aten::mul.out", 4, mul_out});
+  registry.add({"aten::mul.Scalar_out", 4, mul_scalar_out});
+  registry.add({"aten::div.out", 4, div_out});
+  registry.add({"aten::div.Scalar_out", 4, div_scalar_out});
+  registry.add({"aten::div.out_mode", 5, div_out_mode});
+  registry.add({"aten::div.Scalar_mode_out", 5, div_scalar_mode_out});
+  registry.add({"aten::eq.Scalar_out", 4, eq_scalar_out});
+  registry.add({"aten::eq.Tensor_out", 4, eq_tensor_out});
+  registry.add({"aten::ne.Scalar_out", 4, ne_scalar_out});
+  registry.add({"aten::ne.Tensor_out", 4, ne_tensor_out});
+  registry.add({"aten::lt.Scalar_out", 4, lt_scalar_out});
+  registry.add({"aten::lt.Tensor_out", 4, lt_tensor_out});
+  registry.add({"aten::gt.Scalar_out", 4, gt_scalar_out});
+  registry.add({"aten::gt.Tensor_out", 4, gt_tensor_out});
+  registry.add({"aten::le.Scalar_out", 4, le_scalar_out});
+  registry.add({"aten::le.Tensor_out", 4, le_tensor_out});
+  registry.add({"aten::ge.Scalar_out", 4, ge_scalar_out});
+  registry.add({"aten::ge.Tensor_out", 4, ge_tensor_out});
+  registry.add({"aten::where.self_out", 5, where_self_out});
+  registry.add({"aten::masked_fill.Scalar_out", 5, masked_fill_scalar_out});
+  registry.add({"aten::pow.Tensor_Scalar_out", 4, pow_tensor_scalar_out});
+  registry.add({"aten::logical_and.out", 4, logical_and_out});
+  registry.add({"aten::logical_or.out", 4, logical_or_out});
+  registry.add({"aten::logical_xor.out", 4, logical_xor_out});
+  registry.add({"aten::bitwise_and.Tensor_out", 4, bitwise_and_tensor_out});
+  registry.add({"aten::bitwise_and.Scalar_out", 4, bitwise_and_scalar_out});
+  registry.add({"aten::bitwise_or.Tensor_out", 4, bitwise_or_tensor_out});
+  registry.add({"aten::bitwise_or.Scalar_out", 4, bitwise_or_scalar_out});
+  registry.add({"aten::bitwise_xor.Tensor_out", 4, bitwise_xor_tensor_out});
+  registry.add({"aten::bitwise_xor.Scalar_out", 4, bitwise_xor_scalar_out});
+  registry.add({"aten::bitwise_not.out", 3, bitwise_not_out});
+  registry.add({"aten::maximum.out", 4, extreme_of_two<true>});
+  registry.add({"aten::minimum.out", 4, extreme_of_two<false>});
 }
 
 }  // namespace etna::kernels

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/iteration.h"
+#include "kernels/dtype_promotion.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 
 namespace etna::kernels {
 namespace {
@@ -75,8 +77,7 @@ void convolve(const ConvGeometry& g, const T* input, const T* weight, const T* b
 }
 
 Status convolution_out(KernelArgs args) {
-  OpArgs op("aten::convolution.out", args);
-  ETNA_TRY(op.expect_count(11));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.input(1, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
@@ -157,7 +158,7 @@ Status convolution_out(KernelArgs args) {
 }  // namespace
 
 void register_convolution_kernels(KernelRegistry& registry) {
-  registry.add("aten::convolution.out", convolution_out, 11);
+  registry.add({"aten::convolution.out", 11, convolution_out});
 }
 
 }  // namespace etna::kernels

@@ -7,6 +7,8 @@
 
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 
 namespace etna::kernels {
 namespace {
@@ -20,16 +22,14 @@ Status convert_into(const OpArgs& op, const Tensor& self, Tensor& out) {
 }
 
 Status alias_copy_out(KernelArgs args) {
-  OpArgs op("aten::alias_copy.out", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   return convert_into(op, *self, *out);
 }
 
 Status clone_out(KernelArgs args) {
-  OpArgs op("aten::clone.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_TRY(op.check_memory_format_arg(1, "memory_format"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -37,8 +37,7 @@ Status clone_out(KernelArgs args) {
 }
 
 Status to_copy_out(KernelArgs args) {
-  OpArgs op("aten::_to_copy.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(bool non_blocking, op.bool_arg(1, "non_blocking"));
   (void)non_blocking;  // copies are synchronous on the CPU
@@ -79,27 +78,21 @@ Status check_dim_order(const OpArgs& op, const OptionalIntList& dim_order, const
   return Status::ok();
 }
 
-Status dim_order_copy(const OpArgs& op, bool same_dtype) {
-  ETNA_TRY(op.expect_count(5));
+// _clone_dim_order keeps the dtype; _to_dim_order_copy may convert it.
+template <bool kSameDtype>
+Status dim_order_copy(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(bool non_blocking, op.bool_arg(1, "non_blocking"));
   (void)non_blocking;  // copies are synchronous on the CPU
   ETNA_KERNEL_ASSIGN(OptionalIntList dim_order, op.optional_int_list_arg(2, "dim_order"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
-  if (same_dtype) ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
+  if (kSameDtype) ETNA_TRY(op.expect_dtype(*out, "out", self->dtype()));
   ETNA_TRY(op.expect_convertible(*self, "self", *out, "out"));
   ETNA_TRY(op.prepare_output(*out, Shape::of(*self), "out", /*row_major=*/false));
   ETNA_TRY(check_dim_order(op, dim_order, *self, *out));
   copy_broadcast(*self, *out);
   return Status::ok();
-}
-
-Status to_dim_order_copy_out(KernelArgs args) {
-  return dim_order_copy(OpArgs("dim_order_ops::_to_dim_order_copy.out", args), false);
-}
-
-Status clone_dim_order_out(KernelArgs args) {
-  return dim_order_copy(OpArgs("dim_order_ops::_clone_dim_order.out", args), true);
 }
 
 // src must broadcast to dst's shape.
@@ -113,8 +106,7 @@ Status check_broadcasts_to(const OpArgs& op, const Tensor& src, const Tensor& ds
 }
 
 Status copy_out(KernelArgs args) {
-  OpArgs op("aten::copy.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * src, op.strided_input(1, "src"));
   ETNA_KERNEL_ASSIGN(bool non_blocking, op.bool_arg(2, "non_blocking"));
@@ -129,8 +121,7 @@ Status copy_out(KernelArgs args) {
 }
 
 Status copy_in_place(KernelArgs args) {
-  OpArgs op("aten::copy_", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * src, op.strided_input(1, "src"));
   ETNA_KERNEL_ASSIGN(bool non_blocking, op.bool_arg(2, "non_blocking"));
@@ -138,21 +129,19 @@ Status copy_in_place(KernelArgs args) {
   ETNA_TRY(check_broadcasts_to(op, *src, *self, "self"));
   ETNA_TRY(op.expect_convertible(*src, "src", *self, "self"));
   copy_broadcast(*src, *self);
-  // The result of an in-place op is self.
-  if (&op.slot(3) != &op.slot(0)) op.slot(3) = op.slot(0);
-  return Status::ok();
+  return op.return_self(3);
 }
 
 }  // namespace
 
 void register_copy_kernels(KernelRegistry& registry) {
-  registry.add("aten::alias_copy.out", alias_copy_out, 3);
-  registry.add("aten::clone.out", clone_out, 4);
-  registry.add("aten::_to_copy.out", to_copy_out, 5);
-  registry.add("dim_order_ops::_to_dim_order_copy.out", to_dim_order_copy_out, 5);
-  registry.add("dim_order_ops::_clone_dim_order.out", clone_dim_order_out, 5);
-  registry.add("aten::copy.out", copy_out, 5);
-  registry.add("aten::copy_", copy_in_place, 4);
+  registry.add({"aten::alias_copy.out", 3, alias_copy_out});
+  registry.add({"aten::clone.out", 4, clone_out});
+  registry.add({"aten::_to_copy.out", 5, to_copy_out});
+  registry.add({"dim_order_ops::_to_dim_order_copy.out", 5, dim_order_copy<false>});
+  registry.add({"dim_order_ops::_clone_dim_order.out", 5, dim_order_copy<true>});
+  registry.add({"aten::copy.out", 5, copy_out});
+  registry.add({"aten::copy_", 4, copy_in_place});
 }
 
 }  // namespace etna::kernels

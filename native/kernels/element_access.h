@@ -145,11 +145,11 @@ inline void store_element(void* base, int64_t index, T value) {
   }
 }
 
-// Calls f(TypeTag<T>{}) for the dtypes whose elements kernels compute on
-// directly (uint8, int8, int16, int32, int64, float32, float64, bool).
+// Calls f(TypeTag<T>{}) for the integer and float dtypes kernels compute on
+// directly (uint8, int8, int16, int32, int64, float32, float64: no bool).
 // Returns false for others.
 template <typename F>
-inline bool visit_real_dtype(ScalarType type, F&& f) {
+inline bool visit_numeric_dtype(ScalarType type, F&& f) {
   switch (type) {
     case ScalarType::kByte: f(TypeTag<uint8_t>{}); return true;
     case ScalarType::kChar: f(TypeTag<int8_t>{}); return true;
@@ -158,9 +158,17 @@ inline bool visit_real_dtype(ScalarType type, F&& f) {
     case ScalarType::kLong: f(TypeTag<int64_t>{}); return true;
     case ScalarType::kFloat: f(TypeTag<float>{}); return true;
     case ScalarType::kDouble: f(TypeTag<double>{}); return true;
-    case ScalarType::kBool: f(TypeTag<bool>{}); return true;
     default: return false;
   }
+}
+
+// As visit_numeric_dtype, plus bool: every dtype whose elements kernels
+// compute on directly.
+template <typename F>
+inline bool visit_real_dtype(ScalarType type, F&& f) {
+  if (type != ScalarType::kBool) return visit_numeric_dtype(type, std::forward<F>(f));
+  f(TypeTag<bool>{});
+  return true;
 }
 
 // The type an element stored as T is compared in: float for the 16-bit

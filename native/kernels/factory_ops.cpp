@@ -7,8 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -30,28 +35,24 @@ Result<Shape> size_argument(const OpArgs& op, size_t index) {
 }
 
 Status full_out(KernelArgs args) {
-  OpArgs op("aten::full.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Shape shape, size_argument(op, 0));
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(1, "fill_value"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
   return fill_output(op, *out, shape, value);
 }
 
-Status constant_sized(KernelArgs args, const char* key, int64_t value) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(3));
+// zeros (kValue 0) and ones (1).
+template <int64_t kValue>
+Status constant_sized(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Shape shape, size_argument(op, 0));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
-  return fill_output(op, *out, shape, Scalar::from_int(value));
+  return fill_output(op, *out, shape, Scalar::from_int(kValue));
 }
 
-Status zeros_out(KernelArgs args) { return constant_sized(args, "aten::zeros.out", 0); }
-Status ones_out(KernelArgs args) { return constant_sized(args, "aten::ones.out", 1); }
-
 Status full_like_out(KernelArgs args) {
-  OpArgs op("aten::full_like.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));  // only its shape is used
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(1, "fill_value"));
   ETNA_TRY(op.check_memory_format_arg(2, "memory_format"));
@@ -59,21 +60,18 @@ Status full_like_out(KernelArgs args) {
   return fill_output(op, *out, Shape::of(*self), value);
 }
 
-Status constant_like(KernelArgs args, const char* key, int64_t value) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(4));
+// zeros_like (kValue 0) and ones_like (1).
+template <int64_t kValue>
+Status constant_like(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
   ETNA_TRY(op.check_memory_format_arg(1, "memory_format"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  return fill_output(op, *out, Shape::of(*self), Scalar::from_int(value));
+  return fill_output(op, *out, Shape::of(*self), Scalar::from_int(kValue));
 }
 
-Status zeros_like_out(KernelArgs args) { return constant_like(args, "aten::zeros_like.out", 0); }
-Status ones_like_out(KernelArgs args) { return constant_like(args, "aten::ones_like.out", 1); }
-
 Status scalar_tensor_out(KernelArgs args) {
-  OpArgs op("aten::scalar_tensor.out", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(0, "s"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   return fill_output(op, *out, Shape(), value);
@@ -121,8 +119,7 @@ Status arange_values(const OpArgs& op, const Scalar& start, const Scalar& end, c
 }
 
 Status arange_start_out(KernelArgs args) {
-  OpArgs op("aten::arange.start_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Scalar start, op.scalar_arg(0, "start"));
   ETNA_KERNEL_ASSIGN(Scalar end, op.scalar_arg(1, "end"));
   ETNA_KERNEL_ASSIGN(Scalar step, op.scalar_arg(2, "step"));
@@ -131,8 +128,7 @@ Status arange_start_out(KernelArgs args) {
 }
 
 Status arange_out(KernelArgs args) {
-  OpArgs op("aten::arange.out", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Scalar end, op.scalar_arg(0, "end"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   return arange_values(op, Scalar::from_int(0), end, Scalar::from_int(1), *out);
@@ -141,8 +137,7 @@ Status arange_out(KernelArgs args) {
 // An uninitialized tensor: only resizes out, whose dim order must be the
 // requested one (row-major when None), as in ExecuTorch. Any dtype.
 Status empty_dim_order_out(KernelArgs args) {
-  OpArgs op("dim_order_ops::_empty_dim_order.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Shape shape, size_argument(op, 0));
   ETNA_KERNEL_ASSIGN(OptionalIntList dim_order, op.optional_int_list_arg(1, "dim_order"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -159,16 +154,16 @@ Status empty_dim_order_out(KernelArgs args) {
 }  // namespace
 
 void register_factory_kernels(KernelRegistry& registry) {
-  registry.add("aten::full.out", full_out, 4);
-  registry.add("aten::zeros.out", zeros_out, 3);
-  registry.add("aten::ones.out", ones_out, 3);
-  registry.add("aten::full_like.out", full_like_out, 5);
-  registry.add("aten::zeros_like.out", zeros_like_out, 4);
-  registry.add("aten::ones_like.out", ones_like_out, 4);
-  registry.add("aten::scalar_tensor.out", scalar_tensor_out, 3);
-  registry.add("aten::arange.start_out", arange_start_out, 5);
-  registry.add("aten::arange.out", arange_out, 3);
-  registry.add("dim_order_ops::_empty_dim_order.out", empty_dim_order_out, 4);
+  registry.add({"aten::full.out", 4, full_out});
+  registry.add({"aten::zeros.out", 3, constant_sized<0>});
+  registry.add({"aten::ones.out", 3, constant_sized<1>});
+  registry.add({"aten::full_like.out", 5, full_like_out});
+  registry.add({"aten::zeros_like.out", 4, constant_like<0>});
+  registry.add({"aten::ones_like.out", 4, constant_like<1>});
+  registry.add({"aten::scalar_tensor.out", 3, scalar_tensor_out});
+  registry.add({"aten::arange.start_out", 5, arange_start_out});
+  registry.add({"aten::arange.out", 3, arange_out});
+  registry.add({"dim_order_ops::_empty_dim_order.out", 4, empty_dim_order_out});
 }
 
 }  // namespace etna::kernels

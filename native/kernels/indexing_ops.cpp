@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -48,8 +52,7 @@ Status check_gather_shapes(const OpArgs& op, const Tensor& self, const Tensor& i
 }
 
 Status gather_out(KernelArgs args) {
-  OpArgs op("aten::gather.out", args);
-  ETNA_TRY(op.expect_count(6));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * index, op.strided_input(2, "index"));
@@ -88,8 +91,7 @@ Status gather_out(KernelArgs args) {
 }
 
 Status scatter_value_out(KernelArgs args) {
-  OpArgs op("aten::scatter.value_out", args);
-  ETNA_TRY(op.expect_count(6));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * index, op.strided_input(2, "index"));
@@ -131,8 +133,7 @@ Status scatter_value_out(KernelArgs args) {
 }
 
 Status index_select_out(KernelArgs args) {
-  OpArgs op("aten::index_select.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * index, op.input(2, "index"));
@@ -168,8 +169,7 @@ Status index_select_out(KernelArgs args) {
 }
 
 Status embedding_out(KernelArgs args) {
-  OpArgs op("aten::embedding.out", args);
-  ETNA_TRY(op.expect_count(7));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.input(0, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * indices, op.strided_input(1, "indices"));
   ETNA_KERNEL_ASSIGN(int64_t padding_idx, op.int_arg(2, "padding_idx"));
@@ -417,8 +417,7 @@ Status put_values(const OpArgs& op, Tensor& target, const std::vector<Tensor*>& 
 }
 
 Status index_put_out(KernelArgs args) {
-  OpArgs op("aten::index_put.out", args);
-  ETNA_TRY(op.expect_count(6));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> indices, op.optional_tensor_list_arg(1, "indices"));
   ETNA_KERNEL_ASSIGN(Tensor * values, op.strided_input(2, "values"));
@@ -431,21 +430,17 @@ Status index_put_out(KernelArgs args) {
 }
 
 Status index_put_in_place(KernelArgs args) {
-  OpArgs op("aten::index_put_", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> indices, op.optional_tensor_list_arg(1, "indices"));
   ETNA_KERNEL_ASSIGN(Tensor * values, op.strided_input(2, "values"));
   ETNA_KERNEL_ASSIGN(bool accumulate, op.bool_arg(3, "accumulate"));
   ETNA_TRY(put_values(op, *self, indices, *values, accumulate));
-  // The result of an in-place op is self.
-  if (&op.slot(4) != &op.slot(0)) op.slot(4) = op.slot(0);
-  return Status::ok();
+  return op.return_self(4);
 }
 
 Status index_tensor_out(KernelArgs args) {
-  OpArgs op("aten::index.Tensor_out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> indices, op.optional_tensor_list_arg(1, "indices"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -467,13 +462,13 @@ Status index_tensor_out(KernelArgs args) {
 }  // namespace
 
 void register_indexing_kernels(KernelRegistry& registry) {
-  registry.add("aten::gather.out", gather_out, 6);
-  registry.add("aten::scatter.value_out", scatter_value_out, 6);
-  registry.add("aten::index_select.out", index_select_out, 5);
-  registry.add("aten::embedding.out", embedding_out, 7);
-  registry.add("aten::index_put.out", index_put_out, 6);
-  registry.add("aten::index_put_", index_put_in_place, 5);
-  registry.add("aten::index.Tensor_out", index_tensor_out, 4);
+  registry.add({"aten::gather.out", 6, gather_out});
+  registry.add({"aten::scatter.value_out", 6, scatter_value_out});
+  registry.add({"aten::index_select.out", 5, index_select_out});
+  registry.add({"aten::embedding.out", 7, embedding_out});
+  registry.add({"aten::index_put.out", 6, index_put_out});
+  registry.add({"aten::index_put_", 5, index_put_in_place});
+  registry.add({"aten::index.Tensor_out", 4, index_tensor_out});
 }
 
 }  // namespace etna::kernels

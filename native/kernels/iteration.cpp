@@ -90,8 +90,6 @@ void copy_broadcast(const Tensor& src, Tensor& dst) {
   copy_strided(shape, src.dtype(), src.data(), src_strides.data(), 0, dst.dtype(), dst.data(), dst_strides.data(), 0);
 }
 
-bool is_16bit_float_dtype(ScalarType type) { return type == ScalarType::kHalf || type == ScalarType::kBFloat16; }
-
 std::vector<float> widen_elements(const Tensor& tensor) {
   std::vector<float> values(tensor.numel());
   const ReadFn<float> read = reader_for<float>(tensor.dtype());

@@ -7,7 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/kernel_support.h"
+#include "core/tensor.h"
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 
@@ -136,7 +140,6 @@ void map_elements(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f
 }
 
 // float16 / bfloat16 tensors for kernels written against stored elements.
-bool is_16bit_float_dtype(ScalarType type);
 // The tensor's elements widened to float, in memory order (every dim order is
 // dense, so the tensor's strides index the copy too).
 std::vector<float> widen_elements(const Tensor& tensor);

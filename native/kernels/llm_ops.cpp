@@ -22,8 +22,10 @@
 
 #include "kernels/attention.h"
 #include "kernels/kernel_groups.h"
-#include "kernels/kernel_support.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 #include "kernels/real_elements.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -174,8 +176,7 @@ Status run_attention(const OpArgs& op, AttentionArgs& a) {
 // llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None,
 //   float drpout_p=0.0, bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)
 Status custom_sdpa_out(KernelArgs args) {
-  OpArgs op("llama::custom_sdpa.out", args);
-  ETNA_TRY(op.expect_count(10));
+  OpArgs op(args);
   AttentionArgs a;
   ETNA_KERNEL_ASSIGN(a.query, op.input(0, "query"));
   ETNA_KERNEL_ASSIGN(a.key_cache, op.input(1, "key"));
@@ -190,8 +191,7 @@ Status custom_sdpa_out(KernelArgs args) {
 //   Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0.0,
 //   bool is_causal=False, float? scale=None, *, Tensor(c!) out) -> Tensor(c!)
 Status sdpa_with_kv_cache_out(KernelArgs args) {
-  OpArgs op("llama::sdpa_with_kv_cache.out", args);
-  ETNA_TRY(op.expect_count(13));
+  OpArgs op(args);
   AttentionArgs a;
   ETNA_KERNEL_ASSIGN(a.query, op.input(0, "query"));
   ETNA_KERNEL_ASSIGN(Tensor * key, op.input(1, "key"));
@@ -220,8 +220,7 @@ Status sdpa_with_kv_cache_out(KernelArgs args) {
 // llama::update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
 // `out` is a placeholder ExecuTorch never writes.
 Status update_cache_out(KernelArgs args) {
-  OpArgs op("llama::update_cache.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
   ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
   ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
@@ -237,8 +236,7 @@ Status update_cache_out(KernelArgs args) {
 //   Tensor(b!) out) -> Tensor(b!)
 // Row s of batch b goes to cache position indices[b, s]; start_pos is unused.
 Status update_cache_with_indices_out(KernelArgs args) {
-  OpArgs op("llama::update_cache_with_indices.out", args);
-  ETNA_TRY(op.expect_count(6));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
   ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
   ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
@@ -275,10 +273,10 @@ Status update_cache_with_indices_out(KernelArgs args) {
 }  // namespace
 
 void register_llm_kernels(KernelRegistry& registry) {
-  registry.add("llama::custom_sdpa.out", custom_sdpa_out, 10);
-  registry.add("llama::sdpa_with_kv_cache.out", sdpa_with_kv_cache_out, 13);
-  registry.add("llama::update_cache.out", update_cache_out, 5);
-  registry.add("llama::update_cache_with_indices.out", update_cache_with_indices_out, 6);
+  registry.add({"llama::custom_sdpa.out", 10, custom_sdpa_out});
+  registry.add({"llama::sdpa_with_kv_cache.out", 13, sdpa_with_kv_cache_out});
+  registry.add({"llama::update_cache.out", 5, update_cache_out});
+  registry.add({"llama::update_cache_with_indices.out", 6, update_cache_with_indices_out});
 }
 
 }  // namespace etna::kernels

@@ -5,8 +5,13 @@
 
 #include <algorithm>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -51,27 +56,13 @@ T dot(const T* a, const T* b, int64_t n) {
   }
 }
 
-// Calls f(TypeTag<T>{}) for the dtypes matrix products support (not bool).
-template <typename F>
-bool visit_matmul_dtype(ScalarType type, F&& f) {
-  switch (type) {
-    case ScalarType::kByte: f(TypeTag<uint8_t>{}); return true;
-    case ScalarType::kChar: f(TypeTag<int8_t>{}); return true;
-    case ScalarType::kShort: f(TypeTag<int16_t>{}); return true;
-    case ScalarType::kInt: f(TypeTag<int32_t>{}); return true;
-    case ScalarType::kLong: f(TypeTag<int64_t>{}); return true;
-    case ScalarType::kFloat: f(TypeTag<float>{}); return true;
-    case ScalarType::kDouble: f(TypeTag<double>{}); return true;
-    default: return false;
-  }
-}
-
 // Calls f(TypeTag<T>{}, in, result) with the inputs' data as const T* (null
 // inputs give nullptr) and out's data as T*; see visit_stored_or_widened.
+// Matrix products take every numeric dtype but bool.
 template <size_t N, typename F>
 void with_matmul_operands(const std::array<const Tensor*, N>& inputs, Tensor& out, F&& f) {
   visit_stored_or_widened(
-      out.dtype(), [](ScalarType type, auto&& g) { return visit_matmul_dtype(type, g); }, inputs,
+      out.dtype(), [](ScalarType type, auto&& g) { return visit_numeric_dtype(type, g); }, inputs,
       std::array<Tensor*, 1>{&out}, [&](auto tag, const auto& in, const auto& results) { f(tag, in, results[0]); });
 }
 
@@ -100,8 +91,7 @@ Status check_inner_dims(const OpArgs& op, const Tensor& a, std::string_view a_na
 }
 
 Status mm_out(KernelArgs args) {
-  OpArgs op("aten::mm.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -121,8 +111,7 @@ Status mm_out(KernelArgs args) {
 }
 
 Status bmm_out(KernelArgs args) {
-  OpArgs op("aten::bmm.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -155,8 +144,7 @@ Status check_integral_scale(const OpArgs& op, const Scalar& scale, std::string_v
 }
 
 Status addmm_out(KernelArgs args) {
-  OpArgs op("aten::addmm.out", args);
-  ETNA_TRY(op.expect_count(7));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat1, op.input(1, "mat1"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(2, "mat2"));
@@ -204,8 +192,7 @@ Status addmm_out(KernelArgs args) {
 }
 
 Status linear_out(KernelArgs args) {
-  OpArgs op("aten::linear.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.input(1, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
@@ -247,10 +234,10 @@ Status linear_out(KernelArgs args) {
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& registry) {
-  registry.add("aten::mm.out", mm_out, 4);
-  registry.add("aten::bmm.out", bmm_out, 4);
-  registry.add("aten::addmm.out", addmm_out, 7);
-  registry.add("aten::linear.out", linear_out, 5);
+  registry.add({"aten::mm.out", 4, mm_out});
+  registry.add({"aten::bmm.out", 4, bmm_out});
+  registry.add({"aten::addmm.out", 7, addmm_out});
+  registry.add({"aten::linear.out", 5, linear_out});
 }
 
 }  // namespace etna::kernels

@@ -5,8 +5,12 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 
 namespace etna::kernels {
 namespace {
@@ -21,9 +25,8 @@ void with_floating_operands(ScalarType type, const std::array<const Tensor*, N>&
 }
 
 template <bool kLog>
-Status softmax_family(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(5));
+Status softmax_family(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool half_to_float, op.bool_arg(2, "half_to_float"));
@@ -73,9 +76,6 @@ Status softmax_family(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status softmax_out(KernelArgs args) { return softmax_family<false>(args, "aten::_softmax.out"); }
-Status log_softmax_out(KernelArgs args) { return softmax_family<true>(args, "aten::_log_softmax.out"); }
-
 // A weight or bias of layer norm: None, or a tensor shaped like the
 // normalized dims with input's dtype.
 Status check_affine(const OpArgs& op, const Tensor* param, std::string_view name, const Tensor& input,
@@ -90,8 +90,7 @@ Status check_affine(const OpArgs& op, const Tensor* param, std::string_view name
 }
 
 Status native_layer_norm_out(KernelArgs args) {
-  OpArgs op("aten::native_layer_norm.out", args);
-  ETNA_TRY(op.expect_count(9));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> normalized_sizes, op.int_list_arg(1, "normalized_shape"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.optional_input(2, "weight"));
@@ -165,8 +164,7 @@ Status native_layer_norm_out(KernelArgs args) {
 // affine. Outs: result, mean [N, group], rstd [N, group]; an empty row gets
 // mean 0 and rstd NaN (ExecuTorch).
 Status native_group_norm_out(KernelArgs args) {
-  OpArgs op("aten::native_group_norm.out", args);
-  ETNA_TRY(op.expect_count(12));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.optional_input(1, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
@@ -245,10 +243,10 @@ Status native_group_norm_out(KernelArgs args) {
 }  // namespace
 
 void register_normalization_kernels(KernelRegistry& registry) {
-  registry.add("aten::_softmax.out", softmax_out, 5);
-  registry.add("aten::_log_softmax.out", log_softmax_out, 5);
-  registry.add("aten::native_layer_norm.out", native_layer_norm_out, 9);
-  registry.add("aten::native_group_norm.out", native_group_norm_out, 12);
+  registry.add({"aten::_softmax.out", 5, softmax_family<false>});
+  registry.add({"aten::_log_softmax.out", 5, softmax_family<true>});
+  registry.add({"aten::native_layer_norm.out", 9, native_layer_norm_out});
+  registry.add({"aten::native_group_norm.out", 12, native_group_norm_out});
 }
 
 }  // namespace etna::kernels

@@ -6,8 +6,11 @@
 #include <cfenv>
 #include <cmath>
 
+#include "kernels/dtype_promotion.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 
 namespace etna::kernels {
 namespace {
@@ -17,9 +20,8 @@ struct Operands {
   Tensor* out = nullptr;
 };
 
-// Arguments are [self, out, ret]: three values.
+// Arguments are [self, out, ret].
 Result<Operands> read_operands(const OpArgs& op) {
-  ETNA_TRY(op.expect_count(3));
   Operands operands;
   ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(operands.out, op.output(1, "out"));
@@ -29,8 +31,8 @@ Result<Operands> read_operands(const OpArgs& op) {
 }
 
 template <typename Fn>
-Status rounding_kernel(KernelArgs args, const char* key, Fn fn) {
-  OpArgs op(key, args);
+Status rounding_kernel(KernelArgs args, Fn fn) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
   const Tensor& self = *operands.self;
   Tensor& out = *operands.out;
@@ -49,16 +51,16 @@ Status rounding_kernel(KernelArgs args, const char* key, Fn fn) {
 }
 
 Status floor_out(KernelArgs args) {
-  return rounding_kernel(args, "aten::floor.out", [](auto x) { return std::floor(x); });
+  return rounding_kernel(args, [](auto x) { return std::floor(x); });
 }
 
 Status ceil_out(KernelArgs args) {
-  return rounding_kernel(args, "aten::ceil.out", [](auto x) { return std::ceil(x); });
+  return rounding_kernel(args, [](auto x) { return std::ceil(x); });
 }
 
 // Halves go to the even neighbour (round(2.5) = 2), as in ONNX and PyTorch.
 Status round_out(KernelArgs args) {
-  return rounding_kernel(args, "aten::round.out", [](auto x) {
+  return rounding_kernel(args, [](auto x) {
     const auto down = std::floor(x);
     const auto fraction = x - down;
     if (fraction > decltype(x)(0.5)) return down + 1;
@@ -68,7 +70,7 @@ Status round_out(KernelArgs args) {
 }
 
 Status erf_out(KernelArgs args) {
-  OpArgs op("aten::erf.out", args);
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
   const Tensor& self = *operands.self;
   Tensor& out = *operands.out;
@@ -85,10 +87,10 @@ Status erf_out(KernelArgs args) {
 }  // namespace
 
 void register_onnx_support_kernels(KernelRegistry& registry) {
-  registry.add("aten::floor.out", floor_out, 3);
-  registry.add("aten::ceil.out", ceil_out, 3);
-  registry.add("aten::round.out", round_out, 3);
-  registry.add("aten::erf.out", erf_out, 3);
+  registry.add({"aten::floor.out", 3, floor_out});
+  registry.add({"aten::ceil.out", 3, ceil_out});
+  registry.add({"aten::round.out", 3, round_out});
+  registry.add({"aten::erf.out", 3, erf_out});
 }
 
 }  // namespace etna::kernels

@@ -10,8 +10,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 
 namespace etna::kernels {
 namespace {
@@ -154,8 +158,7 @@ Status expect_same_numeric_dtype(const OpArgs& op, const Tensor& in, std::string
 // --- max_pool2d_with_indices -------------------------------------------------------
 
 Status max_pool2d_with_indices_out(KernelArgs args) {
-  OpArgs op("aten::max_pool2d_with_indices.out", args);
-  ETNA_TRY(op.expect_count(9));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Window w, read_window(op, 1));
   ETNA_KERNEL_ASSIGN(w.dilation, pair_arg(op, 4, "dilation", 1));
@@ -250,8 +253,7 @@ void average_windows(const Tensor& in, Tensor& out, WindowFn&& window) {
 }
 
 Status avg_pool2d_out(KernelArgs args) {
-  OpArgs op("aten::avg_pool2d.out", args);
-  ETNA_TRY(op.expect_count(9));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Window w, read_window(op, 1));
   ETNA_KERNEL_ASSIGN(bool ceil_mode, op.bool_arg(4, "ceil_mode"));
@@ -283,8 +285,7 @@ Status avg_pool2d_out(KernelArgs args) {
 }
 
 Status adaptive_avg_pool2d_out(KernelArgs args) {
-  OpArgs op("aten::_adaptive_avg_pool2d.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> output_size, op.int_list_arg(1, "output_size"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -325,8 +326,7 @@ Status expect_channel_vector(const OpArgs& op, const Tensor* t, std::string_view
 }
 
 Status batch_norm_no_training_out(KernelArgs args) {
-  OpArgs op("aten::_native_batch_norm_legit_no_training.out", args);
-  ETNA_TRY(op.expect_count(11));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * weight, op.optional_input(1, "weight"));
   ETNA_KERNEL_ASSIGN(Tensor * bias, op.optional_input(2, "bias"));
@@ -378,15 +378,14 @@ Status batch_norm_no_training_out(KernelArgs args) {
 
 // A `float[]?` argument (scale_factors).
 Result<std::optional<std::vector<double>>> optional_double_list(const OpArgs& op, size_t index, std::string_view name) {
-  if (index >= op.count()) return op.program_error(OpArgs::arg_label(index, name) + " is missing");
-  const EValue& v = op.slot(index);
-  if (v.is_none()) return std::optional<std::vector<double>>();
-  if (v.kind() != EValue::Kind::kDoubleList) {
+  ETNA_KERNEL_ASSIGN(const EValue* v, op.value(index, name));
+  if (v->is_none()) return std::optional<std::vector<double>>();
+  if (v->kind() != EValue::Kind::kDoubleList) {
     return op.program_error(OpArgs::arg_label(index, name) + ": expected a DoubleList or None, got " +
-                            kind_name(v.kind()));
+                            kind_name(v->kind()));
   }
-  std::vector<double> items(v.list_size());
-  for (size_t i = 0; i < items.size(); ++i) items[i] = v.double_item(i);
+  std::vector<double> items(v->list_size());
+  for (size_t i = 0; i < items.size(); ++i) items[i] = v->double_item(i);
   return std::optional<std::vector<double>>(std::move(items));
 }
 
@@ -449,8 +448,7 @@ int64_t nearest_source(float ratio, int64_t d, int64_t in_size) {
 }
 
 Status upsample_nearest2d_vec_out(KernelArgs args) {
-  OpArgs op("aten::upsample_nearest2d.vec_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(3, "out"));
   ETNA_KERNEL_ASSIGN(UpsamplePlan plan, plan_upsample(op, *in, *out, 1, 2));
@@ -503,8 +501,7 @@ float bilinear_ratio(int64_t in_size, int64_t out_size, bool align_corners, doub
 }
 
 Status upsample_bilinear2d_vec_out(KernelArgs args) {
-  OpArgs op("aten::upsample_bilinear2d.vec_out", args);
-  ETNA_TRY(op.expect_count(6));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * in, op.strided_input(0, "input"));
   ETNA_KERNEL_ASSIGN(bool align_corners, op.bool_arg(2, "align_corners"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
@@ -547,12 +544,12 @@ Status upsample_bilinear2d_vec_out(KernelArgs args) {
 }  // namespace
 
 void register_pooling_kernels(KernelRegistry& registry) {
-  registry.add("aten::max_pool2d_with_indices.out", max_pool2d_with_indices_out, 9);
-  registry.add("aten::avg_pool2d.out", avg_pool2d_out, 9);
-  registry.add("aten::_adaptive_avg_pool2d.out", adaptive_avg_pool2d_out, 4);
-  registry.add("aten::_native_batch_norm_legit_no_training.out", batch_norm_no_training_out, 11);
-  registry.add("aten::upsample_nearest2d.vec_out", upsample_nearest2d_vec_out, 5);
-  registry.add("aten::upsample_bilinear2d.vec_out", upsample_bilinear2d_vec_out, 6);
+  registry.add({"aten::max_pool2d_with_indices.out", 9, max_pool2d_with_indices_out});
+  registry.add({"aten::avg_pool2d.out", 9, avg_pool2d_out});
+  registry.add({"aten::_adaptive_avg_pool2d.out", 4, adaptive_avg_pool2d_out});
+  registry.add({"aten::_native_batch_norm_legit_no_training.out", 11, batch_norm_no_training_out});
+  registry.add({"aten::upsample_nearest2d.vec_out", 5, upsample_nearest2d_vec_out});
+  registry.add({"aten::upsample_bilinear2d.vec_out", 6, upsample_bilinear2d_vec_out});
 }
 
 }  // namespace etna::kernels

@@ -9,8 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/iteration.h"
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -113,24 +117,24 @@ Result<Number> apply_arith(const OpArgs& op, Arith kind, const Number& a, const 
   return r;
 }
 
-Status binary_arith(KernelArgs args, const char* key, Arith kind) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(3));
+template <Arith kKind>
+Status binary_arith(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
   ETNA_KERNEL_ASSIGN(Number b, number_arg(op, 1, "b"));
-  ETNA_KERNEL_ASSIGN(Number result, apply_arith(op, kind, a, b));
+  ETNA_KERNEL_ASSIGN(Number result, apply_arith(op, kKind, a, b));
   return write_number(op, 2, result);
 }
 
 enum class Compare { kEq, kGt, kLt, kGe, kLe };
 
-Status binary_compare(KernelArgs args, const char* key, Compare kind) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(3));
+template <Compare kKind>
+Status binary_compare(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
   ETNA_KERNEL_ASSIGN(Number b, number_arg(op, 1, "b"));
-  auto compare = [kind](auto x, auto y) {
-    switch (kind) {
+  auto compare = [](auto x, auto y) {
+    switch (kKind) {
       case Compare::kEq: return x == y;
       case Compare::kGt: return x > y;
       case Compare::kLt: return x < y;
@@ -143,48 +147,22 @@ Status binary_compare(KernelArgs args, const char* key, Compare kind) {
   return write_bool(op, 2, result);
 }
 
-#define ETNA_PRIM_ARITH(fn, key, kind) \
-  Status fn(KernelArgs args) { return binary_arith(args, key, kind); }
-ETNA_PRIM_ARITH(prim_add, "executorch_prim::add.Scalar", Arith::kAdd)
-ETNA_PRIM_ARITH(prim_sub, "executorch_prim::sub.Scalar", Arith::kSub)
-ETNA_PRIM_ARITH(prim_mul, "executorch_prim::mul.Scalar", Arith::kMul)
-ETNA_PRIM_ARITH(prim_truediv, "executorch_prim::truediv.Scalar", Arith::kTrueDiv)
-ETNA_PRIM_ARITH(prim_floordiv, "executorch_prim::floordiv.Scalar", Arith::kFloorDiv)
-ETNA_PRIM_ARITH(prim_floordiv_int, "executorch_prim::floordiv.int", Arith::kFloorDiv)
-ETNA_PRIM_ARITH(prim_mod, "executorch_prim::mod.Scalar", Arith::kMod)
-ETNA_PRIM_ARITH(prim_mod_int, "executorch_prim::mod.int", Arith::kMod)
-ETNA_PRIM_ARITH(prim_sym_max, "executorch_prim::sym_max.Scalar", Arith::kMax)
-ETNA_PRIM_ARITH(prim_sym_min, "executorch_prim::sym_min.Scalar", Arith::kMin)
-#undef ETNA_PRIM_ARITH
-
-#define ETNA_PRIM_COMPARE(fn, key, kind) \
-  Status fn(KernelArgs args) { return binary_compare(args, key, kind); }
-ETNA_PRIM_COMPARE(prim_eq, "executorch_prim::eq.Scalar", Compare::kEq)
-ETNA_PRIM_COMPARE(prim_gt, "executorch_prim::gt.Scalar", Compare::kGt)
-ETNA_PRIM_COMPARE(prim_lt, "executorch_prim::lt.Scalar", Compare::kLt)
-ETNA_PRIM_COMPARE(prim_ge, "executorch_prim::ge.Scalar", Compare::kGe)
-ETNA_PRIM_COMPARE(prim_le, "executorch_prim::le.Scalar", Compare::kLe)
-#undef ETNA_PRIM_COMPARE
-
 Status prim_neg(KernelArgs args) {
-  OpArgs op("executorch_prim::neg.Scalar", args);
-  ETNA_TRY(op.expect_count(2));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
   return a.is_int ? write_int(op, 1, wrapping_neg(a.i)) : write_double(op, 1, -a.d);
 }
 
 Status prim_sym_float(KernelArgs args) {
-  OpArgs op("executorch_prim::sym_float.Scalar", args);
-  ETNA_TRY(op.expect_count(2));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
   return write_double(op, 1, a.as_double());
 }
 
 // Double -> Int conversions (sym_int truncates; ceil/round/trunc as named).
 template <typename Round>
-Status to_int_kernel(KernelArgs args, const char* key, Round round) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(2));
+Status to_int_kernel(KernelArgs args, Round round) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Number a, number_arg(op, 0, "a"));
   if (a.is_int) return write_int(op, 1, a.i);
   const double rounded = round(a.d);
@@ -195,22 +173,21 @@ Status to_int_kernel(KernelArgs args, const char* key, Round round) {
 }
 
 Status prim_sym_int(KernelArgs args) {
-  return to_int_kernel(args, "executorch_prim::sym_int.Scalar", [](double v) { return std::trunc(v); });
+  return to_int_kernel(args, [](double v) { return std::trunc(v); });
 }
 Status prim_trunc(KernelArgs args) {
-  return to_int_kernel(args, "executorch_prim::trunc.Scalar", [](double v) { return std::trunc(v); });
+  return to_int_kernel(args, [](double v) { return std::trunc(v); });
 }
 Status prim_ceil(KernelArgs args) {
-  return to_int_kernel(args, "executorch_prim::ceil.Scalar", [](double v) { return std::ceil(v); });
+  return to_int_kernel(args, [](double v) { return std::ceil(v); });
 }
 Status prim_round(KernelArgs args) {
   // Python rounds halves to even, which is the default floating rounding mode.
-  return to_int_kernel(args, "executorch_prim::round.Scalar", [](double v) { return std::nearbyint(v); });
+  return to_int_kernel(args, [](double v) { return std::nearbyint(v); });
 }
 
 Status prim_sym_not(KernelArgs args) {
-  OpArgs op("executorch_prim::sym_not.Scalar", args);
-  ETNA_TRY(op.expect_count(2));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(bool a, op.bool_arg(0, "a"));
   return write_bool(op, 1, !a);
 }
@@ -218,8 +195,7 @@ Status prim_sym_not(KernelArgs args) {
 // --- tensor queries and views --------------------------------------------------------
 
 Status sym_size_int(KernelArgs args) {
-  OpArgs op("aten::sym_size.int", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   if (self->rank() == 0) return op.input_error("a rank-0 tensor has no dims");
@@ -228,15 +204,13 @@ Status sym_size_int(KernelArgs args) {
 }
 
 Status sym_numel(KernelArgs args) {
-  OpArgs op("aten::sym_numel", args);
-  ETNA_TRY(op.expect_count(2));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.tensor(0, "self"));
   return write_int(op, 1, static_cast<int64_t>(self->numel()));
 }
 
 Status local_scalar_dense(KernelArgs args) {
-  OpArgs op("aten::_local_scalar_dense", args);
-  ETNA_TRY(op.expect_count(2));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   if (self->numel() != 1) return op.input_error("self " + self->describe() + " must hold exactly one element");
   ETNA_TRY(op.expect_element_dtype(*self, "self"));
@@ -246,8 +220,7 @@ Status local_scalar_dense(KernelArgs args) {
 }
 
 Status et_view(KernelArgs args) {
-  OpArgs op("executorch_prim::et_view.default", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> sizes, op.int_list_arg(1, "size"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -267,8 +240,7 @@ Status et_view(KernelArgs args) {
 // copy_to, whose leading dim grows to index + 1 when it is shorter. The call
 // has no return slot.
 Status et_copy_index(KernelArgs args) {
-  OpArgs op("executorch_prim::et_copy_index.tensor", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * copy_to, op.tensor(0, "copy_to"));
   ETNA_KERNEL_ASSIGN(Tensor * copy_from, op.input(1, "copy_from"));
   ETNA_KERNEL_ASSIGN(int64_t index, op.int_arg(2, "index"));
@@ -305,33 +277,33 @@ Status et_copy_index(KernelArgs args) {
 }  // namespace
 
 void register_prim_kernels(KernelRegistry& registry) {
-  registry.add("executorch_prim::add.Scalar", prim_add, 3);
-  registry.add("executorch_prim::sub.Scalar", prim_sub, 3);
-  registry.add("executorch_prim::mul.Scalar", prim_mul, 3);
-  registry.add("executorch_prim::truediv.Scalar", prim_truediv, 3);
-  registry.add("executorch_prim::floordiv.Scalar", prim_floordiv, 3);
-  registry.add("executorch_prim::floordiv.int", prim_floordiv_int, 3);
-  registry.add("executorch_prim::mod.Scalar", prim_mod, 3);
-  registry.add("executorch_prim::mod.int", prim_mod_int, 3);
-  registry.add("executorch_prim::sym_max.Scalar", prim_sym_max, 3);
-  registry.add("executorch_prim::sym_min.Scalar", prim_sym_min, 3);
-  registry.add("executorch_prim::eq.Scalar", prim_eq, 3);
-  registry.add("executorch_prim::gt.Scalar", prim_gt, 3);
-  registry.add("executorch_prim::lt.Scalar", prim_lt, 3);
-  registry.add("executorch_prim::ge.Scalar", prim_ge, 3);
-  registry.add("executorch_prim::le.Scalar", prim_le, 3);
-  registry.add("executorch_prim::neg.Scalar", prim_neg, 2);
-  registry.add("executorch_prim::sym_float.Scalar", prim_sym_float, 2);
-  registry.add("executorch_prim::sym_int.Scalar", prim_sym_int, 2);
-  registry.add("executorch_prim::trunc.Scalar", prim_trunc, 2);
-  registry.add("executorch_prim::ceil.Scalar", prim_ceil, 2);
-  registry.add("executorch_prim::round.Scalar", prim_round, 2);
-  registry.add("executorch_prim::sym_not.Scalar", prim_sym_not, 2);
-  registry.add("aten::sym_size.int", sym_size_int, 3);
-  registry.add("aten::sym_numel", sym_numel, 2);
-  registry.add("aten::_local_scalar_dense", local_scalar_dense, 2);
-  registry.add("executorch_prim::et_view.default", et_view, 3);
-  registry.add("executorch_prim::et_copy_index.tensor", et_copy_index, 3);
+  registry.add({"executorch_prim::add.Scalar", 3, binary_arith<Arith::kAdd>});
+  registry.add({"executorch_prim::sub.Scalar", 3, binary_arith<Arith::kSub>});
+  registry.add({"executorch_prim::mul.Scalar", 3, binary_arith<Arith::kMul>});
+  registry.add({"executorch_prim::truediv.Scalar", 3, binary_arith<Arith::kTrueDiv>});
+  registry.add({"executorch_prim::floordiv.Scalar", 3, binary_arith<Arith::kFloorDiv>});
+  registry.add({"executorch_prim::floordiv.int", 3, binary_arith<Arith::kFloorDiv>});
+  registry.add({"executorch_prim::mod.Scalar", 3, binary_arith<Arith::kMod>});
+  registry.add({"executorch_prim::mod.int", 3, binary_arith<Arith::kMod>});
+  registry.add({"executorch_prim::sym_max.Scalar", 3, binary_arith<Arith::kMax>});
+  registry.add({"executorch_prim::sym_min.Scalar", 3, binary_arith<Arith::kMin>});
+  registry.add({"executorch_prim::eq.Scalar", 3, binary_compare<Compare::kEq>});
+  registry.add({"executorch_prim::gt.Scalar", 3, binary_compare<Compare::kGt>});
+  registry.add({"executorch_prim::lt.Scalar", 3, binary_compare<Compare::kLt>});
+  registry.add({"executorch_prim::ge.Scalar", 3, binary_compare<Compare::kGe>});
+  registry.add({"executorch_prim::le.Scalar", 3, binary_compare<Compare::kLe>});
+  registry.add({"executorch_prim::neg.Scalar", 2, prim_neg});
+  registry.add({"executorch_prim::sym_float.Scalar", 2, prim_sym_float});
+  registry.add({"executorch_prim::sym_int.Scalar", 2, prim_sym_int});
+  registry.add({"executorch_prim::trunc.Scalar", 2, prim_trunc});
+  registry.add({"executorch_prim::ceil.Scalar", 2, prim_ceil});
+  registry.add({"executorch_prim::round.Scalar", 2, prim_round});
+  registry.add({"executorch_prim::sym_not.Scalar", 2, prim_sym_not});
+  registry.add({"aten::sym_size.int", 3, sym_size_int});
+  registry.add({"aten::sym_numel", 2, sym_numel});
+  registry.add({"aten::_local_scalar_dense", 2, local_scalar_dense});
+  registry.add({"executorch_prim::et_view.default", 3, et_view});
+  registry.add({"executorch_prim::et_copy_index.tensor", 3, et_copy_index});
 }
 
 }  // namespace etna::kernels

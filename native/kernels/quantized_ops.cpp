@@ -20,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/element_access.h"
 #include "kernels/kernel_groups.h"
-#include "kernels/kernel_support.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
 #include "kernels/real_elements.h"
 
 namespace etna::kernels {
@@ -211,8 +213,7 @@ Status quantize_per_tensor(const OpArgs& op, const Tensor& input, double scale, 
 // quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min,
 //   int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status quantize_per_tensor_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::quantize_per_tensor.out", args);
-  ETNA_TRY(op.expect_count(8));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(double scale, op.double_arg(1, "scale"));
   ETNA_KERNEL_ASSIGN(int64_t zero_point, op.int_arg(2, "zero_point"));
@@ -234,8 +235,7 @@ Result<std::pair<double, int64_t>> scalar_parameters(const OpArgs& op, size_t sc
 // quantized_decomposed::quantize_per_tensor.Tensor_out(Tensor input, Tensor scale, Tensor zero_point,
 //   int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status quantize_per_tensor_tensor_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::quantize_per_tensor.Tensor_out", args);
-  ETNA_TRY(op.expect_count(8));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(auto parameters, scalar_parameters(op, 1, 2));
   ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 3));
@@ -254,8 +254,7 @@ int64_t trailing_elements(const Tensor& t, size_t axis) {
 // quantized_decomposed::quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis,
 //   int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status quantize_per_channel_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::quantize_per_channel.out", args);
-  ETNA_TRY(op.expect_count(9));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
   ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
@@ -284,8 +283,7 @@ int64_t token_width(const Tensor& t) { return t.rank() == 0 ? 1 : t.size(t.rank(
 // quantized_decomposed::quantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
 //   int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status quantize_per_token_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::quantize_per_token.out", args);
-  ETNA_TRY(op.expect_count(8));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
   ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
@@ -336,6 +334,14 @@ Status dequantize_blocks(const OpArgs& op, const Tensor& input, Tensor& out, int
 
 // Reads `ScalarType? out_dtype` when the call has it (newer exports add it
 // before out); `has_out_dtype` tells where out is.
+// Whether a dequantize call passes out_dtype, which older exports omit: the
+// call has `count_without` arguments without it and one more with it.
+Result<bool> has_out_dtype_arg(const OpArgs& op, size_t count_without) {
+  if (op.count() == count_without) return false;
+  ETNA_TRY(op.expect_count(count_without + 1));
+  return true;
+}
+
 Result<std::optional<ScalarType>> optional_out_dtype(const OpArgs& op, size_t index, bool present) {
   if (!present) return std::optional<ScalarType>();
   return op.optional_dtype_arg(index, "out_dtype");
@@ -345,9 +351,8 @@ Result<std::optional<ScalarType>> optional_out_dtype(const OpArgs& op, size_t in
 //   int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)
 // (out_dtype is absent in older exports.)
 Status dequantize_per_tensor_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::dequantize_per_tensor.out", args);
-  if (op.count() != 8 && op.count() != 9) ETNA_TRY(op.expect_count(9));
-  const bool has_out_dtype = op.count() == 9;
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(const bool has_out_dtype, has_out_dtype_arg(op, 8));
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(double scale, op.double_arg(1, "scale"));
   ETNA_KERNEL_ASSIGN(int64_t zero_point, op.int_arg(2, "zero_point"));
@@ -363,9 +368,8 @@ Status dequantize_per_tensor_out(KernelArgs args) {
 // quantized_decomposed::dequantize_per_tensor.Tensor_out(Tensor input, Tensor scale, Tensor zero_point,
 //   int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)
 Status dequantize_per_tensor_tensor_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::dequantize_per_tensor.Tensor_out", args);
-  if (op.count() != 8 && op.count() != 9) ETNA_TRY(op.expect_count(9));
-  const bool has_out_dtype = op.count() == 9;
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(const bool has_out_dtype, has_out_dtype_arg(op, 8));
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(auto parameters, scalar_parameters(op, 1, 2));
   ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 3));
@@ -381,9 +385,8 @@ Status dequantize_per_tensor_tensor_out(KernelArgs args) {
 // quantized_decomposed::dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis,
 //   int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)
 Status dequantize_per_channel_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::dequantize_per_channel.out", args);
-  if (op.count() != 9 && op.count() != 10) ETNA_TRY(op.expect_count(10));
-  const bool has_out_dtype = op.count() == 10;
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(const bool has_out_dtype, has_out_dtype_arg(op, 9));
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
   ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.optional_input(2, "zero_points"));
@@ -404,8 +407,7 @@ Status dequantize_per_channel_out(KernelArgs args) {
 // quantized_decomposed::dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
 //   int quant_max, ScalarType dtype, ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status dequantize_per_token_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::dequantize_per_token.out", args);
-  ETNA_TRY(op.expect_count(9));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
   ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
@@ -491,8 +493,7 @@ Result<std::vector<Tensor*>> out_pair(const OpArgs& op, size_t first) {
 // quantized_decomposed::choose_qparams.Tensor_out(Tensor input, int quant_min, int quant_max, float eps,
 //   ScalarType dtype, *, Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))
 Status choose_qparams_tensor_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::choose_qparams.Tensor_out", args);
-  ETNA_TRY(op.expect_count(8));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(int64_t quant_min, op.int_arg(1, "quant_min"));
   ETNA_KERNEL_ASSIGN(int64_t quant_max, op.int_arg(2, "quant_max"));
@@ -521,8 +522,7 @@ Status choose_qparams_tensor_out(KernelArgs args) {
 //   Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))
 // The range is always int8's, whatever dtype says (as in ExecuTorch).
 Status choose_qparams_per_token_asymmetric_out(KernelArgs args) {
-  OpArgs op("quantized_decomposed::choose_qparams_per_token_asymmetric.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
   ETNA_KERNEL_ASSIGN(ScalarType dtype, dtype_arg(op, 1, "dtype"));
   ETNA_KERNEL_ASSIGN(auto outs, out_pair(op, 2));
@@ -644,36 +644,29 @@ Status quantized_embedding(const OpArgs& op, int bits, bool has_dtype) {
 // and .dtype_out(..., Tensor indices, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)
 template <int kBits, bool kHasDtype>
 Status embedding_kernel(KernelArgs args) {
-  static const std::string name = std::string("quantized_decomposed::embedding_") +
-                                  (kBits == 8   ? "byte"
-                                   : kBits == 4 ? "4bit"
-                                                : "2bit") +
-                                  (kHasDtype ? ".dtype_out" : ".out");
-  OpArgs op(name, args);
-  ETNA_TRY(op.expect_count(kHasDtype ? 9 : 8));
-  return quantized_embedding(op, kBits, kHasDtype);
+  return quantized_embedding(OpArgs(args), kBits, kHasDtype);
 }
 
 }  // namespace
 
 void register_quantized_kernels(KernelRegistry& registry) {
-  registry.add("quantized_decomposed::quantize_per_tensor.out", quantize_per_tensor_out, 8);
-  registry.add("quantized_decomposed::quantize_per_tensor.Tensor_out", quantize_per_tensor_tensor_out, 8);
-  registry.add("quantized_decomposed::quantize_per_channel.out", quantize_per_channel_out, 9);
-  registry.add("quantized_decomposed::quantize_per_token.out", quantize_per_token_out, 8);
-  registry.add("quantized_decomposed::dequantize_per_tensor.out", dequantize_per_tensor_out, -1);
-  registry.add("quantized_decomposed::dequantize_per_tensor.Tensor_out", dequantize_per_tensor_tensor_out, -1);
-  registry.add("quantized_decomposed::dequantize_per_channel.out", dequantize_per_channel_out, -1);
-  registry.add("quantized_decomposed::dequantize_per_token.out", dequantize_per_token_out, 9);
-  registry.add("quantized_decomposed::choose_qparams.Tensor_out", choose_qparams_tensor_out, 8);
-  registry.add("quantized_decomposed::choose_qparams_per_token_asymmetric.out", choose_qparams_per_token_asymmetric_out,
-               5);
-  registry.add("quantized_decomposed::embedding_byte.out", embedding_kernel<8, false>, 8);
-  registry.add("quantized_decomposed::embedding_byte.dtype_out", embedding_kernel<8, true>, 9);
-  registry.add("quantized_decomposed::embedding_4bit.out", embedding_kernel<4, false>, 8);
-  registry.add("quantized_decomposed::embedding_4bit.dtype_out", embedding_kernel<4, true>, 9);
-  registry.add("quantized_decomposed::embedding_2bit.out", embedding_kernel<2, false>, 8);
-  registry.add("quantized_decomposed::embedding_2bit.dtype_out", embedding_kernel<2, true>, 9);
+  registry.add({"quantized_decomposed::quantize_per_tensor.out", 8, quantize_per_tensor_out});
+  registry.add({"quantized_decomposed::quantize_per_tensor.Tensor_out", 8, quantize_per_tensor_tensor_out});
+  registry.add({"quantized_decomposed::quantize_per_channel.out", 9, quantize_per_channel_out});
+  registry.add({"quantized_decomposed::quantize_per_token.out", 8, quantize_per_token_out});
+  registry.add({"quantized_decomposed::dequantize_per_tensor.out", -1, dequantize_per_tensor_out});
+  registry.add({"quantized_decomposed::dequantize_per_tensor.Tensor_out", -1, dequantize_per_tensor_tensor_out});
+  registry.add({"quantized_decomposed::dequantize_per_channel.out", -1, dequantize_per_channel_out});
+  registry.add({"quantized_decomposed::dequantize_per_token.out", 9, dequantize_per_token_out});
+  registry.add({"quantized_decomposed::choose_qparams.Tensor_out", 8, choose_qparams_tensor_out});
+  registry.add(
+      {"quantized_decomposed::choose_qparams_per_token_asymmetric.out", 5, choose_qparams_per_token_asymmetric_out});
+  registry.add({"quantized_decomposed::embedding_byte.out", 8, embedding_kernel<8, false>});
+  registry.add({"quantized_decomposed::embedding_byte.dtype_out", 9, embedding_kernel<8, true>});
+  registry.add({"quantized_decomposed::embedding_4bit.out", 8, embedding_kernel<4, false>});
+  registry.add({"quantized_decomposed::embedding_4bit.dtype_out", 9, embedding_kernel<4, true>});
+  registry.add({"quantized_decomposed::embedding_2bit.out", 8, embedding_kernel<2, false>});
+  registry.add({"quantized_decomposed::embedding_2bit.dtype_out", 9, embedding_kernel<2, true>});
 }
 
 }  // namespace etna::kernels

@@ -7,8 +7,13 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/dtype_promotion.h"
+#include "kernels/element_access.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -78,20 +83,6 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
   return Status::ok();
 }
 
-Status sum_intlist_out(KernelArgs args) {
-  OpArgs op("aten::sum.IntList_out", args);
-  ETNA_TRY(op.expect_count(6));
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
-  ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
-  ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(op.expect_element_dtype(*self, "self"));
-  ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
-  ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
-  return sum_into(op, *self, mask, keepdim, *out, false);
-}
-
 Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::optional<ScalarType>& dtype,
                          const Tensor& out, size_t dtype_index) {
   ETNA_TRY(op.expect_element_dtype(self, "self"));
@@ -103,22 +94,28 @@ Status check_mean_dtypes(const OpArgs& op, const Tensor& self, const std::option
   return Status::ok();
 }
 
-Status mean_out(KernelArgs args) {
-  OpArgs op("aten::mean.out", args);
-  ETNA_TRY(op.expect_count(6));
+// sum.IntList_out and mean.out: [self, dim, keepdim, dtype, out, ret].
+Status sum_over_dims(const OpArgs& op, bool mean) {
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(3, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(4, "out"));
-  ETNA_TRY(check_mean_dtypes(op, *self, dtype, *out, 3));
+  if (mean) {
+    ETNA_TRY(check_mean_dtypes(op, *self, dtype, *out, 3));
+  } else {
+    ETNA_TRY(op.expect_element_dtype(*self, "self"));
+    ETNA_TRY(check_result_dtype(op, dtype, *out, 3));
+  }
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, dims.items, self->rank(), "dim"));
-  return sum_into(op, *self, mask, keepdim, *out, true);
+  return sum_into(op, *self, mask, keepdim, *out, mean);
 }
 
+Status sum_intlist_out(KernelArgs args) { return sum_over_dims(OpArgs(args), false); }
+Status mean_out(KernelArgs args) { return sum_over_dims(OpArgs(args), true); }
+
 Status mean_dtype_out(KernelArgs args) {
-  OpArgs op("aten::mean.dtype_out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(1, "dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -138,9 +135,8 @@ bool replaces(T candidate, T current) {
 }
 
 template <bool kMax>
-Status extreme_value(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(5));
+Status extreme_value(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> dims, op.int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
@@ -174,9 +170,6 @@ Status extreme_value(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status amax_out(KernelArgs args) { return extreme_value<true>(args, "aten::amax.out"); }
-Status amin_out(KernelArgs args) { return extreme_value<false>(args, "aten::amin.out"); }
-
 // --- argmax / argmin ---------------------------------------------------------------
 
 // For each reduction of `layout`, the position of its first extreme element
@@ -207,9 +200,8 @@ void find_extremes(const ReductionLayout& layout, const Tensor& self, void* valu
 }
 
 template <bool kMax>
-Status extreme_index(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(5));
+Status extreme_index(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::optional<int64_t> dim, op.optional_int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
@@ -233,17 +225,13 @@ Status extreme_index(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status argmax_out(KernelArgs args) { return extreme_index<true>(args, "aten::argmax.out"); }
-Status argmin_out(KernelArgs args) { return extreme_index<false>(args, "aten::argmin.out"); }
-
 // --- max.dim / min.dim ------------------------------------------------------------
 
 // The extreme value along one dim and its index: NaN wins, ties keep the
 // first index (ExecuTorch's rule, as for argmax).
 template <bool kMax>
-Status extreme_along_dim(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(6));
+Status extreme_along_dim(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
@@ -267,9 +255,6 @@ Status extreme_along_dim(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status max_dim_max(KernelArgs args) { return extreme_along_dim<true>(args, "aten::max.dim_max"); }
-Status min_dim_min(KernelArgs args) { return extreme_along_dim<false>(args, "aten::min.dim_min"); }
-
 // --- topk --------------------------------------------------------------------------------
 
 // NaN orders above every number (ExecuTorch's comparison for topk).
@@ -282,8 +267,7 @@ bool nan_last_less(T a, T b) {
 // in sorted order (ExecuTorch leaves the order unspecified when sorted is
 // false); equal values keep ascending index order.
 Status topk_values(KernelArgs args) {
-  OpArgs op("aten::topk.values", args);
-  ETNA_TRY(op.expect_count(8));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t k, op.int_arg(1, "k"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(2, "dim"));
@@ -347,8 +331,7 @@ Status topk_values(KernelArgs args) {
 // dims (None or [] = all). Like ExecuTorch, both are NaN when N is 0 or
 // N - correction is not positive.
 Status var_mean_correction_out(KernelArgs args) {
-  OpArgs op("aten::var_mean.correction_out", args);
-  ETNA_TRY(op.expect_count(7));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::optional<Scalar> correction, op.optional_scalar_arg(2, "correction"));
@@ -420,8 +403,7 @@ Status any_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
 }
 
 Status any_all_out(KernelArgs args) {
-  OpArgs op("aten::any.all_out", args);
-  ETNA_TRY(op.expect_count(3));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   ETNA_KERNEL_ASSIGN(auto mask, reduction_mask(op, {}, self->rank(), "dim"));
@@ -429,8 +411,7 @@ Status any_all_out(KernelArgs args) {
 }
 
 Status any_dims_out(KernelArgs args) {
-  OpArgs op("aten::any.dims_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(OptionalIntList dims, op.optional_int_list_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
@@ -445,8 +426,7 @@ Status any_dims_out(KernelArgs args) {
 }
 
 Status any_dim_out(KernelArgs args) {
-  OpArgs op("aten::any.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(bool keepdim, op.bool_arg(2, "keepdim"));
@@ -458,8 +438,7 @@ Status any_dim_out(KernelArgs args) {
 // --- cumsum ----------------------------------------------------------------------
 
 Status cumsum_out(KernelArgs args) {
-  OpArgs op("aten::cumsum.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> dtype, op.optional_dtype_arg(2, "dtype"));
@@ -499,21 +478,21 @@ Status cumsum_out(KernelArgs args) {
 }  // namespace
 
 void register_reduction_kernels(KernelRegistry& registry) {
-  registry.add("aten::sum.IntList_out", sum_intlist_out, 6);
-  registry.add("aten::mean.out", mean_out, 6);
-  registry.add("aten::mean.dtype_out", mean_dtype_out, 4);
-  registry.add("aten::amax.out", amax_out, 5);
-  registry.add("aten::amin.out", amin_out, 5);
-  registry.add("aten::argmax.out", argmax_out, 5);
-  registry.add("aten::argmin.out", argmin_out, 5);
-  registry.add("aten::cumsum.out", cumsum_out, 5);
-  registry.add("aten::any.all_out", any_all_out, 3);
-  registry.add("aten::max.dim_max", max_dim_max, 6);
-  registry.add("aten::min.dim_min", min_dim_min, 6);
-  registry.add("aten::var_mean.correction_out", var_mean_correction_out, 7);
-  registry.add("aten::topk.values", topk_values, 8);
-  registry.add("aten::any.dims_out", any_dims_out, 5);
-  registry.add("aten::any.out", any_dim_out, 5);
+  registry.add({"aten::sum.IntList_out", 6, sum_intlist_out});
+  registry.add({"aten::mean.out", 6, mean_out});
+  registry.add({"aten::mean.dtype_out", 4, mean_dtype_out});
+  registry.add({"aten::amax.out", 5, extreme_value<true>});
+  registry.add({"aten::amin.out", 5, extreme_value<false>});
+  registry.add({"aten::argmax.out", 5, extreme_index<true>});
+  registry.add({"aten::argmin.out", 5, extreme_index<false>});
+  registry.add({"aten::cumsum.out", 5, cumsum_out});
+  registry.add({"aten::any.all_out", 3, any_all_out});
+  registry.add({"aten::max.dim_max", 6, extreme_along_dim<true>});
+  registry.add({"aten::min.dim_min", 6, extreme_along_dim<false>});
+  registry.add({"aten::var_mean.correction_out", 7, var_mean_correction_out});
+  registry.add({"aten::topk.values", 8, topk_values});
+  registry.add({"aten::any.dims_out", 5, any_dims_out});
+  registry.add({"aten::any.out", 5, any_dim_out});
 }
 
 }  // namespace etna::kernels

@@ -8,8 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype_promotion.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -58,8 +62,7 @@ Status gather_view_into(const OpArgs& op, const Tensor& self, const Shape& shape
 }
 
 Status view_copy_out(KernelArgs args) {
-  OpArgs op("aten::view_copy.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> sizes, op.int_list_arg(1, "size"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -68,8 +71,7 @@ Status view_copy_out(KernelArgs args) {
 }
 
 Status unsqueeze_copy_out(KernelArgs args) {
-  OpArgs op("aten::unsqueeze_copy.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -93,10 +95,9 @@ Shape squeeze_shape(const Shape& shape, const std::array<bool, kMaxTensorRank>& 
 }
 
 // Squeezes the listed dims, or every dim when `dims` is absent.
-Status squeeze_kernel(const OpArgs& op, size_t count, const OptionalIntList& dims) {
-  ETNA_TRY(op.expect_count(count));
+Status squeeze_kernel(const OpArgs& op, size_t out_index, const OptionalIntList& dims) {
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(count - 2, "out"));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(out_index, "out"));
   std::array<bool, kMaxTensorRank> mask{};
   if (dims.present) {
     for (int64_t dim : dims.items) {
@@ -110,25 +111,23 @@ Status squeeze_kernel(const OpArgs& op, size_t count, const OptionalIntList& dim
 }
 
 Status squeeze_copy_dims_out(KernelArgs args) {
-  OpArgs op("aten::squeeze_copy.dims_out", args);
+  OpArgs op(args);
   OptionalIntList dims;
   dims.present = true;
   ETNA_KERNEL_ASSIGN(dims.items, op.int_list_arg(1, "dim"));
-  return squeeze_kernel(op, 4, dims);
+  return squeeze_kernel(op, 2, dims);
 }
 
 Status squeeze_copy_dim_out(KernelArgs args) {
-  OpArgs op("aten::squeeze_copy.dim_out", args);
+  OpArgs op(args);
   OptionalIntList dims;
   dims.present = true;
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   dims.items.push_back(dim);
-  return squeeze_kernel(op, 4, dims);
+  return squeeze_kernel(op, 2, dims);
 }
 
-Status squeeze_copy_out(KernelArgs args) {
-  return squeeze_kernel(OpArgs("aten::squeeze_copy.out", args), 3, OptionalIntList{});
-}
+Status squeeze_copy_out(KernelArgs args) { return squeeze_kernel(OpArgs(args), 1, OptionalIntList{}); }
 
 // out[i...] = self[permuted index]: the dims of out are self's dims in `order`.
 Status permute_into(const OpArgs& op, const Tensor& self, const std::vector<size_t>& order, Tensor& out) {
@@ -143,8 +142,7 @@ Status permute_into(const OpArgs& op, const Tensor& self, const std::vector<size
 }
 
 Status permute_copy_out(KernelArgs args) {
-  OpArgs op("aten::permute_copy.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> dims, op.int_list_arg(1, "dims"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -163,8 +161,7 @@ Status permute_copy_out(KernelArgs args) {
 }
 
 Status transpose_copy_int_out(KernelArgs args) {
-  OpArgs op("aten::transpose_copy.int_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim0, op.int_arg(1, "dim0"));
   ETNA_KERNEL_ASSIGN(int64_t dim1, op.int_arg(2, "dim1"));
@@ -178,8 +175,7 @@ Status transpose_copy_int_out(KernelArgs args) {
 }
 
 Status expand_copy_out(KernelArgs args) {
-  OpArgs op("aten::expand_copy.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> sizes, op.int_list_arg(1, "size"));
   ETNA_KERNEL_ASSIGN(bool implicit, op.bool_arg(2, "implicit"));
@@ -218,8 +214,7 @@ Status expand_copy_out(KernelArgs args) {
 }
 
 Status select_copy_int_out(KernelArgs args) {
-  OpArgs op("aten::select_copy.int_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(int64_t index, op.int_arg(2, "index"));
@@ -238,8 +233,7 @@ Status select_copy_int_out(KernelArgs args) {
 }
 
 Status slice_copy_tensor_out(KernelArgs args) {
-  OpArgs op("aten::slice_copy.Tensor_out", args);
-  ETNA_TRY(op.expect_count(7));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::optional<int64_t> start_arg, op.optional_int_arg(2, "start"));
@@ -289,8 +283,7 @@ Status read_tensor_inputs(const OpArgs& op, const std::vector<Tensor*>& tensors)
 }
 
 Status cat_out(KernelArgs args) {
-  OpArgs op("aten::cat.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> tensors, op.tensor_list_arg(0, "tensors"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -335,8 +328,7 @@ Status cat_out(KernelArgs args) {
 }
 
 Status stack_out(KernelArgs args) {
-  OpArgs op("aten::stack.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> tensors, op.tensor_list_arg(0, "tensors"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -392,8 +384,7 @@ Status split_into(const OpArgs& op, const Tensor& self, size_t d, const std::vec
 }
 
 Status split_with_sizes_copy_out(KernelArgs args) {
-  OpArgs op("aten::split_with_sizes_copy.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> sizes, op.int_list_arg(1, "split_sizes"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(2, "dim"));
@@ -413,8 +404,7 @@ Status split_with_sizes_copy_out(KernelArgs args) {
 }
 
 Status split_copy_tensor_out(KernelArgs args) {
-  OpArgs op("aten::split_copy.Tensor_out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t split_size, op.int_arg(1, "split_size"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(2, "dim"));
@@ -437,8 +427,7 @@ Status split_copy_tensor_out(KernelArgs args) {
 // --- unbind, repeat, tril/triu -----------------------------------------------------------
 
 Status unbind_copy_int_out(KernelArgs args) {
-  OpArgs op("aten::unbind_copy.int_out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
   ETNA_KERNEL_ASSIGN(std::vector<Tensor*> outs, op.tensor_list_arg(2, "out"));
@@ -459,8 +448,7 @@ Status unbind_copy_int_out(KernelArgs args) {
 // out tiles self prod(repeats) times; repeats may have more entries than
 // self has dims (self gains leading dims of size 1).
 Status repeat_out(KernelArgs args) {
-  OpArgs op("aten::repeat.out", args);
-  ETNA_TRY(op.expect_count(4));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> repeats, op.int_list_arg(1, "repeats"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -506,9 +494,8 @@ Status repeat_out(KernelArgs args) {
 // Keeps the elements on and below (tril) or on and above (triu) the given
 // diagonal of the last two dims and zeroes the rest.
 template <bool kLower>
-Status triangle(KernelArgs args, const char* key) {
-  OpArgs op(key, args);
-  ETNA_TRY(op.expect_count(4));
+Status triangle(KernelArgs args) {
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(int64_t diagonal, op.int_arg(1, "diagonal"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
@@ -539,14 +526,10 @@ Status triangle(KernelArgs args, const char* key) {
   return Status::ok();
 }
 
-Status tril_out(KernelArgs args) { return triangle<true>(args, "aten::tril.out"); }
-Status triu_out(KernelArgs args) { return triangle<false>(args, "aten::triu.out"); }
-
 // --- constant_pad_nd -------------------------------------------------------------------
 
 Status constant_pad_nd_out(KernelArgs args) {
-  OpArgs op("aten::constant_pad_nd.out", args);
-  ETNA_TRY(op.expect_count(5));
+  OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(std::vector<int64_t> pad, op.int_list_arg(1, "pad"));
   ETNA_KERNEL_ASSIGN(Scalar value, op.scalar_arg(2, "value"));
@@ -604,25 +587,25 @@ Status constant_pad_nd_out(KernelArgs args) {
 }  // namespace
 
 void register_shape_kernels(KernelRegistry& registry) {
-  registry.add("aten::view_copy.out", view_copy_out, 4);
-  registry.add("aten::unsqueeze_copy.out", unsqueeze_copy_out, 4);
-  registry.add("aten::squeeze_copy.dims_out", squeeze_copy_dims_out, 4);
-  registry.add("aten::squeeze_copy.dim_out", squeeze_copy_dim_out, 4);
-  registry.add("aten::squeeze_copy.out", squeeze_copy_out, 3);
-  registry.add("aten::permute_copy.out", permute_copy_out, 4);
-  registry.add("aten::transpose_copy.int_out", transpose_copy_int_out, 5);
-  registry.add("aten::expand_copy.out", expand_copy_out, 5);
-  registry.add("aten::select_copy.int_out", select_copy_int_out, 5);
-  registry.add("aten::slice_copy.Tensor_out", slice_copy_tensor_out, 7);
-  registry.add("aten::cat.out", cat_out, 4);
-  registry.add("aten::stack.out", stack_out, 4);
-  registry.add("aten::split_with_sizes_copy.out", split_with_sizes_copy_out, 5);
-  registry.add("aten::split_copy.Tensor_out", split_copy_tensor_out, 5);
-  registry.add("aten::constant_pad_nd.out", constant_pad_nd_out, 5);
-  registry.add("aten::unbind_copy.int_out", unbind_copy_int_out, 4);
-  registry.add("aten::repeat.out", repeat_out, 4);
-  registry.add("aten::tril.out", tril_out, 4);
-  registry.add("aten::triu.out", triu_out, 4);
+  registry.add({"aten::view_copy.out", 4, view_copy_out});
+  registry.add({"aten::unsqueeze_copy.out", 4, unsqueeze_copy_out});
+  registry.add({"aten::squeeze_copy.dims_out", 4, squeeze_copy_dims_out});
+  registry.add({"aten::squeeze_copy.dim_out", 4, squeeze_copy_dim_out});
+  registry.add({"aten::squeeze_copy.out", 3, squeeze_copy_out});
+  registry.add({"aten::permute_copy.out", 4, permute_copy_out});
+  registry.add({"aten::transpose_copy.int_out", 5, transpose_copy_int_out});
+  registry.add({"aten::expand_copy.out", 5, expand_copy_out});
+  registry.add({"aten::select_copy.int_out", 5, select_copy_int_out});
+  registry.add({"aten::slice_copy.Tensor_out", 7, slice_copy_tensor_out});
+  registry.add({"aten::cat.out", 4, cat_out});
+  registry.add({"aten::stack.out", 4, stack_out});
+  registry.add({"aten::split_with_sizes_copy.out", 5, split_with_sizes_copy_out});
+  registry.add({"aten::split_copy.Tensor_out", 5, split_copy_tensor_out});
+  registry.add({"aten::constant_pad_nd.out", 5, constant_pad_nd_out});
+  registry.add({"aten::unbind_copy.int_out", 4, unbind_copy_int_out});
+  registry.add({"aten::repeat.out", 4, repeat_out});
+  registry.add({"aten::tril.out", 4, triangle<true>});
+  registry.add({"aten::triu.out", 4, triangle<false>});
 }
 
 }  // namespace etna::kernels

@@ -4,8 +4,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/dtype_promotion.h"
 #include "kernels/iteration.h"
 #include "kernels/kernel_groups.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/op_args.h"
+#include "kernels/scalar.h"
 
 namespace etna::kernels {
 namespace {
@@ -15,11 +19,9 @@ struct UnaryOperands {
   Tensor* out = nullptr;
 };
 
-// Reads self (argument 0) and out (argument out_index) of an operator with
-// `count` arguments, checking dtypes are element dtypes (float16 and bfloat16
-// compute in float).
-Result<UnaryOperands> read_unary(const OpArgs& op, size_t count, size_t out_index) {
-  ETNA_TRY(op.expect_count(count));
+// Reads self (argument 0) and out (argument out_index), checking dtypes are
+// element dtypes (float16 and bfloat16 compute in float).
+Result<UnaryOperands> read_unary(const OpArgs& op, size_t out_index) {
   UnaryOperands operands;
   ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
   ETNA_KERNEL_ASSIGN(operands.out, op.output(out_index, "out"));
@@ -44,9 +46,9 @@ Status floating_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
 }
 
 template <typename Fn>
-Status floating_unary_kernel(KernelArgs args, const char* key, Fn fn) {
-  OpArgs op(key, args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+Status floating_unary_kernel(KernelArgs args, Fn fn) {
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 1));
   return floating_unary(op, operands, fn);
 }
 
@@ -66,9 +68,9 @@ Status same_dtype_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) 
 }
 
 template <typename Fn>
-Status same_dtype_unary_kernel(KernelArgs args, const char* key, Fn fn) {
-  OpArgs op(key, args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+Status same_dtype_unary_kernel(KernelArgs args, Fn fn) {
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 1));
   return same_dtype_unary(op, operands, fn);
 }
 
@@ -78,43 +80,43 @@ T sigmoid(T x) {
 }
 
 Status exp_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::exp.out", [](auto x) { return std::exp(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::exp(x); });
 }
 Status log_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::log.out", [](auto x) { return std::log(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::log(x); });
 }
 Status sqrt_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::sqrt.out", [](auto x) { return std::sqrt(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::sqrt(x); });
 }
 Status rsqrt_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::rsqrt.out", [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  return floating_unary_kernel(args, [](auto x) { return decltype(x)(1) / std::sqrt(x); });
 }
 Status sin_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::sin.out", [](auto x) { return std::sin(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::sin(x); });
 }
 Status cos_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::cos.out", [](auto x) { return std::cos(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::cos(x); });
 }
 Status tanh_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::tanh.out", [](auto x) { return std::tanh(x); });
+  return floating_unary_kernel(args, [](auto x) { return std::tanh(x); });
 }
 Status sigmoid_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::sigmoid.out", [](auto x) { return sigmoid(x); });
+  return floating_unary_kernel(args, [](auto x) { return sigmoid(x); });
 }
 Status silu_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::silu.out", [](auto x) { return x * sigmoid(x); });
+  return floating_unary_kernel(args, [](auto x) { return x * sigmoid(x); });
 }
 // PyTorch's hardswish: x * clamp(x + 3, 0, 6) / 6.
 Status hardswish_out(KernelArgs args) {
-  return floating_unary_kernel(args, "aten::hardswish.out", [](auto x) {
+  return floating_unary_kernel(args, [](auto x) {
     using T = decltype(x);
     return x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
   });
 }
 
 Status gelu_out(KernelArgs args) {
-  OpArgs op("aten::gelu.out", args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 4, 2));
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 2));
   ETNA_KERNEL_ASSIGN(std::optional<std::string_view> approximate, op.optional_string_arg(1, "approximate"));
   if (!approximate || *approximate == "none") {
     return floating_unary(op, operands, [](auto x) {
@@ -133,21 +135,19 @@ Status gelu_out(KernelArgs args) {
 }
 
 Status neg_out(KernelArgs args) {
-  return same_dtype_unary_kernel(args, "aten::neg.out", [](auto x) { return wrapping_neg(x); });
+  return same_dtype_unary_kernel(args, [](auto x) { return wrapping_neg(x); });
 }
 Status relu_out(KernelArgs args) {
   // NaN compares false, so it passes through unchanged as in PyTorch.
-  return same_dtype_unary_kernel(args, "aten::relu.out",
-                                 [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+  return same_dtype_unary_kernel(args, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
 }
 Status abs_out(KernelArgs args) {
-  return same_dtype_unary_kernel(args, "aten::abs.out",
-                                 [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
+  return same_dtype_unary_kernel(args, [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
 }
 
 Status logical_not_out(KernelArgs args) {
-  OpArgs op("aten::logical_not.out", args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3, 1));
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 1));
   ETNA_TRY(op.prepare_output(*operands.out, Shape::of(*operands.self), "out", false));
   visit_compute_type(operands.self->dtype(), [&](auto tag) {
     using C = typename decltype(tag)::type;
@@ -157,8 +157,8 @@ Status logical_not_out(KernelArgs args) {
 }
 
 Status leaky_relu_out(KernelArgs args) {
-  OpArgs op("aten::leaky_relu.out", args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 4, 2));
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 2));
   ETNA_KERNEL_ASSIGN(Scalar slope, op.scalar_arg(1, "negative_slope"));
   ETNA_TRY(op.expect_any_floating(*operands.self, "self"));
   const double slope_value = slope.to<double>();
@@ -198,8 +198,8 @@ Status clamp_to_range(const OpArgs& op, const UnaryOperands& operands, ScalarTyp
 }
 
 Status clamp_out(KernelArgs args) {
-  OpArgs op("aten::clamp.out", args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 5, 3));
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3));
   ETNA_KERNEL_ASSIGN(std::optional<Scalar> low, op.optional_scalar_arg(1, "min"));
   ETNA_KERNEL_ASSIGN(std::optional<Scalar> high, op.optional_scalar_arg(2, "max"));
   if (!low && !high) return op.program_error("at least one of min and max must not be None");
@@ -213,8 +213,8 @@ Status clamp_out(KernelArgs args) {
 }
 
 Status hardtanh_out(KernelArgs args) {
-  OpArgs op("aten::hardtanh.out", args);
-  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 5, 3));
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 3));
   ETNA_KERNEL_ASSIGN(Scalar low, op.scalar_arg(1, "min_val"));
   ETNA_KERNEL_ASSIGN(Scalar high, op.scalar_arg(2, "max_val"));
   if (operands.self->dtype() == ScalarType::kBool) {
@@ -227,24 +227,24 @@ Status hardtanh_out(KernelArgs args) {
 }  // namespace
 
 void register_unary_kernels(KernelRegistry& registry) {
-  registry.add("aten::exp.out", exp_out, 3);
-  registry.add("aten::log.out", log_out, 3);
-  registry.add("aten::sqrt.out", sqrt_out, 3);
-  registry.add("aten::rsqrt.out", rsqrt_out, 3);
-  registry.add("aten::sin.out", sin_out, 3);
-  registry.add("aten::cos.out", cos_out, 3);
-  registry.add("aten::tanh.out", tanh_out, 3);
-  registry.add("aten::sigmoid.out", sigmoid_out, 3);
-  registry.add("aten::silu.out", silu_out, 3);
-  registry.add("aten::hardswish.out", hardswish_out, 3);
-  registry.add("aten::gelu.out", gelu_out, 4);
-  registry.add("aten::neg.out", neg_out, 3);
-  registry.add("aten::relu.out", relu_out, 3);
-  registry.add("aten::abs.out", abs_out, 3);
-  registry.add("aten::logical_not.out", logical_not_out, 3);
-  registry.add("aten::leaky_relu.out", leaky_relu_out, 4);
-  registry.add("aten::clamp.out", clamp_out, 5);
-  registry.add("aten::hardtanh.out", hardtanh_out, 5);
+  registry.add({"aten::exp.out", 3, exp_out});
+  registry.add({"aten::log.out", 3, log_out});
+  registry.add({"aten::sqrt.out", 3, sqrt_out});
+  registry.add({"aten::rsqrt.out", 3, rsqrt_out});
+  registry.add({"aten::sin.out", 3, sin_out});
+  registry.add({"aten::cos.out", 3, cos_out});
+  registry.add({"aten::tanh.out", 3, tanh_out});
+  registry.add({"aten::sigmoid.out", 3, sigmoid_out});
+  registry.add({"aten::silu.out", 3, silu_out});
+  registry.add({"aten::hardswish.out", 3, hardswish_out});
+  registry.add({"aten::gelu.out", 4, gelu_out});
+  registry.add({"aten::neg.out", 3, neg_out});
+  registry.add({"aten::relu.out", 3, relu_out});
+  registry.add({"aten::abs.out", 3, abs_out});
+  registry.add({"aten::logical_not.out", 3, logical_not_out});
+  registry.add({"aten::leaky_relu.out", 4, leaky_relu_out});
+  registry.add({"aten::clamp.out", 5, clamp_out});
+  registry.add({"aten::hardtanh.out", 5, hardtanh_out});
 }
 
 }  // namespace etna::kernels

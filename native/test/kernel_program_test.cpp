@@ -81,13 +81,12 @@ class KernelOnlyMethod {
         const auto* call = instruction->instr_args_as_KernelCall();
         if (!call) return make_error(ErrorCode::kInternal, "only KernelCall instructions are supported here");
         const std::string key = operator_key(*plan_->operators()->Get(static_cast<uint32_t>(call->op_index())));
-        const KernelEntry* kernel = kernel_registry().find(key);
+        const KernelDescriptor* kernel = kernel_registry().find(key);
         if (!kernel) return make_error(ErrorCode::kUnsupportedOperator, key);
         std::vector<EValue*> args;
         for (int32_t index : *call->args()) args.push_back(&slots_[static_cast<size_t>(index)]);
-        if (kernel->arity != static_cast<int>(args.size()))
-          return make_error(ErrorCode::kInvalidProgram, key + " arity");
-        ETNA_TRY(kernel->fn(KernelArgs{args.data(), args.size()}));
+        ETNA_TRY(check_arity(*kernel, args.size()));
+        ETNA_TRY(kernel->fn(KernelArgs{args.data(), args.size(), kernel}));
       }
     }
     return Status::ok();

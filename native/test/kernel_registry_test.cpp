@@ -35,7 +35,7 @@ TEST(KernelRegistry, EveryOperatorInTheTestProgramsIsRegisteredWithItsArity) {
           ++calls;
           const std::string key = operator_key(*plan.operators()->Get(static_cast<uint32_t>(call->op_index())));
           seen.insert(key);
-          const KernelEntry* kernel = kernel_registry().find(key);
+          const KernelDescriptor* kernel = kernel_registry().find(key);
           ASSERT_NE(kernel, nullptr) << key << " used by " << entry.path().filename() << " is not registered";
           const size_t arg_count = call->args() ? call->args()->size() : 0;
           EXPECT_EQ(static_cast<size_t>(kernel->arity), arg_count)
@@ -148,11 +148,28 @@ TEST(KernelRegistry, RegistersEveryDocumentedKey) {
                                          "executorch_prim::le.Scalar",
                                          "executorch_prim::neg.Scalar"};
   for (const std::string& key : keys) {
-    const KernelEntry* entry = kernel_registry().find(key);
+    const KernelDescriptor* entry = kernel_registry().find(key);
     ASSERT_NE(entry, nullptr) << key;
+    EXPECT_EQ(entry->name, key);
     EXPECT_NE(entry->fn, nullptr) << key;
     EXPECT_GT(entry->arity, 0) << key;
   }
+}
+
+// A call of another argument count is refused before the kernel runs, with
+// the operator's name; variadic kernels count their arguments themselves.
+TEST(KernelRegistry, CheckArityNamesTheOperatorAndAcceptsVariadicKernels) {
+  const KernelDescriptor* add = kernel_registry().find("aten::add.out");
+  ASSERT_NE(add, nullptr);
+  EXPECT_TRUE(check_arity(*add, 5).is_ok());
+  const Status wrong = check_arity(*add, 4);
+  ASSERT_FALSE(wrong.is_ok());
+  EXPECT_EQ(wrong.error().code, ErrorCode::kInvalidProgram);
+  EXPECT_NE(wrong.error().message.find("aten::add.out takes 5 arguments"), std::string::npos) << wrong.error().message;
+  const KernelDescriptor* dequantize = kernel_registry().find("quantized_decomposed::dequantize_per_tensor.out");
+  ASSERT_NE(dequantize, nullptr);
+  EXPECT_EQ(dequantize->arity, -1);
+  EXPECT_TRUE(check_arity(*dequantize, 3).is_ok());
 }
 
 // The test main registered the portable kernels once; registering again (as
@@ -168,7 +185,7 @@ TEST(KernelRegistry, RegisteringAgainAddsNothingAndALocalRegistryGetsTheSameKern
   EXPECT_EQ(local.find("aten::add.out"), nullptr);
   kernels::add_portable_kernels(local);
   EXPECT_EQ(local.keys().size(), registered);
-  const KernelEntry* add = local.find("aten::add.out");
+  const KernelDescriptor* add = local.find("aten::add.out");
   ASSERT_NE(add, nullptr);
   EXPECT_EQ(add->fn, kernel_registry().find("aten::add.out")->fn);
 }
@@ -241,12 +258,12 @@ TEST(KernelRegistry, PortableOperatorsTakeTheirSchemaArgumentsAndAReturnSlot) {
   };
   for (std::string_view schema : schemas) {
     const std::string key(schema.substr(0, schema.find('(')));
-    const KernelEntry* entry = kernel_registry().find(key);
+    const KernelDescriptor* entry = kernel_registry().find(key);
     ASSERT_NE(entry, nullptr) << key;
     EXPECT_EQ(entry->arity, static_cast<int>(slots_for_schema(schema))) << key;
   }
   // The emitter writes et_copy_index(copy_to, copy_from, index) without a return slot.
-  const KernelEntry* copy_index = kernel_registry().find("executorch_prim::et_copy_index.tensor");
+  const KernelDescriptor* copy_index = kernel_registry().find("executorch_prim::et_copy_index.tensor");
   ASSERT_NE(copy_index, nullptr);
   EXPECT_EQ(copy_index->arity, 3);
 }

@@ -164,7 +164,9 @@ class Args {
 
   size_t size() const { return slots_.size(); }
   EValue& operator[](size_t i) { return *slots_.at(i); }
-  KernelArgs view(pthreadpool_t pool = nullptr) const { return KernelArgs{slots_.data(), slots_.size(), pool}; }
+  KernelArgs view(const KernelDescriptor& kernel, pthreadpool_t pool = nullptr) const {
+    return KernelArgs{slots_.data(), slots_.size(), &kernel, pool};
+  }
 
  private:
   Args& push(EValue v) {
@@ -201,21 +203,18 @@ class Args {
 // Calls the registered kernel for `key` as the executor would, including its
 // arity check, with `pool` as the call's thread pool (null: none).
 inline Status run_kernel(std::string_view key, const Args& args, pthreadpool_t pool = nullptr) {
-  const KernelEntry* entry = kernel_registry().find(key);
-  if (!entry) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
-  if (entry->arity != -1 && static_cast<size_t>(entry->arity) != args.size()) {
-    return make_error(ErrorCode::kInvalidProgram, std::string(key) + " arity " + std::to_string(entry->arity) +
-                                                      " but the call has " + std::to_string(args.size()));
-  }
-  return entry->fn(args.view(pool));
+  const KernelDescriptor* kernel = kernel_registry().find(key);
+  if (!kernel) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
+  ETNA_TRY(check_arity(*kernel, args.size()));
+  return kernel->fn(args.view(*kernel, pool));
 }
 
 // Calls the kernel function directly, skipping the arity check (to test the
 // kernel's own checks).
 inline Status call_kernel_fn(std::string_view key, const Args& args) {
-  const KernelEntry* entry = kernel_registry().find(key);
-  if (!entry) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
-  return entry->fn(args.view());
+  const KernelDescriptor* kernel = kernel_registry().find(key);
+  if (!kernel) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
+  return kernel->fn(args.view(*kernel));
 }
 
 inline ::testing::AssertionResult is_ok(const Status& status) {

@@ -1,6 +1,7 @@
-// What every kernel needs: typed access to its argument slots with messages
-// that name the operator and argument, shapes, Scalars, dtype promotion, and
-// output preparation. Kernels only report errors; they never throw or abort.
+// Reading a kernel call's arguments: typed access to its slots, checks whose
+// messages name the operator and argument, and the argument interpretations
+// several kernels share. Kernels only report errors; they never throw or
+// abort.
 #pragma once
 
 #include <array>
@@ -13,10 +14,10 @@
 
 #include "core/evalue.h"
 #include "core/kernel.h"
-#include "core/shape.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "kernels/element_access.h"
+#include "kernels/kernel_shape.h"
+#include "kernels/scalar.h"
 
 #define ETNA_KERNEL_CONCAT_INNER(a, b) a##b
 #define ETNA_KERNEL_CONCAT(a, b) ETNA_KERNEL_CONCAT_INNER(a, b)
@@ -30,91 +31,6 @@
 
 namespace etna::kernels {
 
-// A tensor shape held by value (rank <= kMaxTensorRank).
-struct Shape : BasicShape<int64_t, kMaxTensorRank> {
-  static Shape of(const Tensor& tensor);
-};
-
-// Strides of a row-major tensor of this shape (a size-0 dim counts as 1).
-std::array<int64_t, kMaxTensorRank> row_major_strides(const Shape& shape);
-
-// True when the tensor's strides are those of a row-major tensor of its
-// shape (dims of size 1 may have any stride), so flat indexing is valid.
-bool is_row_major(const Tensor& tensor);
-
-// An operator argument of schema type Scalar (Int, Double or Bool).
-class Scalar {
- public:
-  enum class Kind : uint8_t { kBool, kInt, kDouble };
-
-  static Scalar from_bool(bool v);
-  static Scalar from_int(int64_t v);
-  static Scalar from_double(double v);
-
-  Kind kind() const { return kind_; }
-  bool is_bool() const { return kind_ == Kind::kBool; }
-  bool is_int() const { return kind_ == Kind::kInt; }
-  bool is_double() const { return kind_ == Kind::kDouble; }
-
-  // The value converted to T with the rules of convert_value.
-  template <typename T>
-  T to() const {
-    switch (kind_) {
-      case Kind::kBool: return convert_value<T>(bool_);
-      case Kind::kInt: return convert_value<T>(int_);
-      case Kind::kDouble: break;
-    }
-    return convert_value<T>(double_);
-  }
-  // The dtype a Scalar takes part in type promotion with: bool, int64 or the
-  // default float dtype (float32).
-  ScalarType promotion_dtype() const;
-  // True when the value converts to `type` without overflow or truncation of
-  // a float into an integer dtype.
-  bool fits(ScalarType type) const;
-  // "Int(3)", "Double(0.5)", "Bool(true)"
-  std::string describe() const;
-
- private:
-  Kind kind_ = Kind::kInt;
-  bool bool_ = false;
-  int64_t int_ = 0;
-  double double_ = 0;
-};
-
-// dtype categories and promotion, for the dtypes kernels compute with.
-// Computed on directly: uint8, int8, int16, int32, int64, float32, float64, bool.
-bool is_supported_dtype(ScalarType type);
-// The supported dtypes plus float16 and bfloat16, which kernels read and
-// write through conversion to float (visit_element_dtype).
-bool is_element_dtype(ScalarType type);
-// float16, bfloat16, float32, float64 (PyTorch's is_floating_point).
-bool is_floating_dtype(ScalarType type);
-bool is_integral_dtype(ScalarType type, bool include_bool);
-// PyTorch's promote_types over the element dtypes (float16 with bfloat16
-// gives float32); nullopt when either dtype is not an element dtype.
-std::optional<ScalarType> promote_dtypes(ScalarType a, ScalarType b);
-// PyTorch's can_cast: no floating -> integral, no non-bool -> bool.
-bool can_cast_dtype(ScalarType from, ScalarType to);
-
-// PyTorch's result_type: dimensioned tensors outrank zero-dim tensors, which
-// outrank Scalars; a lower-ranked operand only matters when its category
-// (bool < integral < floating) is higher.
-class ResultType {
- public:
-  void add(const Tensor& tensor);
-  void add(const Scalar& scalar);
-  // nullopt when nothing was added or a dtype is unsupported.
-  std::optional<ScalarType> get() const;
-
- private:
-  static void merge(std::optional<ScalarType>& into, ScalarType type, bool& unsupported);
-  std::optional<ScalarType> dimensioned_;
-  std::optional<ScalarType> zero_dim_;
-  std::optional<ScalarType> scalar_;
-  bool unsupported_ = false;
-};
-
 // An `int[]?` argument. (A plain struct: std::optional<std::vector> trips a
 // false -Wmaybe-uninitialized in g++ 12 release builds.)
 struct OptionalIntList {
@@ -125,18 +41,19 @@ struct OptionalIntList {
 // "Tensor", "Int", "IntList", ... for messages.
 const char* kind_name(EValue::Kind kind);
 
-// The arguments of one kernel call together with the operator's name, so
-// every accessor and check can say which operator and argument were wrong.
+// The arguments of one kernel call, read with messages that name the
+// operator (the called kernel's registered name) and the argument.
 class OpArgs {
  public:
-  OpArgs(std::string_view op_name, KernelArgs args) : name_(op_name), args_(args) {}
+  explicit OpArgs(KernelArgs args) : args_(args) {}
 
-  std::string_view name() const { return name_; }
+  std::string_view name() const { return args_.kernel ? args_.kernel->name : std::string_view("kernel"); }
   size_t count() const { return args_.size(); }
-  EValue& slot(size_t index) const { return args_[index]; }
   // The call's thread pool (null: the calling thread alone), see core/parallel.h.
   pthreadpool_t pool() const { return args_.pool; }
 
+  // For variadic kernels (registered with arity -1); the executor checks the
+  // count of the others before they run.
   Status expect_count(size_t expected) const;
 
   // Error builders. `program_error`: the program itself is inconsistent
@@ -181,6 +98,11 @@ class OpArgs {
   // The slot of a primitive op's result: Int, Double, Bool or None (never a
   // tensor or list, which the caller could not have meant to overwrite).
   Result<EValue*> scalar_result_slot(size_t index, std::string_view arg) const;
+  // The value in a slot, of any kind.
+  Result<EValue*> value(size_t index, std::string_view arg) const;
+  // Makes the return slot `index` the same value as self (argument 0), as an
+  // in-place operator's result is self.
+  Status return_self(size_t index) const;
 
   // Checks with messages.
   Status check_readable(const Tensor& tensor, std::string_view arg) const;
@@ -210,10 +132,8 @@ class OpArgs {
                                  std::string_view b_name) const;
 
  private:
-  Result<EValue*> value(size_t index, std::string_view arg) const;
   Error kind_error(size_t index, std::string_view arg, const char* expected, const EValue& got) const;
 
-  std::string_view name_;
   KernelArgs args_;
 };
 
@@ -226,36 +146,5 @@ Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const 
 // representable; at most one -1 (inferred from `numel` when given).
 Result<Shape> shape_from_sizes(const OpArgs& op, const std::vector<int64_t>& sizes, std::string_view arg,
                                std::optional<int64_t> numel_for_inference);
-
-// Calls f(TypeTag<C>{}) with the type used to compute a result of dtype
-// `type`: int64 for bool and integer dtypes, double for float64 and float
-// for the other floats (float16 and bfloat16 compute in float and round
-// once when stored, as ExecuTorch's portable kernels do).
-template <typename F>
-inline bool visit_compute_type(ScalarType type, F&& f) {
-  switch (type) {
-    case ScalarType::kHalf:
-    case ScalarType::kBFloat16:
-    case ScalarType::kFloat: f(TypeTag<float>{}); return true;
-    case ScalarType::kDouble: f(TypeTag<double>{}); return true;
-    case ScalarType::kByte:
-    case ScalarType::kChar:
-    case ScalarType::kShort:
-    case ScalarType::kInt:
-    case ScalarType::kLong:
-    case ScalarType::kBool: f(TypeTag<int64_t>{}); return true;
-    default: return false;
-  }
-}
-
-// Calls f(TypeTag<T>{}) for float32 and float64 only.
-template <typename F>
-inline bool visit_floating_dtype(ScalarType type, F&& f) {
-  switch (type) {
-    case ScalarType::kFloat: f(TypeTag<float>{}); return true;
-    case ScalarType::kDouble: f(TypeTag<double>{}); return true;
-    default: return false;
-  }
-}
 
 }  // namespace etna::kernels

@@ -1,215 +1,10 @@
-#include "kernels/kernel_support.h"
+#include "kernels/op_args.h"
 
-#include <cfloat>
-#include <cstdio>
+#include <cstdint>
+
+#include "kernels/dtype_promotion.h"
 
 namespace etna::kernels {
-
-// ---------------------------------------------------------------------------
-// Shape
-
-Shape Shape::of(const Tensor& tensor) {
-  Shape shape;
-  shape.rank = tensor.rank();
-  for (size_t i = 0; i < shape.rank; ++i) shape.dims[i] = tensor.size(i);
-  return shape;
-}
-
-std::array<int64_t, kMaxTensorRank> row_major_strides(const Shape& shape) {
-  std::array<int64_t, kMaxTensorRank> strides{};
-  int64_t stride = 1;
-  for (size_t d = shape.rank; d-- > 0;) {
-    strides[d] = stride;
-    stride *= shape[d] == 0 ? 1 : shape[d];
-  }
-  return strides;
-}
-
-bool is_row_major(const Tensor& tensor) {
-  const auto expected = row_major_strides(Shape::of(tensor));
-  for (size_t d = 0; d < tensor.rank(); ++d) {
-    if (tensor.size(d) != 1 && tensor.stride(d) != expected[d]) return false;
-  }
-  return true;
-}
-
-// ---------------------------------------------------------------------------
-// Scalar
-
-Scalar Scalar::from_bool(bool v) {
-  Scalar s;
-  s.kind_ = Kind::kBool;
-  s.bool_ = v;
-  return s;
-}
-
-Scalar Scalar::from_int(int64_t v) {
-  Scalar s;
-  s.kind_ = Kind::kInt;
-  s.int_ = v;
-  return s;
-}
-
-Scalar Scalar::from_double(double v) {
-  Scalar s;
-  s.kind_ = Kind::kDouble;
-  s.double_ = v;
-  return s;
-}
-
-ScalarType Scalar::promotion_dtype() const {
-  switch (kind_) {
-    case Kind::kBool: return ScalarType::kBool;
-    case Kind::kInt: return ScalarType::kLong;
-    case Kind::kDouble: break;
-  }
-  return ScalarType::kFloat;
-}
-
-namespace {
-
-template <typename T>
-bool int_fits(int64_t v) {
-  return v >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-         (v < 0 || static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<T>::max()));
-}
-
-template <typename T>
-bool double_fits_integer(double v) {
-  // Truncation toward zero is allowed (PyTorch casts); overflow is not.
-  if (!std::isfinite(v)) return false;
-  const double truncated = std::trunc(v);
-  return truncated >= static_cast<double>(std::numeric_limits<T>::min()) &&
-         truncated < static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
-}
-
-}  // namespace
-
-bool Scalar::fits(ScalarType type) const {
-  if (type == ScalarType::kBool || type == ScalarType::kDouble) return true;
-  // The largest finite value of each narrower float dtype.
-  double float_max = 0;
-  if (type == ScalarType::kFloat) float_max = static_cast<double>(FLT_MAX);
-  if (type == ScalarType::kHalf) float_max = 65504.0;
-  if (type == ScalarType::kBFloat16) float_max = static_cast<double>(bfloat16_to_float(0x7F7Fu));
-  if (float_max > 0) {
-    if (is_double()) return !std::isfinite(double_) || std::fabs(double_) <= float_max;
-    return !is_int() || std::fabs(static_cast<double>(int_)) <= float_max;
-  }
-  if (is_bool()) return is_supported_dtype(type);
-  bool fits = false;
-  visit_real_dtype(type, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      fits = is_int() ? int_fits<T>(int_) : double_fits_integer<T>(double_);
-    }
-  });
-  return fits;
-}
-
-std::string Scalar::describe() const {
-  switch (kind_) {
-    case Kind::kBool: return bool_ ? "Bool(true)" : "Bool(false)";
-    case Kind::kInt: return "Int(" + std::to_string(int_) + ")";
-    case Kind::kDouble: break;
-  }
-  char text[48];
-  std::snprintf(text, sizeof(text), "Double(%.17g)", double_);
-  return text;
-}
-
-// ---------------------------------------------------------------------------
-// dtypes
-
-bool is_supported_dtype(ScalarType type) {
-  return visit_real_dtype(type, [](auto) {});
-}
-
-bool is_element_dtype(ScalarType type) {
-  return visit_element_dtype(type, [](auto) {});
-}
-
-bool is_floating_dtype(ScalarType type) {
-  return type == ScalarType::kFloat || type == ScalarType::kDouble || type == ScalarType::kHalf ||
-         type == ScalarType::kBFloat16;
-}
-
-bool is_integral_dtype(ScalarType type, bool include_bool) {
-  switch (type) {
-    case ScalarType::kByte:
-    case ScalarType::kChar:
-    case ScalarType::kShort:
-    case ScalarType::kInt:
-    case ScalarType::kLong: return true;
-    case ScalarType::kBool: return include_bool;
-    default: return false;
-  }
-}
-
-namespace {
-
-int category(ScalarType type) {
-  if (type == ScalarType::kBool) return 0;
-  if (is_floating_dtype(type)) return 2;
-  return 1;
-}
-
-}  // namespace
-
-std::optional<ScalarType> promote_dtypes(ScalarType a, ScalarType b) {
-  if (!is_element_dtype(a) || !is_element_dtype(b)) return std::nullopt;
-  if (a == b) return a;
-  if (a == ScalarType::kBool) return b;
-  if (b == ScalarType::kBool) return a;
-  if (is_floating_dtype(a) != is_floating_dtype(b)) return is_floating_dtype(a) ? a : b;
-  if (is_floating_dtype(a)) {
-    // Two different floats: float16 and bfloat16 meet in float32; otherwise the wider wins.
-    return (a == ScalarType::kDouble || b == ScalarType::kDouble) ? ScalarType::kDouble : ScalarType::kFloat;
-  }
-  if (a == ScalarType::kByte || b == ScalarType::kByte) {
-    const ScalarType is_signed = a == ScalarType::kByte ? b : a;
-    return is_signed == ScalarType::kChar ? ScalarType::kShort : is_signed;
-  }
-  // Both signed: the wider one. Codes of signed ints grow with their width.
-  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
-}
-
-bool can_cast_dtype(ScalarType from, ScalarType to) {
-  if (is_floating_dtype(from) && is_integral_dtype(to, true)) return false;
-  if (from != ScalarType::kBool && to == ScalarType::kBool) return false;
-  return true;
-}
-
-void ResultType::merge(std::optional<ScalarType>& into, ScalarType type, bool& unsupported) {
-  if (!is_element_dtype(type)) {
-    unsupported = true;
-    return;
-  }
-  if (!into) {
-    into = type;
-    return;
-  }
-  into = promote_dtypes(*into, type);
-}
-
-void ResultType::add(const Tensor& tensor) {
-  merge(tensor.rank() == 0 ? zero_dim_ : dimensioned_, tensor.dtype(), unsupported_);
-}
-
-void ResultType::add(const Scalar& scalar) { merge(scalar_, scalar.promotion_dtype(), unsupported_); }
-
-std::optional<ScalarType> ResultType::get() const {
-  if (unsupported_) return std::nullopt;
-  auto combine = [](std::optional<ScalarType> higher, std::optional<ScalarType> lower) -> std::optional<ScalarType> {
-    if (!higher) return lower;
-    if (!lower) return higher;
-    return category(*lower) > category(*higher) ? promote_dtypes(*higher, *lower) : higher;
-  };
-  return combine(combine(dimensioned_, zero_dim_), scalar_);
-}
-
-// ---------------------------------------------------------------------------
-// OpArgs
 
 const char* kind_name(EValue::Kind kind) {
   switch (kind) {
@@ -235,15 +30,15 @@ Status OpArgs::expect_count(size_t expected) const {
 }
 
 Error OpArgs::program_error(std::string message) const {
-  return make_error(ErrorCode::kInvalidProgram, std::string(name_) + ": " + message);
+  return make_error(ErrorCode::kInvalidProgram, std::string(name()) + ": " + message);
 }
 
 Error OpArgs::input_error(std::string message) const {
-  return make_error(ErrorCode::kInvalidInput, std::string(name_) + ": " + message);
+  return make_error(ErrorCode::kInvalidInput, std::string(name()) + ": " + message);
 }
 
 Error OpArgs::unsupported(std::string message) const {
-  return make_error(ErrorCode::kUnsupportedOperator, std::string(name_) + ": " + message);
+  return make_error(ErrorCode::kUnsupportedOperator, std::string(name()) + ": " + message);
 }
 
 std::string OpArgs::arg_label(size_t index, std::string_view arg) {
@@ -396,6 +191,13 @@ Result<std::vector<Tensor*>> OpArgs::optional_tensor_list_arg(size_t index, std:
   return items;
 }
 
+Status OpArgs::return_self(size_t index) const {
+  ETNA_KERNEL_ASSIGN(EValue * self, value(0, "self"));
+  ETNA_KERNEL_ASSIGN(EValue * result, value(index, "return"));
+  if (result != self) *result = *self;
+  return Status::ok();
+}
+
 Result<EValue*> OpArgs::scalar_result_slot(size_t index, std::string_view arg) const {
   ETNA_KERNEL_ASSIGN(EValue * v, value(index, arg));
   if (!v->is_none() && !v->is_scalar()) return kind_error(index, arg, "an Int, Double, Bool or None slot", *v);
@@ -518,9 +320,6 @@ Result<Shape> OpArgs::broadcast_shapes(const Shape& a, std::string_view a_name, 
   }
   return result;
 }
-
-// ---------------------------------------------------------------------------
-// Shared argument interpretations
 
 Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims, size_t rank,
                                                         std::string_view arg) {
