@@ -68,15 +68,20 @@ function distanceToJump(op: string, v: number): number | undefined {
   return undefined;
 }
 
+/** Comparisons jump where their operands meet (Where's condition is one). */
+const COMPARISONS = new Set(['Greater', 'Less', 'Equal', 'GreaterOrEqual', 'LessOrEqual']);
+
 function nearJump(inside: GraphValues): boolean {
   // A value exactly on the jump on one engine may be off it on the other (a sum of softmax rows is 6 or 6.0000005).
+  const near = (v: number, d: number | undefined): boolean => d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
   return inside.nodes.some((n) =>
-    [inside.values, inside.reference].some((map) =>
-      (map.get(n.inputs[0] ?? '') ?? []).some((v) => {
-        const d = distanceToJump(n.opType, v);
-        return d !== undefined && d > 0 && d <= JUMP_RELATIVE * Math.max(1, Math.abs(v));
-      }),
-    ),
+    [inside.values, inside.reference].some((map) => {
+      const values = map.get(n.inputs[0] ?? '') ?? [];
+      if (!COMPARISONS.has(n.opType)) return values.some((v) => near(v, distanceToJump(n.opType, v)));
+      // Any value against any of the other operand's: the graph-wide test the other rules make too.
+      const others = (map.get(n.inputs[1] ?? '') ?? []).filter(Number.isFinite);
+      return values.some((v) => Number.isFinite(v) && others.some((t) => near(v, Math.abs(v - t))));
+    }),
   );
 }
 

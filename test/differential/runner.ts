@@ -12,6 +12,7 @@
 import * as ort from 'onnxruntime-node';
 
 import { Module, Tensor } from '../../lib/index.js';
+import { constFromProto, toNumbers } from '../../lib/onnx/constant.js';
 import { decodeModel, importOnnx, type ImportOnnxResult } from '../../lib/onnx/index.js';
 import { onnxModel } from '../onnx/onnx-writer.js';
 import { OPSET, Rng, type BuiltGraph, type RuntimeInput, type Tolerance } from './generator.js';
@@ -353,7 +354,13 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
   } finally {
     await module.dispose();
   }
+  // Initializers (a comparison's threshold) are the same on both sides.
+  for (const proto of graph.initializers) {
+    const constant = constFromProto(proto, proto.name);
+    if (constant.dtype === 'float32') values.set(proto.name, Float32Array.from(toNumbers(constant)));
+  }
   const inputs = imported.inputs.map((info) => ({ name: info.name, shape: [...info.shape] }));
-  const reference = new Map([...Object.entries(feeds), ...(await referenceValues(model, inputs, computed, feeds))]);
+  const reference = new Map([...values].filter(([name]) => !computed.includes(name) && !outputs.has(name)));
+  for (const [name, value] of await referenceValues(model, inputs, computed, feeds)) reference.set(name, value);
   return { values, reference, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs, outputs: n.outputs })) };
 }
