@@ -47,6 +47,24 @@ Result<ScalarType> operands_result_type(const OpArgs& op, const Tensor& self, co
                         " (supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool)");
 }
 
+// The arguments [self, other, out] of an operator with no others, and the
+// dtype self and other promote to.
+struct BinaryCall {
+  Tensor* self = nullptr;
+  Operand other;
+  Tensor* out = nullptr;
+  ScalarType result = ScalarType::kFloat;
+};
+
+Result<BinaryCall> read_binary_call(const OpArgs& op, std::string_view other_name, bool other_is_tensor) {
+  BinaryCall call;
+  ETNA_KERNEL_ASSIGN(call.self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(call.other, read_operand(op, 1, other_name, other_is_tensor));
+  ETNA_KERNEL_ASSIGN(call.out, op.output(2, "out"));
+  ETNA_KERNEL_ASSIGN(call.result, operands_result_type(op, *call.self, call.other));
+  return call;
+}
+
 // Shapes the output: the broadcast of self and other (or self's shape).
 Status prepare_binary_output(const OpArgs& op, const Tensor& self, const Operand& other, Tensor& out) {
   Shape shape = Shape::of(self);
@@ -208,14 +226,11 @@ bool compare_values(Compare kind, C a, C b) {
 }
 
 Status comparison(const OpArgs& op, bool other_is_tensor, Compare kind) {
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
-  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
-  visit_compute_type(common, [&](auto tag) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "other", other_is_tensor));
+  ETNA_TRY(prepare_binary_output(op, *call.self, call.other, *call.out));
+  visit_compute_type(call.result, [&](auto tag) {
     using C = typename decltype(tag)::type;
-    apply_binary<C, bool>(*self, other, *out, [kind](C a, C b) { return compare_values(kind, a, b); });
+    apply_binary<C, bool>(*call.self, call.other, *call.out, [kind](C a, C b) { return compare_values(kind, a, b); });
   });
   return Status::ok();
 }
@@ -292,23 +307,22 @@ int64_t integer_power(int64_t base, int64_t exponent) {
 
 Status pow_tensor_scalar_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Operand exponent, read_operand(op, 1, "exponent", false));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, exponent));
-  ETNA_TRY(op.expect_castable(result, *out));
-  if (!is_floating_dtype(result) && exponent.scalar.to<int64_t>() < 0) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "exponent", false));
+  const Operand& exponent = call.other;
+  ETNA_TRY(op.expect_castable(call.result, *call.out));
+  if (!is_floating_dtype(call.result) && exponent.scalar.to<int64_t>() < 0) {
     return op.input_error("integers to negative integer powers are not allowed (exponent " +
                           exponent.scalar.describe() + ")");
   }
-  ETNA_TRY(prepare_binary_output(op, *self, exponent, *out));
-  if (is_floating_dtype(result)) {
-    visit_compute_type(result, [&](auto tag) {
+  ETNA_TRY(prepare_binary_output(op, *call.self, exponent, *call.out));
+  if (is_floating_dtype(call.result)) {
+    visit_compute_type(call.result, [&](auto tag) {
       using C = typename decltype(tag)::type;
-      apply_binary<C, C>(*self, exponent, *out, [](C a, C b) { return static_cast<C>(std::pow(a, b)); });
+      apply_binary<C, C>(*call.self, exponent, *call.out, [](C a, C b) { return static_cast<C>(std::pow(a, b)); });
     });
   } else {
-    apply_binary<int64_t, int64_t>(*self, exponent, *out, [](int64_t a, int64_t b) { return integer_power(a, b); });
+    apply_binary<int64_t, int64_t>(*call.self, exponent, *call.out,
+                                   [](int64_t a, int64_t b) { return integer_power(a, b); });
   }
   return Status::ok();
 }
@@ -320,14 +334,11 @@ enum class Logical { kAnd, kOr, kXor };
 // Truth of each operand (non-zero, NaN included), written to out as 0/1 in
 // whatever dtype out has.
 Status logical(const OpArgs& op, Logical kind) {
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_KERNEL_ASSIGN(ScalarType common, operands_result_type(op, *self, other));
-  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
-  visit_compute_type(common, [&](auto tag) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "other", true));
+  ETNA_TRY(prepare_binary_output(op, *call.self, call.other, *call.out));
+  visit_compute_type(call.result, [&](auto tag) {
     using C = typename decltype(tag)::type;
-    apply_binary<C, bool>(*self, other, *out, [kind](C a, C b) {
+    apply_binary<C, bool>(*call.self, call.other, *call.out, [kind](C a, C b) {
       const bool x = a != C(0), y = b != C(0);
       switch (kind) {
         case Logical::kAnd: return x && y;
@@ -345,18 +356,15 @@ enum class Bitwise { kAnd, kOr, kXor };
 // Integer or bool operands only; computed on int64, whose low bits are those
 // of any narrower integer dtype.
 Status bitwise(const OpArgs& op, bool other_is_tensor, Bitwise kind) {
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", other_is_tensor));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
-  if (is_floating_dtype(result)) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "other", other_is_tensor));
+  if (is_floating_dtype(call.result)) {
     return op.program_error(
-        "bitwise operators need integer or bool operands, got self " + self->describe() +
-        (other.tensor ? ", other " + other.tensor->describe() : ", other " + other.scalar.describe()));
+        "bitwise operators need integer or bool operands, got self " + call.self->describe() +
+        (call.other.tensor ? ", other " + call.other.tensor->describe() : ", other " + call.other.scalar.describe()));
   }
-  ETNA_TRY(op.expect_castable(result, *out));
-  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
-  apply_binary<int64_t, int64_t>(*self, other, *out, [kind](int64_t a, int64_t b) {
+  ETNA_TRY(op.expect_castable(call.result, *call.out));
+  ETNA_TRY(prepare_binary_output(op, *call.self, call.other, *call.out));
+  apply_binary<int64_t, int64_t>(*call.self, call.other, *call.out, [kind](int64_t a, int64_t b) {
     switch (kind) {
       case Bitwise::kAnd: return a & b;
       case Bitwise::kOr: return a | b;
@@ -401,15 +409,12 @@ bool is_nan_operand(C v) {
 template <bool kMax>
 Status extreme_of_two(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Operand other, read_operand(op, 1, "other", true));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_KERNEL_ASSIGN(ScalarType result, operands_result_type(op, *self, other));
-  ETNA_TRY(op.expect_castable(result, *out));
-  ETNA_TRY(prepare_binary_output(op, *self, other, *out));
-  visit_compute_type(result, [&](auto tag) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "other", true));
+  ETNA_TRY(op.expect_castable(call.result, *call.out));
+  ETNA_TRY(prepare_binary_output(op, *call.self, call.other, *call.out));
+  visit_compute_type(call.result, [&](auto tag) {
     using C = typename decltype(tag)::type;
-    apply_binary<C, C>(*self, other, *out, [](C a, C b) {
+    apply_binary<C, C>(*call.self, call.other, *call.out, [](C a, C b) {
       if (is_nan_operand(a)) return a;
       if (is_nan_operand(b)) return b;
       return (kMax ? a > b : a < b) ? a : b;

@@ -217,18 +217,31 @@ Status sdpa_with_kv_cache_out(KernelArgs args) {
   return run_attention(op, a);
 }
 
+// The arguments the cache updates lead with: value, cache and start_pos.
+struct CacheUpdate {
+  Tensor* value = nullptr;
+  Tensor* cache = nullptr;
+  int64_t start_pos = 0;
+};
+
+Result<CacheUpdate> read_cache_update(const OpArgs& op) {
+  CacheUpdate update;
+  ETNA_KERNEL_ASSIGN(update.value, op.input(0, "value"));
+  ETNA_KERNEL_ASSIGN(update.cache, op.input(1, "cache"));
+  ETNA_KERNEL_ASSIGN(update.start_pos, op.int_arg(2, "start_pos"));
+  return update;
+}
+
 // llama::update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
 // `out` is a placeholder ExecuTorch never writes.
 Status update_cache_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
-  ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
-  ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
+  ETNA_KERNEL_ASSIGN(CacheUpdate update, read_cache_update(op));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.tensor(3, "out"));
   (void)out;
-  ETNA_TRY(check_cache_pair(op, *value, "value", *cache, "cache"));
-  ETNA_TRY(check_cache_window(op, start_pos, value->size(1), *cache, "cache"));
-  write_cache(*value, *cache, start_pos);
+  ETNA_TRY(check_cache_pair(op, *update.value, "value", *update.cache, "cache"));
+  ETNA_TRY(check_cache_window(op, update.start_pos, update.value->size(1), *update.cache, "cache"));
+  write_cache(*update.value, *update.cache, update.start_pos);
   return Status::ok();
 }
 
@@ -237,34 +250,33 @@ Status update_cache_out(KernelArgs args) {
 // Row s of batch b goes to cache position indices[b, s]; start_pos is unused.
 Status update_cache_with_indices_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * value, op.input(0, "value"));
-  ETNA_KERNEL_ASSIGN(Tensor * cache, op.input(1, "cache"));
-  ETNA_KERNEL_ASSIGN(int64_t start_pos, op.int_arg(2, "start_pos"));
+  ETNA_KERNEL_ASSIGN(CacheUpdate update, read_cache_update(op));
   ETNA_KERNEL_ASSIGN(Tensor * indices, op.input(3, "indices"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.tensor(4, "out"));
-  (void)start_pos;
   (void)out;
-  ETNA_TRY(check_cache_pair(op, *value, "value", *cache, "cache"));
+  Tensor& value = *update.value;
+  Tensor& cache = *update.cache;
+  ETNA_TRY(check_cache_pair(op, value, "value", cache, "cache"));
   ETNA_TRY(op.expect_dtype(*indices, "indices", ScalarType::kLong));
-  if (indices->rank() != 2 || indices->size(0) != value->size(0) || indices->size(1) != value->size(1)) {
-    return op.input_error("indices " + indices->describe() + " must be [batch, seq_len] of value " + value->describe());
+  if (indices->rank() != 2 || indices->size(0) != value.size(0) || indices->size(1) != value.size(1)) {
+    return op.input_error("indices " + indices->describe() + " must be [batch, seq_len] of value " + value.describe());
   }
   const int64_t* positions = indices->data_as<const int64_t>();
-  const int64_t capacity = cache->size(1);
+  const int64_t capacity = cache.size(1);
   for (size_t i = 0; i < indices->numel(); ++i) {
     if (positions[i] < 0 || positions[i] >= capacity) {
       return op.input_error("indices holds position " + std::to_string(positions[i]) + ", outside cache " +
-                            cache->describe() + " (dim 1 is the capacity)");
+                            cache.describe() + " (dim 1 is the capacity)");
     }
   }
-  const size_t row_bytes = static_cast<size_t>(value->size(2) * value->size(3)) * value->element_size();
-  const auto* src = static_cast<const uint8_t*>(value->data());
-  auto* dst = static_cast<uint8_t*>(cache->data());
-  for (int64_t b = 0; b < value->size(0); ++b) {
-    for (int64_t s = 0; s < value->size(1); ++s) {
-      const int64_t position = positions[b * value->size(1) + s];
+  const size_t row_bytes = static_cast<size_t>(value.size(2) * value.size(3)) * value.element_size();
+  const auto* src = static_cast<const uint8_t*>(value.data());
+  auto* dst = static_cast<uint8_t*>(cache.data());
+  for (int64_t b = 0; b < value.size(0); ++b) {
+    for (int64_t s = 0; s < value.size(1); ++s) {
+      const int64_t position = positions[b * value.size(1) + s];
       std::memcpy(dst + static_cast<size_t>(b * capacity + position) * row_bytes,
-                  src + static_cast<size_t>(b * value->size(1) + s) * row_bytes, row_bytes);
+                  src + static_cast<size_t>(b * value.size(1) + s) * row_bytes, row_bytes);
     }
   }
   return Status::ok();

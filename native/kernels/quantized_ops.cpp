@@ -17,7 +17,9 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/element_access.h"
@@ -251,26 +253,6 @@ int64_t trailing_elements(const Tensor& t, size_t axis) {
   return block;
 }
 
-// quantized_decomposed::quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis,
-//   int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
-Status quantize_per_channel_out(KernelArgs args) {
-  OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
-  ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
-  ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
-  ETNA_KERNEL_ASSIGN(int64_t axis_arg, op.int_arg(3, "axis"));
-  ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 4));
-  const auto [quant_min, quant_max, dtype] = range;
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(7, "out"));
-  if (input->rank() == 0) return op.input_error("input must have at least one dim for per-channel quantization");
-  ETNA_KERNEL_ASSIGN(size_t axis, op.wrap_dim(axis_arg, input->rank(), "axis"));
-  const int64_t channels = input->size(axis);
-  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
-  ETNA_TRY(check_quantize(op, *input, *out, dtype, quant_min, quant_max));
-  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels, parameters,
-                         quant_min, quant_max);
-}
-
 // Tokens are the rows of the last dim: one (scale, zero point) per row.
 int64_t token_count(const Tensor& t) {
   int64_t tokens = 1;
@@ -280,21 +262,82 @@ int64_t token_count(const Tensor& t) {
 
 int64_t token_width(const Tensor& t) { return t.rank() == 0 ? 1 : t.size(t.rank() - 1); }
 
+// How elements pair with parameters: blocks of `block` elements cycle through
+// `channels` (scale, zero point) pairs.
+struct Blocks {
+  int64_t block;
+  int64_t channels;
+  ChannelParameters parameters;
+};
+
+// The arguments the per-channel and per-token ops lead with: input, scales
+// and zero_points (one per channel or token), the axis (per-channel ops
+// only) and the range.
+struct GroupedArgs {
+  Tensor* input = nullptr;
+  Tensor* scales = nullptr;
+  Tensor* zero_points = nullptr;  // may be null where optional
+  std::optional<int64_t> axis;
+  QuantRange range{};
+
+  // The channels along axis, or the tokens; checks scales and zero_points
+  // hold one value for each. `operation` names the op in messages.
+  Result<Blocks> blocks(const OpArgs& op, std::string_view operation) const {
+    if (!axis) {
+      const int64_t tokens = token_count(*input);
+      ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, tokens));
+      return Blocks{std::max<int64_t>(1, token_width(*input)), tokens, parameters};
+    }
+    if (input->rank() == 0) {
+      return op.input_error("input must have at least one dim for per-channel " + std::string(operation));
+    }
+    ETNA_KERNEL_ASSIGN(size_t d, op.wrap_dim(*axis, input->rank(), "axis"));
+    const int64_t channels = input->size(d);
+    ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
+    return Blocks{std::max<int64_t>(1, trailing_elements(*input, d)), channels, parameters};
+  }
+};
+
+enum class Grouping { kPerChannel, kPerToken };
+
+Result<GroupedArgs> grouped_args(const OpArgs& op, Grouping grouping, bool optional_zero_points = false) {
+  GroupedArgs grouped;
+  ETNA_KERNEL_ASSIGN(grouped.input, op.input(0, "input"));
+  ETNA_KERNEL_ASSIGN(grouped.scales, op.input(1, "scales"));
+  ETNA_KERNEL_ASSIGN(grouped.zero_points,
+                     optional_zero_points ? op.optional_input(2, "zero_points") : op.input(2, "zero_points"));
+  size_t next = 3;
+  if (grouping == Grouping::kPerChannel) {
+    ETNA_KERNEL_ASSIGN(grouped.axis, op.int_arg(next++, "axis"));
+  }
+  ETNA_KERNEL_ASSIGN(grouped.range, quant_range_args(op, next));
+  return grouped;
+}
+
+Status quantize_grouped(const OpArgs& op, const GroupedArgs& grouped, Tensor& out) {
+  const auto [quant_min, quant_max, dtype] = grouped.range;
+  ETNA_KERNEL_ASSIGN(Blocks blocks, grouped.blocks(op, "quantization"));
+  ETNA_TRY(check_quantize(op, *grouped.input, out, dtype, quant_min, quant_max));
+  return quantize_blocks(op, *grouped.input, out, blocks.block, blocks.channels, blocks.parameters, quant_min,
+                         quant_max);
+}
+
+// quantized_decomposed::quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis,
+//   int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
+Status quantize_per_channel_out(KernelArgs args) {
+  OpArgs op(args);
+  ETNA_KERNEL_ASSIGN(GroupedArgs grouped, grouped_args(op, Grouping::kPerChannel));
+  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(7, "out"));
+  return quantize_grouped(op, grouped, *out);
+}
+
 // quantized_decomposed::quantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
 //   int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status quantize_per_token_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
-  ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
-  ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
-  ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 3));
-  const auto [quant_min, quant_max, dtype] = range;
+  ETNA_KERNEL_ASSIGN(GroupedArgs grouped, grouped_args(op, Grouping::kPerToken));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(6, "out"));
-  const int64_t tokens = token_count(*input);
-  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, tokens));
-  ETNA_TRY(check_quantize(op, *input, *out, dtype, quant_min, quant_max));
-  return quantize_blocks(op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens, parameters, quant_min,
-                         quant_max);
+  return quantize_grouped(op, grouped, *out);
 }
 
 // ---- dequantize ----
@@ -330,6 +373,14 @@ Status dequantize_blocks(const OpArgs& op, const Tensor& input, Tensor& out, int
     }
   }
   return Status::ok();
+}
+
+Status dequantize_grouped(const OpArgs& op, const GroupedArgs& grouped, std::optional<ScalarType> out_dtype,
+                          Tensor& out) {
+  const auto [quant_min, quant_max, dtype] = grouped.range;
+  ETNA_KERNEL_ASSIGN(Blocks blocks, grouped.blocks(op, "dequantization"));
+  ETNA_TRY(check_dequantize(op, *grouped.input, dtype, out_dtype, out, quant_min, quant_max));
+  return dequantize_blocks(op, *grouped.input, out, blocks.block, blocks.channels, blocks.parameters);
 }
 
 // Reads `ScalarType? out_dtype` when the call has it (newer exports add it
@@ -387,38 +438,20 @@ Status dequantize_per_tensor_tensor_out(KernelArgs args) {
 Status dequantize_per_channel_out(KernelArgs args) {
   OpArgs op(args);
   ETNA_KERNEL_ASSIGN(const bool has_out_dtype, has_out_dtype_arg(op, 9));
-  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
-  ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
-  ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.optional_input(2, "zero_points"));
-  ETNA_KERNEL_ASSIGN(int64_t axis_arg, op.int_arg(3, "axis"));
-  ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 4));
-  const auto [quant_min, quant_max, dtype] = range;
+  ETNA_KERNEL_ASSIGN(GroupedArgs grouped, grouped_args(op, Grouping::kPerChannel, true));
   ETNA_KERNEL_ASSIGN(std::optional<ScalarType> out_dtype, optional_out_dtype(op, 7, has_out_dtype));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(has_out_dtype ? 8 : 7, "out"));
-  if (input->rank() == 0) return op.input_error("input must have at least one dim for per-channel dequantization");
-  ETNA_KERNEL_ASSIGN(size_t axis, op.wrap_dim(axis_arg, input->rank(), "axis"));
-  const int64_t channels = input->size(axis);
-  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, channels));
-  ETNA_TRY(check_dequantize(op, *input, dtype, out_dtype, *out, quant_min, quant_max));
-  return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, trailing_elements(*input, axis)), channels,
-                           parameters);
+  return dequantize_grouped(op, grouped, out_dtype, *out);
 }
 
 // quantized_decomposed::dequantize_per_token.out(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
 //   int quant_max, ScalarType dtype, ScalarType output_dtype, *, Tensor(a!) out) -> Tensor(a!)
 Status dequantize_per_token_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * input, op.input(0, "input"));
-  ETNA_KERNEL_ASSIGN(Tensor * scales, op.input(1, "scales"));
-  ETNA_KERNEL_ASSIGN(Tensor * zero_points, op.input(2, "zero_points"));
-  ETNA_KERNEL_ASSIGN(QuantRange range, quant_range_args(op, 3));
-  const auto [quant_min, quant_max, dtype] = range;
+  ETNA_KERNEL_ASSIGN(GroupedArgs grouped, grouped_args(op, Grouping::kPerToken));
   ETNA_KERNEL_ASSIGN(ScalarType output_dtype, dtype_arg(op, 6, "output_dtype"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(7, "out"));
-  const int64_t tokens = token_count(*input);
-  ETNA_KERNEL_ASSIGN(ChannelParameters parameters, channel_parameters(op, scales, zero_points, tokens));
-  ETNA_TRY(check_dequantize(op, *input, dtype, output_dtype, *out, quant_min, quant_max));
-  return dequantize_blocks(op, *input, *out, std::max<int64_t>(1, token_width(*input)), tokens, parameters);
+  return dequantize_grouped(op, grouped, output_dtype, *out);
 }
 
 // ---- choosing parameters ----

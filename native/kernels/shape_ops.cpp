@@ -275,21 +275,31 @@ Result<ScalarType> list_result_type(const OpArgs& op, const std::vector<Tensor*>
   return *result;
 }
 
-Status read_tensor_inputs(const OpArgs& op, const std::vector<Tensor*>& tensors) {
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    ETNA_TRY(op.check_readable(*tensors[i], "tensors[" + std::to_string(i) + "]"));
+// cat's and stack's arguments: tensors (not empty, each readable, their
+// dtypes combining into out's), dim and out.
+struct JoinArgs {
+  std::vector<Tensor*> tensors;
+  int64_t dim = 0;
+  Tensor* out = nullptr;
+};
+
+Result<JoinArgs> read_join_args(const OpArgs& op) {
+  JoinArgs join;
+  ETNA_KERNEL_ASSIGN(join.tensors, op.tensor_list_arg(0, "tensors"));
+  ETNA_KERNEL_ASSIGN(join.dim, op.int_arg(1, "dim"));
+  ETNA_KERNEL_ASSIGN(join.out, op.output(2, "out"));
+  if (join.tensors.empty()) return op.input_error("tensors must not be empty");
+  for (size_t i = 0; i < join.tensors.size(); ++i) {
+    ETNA_TRY(op.check_readable(*join.tensors[i], "tensors[" + std::to_string(i) + "]"));
   }
-  return Status::ok();
+  ETNA_TRY(list_result_type(op, join.tensors, *join.out).status());
+  return join;
 }
 
 Status cat_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(std::vector<Tensor*> tensors, op.tensor_list_arg(0, "tensors"));
-  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  if (tensors.empty()) return op.input_error("tensors must not be empty");
-  ETNA_TRY(read_tensor_inputs(op, tensors));
-  ETNA_TRY(list_result_type(op, tensors, *out).status());
+  ETNA_KERNEL_ASSIGN(JoinArgs join, read_join_args(op));
+  const auto& [tensors, dim, out] = join;
   // 1-D empty tensors are skipped (PyTorch's legacy rule).
   std::vector<const Tensor*> parts;
   for (const Tensor* t : tensors) {
@@ -329,12 +339,8 @@ Status cat_out(KernelArgs args) {
 
 Status stack_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(std::vector<Tensor*> tensors, op.tensor_list_arg(0, "tensors"));
-  ETNA_KERNEL_ASSIGN(int64_t dim, op.int_arg(1, "dim"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  if (tensors.empty()) return op.input_error("tensors must not be empty");
-  ETNA_TRY(read_tensor_inputs(op, tensors));
-  ETNA_TRY(list_result_type(op, tensors, *out).status());
+  ETNA_KERNEL_ASSIGN(JoinArgs join, read_join_args(op));
+  const auto& [tensors, dim, out] = join;
   const Shape item_shape = Shape::of(*tensors[0]);
   for (const Tensor* t : tensors) {
     if (Shape::of(*t) != item_shape) {

@@ -53,9 +53,7 @@ TEST(KernelConvolution, Conv2dMatchesDirectDefinition) {
     Tensor& bias = store.make<float>({k.o}, b);
     Tensor& out = store.make_empty(ScalarType::kFloat, {k.n, k.o, oh, ow});
     Args args;
-    args.tensor(input).tensor(weight);
-    if (k.bias) args.tensor(bias);
-    else args.none();
+    args.tensor(input).tensor(weight).optional_tensor(k.bias ? &bias : nullptr);
     args.ints({k.stride, k.stride}).ints({k.pad, k.pad}).ints({k.dilation, k.dilation}).boolean(false).ints({0, 0});
     args.integer(k.groups).tensor(out).same_as(9);
     ASSERT_TRUE(is_ok(run_kernel("aten::convolution.out", args)));

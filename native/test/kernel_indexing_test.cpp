@@ -1,15 +1,7 @@
-#include <numeric>
-
 #include "kernel_test_support.h"
 
 namespace etna::kernel_test {
 namespace {
-
-std::vector<float> iota_floats(size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.0f);
-  return v;
-}
 
 TEST(KernelIndexing, GatherPicksTargetLogProbabilities) {
   // The loss of et_xor_training.pte: gather(log_probs, 1, target.unsqueeze(1)).

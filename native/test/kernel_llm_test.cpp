@@ -3,6 +3,7 @@
 // and cache updates that leave everything else (and, on error, everything)
 // untouched.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -77,6 +78,67 @@ void expect_near_all(const std::vector<float>& actual, const std::vector<float>&
   for (size_t i = 0; i < actual.size(); ++i) ASSERT_NEAR(actual[i], expected[i], tolerance) << "element " << i;
 }
 
+// Runs llama::custom_sdpa.out with dropout_p 0; a null mask and a scale of 0
+// are None.
+Status run_custom_sdpa(Tensor& q, Tensor& k, Tensor& v, int64_t start_pos, Tensor* mask, bool causal, double scale,
+                       Tensor& out, pthreadpool_t pool = nullptr) {
+  Args args;
+  args.tensor(q).tensor(k).tensor(v).integer(start_pos).optional_tensor(mask).real(0.0).boolean(causal);
+  if (scale != 0) {
+    args.real(scale);
+  } else {
+    args.none();
+  }
+  args.tensor(out).same_as(8);
+  return run_kernel("llama::custom_sdpa.out", args, pool);
+}
+
+// One llama::sdpa_with_kv_cache.out call for case c: random q, c.sequence
+// new key and value rows, random caches of c.capacity rows, and out.
+struct KvCacheCall {
+  static size_t elements(const AttentionCase& c, int64_t rows, int64_t heads) {
+    return static_cast<size_t>(c.batch * rows * heads * c.head_dim);
+  }
+
+  KvCacheCall(const AttentionCase& c, Lcg rng)
+      : c(c),
+        q_values(rng.floats(elements(c, c.sequence, c.heads))),
+        k_new(rng.floats(elements(c, c.sequence, c.kv_heads))),
+        v_new(rng.floats(elements(c, c.sequence, c.kv_heads))),
+        k_cache_values(rng.floats(elements(c, c.capacity, c.kv_heads))),
+        v_cache_values(rng.floats(elements(c, c.capacity, c.kv_heads))),
+        q(store.make<float>({c.batch, c.sequence, c.heads, c.head_dim}, q_values)),
+        k(store.make<float>({c.batch, c.sequence, c.kv_heads, c.head_dim}, k_new)),
+        v(store.make<float>({c.batch, c.sequence, c.kv_heads, c.head_dim}, v_new)),
+        k_cache(store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, k_cache_values)),
+        v_cache(store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, v_cache_values)),
+        out(store.make_empty(ScalarType::kFloat, {c.batch, c.sequence, c.heads, c.head_dim})) {}
+
+  // At the case's start_pos, with its sequence as seq_len, its causality,
+  // dropout_p 0 and no scale; a null mask is None.
+  Status run(Tensor* mask) {
+    Args args;
+    args.tensor(q).tensor(k).tensor(v).tensor(k_cache).tensor(v_cache).integer(c.start_pos).integer(c.sequence);
+    args.optional_tensor(mask).real(0.0).boolean(c.causal).none().tensor(out).same_as(11);
+    return run_kernel("llama::sdpa_with_kv_cache.out", args);
+  }
+
+  // `cache` values with the `rows` written at start_pos, as the call leaves a cache.
+  std::vector<float> updated(std::vector<float> cache, const std::vector<float>& rows) const {
+    const int64_t row = c.kv_heads * c.head_dim;
+    for (int64_t b = 0; b < c.batch; ++b) {
+      std::copy_n(rows.begin() + b * c.sequence * row, c.sequence * row,
+                  cache.begin() + (b * c.capacity + c.start_pos) * row);
+    }
+    return cache;
+  }
+
+  const AttentionCase c;
+  TensorStore store;
+  const std::vector<float> q_values, k_new, v_new, k_cache_values, v_cache_values;
+  Tensor &q, &k, &v, &k_cache, &v_cache, &out;
+};
+
 class CustomSdpa : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(CustomSdpa, MatchesDirectFormulation) {
@@ -90,18 +152,7 @@ TEST_P(CustomSdpa, MatchesDirectFormulation) {
   Tensor& k = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, k_values);
   Tensor& v = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, v_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {c.batch, c.sequence, c.heads, c.head_dim});
-  Args args;
-  args.tensor(q)
-      .tensor(k)
-      .tensor(v)
-      .integer(c.start_pos)
-      .none()
-      .real(0.0)
-      .boolean(c.causal)
-      .none()
-      .tensor(out)
-      .same_as(8);
-  ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
+  ASSERT_TRUE(is_ok(run_custom_sdpa(q, k, v, c.start_pos, nullptr, c.causal, 0.0, out)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, nullptr, scale), 2e-5f);
 }
@@ -129,9 +180,7 @@ TEST(CustomSdpa, AddsMaskAndUsesExplicitScale) {
   Tensor& v = store.make<float>({1, 6, 1, 4}, v_values);
   Tensor& mask = store.make<float>({2, 6}, mask_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
-  Args args;
-  args.tensor(q).tensor(k).tensor(v).integer(1).tensor(mask).real(0.0).boolean(false).real(0.25).tensor(out).same_as(8);
-  ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
+  ASSERT_TRUE(is_ok(run_custom_sdpa(q, k, v, 1, &mask, false, 0.25, out)));
   expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, &mask_values, 0.25),
                   2e-5f);
 }
@@ -157,74 +206,27 @@ TEST(CustomSdpa, MaskCoversTheWholeCache) {
   Tensor& v = store.make<float>({1, 8, 2, 8}, v_values);
   Tensor& mask = store.make<float>({3, 8}, mask_values);
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 3, 4, 8});
-  Args args;
-  args.tensor(q)
-      .tensor(k)
-      .tensor(v)
-      .integer(c.start_pos)
-      .tensor(mask)
-      .real(0.0)
-      .boolean(false)
-      .none()
-      .tensor(out)
-      .same_as(8);
-  ASSERT_TRUE(is_ok(run_kernel("llama::custom_sdpa.out", args)));
+  ASSERT_TRUE(is_ok(run_custom_sdpa(q, k, v, c.start_pos, &mask, false, 0.0, out)));
   const double scale = 1.0 / std::sqrt(8.0);
   expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_values, v_values, &mask_values, scale),
                   2e-5f);
 
   // A mask as wide as start_pos + sequence only (the rule before ExecuTorch 0.7) is refused.
   Tensor& narrow = store.make<float>({3, 5}, std::vector<float>(15, 0.0f));
-  Args old_rule;
-  old_rule.tensor(q)
-      .tensor(k)
-      .tensor(v)
-      .integer(c.start_pos)
-      .tensor(narrow)
-      .real(0.0)
-      .boolean(false)
-      .none()
-      .tensor(out)
-      .same_as(8);
-  EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", old_rule), {"attn_mask", "must be [3, 8]"}));
+  EXPECT_TRUE(
+      fails_with(run_custom_sdpa(q, k, v, c.start_pos, &narrow, false, 0.0, out), {"attn_mask", "must be [3, 8]"}));
 }
 
 TEST(SdpaWithKvCache, MaskCoversTheWholeCache) {
   const AttentionCase c{1, 2, 2, 2, 4, 6, 1, false};
-  Lcg rng(29);
-  TensorStore store;
-  const auto q_values = rng.floats(16);
-  const auto k_new = rng.floats(16);
-  const auto v_new = rng.floats(16);
-  auto k_cache_values = rng.floats(48);
-  auto v_cache_values = rng.floats(48);
+  KvCacheCall call(c, Lcg(29));
   const std::vector<float> mask_values = {0.0f, 0.5f, -1.0f, 0.0f, 0.25f, -0.75f, -0.25f, 0.0f, 0.0f, 1.0f, 0.0f, 0.5f};
-  Tensor& q = store.make<float>({1, 2, 2, 4}, q_values);
-  Tensor& k = store.make<float>({1, 2, 2, 4}, k_new);
-  Tensor& v = store.make<float>({1, 2, 2, 4}, v_new);
-  Tensor& k_cache = store.make<float>({1, 6, 2, 4}, k_cache_values);
-  Tensor& v_cache = store.make<float>({1, 6, 2, 4}, v_cache_values);
-  Tensor& mask = store.make<float>({2, 6}, mask_values);
-  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
-  Args args;
-  args.tensor(q)
-      .tensor(k)
-      .tensor(v)
-      .tensor(k_cache)
-      .tensor(v_cache)
-      .integer(1)
-      .integer(2)
-      .tensor(mask)
-      .real(0.0)
-      .boolean(false)
-      .none()
-      .tensor(out)
-      .same_as(11);
-  ASSERT_TRUE(is_ok(run_kernel("llama::sdpa_with_kv_cache.out", args)));
-  std::copy(k_new.begin(), k_new.end(), k_cache_values.begin() + 1 * 8);
-  std::copy(v_new.begin(), v_new.end(), v_cache_values.begin() + 1 * 8);
-  expect_near_all(values_of<float>(out),
-                  reference_attention(c, q_values, k_cache_values, v_cache_values, &mask_values, 0.5), 2e-5f);
+  Tensor& mask = call.store.make<float>({2, 6}, mask_values);
+  ASSERT_TRUE(is_ok(call.run(&mask)));
+  expect_near_all(values_of<float>(call.out),
+                  reference_attention(c, call.q_values, call.updated(call.k_cache_values, call.k_new),
+                                      call.updated(call.v_cache_values, call.v_new), &mask_values, 0.5),
+                  2e-5f);
 }
 
 TEST(CustomSdpa, RefusesBadShapes) {
@@ -233,20 +235,14 @@ TEST(CustomSdpa, RefusesBadShapes) {
   Tensor& k = store.make_empty(ScalarType::kFloat, {1, 8, 2, 4});
   Tensor& v = store.make_empty(ScalarType::kFloat, {1, 8, 2, 4});
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 3, 4});
-  Args groups;
-  groups.tensor(q).tensor(k).tensor(v).integer(0).none().real(0.0).boolean(true).none().tensor(out).same_as(8);
-  EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", groups), {"multiple of key/value heads"}));
+  EXPECT_TRUE(fails_with(run_custom_sdpa(q, k, v, 0, nullptr, true, 0.0, out), {"multiple of key/value heads"}));
 
   Tensor& q2 = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
   Tensor& out2 = store.make_empty(ScalarType::kFloat, {1, 2, 2, 4});
-  Args window;
-  window.tensor(q2).tensor(k).tensor(v).integer(7).none().real(0.0).boolean(true).none().tensor(out2).same_as(8);
-  EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", window), {"start_pos 7", "exceeds key"}));
+  EXPECT_TRUE(fails_with(run_custom_sdpa(q2, k, v, 7, nullptr, true, 0.0, out2), {"start_pos 7", "exceeds key"}));
 
   Tensor& mask = store.make_empty(ScalarType::kFloat, {2, 2});
-  Args both;
-  both.tensor(q2).tensor(k).tensor(v).integer(0).tensor(mask).real(0.0).boolean(true).none().tensor(out2).same_as(8);
-  EXPECT_TRUE(fails_with(run_kernel("llama::custom_sdpa.out", both), {"cannot both be set"}));
+  EXPECT_TRUE(fails_with(run_custom_sdpa(q2, k, v, 0, &mask, true, 0.0, out2), {"cannot both be set"}));
 }
 
 // ---------------------------------------------------------------------------
@@ -308,21 +304,8 @@ std::vector<float> run_sdpa(const SdpaInputs& in, pthreadpool_t pool) {
   Tensor& v = store.make<float>({c.batch, c.capacity, c.kv_heads, c.head_dim}, in.v);
   Tensor& out = store.make<float>({c.batch, c.sequence, c.heads, c.head_dim},
                                   std::vector<float>(in.q.size(), std::numeric_limits<float>::quiet_NaN()));
-  Args args;
-  args.tensor(q).tensor(k).tensor(v).integer(c.start_pos);
-  if (in.mask.empty()) {
-    args.none();
-  } else {
-    args.tensor(store.make<float>({c.sequence, c.capacity}, in.mask));
-  }
-  args.real(0.0).boolean(c.causal);
-  if (in.scale != 0) {
-    args.real(in.scale);
-  } else {
-    args.none();
-  }
-  args.tensor(out).same_as(8);
-  const Status status = run_kernel("llama::custom_sdpa.out", args, pool);
+  Tensor* mask = in.mask.empty() ? nullptr : &store.make<float>({c.sequence, c.capacity}, in.mask);
+  const Status status = run_custom_sdpa(q, k, v, c.start_pos, mask, c.causal, in.scale, out, pool);
   EXPECT_TRUE(is_ok(status));
   return values_of<float>(out);
 }
@@ -525,41 +508,15 @@ TEST(UpdateCacheWithIndices, ScattersRowsAndChecksEveryIndexFirst) {
 
 TEST(SdpaWithKvCache, EqualsUpdateThenAttend) {
   const AttentionCase c{1, 2, 4, 2, 4, 6, 3, true};
-  Lcg rng(11);
-  TensorStore store;
-  const auto q_values = rng.floats(32);
-  const auto k_new = rng.floats(16);
-  const auto v_new = rng.floats(16);
-  auto k_cache_values = rng.floats(48);
-  auto v_cache_values = rng.floats(48);
-  Tensor& q = store.make<float>({1, 2, 4, 4}, q_values);
-  Tensor& k = store.make<float>({1, 2, 2, 4}, k_new);
-  Tensor& v = store.make<float>({1, 2, 2, 4}, v_new);
-  Tensor& k_cache = store.make<float>({1, 6, 2, 4}, k_cache_values);
-  Tensor& v_cache = store.make<float>({1, 6, 2, 4}, v_cache_values);
-  Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 4, 4});
-  Args args;
-  args.tensor(q)
-      .tensor(k)
-      .tensor(v)
-      .tensor(k_cache)
-      .tensor(v_cache)
-      .integer(3)
-      .integer(2)
-      .none()
-      .real(0.0)
-      .boolean(true)
-      .none()
-      .tensor(out)
-      .same_as(11);
-  ASSERT_TRUE(is_ok(run_kernel("llama::sdpa_with_kv_cache.out", args)));
+  KvCacheCall call(c, Lcg(11));
+  ASSERT_TRUE(is_ok(call.run(nullptr)));
   // The new rows land at positions 3 and 4 of both caches.
-  std::copy(k_new.begin(), k_new.end(), k_cache_values.begin() + 3 * 8);
-  std::copy(v_new.begin(), v_new.end(), v_cache_values.begin() + 3 * 8);
-  EXPECT_EQ(values_of<float>(k_cache), k_cache_values);
-  EXPECT_EQ(values_of<float>(v_cache), v_cache_values);
-  expect_near_all(values_of<float>(out), reference_attention(c, q_values, k_cache_values, v_cache_values, nullptr, 0.5),
-                  2e-5f);
+  const auto k_cache_values = call.updated(call.k_cache_values, call.k_new);
+  const auto v_cache_values = call.updated(call.v_cache_values, call.v_new);
+  EXPECT_EQ(values_of<float>(call.k_cache), k_cache_values);
+  EXPECT_EQ(values_of<float>(call.v_cache), v_cache_values);
+  expect_near_all(values_of<float>(call.out),
+                  reference_attention(c, call.q_values, k_cache_values, v_cache_values, nullptr, 0.5), 2e-5f);
 }
 
 }  // namespace

@@ -103,9 +103,7 @@ TEST(KernelMatmul, LinearWithAndWithoutBias) {
     Tensor& bias = store.make<float>({features}, b);
     Tensor& out = store.make_empty(ScalarType::kFloat, {batch, tokens, features});
     Args args;
-    args.tensor(input).tensor(weight);
-    if (with_bias) args.tensor(bias);
-    else args.none();
+    args.tensor(input).tensor(weight).optional_tensor(with_bias ? &bias : nullptr);
     args.tensor(out).same_as(3);
     ASSERT_TRUE(is_ok(run_kernel("aten::linear.out", args)));
     const auto got = values_of<float>(out);

@@ -154,9 +154,7 @@ TEST(KernelNormalization, GroupNormNormalizesEachGroupAndAppliesPerChannelAffine
   const double eps = 1e-5;
   for (bool affine : {true, false}) {
     Args args;
-    args.tensor(input);
-    if (affine) args.tensor(weight).tensor(bias);
-    else args.none().none();
+    args.tensor(input).optional_tensor(affine ? &weight : nullptr).optional_tensor(affine ? &bias : nullptr);
     args.integer(2).integer(4).integer(3).integer(2).real(eps);
     args.tensor(out).tensor(mean).tensor(rstd).tensors({&out, &mean, &rstd});
     ASSERT_TRUE(is_ok(run_kernel("aten::native_group_norm.out", args)));

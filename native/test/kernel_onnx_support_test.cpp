@@ -5,12 +5,6 @@
 namespace etna::kernel_test {
 namespace {
 
-Status run_unary(const char* key, Tensor& self, Tensor& out) {
-  Args args;
-  args.tensor(self).tensor(out).same_as(1);
-  return run_kernel(key, args);
-}
-
 TEST(KernelOnnxSupport, FloorCeilRoundOnFloats) {
   TensorStore store;
   Tensor& self = store.make<float>({8}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 2.7f, -2.2f});

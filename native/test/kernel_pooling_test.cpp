@@ -6,12 +6,6 @@
 namespace etna::kernel_test {
 namespace {
 
-std::vector<float> iota_floats(size_t n, float start = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
 // --- max_pool2d_with_indices ---------------------------------------------------------
 
 struct MaxPoolCall {
@@ -143,7 +137,7 @@ TEST(KernelPooling, MaxPoolAcceptsAnEmptyBatch) {
 
 TEST(KernelPooling, MaxPoolRejectsBadWindowsAndDtypes) {
   TensorStore store;
-  Tensor& self = store.make<float>({1, 1, 4, 4}, iota_floats(16));
+  Tensor& self = store.make<float>({1, 1, 4, 4}, iota_floats(16, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 4, 4}, bounded());
   Tensor& indices = store.make_empty(ScalarType::kLong, {1, 1, 4, 4}, bounded());
   const std::string key = "aten::max_pool2d_with_indices.out";
@@ -156,7 +150,7 @@ TEST(KernelPooling, MaxPoolRejectsBadWindowsAndDtypes) {
   EXPECT_TRUE(fails_with(run_max_pool(self, {{2, 2, 2}, {1}, {0}, {1}}, out, indices), {key, "kernel_size", "3"}));
   Tensor& int_indices = store.make_empty(ScalarType::kInt, {1, 1, 4, 4}, bounded());
   EXPECT_TRUE(fails_with(run_max_pool(self, {{2}, {1}, {0}, {1}}, out, int_indices), {key, "indices", "int64"}));
-  Tensor& flat = store.make<float>({4, 4}, iota_floats(16));
+  Tensor& flat = store.make<float>({4, 4}, iota_floats(16, 1.0f));
   EXPECT_TRUE(fails_with(run_max_pool(flat, {{2}, {1}, {0}, {1}}, out, indices), {key, "[N, C, H, W]"}));
   Tensor& bools = store.make<bool>({1, 1, 2, 2}, {true, false, true, false});
   Tensor& bool_out = store.make_empty(ScalarType::kBool, {1, 1, 1, 1});
@@ -182,7 +176,7 @@ Status run_avg_pool(Tensor& self, std::vector<int64_t> kernel, std::vector<int64
 TEST(KernelPooling, AvgPoolCountsPaddingOnlyWhenAskedAndHonoursDivisorOverride) {
   TensorStore store;
   // 1..9 in a 3x3 plane; kernel 3, stride 1, padding 1 -> 3x3 output.
-  Tensor& self = store.make<float>({1, 1, 3, 3}, iota_floats(9));
+  Tensor& self = store.make<float>({1, 1, 3, 3}, iota_floats(9, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 3, 3});
   ASSERT_TRUE(is_ok(run_avg_pool(self, {3}, {1}, {1}, false, true, std::nullopt, out)));
   // Corner (0, 0) covers 1, 2, 4, 5 = 12 of a 9-element padded window.
@@ -205,7 +199,7 @@ TEST(KernelPooling, AvgPoolCeilModeOverhangIsNeverCounted) {
   TensorStore store;
   // 3x3, kernel 2, stride 2, ceil_mode: 2x2 output whose last row and column
   // windows hang over the input by one; they average only what exists.
-  Tensor& self = store.make<float>({1, 3, 3}, iota_floats(9));
+  Tensor& self = store.make<float>({1, 3, 3}, iota_floats(9, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 2, 2}, bounded());
   for (bool include_pad : {true, false}) {
     ASSERT_TRUE(is_ok(run_avg_pool(self, {2}, {2}, {0}, true, include_pad, std::nullopt, out)));
@@ -233,7 +227,7 @@ TEST(KernelPooling, AvgPoolOfInt64TruncatesTowardZero) {
 
 TEST(KernelPooling, AvgPoolRejectsZeroDivisorIntegersOtherThanInt64AndMismatchedOut) {
   TensorStore store;
-  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4));
+  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 1, 1});
   const std::string key = "aten::avg_pool2d.out";
   EXPECT_TRUE(fails_with(run_avg_pool(self, {2}, {2}, {0}, false, true, 0, out), {key, "divisor_override"}));
@@ -290,7 +284,7 @@ TEST(KernelPooling, AdaptiveAvgPoolToOneByOneIsTheGlobalMeanPerChannel) {
 
 TEST(KernelPooling, AdaptiveAvgPoolRejectsBadSizes) {
   TensorStore store;
-  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4));
+  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 2, 2}, bounded());
   const std::string key = "aten::_adaptive_avg_pool2d.out";
   EXPECT_TRUE(fails_with(run_adaptive(self, {0, 1}, out), {key, "output_size"}));
@@ -317,9 +311,7 @@ TEST(KernelPooling, BatchNormUsesRunningStatisticsPerChannel) {
   const double eps = 1e-5;
   for (bool affine : {true, false}) {
     Args args;
-    args.tensor(input);
-    if (affine) args.tensor(weight).tensor(bias);
-    else args.none().none();
+    args.tensor(input).optional_tensor(affine ? &weight : nullptr).optional_tensor(affine ? &bias : nullptr);
     args.tensor(running_mean).tensor(running_var).real(0.1).real(eps);
     args.tensor(out).tensor(mean_out).tensor(invstd_out).tensors({&out, &mean_out, &invstd_out});
     ASSERT_TRUE(is_ok(run_kernel("aten::_native_batch_norm_legit_no_training.out", args)));
@@ -337,7 +329,7 @@ TEST(KernelPooling, BatchNormUsesRunningStatisticsPerChannel) {
 
 TEST(KernelPooling, BatchNormRejectsMismatchedChannelVectorsAndRankOneInput) {
   TensorStore store;
-  Tensor& input = store.make<float>({1, 3, 2}, iota_floats(6));
+  Tensor& input = store.make<float>({1, 3, 2}, iota_floats(6, 1.0f));
   Tensor& stats3 = store.make<float>({3}, {0, 0, 0});
   Tensor& stats2 = store.make<float>({2}, {1, 1});
   Tensor& double_stats = store.make<double>({3}, {1, 1, 1});
@@ -438,7 +430,7 @@ TEST(KernelPooling, BilinearUpsampleWithAndWithoutAlignCorners) {
 
 TEST(KernelPooling, UpsampleNeedsExactlyOneOfOutputSizeAndScaleFactors) {
   TensorStore store;
-  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4));
+  Tensor& self = store.make<float>({1, 1, 2, 2}, iota_floats(4, 1.0f));
   Tensor& out = store.make_empty(ScalarType::kFloat, {1, 1, 4, 4}, bounded());
   const std::string nearest = "aten::upsample_nearest2d.vec_out";
   Args both;
@@ -457,7 +449,7 @@ TEST(KernelPooling, UpsampleNeedsExactlyOneOfOutputSizeAndScaleFactors) {
   ints_as_scales.tensor(self).none().ints({2, 2}).tensor(out).same_as(3);
   EXPECT_TRUE(fails_with(run_kernel(nearest, ints_as_scales), {nearest, "DoubleList"}));
   const std::string bilinear = "aten::upsample_bilinear2d.vec_out";
-  Tensor& three_d = store.make<float>({1, 2, 2}, iota_floats(4));
+  Tensor& three_d = store.make<float>({1, 2, 2}, iota_floats(4, 1.0f));
   Args rank3;
   rank3.tensor(three_d).ints({4, 4}).boolean(false).none().tensor(out).same_as(4);
   EXPECT_TRUE(fails_with(run_kernel(bilinear, rank3), {bilinear, "[N, C, H, W]"}));

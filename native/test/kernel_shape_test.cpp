@@ -1,17 +1,10 @@
 #include <limits>
-#include <numeric>
 #include <optional>
 
 #include "kernel_test_support.h"
 
 namespace etna::kernel_test {
 namespace {
-
-std::vector<float> iota_floats(size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 0.0f);
-  return v;
-}
 
 TEST(KernelShape, ViewCopyInfersMinusOne) {
   TensorStore store;

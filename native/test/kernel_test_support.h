@@ -16,43 +16,9 @@
 #include "core/evalue.h"
 #include "core/kernel.h"
 #include "core/tensor.h"
+#include "kernels/element_access.h"
 
 namespace etna::kernel_test {
-
-template <typename T>
-constexpr ScalarType dtype_for();
-template <>
-constexpr ScalarType dtype_for<float>() {
-  return ScalarType::kFloat;
-}
-template <>
-constexpr ScalarType dtype_for<double>() {
-  return ScalarType::kDouble;
-}
-template <>
-constexpr ScalarType dtype_for<int64_t>() {
-  return ScalarType::kLong;
-}
-template <>
-constexpr ScalarType dtype_for<int32_t>() {
-  return ScalarType::kInt;
-}
-template <>
-constexpr ScalarType dtype_for<int16_t>() {
-  return ScalarType::kShort;
-}
-template <>
-constexpr ScalarType dtype_for<int8_t>() {
-  return ScalarType::kChar;
-}
-template <>
-constexpr ScalarType dtype_for<uint8_t>() {
-  return ScalarType::kByte;
-}
-template <>
-constexpr ScalarType dtype_for<bool>() {
-  return ScalarType::kBool;
-}
 
 struct TensorOptions {
   ShapeDynamism dynamism = ShapeDynamism::kStatic;
@@ -75,7 +41,7 @@ class TensorStore {
   // A tensor of `sizes` holding `values` in memory order.
   template <typename T>
   Tensor& make(std::vector<int64_t> sizes, const std::vector<T>& values, const TensorOptions& options = {}) {
-    Tensor& t = make_empty(dtype_for<T>(), std::move(sizes), options);
+    Tensor& t = make_empty(kernels::dtype_of<T>(), std::move(sizes), options);
     EXPECT_EQ(values.size(), t.numel()) << "test tensor values do not match its shape";
     for (size_t i = 0; i < values.size() && i < t.numel(); ++i) {
       if constexpr (std::is_same_v<T, bool>) {
@@ -122,6 +88,13 @@ std::vector<T> values_of(const Tensor& t) {
   return out;
 }
 
+// n consecutive values from `start`, as test data whose positions show.
+inline std::vector<float> iota_floats(size_t n, float start = 0.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
 inline std::vector<int64_t> shape_of(const Tensor& t) { return std::vector<int64_t>(t.sizes(), t.sizes() + t.rank()); }
 
 // An argument list for one kernel call. Slots keep stable addresses.
@@ -134,6 +107,8 @@ class Args {
 
   Args& tensor(Tensor& t) { return push(EValue::from_tensor(&t)); }
   Args& none() { return push(EValue::none()); }
+  // nullptr is None.
+  Args& optional_tensor(Tensor* t) { return t ? tensor(*t) : none(); }
   Args& integer(int64_t v) { return push(EValue::from_int(v)); }
   Args& real(double v) { return push(EValue::from_double(v)); }
   Args& boolean(bool v) { return push(EValue::from_bool(v)); }
@@ -215,6 +190,13 @@ inline Status call_kernel_fn(std::string_view key, const Args& args) {
   const KernelDescriptor* kernel = kernel_registry().find(key);
   if (!kernel) return make_error(ErrorCode::kUnsupportedOperator, std::string(key) + " is not registered");
   return kernel->fn(args.view(*kernel));
+}
+
+// Calls a kernel whose arguments are [self, out] and a return slot that is out.
+inline Status run_unary(std::string_view key, Tensor& self, Tensor& out) {
+  Args args;
+  args.tensor(self).tensor(out).same_as(1);
+  return run_kernel(key, args);
 }
 
 inline ::testing::AssertionResult is_ok(const Status& status) {

@@ -7,12 +7,6 @@
 namespace etna::kernel_test {
 namespace {
 
-Status run_unary(const char* key, Tensor& self, Tensor& out) {
-  Args args;
-  args.tensor(self).tensor(out).same_as(1);
-  return run_kernel(key, args);
-}
-
 TEST(KernelUnary, FloatFunctionsMatchTheStandardLibrary) {
   struct Case {
     const char* key;
