@@ -93,7 +93,7 @@ describe('profiled calls', () => {
       expect(own.length, `delegate at instruction ${event.index}`).toBeGreaterThan(0);
       expect(own.map((stage) => stage.index)).toEqual([...own.keys()]);
     });
-    for (const stage of stages) expect(stage.name).toMatch(/^subgraph: XNN|^XNN\w+ \((packed operator|own kernel)\)$/);
+    for (const stage of stages) expect(stage.name).toMatch(/^subgraph: XNN|^XNN\w+ \((packed operator|etna kernel)\)$/);
     expect(stages.some((stage) => stage.name.includes('packed operator'))).toBe(true);
 
     // The instructions account for the call's natively measured time.

@@ -73,12 +73,10 @@ Status resize_to_physical(Tensor& tensor, const Shape& shape, const Describe& wh
 
 // A stage's name in profiles: its node type and engine for a single node,
 // the node types it fuses for a subgraph ("subgraph: XNNAdd, XNNMultiply").
-// An etna kernel's stage keeps the label "(own kernel)" that profiles,
-// their readers and the docs know it by.
 std::string stage_name(const Graph& graph, Engine engine, const std::vector<size_t>& nodes) {
   const std::string first = node_type_name(graph.nodes[nodes[0]].type);
   if (engine == Engine::kPackedOperator) return first + " (packed operator)";
-  if (engine == Engine::kEtnaKernel) return first + " (own kernel)";
+  if (engine == Engine::kEtnaKernel) return first + " (etna kernel)";
   std::vector<std::string> types;
   for (size_t node : nodes) {
     std::string type = node_type_name(graph.nodes[node].type);
