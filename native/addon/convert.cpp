@@ -179,6 +179,15 @@ Error bad_input(uint32_t index, const std::string& what) {
 
 }  // namespace
 
+std::optional<uint64_t> whole_number_below(const Napi::Value& value, double limit) {
+  if (!value.IsNumber()) return std::nullopt;
+  const double number = value.As<Napi::Number>().DoubleValue();
+  if (!(number >= 0 && number < limit && number < 9223372036854775808.0)) return std::nullopt;
+  const auto whole = static_cast<uint64_t>(number);
+  if (static_cast<double>(whole) != number) return std::nullopt;
+  return whole;
+}
+
 Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out) {
   if (value.IsNull() || value.IsUndefined()) {
     out.kind = InputValue::Kind::kNone;
@@ -204,22 +213,18 @@ Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out) 
     if (!scalar_type.IsNumber() || !shape.IsArray() || !data.IsTypedArray()) {
       return bad_input(index, "a tensor needs scalarType (number), shape (array) and data (TypedArray)");
     }
-    const double code = scalar_type.As<Napi::Number>().DoubleValue();
-    const auto type = code == static_cast<double>(static_cast<int>(code))
-                          ? scalar_type_from_code(static_cast<int>(code))
-                          : std::nullopt;
-    if (!type) return bad_input(index, "unknown ScalarType code " + std::to_string(code));
+    const auto code = whole_number_below(scalar_type, 256);
+    const auto type = code ? scalar_type_from_code(static_cast<int>(*code)) : std::nullopt;
+    if (!type) return bad_input(index, "unknown ScalarType code " + scalar_type.ToString().Utf8Value());
     out.kind = InputValue::Kind::kTensor;
     out.tensor.dtype = *type;
     Napi::Array dims = shape.As<Napi::Array>();
     for (uint32_t d = 0; d < dims.Length(); ++d) {
       Napi::Value dim = dims.Get(d);
       if (!dim.IsNumber()) return bad_input(index, "shape[" + std::to_string(d) + "] is not a number");
-      const double size = dim.As<Napi::Number>().DoubleValue();
-      if (!(size >= 0) || size != static_cast<double>(static_cast<int64_t>(size))) {
-        return bad_input(index, "shape[" + std::to_string(d) + "] is not a non-negative integer");
-      }
-      out.tensor.shape.push_back(static_cast<int64_t>(size));
+      const auto size = whole_number_below(dim, 9223372036854775808.0);
+      if (!size) return bad_input(index, "shape[" + std::to_string(d) + "] is not a non-negative integer");
+      out.tensor.shape.push_back(static_cast<int64_t>(*size));
     }
     Napi::TypedArray array = data.As<Napi::TypedArray>();
     out.tensor.data = typed_array_bytes(array);

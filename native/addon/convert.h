@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include <functional>
+#include <optional>
 
 #include "core/io.h"
 #include "core/module.h"
@@ -39,6 +40,12 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report);
 // One call argument: null/undefined (None), boolean, bigint (Int), number
 // (Double), string, or a tensor { dtype, shape, data: TypedArray }. A tensor's
 // data points into the JS array: use it before returning to JS.
+// The value of a JS number that is a whole number from 0 up to (not
+// including) `limit`, at most 2^63; nullopt for anything else (NaN, fractions,
+// negatives, too large, not a number). Checked before any conversion, which
+// past the target's range would be undefined.
+std::optional<uint64_t> whole_number_below(const Napi::Value& value, double limit);
+
 Status input_from_js(const Napi::Value& value, uint32_t index, InputValue& out);
 // One output destination: an ArrayBuffer or TypedArray, or null for a non-tensor output.
 Status output_buffer_from_js(const Napi::Value& value, uint32_t index, OutputBuffer& out,

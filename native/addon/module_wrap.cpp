@@ -34,10 +34,8 @@ Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsArray() || !info[2].IsArray()) {
     return make_error(ErrorCode::kInvalidInput, "execute expects (method index, inputs array, output buffers array)");
   }
-  const double method = info[0].As<Napi::Number>().DoubleValue();
-  if (!(method >= 0 && method < 4294967296.0) || method != static_cast<double>(static_cast<uint32_t>(method))) {
-    return make_error(ErrorCode::kInvalidInput, "execute: the method index must be a non-negative integer");
-  }
+  const auto method = whole_number_below(info[0], 4294967296.0);
+  if (!method) return make_error(ErrorCode::kInvalidInput, "execute: the method index must be a non-negative integer");
   baton.profile = info.Length() >= 4 && info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value();
   Napi::Array js_inputs = info[1].As<Napi::Array>();
   std::vector<InputValue> inputs(js_inputs.Length());
@@ -47,7 +45,7 @@ Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   for (uint32_t i = 0; i < js_outputs.Length(); ++i) {
     ETNA_TRY(output_buffer_from_js(js_outputs.Get(i), i, outputs[i], baton.keep_alive));
   }
-  auto call = baton.module->begin_call(static_cast<size_t>(method), inputs, std::move(outputs));
+  auto call = baton.module->begin_call(static_cast<size_t>(*method), inputs, std::move(outputs));
   if (!call) return call.error();
   baton.call = std::move(*call);
   return Status::ok();
