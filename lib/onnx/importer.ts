@@ -18,7 +18,7 @@ import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
-import { reshape, where } from './ops/common.js';
+import { convertInto, reshape, where } from './ops/common.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
 
 /** The oldest default-domain opset the importer accepts. */
@@ -374,9 +374,8 @@ function constantNode(view: NodeView): OnnxValue {
 
 /** A new activation holding `value` converted to `dtype`. */
 function convertTo(ctx: ImportContext, value: OnnxValue, dtype: DType): TensorValue {
-  const shape = shapeOf(value);
-  const out = ctx.out(dtype, shape);
-  ctx.kernel('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(value), { bool: false }, { intList: shape.map((_, i) => i) }, out]);
+  const out = ctx.out(dtype, shapeOf(value));
+  convertInto(ctx, value, out);
   return out;
 }
 

@@ -3,6 +3,7 @@
 // with ONNX broadcasting, comparisons and selection. Constant operands are
 // folded at import instead of lowered.
 import type { DType } from '../../export/dtype.js';
+import type { TensorValue } from '../../export/graph.js';
 import type { KernelArgument } from '../../export/method-builder.js';
 import { elementAt, fromNumbers, gatherElements, toNumbers, type ConstTensor } from '../constant.js';
 import { constValue, dtypeOf, isFloat, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
@@ -179,16 +180,28 @@ export function constantPad(ctx: ImportContext, x: OnnxValue, pads: readonly num
   return ctx.emit('aten::constant_pad_nd.out', [ctx.tensor(x), { intList: atenPads }, ctx.scalar(dtypeOf(x), value)], dtypeOf(x), outShape);
 }
 
-/** float32 -> float64 (constants converted at import), or back. */
-export function convertFloat(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
+const CONVERSION = 'dim_order_ops::_to_dim_order_copy.out';
+
+// The conversion kernel's arguments before its out: `x`, not blocking, x's dim order.
+function conversionArgs(ctx: ImportContext, x: OnnxValue): KernelArgument[] {
+  return [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }];
+}
+
+/** `x` converted to `dtype` by the conversion kernel, as a new activation. */
+export function emitConversion(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
+  return ctx.emit(CONVERSION, conversionArgs(ctx, x), dtype, shapeOf(x));
+}
+
+/** `x` converted by the conversion kernel into `out`, a tensor of x's shape made beforehand. */
+export function convertInto(ctx: ImportContext, x: OnnxValue, out: TensorValue): void {
+  ctx.kernel(CONVERSION, [...conversionArgs(ctx, x), out]);
+}
+
+/** `x` as `dtype`: itself when it has it, converted at import when constant, else by the kernel. */
+export function convert(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
   if (dtypeOf(x) === dtype) return x;
   if (x.kind === 'const') return constValue(fromNumbers(dtype, x.tensor.shape, toNumbers(x.tensor)));
-  return ctx.emit(
-    'dim_order_ops::_to_dim_order_copy.out',
-    [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-    dtype,
-    shapeOf(x),
-  );
+  return emitConversion(ctx, x, dtype);
 }
 
 export function zeroOf(ctx: ImportContext, x: OnnxValue): OnnxValue {

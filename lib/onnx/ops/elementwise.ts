@@ -8,7 +8,8 @@ import {
   arith,
   binaryShape,
   compare,
-  convertFloat,
+  convert,
+  emitConversion,
   expandTo,
   LOWEST_FLOAT32,
   scalarOperand,
@@ -49,8 +50,8 @@ export function pow(node: NodeView): OnnxValue[] {
   }
   // base^e = exp(e * log|base|), with the sign and 0^0 fixed where the exponent is known.
   const floatDtype: DType = isFloat(outDtype) ? outDtype : 'float32';
-  const b = convertFloat(ctx, base, floatDtype);
-  const e = convertFloat(ctx, exponent, floatDtype);
+  const b = convert(ctx, base, floatDtype);
+  const e = convert(ctx, exponent, floatDtype);
   let y = unary(ctx, 'aten::exp.out', arith(ctx, node, 'mul', e, unary(ctx, 'aten::log.out', unary(ctx, 'aten::abs.out', b))));
   const shape = shapeOf(y);
   const negative = compare(ctx, node, 'lt', b, ctx.constant(floatDtype, [], [0]));
@@ -114,15 +115,7 @@ export function pow(node: NodeView): OnnxValue[] {
   }
   y = expandTo(ctx, y, shape);
   if (isFloat(outDtype)) return [y];
-  const rounded = unary(ctx, 'aten::round.out', y);
-  return [
-    ctx.emit(
-      'dim_order_ops::_to_dim_order_copy.out',
-      [ctx.tensor(rounded), { bool: false }, { intList: shape.map((_, i) => i) }],
-      outDtype,
-      shape,
-    ),
-  ];
+  return [emitConversion(ctx, unary(ctx, 'aten::round.out', y), outDtype)];
 }
 
 export function cast(node: NodeView): OnnxValue[] {
@@ -134,14 +127,7 @@ export function cast(node: NodeView): OnnxValue[] {
   // An integer product's result is already at hand in float32 (ops/quantized.ts).
   const floatForm = dtype === 'float32' ? node.ctx.floatForms.get(x) : undefined;
   if (floatForm !== undefined) return [floatForm];
-  return [
-    node.ctx.emit(
-      'dim_order_ops::_to_dim_order_copy.out',
-      [node.ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-      dtype,
-      shapeOf(x),
-    ),
-  ];
+  return [emitConversion(node.ctx, x, dtype)];
 }
 
 export function clip(node: NodeView): OnnxValue[] {
@@ -229,13 +215,7 @@ export function reciprocal(node: NodeView): OnnxValue[] {
 export function sign(node: NodeView): OnnxValue[] {
   const { ctx } = node;
   const x = node.input(0);
-  const toX = (v: OnnxValue): OnnxValue =>
-    ctx.emit(
-      'dim_order_ops::_to_dim_order_copy.out',
-      [ctx.tensor(v), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-      dtypeOf(x),
-      shapeOf(x),
-    );
+  const toX = (v: OnnxValue): OnnxValue => emitConversion(ctx, v, dtypeOf(x));
   const sign = arith(ctx, node, 'sub', toX(compare(ctx, node, 'gt', x, zeroOf(ctx, x))), toX(compare(ctx, node, 'lt', x, zeroOf(ctx, x))));
   if (!isFloat(dtypeOf(x))) return [sign];
   // NaN compares false both ways; it stays NaN.

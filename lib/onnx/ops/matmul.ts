@@ -4,7 +4,7 @@
 import { numel } from '../../shape.js';
 import { dtypeOf, isFloat, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { broadcastShape } from '../fold.js';
-import { arith, convertFloat, expandTo, permute, reshape, slice } from './common.js';
+import { arith, convert, expandTo, permute, reshape, slice } from './common.js';
 
 /**
  * Whether a float32 product of runtime `x` with constant weights (and bias)
@@ -41,8 +41,8 @@ export function widened(
   compute: (wide: (OnnxValue | undefined)[]) => OnnxValue,
 ): OnnxValue | undefined {
   if (!ctx.wideAccumulation || operands.some((o) => o !== undefined && dtypeOf(o) !== 'float32')) return undefined;
-  const result = compute(operands.map((o) => (o === undefined ? undefined : convertFloat(ctx, o, 'float64'))));
-  return convertFloat(ctx, result, 'float32');
+  const result = compute(operands.map((o) => (o === undefined ? undefined : convert(ctx, o, 'float64'))));
+  return convert(ctx, result, 'float32');
 }
 
 // The portable convolution and mm kernels accumulate float32 sums in order.

@@ -22,10 +22,9 @@
 // something reads it: a Cast to float32, the usual consumer (before the
 // rescale by x_scale * w_scale), returns the float32 result as it is.
 import type { DType } from '../../export/dtype.js';
-import { fromNumbers, toNumbers } from '../constant.js';
 import { constValue, dtypeOf, NodeView, shapeOf, type ImportContext, type OnnxValue } from '../context.js';
 import { foldNode } from '../fold.js';
-import { arith, compare, reshape, unary, where } from './common.js';
+import { arith, compare, convert, convertInto, reshape, unary, where } from './common.js';
 import { conv } from './conv.js';
 import { matmul } from './matmul.js';
 
@@ -33,23 +32,9 @@ const QUANTIZED_MAX = 255;
 /** 1.5 * 2^23: float32 sums with it have no fraction bits left (see the rounding of y below). */
 const ROUNDING_SHIFT = 12582912;
 
-/** A float32 copy of `x` (integers of 8 bits are exact). */
-function toFloat32(ctx: ImportContext, x: OnnxValue): OnnxValue {
-  if (x.kind === 'const') return constValue(fromNumbers('float32', x.tensor.shape, toNumbers(x.tensor)));
-  return ctx.emit(
-    'dim_order_ops::_to_dim_order_copy.out',
-    [ctx.tensor(x), { bool: false }, { intList: shapeOf(x).map((_, i) => i) }],
-    'float32',
-    shapeOf(x),
-  );
-}
-
 /** `x` converted to `dtype`, computed only when something reads it. */
 function deferredConversion(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
-  const shape = shapeOf(x);
-  return ctx.deferred(dtype, shape, (out) =>
-    ctx.kernel('dim_order_ops::_to_dim_order_copy.out', [ctx.tensor(x), { bool: false }, { intList: shape.map((_, i) => i) }, out]),
-  );
+  return ctx.deferred(dtype, shapeOf(x), (out) => convertInto(ctx, x, out));
 }
 
 export function dynamicQuantizeLinear(node: NodeView): OnnxValue[] {
@@ -91,14 +76,7 @@ export function dynamicQuantizeLinear(node: NodeView): OnnxValue[] {
   const clampedQuotient = select(compare(ctx, node, 'ge', quotient, bottom), capped, bottom);
   const centered = arith(ctx, node, 'sub', arith(ctx, node, 'add', clampedQuotient, number(ROUNDING_SHIFT)), number(ROUNDING_SHIFT));
   const zeroPointOut = deferredConversion(ctx, zeroPoint, 'uint8');
-  const y = ctx.deferred('uint8', shape, (out) =>
-    ctx.kernel('dim_order_ops::_to_dim_order_copy.out', [
-      ctx.tensor(arith(ctx, node, 'add', centered, zeroPoint)),
-      { bool: false },
-      { intList: shape.map((_, i) => i) },
-      out,
-    ]),
-  );
+  const y = ctx.deferred('uint8', shape, (out) => convertInto(ctx, arith(ctx, node, 'add', centered, zeroPoint), out));
   ctx.centeredForms.set(y, { centered, zeroPoint: zeroPointOut });
   return [y, scale, zeroPointOut];
 }
@@ -125,13 +103,13 @@ function centeredOperand(
   }
   const form = ctx.centeredForms.get(value);
   if (form !== undefined && zeroPoint !== undefined && form.zeroPoint === zeroPoint) return form.centered;
-  const values = toFloat32(ctx, value);
+  const values = convert(ctx, value, 'float32');
   if (zeroPoint === undefined) return values;
   const count = shapeOf(zeroPoint).reduce((a, b) => a * b, 1);
   const shape = count === 1 ? [] : zeroPointShape(shapeOf(zeroPoint));
   if (shape === undefined)
     node.fail(`the zero point of ${what} has shape ${JSON.stringify(shapeOf(zeroPoint))}, which ${node.op} does not take`);
-  const offsets = reshape(ctx, toFloat32(ctx, zeroPoint), shape);
+  const offsets = reshape(ctx, convert(ctx, zeroPoint, 'float32'), shape);
   if (values.kind === 'const' && offsets.kind === 'const') {
     const centered = foldNode('Sub', [values.tensor, offsets.tensor], node);
     if (centered?.[0] === undefined || centered[0].shape.join() !== shapeOf(values).join()) {
