@@ -340,8 +340,14 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
       debugOutputs = debugOutputs.filter((name) => name !== missing);
     }
   }
+  // What both engines read as given: the feeds and the initializers (a comparison's threshold).
+  const given = new Map<string, Float32Array>(Object.entries(feeds));
+  for (const proto of graph.initializers) {
+    const constant = constFromProto(proto, proto.name);
+    if (constant.dtype === 'float32') given.set(proto.name, Float32Array.from(toNumbers(constant)));
+  }
   const module = await Module.load(imported.bytes, { numThreads: 1 });
-  const values = new Map<string, Float32Array>(Object.entries(feeds));
+  const values = new Map(given);
   try {
     const results = await module.execute(
       'forward',
@@ -354,13 +360,7 @@ export async function graphValues(model: Uint8Array, feeds: Feeds): Promise<Grap
   } finally {
     await module.dispose();
   }
-  // Initializers (a comparison's threshold) are the same on both sides.
-  for (const proto of graph.initializers) {
-    const constant = constFromProto(proto, proto.name);
-    if (constant.dtype === 'float32') values.set(proto.name, Float32Array.from(toNumbers(constant)));
-  }
   const inputs = imported.inputs.map((info) => ({ name: info.name, shape: [...info.shape] }));
-  const reference = new Map([...values].filter(([name]) => !computed.includes(name) && !outputs.has(name)));
-  for (const [name, value] of await referenceValues(model, inputs, computed, feeds)) reference.set(name, value);
+  const reference = new Map([...given, ...(await referenceValues(model, inputs, computed, feeds))]);
   return { values, reference, nodes: graph.nodes.map((n) => ({ opType: n.opType, inputs: n.inputs, outputs: n.outputs })) };
 }
