@@ -221,15 +221,17 @@ TEST(XnnpackDynamicQuant, BlockwiseFourBitScaleSources) {
 }
 
 TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
-  // 19 rows: a tile of 16 (four at a time), then three single rows. Groups of
-  // 8 and 16 run on VNNI and the portable path (AVX2 falls back to the latter).
+  // 19 rows: a task's tile of 16 (eight at a time on VNNI, four on AVX2), then
+  // three single rows. Groups of 8 and 16 run on VNNI and the portable path
+  // (AVX2 falls back to the latter).
   for (size_t group : {8u, 16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
 }
 
 TEST(XnnpackDynamicQuant, RowAndChannelRemaindersOfTheVectorTiles) {
-  // Vector paths take rows four at a time and, for single rows, channels in
-  // runs of four groups of 8: batches and widths that leave every remainder.
-  for (size_t rows : {1u, 2u, 4u, 5u, 7u}) {
+  // Vector paths take rows eight (VNNI) or four at a time, then four, and
+  // single rows with channels in runs of four groups of 8: batches and widths
+  // that leave every remainder.
+  for (size_t rows : {1u, 2u, 4u, 5u, 7u, 8u, 13u, 15u}) {
     for (size_t out : {8u, 33u, 40u, 52u}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out));
       // 200 products of 8-bit weights: outputs cancel terms a thousand times

@@ -248,16 +248,21 @@ void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, const int32_
 
 // kRows rows times kGroups consecutive groups of 8 channels over one block:
 // dots[r * kGroups + g], lane j for channel j of group g. A vpdpbusd result
-// feeds the next one on the same register only after several cycles, so each
-// (row, group) pair keeps two accumulators (even and odd quads) and a tile
-// holds at least four pairs where the batch allows.
+// feeds the next one on the same register only after several cycles. A tile
+// of fewer than 8 (row, group) pairs gives each pair two accumulators (even
+// and odd quads) to hide that; from 8 pairs on, the pairs alone hide it, and
+// one accumulator each leaves the 32 registers to the tile's rows (8 rows of
+// one group: 0.97 to 0.62 ms for 64 rows of a 768 x 2048 4-bit layer).
 template <bool kFourBit, size_t kRows, size_t kGroups>
 ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_bytes, const uint8_t* const* rows,
                                              size_t first_quad, size_t quads, __m256i* dots) {
   constexpr size_t kPairs = kRows * kGroups;
-  __m256i even[kPairs], odd[kPairs];
+  constexpr bool kSplitQuads = kPairs < 8;
+  __m256i even[kPairs], odd[kSplitQuads ? kPairs : 1];
   ETNA_UNROLL
-  for (size_t i = 0; i < kPairs; ++i) even[i] = odd[i] = _mm256_setzero_si256();
+  for (size_t i = 0; i < kPairs; ++i) even[i] = _mm256_setzero_si256();
+  ETNA_UNROLL
+  for (__m256i& o : odd) o = _mm256_setzero_si256();
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
   for (size_t quad = first_quad; quad < first_quad + quads; quad += 2) {
@@ -280,13 +285,18 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
       const __m256i a_odd = broadcast_quad(rows[r], (quad + 1) * kQuad);
       ETNA_UNROLL
       for (size_t g = 0; g < kGroups; ++g) {
-        even[r * kGroups + g] = _mm256_dpbusd_epi32(even[r * kGroups + g], a_even, even_weights[g]);
-        odd[r * kGroups + g] = _mm256_dpbusd_epi32(odd[r * kGroups + g], a_odd, odd_weights[g]);
+        const size_t pair = r * kGroups + g;
+        even[pair] = _mm256_dpbusd_epi32(even[pair], a_even, even_weights[g]);
+        if constexpr (kSplitQuads) {
+          odd[pair] = _mm256_dpbusd_epi32(odd[pair], a_odd, odd_weights[g]);
+        } else {
+          even[pair] = _mm256_dpbusd_epi32(even[pair], a_odd, odd_weights[g]);
+        }
       }
     }
   }
   ETNA_UNROLL
-  for (size_t i = 0; i < kPairs; ++i) dots[i] = _mm256_add_epi32(even[i], odd[i]);
+  for (size_t i = 0; i < kPairs; ++i) dots[i] = kSplitQuads ? _mm256_add_epi32(even[i], odd[i]) : even[i];
 }
 
 template <bool kFourBit, size_t kRows, size_t kGroups>
@@ -341,8 +351,11 @@ template <bool kFourBit>
 void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                          float* sums) {
   size_t r = 0;
+  for (; r + 8 <= row_count; r += 8) {
+    dot_rows_vnni_groups<kFourBit, 8, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  }
   for (; r + 4 <= row_count; r += 4) {
-    dot_rows_vnni_groups<kFourBit, 4, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+    dot_rows_vnni_groups<kFourBit, 4, 2>(w, rows + r, zero_points + r, sums + r * w.padded_out);
   }
   for (; r < row_count; ++r) {
     dot_rows_vnni_groups<kFourBit, 1, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
@@ -467,18 +480,33 @@ void quantize_values_scalar(const float* x, size_t count, float multiplier, floa
 // in the default rounding mode.
 __attribute__((target("avx2,fma"))) RowRange row_range_avx2(const float* x, size_t count) {
   const __m256 zero = _mm256_setzero_ps();
-  __m256 lo = zero, hi = zero, probe = zero;
+  // Four sets of lanes, so that no step waits on the one before.
+  __m256 lo[4] = {zero, zero, zero, zero}, hi[4] = {zero, zero, zero, zero}, probe[4] = {zero, zero, zero, zero};
   size_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    ETNA_UNROLL
+    for (size_t u = 0; u < 4; ++u) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * u);
+      lo[u] = _mm256_min_ps(lo[u], v);
+      hi[u] = _mm256_max_ps(hi[u], v);
+      probe[u] = _mm256_add_ps(probe[u], _mm256_mul_ps(v, zero));
+    }
+  }
   for (; i + 8 <= count; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
-    lo = _mm256_min_ps(lo, v);
-    hi = _mm256_max_ps(hi, v);
-    probe = _mm256_add_ps(probe, _mm256_mul_ps(v, zero));
+    lo[0] = _mm256_min_ps(lo[0], v);
+    hi[0] = _mm256_max_ps(hi[0], v);
+    probe[0] = _mm256_add_ps(probe[0], _mm256_mul_ps(v, zero));
+  }
+  for (size_t u = 1; u < 4; ++u) {
+    lo[0] = _mm256_min_ps(lo[0], lo[u]);
+    hi[0] = _mm256_max_ps(hi[0], hi[u]);
+    probe[0] = _mm256_add_ps(probe[0], probe[u]);
   }
   alignas(32) float lanes_lo[8], lanes_hi[8], lanes_probe[8];
-  _mm256_store_ps(lanes_lo, lo);
-  _mm256_store_ps(lanes_hi, hi);
-  _mm256_store_ps(lanes_probe, probe);
+  _mm256_store_ps(lanes_lo, lo[0]);
+  _mm256_store_ps(lanes_hi, hi[0]);
+  _mm256_store_ps(lanes_probe, probe[0]);
   RowRange range = row_range_scalar(x + i, count - i);
   float probe_sum = range.finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   for (size_t lane = 0; lane < 8; ++lane) {
