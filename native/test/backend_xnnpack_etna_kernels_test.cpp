@@ -617,7 +617,8 @@ TEST(XnnpackEtnaKernels, TransposesBetweenImageLayoutsOnEveryPath) {
 // (copied as inlined chunks), 12 and 132 bytes (library copies): every
 // output pixel holds each input's channels in input order.
 TEST(XnnpackEtnaKernels, ConcatenatesShortAndLongChannelRows) {
-  const std::vector<uint32_t> channels = {4, 8, 3, 32, 33};
+  // Rows of 16, 4, 12, 8 and 132 bytes.
+  const std::vector<uint32_t> channels = {4, 1, 3, 2, 33};
   const uint32_t height = 3, width = 5, pixels = height * width;
   uint32_t total = 0;
   for (uint32_t c : channels) total += c;
@@ -653,6 +654,51 @@ TEST(XnnpackEtnaKernels, ConcatenatesShortAndLongChannelRows) {
   Status ran = run_delegate(**delegate, args);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_EQ(output.to_vector(), want);
+}
+
+// Slices whose rows (the output's last dim) are one or two elements a fixed
+// stride apart (the even or odd half of interleaved pairs, as a rotary
+// embedding takes them), whole inner dims, and rank 1, against indexing.
+TEST(XnnpackEtnaKernels, SlicesShortAndStridedRows) {
+  struct Slice {
+    std::vector<uint32_t> dims, offsets, sizes;
+  };
+  const Slice slices[] = {
+      {{3, 5, 6, 2}, {0, 0, 0, 1}, {3, 5, 6, 1}},  // odd elements of pairs: 4-byte rows
+      {{3, 5, 6, 2}, {0, 0, 0, 0}, {3, 5, 6, 1}},  // even elements
+      {{3, 5, 6, 4}, {1, 2, 1, 2}, {2, 3, 4, 2}},  // 8-byte rows inside every dim
+      {{3, 5, 6, 2}, {0, 1, 0, 0}, {3, 4, 6, 2}},  // whole inner dims
+      {{12}, {3}, {5}},
+  };
+  auto to_i64 = [](const std::vector<uint32_t>& dims) { return std::vector<int64_t>(dims.begin(), dims.end()); };
+  auto count_of = [](const std::vector<uint32_t>& dims) {
+    size_t count = 1;
+    for (uint32_t d : dims) count *= d;
+    return count;
+  };
+  for (const Slice& slice : slices) {
+    SCOPED_TRACE("slice of rank " + std::to_string(slice.dims.size()) + ", last dim " +
+                 std::to_string(slice.sizes.back()));
+    const size_t rank = slice.dims.size();
+    std::vector<float> x(count_of(slice.dims));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    std::vector<float> want(count_of(slice.sizes));
+    for (size_t i = 0; i < want.size(); ++i) {
+      size_t rest = i, source = 0, stride = 1;
+      for (size_t d = rank; d-- > 0;) {
+        source += (rest % slice.sizes[d] + slice.offsets[d]) * stride;
+        rest /= slice.sizes[d];
+        stride *= slice.dims[d];
+      }
+      want[i] = x[source];
+    }
+    PayloadBuilder builder;
+    const uint32_t in = builder.input(slice.dims, 0), out = builder.output(slice.sizes, 1);
+    builder.slice(slice.offsets, slice.sizes, in, out);
+    const auto results = run_graph(builder, {Io(to_i64(slice.dims), x)}, {Io(to_i64(slice.sizes))});
+    ASSERT_EQ(results.size(), 1u);
+    EXPECT_EQ(results[0], want);
+  }
 }
 
 // Transposed convolutions whose kernel equals their stride (each input pixel

@@ -344,6 +344,13 @@ TEST(XnnpackParallelKernels, DataMovementSplitsRowsAndBlocks) {
         }));
   }
   {
+    SCOPED_TRACE("slice of the odd elements of pairs");
+    expect_same_bits_on_any_threads(
+        movement({4, 12, 33, 2}, {4, 12, 33, 1}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {
+          b.slice({0, 0, 0, 1}, {4, 12, 33, 1}, in, out);
+        }));
+  }
+  {
     SCOPED_TRACE("copy of an input into an output");
     expect_same_bits_on_any_threads(
         movement({300, 1000}, {1000, 300}, [](PayloadBuilder& b, uint32_t in, uint32_t out) {

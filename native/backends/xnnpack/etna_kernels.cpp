@@ -186,35 +186,65 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
 constexpr size_t kSmallRowChunk = 16;  // bytes
 constexpr size_t kSmallRowBytes = 128;
 
-// Copies one row. Short rows (the channels of a pixel, a head's slice of a
-// position) move as fixed-size chunks the compiler inlines: a library memcpy
-// call per row costs more than the row's bytes.
-inline void copy_row(uint8_t* target, const uint8_t* source, size_t bytes) {
-  if (bytes % kSmallRowChunk == 0 && bytes <= kSmallRowBytes) {
-    for (size_t b = 0; b < bytes; b += kSmallRowChunk) std::memcpy(target + b, source + b, kSmallRowChunk);
-  } else if (bytes) {
-    std::memcpy(target, source, bytes);
+template <size_t kBytes>
+void copy_fixed_rows(uint8_t* target, size_t target_step, const uint8_t* source, size_t source_step, size_t count) {
+  for (size_t i = 0; i < count; ++i) std::memcpy(target + i * target_step, source + i * source_step, kBytes);
+}
+
+// Copies `count` rows of `bytes` each, row i from source + i * source_step to
+// target + i * target_step. The row size is looked at once per run: short rows
+// (one element of an interleaved pair, the channels of a pixel, a head's
+// slice of a position) move as fixed-size copies the compiler inlines, where
+// a library memcpy call per row costs more than the row's bytes.
+void copy_strided_rows(uint8_t* target, size_t target_step, const uint8_t* source, size_t source_step, size_t count,
+                       size_t bytes) {
+  switch (bytes) {
+    case 0: return;
+    case 1: return copy_fixed_rows<1>(target, target_step, source, source_step, count);
+    case 2: return copy_fixed_rows<2>(target, target_step, source, source_step, count);
+    case 4: return copy_fixed_rows<4>(target, target_step, source, source_step, count);
+    case 8: return copy_fixed_rows<8>(target, target_step, source, source_step, count);
+    default: break;
+  }
+  const bool chunks = bytes % kSmallRowChunk == 0 && bytes <= kSmallRowBytes;
+  for (size_t i = 0; i < count; ++i) {
+    uint8_t* to = target + i * target_step;
+    const uint8_t* from = source + i * source_step;
+    if (chunks) {
+      for (size_t b = 0; b < bytes; b += kSmallRowChunk) std::memcpy(to + b, from + b, kSmallRowChunk);
+    } else {
+      std::memcpy(to, from, bytes);
+    }
   }
 }
 
 // Fills each row of the output (its last dim, contiguous) from the input: the
 // row at output index (i_0, .., i_{rank-2}) starts at input element
-// `base + sum of i_d * strides[d]`, its elements contiguous there too.
+// `base + sum of i_d * strides[d]`, its elements contiguous there too. The
+// rows along the next-to-last dim are a constant stride apart, so they go to
+// copy_strided_rows together.
 void copy_rows(const uint8_t* input, size_t base, const size_t* strides, uint8_t* output, const Shape& out_shape,
                size_t element_size, pthreadpool_t threadpool) {
   const size_t rank = out_shape.rank;
   const size_t run = out_shape.dims[rank - 1] * element_size;
   const size_t rows = out_shape.numel() / out_shape.dims[rank - 1];
+  const size_t inner = rank >= 2 ? out_shape.dims[rank - 2] : 1;
+  const size_t inner_step = rank >= 2 ? strides[rank - 2] * element_size : 0;
   for_row_runs(threadpool, rows, run, [&](size_t first, size_t end) {
     size_t index[kMaxRank] = {};
     unravel(first, out_shape, rank - 1, index);
     uint8_t* target = output + first * run;
-    for (size_t row = first; row < end; ++row) {
+    for (size_t row = first; row < end;) {
       size_t source = base;
       for (size_t d = 0; d + 1 < rank; ++d) source += index[d] * strides[d];
-      copy_row(target, input + source * element_size, run);
-      target += run;
-      for (size_t d = rank - 1; d-- > 0;) {
+      const size_t at = rank >= 2 ? index[rank - 2] : 0;
+      const size_t count = std::min(inner - at, end - row);
+      copy_strided_rows(target, run, input + source * element_size, inner_step, count, run);
+      target += count * run;
+      row += count;
+      if (rank < 2 || (index[rank - 2] = at + count) < inner) continue;
+      index[rank - 2] = 0;
+      for (size_t d = rank - 2; d-- > 0;) {
         if (++index[d] < out_shape.dims[d]) break;
         index[d] = 0;
       }
@@ -274,7 +304,7 @@ void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const
       size_t row = element_size;
       for (size_t d = node.axis; d < shape.rank; ++d) row *= shape.dims[d];
       const uint8_t* input = static_cast<const uint8_t*>(data[input_index]);
-      for (size_t i = first; i < end; ++i) copy_row(output + i * out_row + column, input + i * row, row);
+      copy_strided_rows(output + first * out_row + column, out_row, input + first * row, row, end - first, row);
       column += row;
     }
   });
