@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <new>
@@ -28,10 +29,45 @@ constexpr int64_t kKeyTileBytes = 16 * 1024;
 
 int64_t keys_seen(const AttentionProblem& p, int64_t row) { return p.causal ? p.start_pos + row + 1 : p.visible; }
 
+// softmax_exp (attention.h): y = n ln2 + r with ln2 in two parts (n times the
+// first is exact), e^r by its degree-7 Taylor polynomial (|r| <= ln2 / 2),
+// 2^n written into the exponent bits. Plain multiplies and adds, as the AVX2
+// twin does lane by lane, so that both give the same bits; std::exp called
+// once per score took most of a long prompt's attention time.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2High = 0.693145751953125f;  // few bits: n * kLn2High is exact
+constexpr float kLn2Low = 1.428606765330187045e-06f;
+constexpr float kExpFloor = -87.0f;
+constexpr float kExpTaylor[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
+// Sums of the softmax run in 8 lanes (score c into lane c % 8), added
+// pairwise at the end, on every path: the AVX2 path's order.
+constexpr int64_t kSumLanes = 8;
+
+float add_lanes(const float* lanes) {
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 // ---------------------------------------------------------------------------
 // Portable path: plain loops, in the order the vector path keeps.
 
 struct PortableOps {
+  // exp(score - max) in place; returns their sum. A NaN score is skipped by
+  // the max and makes the sum NaN; a row whose max is -inf or +inf gives
+  // exp(NaN): NaN, as PyTorch's softmax does.
+  static float softmax(float* scores, int64_t count) {
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 0; c < count; ++c) {
+      if (scores[c] > max_score) max_score = scores[c];
+    }
+    float lanes[kSumLanes] = {};
+    for (int64_t c = 0; c < count; ++c) {
+      scores[c] = softmax_exp(scores[c] - max_score);
+      lanes[c % kSumLanes] += scores[c];
+    }
+    return add_lanes(lanes);
+  }
+
   static constexpr bool kPacksKeys = false;
 
   // Scores of keys [begin, end) (cache positions) into scores[begin, end).
@@ -58,24 +94,6 @@ struct PortableOps {
   }
 };
 
-// exp(score - max) in place; returns their sum. A NaN score is skipped by
-// the max and makes the sum NaN; a row whose max is -inf or +inf gives
-// exp(NaN): NaN, as PyTorch's softmax does. Scalar on every path (std::exp),
-// so that every path gives the same bits.
-float softmax_in_place(float* scores, int64_t count) {
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (int64_t c = 0; c < count; ++c) {
-    if (scores[c] > max_score) max_score = scores[c];
-  }
-  float sum = 0;
-  for (int64_t c = 0; c < count; ++c) {
-    const float e = std::exp(scores[c] - max_score);
-    scores[c] = e;
-    sum += e;
-  }
-  return sum;
-}
-
 // ---------------------------------------------------------------------------
 // AVX2 path, bit for bit the portable one: each score is the same sequence
 // of float multiplies and adds over head_dim (lanes run over eight keys, from
@@ -98,8 +116,55 @@ ETNA_AVX2 inline void store_scores(__m256 dots, __m256 scale8, const float* mask
   _mm256_storeu_ps(scores + at, score);
 }
 
+// softmax_exp on 8 lanes, the same operations in the same order.
+ETNA_AVX2 inline __m256 softmax_exp_avx2(__m256 y) {
+  const __m256 in_range = _mm256_cmp_ps(y, _mm256_set1_ps(kExpFloor), _CMP_GE_OQ);
+  const __m256 nan_lanes = _mm256_and_ps(_mm256_cmp_ps(y, y, _CMP_UNORD_Q), y);
+  const __m256 x = _mm256_and_ps(in_range, y);  // lanes out of range compute e^0, then give way
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2High))),
+                                 _mm256_mul_ps(n, _mm256_set1_ps(kLn2Low)));
+  __m256 p = _mm256_set1_ps(kExpTaylor[0]);
+  for (size_t i = 1; i < sizeof kExpTaylor / sizeof kExpTaylor[0]; ++i) {
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpTaylor[i]));
+  }
+  const __m256i two_to_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_blendv_ps(nan_lanes, _mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n)), in_range);
+}
+
 struct Avx2Ops {
   static constexpr bool kPacksKeys = true;
+
+  // PortableOps::softmax eight scores at a time: max is exact in any order,
+  // and maxps(score, m) keeps m for a NaN score, as the portable compare does.
+  ETNA_AVX2 static float softmax(float* scores, int64_t count) {
+    const int64_t whole = count / kSumLanes * kSumLanes;
+    __m256 maxima = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t c = 0; c < whole; c += kSumLanes) maxima = _mm256_max_ps(_mm256_loadu_ps(scores + c), maxima);
+    alignas(32) float lanes[kSumLanes];
+    _mm256_store_ps(lanes, maxima);
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (float m : lanes) {
+      if (m > max_score) max_score = m;
+    }
+    for (int64_t c = whole; c < count; ++c) {
+      if (scores[c] > max_score) max_score = scores[c];
+    }
+    const __m256 subtrahend = _mm256_set1_ps(max_score);
+    __m256 sums = _mm256_setzero_ps();
+    for (int64_t c = 0; c < whole; c += kSumLanes) {
+      const __m256 e = softmax_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(scores + c), subtrahend));
+      _mm256_storeu_ps(scores + c, e);
+      sums = _mm256_add_ps(sums, e);
+    }
+    _mm256_store_ps(lanes, sums);
+    for (int64_t c = whole; c < count; ++c) {
+      scores[c] = softmax_exp(scores[c] - max_score);
+      lanes[c % kSumLanes] += scores[c];
+    }
+    return add_lanes(lanes);
+  }
 
   // packed[d * width + i] = key (tile + i)'s element d, for keys [tile, end):
   // 8 x 8 blocks transposed in registers, the edges one by one.
@@ -282,7 +347,7 @@ void attend_rows(const AttentionProblem& p, const Plan& plan, int64_t b, int64_t
     }
   }
   for (int64_t r = first; r < end; ++r) {
-    sums[r - first] = softmax_in_place(scores + (r - first) * p.visible, keys_seen(p, r));
+    sums[r - first] = Ops::softmax(scores + (r - first) * p.visible, keys_seen(p, r));
     std::fill(acc + (r - first) * plan.padded_dim, acc + (r - first + 1) * plan.padded_dim, 0.0f);
   }
   for (int64_t tile = 0; tile < last_seen; tile += plan.key_tile) {
@@ -332,6 +397,18 @@ Status attend_on(const AttentionProblem& p, pthreadpool_t pool) {
 }
 
 }  // namespace
+
+float softmax_exp(float y) {
+  if (!(y >= kExpFloor)) return std::isnan(y) ? y : 0.0f;
+  const float n = std::nearbyint(y * kLog2e);
+  const float r = (y - n * kLn2High) - n * kLn2Low;
+  float p = kExpTaylor[0];
+  for (size_t i = 1; i < sizeof kExpTaylor / sizeof kExpTaylor[0]; ++i) p = p * r + kExpTaylor[i];
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_to_n;
+  std::memcpy(&two_to_n, &bits, sizeof two_to_n);
+  return p * two_to_n;
+}
 
 Status attend(const AttentionProblem& p, pthreadpool_t pool) {
   if (p.batch == 0 || p.sequence == 0 || p.heads == 0 || p.head_dim == 0) return Status::ok();

@@ -40,6 +40,10 @@ struct AttentionProblem {
 // Computes p.out. Fails only when scratch memory cannot be had.
 Status attend(const AttentionProblem& p, pthreadpool_t pool);
 
+// e^y as the softmax takes it, for y = score - max <= 0 on every path: within
+// 2 ulp of e^y down to -87, 0 below (and for -inf), NaN for NaN.
+float softmax_exp(float y);
+
 enum class AttentionPath : uint8_t { kPortable, kAvx2 };
 
 const char* attention_path_name(AttentionPath path);

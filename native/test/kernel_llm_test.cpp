@@ -397,6 +397,29 @@ INSTANTIATE_TEST_SUITE_P(
         TiledCase{{1, 1, 3, 1, 3, 1, 0, true}, false, 0}));          // one key, head_dim 3
 
 // PyTorch's rules for NaN and infinities, on every path and thread count: a
+// The softmax's exponential against e^y in double, over its whole range and
+// at the edges: within 2 ulp down to -87, 0 below and at -inf, NaN for NaN.
+TEST(TiledSdpa, SoftmaxExpWithinTwoUlp) {
+  auto ulps = [](float a, float b) {
+    int32_t ia, ib;
+    std::memcpy(&ia, &a, sizeof ia);
+    std::memcpy(&ib, &b, sizeof ib);
+    return std::abs(static_cast<int64_t>(ia) - ib);
+  };
+  int64_t worst = 0;
+  for (int i = 0; i <= 400000; ++i) {
+    const float y = -87.0f * static_cast<float>(i) / 400000.0f;
+    const float want = static_cast<float>(std::exp(static_cast<double>(y)));
+    worst = std::max(worst, ulps(etna::kernels::softmax_exp(y), want));
+  }
+  EXPECT_LE(worst, 2);
+  EXPECT_EQ(etna::kernels::softmax_exp(0.0f), 1.0f);
+  EXPECT_EQ(etna::kernels::softmax_exp(-0.0f), 1.0f);
+  EXPECT_EQ(etna::kernels::softmax_exp(-87.5f), 0.0f);
+  EXPECT_EQ(etna::kernels::softmax_exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_TRUE(std::isnan(etna::kernels::softmax_exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
 // NaN in a query row makes that row NaN; a NaN key makes every row that sees
 // it NaN (causal rows before it never read it); an infinity in a value gives
 // that infinity in the rows that weigh it; a row masked to -inf throughout,
