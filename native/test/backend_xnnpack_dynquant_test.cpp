@@ -228,11 +228,11 @@ TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
 }
 
 TEST(XnnpackDynamicQuant, RowAndChannelRemaindersOfTheVectorTiles) {
-  // Vector paths take rows eight (VNNI) or four at a time, then four, and
-  // single rows with channels in runs of four groups of 8: batches and widths
-  // that leave every remainder.
+  // Vector paths take rows eight (VNNI, two groups of 8 channels at a time)
+  // or four at a time, then four, and single rows with channels in runs of
+  // four groups: batches and widths that leave every remainder.
   for (size_t rows : {1u, 2u, 4u, 5u, 7u, 8u, 13u, 15u}) {
-    for (size_t out : {8u, 33u, 40u, 52u}) {
+    for (size_t out : {8u, 16u, 33u, 40u, 52u}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out));
       // 200 products of 8-bit weights: outputs cancel terms a thousand times
       // larger, so fp32 rounding (the same on every path) reaches 1e-4.
