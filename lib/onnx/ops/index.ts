@@ -12,6 +12,7 @@ import { concat, gather, pad, sliceOp, split } from './indexing.js';
 import { gemm, matmul } from './matmul.js';
 import { batchNorm, instanceNorm, layerNorm } from './norm.js';
 import { globalPool, pool } from './pool.js';
+import { dequantizeLinear, quantizeLinear } from './qdq.js';
 import { convInteger, dynamicQuantizeLinear, matMulInteger } from './quantized.js';
 import { gru, lstm } from './recurrent.js';
 import { argReduce, reduceHandler } from './reduce.js';
@@ -101,6 +102,8 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   DynamicQuantizeLinear: dynamicQuantizeLinear,
   ConvInteger: convInteger,
   MatMulInteger: matMulInteger,
+  QuantizeLinear: quantizeLinear,
+  DequantizeLinear: dequantizeLinear,
   Clip: clip,
   ReduceMean: reduceHandler('mean', 18),
   ReduceSum: reduceHandler('sum', 13),
