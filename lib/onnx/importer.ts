@@ -18,6 +18,7 @@ import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
+import { markQuantizedProducts } from './ops/qdq.js';
 import { convertInto, reshape, where } from './ops/common.js';
 import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxTensorProto, type OnnxValueInfo } from './proto.js';
 
@@ -213,6 +214,7 @@ function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
   for (const init of graph.initializers) ctx.values.set(init.name, constValue(readInitializer(graph, init)));
   const { nodes, constants, folded } = rewriteGraph({ ...graph, nodes: sortNodes(graph) }, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
+  if (ctx.xnnpack) markQuantizedProducts(nodes, ctx, new Set(graph.outputs.map((output) => output.name)));
   stats.folded += folded;
   for (const node of nodes) runNode(node, ctx, stats);
 }

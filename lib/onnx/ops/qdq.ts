@@ -15,10 +15,21 @@
 // (kept as a centered form) and is converted to 8 bits only when something
 // reads it as such: a DequantizeLinear with the same zero point multiplies
 // the centered values by its scale, so Q -> DQ computes in float32 throughout.
-import type { DType } from '../../export/dtype.js';
-import { elementAt, toNumbers } from '../constant.js';
-import { constValue, dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
-import { arith, compare, convert, convertInto, reshape, where } from './common.js';
+import { dtypeInfo, type DType } from '../../export/dtype.js';
+import { elementAt, fromNumbers, toNumbers, type ConstTensor } from '../constant.js';
+import {
+  constValue,
+  dtypeOf,
+  shapeOf,
+  type DequantizedCodes,
+  type ImportContext,
+  type NodeView,
+  type OnnxValue,
+  type QuantizedRole,
+} from '../context.js';
+import type { OnnxNode } from '../proto.js';
+import { arith, compare, convert, convertInto, reshape, where, windowPads, type OpHandler } from './common.js';
+import { convolution, convSetup } from './conv.js';
 
 /** The integer range of each quantized dtype QuantizeLinear produces. */
 const QUANTIZED_RANGES: Readonly<Partial<Record<DType, readonly [number, number]>>> = {
@@ -97,6 +108,7 @@ export function quantizeLinear(node: NodeView): OnnxValue[] {
   const scale = node.input(1);
   const given = node.optional(2);
   if (dtypeOf(x) !== 'float32') node.fail(`x is ${dtypeOf(x)}; QuantizeLinear quantizes float32`);
+  if (ctx.quantizedRoles.get(node.node) === 'quantize' && x.kind === 'tensor') return [quantizeKernel(node, x, scale, given)];
   checkScale(node, scale);
   const outputCode = node.int('output_dtype', 0);
   let dtype: DType;
@@ -165,12 +177,25 @@ export function dequantizeLinear(node: NodeView): OnnxValue[] {
     }
   }
   if (x.kind === 'const' && scale.kind === 'const' && (zeroPoint === undefined || zeroPoint.kind === 'const')) {
-    return [dequantizeAtImport(x, scale, zeroPoint, shapeOf(x), layout)];
+    const y = dequantizeAtImport(x, scale, zeroPoint, shapeOf(x), layout);
+    if (ctx.quantizedRoles.get(node.node) === 'constant') {
+      ctx.dequantizedConstants.set(y, { codes: x.tensor, scales: toNumbers(scale.tensor), axis: layout.axis ?? -1 });
+    }
+    return [y];
   }
   const form = ctx.centeredForms.get(x);
   let centered: OnnxValue;
   if (form !== undefined && zeroPoint !== undefined && sameValues(form.zeroPoint, zeroPoint)) {
     centered = form.centered;
+  } else if (
+    ctx.xnnpack &&
+    dtype !== 'int32' &&
+    layout.axis === undefined &&
+    scale.kind === 'const' &&
+    (zeroPoint === undefined || zeroPoint.kind === 'const')
+  ) {
+    // The dequantize kernel computes the same float32 (x - zp) * scale, and the delegate runs it as a Convert.
+    return [dequantizeKernel(node, x, scale, zeroPoint)];
   } else {
     // 8-bit differences are exact in float32; an int32 x (zero point 0) rounds once, as onnxruntime's cast does.
     const values = convert(ctx, x, 'float32');
@@ -202,4 +227,214 @@ function dequantizeAtImport(
     out[i] = Math.fround(Math.fround(values[i]! - (zeroPoints?.[c] ?? 0)) * scales[c]!);
   }
   return constValue({ dtype: 'float32', shape, data: out });
+}
+
+// ---- Static quantization on the XNNPACK path ----
+//
+// A convolution or linear in onnxruntime's QDQ form (DequantizeLinear of an
+// 8-bit activation and of int8 constant weights, an optional int32 bias
+// DequantizeLinear, the float op, an optional Relu or Clip, a QuantizeLinear)
+// is imported in ExecuTorch's QDQ form: quantized_decomposed kernels around
+// the float op, which the XNNPACK lowering turns into one 8-bit node
+// (export/xnnpack/lowering.ts). The kernels compute what the ONNX nodes do,
+// except that quantize_per_tensor multiplies by the reciprocal of the scale,
+// as XNNPACK's Convert does, where onnxruntime divides.
+
+const PRODUCTS: ReadonlySet<string> = new Set(['Conv', 'Gemm', 'MatMul']);
+const ACTIVATIONS: ReadonlySet<string> = new Set(['Relu', 'Clip']);
+
+/**
+ * Marks the nodes of each statically quantized product of `nodes`, and the
+ * QuantizeLinear nodes only such products' activations read: values between
+ * them have one reader and are not graph outputs; scales and zero points are
+ * known, one per tensor for activations; weights are int8 with zero point 0.
+ */
+export function markQuantizedProducts(nodes: readonly OnnxNode[], ctx: ImportContext, graphOutputs: ReadonlySet<string>): void {
+  const producers = new Map<string, OnnxNode>();
+  const readers = new Map<string, OnnxNode[]>();
+  for (const node of nodes) {
+    for (const name of node.outputs) producers.set(name, node);
+    for (const name of node.inputs) if (name !== '') readers.set(name, [...(readers.get(name) ?? []), node]);
+  }
+  const known = (name: string | undefined): ConstTensor | undefined => {
+    const value = name === undefined || name === '' ? undefined : ctx.values.get(name);
+    return value?.kind === 'const' ? value.tensor : undefined;
+  };
+  const onlyReader = (name: string, reader: OnnxNode): boolean =>
+    !graphOutputs.has(name) && readers.get(name)?.length === 1 && readers.get(name)![0] === reader;
+  const eightBit = (t: ConstTensor | undefined): boolean => t !== undefined && (t.dtype === 'uint8' || t.dtype === 'int8');
+  const perTensor = (node: OnnxNode): boolean => {
+    const scale = known(node.inputs[1]);
+    const zeroPoint = known(node.inputs[2]);
+    const noZeroPoint = (node.inputs[2] ?? '') === '';
+    return scale?.data.length === 1 && (noZeroPoint || (eightBit(zeroPoint) && zeroPoint!.data.length === 1));
+  };
+  const dequantizing = (name: string | undefined, reader: OnnxNode): OnnxNode | undefined => {
+    const node = name === undefined || name === '' ? undefined : producers.get(name);
+    return node?.opType === 'DequantizeLinear' && onlyReader(name!, reader) ? node : undefined;
+  };
+  const roles = new Map<OnnxNode, QuantizedRole>();
+  for (const product of nodes) {
+    if (!PRODUCTS.has(product.opType)) continue;
+    const activation = dequantizing(product.inputs[0], product);
+    if (activation === undefined || !perTensor(activation) || known(activation.inputs[0]) !== undefined) continue;
+    const weight = dequantizing(product.inputs[1], product);
+    const codes = known(weight?.inputs[0]);
+    const weightZeroPoint = known(weight?.inputs[2]);
+    if (codes?.dtype !== 'int8' || known(weight!.inputs[1]) === undefined) continue;
+    if ((weight!.inputs[2] ?? '') !== '' && (weightZeroPoint === undefined || toNumbers(weightZeroPoint).some((zp) => zp !== 0))) continue;
+    const biasName = product.opType === 'MatMul' ? undefined : product.inputs[2];
+    const bias = biasName === undefined || biasName === '' ? undefined : dequantizing(biasName, product);
+    if (biasName !== undefined && biasName !== '' && (known(bias?.inputs[0])?.dtype !== 'int32' || known(bias!.inputs[1]) === undefined))
+      continue;
+    let result = product.outputs[0]!;
+    let next = readers.get(result)?.length === 1 ? readers.get(result)![0] : undefined;
+    if (next !== undefined && ACTIVATIONS.has(next.opType) && onlyReader(result, next)) {
+      result = next.outputs[0]!;
+      next = readers.get(result)?.length === 1 ? readers.get(result)![0] : undefined;
+    }
+    if (next?.opType !== 'QuantizeLinear' || !onlyReader(result, next) || !perTensor(next)) continue;
+    roles.set(product, 'product').set(activation, 'activation').set(weight!, 'constant').set(next, 'quantize');
+    if (bias !== undefined) roles.set(bias, 'constant');
+  }
+  for (const node of nodes) {
+    if (node.opType !== 'QuantizeLinear' || roles.has(node) || !perTensor(node) || graphOutputs.has(node.outputs[0]!)) continue;
+    const outputReaders = readers.get(node.outputs[0]!) ?? [];
+    if (outputReaders.length > 0 && outputReaders.every((reader) => roles.get(reader) === 'activation')) roles.set(node, 'quantize');
+  }
+  for (const [node, role] of roles) ctx.quantizedRoles.set(node, role);
+}
+
+/** quantize_per_tensor of x with a known scale and zero point (one each). */
+function quantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue, zeroPoint: OnnxValue | undefined): OnnxValue {
+  const dtype = zeroPoint === undefined ? 'uint8' : dtypeOf(zeroPoint);
+  const range = QUANTIZED_RANGES[dtype];
+  if (range === undefined || scale.kind !== 'const' || (zeroPoint !== undefined && zeroPoint.kind !== 'const')) {
+    node.fail("a quantized product's QuantizeLinear takes a known uint8 or int8 zero point and scale");
+  }
+  const zp = zeroPoint === undefined ? 0 : elementAt(zeroPoint.tensor, 0);
+  return node.ctx.emit(
+    'quantized_decomposed::quantize_per_tensor.out',
+    [
+      node.ctx.tensor(x),
+      { double: elementAt(scale.tensor, 0) },
+      { int: zp },
+      { int: range[0] },
+      { int: range[1] },
+      { int: dtypeInfo(dtype).scalarType },
+    ],
+    dtype,
+    shapeOf(x),
+  );
+}
+
+/** dequantize_per_tensor of an 8-bit x with a known scale and zero point (one each). */
+function dequantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue & { kind: 'const' }, zeroPoint: OnnxValue | undefined): OnnxValue {
+  const dtype = dtypeOf(x);
+  const range = QUANTIZED_RANGES[dtype]!;
+  const zp = zeroPoint?.kind === 'const' ? elementAt(zeroPoint.tensor, 0) : 0;
+  return node.ctx.emit(
+    'quantized_decomposed::dequantize_per_tensor.out',
+    [
+      node.ctx.tensor(x),
+      { double: elementAt(scale.tensor, 0) },
+      { int: zp },
+      { int: range[0] },
+      { int: range[1] },
+      { int: dtypeInfo(dtype).scalarType },
+    ],
+    'float32',
+    shapeOf(x),
+  );
+}
+
+const INT32_RANGE = [-2147483648, 2147483647] as const;
+
+/** One scale per index of `axis` (size `channels`): the recorded ones, or the one scale repeated. */
+function channelScales(form: DequantizedCodes, axis: number, channels: number): number[] | undefined {
+  if (form.scales.length === 1) return new Array<number>(channels).fill(form.scales[0]!);
+  return form.axis === axis && form.scales.length === channels ? [...form.scales] : undefined;
+}
+
+/** dequantize_per_channel of constant codes along `axis`: the kernel the XNNPACK lowering reads back as a quantized filter or bias. */
+function dequantizedCodes(ctx: ImportContext, codes: ConstTensor, scales: readonly number[], axis: number): OnnxValue {
+  const [low, high] = codes.dtype === 'int8' ? QUANTIZED_RANGES.int8! : INT32_RANGE;
+  return ctx.emit(
+    'quantized_decomposed::dequantize_per_channel.out',
+    [
+      ctx.tensor(constValue(codes)),
+      ctx.tensor(ctx.constant('float32', [scales.length], scales)),
+      null,
+      { int: axis },
+      { int: low },
+      { int: high },
+      { int: dtypeInfo(codes.dtype).scalarType },
+    ],
+    'float32',
+    codes.shape,
+  );
+}
+
+/** [rows, cols] codes as [cols, rows]. */
+function transposedCodes(codes: ConstTensor): ConstTensor {
+  const [rows, cols] = codes.shape as [number, number];
+  const values = toNumbers(codes);
+  return fromNumbers(
+    codes.dtype,
+    [cols, rows],
+    Array.from({ length: rows * cols }, (_, i) => values[(i % rows) * cols + Math.floor(i / rows)]!),
+  );
+}
+
+/** The product's form over dequantized codes, or undefined where it does not apply (the float import then runs). */
+function quantizedProductForm(node: NodeView): OnnxValue | undefined {
+  const { ctx } = node;
+  const x = node.input(0);
+  const weight = ctx.dequantizedConstants.get(node.input(1));
+  const biasValue = node.op === 'MatMul' ? undefined : node.optional(2);
+  const bias = biasValue === undefined ? undefined : ctx.dequantizedConstants.get(biasValue);
+  if (x.kind !== 'tensor' || dtypeOf(x) !== 'float32' || weight === undefined || (biasValue !== undefined && bias === undefined))
+    return undefined;
+  const biasOf = (channels: number): OnnxValue | undefined | null => {
+    if (bias === undefined) return undefined;
+    const scales = channelScales(bias, 0, channels);
+    if (scales === undefined || bias.codes.shape.length !== 1 || bias.codes.shape[0] !== channels) return null;
+    return dequantizedCodes(ctx, bias.codes, scales, 0);
+  };
+  if (node.op === 'Conv') {
+    const { w, wShape, xShape, spatial, kernel, strides, dilations, groups } = convSetup(node, 'convolutions');
+    if (spatial !== 2 || shapeOf(w).length !== 4) return undefined;
+    const pads = windowPads(node, xShape.slice(2), kernel, strides, dilations);
+    if (pads[0] !== pads[2] || pads[1] !== pads[3]) return undefined;
+    const scales = channelScales(weight, 0, wShape[0]!);
+    const b = biasOf(wShape[0]!);
+    if (scales === undefined || b === null) return undefined;
+    const outShape = [xShape[0]!, wShape[0]!];
+    for (let i = 0; i < 2; i++)
+      outShape.push(Math.floor((xShape[i + 2]! + 2 * pads[i]! - dilations[i]! * (kernel[i]! - 1) - 1) / strides[i]!) + 1);
+    const filter = dequantizedCodes(ctx, weight.codes, scales, 0);
+    return convolution(ctx, x, filter, b, { strides, padding: pads.slice(0, 2), dilations, groups }, 'float32', outShape);
+  }
+  if (shapeOf(x).length !== 2 || weight.codes.shape.length !== 2) return undefined;
+  const transposed = node.op === 'Gemm' && node.int('transB', 0) !== 0;
+  if (node.op === 'Gemm' && (node.int('transA', 0) !== 0 || node.float('alpha', 1) !== 1 || node.float('beta', 1) !== 1)) return undefined;
+  // [in, out] codes, quantized along the output dim.
+  const codes = transposed ? transposedCodes(weight.codes) : weight.codes;
+  const columns = codes.shape[1]!;
+  const scales = channelScales(weight, transposed ? 0 : 1, columns);
+  const b = biasOf(columns);
+  if (scales === undefined || b === null || codes.shape[0] !== shapeOf(x)[1]) return undefined;
+  const filter = dequantizedCodes(ctx, codes, scales, 1);
+  const shape = [shapeOf(x)[0]!, columns];
+  if (b === undefined) return ctx.emit('aten::mm.out', [ctx.tensor(x), ctx.tensor(filter)], 'float32', shape);
+  return ctx.emit('aten::addmm.out', [ctx.tensor(b), ctx.tensor(x), ctx.tensor(filter), { double: 1 }, { double: 1 }], 'float32', shape);
+}
+
+/** `handler`, or on the XNNPACK path for a statically quantized product, its form over dequantized codes. */
+export function quantizedProduct(handler: OpHandler): OpHandler {
+  return (node) => {
+    if (node.ctx.quantizedRoles.get(node.node) !== 'product') return handler(node);
+    const product = quantizedProductForm(node);
+    return product === undefined ? handler(node) : [product];
+  };
 }
