@@ -245,7 +245,7 @@ const ACTIVATIONS: ReadonlySet<string> = new Set(['Relu', 'Clip']);
 
 /**
  * Marks the nodes of each statically quantized product of `nodes`, and the
- * QuantizeLinear nodes only such products' activations read: values between
+ * QuantizeLinear nodes such products' activations read: values between
  * them have one reader and are not graph outputs; scales and zero points are
  * known, one per tensor for activations; weights are int8 with zero point 0.
  */
@@ -300,7 +300,7 @@ export function markQuantizedProducts(nodes: readonly OnnxNode[], ctx: ImportCon
   for (const node of nodes) {
     if (node.opType !== 'QuantizeLinear' || roles.has(node) || !perTensor(node) || graphOutputs.has(node.outputs[0]!)) continue;
     const outputReaders = readers.get(node.outputs[0]!) ?? [];
-    if (outputReaders.length > 0 && outputReaders.every((reader) => roles.get(reader) === 'activation')) roles.set(node, 'quantize');
+    if (outputReaders.some((reader) => roles.get(reader) === 'activation')) roles.set(node, 'quantize');
   }
   for (const [node, role] of roles) ctx.quantizedRoles.set(node, role);
 }
