@@ -88,7 +88,8 @@ function dequantizedValues(constant: ConstantTensor, op: DequantizedConstant): F
   const codes = codesOf(constant);
   const inner = constant.shape.slice(op.axis + 1).reduce((a, b) => a * b, 1);
   const channels = constant.shape[op.axis]!;
-  return Float32Array.from(codes, (code, i) => Math.fround(code * op.scales[Math.floor(i / inner) % channels]!));
+  // float(code) * scale in float32, as the kernel computes it (an int32 code past 2^24 rounds first).
+  return Float32Array.from(codes, (code, i) => Math.fround(Math.fround(code) * op.scales[Math.floor(i / inner) % channels]!));
 }
 
 /** The XNNPACK form of an 8-bit static quantization: every value is qint8, a uint8 one shifted by -128 (the same real values). */
