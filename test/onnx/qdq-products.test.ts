@@ -5,7 +5,8 @@
 // 8-bit nodes in one delegate call, and match onnxruntime within one
 // quantization step (XNNPACK's Convert multiplies by the reciprocal of the
 // scale, onnxruntime divides; both requantize the int32 sums with an fp32
-// multiplier and ties to even).
+// multiplier and ties to even), NaN and infinities at the float edge as
+// onnxruntime quantizes them.
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
@@ -171,6 +172,19 @@ function steps(actual: Float32Array, expected: Float32Array, scale: number): { d
 }
 
 describe('statically quantized products', () => {
+  it('quantize NaN to the lowest code and infinities to the ends at the float edge, as onnxruntime (both paths)', async () => {
+    for (const c of CASES) {
+      const model = onnxModel(c.build('uint8', true), 13);
+      const next = seededUniform(42);
+      const x = Float32Array.from({ length: c.shape.reduce((a, b) => a * b, 1) }, () => next(-1.2, 1.2));
+      [x[0], x[2], x[5], x[18]] = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, Number.NaN];
+      for (const xnnpack of [true, false]) {
+        const { expected, actual } = await outputs(model, x, c.shape, xnnpack);
+        expect(Array.from(actual), `${c.name} (${xnnpack ? 'XNNPACK' : 'portable kernels'})`).toEqual(Array.from(expected));
+      }
+    }
+  });
+
   for (const c of CASES) {
     for (const type of ['uint8', 'int8'] as const) {
       for (const perChannel of [false, true]) {
