@@ -98,7 +98,7 @@ function qint8Of(q: TensorQuantization): XnnQuantization {
 }
 
 /** A convolution or linear over 8-bit codes: its input's dequantize and its output's quantize fold into it. */
-export interface QuantizedProduct {
+interface QuantizedProduct {
   readonly dequantize: Extract<MatchedOp, { kind: 'dequantize' }>;
   readonly quantize: Extract<MatchedOp, { kind: 'quantize' }>;
 }
@@ -149,8 +149,10 @@ class RunBuilder {
   private readonly plain = new Map<number, number>();
   private readonly channelsLast = new Map<number, number>();
 
-  /** External ids of uint8 values, which the delegate holds as qint8 and converts at its edges. */
+  /** External values of uint8 method values, which the delegate holds as qint8 and converts at its edges. */
   private readonly externalIds = new Map<number, number>();
+  /** Converts from a uint8 output's qint8 value to that output, emitted once every node is. */
+  private readonly pendingConverts: [number, number][] = [];
 
   constructor(
     private readonly method: MethodGraph,
@@ -232,9 +234,6 @@ class RunBuilder {
     this.plain.set(index, id);
     return id;
   }
-
-  /** Converts from a uint8 output's qint8 value to the output, emitted once the value is written. */
-  private readonly pendingConverts: [number, number][] = [];
 
   private uint8Of(index: number): XnnQuantization {
     const q = this.quantizations.get(index)!;
