@@ -40,6 +40,21 @@ export interface CenteredForm {
   readonly zeroPoint: OnnxValue;
 }
 
+/**
+ * A node of a statically quantized convolution or linear the XNNPACK path
+ * computes on 8-bit codes (ops/qdq.ts): the product, the DequantizeLinear of
+ * its activation, of its weight or bias (`constant`), and a QuantizeLinear of
+ * its result or of an activation only such products read.
+ */
+export type QuantizedRole = 'product' | 'activation' | 'constant' | 'quantize';
+
+/** A constant DequantizeLinear computed from codes (int8 weights, int32 biases): one scale per index of `axis`. */
+export interface DequantizedCodes {
+  readonly codes: ConstTensor;
+  readonly scales: readonly number[];
+  readonly axis: number;
+}
+
 /** One graph being imported into one method (export/lowering.ts's LoweringContext is another thing: passes over a built program). */
 export class ImportContext {
   readonly values = new Map<string, OnnxValue>();
@@ -51,6 +66,10 @@ export class ImportContext {
   readonly centeredForms = new WeakMap<OnnxValue, CenteredForm>();
   /** Integer results (ConvInteger's, MatMulInteger's) that hold integers a float32 tensor holds too: a Cast to float32 returns it. */
   readonly floatForms = new WeakMap<OnnxValue, OnnxValue>();
+  /** The role of each node of a statically quantized product (set on the XNNPACK path only). */
+  readonly quantizedRoles = new Map<OnnxNode, QuantizedRole>();
+  /** Dequantized constants with the codes they came from, which a quantized product reads instead. */
+  readonly dequantizedConstants = new WeakMap<OnnxValue, DequantizedCodes>();
   private readonly materialized = new WeakMap<ConstTensor, TensorInput>();
   /** Kernels that produce deferred tensors, emitted when something first reads the tensor. */
   private readonly pending = new Map<TensorInput, () => void>();

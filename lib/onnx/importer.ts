@@ -12,14 +12,15 @@ import type { MethodGraph, SharedBuffer } from '../export/graph.js';
 import { numel } from '../shape.js';
 import { constFromProto, fromNumbers, type ConstData, type ConstTensor } from './constant.js';
 import { constValue, dtypeOf, ImportContext, NodeView, shapeOf, tensorValue, type OnnxValue } from './context.js';
-import { computeDtype, dtypeFromOnnx, ONNX_DTYPE_CODES } from './dtype.js';
+import { computeDtype, dtypeFromOnnx, onnxDtype, ONNX_DTYPE_CODES } from './dtype.js';
 import { rewriteGraph } from './rewrite.js';
 import { sortNodes } from './toposort.js';
 import { foldNode } from './fold.js';
 import { markBoundedDims, probeShapes, shapeBounds, type InputShape, type ShapeBounds } from './bounded.js';
 import { OP_HANDLERS } from './ops/index.js';
+import { markQuantizedProducts } from './ops/qdq.js';
 import { convertInto, reshape, where } from './ops/common.js';
-import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './proto.js';
+import { decodeModel, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxTensorProto, type OnnxValueInfo } from './proto.js';
 
 /** The oldest default-domain opset the importer accepts. */
 export const MIN_ONNX_OPSET = 7;
@@ -210,15 +211,34 @@ interface RunStats {
 
 /** Lowers (or folds) every node of `graph` in order, binding outputs in `ctx.values`. */
 function runGraph(graph: OnnxGraph, ctx: ImportContext, stats: RunStats): void {
-  for (const init of graph.initializers) ctx.values.set(init.name, constValue(constFromProto(init, `initializer '${init.name}'`)));
+  for (const init of graph.initializers) ctx.values.set(init.name, constValue(readInitializer(graph, init)));
   const { nodes, constants, folded } = rewriteGraph({ ...graph, nodes: sortNodes(graph) }, ctx.opset);
   for (const [name, tensor] of constants) ctx.values.set(name, constValue(tensor));
+  if (ctx.xnnpack) markQuantizedProducts(nodes, ctx, new Set(graph.outputs.map((output) => output.name)));
   stats.folded += folded;
   for (const node of nodes) runNode(node, ctx, stats);
 }
 
+/** An initializer's value; one of an element type etna has no dtype for (float8, 4-bit) is refused naming a node that reads it. */
+function readInitializer(graph: OnnxGraph, init: OnnxTensorProto): ConstTensor {
+  try {
+    return constFromProto(init, `initializer '${init.name}'`);
+  } catch (error) {
+    const reader = graph.nodes.find((node) => node.inputs.includes(init.name));
+    if (reader === undefined || onnxDtype(init.dataType) !== undefined) throw error;
+    throw new EtnaError(
+      'UNSUPPORTED_OPERATOR',
+      `${nodeLabel(reader)}: input '${init.name}' has ONNX element type ${init.dataType}, which etna does not support (float8 and 4-bit types among them)`,
+    );
+  }
+}
+
+function nodeLabel(node: OnnxNode): string {
+  return `node '${node.name || node.outputs[0] || '?'}' (${node.opType})`;
+}
+
 function runNode(node: OnnxNode, ctx: ImportContext, stats: RunStats): void {
-  const label = `node '${node.name || node.outputs[0] || '?'}' (${node.opType})`;
+  const label = nodeLabel(node);
   if (node.domain !== '' && node.domain !== 'ai.onnx') {
     throw new EtnaError('UNSUPPORTED_OPERATOR', `${label}: operator domain '${node.domain}' is not supported`);
   }

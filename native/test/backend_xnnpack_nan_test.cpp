@@ -163,6 +163,29 @@ TEST(XnnpackNaN, SigmoidOfHugeValuesAndInfinitiesIsZeroOrOne) {
   }
 }
 
+// A Convert from fp32 to qint8 or quint8 quantizes NaN to the lowest code, as
+// onnxruntime's QuantizeLinear does, and saturates the infinities; finite
+// values round to nearest even after the product with 1 / scale, as XNNPACK's.
+TEST(XnnpackNaN, QuantizingConvertSendsNaNToTheLowestCode) {
+  for (const auto datatype : {fbx::Datatype::qint8, fbx::Datatype::quint8}) {
+    const bool is_signed = datatype == fbx::Datatype::qint8;
+    const float scale = 0.5f;
+    const int32_t zero_point = is_signed ? 3 : 130;
+    const float lowest = is_signed ? -128.0f : 0.0f, highest = is_signed ? 127.0f : 255.0f;
+    PayloadBuilder b;
+    const uint32_t x = b.input({1, 6}, 0), y = b.output({1, 6}, 1);
+    const uint32_t q = b.quantized(datatype, {1, 6}, scale, zero_point);
+    b.unary(NodeUnion::XNNConvert, x, q);
+    b.unary(NodeUnion::XNNConvert, q, y);
+    auto r = run_graph(b, {{{1, 6}, {kNaN, kInf, -kInf, 1.25f, 0.75f, -1.0f}}}, {{{1, 6}}});
+    ASSERT_EQ(r.size(), 1u);
+    const auto real = [&](float code) { return (code - static_cast<float>(zero_point)) * scale; };
+    // 1.25 / 0.5 = 2.5 and 0.75 / 0.5 = 1.5 are ties: to 2 and 2.
+    EXPECT_TRUE(same_ieee(r[0], {real(lowest), real(highest), real(lowest), 1.0f, 1.0f, -1.0f}, 0.0f))
+        << (is_signed ? "qint8" : "quint8");
+  }
+}
+
 TEST(XnnpackNaN, SoftmaxRowsWithNaNOrInfinityAreNaN) {
   // Rows of 3: NaN, +Infinity largest, -Infinity masked, all -Infinity; then
   // rows of 19 (the vector path and its tail) with masked scores.

@@ -59,6 +59,10 @@ export interface TestInitializer {
   float16?: boolean;
   /** Stores `floats` as 8-bit integers (data type 2, uint8, or 3, int8): quantized weights and zero points. */
   int8?: 'uint8' | 'int8';
+  /** Stores `floats` as int32 (data type 6): quantized biases. */
+  int32?: boolean;
+  /** Stores `floats` one byte each under this ONNX element type (float8 and 4-bit types, for refusals). */
+  byteType?: number;
 }
 
 export interface TestGraph {
@@ -79,9 +83,14 @@ function initializer(t: TestInitializer): number[] {
           ? Uint8Array.from(t.floats).buffer
           : t.int8 === 'int8'
             ? Int8Array.from(t.floats).buffer
-            : Float32Array.from(t.floats).buffer,
+            : t.int32
+              ? Int32Array.from(t.floats).buffer
+              : t.byteType !== undefined
+                ? Uint8Array.from(t.floats).buffer
+                : Float32Array.from(t.floats).buffer,
   );
-  const type = t.int64s !== undefined ? 7 : t.float16 ? 10 : t.int8 === 'uint8' ? 2 : t.int8 === 'int8' ? 3 : 1;
+  const type =
+    t.int64s !== undefined ? 7 : t.float16 ? 10 : t.int8 === 'uint8' ? 2 : t.int8 === 'int8' ? 3 : t.int32 ? 6 : (t.byteType ?? 1);
   return [...t.dims.flatMap((d) => intField(1, d)), ...intField(2, type), ...text(8, t.name), ...bytesField(9, raw)];
 }
 

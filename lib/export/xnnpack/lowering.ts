@@ -10,7 +10,15 @@ import type { ConstantTensor, GraphInstruction, MethodGraph } from '../graph.js'
 import type { LoweringContext, LoweringPass } from '../lowering.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import { fuseActivationPatterns } from './activation-patterns.js';
-import { isComputeOp, matchInstruction, operandsRead, type MatchedOp, type Operand } from './partition.js';
+import {
+  isComputeOp,
+  matchInstruction,
+  operandsRead,
+  type DequantizedConstant,
+  type MatchedOp,
+  type Operand,
+  type TensorQuantization,
+} from './partition.js';
 import {
   BATCH_MATMUL_TRANSPOSE_B,
   INVALID_VALUE_ID,
@@ -56,10 +64,9 @@ function float32Bytes(values: Float32Array): Uint8Array {
 }
 
 // Conv filters go from the method's [O, I, KH, KW] to the delegate's [O, KH, KW, I].
-function ohwiFilter(constant: ConstantTensor): Uint8Array {
-  const [o, i, kh, kw] = constant.shape as [number, number, number, number];
-  const source = new Float32Array(constant.bytes.slice().buffer);
-  const target = new Float32Array(source.length);
+function ohwi<T extends Float32Array | Int8Array>(source: T, shape: readonly number[]): T {
+  const [o, i, kh, kw] = shape as [number, number, number, number];
+  const target = source.slice() as T;
   for (let oc = 0; oc < o; oc++) {
     for (let ic = 0; ic < i; ic++) {
       for (let y = 0; y < kh; y++) {
@@ -67,7 +74,33 @@ function ohwiFilter(constant: ConstantTensor): Uint8Array {
       }
     }
   }
-  return float32Bytes(target);
+  return target;
+}
+
+/** The codes of a dequantized constant, as stored (int8 weights or int32 biases). */
+function codesOf(constant: ConstantTensor): Int8Array | Int32Array {
+  const bytes = constant.bytes.slice();
+  return constant.dtype === 'int8' ? new Int8Array(bytes.buffer) : new Int32Array(bytes.buffer);
+}
+
+/** A dequantized constant's float32 values, code * scale of its channel along `axis`, as the dequantize kernel computes them. */
+function dequantizedValues(constant: ConstantTensor, op: DequantizedConstant): Float32Array {
+  const codes = codesOf(constant);
+  const inner = constant.shape.slice(op.axis + 1).reduce((a, b) => a * b, 1);
+  const channels = constant.shape[op.axis]!;
+  // float(code) * scale in float32, as the kernel computes it (an int32 code past 2^24 rounds first).
+  return Float32Array.from(codes, (code, i) => Math.fround(Math.fround(code) * op.scales[Math.floor(i / inner) % channels]!));
+}
+
+/** The XNNPACK form of an 8-bit static quantization: every value is qint8, a uint8 one shifted by -128 (the same real values). */
+function qint8Of(q: TensorQuantization): XnnQuantization {
+  return { kind: 'perTensor', datatype: 'qint8', scale: q.scale, zeroPoint: q.zeroPoint - (q.dtype === 'uint8' ? 128 : 0) };
+}
+
+/** A convolution or linear over 8-bit codes: its input's dequantize and its output's quantize fold into it. */
+interface QuantizedProduct {
+  readonly dequantize: Extract<MatchedOp, { kind: 'dequantize' }>;
+  readonly quantize: Extract<MatchedOp, { kind: 'quantize' }>;
 }
 
 // Transposed conv filters go from the method's [I, O / G, KH, KW] to the delegate's [O, KH, KW, I / G].
@@ -116,13 +149,27 @@ class RunBuilder {
   private readonly plain = new Map<number, number>();
   private readonly channelsLast = new Map<number, number>();
 
+  /** External values of uint8 method values, which the delegate holds as qint8 and converts at its edges. */
+  private readonly externalIds = new Map<number, number>();
+  /** Converts from a uint8 output's qint8 value to that output, emitted once every node is. */
+  private readonly pendingConverts: [number, number][] = [];
+
   constructor(
     private readonly method: MethodGraph,
     private readonly context: LoweringContext,
     /** Values the run produces that something after it reads. */
     private readonly runOutputs: ReadonlySet<number>,
     private readonly debugHandle: () => number,
+    /** The quantization of each 8-bit method value the run reads or writes. */
+    private readonly quantizations: ReadonlyMap<number, TensorQuantization> = new Map(),
+    private readonly dequantizedConstantOf: ReadonlyMap<number, DequantizedConstant> = new Map(),
   ) {}
+
+  /** The delegate quantization of method value `index`, when it is an 8-bit tensor. */
+  private quantizationOf(index: number): XnnQuantization | undefined {
+    const q = this.quantizations.get(index);
+    return q === undefined ? undefined : qint8Of(q);
+  }
 
   private addValue(value: RunValue): number {
     this.values.push(value);
@@ -136,7 +183,11 @@ class RunBuilder {
         ? constantKey(
             new Uint8Array(quantization.scalesBf16.buffer, quantization.scalesBf16.byteOffset, quantization.scalesBf16.byteLength),
           )
-        : 'fp32';
+        : quantization?.kind === 'perChannel'
+          ? `${quantization.channelDim}/${constantKey(float32Bytes(quantization.scales))}`
+          : quantization?.kind === 'perTensor'
+            ? `${quantization.scale}/${quantization.zeroPoint}`
+            : 'fp32';
     const id = `${key}/${dims.join('x')}/${quantization?.kind ?? ''}/${scales}`;
     let valueId = this.constantIds.get(id);
     if (valueId === undefined) {
@@ -162,16 +213,38 @@ class RunBuilder {
   define(index: number): number {
     const node = this.method.tensorNode(index);
     const isOutput = this.runOutputs.has(index);
-    const id = this.addValue({ dims: node.shape, role: isOutput ? 'output' : 'internal', methodValue: index });
+    const quantization = this.quantizationOf(index);
     if (isOutput) this.outputs.push(index);
+    if (isOutput && node.dtype === 'uint8') {
+      // Held as qint8; the external uint8 output is converted from it through fp32 (exact: whole steps of one scale).
+      const id = this.addValue({ dims: node.shape, role: 'internal', quantization: quantization! });
+      const real = this.addValue({ dims: node.shape, role: 'internal' });
+      const external = this.addValue({ dims: node.shape, role: 'output', methodValue: index, quantization: this.uint8Of(index) });
+      this.externalIds.set(index, external);
+      this.pendingConverts.push([id, real], [real, external]);
+      this.plain.set(index, id);
+      return id;
+    }
+    const id = this.addValue({
+      dims: node.shape,
+      role: isOutput ? 'output' : 'internal',
+      methodValue: index,
+      ...(quantization === undefined ? {} : { quantization }),
+    });
     this.plain.set(index, id);
     return id;
+  }
+
+  private uint8Of(index: number): XnnQuantization {
+    const q = this.quantizations.get(index)!;
+    return { kind: 'perTensor', datatype: 'quint8', scale: q.scale, zeroPoint: q.zeroPoint };
   }
 
   /** A fresh channels-last value holding method value `index` (an NCHW activation). */
   defineChannelsLast(index: number): number {
     const [n, c, h, w] = this.method.tensorNode(index).shape as [number, number, number, number];
-    const id = this.addValue({ dims: [n, h, w, c], role: 'internal' });
+    const quantization = this.quantizationOf(index);
+    const id = this.addValue({ dims: [n, h, w, c], role: 'internal', ...(quantization === undefined ? {} : { quantization }) });
     this.channelsLast.set(index, id);
     return id;
   }
@@ -192,8 +265,25 @@ class RunBuilder {
       this.plain.set(index, id);
       return id;
     }
-    const id = this.addValue({ dims: node.shape, role: 'input', methodValue: index });
+    const quantization = this.quantizationOf(index);
     this.inputs.push(index);
+    if (node.dtype === 'uint8' && quantization !== undefined) {
+      // A uint8 input becomes the qint8 value the delegate computes with, through fp32 (exact).
+      const external = this.addValue({ dims: node.shape, role: 'input', methodValue: index, quantization: this.uint8Of(index) });
+      const real = this.addValue({ dims: node.shape, role: 'internal' });
+      const id = this.addValue({ dims: node.shape, role: 'internal', quantization });
+      this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input: external, output: real });
+      this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input: real, output: id });
+      this.externalIds.set(index, external);
+      this.plain.set(index, id);
+      return id;
+    }
+    const id = this.addValue({
+      dims: node.shape,
+      role: 'input',
+      methodValue: index,
+      ...(quantization === undefined ? {} : { quantization }),
+    });
     this.plain.set(index, id);
     return id;
   }
@@ -300,6 +390,81 @@ class RunBuilder {
     return this.addValue({ dims: this.values[value]!.dims, role: 'internal' });
   }
 
+  /** A constant quantized per channel along `channelDim`: codes as stored, one scale per channel. */
+  private quantizedConstant(codes: Int8Array | Int32Array, dims: readonly number[], scales: Float32Array, channelDim: number): number {
+    const bytes = new Uint8Array(codes.buffer, codes.byteOffset, codes.byteLength);
+    const datatype = codes instanceof Int8Array ? 'qcint8' : 'qcint32';
+    return this.constantValue(constantKey(bytes), bytes, dims, { kind: 'perChannel', datatype, scales, channelDim });
+  }
+
+  /** A weight or bias: float32 bytes of a constant, or of a dequantized one computed here. */
+  private floatWeight(index: number): { values: Float32Array; shape: readonly number[] } {
+    const node = this.method.tensorNode(index);
+    const dequantized = this.dequantizedConstantOf.get(index);
+    if (dequantized !== undefined) {
+      const source = this.method.tensorNode(dequantized.source);
+      if (source.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: dequantized codes are not a constant');
+      return { values: dequantizedValues(source.origin.constant, dequantized), shape: node.shape };
+    }
+    if (node.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: a weight is not a constant');
+    return { values: new Float32Array(node.origin.constant.bytes.slice().buffer), shape: node.shape };
+  }
+
+  /** A float32 weight or bias operand in its method layout. */
+  private weightOperand(index: number): number {
+    if (!this.dequantizedConstantOf.has(index)) return this.operand(index);
+    const { values, shape } = this.floatWeight(index);
+    const bytes = float32Bytes(values);
+    return this.constantValue(constantKey(bytes), bytes, shape);
+  }
+
+  /** The int8 codes and per-channel scales behind a dequantized weight or bias. */
+  private codes(index: number): { codes: Int8Array | Int32Array; scales: Float32Array } {
+    const dequantized = this.dequantizedConstantOf.get(index)!;
+    const source = this.method.tensorNode(dequantized.source);
+    if (source.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: dequantized codes are not a constant');
+    return { codes: codesOf(source.origin.constant), scales: dequantized.scales };
+  }
+
+  /**
+   * A convolution or linear over 8-bit codes: qint8 input (the dequantize's
+   * input), qcint8 filter per output channel, qcint32 bias whose scales are
+   * input scale x filter scale, qint8 output (the quantize's output), the
+   * requantization XNNPACK does (fp32 multiplier, ties to even).
+   */
+  addQuantizedProduct(
+    op: Extract<MatchedOp, { kind: 'conv2d' | 'fullyConnected' }>,
+    plan: QuantizedProduct,
+    minMax?: readonly [number, number],
+  ): void {
+    const inputScale = qint8Of(plan.dequantize) as Extract<XnnQuantization, { kind: 'perTensor' }>;
+    const weightIndex = op.kind === 'conv2d' ? op.weight : op.filter;
+    const weight = this.codes(weightIndex);
+    const biasConstant = (outChannels: number): number => {
+      if (op.bias === undefined) return INVALID_VALUE_ID;
+      const { codes } = this.codes(op.bias);
+      const scales = Float32Array.from({ length: outChannels }, (_, c) => Math.fround(inputScale.scale * weight.scales[c]!));
+      return this.quantizedConstant(codes, [outChannels], scales, 0);
+    };
+    if (op.kind === 'conv2d') {
+      const shape = this.method.tensorNode(op.weight).shape;
+      const [o, i, kh, kw] = shape as [number, number, number, number];
+      const filter = this.quantizedConstant(ohwi(weight.codes as Int8Array, shape), [o, kh, kw, i], weight.scales, 0);
+      const bias = biasConstant(o);
+      const input = this.operandChannelsLast(plan.dequantize.input);
+      const output = this.defineChannelsLast(plan.quantize.out);
+      this.emit({ kind: 'conv2d', geometry: op.geometry, input, filter, bias, output }, minMax);
+      return;
+    }
+    // [in, out] codes quantized along dim 1, read transposed.
+    const shape = this.method.tensorNode(op.filter).shape;
+    const filter = this.quantizedConstant(weight.codes, shape, weight.scales, 1);
+    const bias = biasConstant(shape[1]!);
+    const input = this.operand(plan.dequantize.input);
+    const output = this.define(plan.quantize.out);
+    this.emit({ kind: 'fullyConnected', input, filter, bias, output, flags: TRANSPOSE_WEIGHTS_FLAG }, minMax);
+  }
+
   private prelu(op: Extract<MatchedOp, { kind: 'prelu' }>): void {
     const bytes = float32Bytes(op.slope);
     const slope = this.constantValue(constantKey(bytes), bytes, [op.slope.length]);
@@ -329,7 +494,12 @@ class RunBuilder {
     const resultOf = (out: number): number => this.define(fusedOut ?? out);
     switch (op.kind) {
       case 'weightTranspose':
+      case 'dequantizedConstant':
       case 'absorbed':
+        return;
+      case 'quantize':
+      case 'dequantize':
+        this.elementwise(op.input, op.out, (input, output) => this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output }));
         return;
       case 'prelu':
         this.prelu(op);
@@ -419,8 +589,8 @@ class RunBuilder {
           return;
         }
         const input = this.operand(op.input);
-        const filter = this.operand(op.filter);
-        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const filter = this.weightOperand(op.filter);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.weightOperand(op.bias);
         const flags = op.filterIsTransposed ? TRANSPOSE_WEIGHTS_FLAG : 0;
         this.emit({ kind: 'fullyConnected', input, filter, bias, output: resultOf(op.out), flags }, minMax);
         return;
@@ -580,12 +750,11 @@ class RunBuilder {
       }
       case 'conv2d': {
         const input = this.operandChannelsLast(op.input);
-        const weight = this.method.tensorNode(op.weight);
-        if (weight.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: conv weight is not a constant');
-        const filterBytes = ohwiFilter(weight.origin.constant);
+        const weight = this.floatWeight(op.weight);
+        const filterBytes = float32Bytes(ohwi(weight.values, weight.shape));
         const [o, i, kh, kw] = weight.shape as [number, number, number, number];
         const filter = this.constantValue(constantKey(filterBytes), filterBytes, [o, kh, kw, i]);
-        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.operand(op.bias);
+        const bias = op.bias === undefined ? INVALID_VALUE_ID : this.weightOperand(op.bias);
         const output = this.defineChannelsLast(fusedOut ?? op.out);
         this.emit({ kind: 'conv2d', geometry: op.geometry, input, filter, bias, output }, minMax);
         return;
@@ -598,6 +767,7 @@ class RunBuilder {
     for (const index of this.runOutputs) {
       if (!this.plain.has(index)) this.operand(index);
     }
+    for (const [input, output] of this.pendingConverts) this.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output });
     const inputCount = this.inputs.length;
     const externalId = (value: RunValue): number | undefined => {
       if (value.role === 'input') return this.inputs.indexOf(value.methodValue!);
@@ -618,8 +788,8 @@ class RunBuilder {
       values,
       nodes: this.nodes,
       numExterns: inputCount + this.outputs.length,
-      inputIds: this.inputs.map((index) => this.plain.get(index)!),
-      outputIds: this.outputs.map((index) => this.plain.get(index)!),
+      inputIds: this.inputs.map((index) => this.externalIds.get(index) ?? this.plain.get(index)!),
+      outputIds: this.outputs.map((index) => this.externalIds.get(index) ?? this.plain.get(index)!),
       constants: this.constants,
     };
     return { payload: serializeXnnPayload(spec), args: [...this.inputs, ...this.outputs] };
@@ -658,12 +828,15 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
 
   const instructions = method.instructions;
   const weightTransposeOf = new Map<number, number>();
+  const dequantizedConstantOf = new Map<number, DequantizedConstant>();
   const matches: (MatchedOp | undefined)[] = instructions.map((instruction) => {
-    const op = matchInstruction(method, instruction, weightTransposeOf);
+    const op = matchInstruction(method, instruction, weightTransposeOf, dequantizedConstantOf);
     if (op?.kind === 'weightTranspose') weightTransposeOf.set(op.out, op.source);
+    if (op?.kind === 'dequantizedConstant') dequantizedConstantOf.set(op.out, op);
     return op;
   });
   fuseActivationPatterns(method, matches);
+  const quantizations = quantizationsOf(matches);
 
   // Who reads each value: matched instructions read their operands, others everything they name.
   const readers = new Map<number, number[]>();
@@ -756,22 +929,59 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       }
     }
 
+    // A convolution or linear over dequantized codes whose input is dequantized in the run and whose
+    // result (through a fused clamp) only a quantize reads computes on 8-bit codes.
+    const quantizedProducts = new Map<number, QuantizedProduct>(); // product step -> its dequantize and quantize
+    const productReaders = new Set<number>(); // dequantize steps whose result only quantized products read
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      if ((op.kind !== 'conv2d' && op.kind !== 'fullyConnected') || skipped.has(step)) continue;
+      const weight = dequantizedConstantOf.get(op.kind === 'conv2d' ? op.weight : op.filter);
+      const source = weight === undefined ? undefined : method.tensorNode(weight.source);
+      if (source?.dtype !== 'int8') continue;
+      const dequantize = matches[producerStep.get(op.input) ?? -1];
+      const result = fused.get(step)?.out ?? op.out;
+      const resultReaders = readers.get(result) ?? [];
+      const quantize = resultReaders.length === 1 ? matches[resultReaders[0]!] : undefined;
+      if (dequantize?.kind !== 'dequantize' || quantize?.kind !== 'quantize' || !inRun(resultReaders[0]!) || methodOutputs.has(result))
+        continue;
+      if (op.bias !== undefined && method.tensorNode(dequantizedConstantOf.get(op.bias)?.source ?? op.bias).dtype !== 'int32') continue;
+      quantizedProducts.set(step, { dequantize, quantize });
+      skipped.add(resultReaders[0]!);
+    }
+    for (let step = run.start; step < run.end; step++) {
+      const op = matches[step]!;
+      if (op.kind !== 'dequantize' || methodOutputs.has(op.out)) continue;
+      const outReaders = readers.get(op.out) ?? [];
+      if (outReaders.length > 0 && outReaders.every((reader) => quantizedProducts.has(reader))) {
+        productReaders.add(step);
+        skipped.add(step);
+      }
+    }
+
     const runOutputs = new Set<number>();
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
-      if (op.kind === 'weightTranspose' || op.kind === 'absorbed' || skipped.has(step)) continue;
-      const produced = fused.get(step)?.out ?? op.out;
+      if (op.kind === 'weightTranspose' || op.kind === 'dequantizedConstant' || op.kind === 'absorbed' || skipped.has(step)) continue;
+      const plan = quantizedProducts.get(step);
+      const produced = plan?.quantize.out ?? fused.get(step)?.out ?? op.out;
       if (readOutside(produced)) runOutputs.add(produced);
     }
 
     let currentStep = run.start;
-    const builder = new RunBuilder(method, context, runOutputs, () => currentStep);
+    const builder = new RunBuilder(method, context, runOutputs, () => currentStep, quantizations, dequantizedConstantOf);
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
-      // Weight transposes stay as kernel calls (ahead of the delegate) in case something else reads them; unread ones are dropped below.
-      if (op.kind === 'weightTranspose') rewritten.push(instructions[step]!);
+      // Weight transposes and dequantized constants stay as kernel calls (ahead of the delegate) in case
+      // something else reads them; unread ones are dropped below.
+      if (op.kind === 'weightTranspose' || op.kind === 'dequantizedConstant') rewritten.push(instructions[step]!);
       if (skipped.has(step)) continue;
       currentStep = step;
+      const plan = quantizedProducts.get(step);
+      if (plan !== undefined) {
+        builder.addQuantizedProduct(op as Extract<MatchedOp, { kind: 'conv2d' | 'fullyConnected' }>, plan, fused.get(step)?.bounds);
+        continue;
+      }
       const folded = transposedB.get(step);
       if (folded !== undefined) {
         builder.addTransposedBatchMatmul(
@@ -791,18 +1001,41 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
   }
   rewritten.push(...instructions.slice(cursor));
   method.instructions.length = 0;
-  method.instructions.push(...removeUnreadWeightTransposes(method, rewritten, weightTransposeOf));
+  method.instructions.push(...removeUnreadWeightTransposes(method, rewritten, weightTransposeOf, dequantizedConstantOf));
   releaseUnusedConstants(method);
   return runs.length;
+}
+
+/**
+ * The quantization of every 8-bit value a matched quantize writes or a
+ * matched dequantize reads. A dequantize reading a value with other
+ * parameters than its quantize wrote stays portable.
+ */
+function quantizationsOf(matches: (MatchedOp | undefined)[]): Map<number, TensorQuantization> {
+  const quantizations = new Map<number, TensorQuantization>();
+  for (const op of matches) if (op?.kind === 'quantize') quantizations.set(op.out, op);
+  matches.forEach((op, step) => {
+    if (op?.kind !== 'dequantize') return;
+    const known = quantizations.get(op.input);
+    if (known === undefined) quantizations.set(op.input, op);
+    else if (known.scale !== op.scale || known.zeroPoint !== op.zeroPoint || known.dtype !== op.dtype) matches[step] = undefined;
+  });
+  return quantizations;
 }
 
 function removeUnreadWeightTransposes(
   method: MethodGraph,
   list: GraphInstruction[],
   weightTransposeOf: ReadonlyMap<number, number>,
+  dequantizedConstantOf: ReadonlyMap<number, DequantizedConstant>,
 ): GraphInstruction[] {
   const transposeOutput = (instruction: GraphInstruction): number | undefined => {
-    if (instruction.kind !== 'kernel' || instruction.name !== 'aten::permute_copy') return undefined;
+    if (instruction.kind !== 'kernel') return undefined;
+    if (instruction.name === 'quantized_decomposed::dequantize_per_channel') {
+      const out = instruction.args[instruction.args.length - 1];
+      return out !== undefined && dequantizedConstantOf.has(out) ? out : undefined;
+    }
+    if (instruction.name !== 'aten::permute_copy') return undefined;
     const out = instruction.args[2];
     return out !== undefined && weightTransposeOf.has(out) ? out : undefined;
   };

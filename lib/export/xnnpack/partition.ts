@@ -17,9 +17,30 @@ import {
 /** A tensor operand: a method value, or a number turned into a one-element constant. */
 export type Operand = { readonly value: number } | { readonly scalar: number };
 
+/** A static quantization: one scale and zero point, the dtype of the 8-bit tensor. */
+export interface TensorQuantization {
+  readonly scale: number;
+  readonly zeroPoint: number;
+  readonly dtype: 'int8' | 'uint8';
+}
+
+/** dequantize_per_channel of a constant (int8 weights, int32 biases): absorbed when a convolution or linear reads it as its weight or bias. */
+export interface DequantizedConstant {
+  readonly kind: 'dequantizedConstant';
+  readonly source: number;
+  readonly scales: Float32Array;
+  readonly axis: number;
+  readonly out: number;
+}
+
 export type MatchedOp =
   /** permute_copy [1, 0] of a constant matrix: absorbed when a linear reads it as its weight. */
   | { readonly kind: 'weightTranspose'; readonly source: number; readonly out: number }
+  | DequantizedConstant
+  /** quantize_per_tensor of a float32 tensor over the whole 8-bit range. */
+  | ({ readonly kind: 'quantize'; readonly input: number; readonly out: number } & TensorQuantization)
+  /** dequantize_per_tensor of a computed 8-bit tensor. */
+  | ({ readonly kind: 'dequantize'; readonly input: number; readonly out: number } & TensorQuantization)
   | {
       readonly kind: 'fullyConnected';
       readonly input: number;
@@ -97,6 +118,7 @@ export type MatchedOp =
 const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set([
   'absorbed',
   'weightTranspose',
+  'dequantizedConstant',
   'transpose',
   'reshape',
   'slice',
@@ -117,6 +139,7 @@ export function operandsRead(op: MatchedOp): number[] {
     case 'absorbed':
       return [];
     case 'weightTranspose':
+    case 'dequantizedConstant':
       return [op.source];
     case 'fullyConnected':
       return op.bias === undefined ? [op.input, op.filter] : [op.input, op.filter, op.bias];
@@ -135,7 +158,7 @@ export function operandsRead(op: MatchedOp): number[] {
 const MAX_RANK = 6;
 
 class Matcher {
-  constructor(private readonly method: MethodGraph) {}
+  constructor(readonly method: MethodGraph) {}
 
   tensor(index: number): TensorNode | undefined {
     const value = this.method.values[index];
@@ -216,13 +239,17 @@ export function matchInstruction(
   method: MethodGraph,
   instruction: GraphInstruction,
   weightTransposeOf: ReadonlyMap<number, number>,
+  dequantizedConstantOf: ReadonlyMap<number, DequantizedConstant> = new Map(),
 ): MatchedOp | undefined {
   if (instruction.kind !== 'kernel') return undefined;
   const m = new Matcher(method);
   const a = instruction.args;
+  if (instruction.name.startsWith('quantized_decomposed::')) return matchQuantization(m, instruction);
   const op = instruction.name.slice('aten::'.length);
   if (!instruction.name.startsWith('aten::')) return undefined;
   const allFloat = (...indices: number[]): boolean => indices.every((index) => m.float32(index));
+  // A weight or bias the delegate reads as constant bytes: a constant, or the dequantized codes of one.
+  const constantWeight = (index: number): boolean => m.constant(index) || dequantizedConstantOf.has(index);
 
   switch (`${op}.${instruction.overload}`) {
     case 'permute_copy.out': {
@@ -286,8 +313,17 @@ export function matchInstruction(
       if (!allFloat(input!, weight!, out!)) return undefined;
       if (withBias && !(m.isOne(beta!) && m.isOne(alpha!))) return undefined;
       const outFeatures = m.shape(out!)[1]!;
-      if (bias !== undefined && !(m.float32(bias) && m.constant(bias) && m.shape(bias).length === 1 && m.shape(bias)[0] === outFeatures))
+      if (
+        bias !== undefined &&
+        !(m.float32(bias) && constantWeight(bias) && m.shape(bias).length === 1 && m.shape(bias)[0] === outFeatures)
+      )
         return undefined;
+      // Dequantized [in, out] codes, quantized along dim 1 (the output), which the delegate reads transposed.
+      const codes = dequantizedConstantOf.get(weight!);
+      if (codes !== undefined)
+        return codes.axis === 1
+          ? { kind: 'fullyConnected', input: input!, filter: weight!, filterIsTransposed: true, bias, out: out! }
+          : undefined;
       const source = weightTransposeOf.get(weight!);
       if (source !== undefined)
         return { kind: 'fullyConnected', input: input!, filter: source, filterIsTransposed: false, bias, out: out! };
@@ -485,8 +521,10 @@ export function matchInstruction(
       const flag = method.values[transposed!];
       const biasValue = method.values[bias!];
       const hasBias = biasValue?.kind === 'tensor';
-      if (!allFloat(input!, weight!, out!) || flag?.kind !== 'bool' || !m.constant(weight!)) return undefined;
-      if (hasBias && !(m.float32(bias!) && m.constant(bias!))) return undefined;
+      if (!allFloat(input!, weight!, out!) || flag?.kind !== 'bool' || !constantWeight(weight!)) return undefined;
+      if (hasBias && !(m.float32(bias!) && constantWeight(bias!))) return undefined;
+      // Dequantized filters are quantized per output channel ([O, I, KH, KW], dim 0); transposed ones stay float constants.
+      if ((dequantizedConstantOf.get(weight!)?.axis ?? 0) !== 0 || (flag.value && dequantizedConstantOf.has(weight!))) return undefined;
       if (m.shape(input!).length !== 4 || m.shape(weight!).length !== 4) return undefined;
       const pair = (index: number): [number, number] | undefined => {
         const list = m.intList(index);
@@ -531,6 +569,62 @@ export function matchInstruction(
         groups: g,
       };
       return { kind: 'conv2d', input: input!, weight: weight!, bias: hasBias ? bias! : undefined, geometry, out: out! };
+    }
+    default:
+      return undefined;
+  }
+}
+
+const QUANTIZED_RANGES = { int8: [-128, 127], uint8: [0, 255] } as const;
+
+/**
+ * quantize_per_tensor and dequantize_per_tensor over the full range of an
+ * 8-bit tensor (XNNConvert nodes, or the edges of a quantized convolution or
+ * linear), and dequantize_per_channel of a constant (weights, biases).
+ */
+function matchQuantization(m: Matcher, instruction: Extract<GraphInstruction, { kind: 'kernel' }>): MatchedOp | undefined {
+  const a = instruction.args;
+  const eightBit = (index: number): 'int8' | 'uint8' | undefined => {
+    const dtype = m.tensor(index)?.dtype;
+    return dtype === 'int8' || dtype === 'uint8' ? dtype : undefined;
+  };
+  const fullRange = (dtype: 'int8' | 'uint8', low: number, high: number): boolean =>
+    m.int(low) === QUANTIZED_RANGES[dtype][0] && m.int(high) === QUANTIZED_RANGES[dtype][1];
+  const rankFits = (index: number): boolean => m.shape(index).length <= MAX_RANK;
+  switch (`${instruction.name}.${instruction.overload}`) {
+    case 'quantized_decomposed::quantize_per_tensor.out': {
+      const [input, scale, zeroPoint, low, high, , out] = a as number[];
+      const dtype = eightBit(out!);
+      const s = m.number(scale!);
+      const zp = m.int(zeroPoint!);
+      if (dtype === undefined || !m.float32(input!) || s === undefined || zp === undefined || !fullRange(dtype, low!, high!))
+        return undefined;
+      if (!rankFits(input!) || m.constant(input!)) return undefined;
+      return { kind: 'quantize', input: input!, out: out!, scale: s, zeroPoint: zp, dtype };
+    }
+    case 'quantized_decomposed::dequantize_per_tensor.out': {
+      // Without out_dtype: input, scale, zero point, range, dtype, out, and the return value.
+      if (a.length !== 8) return undefined;
+      const [input, scale, zeroPoint, low, high, , out] = a as number[];
+      const dtype = eightBit(input!);
+      const s = m.number(scale!);
+      const zp = m.int(zeroPoint!);
+      if (dtype === undefined || !m.float32(out!) || s === undefined || zp === undefined || !fullRange(dtype, low!, high!))
+        return undefined;
+      if (!rankFits(out!) || m.constant(input!)) return undefined;
+      return { kind: 'dequantize', input: input!, out: out!, scale: s, zeroPoint: zp, dtype };
+    }
+    case 'quantized_decomposed::dequantize_per_channel.out': {
+      if (a.length !== 9) return undefined;
+      const [input, scales, zeroPoints, axis, , , , out] = a as number[];
+      const source = m.tensor(input!);
+      const scaleNode = m.tensor(scales!);
+      const d = m.int(axis!);
+      if (source?.origin.kind !== 'constant' || (source.dtype !== 'int8' && source.dtype !== 'int32') || !m.float32(out!)) return undefined;
+      if (scaleNode?.origin.kind !== 'constant' || scaleNode.dtype !== 'float32' || d === undefined) return undefined;
+      if (m.method.values[zeroPoints!]?.kind !== 'null') return undefined;
+      const bytes = scaleNode.origin.constant.bytes;
+      return { kind: 'dequantizedConstant', source: input!, scales: new Float32Array(bytes.slice().buffer), axis: d, out: out! };
     }
     default:
       return undefined;

@@ -19,6 +19,8 @@ import {
   NodeUnion,
   OutputMinMax,
   PerChannelGroupQuant,
+  PerChannelQuant,
+  PerTensorQuant,
   PerTokenDynamicQuant,
   Pooling2d,
   QuantizedTensorValue,
@@ -51,11 +53,64 @@ const NAMED_CONSTANT_OFFSET = 0xffff_ffff_ffff_ffffn;
  * How a non-fp32 value is quantized: `perToken` is qdint8 (int8 per row of
  * the last dim, computed at run time by a Convert); `int4Groups` is a qbint4
  * filter [out, in] with one bf16 scale per output channel and group of input
- * channels.
+ * channels; `perTensor` is a static qint8 or quint8 activation or a qint32
+ * bias (one scale and zero point); `perChannel` is a qcint8 filter or qcint32
+ * bias with one scale per index of `channelDim` (zero points 0).
  */
 export type XnnQuantization =
   | { readonly kind: 'perToken' }
-  | { readonly kind: 'int4Groups'; readonly groupSize: number; readonly scalesBf16: Uint16Array };
+  | { readonly kind: 'int4Groups'; readonly groupSize: number; readonly scalesBf16: Uint16Array }
+  | { readonly kind: 'perTensor'; readonly datatype: 'qint8' | 'quint8' | 'qint32'; readonly scale: number; readonly zeroPoint: number }
+  | { readonly kind: 'perChannel'; readonly datatype: 'qcint8' | 'qcint32'; readonly scales: Float32Array; readonly channelDim: number };
+
+function datatypeOf(quantization: XnnQuantization | undefined): Datatype {
+  if (quantization === undefined) return Datatype.fp32;
+  switch (quantization.kind) {
+    case 'perToken':
+      return Datatype.qdint8;
+    case 'int4Groups':
+      return Datatype.qbint4;
+    case 'perTensor':
+    case 'perChannel':
+      return Datatype[quantization.datatype];
+  }
+}
+
+function quantParams(builder: flatbuffers.Builder, quantization: XnnQuantization): { type: QuantParams; table: flatbuffers.Offset } {
+  switch (quantization.kind) {
+    case 'perToken':
+      return { type: QuantParams.PerTokenDynamicQuant, table: PerTokenDynamicQuant.createPerTokenDynamicQuant(builder, 1) };
+    case 'int4Groups':
+      return {
+        type: QuantParams.PerChannelGroupQuant,
+        table: PerChannelGroupQuant.createPerChannelGroupQuant(
+          builder,
+          0,
+          0,
+          quantization.groupSize,
+          PerChannelGroupQuant.createScaleBf16Vector(builder, quantization.scalesBf16),
+          0,
+          0,
+        ),
+      };
+    case 'perTensor':
+      return {
+        type: QuantParams.PerTensorQuant,
+        table: PerTensorQuant.createPerTensorQuant(builder, quantization.scale, quantization.zeroPoint),
+      };
+    case 'perChannel':
+      return {
+        type: QuantParams.PerChannelQuant,
+        table: PerChannelQuant.createPerChannelQuant(
+          builder,
+          PerChannelQuant.createScaleVector(builder, quantization.scales),
+          quantization.channelDim,
+          0,
+          0,
+        ),
+      };
+  }
+}
 
 /** A tensor of the delegate graph (fp32 unless quantized). Ids are positions in XnnGraphSpec.values. */
 export interface XnnValueSpec {
@@ -78,7 +133,7 @@ export type BinaryCode =
   | NodeUnion.XNNMinimum
   | NodeUnion.XNNPReLU
   | NodeUnion.XNNBatchMatrixMultiply;
-/** XNNConvert only from fp32 to a perToken (qdint8) value. */
+/** XNNConvert from fp32 to a perToken (qdint8) value, or between fp32 and a perTensor qint8 or quint8 one. */
 export type UnaryCode =
   | NodeUnion.XNNConvert
   | NodeUnion.XNNClamp
@@ -347,7 +402,7 @@ export function buildXnnFlatbuffer(spec: XnnGraphSpec): Uint8Array {
     const flags = value.role === 'input' ? EXTERNAL_INPUT_FLAG : value.role === 'output' ? EXTERNAL_OUTPUT_FLAG : 0;
     const external = value.role === 'input' || value.role === 'output' ? value.externalId! : INVALID_VALUE_ID;
     const quantization = value.quantization;
-    const datatype = quantization === undefined ? Datatype.fp32 : quantization.kind === 'perToken' ? Datatype.qdint8 : Datatype.qbint4;
+    const datatype = datatypeOf(quantization);
     const tensor = TensorValue.createTensorValue(
       builder,
       datatype,
@@ -360,21 +415,7 @@ export function buildXnnFlatbuffer(spec: XnnGraphSpec): Uint8Array {
       Datatype.invalid,
     );
     if (quantization === undefined) return Value.createValue(builder, ValueUnion.TensorValue, tensor);
-    const params =
-      quantization.kind === 'perToken'
-        ? { type: QuantParams.PerTokenDynamicQuant, table: PerTokenDynamicQuant.createPerTokenDynamicQuant(builder, 1) }
-        : {
-            type: QuantParams.PerChannelGroupQuant,
-            table: PerChannelGroupQuant.createPerChannelGroupQuant(
-              builder,
-              0,
-              0,
-              quantization.groupSize,
-              PerChannelGroupQuant.createScaleBf16Vector(builder, quantization.scalesBf16),
-              0,
-              0,
-            ),
-          };
+    const params = quantParams(builder, quantization);
     const quantized = QuantizedTensorValue.createQuantizedTensorValue(builder, tensor, params.type, params.table);
     return Value.createValue(builder, ValueUnion.QuantizedTensorValue, quantized);
   });

@@ -9,7 +9,7 @@ import { arith, cat, constantPad, indexSelect, permute, reshape, slice, windowPa
 import { BLOCK_TERMS, pairwiseSum, toDelegate, widened } from './matmul.js';
 
 /** What Conv and ConvTranspose read alike: inputs, shapes and window attributes with ONNX's defaults. */
-function convSetup(node: NodeView, what: string) {
+export function convSetup(node: NodeView, what: string) {
   const x = node.input(0);
   const w = node.input(1);
   const xShape = shapeOf(x);
@@ -31,7 +31,7 @@ function convSetup(node: NodeView, what: string) {
 }
 
 /** aten::convolution's window: per spatial dim; `outputPadding` makes it transposed. */
-interface ConvolutionWindow {
+export interface ConvolutionWindow {
   strides: readonly number[];
   padding: readonly number[];
   dilations: readonly number[];
@@ -40,7 +40,7 @@ interface ConvolutionWindow {
 }
 
 /** One `aten::convolution.out` of x by w (+ bias), in `dtype`, into `outShape`. */
-function convolution(
+export function convolution(
   ctx: ImportContext,
   x: OnnxValue,
   w: OnnxValue,

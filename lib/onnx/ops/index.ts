@@ -12,6 +12,7 @@ import { concat, gather, pad, sliceOp, split } from './indexing.js';
 import { gemm, matmul } from './matmul.js';
 import { batchNorm, instanceNorm, layerNorm } from './norm.js';
 import { globalPool, pool } from './pool.js';
+import { dequantizeLinear, quantizedProduct, quantizeLinear } from './qdq.js';
 import { convInteger, dynamicQuantizeLinear, matMulInteger } from './quantized.js';
 import { gru, lstm } from './recurrent.js';
 import { argReduce, reduceHandler } from './reduce.js';
@@ -75,7 +76,7 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Min: variadic('min'),
   Sum: variadic('sum'),
   Mean: variadic('mean'),
-  Conv: conv,
+  Conv: quantizedProduct(conv),
   ConvTranspose: convTranspose,
   Resize: resize,
   Upsample: resize,
@@ -96,11 +97,13 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Cast: cast,
   Softmax: softmaxHandler(false),
   LogSoftmax: softmaxHandler(true),
-  Gemm: gemm,
-  MatMul: matmul,
+  Gemm: quantizedProduct(gemm),
+  MatMul: quantizedProduct(matmul),
   DynamicQuantizeLinear: dynamicQuantizeLinear,
   ConvInteger: convInteger,
   MatMulInteger: matMulInteger,
+  QuantizeLinear: quantizeLinear,
+  DequantizeLinear: dequantizeLinear,
   Clip: clip,
   ReduceMean: reduceHandler('mean', 18),
   ReduceSum: reduceHandler('sum', 13),

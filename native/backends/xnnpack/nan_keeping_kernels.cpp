@@ -207,6 +207,32 @@ Status nan_keeping_clamp_kernel(const EtnaKernelCall& call) {
   return Status::ok();
 }
 
+// XNNPACK's Convert to qint8 or quint8: x times 1 / scale (in float),
+// clamped to the codes less the zero point, rounded to nearest even, plus the
+// zero point; a NaN becomes the lowest code, as onnxruntime's QuantizeLinear
+// makes it, where XNNPACK's kernels leave it to their min/max instructions.
+Status nan_keeping_quantize_kernel(const EtnaKernelCall& call) {
+  const Value& out = call.graph.values[call.node.outputs[0]];
+  const bool is_signed = out.datatype == Datatype::qint8;
+  const float lowest = is_signed ? -128.0f : 0.0f;
+  const float highest = is_signed ? 127.0f : 255.0f;
+  const float inverse_scale = 1.0f / out.quant.scale;
+  const float zero_point = static_cast<float>(out.quant.zero_point);
+  const size_t count = output_shape(call).numel();
+  const float* input = input_floats(call, 0);
+  void* output = call.data[call.node.outputs[0]];
+  for (size_t i = 0; i < count; ++i) {
+    const float scaled = input[i] * inverse_scale;
+    const float code =
+        std::isnan(scaled)
+            ? lowest
+            : std::nearbyint(std::min(std::max(scaled, lowest - zero_point), highest - zero_point)) + zero_point;
+    if (is_signed) static_cast<int8_t*>(output)[i] = static_cast<int8_t>(code);
+    else static_cast<uint8_t*>(output)[i] = static_cast<uint8_t>(code);
+  }
+  return Status::ok();
+}
+
 // The 2022 XNNPACK's sigmoid gives NaN beyond |x| of about 6e26 and for the
 // infinities, where the answer is 1 or 0; this one does not.
 Status nan_keeping_sigmoid_kernel(const EtnaKernelCall& call) {

@@ -19,6 +19,7 @@ Status run_nan_keeping_kernel(const Graph& graph, const Node& node, const std::v
 
 Status nan_keeping_binary_kernel(const EtnaKernelCall& call);  // add, subtract, multiply, divide, maximum, minimum
 Status nan_keeping_clamp_kernel(const EtnaKernelCall& call);
+Status nan_keeping_quantize_kernel(const EtnaKernelCall& call);  // Convert from fp32 to qint8 or quint8
 Status nan_keeping_sigmoid_kernel(const EtnaKernelCall& call);
 Status nan_keeping_softmax_kernel(const EtnaKernelCall& call);
 Status nan_keeping_max_pooling_kernel(const EtnaKernelCall& call);

@@ -199,12 +199,14 @@ constexpr NodeTypeInfo kNodeTypes[] = {
         nan_keeping_binary_kernel),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
              [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    as_etna_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node, same_shape_as_input,
-                             "xnn_define_convert",
-                             [](const DefineCall& c) {
-                               return xnn_define_convert(c.subgraph, c.in[0], c.out[0], c.node.flags);
-                             }),
-                    converts_to_qdint8, quantize_per_token_kernel),
+    keeping_nan_with(as_etna_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node,
+                                                  same_shape_as_input, "xnn_define_convert",
+                                                  [](const DefineCall& c) {
+                                                    return xnn_define_convert(c.subgraph, c.in[0], c.out[0],
+                                                                              c.node.flags);
+                                                  }),
+                                         converts_to_qdint8, quantize_per_token_kernel),
+                     nan_keeping_quantize_kernel),
     keeping_nan_with(
         subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
                  global_pooling_shape, "xnn_define_global_average_pooling_2d",
@@ -307,7 +309,14 @@ Engine engine_for(const Graph& graph, const Node& node) {
 Status (*nan_keeping_kernel_for(const Graph& graph, const Node& node))(const EtnaKernelCall&) {
   const NodeTypeInfo& info = node_type_info(node.type);
   if (!info.run_keeping_nan || engine_for(graph, node) != Engine::kSubgraph) return nullptr;
-  return graph.values[node.outputs[0]].datatype == Datatype::fp32 ? info.run_keeping_nan : nullptr;
+  const Datatype output = graph.values[node.outputs[0]].datatype;
+  // A Convert keeps NaN where it quantizes fp32 (its NaN becomes the lowest code); other nodes on fp32 outputs.
+  if (node.type == NodeType::kConvert) {
+    const bool quantizes = graph.values[node.inputs[0]].datatype == Datatype::fp32 &&
+                           (output == Datatype::qint8 || output == Datatype::quint8);
+    return quantizes ? info.run_keeping_nan : nullptr;
+  }
+  return output == Datatype::fp32 ? info.run_keeping_nan : nullptr;
 }
 
 Engine engine_for(const Graph& graph, const Node& node, NanHandling handling) {
