@@ -5,13 +5,12 @@
 // a division where a product with the reciprocal rounds differently,
 // saturation, infinities and NaN. Blocked quantization and the types etna has
 // no dtype for are refused naming the node.
-import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError } from '../../lib/errors.js';
-import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
+import { type Feeds, runEtna, runOrt } from './engines.js';
 import { onnxModel, type TestGraph, type TestInitializer } from './onnx-writer.js';
 
 const FLOAT = 1;
@@ -21,36 +20,6 @@ const UINT16 = 4;
 const INT32 = 6;
 const FLOAT8E4M3FN = 17;
 const INT4 = 22;
-type ElementType = 'float32' | 'uint8' | 'int8' | 'int32';
-const ORT_TYPES: Readonly<Record<number, ElementType>> = { [FLOAT]: 'float32', [UINT8]: 'uint8', [INT8]: 'int8', [INT32]: 'int32' };
-const ARRAYS = { float32: Float32Array, uint8: Uint8Array, int8: Int8Array, int32: Int32Array } as const;
-
-type Feeds = Record<string, { type: number; shape: number[]; data: ArrayLike<number> }>;
-
-const numbers = (data: ArrayLike<unknown>): number[] => Array.from(data, Number);
-
-async function runOrt(model: Uint8Array, feeds: Feeds): Promise<Record<string, number[]>> {
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
-  const ortFeeds = Object.fromEntries(
-    Object.entries(feeds).map(([name, f]) => {
-      const dtype = ORT_TYPES[f.type]!;
-      return [name, new ort.Tensor(dtype, ARRAYS[dtype].from(f.data), f.shape)];
-    }),
-  );
-  const outputs = await session.run(ortFeeds);
-  await session.release();
-  return Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, numbers(t.data as ArrayLike<unknown>)]));
-}
-
-async function runEtna(model: Uint8Array, feeds: Feeds, xnnpack: boolean): Promise<Record<string, number[]>> {
-  const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
-  const inputs = Object.fromEntries(
-    Object.entries(feeds).map(([name, f]) => [name, Tensor.from(ORT_TYPES[f.type]!, f.shape, Array.from(f.data))]),
-  );
-  const outputs = await module.run('forward', inputs);
-  await module.dispose();
-  return Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, numbers(t.toArray() as ArrayLike<unknown>)]));
-}
 
 /** Bit for bit: the same numbers, NaN for NaN, -0 for -0. */
 function expectSame(actual: readonly number[], expected: readonly number[], what: string): void {

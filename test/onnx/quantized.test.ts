@@ -4,7 +4,6 @@
 // MatMulInteger -> Cast -> Mul -> Add, with uint8 and int8 weights and one
 // zero point or one per output channel or column, compared with onnxruntime
 // on portable kernels and on the XNNPACK delegate.
-import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
@@ -12,43 +11,13 @@ import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
+import { type Feeds, runEtna, runOrt } from './engines.js';
 import { onnxModel, type TestGraph, type TestInitializer, type TestNode } from './onnx-writer.js';
 
 const FLOAT = 1;
 const UINT8 = 2;
 const INT8 = 3;
 const INT32 = 6;
-const ORT_TYPES: Readonly<Record<number, 'float32' | 'uint8' | 'int8'>> = { [FLOAT]: 'float32', [UINT8]: 'uint8', [INT8]: 'int8' };
-
-type Feeds = Record<string, { type: number; shape: number[]; data: ArrayLike<number> }>;
-
-const numbers = (data: ArrayLike<unknown>): number[] => Array.from(data, Number);
-
-/** Every output of `model` by onnxruntime, as numbers. */
-async function runOrt(model: Uint8Array, feeds: Feeds): Promise<Record<string, number[]>> {
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
-  const ortFeeds = Object.fromEntries(
-    Object.entries(feeds).map(([name, f]) => {
-      const dtype = ORT_TYPES[f.type]!;
-      const data = dtype === 'float32' ? Float32Array.from(f.data) : dtype === 'uint8' ? Uint8Array.from(f.data) : Int8Array.from(f.data);
-      return [name, new ort.Tensor(dtype, data, f.shape)];
-    }),
-  );
-  const outputs = await session.run(ortFeeds);
-  await session.release();
-  return Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, numbers(t.data as ArrayLike<unknown>)]));
-}
-
-/** Every output of `model` by etna (portable kernels, or XNNPACK), as numbers. */
-async function runEtna(model: Uint8Array, feeds: Feeds, xnnpack: boolean): Promise<Record<string, number[]>> {
-  const module = await Module.load(importOnnx(model, { xnnpack }).bytes);
-  const inputs = Object.fromEntries(
-    Object.entries(feeds).map(([name, f]) => [name, Tensor.from(ORT_TYPES[f.type]!, f.shape, Array.from(f.data))]),
-  );
-  const outputs = await module.run('forward', inputs);
-  await module.dispose();
-  return Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, numbers(t.toArray() as ArrayLike<unknown>)]));
-}
 
 async function runBoth(
   model: Uint8Array,

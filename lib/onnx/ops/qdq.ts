@@ -305,47 +305,42 @@ export function markQuantizedProducts(nodes: readonly OnnxNode[], ctx: ImportCon
   for (const [node, role] of roles) ctx.quantizedRoles.set(node, role);
 }
 
-/** quantize_per_tensor of x with a known scale and zero point (one each). */
-function quantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue, zeroPoint: OnnxValue | undefined): OnnxValue {
-  const dtype = zeroPoint === undefined ? 'uint8' : dtypeOf(zeroPoint);
-  const range = QUANTIZED_RANGES[dtype];
-  if (range === undefined || scale.kind !== 'const' || (zeroPoint !== undefined && zeroPoint.kind !== 'const')) {
-    node.fail("a quantized product's QuantizeLinear takes a known uint8 or int8 zero point and scale");
-  }
-  const zp = zeroPoint === undefined ? 0 : elementAt(zeroPoint.tensor, 0);
+/**
+ * ExecuTorch's per-tensor (de)quantize kernel `op` of x with one scale and zero
+ * point: `codes` is the 8-bit side's dtype, `out` the result's.
+ */
+function perTensorKernel(
+  node: NodeView,
+  op: 'quantize' | 'dequantize',
+  x: OnnxValue,
+  scale: number,
+  zeroPoint: number,
+  codes: DType,
+  out: DType,
+): OnnxValue {
+  const range = QUANTIZED_RANGES[codes]!;
   return node.ctx.emit(
-    'quantized_decomposed::quantize_per_tensor.out',
-    [
-      node.ctx.tensor(x),
-      { double: elementAt(scale.tensor, 0) },
-      { int: zp },
-      { int: range[0] },
-      { int: range[1] },
-      { int: dtypeInfo(dtype).scalarType },
-    ],
-    dtype,
+    `quantized_decomposed::${op}_per_tensor.out`,
+    [node.ctx.tensor(x), { double: scale }, { int: zeroPoint }, { int: range[0] }, { int: range[1] }, { int: dtypeInfo(codes).scalarType }],
+    out,
     shapeOf(x),
   );
 }
 
+/** quantize_per_tensor of x with a known scale and zero point (one each). */
+function quantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue, zeroPoint: OnnxValue | undefined): OnnxValue {
+  const dtype = zeroPoint === undefined ? 'uint8' : dtypeOf(zeroPoint);
+  if (QUANTIZED_RANGES[dtype] === undefined || scale.kind !== 'const' || (zeroPoint !== undefined && zeroPoint.kind !== 'const')) {
+    node.fail("a quantized product's QuantizeLinear takes a known uint8 or int8 zero point and scale");
+  }
+  const zp = zeroPoint === undefined ? 0 : elementAt(zeroPoint.tensor, 0);
+  return perTensorKernel(node, 'quantize', x, elementAt(scale.tensor, 0), zp, dtype, dtype);
+}
+
 /** dequantize_per_tensor of an 8-bit x with a known scale and zero point (one each). */
 function dequantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue & { kind: 'const' }, zeroPoint: OnnxValue | undefined): OnnxValue {
-  const dtype = dtypeOf(x);
-  const range = QUANTIZED_RANGES[dtype]!;
   const zp = zeroPoint?.kind === 'const' ? elementAt(zeroPoint.tensor, 0) : 0;
-  return node.ctx.emit(
-    'quantized_decomposed::dequantize_per_tensor.out',
-    [
-      node.ctx.tensor(x),
-      { double: elementAt(scale.tensor, 0) },
-      { int: zp },
-      { int: range[0] },
-      { int: range[1] },
-      { int: dtypeInfo(dtype).scalarType },
-    ],
-    'float32',
-    shapeOf(x),
-  );
+  return perTensorKernel(node, 'dequantize', x, elementAt(scale.tensor, 0), zp, dtypeOf(x), 'float32');
 }
 
 const INT32_RANGE = [-2147483648, 2147483647] as const;

@@ -76,26 +76,19 @@ const wakeWord = (name: string, file: string, pkg = WAKEWORD, license = 'MIT'): 
   source: { file },
 });
 
+const PPOCR_CLS: ZooModel = {
+  name: 'ppocr-cls',
+  kind: 'vision classification',
+  package: OCR,
+  license: 'MIT',
+  source: { file: 'assets/ch_ppocr_mobile_v2.0_cls_infer.onnx' },
+  shapes: { x: [1, 3, 48, 192] },
+  sizes: 'the text-line crop PP-OCR feeds its direction classifier',
+};
+
 export const ZOO_MODELS: readonly ZooModel[] = [
-  {
-    name: 'ppocr-cls',
-    kind: 'vision classification',
-    package: OCR,
-    license: 'MIT',
-    source: { file: 'assets/ch_ppocr_mobile_v2.0_cls_infer.onnx' },
-    shapes: { x: [1, 3, 48, 192] },
-    sizes: 'the text-line crop PP-OCR feeds its direction classifier',
-  },
-  {
-    name: 'ppocr-cls-qdq',
-    kind: 'vision classification',
-    package: OCR,
-    license: 'MIT',
-    source: { file: 'assets/ch_ppocr_mobile_v2.0_cls_infer.onnx' },
-    shapes: { x: [1, 3, 48, 192] },
-    sizes: 'the text-line crop PP-OCR feeds its direction classifier',
-    derive: 'qdq',
-  },
+  PPOCR_CLS,
+  { ...PPOCR_CLS, name: 'ppocr-cls-qdq', derive: 'qdq' },
   {
     name: 'ppocr-det',
     kind: 'text detection',
