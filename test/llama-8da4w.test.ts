@@ -2,7 +2,7 @@
 // 4-bit embedding, update_cache into shared state and custom_sdpa. Prefill
 // plus 32 greedy decode steps against the float32 TypeScript reference that
 // uses the same dequantized weights and per-token activation quantization.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -109,6 +109,43 @@ describe('llama-8da4w example', () => {
     const [decoded] = await module.execute('decode', [Tensor.int64([1, 1], [1]), Tensor.int64([1], [C.prefillLength])]);
     expect(worstDifference((decoded as Tensor).data as Float32Array, reference.decode(1, C.prefillLength))).toBeLessThan(LOGIT_TOLERANCE);
     await module.dispose();
+  });
+
+  // /proc/self/smaps: the kilobytes of `path`'s mappings resident in this process.
+  function residentKiB(path: string): number {
+    let inMapping = false;
+    let kib = 0;
+    for (const line of readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+      if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inMapping = line.endsWith(` ${path}`);
+      else if (inMapping && line.startsWith('Rss:')) kib += Number(line.split(/\s+/)[1]);
+    }
+    return kib;
+  }
+
+  it('loaded with { mmap: true }, the file pages its load read are given back, and calls read what they need again', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etna-mmap-'));
+    try {
+      const path = join(dir, 'llama.pte');
+      writeFileSync(path, lowered.bytes);
+      const copied = await Module.load(lowered.bytes, { shareMemoryArenas: true });
+      const mapped = await Module.load(path, { shareMemoryArenas: true, mmap: true });
+      // Packing read every 4-bit weight, and the FlatBuffer region was copied.
+      expect(residentKiB(path) * 1024).toBeLessThan(lowered.bytes.length / 20);
+      const prompt = [3, 141, 59, 26, 53, 58, 97, 93];
+      for (const method of ['prefill', 'decode'] as const) {
+        const inputs =
+          method === 'prefill'
+            ? [Tensor.int64([1, C.prefillLength], prompt), Tensor.int64([1], [0])]
+            : [Tensor.int64([1, 1], [5]), Tensor.int64([1], [C.prefillLength])];
+        const [want] = await copied.execute(method, inputs);
+        const [got] = await mapped.execute(method, inputs);
+        expect((got as Tensor).data, method).toEqual((want as Tensor).data);
+      }
+      await copied.dispose();
+      await mapped.dispose();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('etna export-example writes it lowered to XNNPACK without --xnnpack', async () => {

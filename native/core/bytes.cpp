@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -98,6 +99,15 @@ class MappedFile final : public ByteSource {
   const uint8_t* data() const override { return static_cast<const uint8_t*>(base_); }
   size_t size() const override { return static_cast<size_t>(file_.info.st_size); }
   bool mapped() const override { return true; }
+
+  // The mapping is read-only and private, so it holds no page of its own:
+  // MADV_DONTNEED only unmaps file pages, which the next read maps again.
+  void release_pages(size_t offset, size_t size) const override {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t end = std::min(offset + size, this->size());
+    const size_t first = (offset + page - 1) / page * page, last = end / page * page;
+    if (last > first) madvise(static_cast<uint8_t*>(base_) + first, last - first, MADV_DONTNEED);
+  }
 
   Status check_unchanged() const override {
     struct stat now {};

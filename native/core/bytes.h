@@ -38,6 +38,14 @@ class ByteSource {
   // INVALID_PROGRAM when a mapped file has been truncated or written in place
   // since it was mapped, so a caller can refuse to read it; always ok for a copy.
   virtual Status check_unchanged() const { return Status::ok(); }
+  // Gives the pages of [offset, offset + size) that this process has read
+  // back to the OS where reading them again is safe: a mapping drops them (a
+  // later read faults them in again from the file, in the page cache as a
+  // rule); a private copy keeps its bytes.
+  virtual void release_pages(size_t offset, size_t size) const {
+    (void)offset;
+    (void)size;
+  }
 };
 
 // Reads a regular file into a private aligned copy in one pass, or maps it.

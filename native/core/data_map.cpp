@@ -139,4 +139,9 @@ Status check_unchanged(const Program& program, const DataMap* external_data) {
   return external_data != nullptr ? external_data->check_unchanged() : Status::ok();
 }
 
+void release_pages_read_at_load(const Program& program, const DataMap* external_data) {
+  program.release_file_pages();
+  if (external_data != nullptr) external_data->release_pages();
+}
+
 }  // namespace etna

@@ -39,6 +39,9 @@ class DataMap {
   size_t segment_count() const { return segment_count_; }
   // INVALID_PROGRAM when the file was mapped and has changed since.
   Status check_unchanged() const { return bytes_->check_unchanged(); }
+  // Hands the pages read so far back to the OS when the file is mapped
+  // (ByteSource::release_pages); nothing for a copy.
+  void release_pages() const { bytes_->release_pages(0, bytes_->size()); }
 
  private:
   DataMap() = default;
@@ -53,5 +56,10 @@ class DataMap {
 // a call): has the program's file, or its external data file, changed on disk
 // since it was mapped? INVALID_PROGRAM naming the file if so.
 Status check_unchanged(const Program& program, const DataMap* external_data);
+
+// After a method has loaded (its delegates packed what they keep), the pages
+// of the mapped program's segments and external data file that the load read
+// go back to the OS; what a call reads later maps in again.
+void release_pages_read_at_load(const Program& program, const DataMap* external_data);
 
 }  // namespace etna

@@ -303,6 +303,7 @@ Status Module::load_method(size_t index) {
     return method.error();
   }
   methods_[index] = std::move(*method);
+  release_pages_read_at_load(*program_, options_.external_data.get());
   return Status::ok();
 }
 

@@ -64,6 +64,11 @@ class Program {
   Result<ByteSpan> mutable_initial_data(uint32_t buffer_index, uint64_t nbytes) const;
   // Named data blob by exact key.
   std::optional<ByteSpan> named_data(std::string_view key) const;
+  // Once a method's delegates have taken what they keep from segment data
+  // (packed weights, say), hands the pages of the file read so far back to
+  // the OS when it is mapped (ByteSource::release_pages; the FlatBuffer region
+  // is read from its copy); nothing for a copy.
+  void release_file_pages() const { bytes_->release_pages(0, bytes_->size()); }
   // A delegate's payload (inline or in a segment); verified at load.
   ByteSpan delegate_payload(const fb::BackendDelegate& delegate) const;
   // The backend's state shared by every module over this program, made on

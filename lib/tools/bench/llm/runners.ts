@@ -58,7 +58,8 @@ export function logSoftmax(logits: ArrayLike<number>): Float32Array {
 export type LlmLoader = (path: string, config: Llama8da4wConfig, threads: number) => Promise<LlmRunner>;
 
 async function etnaRunner(path: string, config: Llama8da4wConfig, threads: number): Promise<LlmRunner> {
-  const module = await Module.load(path, { shareMemoryArenas: true, numThreads: threads });
+  // Mapped, as llama.cpp maps its GGUF: the pages packing read go back after the load.
+  const module = await Module.load(path, { shareMemoryArenas: true, numThreads: threads, mmap: true });
   let position = 0;
   const lastRow = (logits: Tensor): Float32Array => {
     const data = logits.data as Float32Array;
