@@ -735,7 +735,32 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
   l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
   l.weight_sums_.assign(l.padded_out_ * l.blocks_, 0);
   l.bias_.assign(l.padded_out_, 0.0f);
-  for (size_t n = 0; n < n_count; ++n) {
+  // The exporter's 4-bit rows, eight input channels (four bytes) at a time:
+  // packed byte r of quad pair u holds the codes of channels 8u + r (low
+  // nibble) and 8u + 4 + r (high), the same values as the source's, so no code
+  // is decoded. Where it applies, it writes what the general loop below does.
+  const bool whole_bytes = l.four_bit_ && k_count % 8 == 0 && (l.blocks_ == 1 || l.block_length_ % 8 == 0);
+  for (size_t n = 0; n < n_count && whole_bytes; ++n) {
+    const uint8_t* row = source + n * source_row;
+    uint8_t* packed = l.codes_.data() + n / kColumns * group_bytes + n % kColumns * kQuad;
+    for (size_t u = 0; u < k_count / 8; ++u) {
+      const uint8_t* from = row + 4 * u;
+      uint8_t* to = packed + u * 32;
+      to[0] = static_cast<uint8_t>((from[0] & 0x0F) | (from[2] << 4));
+      to[1] = static_cast<uint8_t>((from[0] >> 4) | (from[2] & 0xF0));
+      to[2] = static_cast<uint8_t>((from[1] & 0x0F) | (from[3] << 4));
+      to[3] = static_cast<uint8_t>((from[1] >> 4) | (from[3] & 0xF0));
+    }
+    for (size_t b = 0; b < l.blocks_; ++b) {
+      const size_t first = b * l.block_length_, end = std::min(k_count, (b + 1) * l.block_length_);
+      int32_t codes = 0;
+      for (size_t i = first / 2; i < end / 2; ++i) codes += (row[i] & 0x0F) + (row[i] >> 4);
+      const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
+      l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
+      l.weight_sums_[at] = codes - kFourBitZero * static_cast<int32_t>(end - first);
+    }
+  }
+  for (size_t n = 0; n < n_count && !whole_bytes; ++n) {
     for (size_t b = 0; b < l.blocks_; ++b) {
       int32_t weight_sum = 0;
       const size_t end = std::min(k_count, (b + 1) * l.block_length_);

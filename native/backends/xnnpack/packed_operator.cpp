@@ -19,6 +19,12 @@ class KeyWriter {
     key_.append(reinterpret_cast<const char*>(&value), sizeof(T));
     return *this;
   }
+  // The elements' bytes in one append: a blockwise filter has tens of thousands of scales.
+  template <typename T>
+  KeyWriter& add_all(const std::vector<T>& values) {
+    key_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+    return *this;
+  }
   KeyWriter& add_text(const std::string& text) {
     add(text.size());
     key_ += text;
@@ -35,7 +41,7 @@ void add_value(KeyWriter& key, const Value& value) {
   for (size_t d = 0; d < value.shape.rank; ++d) key.add(value.shape.dims[d]);
   key.add(static_cast<uint8_t>(value.quant.kind)).add(value.quant.scale).add(value.quant.zero_point);
   key.add(value.quant.channel_dim).add(value.quant.block_size).add(value.quant.channel_scales.size());
-  for (float scale : value.quant.channel_scales) key.add(scale);
+  key.add_all(value.quant.channel_scales);
   key.add_text(value.constant_key);
 }
 
