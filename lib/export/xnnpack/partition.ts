@@ -591,29 +591,23 @@ function matchQuantization(m: Matcher, instruction: Extract<GraphInstruction, { 
   const fullRange = (dtype: 'int8' | 'uint8', low: number, high: number): boolean =>
     m.int(low) === QUANTIZED_RANGES[dtype][0] && m.int(high) === QUANTIZED_RANGES[dtype][1];
   const rankFits = (index: number): boolean => m.shape(index).length <= MAX_RANK;
+  // quantize_per_tensor writes 8-bit codes from a float32 input, dequantize_per_tensor the reverse.
+  const perTensor = (kind: 'quantize' | 'dequantize'): MatchedOp | undefined => {
+    const [input, scale, zeroPoint, low, high, , out] = a as number[];
+    const [codes, real] = kind === 'quantize' ? [out!, input!] : [input!, out!];
+    const dtype = eightBit(codes);
+    const s = m.number(scale!);
+    const zp = m.int(zeroPoint!);
+    if (dtype === undefined || !m.float32(real) || s === undefined || zp === undefined || !fullRange(dtype, low!, high!)) return undefined;
+    if (!rankFits(real) || m.constant(input!)) return undefined;
+    return { kind, input: input!, out: out!, scale: s, zeroPoint: zp, dtype };
+  };
   switch (`${instruction.name}.${instruction.overload}`) {
-    case 'quantized_decomposed::quantize_per_tensor.out': {
-      const [input, scale, zeroPoint, low, high, , out] = a as number[];
-      const dtype = eightBit(out!);
-      const s = m.number(scale!);
-      const zp = m.int(zeroPoint!);
-      if (dtype === undefined || !m.float32(input!) || s === undefined || zp === undefined || !fullRange(dtype, low!, high!))
-        return undefined;
-      if (!rankFits(input!) || m.constant(input!)) return undefined;
-      return { kind: 'quantize', input: input!, out: out!, scale: s, zeroPoint: zp, dtype };
-    }
-    case 'quantized_decomposed::dequantize_per_tensor.out': {
+    case 'quantized_decomposed::quantize_per_tensor.out':
+      return perTensor('quantize');
+    case 'quantized_decomposed::dequantize_per_tensor.out':
       // Without out_dtype: input, scale, zero point, range, dtype, out, and the return value.
-      if (a.length !== 8) return undefined;
-      const [input, scale, zeroPoint, low, high, , out] = a as number[];
-      const dtype = eightBit(input!);
-      const s = m.number(scale!);
-      const zp = m.int(zeroPoint!);
-      if (dtype === undefined || !m.float32(out!) || s === undefined || zp === undefined || !fullRange(dtype, low!, high!))
-        return undefined;
-      if (!rankFits(out!) || m.constant(input!)) return undefined;
-      return { kind: 'dequantize', input: input!, out: out!, scale: s, zeroPoint: zp, dtype };
-    }
+      return a.length === 8 ? perTensor('dequantize') : undefined;
     case 'quantized_decomposed::dequantize_per_channel.out': {
       if (a.length !== 9) return undefined;
       const [input, scales, zeroPoints, axis, , , , out] = a as number[];
