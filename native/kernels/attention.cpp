@@ -48,6 +48,23 @@ float add_lanes(const float* lanes) {
   return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+// The greatest of `start` and values[first, end); a NaN value is skipped.
+float greatest(const float* values, int64_t first, int64_t end, float start) {
+  for (int64_t c = first; c < end; ++c) {
+    if (values[c] > start) start = values[c];
+  }
+  return start;
+}
+
+// scores[c] = exp(scores[c] - max_score) for c in [first, end), each added to
+// lane c % kSumLanes.
+void exp_into_lanes(float* scores, int64_t first, int64_t end, float max_score, float* lanes) {
+  for (int64_t c = first; c < end; ++c) {
+    scores[c] = softmax_exp(scores[c] - max_score);
+    lanes[c % kSumLanes] += scores[c];
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Portable path: plain loops, in the order the vector path keeps.
 
@@ -56,15 +73,9 @@ struct PortableOps {
   // the max and makes the sum NaN; a row whose max is -inf or +inf gives
   // exp(NaN): NaN, as PyTorch's softmax does.
   static float softmax(float* scores, int64_t count) {
-    float max_score = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 0; c < count; ++c) {
-      if (scores[c] > max_score) max_score = scores[c];
-    }
+    const float max_score = greatest(scores, 0, count, -std::numeric_limits<float>::infinity());
     float lanes[kSumLanes] = {};
-    for (int64_t c = 0; c < count; ++c) {
-      scores[c] = softmax_exp(scores[c] - max_score);
-      lanes[c % kSumLanes] += scores[c];
-    }
+    exp_into_lanes(scores, 0, count, max_score, lanes);
     return add_lanes(lanes);
   }
 
@@ -144,13 +155,8 @@ struct Avx2Ops {
     for (int64_t c = 0; c < whole; c += kSumLanes) maxima = _mm256_max_ps(_mm256_loadu_ps(scores + c), maxima);
     alignas(32) float lanes[kSumLanes];
     _mm256_store_ps(lanes, maxima);
-    float max_score = -std::numeric_limits<float>::infinity();
-    for (float m : lanes) {
-      if (m > max_score) max_score = m;
-    }
-    for (int64_t c = whole; c < count; ++c) {
-      if (scores[c] > max_score) max_score = scores[c];
-    }
+    const float max_score =
+        greatest(scores, whole, count, greatest(lanes, 0, kSumLanes, -std::numeric_limits<float>::infinity()));
     const __m256 subtrahend = _mm256_set1_ps(max_score);
     __m256 sums = _mm256_setzero_ps();
     for (int64_t c = 0; c < whole; c += kSumLanes) {
@@ -159,10 +165,7 @@ struct Avx2Ops {
       sums = _mm256_add_ps(sums, e);
     }
     _mm256_store_ps(lanes, sums);
-    for (int64_t c = whole; c < count; ++c) {
-      scores[c] = softmax_exp(scores[c] - max_score);
-      lanes[c % kSumLanes] += scores[c];
-    }
+    exp_into_lanes(scores, whole, count, max_score, lanes);
     return add_lanes(lanes);
   }
 

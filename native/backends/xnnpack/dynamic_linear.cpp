@@ -735,6 +735,12 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
   l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
   l.weight_sums_.assign(l.padded_out_ * l.blocks_, 0);
   l.bias_.assign(l.padded_out_, 0.0f);
+  // Channel n's scale and weight sum for block b, where the tiles read them.
+  auto set_block = [&](size_t n, size_t b, int32_t weight_sum) {
+    const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
+    l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
+    l.weight_sums_[at] = weight_sum;
+  };
   // The exporter's 4-bit rows, eight input channels (four bytes) at a time:
   // packed byte r of quad pair u holds the codes of channels 8u + r (low
   // nibble) and 8u + 4 + r (high), the same values as the source's, so no code
@@ -755,9 +761,7 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
       const size_t first = b * l.block_length_, end = std::min(k_count, (b + 1) * l.block_length_);
       int32_t codes = 0;
       for (size_t i = first / 2; i < end / 2; ++i) codes += (row[i] & 0x0F) + (row[i] >> 4);
-      const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
-      l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
-      l.weight_sums_[at] = codes - kFourBitZero * static_cast<int32_t>(end - first);
+      set_block(n, b, codes - kFourBitZero * static_cast<int32_t>(end - first));
     }
   }
   for (size_t n = 0; n < n_count && !whole_bytes; ++n) {
@@ -777,9 +781,7 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
           byte = static_cast<uint8_t>(static_cast<int8_t>(w));
         }
       }
-      const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
-      l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
-      l.weight_sums_[at] = weight_sum;
+      set_block(n, b, weight_sum);
     }
   }
   if (bias && bias->constant.size) std::memcpy(l.bias_.data(), bias->constant.data, n_count * sizeof(float));

@@ -252,17 +252,32 @@ void copy_rows(const uint8_t* input, size_t base, const size_t* strides, uint8_t
   });
 }
 
+// A movement node's one input and one output; `done` when the output is
+// empty or a scalar, whose one element is copied here.
+struct Movement {
+  const Shape& in_shape;
+  const Shape& out_shape;
+  const uint8_t* input;
+  uint8_t* output;
+  bool done;
+};
+
+Movement movement(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size) {
+  Movement m{shapes[node.inputs[0]], shapes[node.outputs[0]], static_cast<const uint8_t*>(data[node.inputs[0]]),
+             static_cast<uint8_t*>(data[node.outputs[0]]), false};
+  if (m.out_shape.numel() == 0) {
+    m.done = true;
+  } else if (m.out_shape.rank == 0) {
+    std::memcpy(m.output, m.input, element_size);
+    m.done = true;
+  }
+  return m;
+}
+
 Status transpose(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
                  pthreadpool_t threadpool) {
-  const Shape& in_shape = shapes[node.inputs[0]];
-  const Shape& out_shape = shapes[node.outputs[0]];
-  const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
-  uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
-  if (out_shape.numel() == 0) return Status::ok();
-  if (out_shape.rank == 0) {
-    std::memcpy(output, input, element_size);
-    return Status::ok();
-  }
+  const auto [in_shape, out_shape, input, output, done] = movement(node, shapes, data, element_size);
+  if (done) return Status::ok();
   size_t in_strides[kMaxRank];
   contiguous_strides(in_shape, in_strides);
   size_t by_out[kMaxRank];
@@ -312,15 +327,8 @@ void concatenate(const Node& node, const std::vector<Shape>& shapes, void* const
 
 void slice(const Node& node, const std::vector<Shape>& shapes, void* const* data, size_t element_size,
            pthreadpool_t threadpool) {
-  const Shape& in_shape = shapes[node.inputs[0]];
-  const Shape& out_shape = shapes[node.outputs[0]];
-  const uint8_t* input = static_cast<const uint8_t*>(data[node.inputs[0]]);
-  uint8_t* output = static_cast<uint8_t*>(data[node.outputs[0]]);
-  if (out_shape.numel() == 0) return;
-  if (out_shape.rank == 0) {
-    std::memcpy(output, input, element_size);
-    return;
-  }
+  const auto [in_shape, out_shape, input, output, done] = movement(node, shapes, data, element_size);
+  if (done) return;
   size_t in_strides[kMaxRank];
   contiguous_strides(in_shape, in_strides);
   size_t base = 0;
