@@ -397,15 +397,18 @@ class RunBuilder {
     return this.constantValue(constantKey(bytes), bytes, dims, { kind: 'perChannel', datatype, scales, channelDim });
   }
 
+  /** The stored codes a dequantized constant reads. */
+  private sourceOf(dequantized: DequantizedConstant): ConstantTensor {
+    const source = this.method.tensorNode(dequantized.source);
+    if (source.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: dequantized codes are not a constant');
+    return source.origin.constant;
+  }
+
   /** A weight or bias: float32 bytes of a constant, or of a dequantized one computed here. */
   private floatWeight(index: number): { values: Float32Array; shape: readonly number[] } {
     const node = this.method.tensorNode(index);
     const dequantized = this.dequantizedConstantOf.get(index);
-    if (dequantized !== undefined) {
-      const source = this.method.tensorNode(dequantized.source);
-      if (source.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: dequantized codes are not a constant');
-      return { values: dequantizedValues(source.origin.constant, dequantized), shape: node.shape };
-    }
+    if (dequantized !== undefined) return { values: dequantizedValues(this.sourceOf(dequantized), dequantized), shape: node.shape };
     if (node.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: a weight is not a constant');
     return { values: new Float32Array(node.origin.constant.bytes.slice().buffer), shape: node.shape };
   }
@@ -421,9 +424,7 @@ class RunBuilder {
   /** The int8 codes and per-channel scales behind a dequantized weight or bias. */
   private codes(index: number): { codes: Int8Array | Int32Array; scales: Float32Array } {
     const dequantized = this.dequantizedConstantOf.get(index)!;
-    const source = this.method.tensorNode(dequantized.source);
-    if (source.origin.kind !== 'constant') throw new EtnaError('INTERNAL', 'xnnpack lowering: dequantized codes are not a constant');
-    return { codes: codesOf(source.origin.constant), scales: dequantized.scales };
+    return { codes: codesOf(this.sourceOf(dequantized)), scales: dequantized.scales };
   }
 
   /**
@@ -932,7 +933,6 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
     // A convolution or linear over dequantized codes whose input is dequantized in the run and whose
     // result (through a fused clamp) only a quantize reads computes on 8-bit codes.
     const quantizedProducts = new Map<number, QuantizedProduct>(); // product step -> its dequantize and quantize
-    const productReaders = new Set<number>(); // dequantize steps whose result only quantized products read
     for (let step = run.start; step < run.end; step++) {
       const op = matches[step]!;
       if ((op.kind !== 'conv2d' && op.kind !== 'fullyConnected') || skipped.has(step)) continue;
@@ -953,10 +953,7 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
       const op = matches[step]!;
       if (op.kind !== 'dequantize' || methodOutputs.has(op.out)) continue;
       const outReaders = readers.get(op.out) ?? [];
-      if (outReaders.length > 0 && outReaders.every((reader) => quantizedProducts.has(reader))) {
-        productReaders.add(step);
-        skipped.add(step);
-      }
+      if (outReaders.length > 0 && outReaders.every((reader) => quantizedProducts.has(reader))) skipped.add(step);
     }
 
     const runOutputs = new Set<number>();
