@@ -21,11 +21,13 @@
 import type * as Ort from 'onnxruntime-node';
 
 import { EtnaError } from '../../errors.js';
+import { roundHalfEven } from '../../export/quantize.js';
 import { constFromProto, fromNumbers, toNumbers, type ConstTensor } from '../../onnx/constant.js';
 import { ONNX_DTYPE_CODES } from '../../onnx/dtype.js';
 import { readOnnxModel } from '../../onnx/index.js';
 import type { OnnxAttribute, OnnxTensorProto } from '../../onnx/proto.js';
 import { numel } from '../../shape.js';
+import { writeValue } from '../onnx-emitter/graph-writer.js';
 import { ProtoWriter } from '../onnx-emitter/protobuf.js';
 import { seededUniform } from '../onnx-emitter/paddle-style.js';
 
@@ -65,12 +67,6 @@ interface Node {
   inputs: string[];
   outputs: string[];
   attributes: OnnxAttribute[];
-}
-
-/** Round half to even, as numpy rounds. */
-function roundEven(value: number): number {
-  const r = Math.round(value);
-  return r - value === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
 function floatAttribute(node: Node, name: string): number | undefined {
@@ -238,15 +234,6 @@ function attribute(w: ProtoWriter, a: OnnxAttribute): void {
   w.int(20, a.type);
 }
 
-function valueInfo(w: ProtoWriter, name: string, shape?: readonly number[]): void {
-  w.string(1, name).message(2, (type) =>
-    type.message(1, (tensor) => {
-      tensor.int(1, ONNX_DTYPE_CODES.float32);
-      if (shape !== undefined) tensor.message(2, (s) => shape.forEach((d) => s.message(1, (dim) => dim.int(1, d))));
-    }),
-  );
-}
-
 /** ModelProto bytes at opset 13; graph outputs (float32) without shapes. */
 function writeModel(
   nodes: readonly Node[],
@@ -269,8 +256,8 @@ function writeModel(
     );
     g.string(2, 'qdq');
     for (const [name, tensor] of constants) if (read.has(name)) g.message(5, (w) => tensorProto(w, name, tensor));
-    for (const input of inputs) g.message(11, (w) => valueInfo(w, input.name, input.shape));
-    for (const output of outputs) g.message(12, (w) => valueInfo(w, output));
+    for (const input of inputs) g.message(11, (w) => writeValue(w, input));
+    for (const output of outputs) g.message(12, (w) => writeValue(w, { name: output }));
   });
   model.message(8, (o) => o.string(1, '').int(2, QDQ_OPSET));
   return model.finish();
@@ -281,7 +268,7 @@ function activationParameters(low: number, high: number): { scale: number; zeroP
   const rmin = Math.min(low, 0);
   const rmax = Math.max(high, 0);
   const scale = rmax === rmin ? 1 : Math.fround((rmax - rmin) / (INT8_MAX - INT8_MIN));
-  return { scale, zeroPoint: Math.max(INT8_MIN, Math.min(INT8_MAX, roundEven(INT8_MIN - rmin / scale))) };
+  return { scale, zeroPoint: Math.max(INT8_MIN, Math.min(INT8_MAX, roundHalfEven(INT8_MIN - rmin / scale))) };
 }
 
 /**
@@ -426,7 +413,7 @@ function quantizeWeights(product: Product, constants: Map<string, ConstTensor>, 
     largest[channelOf(i)] = Math.max(largest[channelOf(i)]!, Math.abs(v));
   });
   const scales = largest.map((m) => (m === 0 ? 1 : Math.fround(m / WEIGHT_MAX)));
-  const codes = values.map((v, i) => Math.max(-WEIGHT_MAX, Math.min(WEIGHT_MAX, roundEven(v / scales[channelOf(i)]!))));
+  const codes = values.map((v, i) => Math.max(-WEIGHT_MAX, Math.min(WEIGHT_MAX, roundHalfEven(v / scales[channelOf(i)]!))));
   const base = node.outputs[0]!;
   const axisAttribute: OnnxAttribute = { name: 'axis', type: 2, i: BigInt(axis), floats: [], ints: [], strings: [] };
   constants.set(`${base}_weight_quantized`, fromNumbers('int8', weight.shape, codes));
@@ -451,7 +438,7 @@ function quantizeWeights(product: Product, constants: Map<string, ConstTensor>, 
       fromNumbers(
         'int32',
         [channels],
-        bias.map((b, c) => roundEven(b / biasScales[c]!)),
+        bias.map((b, c) => roundHalfEven(b / biasScales[c]!)),
       ),
     );
     constants.set(`${base}_bias_scale`, fromNumbers('float32', [channels], biasScales));

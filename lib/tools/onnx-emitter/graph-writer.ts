@@ -70,7 +70,8 @@ function writeInitializer(w: ProtoWriter, t: OnnxGraphInitializer): void {
   }
 }
 
-function writeValue(w: ProtoWriter, value: OnnxGraphValue): void {
+/** A float32 ValueInfoProto, with its shape when given. */
+export function writeValue(w: ProtoWriter, value: OnnxGraphValue): void {
   w.string(1, value.name);
   w.message(2, (type) =>
     type.message(1, (tensor) => {
