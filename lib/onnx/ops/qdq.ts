@@ -28,8 +28,9 @@ import {
   type QuantizedRole,
 } from '../context.js';
 import type { OnnxNode } from '../proto.js';
-import { arith, compare, convert, convertInto, reshape, where, windowPads, type OpHandler } from './common.js';
+import { arith, convert, convertInto, reshape, windowPads, type OpHandler } from './common.js';
 import { convolution, convSetup } from './conv.js';
+import { centeredCodes } from './quantized.js';
 
 /** The integer range of each quantized dtype QuantizeLinear produces. */
 const QUANTIZED_RANGES: Readonly<Partial<Record<DType, readonly [number, number]>>> = {
@@ -38,8 +39,6 @@ const QUANTIZED_RANGES: Readonly<Partial<Record<DType, readonly [number, number]
 };
 /** ONNX element type codes QuantizeLinear's `output_dtype` may name here. */
 const OUTPUT_DTYPES: Readonly<Record<number, DType>> = { 2: 'uint8', 3: 'int8' };
-/** 1.5 * 2^23: a float32 of magnitude up to 2^22 plus this has no fraction bits left, rounded ties to even. */
-const ROUNDING_SHIFT = 12582912;
 
 /** Where a scale and zero point apply: to the whole tensor, or one each along `axis`. */
 interface Layout {
@@ -131,14 +130,7 @@ export function quantizeLinear(node: NodeView): OnnxValue[] {
   const quotient = arith(ctx, node, 'div', x, reshape(ctx, scale, layout.parameterShape));
   const low = boundBeside(node, range[0], zeroPoint, layout);
   const high = boundBeside(node, range[1], zeroPoint, layout);
-  // max(quotient, low) then min(., high), as MAXPS and MINPS: a NaN quotient becomes low. The
-  // selection is compare-and-where, so a NaN goes there on every path (the delegate's clamps differ).
-  const capped = ctx.emit('aten::minimum.out', [ctx.tensor(quotient), ctx.tensor(high)], 'float32', shape);
-  const clamped = where(ctx, node, compare(ctx, node, 'ge', quotient, low), capped, low);
-  // The bounds are integers within 2^8, so adding and subtracting 1.5 * 2^23 rounds to a whole
-  // number, ties to even, exactly: two additions the delegate runs, where round is a portable kernel.
-  const shift = ctx.constant('float32', [], [ROUNDING_SHIFT]);
-  const centered = arith(ctx, node, 'sub', arith(ctx, node, 'add', clamped, shift), shift);
+  const centered = centeredCodes(ctx, node, quotient, low, high);
   const zeroPointFloat = reshape(ctx, convert(ctx, zeroPoint, 'float32'), layout.parameterShape);
   const y = ctx.deferred(dtype, shape, (out) => convertInto(ctx, arith(ctx, node, 'add', centered, zeroPointFloat), out));
   ctx.centeredForms.set(y, { centered, zeroPoint });

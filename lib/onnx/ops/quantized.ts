@@ -32,6 +32,24 @@ const QUANTIZED_MAX = 255;
 /** 1.5 * 2^23: float32 sums with it have no fraction bits left (see the rounding of y below). */
 const ROUNDING_SHIFT = 12582912;
 
+/**
+ * The quantized value less its zero point: `quotient` (x / scale) clamped to
+ * [low, high] with a NaN quotient taken as `low`, rounded to whole numbers,
+ * ties to even. The bounds are integers within 2^8, so clamping first rounds
+ * the same; the clamp is MAXPS then MINPS as onnxruntime's kernels run it,
+ * here a compare-and-where so NaN goes to `low` on every path (the
+ * delegate's clamps differ); and a float32 of magnitude up to 2^22 plus
+ * 1.5 * 2^23 rounds to a whole number, ties to even, which subtracting
+ * 1.5 * 2^23 leaves exact: two additions the delegate runs, where round is a
+ * portable kernel.
+ */
+export function centeredCodes(ctx: ImportContext, node: NodeView, quotient: OnnxValue, low: OnnxValue, high: OnnxValue): OnnxValue {
+  const capped = ctx.emit('aten::minimum.out', [ctx.tensor(quotient), ctx.tensor(high)], 'float32', shapeOf(quotient));
+  const clamped = where(ctx, node, compare(ctx, node, 'ge', quotient, low), capped, low);
+  const shift = ctx.constant('float32', [], [ROUNDING_SHIFT]);
+  return arith(ctx, node, 'sub', arith(ctx, node, 'add', clamped, shift), shift);
+}
+
 /** `x` converted to `dtype`, computed only when something reads it. */
 function deferredConversion(ctx: ImportContext, x: OnnxValue, dtype: DType): OnnxValue {
   return ctx.deferred(dtype, shapeOf(x), (out) => convertInto(ctx, x, out));
@@ -65,16 +83,11 @@ export function dynamicQuantizeLinear(node: NodeView): OnnxValue[] {
   const belowMax = select(compare(ctx, node, 'lt', initial, number(QUANTIZED_MAX)), initial, number(QUANTIZED_MAX));
   const clamped = select(compare(ctx, node, 'gt', belowMax, zero), belowMax, zero);
   const zeroPoint = unary(ctx, 'aten::round.out', clamped);
-  // y - zp = x / scale clamped to [-zp, 255 - zp], a NaN quotient to -zp, then rounded. The
-  // bounds are integers, so clamping first rounds the same; and a float32 of magnitude up to
-  // 2^22 plus 1.5 * 2^23 rounds to a whole number, ties to even, which subtracting 1.5 * 2^23
-  // leaves exact: two additions the delegate runs, where round is a portable kernel.
+  // y - zp = x / scale clamped to [-zp, 255 - zp], a NaN quotient to -zp, then rounded.
   const quotient = arith(ctx, node, 'div', x, scale);
   const bottom = arith(ctx, node, 'sub', zero, zeroPoint);
   const top = arith(ctx, node, 'sub', number(QUANTIZED_MAX), zeroPoint);
-  const capped = ctx.emit('aten::minimum.out', [ctx.tensor(quotient), ctx.tensor(top)], 'float32', shape);
-  const clampedQuotient = select(compare(ctx, node, 'ge', quotient, bottom), capped, bottom);
-  const centered = arith(ctx, node, 'sub', arith(ctx, node, 'add', clampedQuotient, number(ROUNDING_SHIFT)), number(ROUNDING_SHIFT));
+  const centered = centeredCodes(ctx, node, quotient, bottom, top);
   const zeroPointOut = deferredConversion(ctx, zeroPoint, 'uint8');
   const y = ctx.deferred('uint8', shape, (out) => convertInto(ctx, arith(ctx, node, 'add', centered, zeroPoint), out));
   ctx.centeredForms.set(y, { centered, zeroPoint: zeroPointOut });
