@@ -24,6 +24,9 @@ export interface Int4GroupWeights {
   readonly scalesBf16: Uint16Array;
 }
 
+/** The codes of the 8-bit quantized dtypes, lowest and highest. */
+export const QUANTIZED_RANGES = { int8: [-128, 127], uint8: [0, 255] } as const;
+
 /** Round half to even, like torch.round and XNNPACK's conversions. */
 export function roundHalfEven(value: number): number {
   const floor = Math.floor(value);

@@ -2,6 +2,7 @@
 // describes each as a delegate node over method values. Anything not matched
 // here stays a portable kernel call.
 import { isBounded, type GraphInstruction, type MethodGraph, type TensorNode } from '../graph.js';
+import { QUANTIZED_RANGES } from '../quantize.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import {
@@ -574,8 +575,6 @@ export function matchInstruction(
       return undefined;
   }
 }
-
-const QUANTIZED_RANGES = { int8: [-128, 127], uint8: [0, 255] } as const;
 
 /**
  * quantize_per_tensor and dequantize_per_tensor over the full range of an

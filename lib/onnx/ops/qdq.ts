@@ -16,6 +16,7 @@
 // reads it as such: a DequantizeLinear with the same zero point multiplies
 // the centered values by its scale, so Q -> DQ computes in float32 throughout.
 import { dtypeInfo, type DType } from '../../export/dtype.js';
+import { QUANTIZED_RANGES } from '../../export/quantize.js';
 import { elementAt, fromNumbers, toNumbers, type ConstTensor } from '../constant.js';
 import {
   constValue,
@@ -32,11 +33,8 @@ import { arith, convert, convertInto, reshape, windowPads, type OpHandler } from
 import { convolution, convSetup } from './conv.js';
 import { centeredCodes } from './quantized.js';
 
-/** The integer range of each quantized dtype QuantizeLinear produces. */
-const QUANTIZED_RANGES: Readonly<Partial<Record<DType, readonly [number, number]>>> = {
-  uint8: [0, 255],
-  int8: [-128, 127],
-};
+/** QUANTIZED_RANGES looked up by any dtype: undefined for those QuantizeLinear does not produce. */
+const RANGES: Readonly<Partial<Record<DType, readonly [number, number]>>> = QUANTIZED_RANGES;
 /** ONNX element type codes QuantizeLinear's `output_dtype` may name here. */
 const OUTPUT_DTYPES: Readonly<Record<number, DType>> = { 2: 'uint8', 3: 'int8' };
 
@@ -120,7 +118,7 @@ export function quantizeLinear(node: NodeView): OnnxValue[] {
     if (named === undefined) node.fail(`output_dtype ${outputCode} is not supported; QuantizeLinear produces uint8 or int8`);
     dtype = named;
   }
-  const range = QUANTIZED_RANGES[dtype];
+  const range = RANGES[dtype];
   if (range === undefined) node.fail(`the zero point is ${dtype}; QuantizeLinear produces uint8 or int8`);
   const layout = layoutOf(node, x, scale);
   const zeroPoint = given ?? ctx.constant(dtype, shapeOf(scale), new Array<number>(shapeOf(scale).reduce((a, b) => a * b, 1)).fill(0));
@@ -310,7 +308,7 @@ function perTensorKernel(
   codes: DType,
   out: DType,
 ): OnnxValue {
-  const range = QUANTIZED_RANGES[codes]!;
+  const range = RANGES[codes]!;
   return node.ctx.emit(
     `quantized_decomposed::${op}_per_tensor.out`,
     [node.ctx.tensor(x), { double: scale }, { int: zeroPoint }, { int: range[0] }, { int: range[1] }, { int: dtypeInfo(codes).scalarType }],
@@ -322,7 +320,7 @@ function perTensorKernel(
 /** quantize_per_tensor of x with a known scale and zero point (one each). */
 function quantizeKernel(node: NodeView, x: OnnxValue, scale: OnnxValue, zeroPoint: OnnxValue | undefined): OnnxValue {
   const dtype = zeroPoint === undefined ? 'uint8' : dtypeOf(zeroPoint);
-  if (QUANTIZED_RANGES[dtype] === undefined || scale.kind !== 'const' || (zeroPoint !== undefined && zeroPoint.kind !== 'const')) {
+  if (RANGES[dtype] === undefined || scale.kind !== 'const' || (zeroPoint !== undefined && zeroPoint.kind !== 'const')) {
     node.fail("a quantized product's QuantizeLinear takes a known uint8 or int8 zero point and scale");
   }
   const zp = zeroPoint === undefined ? 0 : elementAt(zeroPoint.tensor, 0);
@@ -345,7 +343,7 @@ function channelScales(form: DequantizedCodes, axis: number, channels: number): 
 
 /** dequantize_per_channel of constant codes along `axis`: the kernel the XNNPACK lowering reads back as a quantized filter or bias. */
 function dequantizedCodes(ctx: ImportContext, codes: ConstTensor, scales: readonly number[], axis: number): OnnxValue {
-  const [low, high] = codes.dtype === 'int8' ? QUANTIZED_RANGES.int8! : INT32_RANGE;
+  const [low, high] = codes.dtype === 'int8' ? QUANTIZED_RANGES.int8 : INT32_RANGE;
   return ctx.emit(
     'quantized_decomposed::dequantize_per_channel.out',
     [
