@@ -50,7 +50,8 @@ export interface KnownDisagreement {
    * products and quotients it computes: a computed value may be off by atol,
    * so multiplied by w (a Mul, a PRelu's slope, a Div's 1 / divisor) it may be
    * off by atol |w|, and as a divisor v it leaves the quotient off by atol / |v|
-   * relative. The largest |w| and smallest |v| in the graph set the allowance.
+   * relative (raised to a power p, by |p| atol / |v|: v / |p| counts as the
+   * divisor). The largest |w| and smallest |v| in the graph set the allowance.
    */
   scaledError?: boolean;
   /** Some value computed on the way is NaN. */
@@ -102,6 +103,10 @@ function errorScales(inside: GraphValues): { factor: number; divisor: number } {
     const [a, b] = n.inputs;
     if ((n.opType === 'Mul' || n.opType === 'PRelu') && computed.has(a ?? '')) factor = Math.max(factor, largestMagnitude(both(b)));
     if (n.opType === 'Mul' && computed.has(b ?? '')) factor = Math.max(factor, largestMagnitude(both(a)));
+    // x^p of a computed x is off by |p| atol / |x| relative: what a divisor |x| / |p| leaves.
+    const exponent = n.opType === 'Pow' && computed.has(a ?? '') ? largestMagnitude(both(b)) : 0;
+    const bases = exponent > 0 ? both(a).filter((v) => v !== 0 && Number.isFinite(v)) : [];
+    if (bases.length > 0) divisor = Math.min(divisor, Math.min(...bases.map(Math.abs)) / exponent);
     const divisorName = n.opType === 'Div' ? b : n.opType === 'Reciprocal' ? a : undefined;
     const divisors = both(divisorName).filter((v) => v !== 0 && Number.isFinite(v));
     if (divisors.length === 0) continue;
