@@ -17,14 +17,16 @@
 namespace etna::xnn {
 namespace {
 
-constexpr size_t kChunk = 64;          // input channels are padded to a multiple of this
-constexpr size_t kSimdBlock = 32;      // AVX2 runs blocks of a multiple of this many input channels
-constexpr size_t kColumns = 8;         // output channels packed and computed together
+constexpr size_t kChunk = 64;       // per-channel layouts pad input channels to a multiple of this
+constexpr size_t kSimdBlock = 32;   // AVX2 runs blocks of a multiple of this many input channels
+constexpr size_t kColumns = 8;      // output channels a register holds: a group
+constexpr size_t kPanelGroups = 4;  // groups stored as one run of memory: a panel
+constexpr size_t kPanelChannels = kPanelGroups * kColumns;
 constexpr size_t kQuad = 4;            // input channels of one channel side by side
 constexpr int kFourBitZero = 8;        // 4-bit codes store value + 8, as the exporter writes them
 constexpr size_t kTileRows = 16;       // activation rows a task multiplies at once
-constexpr size_t kGroupRun = 4;        // groups of 8 channels a single-row vector tile takes at once
-constexpr size_t kPrefetchBlocks = 8;  // how many blocks ahead the vector tiles ask for weights
+constexpr size_t kPrefetchBlocks = 4;  // how many blocks ahead the vector tiles ask for blockwise weights
+
 // A column block's packed weights: about what stays in a core's L2 cache
 // while a batch's row tiles pass over them.
 constexpr size_t kBlockWeightBytes = size_t{128} << 10;
@@ -32,63 +34,119 @@ constexpr size_t kMaxBlockGroups = 32;  // 256 channels: a task's sums stay a 16
 
 size_t round_up(size_t value, size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
-// What the dot-product paths read: the packed weights and their geometry.
-//
-// Channels come in groups of 8. Within a group, each quad t of input channels
-// (4t..4t+3) is 32 bytes: channel j's four codes at bytes 4j..4j+3, so one
-// register times a broadcast of 4 activations gives all 8 channels. 8-bit
-// codes are int8 weights; 4-bit codes are weight + 8, quads 2u and 2u + 1
-// sharing 32 bytes (low and high nibbles).
-struct PackedView {
-  const uint8_t* codes;
-  const float* scales;         // [group][block][8]
-  const int32_t* weight_sums;  // [group][block][8]: the block's signed weights summed
-  size_t group_bytes;          // bytes per group of 8 channels
-  size_t padded_out;
-  size_t blocks;
-  size_t block_length;
-  bool four_bit;
-};
+// bf16 is the high half of an fp32.
+float bf16_value(uint16_t bits) {
+  const uint32_t wide = uint32_t{bits} << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
 
 struct CodePlace {
   size_t byte;
   bool high_nibble;
 };
 
-// Where the code of (channel n, input k) lives: the one definition of the layout.
-CodePlace code_place(size_t group_bytes, bool four_bit, size_t n, size_t k) {
-  const size_t quad = k / kQuad;
-  const size_t quad_block = four_bit ? quad / 2 : quad;
-  return {n / kColumns * group_bytes + quad_block * 32 + n % kColumns * kQuad + k % kQuad, four_bit && quad % 2 == 1};
-}
+// Where the packed weights put each byte. Channels come in panels of 32 (four
+// groups of 8), and a panel is one run of memory, block after block of input
+// channels: each block holds the four groups' codes, then, in blockwise
+// layouts, the block's 32 bf16 scales. A single row (decode) so reads its
+// weights as one sequential stream. In a standalone 4-bit GEMV over 57 MB on
+// one core, 12 streams (four groups' codes, scales and weight sums) read
+// 26 GB/s and one stream 36 GB/s, the core's plain read speed.
+//
+// Within a group's block, each quad t of input channels (4t..4t+3) is 32
+// bytes: channel j's four codes at bytes 4j..4j+3, so one register times a
+// broadcast of 4 activations gives all 8 channels. 8-bit codes are int8
+// weights; 4-bit codes are weight + 8, quads 2u and 2u + 1 sharing 32 bytes
+// (low and high nibbles). Per-channel layouts are one block of all the
+// (padded) input channels, whose scales are the channels' own.
+struct PanelLayout {
+  size_t block_length = 0;  // input channels per block
+  size_t blocks = 0;
+  bool four_bit = false;
+  bool blockwise = false;
+  size_t group_block_bytes = 0;  // one group's codes for one block
+  size_t block_bytes = 0;        // a panel's codes and scales for one block
+  size_t panel_bytes = 0;
+
+  PanelLayout() = default;
+  PanelLayout(size_t length, size_t block_count, bool four, bool block_scales)
+      : block_length(length), blocks(block_count), four_bit(four), blockwise(block_scales) {
+    group_block_bytes = (four ? round_up(length, 2 * kQuad) / 2 : round_up(length, kQuad)) * kColumns;
+    block_bytes = kPanelGroups * group_block_bytes + (blockwise ? kPanelChannels * sizeof(uint16_t) : 0);
+    panel_bytes = blocks * block_bytes;
+  }
+  // Offsets from the first panel: group g's codes for block b, and its 8 scales.
+  size_t group_block(size_t group, size_t block) const {
+    return group / kPanelGroups * panel_bytes + block * block_bytes + group % kPanelGroups * group_block_bytes;
+  }
+  size_t block_scales(size_t group, size_t block) const {
+    return group / kPanelGroups * panel_bytes + block * block_bytes + kPanelGroups * group_block_bytes +
+           group % kPanelGroups * kColumns * sizeof(uint16_t);
+  }
+  // Where the code of (channel n, input k) lives.
+  CodePlace code_place(size_t n, size_t k) const {
+    const size_t within = k % block_length, quad = within / kQuad;
+    return {group_block(n / kColumns, k / block_length) + (four_bit ? quad / 2 : quad) * 32 + n % kColumns * kQuad +
+                within % kQuad,
+            four_bit && quad % 2 == 1};
+  }
+};
+
+// What the dot-product paths read: the packed weights of some panels.
+struct PackedView {
+  const uint8_t* codes;  // the first panel
+  PanelLayout layout;
+  size_t padded_out;  // channels: whole panels
+  // Per-channel layouts: each channel's scale and signed weights summed. The
+  // zero point comes off in integers, as in XNNPACK's qc8w and qc4w kernels,
+  // so a row of zero-point codes (an all-zero input) sums to exactly 0.
+  const float* channel_scales;
+  const int32_t* weight_sums;
+  // Blockwise layouts: per channel, the blocks' scales times their weight
+  // sums, summed in block order with fused multiply-adds, which the zero point
+  // multiplies once after the blocks, as in XNNPACK's qb4w kernels. Per-block
+  // sums would add a fifth to the bytes a decode step reads.
+  const float* scaled_sums;
+};
 
 // The signed weight at (channel n, input k).
 int weight_at(const PackedView& w, size_t n, size_t k) {
-  const CodePlace place = code_place(w.group_bytes, w.four_bit, n, k);
+  const CodePlace place = w.layout.code_place(n, k);
   const uint8_t byte = w.codes[place.byte];
-  if (!w.four_bit) return static_cast<int8_t>(byte);
+  if (!w.layout.four_bit) return static_cast<int8_t>(byte);
   return (place.high_nibble ? byte >> 4 : byte & 0xF) - kFourBitZero;
 }
 
-// sums[r * padded_out + n] = sum over blocks b of (float)D(r, n, b) * scale(n, b),
-// accumulated in block order with fused multiply-adds, where D is the exact
-// int32 dot product of activation row r (less its zero point, zero_points[r])
-// and channel n over block b. The zero point comes off in integers, as in
-// XNNPACK, so a row of zero-point codes (an all-zero input) sums to exactly 0.
+float scale_at(const PackedView& w, size_t n, size_t b) {
+  if (!w.layout.blockwise) return w.channel_scales[n];
+  uint16_t bits;
+  std::memcpy(&bits, w.codes + w.layout.block_scales(n / kColumns, b) + n % kColumns * sizeof bits, sizeof bits);
+  return bf16_value(bits);
+}
+
+// sums[r * padded_out + n]: over blocks b in order, acc = fma(D(r, n, b),
+// scale(n, b), acc), where D is the exact int32 dot product of activation row
+// r and channel n over block b; per-channel layouts first take the zero point
+// (zero_points[r]) times the channel's weight sum off D, blockwise layouts
+// take it times the channel's scaled sum off acc at the end. Every path
+// computes these operations in this order, so all give the same bits.
 void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                      float* sums) {
+  const PanelLayout& layout = w.layout;
   for (size_t r = 0; r < row_count; ++r) {
     const uint8_t* a = rows[r];
     for (size_t n = 0; n < w.padded_out; ++n) {
       float acc = 0.0f;
-      for (size_t b = 0; b < w.blocks; ++b) {
+      for (size_t b = 0; b < layout.blocks; ++b) {
         int32_t dot = 0;
-        const size_t begin = b * w.block_length;
-        for (size_t k = begin; k < begin + w.block_length; ++k) dot += int32_t{a[k]} * weight_at(w, n, k);
-        const size_t at = (n / kColumns * w.blocks + b) * kColumns + n % kColumns;
-        dot -= zero_points[r] * w.weight_sums[at];
-        acc = std::fma(static_cast<float>(dot), w.scales[at], acc);
+        const size_t begin = b * layout.block_length;
+        for (size_t k = begin; k < begin + layout.block_length; ++k) dot += int32_t{a[k]} * weight_at(w, n, k);
+        if (!layout.blockwise) dot -= zero_points[r] * w.weight_sums[n];
+        acc = std::fma(static_cast<float>(dot), scale_at(w, n, b), acc);
       }
+      if (layout.blockwise) acc = std::fma(-static_cast<float>(zero_points[r]), w.scaled_sums[n], acc);
       sums[r * w.padded_out + n] = acc;
     }
   }
@@ -96,48 +154,78 @@ void dot_rows_scalar(const PackedView& w, const uint8_t* const* rows, const int3
 
 #ifdef ETNA_DYNQUANT_X86
 
-// Decode reads each weight once, from memory: with 4-bit blocks, the vector
-// paths ask for the codes, scales and weight sums of block b + kPrefetchBlocks
-// of a group while block b computes (past a group's end, the next group's).
-// On a 110M-parameter 8da4w decode step (VNNI, one thread) it takes the
-// step from about 4.6 to 4.2 ms; 16 blocks ahead is slower than none. Inlined
-// by force: a call per group and block costs more than the prefetch saves.
-__attribute__((always_inline)) inline void prefetch_ahead(const PackedView& w, size_t block_bytes, size_t group,
+// Decode reads each weight once, from memory: with blockwise weights, the
+// vector tiles ask for the codes and scales of their groups kPrefetchBlocks
+// blocks ahead while a block computes (past a panel's end, the next panel's).
+// Inlined by force: a call per block costs more than the prefetch saves.
+__attribute__((always_inline)) inline void prefetch_ahead(const PackedView& w, size_t first_group, size_t groups,
                                                           size_t block) {
   // Addresses as integers: the lines ahead may lie past the arrays' ends,
   // where a prefetch is harmless but pointer arithmetic is not defined.
-  const auto at = [](const void* base, size_t offset) {
-    return reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) + offset);
-  };
-  const size_t codes = group * w.group_bytes + (block + kPrefetchBlocks) * block_bytes;
-  for (size_t line = 0; line < block_bytes; line += 64) _mm_prefetch(at(w.codes, codes + line), _MM_HINT_T0);
-  const size_t entry = (group * w.blocks + block + kPrefetchBlocks) * kColumns;
-  _mm_prefetch(at(w.scales, entry * sizeof(float)), _MM_HINT_T0);
-  _mm_prefetch(at(w.weight_sums, entry * sizeof(int32_t)), _MM_HINT_T0);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(w.codes);
+  const uintptr_t codes = base + w.layout.group_block(first_group, block + kPrefetchBlocks);
+  for (size_t line = 0; line < groups * w.layout.group_block_bytes; line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(codes + line), _MM_HINT_T0);
+  }
+  const uintptr_t scales = base + w.layout.block_scales(first_group, block + kPrefetchBlocks);
+  _mm_prefetch(reinterpret_cast<const char*>(scales), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(scales + groups * kColumns * sizeof(uint16_t) - 1), _MM_HINT_T0);
 }
 
 // Loops over a tile's registers must unroll, or their arrays live in memory.
 #define ETNA_UNROLL _Pragma("GCC unroll 16")
+#define ETNA_AVX2_TARGET __attribute__((target("avx2,fma")))
 
 // Four activations of row `a` from input channel k, in every 32-bit lane.
-__attribute__((target("avx2,fma"))) inline __m256i broadcast_quad(const uint8_t* a, size_t k) {
+ETNA_AVX2_TARGET inline __m256i broadcast_quad(const uint8_t* a, size_t k) {
   int32_t quad;
   std::memcpy(&quad, a + k, sizeof quad);
   return _mm256_set1_epi32(quad);
 }
 
-// The int32 dot products of kRows rows with the 8 channels of a group over
-// one block, lane j for channel j.
+// What a block's int32 dot products of group g are scaled by: its 8 scales
+// and, in per-channel layouts, the weight sums the zero point multiplies.
+struct BlockTerms {
+  __m256 scales;
+  __m256i weight_sums;
+};
+
+ETNA_AVX2_TARGET inline BlockTerms block_terms(const PackedView& w, size_t group, size_t block) {
+  if (!w.layout.blockwise) {
+    return {_mm256_loadu_ps(w.channel_scales + group * kColumns),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.weight_sums + group * kColumns))};
+  }
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.codes + w.layout.block_scales(group, block)));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16)), _mm256_setzero_si256()};
+}
+
+// acc = fma(dot (less the zero point's part, per-channel layouts), scales, acc).
+ETNA_AVX2_TARGET inline __m256 accumulate_block(const PackedView& w, const BlockTerms& terms, int32_t zero_point,
+                                                __m256i dot, __m256 acc) {
+  if (!w.layout.blockwise)
+    dot = _mm256_sub_epi32(dot, _mm256_mullo_epi32(_mm256_set1_epi32(zero_point), terms.weight_sums));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), terms.scales, acc);
+}
+
+// After the last block, blockwise layouts take the zero point's part off.
+ETNA_AVX2_TARGET inline __m256 finish_channels(const PackedView& w, size_t group, int32_t zero_point, __m256 acc) {
+  if (!w.layout.blockwise) return acc;
+  return _mm256_fnmadd_ps(_mm256_set1_ps(static_cast<float>(zero_point)),
+                          _mm256_loadu_ps(w.scaled_sums + group * kColumns), acc);
+}
+
+// The int32 dot products of kRows rows with the 8 channels of one group's
+// block (codes), from input channel first_input on, lane j for channel j.
 template <size_t kRows>
-__attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_t* codes, const uint8_t* const* rows,
-                                                                    size_t first_quad, size_t quads, __m256i* dots) {
+ETNA_AVX2_TARGET inline void block_dots_four_bit(const uint8_t* codes, const uint8_t* const* rows, size_t first_input,
+                                                 size_t quads, __m256i* dots) {
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
   ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) dots[r] = _mm256_setzero_si256();
   // Eight quads of int16 products at most (8 * 2 * 255 * 8 < 32768), then widen.
-  for (size_t run = first_quad; run < first_quad + quads; run += 8) {
+  for (size_t run = 0; run < quads; run += 8) {
     __m256i products[kRows];
     ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) products[r] = _mm256_setzero_si256();
@@ -145,11 +233,11 @@ __attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad / 2 * 32));
       const __m256i even = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
       const __m256i odd = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(packed, 4), low_nibbles), zero_code);
+      const size_t k = first_input + quad * kQuad;
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
-        products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], quad * kQuad), even));
-        products[r] =
-            _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], (quad + 1) * kQuad), odd));
+        products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], k), even));
+        products[r] = _mm256_add_epi16(products[r], _mm256_maddubs_epi16(broadcast_quad(rows[r], k + kQuad), odd));
       }
     }
     ETNA_UNROLL
@@ -159,18 +247,19 @@ __attribute__((target("avx2,fma"))) inline void block_dots_four_bit(const uint8_
 
 // 8-bit weights would saturate maddubs, so both sides are widened to int16.
 template <size_t kRows>
-__attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows,
-                                                                     size_t first_quad, size_t quads, __m256i* dots) {
+ETNA_AVX2_TARGET inline void block_dots_eight_bit(const uint8_t* codes, const uint8_t* const* rows, size_t first_input,
+                                                  size_t quads, __m256i* dots) {
   __m256i low[kRows], high[kRows];  // channels 0..3 and 4..7, two lanes each
   ETNA_UNROLL
   for (size_t r = 0; r < kRows; ++r) low[r] = high[r] = _mm256_setzero_si256();
-  for (size_t quad = first_quad; quad < first_quad + quads; ++quad) {
+  for (size_t quad = 0; quad < quads; ++quad) {
     const __m256i weights = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + quad * 32));
     const __m256i w_low = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(weights));
     const __m256i w_high = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(weights, 1));
     ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) {
-      const __m256i a = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(broadcast_quad(rows[r], quad * kQuad)));
+      const __m256i a =
+          _mm256_cvtepu8_epi16(_mm256_castsi256_si128(broadcast_quad(rows[r], first_input + quad * kQuad)));
       low[r] = _mm256_add_epi32(low[r], _mm256_madd_epi16(a, w_low));
       high[r] = _mm256_add_epi32(high[r], _mm256_madd_epi16(a, w_high));
     }
@@ -182,42 +271,43 @@ __attribute__((target("avx2,fma"))) inline void block_dots_eight_bit(const uint8
   }
 }
 
-// dots[r] less zero_points[r] times the block's weight sums (8 channels from `weight_sums`).
-template <size_t kRows>
-__attribute__((target("avx2,fma"))) inline void remove_zero_points(const int32_t* weight_sums,
-                                                                   const int32_t* zero_points, __m256i* dots) {
-  const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weight_sums));
-  ETNA_UNROLL
-  for (size_t r = 0; r < kRows; ++r) {
-    dots[r] = _mm256_sub_epi32(dots[r], _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), sums));
-  }
-}
-
-template <bool kFourBit, size_t kRows>
-__attribute__((target("avx2,fma"))) void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows,
-                                                            const int32_t* zero_points, float* sums) {
-  const size_t quads_per_block = w.block_length / kQuad;
-  const size_t block_bytes = w.group_bytes / w.blocks;
-  for (size_t group = 0; group < w.padded_out / kColumns; ++group) {
-    const uint8_t* codes = w.codes + group * w.group_bytes;
-    __m256 acc[kRows];
+// kRows rows times kGroups groups of a panel at a time, block by block.
+template <bool kFourBit, size_t kRows, size_t kGroups>
+ETNA_AVX2_TARGET void dot_rows_avx2_tile(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points,
+                                         float* sums) {
+  static_assert(kPanelGroups % kGroups == 0, "a tile takes whole parts of a panel");
+  const PanelLayout& layout = w.layout;
+  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
+  for (size_t first_group = 0; first_group < w.padded_out / kColumns; first_group += kGroups) {
+    __m256 acc[kRows * kGroups];
     ETNA_UNROLL
-    for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
-    for (size_t b = 0; b < w.blocks; ++b) {
-      if (kFourBit) prefetch_ahead(w, block_bytes, group, b);
-      __m256i dots[kRows];
-      if (kFourBit) {
-        block_dots_four_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
-      } else {
-        block_dots_eight_bit<kRows>(codes, rows, b * quads_per_block, quads_per_block, dots);
-      }
-      remove_zero_points<kRows>(w.weight_sums + (group * w.blocks + b) * kColumns, zero_points, dots);
-      const __m256 scales = _mm256_loadu_ps(w.scales + (group * w.blocks + b) * kColumns);
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (size_t b = 0; b < layout.blocks; ++b) {
+      if (kFourBit && layout.blockwise) prefetch_ahead(w, first_group, kGroups, b);
       ETNA_UNROLL
-      for (size_t r = 0; r < kRows; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[r]), scales, acc[r]);
+      for (size_t g = 0; g < kGroups; ++g) {
+        const uint8_t* codes = w.codes + layout.group_block(first_group + g, b);
+        __m256i dots[kRows];
+        if (kFourBit) {
+          block_dots_four_bit<kRows>(codes, rows, b * layout.block_length, quads_per_block, dots);
+        } else {
+          block_dots_eight_bit<kRows>(codes, rows, b * layout.block_length, quads_per_block, dots);
+        }
+        const BlockTerms terms = block_terms(w, first_group + g, b);
+        ETNA_UNROLL
+        for (size_t r = 0; r < kRows; ++r) {
+          acc[r * kGroups + g] = accumulate_block(w, terms, zero_points[r], dots[r], acc[r * kGroups + g]);
+        }
+      }
     }
     ETNA_UNROLL
-    for (size_t r = 0; r < kRows; ++r) _mm256_storeu_ps(sums + r * w.padded_out + group * kColumns, acc[r]);
+    for (size_t r = 0; r < kRows; ++r) {
+      ETNA_UNROLL
+      for (size_t g = 0; g < kGroups; ++g) {
+        _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns,
+                         finish_channels(w, first_group + g, zero_points[r], acc[r * kGroups + g]));
+      }
+    }
   }
 }
 
@@ -226,14 +316,16 @@ void dot_rows_avx2_typed(const PackedView& w, const uint8_t* const* rows, const 
                          float* sums) {
   size_t r = 0;
   for (; r + 4 <= row_count; r += 4) {
-    dot_rows_avx2_tile<kFourBit, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+    dot_rows_avx2_tile<kFourBit, 4, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
   }
-  for (; r < row_count; ++r) dot_rows_avx2_tile<kFourBit, 1>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  for (; r < row_count; ++r) {
+    dot_rows_avx2_tile<kFourBit, 1, kPanelGroups>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  }
 }
 
 void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                    float* sums) {
-  if (w.four_bit) {
+  if (w.layout.four_bit) {
     dot_rows_avx2_typed<true>(w, rows, zero_points, row_count, sums);
   } else {
     dot_rows_avx2_typed<false>(w, rows, zero_points, row_count, sums);
@@ -246,15 +338,16 @@ void dot_rows_avx2(const PackedView& w, const uint8_t* const* rows, const int32_
 // int16 steps above. The sums are exact, hence equal to the other paths'.
 #define ETNA_VNNI_TARGET __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
 
-// kRows rows times kGroups consecutive groups of 8 channels over one block:
+// kRows rows times kGroups consecutive groups of 8 channels over one block
+// (codes: the first group's, the next ones group_block_bytes apart):
 // dots[r * kGroups + g], lane j for channel j of group g. A vpdpbusd result
 // feeds the next one on the same register only after several cycles. A tile
 // of fewer than 8 (row, group) pairs gives each pair two accumulators (even
 // and odd quads) to hide that; from 8 pairs on, the pairs alone hide it, and
 // one accumulator each leaves the 32 registers to the tile.
 template <bool kFourBit, size_t kRows, size_t kGroups>
-ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_bytes, const uint8_t* const* rows,
-                                             size_t first_quad, size_t quads, __m256i* dots) {
+ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_block_bytes, const uint8_t* const* rows,
+                                             size_t first_input, size_t quads, __m256i* dots) {
   constexpr size_t kPairs = kRows * kGroups;
   constexpr bool kSplitQuads = kPairs < 8;
   __m256i even[kPairs], odd[kSplitQuads ? kPairs : 1];
@@ -264,11 +357,11 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
   for (__m256i& o : odd) o = _mm256_setzero_si256();
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   const __m256i zero_code = _mm256_set1_epi8(kFourBitZero);
-  for (size_t quad = first_quad; quad < first_quad + quads; quad += 2) {
+  for (size_t quad = 0; quad < quads; quad += 2) {
     __m256i even_weights[kGroups], odd_weights[kGroups];
     ETNA_UNROLL
     for (size_t g = 0; g < kGroups; ++g) {
-      const uint8_t* group_codes = codes + g * group_bytes;
+      const uint8_t* group_codes = codes + g * group_block_bytes;
       if (kFourBit) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + quad / 2 * 32));
         even_weights[g] = _mm256_sub_epi8(_mm256_and_si256(packed, low_nibbles), zero_code);
@@ -278,10 +371,11 @@ ETNA_VNNI_TARGET inline void block_dots_vnni(const uint8_t* codes, size_t group_
         odd_weights[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group_codes + (quad + 1) * 32));
       }
     }
+    const size_t k = first_input + quad * kQuad;
     ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) {
-      const __m256i a_even = broadcast_quad(rows[r], quad * kQuad);
-      const __m256i a_odd = broadcast_quad(rows[r], (quad + 1) * kQuad);
+      const __m256i a_even = broadcast_quad(rows[r], k);
+      const __m256i a_odd = broadcast_quad(rows[r], k + kQuad);
       ETNA_UNROLL
       for (size_t g = 0; g < kGroups; ++g) {
         const size_t pair = r * kGroups + g;
@@ -304,28 +398,22 @@ template <bool kFourBit, size_t kRows, size_t kGroups>
 __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const PackedView& w, const uint8_t* const* rows,
                                                                       const int32_t* zero_points, size_t first_group,
                                                                       float* sums) {
-  const size_t quads_per_block = w.block_length / kQuad;
-  const size_t block_bytes = w.group_bytes / w.blocks;
-  const uint8_t* codes = w.codes + first_group * w.group_bytes;
+  const PanelLayout& layout = w.layout;
+  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
   __m256 acc[kRows * kGroups];
   ETNA_UNROLL
   for (__m256& a : acc) a = _mm256_setzero_ps();
-  for (size_t b = 0; b < w.blocks; ++b) {
-    ETNA_UNROLL
-    for (size_t g = 0; g < kGroups && kFourBit; ++g) prefetch_ahead(w, block_bytes, first_group + g, b);
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    if (kFourBit && layout.blockwise) prefetch_ahead(w, first_group, kGroups, b);
     __m256i dots[kRows * kGroups];
-    block_dots_vnni<kFourBit, kRows, kGroups>(codes, w.group_bytes, rows, b * quads_per_block, quads_per_block, dots);
+    block_dots_vnni<kFourBit, kRows, kGroups>(w.codes + layout.group_block(first_group, b), layout.group_block_bytes,
+                                              rows, b * layout.block_length, quads_per_block, dots);
     ETNA_UNROLL
     for (size_t g = 0; g < kGroups; ++g) {
-      const size_t at = ((first_group + g) * w.blocks + b) * kColumns;
-      const __m256 scales = _mm256_loadu_ps(w.scales + at);
-      const __m256i weight_sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.weight_sums + at));
+      const BlockTerms terms = block_terms(w, first_group + g, b);
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
-        __m256& a = acc[r * kGroups + g];
-        const __m256i dot =
-            _mm256_sub_epi32(dots[r * kGroups + g], _mm256_mullo_epi32(_mm256_set1_epi32(zero_points[r]), weight_sums));
-        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scales, a);
+        acc[r * kGroups + g] = accumulate_block(w, terms, zero_points[r], dots[r * kGroups + g], acc[r * kGroups + g]);
       }
     }
   }
@@ -333,7 +421,8 @@ __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const Pack
   for (size_t r = 0; r < kRows; ++r) {
     ETNA_UNROLL
     for (size_t g = 0; g < kGroups; ++g) {
-      _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns, acc[r * kGroups + g]);
+      _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns,
+                       finish_channels(w, first_group + g, zero_points[r], acc[r * kGroups + g]));
     }
   }
 }
@@ -348,16 +437,21 @@ __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const Pack
 // 0.41 ms with 8 rows of two groups here. A single row stays on 256 bits,
 // which streams the weights of decode no slower.
 // GCC 12 takes the undefined pass-through operand inside AVX-512 intrinsics
-// (insert, convert) for an uninitialized read.
+// (insert, extract, convert) for an uninitialized read.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #define ETNA_VNNI512_TARGET __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 
+ETNA_VNNI512_TARGET inline __m512i join_halves(__m256i low, __m256i high) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(low), high, 1);
+}
+
 ETNA_VNNI512_TARGET inline __m512i load_two_groups(const uint8_t* low, const uint8_t* high) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)), 1);
+  return join_halves(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low)),
+                     _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high)));
 }
 
 // kRows (8 or more, so that their accumulators hide vpdpbusd's latency) rows.
@@ -365,25 +459,21 @@ template <bool kFourBit, size_t kRows>
 ETNA_VNNI512_TARGET void dot_rows_vnni512_tile(const PackedView& w, const uint8_t* const* rows,
                                                const int32_t* zero_points, size_t first_group, float* sums) {
   static_assert(kRows >= 8, "fewer rows leave vpdpbusd waiting on itself");
-  const size_t quads_per_block = w.block_length / kQuad;
-  const size_t block_bytes = w.group_bytes / w.blocks;
-  const uint8_t* low = w.codes + first_group * w.group_bytes;
-  const uint8_t* high = low + w.group_bytes;
+  const PanelLayout& layout = w.layout;
+  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   const __m512i zero_code = _mm512_set1_epi8(kFourBitZero);
   __m512 acc[kRows];
   ETNA_UNROLL
   for (__m512& a : acc) a = _mm512_setzero_ps();
-  for (size_t b = 0; b < w.blocks; ++b) {
-    if (kFourBit) {
-      prefetch_ahead(w, block_bytes, first_group, b);
-      prefetch_ahead(w, block_bytes, first_group + 1, b);
-    }
+  for (size_t b = 0; b < layout.blocks; ++b) {
+    if (kFourBit && layout.blockwise) prefetch_ahead(w, first_group, 2, b);
+    const uint8_t* low = w.codes + layout.group_block(first_group, b);
+    const uint8_t* high = low + layout.group_block_bytes;
     __m512i dots[kRows];
     ETNA_UNROLL
     for (__m512i& d : dots) d = _mm512_setzero_si512();
-    const size_t first_quad = b * quads_per_block;
-    for (size_t quad = first_quad; quad < first_quad + quads_per_block; quad += 2) {
+    for (size_t quad = 0; quad < quads_per_block; quad += 2) {
       __m512i even_weights, odd_weights;
       if (kFourBit) {
         const __m512i packed = load_two_groups(low + quad / 2 * 32, high + quad / 2 * 32);
@@ -393,53 +483,59 @@ ETNA_VNNI512_TARGET void dot_rows_vnni512_tile(const PackedView& w, const uint8_
         even_weights = load_two_groups(low + quad * 32, high + quad * 32);
         odd_weights = load_two_groups(low + (quad + 1) * 32, high + (quad + 1) * 32);
       }
+      const size_t k = b * layout.block_length + quad * kQuad;
       ETNA_UNROLL
       for (size_t r = 0; r < kRows; ++r) {
         int32_t even_quad, odd_quad;
-        std::memcpy(&even_quad, rows[r] + quad * kQuad, sizeof even_quad);
-        std::memcpy(&odd_quad, rows[r] + (quad + 1) * kQuad, sizeof odd_quad);
+        std::memcpy(&even_quad, rows[r] + k, sizeof even_quad);
+        std::memcpy(&odd_quad, rows[r] + k + kQuad, sizeof odd_quad);
         dots[r] = _mm512_dpbusd_epi32(dots[r], _mm512_set1_epi32(even_quad), even_weights);
         dots[r] = _mm512_dpbusd_epi32(dots[r], _mm512_set1_epi32(odd_quad), odd_weights);
       }
     }
-    const size_t at = (first_group * w.blocks + b) * kColumns, next = at + w.blocks * kColumns;
+    const BlockTerms low_terms = block_terms(w, first_group, b), high_terms = block_terms(w, first_group + 1, b);
     const __m512 scales =
-        _mm512_castpd_ps(_mm512_insertf64x4(_mm512_zextpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(w.scales + at))),
-                                            _mm256_castps_pd(_mm256_loadu_ps(w.scales + next)), 1));
-    const __m512i weight_sums = load_two_groups(reinterpret_cast<const uint8_t*>(w.weight_sums + at),
-                                                reinterpret_cast<const uint8_t*>(w.weight_sums + next));
+        _mm512_castsi512_ps(join_halves(_mm256_castps_si256(low_terms.scales), _mm256_castps_si256(high_terms.scales)));
+    const __m512i weight_sums = join_halves(low_terms.weight_sums, high_terms.weight_sums);
     ETNA_UNROLL
     for (size_t r = 0; r < kRows; ++r) {
-      const __m512i dot = _mm512_sub_epi32(dots[r], _mm512_mullo_epi32(_mm512_set1_epi32(zero_points[r]), weight_sums));
+      __m512i dot = dots[r];
+      if (!layout.blockwise) {
+        dot = _mm512_sub_epi32(dot, _mm512_mullo_epi32(_mm512_set1_epi32(zero_points[r]), weight_sums));
+      }
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scales, acc[r]);
     }
   }
   ETNA_UNROLL
-  for (size_t r = 0; r < kRows; ++r) _mm512_storeu_ps(sums + r * w.padded_out + first_group * kColumns, acc[r]);
-}
-
-// kRows rows over every group, two at a time, the last odd one on the 256-bit tile.
-template <bool kFourBit, size_t kRows>
-void dot_rows_vnni512_groups(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, float* sums) {
-  const size_t groups = w.padded_out / kColumns;
-  size_t g = 0;
-  for (; g + 2 <= groups; g += 2) dot_rows_vnni512_tile<kFourBit, kRows>(w, rows, zero_points, g, sums);
-  if (g < groups) dot_rows_vnni_tile<kFourBit, kRows, 1>(w, rows, zero_points, g, sums);
+  for (size_t r = 0; r < kRows; ++r) {
+    float* out = sums + r * w.padded_out + first_group * kColumns;
+    _mm256_storeu_ps(out, finish_channels(w, first_group, zero_points[r], _mm512_castps512_ps256(acc[r])));
+    _mm256_storeu_ps(out + kColumns,
+                     finish_channels(w, first_group + 1, zero_points[r],
+                                     _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1))));
+  }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
-// kRows rows over every group: kGroups groups at a time, then one by one.
+// kRows rows over every group, two at a time on 512-bit registers.
+template <bool kFourBit, size_t kRows>
+void dot_rows_vnni512_groups(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, float* sums) {
+  static_assert(kPanelGroups % 2 == 0, "panels hold whole pairs of groups");
+  for (size_t g = 0; g < w.padded_out / kColumns; g += 2) {
+    dot_rows_vnni512_tile<kFourBit, kRows>(w, rows, zero_points, g, sums);
+  }
+}
+
+// kRows rows over every group, kGroups groups at a time.
 template <bool kFourBit, size_t kRows, size_t kGroups>
 void dot_rows_vnni_groups(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, float* sums) {
-  const size_t groups = w.padded_out / kColumns;
-  size_t g = 0;
-  for (; g + kGroups <= groups; g += kGroups) {
+  static_assert(kPanelGroups % kGroups == 0, "a tile takes whole parts of a panel");
+  for (size_t g = 0; g < w.padded_out / kColumns; g += kGroups) {
     dot_rows_vnni_tile<kFourBit, kRows, kGroups>(w, rows, zero_points, g, sums);
   }
-  for (; g < groups; ++g) dot_rows_vnni_tile<kFourBit, kRows, 1>(w, rows, zero_points, g, sums);
 }
 
 template <bool kFourBit>
@@ -453,13 +549,13 @@ void dot_rows_vnni_typed(const PackedView& w, const uint8_t* const* rows, const 
     dot_rows_vnni_groups<kFourBit, 4, 2>(w, rows + r, zero_points + r, sums + r * w.padded_out);
   }
   for (; r < row_count; ++r) {
-    dot_rows_vnni_groups<kFourBit, 1, 4>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+    dot_rows_vnni_groups<kFourBit, 1, kPanelGroups>(w, rows + r, zero_points + r, sums + r * w.padded_out);
   }
 }
 
 void dot_rows_vnni(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                    float* sums) {
-  if (w.four_bit) {
+  if (w.layout.four_bit) {
     dot_rows_vnni_typed<true>(w, rows, zero_points, row_count, sums);
   } else {
     dot_rows_vnni_typed<false>(w, rows, zero_points, row_count, sums);
@@ -551,6 +647,11 @@ DynamicRowParams row_params(const RowRange& range, float& multiplier) {
   const float scaled_lo = lo * multiplier, scaled_hi = hi * multiplier;
   float zero = (qmin + scaled_lo) + (qmax + scaled_hi) > 0 ? qmin - scaled_lo : qmax - scaled_hi;
   zero = std::fmin(std::fmax(zero, qmin), qmax);
+  // An all-zero row is all zero-point codes whatever its zero point (XNNPACK
+  // picks 127). With 0 (code 128, a power of two) a blockwise layout's float
+  // term for the zero point cancels its blocks' sum exactly, so the row's
+  // outputs are exactly the bias on every layout.
+  if (lo == hi) zero = 0.0f;
   params.scale = 1.0f / multiplier;
   params.zero_point = static_cast<int32_t>(std::nearbyint(zero));
   return params;
@@ -708,11 +809,16 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
   l.out_channels_ = filter.shape.dims[transposed ? 1 : 0];
   l.in_channels_ = filter.shape.dims[transposed ? 0 : 1];
   l.padded_in_ = std::max(kChunk, round_up(l.in_channels_, kChunk));
-  l.padded_out_ = std::max(kColumns, round_up(l.out_channels_, kColumns));
-  l.four_bit_ = is_four_bit(filter.datatype);
+  l.padded_out_ = std::max(kPanelChannels, round_up(l.out_channels_, kPanelChannels));
+  const bool four_bit = is_four_bit(filter.datatype);
   const bool blockwise = filter.quant.kind == Quantization::Kind::kBlockwise;
-  l.block_length_ = blockwise ? filter.quant.block_size : l.padded_in_;
-  l.blocks_ = blockwise ? l.in_channels_ / l.block_length_ : 1;
+  const size_t block_length = blockwise ? filter.quant.block_size : l.padded_in_;
+  const size_t blocks = blockwise ? l.in_channels_ / block_length : 1;
+  l.block_length_ = block_length;
+  l.blocks_ = blocks;
+  l.four_bit_ = four_bit;
+  l.blockwise_ = blockwise;
+  const PanelLayout layout(block_length, blocks, four_bit, blockwise);
   l.output_min_ = node.output_min;
   l.output_max_ = node.output_max;
   const size_t n_count = l.out_channels_, k_count = l.in_channels_;
@@ -722,58 +828,79 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
 
   // Unpacked signed weights [N, K] first, then the packed layout.
   const uint8_t* source = filter.constant.data;
-  const size_t source_row = l.four_bit_ ? (k_count + 1) / 2 : k_count;
+  const size_t source_row = four_bit ? (k_count + 1) / 2 : k_count;
   auto source_weight = [&](size_t n, size_t k) -> int {
-    if (l.four_bit_) {
+    if (four_bit) {
       const uint8_t byte = source[n * source_row + k / 2];
       return ((k % 2) ? byte >> 4 : byte & 0xF) - kFourBitZero;
     }
     return static_cast<int8_t>(transposed ? source[k * n_count + n] : source[n * source_row + k]);
   };
-  const size_t group_bytes = (l.four_bit_ ? l.padded_in_ / 2 : l.padded_in_) * kColumns;
-  l.codes_.assign(l.padded_out_ / kColumns * group_bytes, l.four_bit_ ? 0x88 : 0);
-  l.scales_.assign(l.padded_out_ * l.blocks_, 0.0f);
-  l.weight_sums_.assign(l.padded_out_ * l.blocks_, 0);
+  l.codes_.assign(l.padded_out_ / kPanelChannels * layout.panel_bytes, four_bit ? 0x88 : 0);
+  if (blockwise) {
+    l.scaled_sums_.assign(l.padded_out_, 0.0f);
+  } else {
+    l.channel_scales_.assign(l.padded_out_, 0.0f);
+    l.weight_sums_.assign(l.padded_out_, 0);
+  }
   l.bias_.assign(l.padded_out_, 0.0f);
-  // Channel n's scale and weight sum for block b, where the tiles read them.
+  // Channel n's scale and weight sum for block b (called in block order),
+  // where the tiles read them. Blockwise scales came from bf16 (the payload
+  // reader rounds fp32 ones as upstream does), so their high halves hold them.
+  for (size_t n = 0; n < l.padded_out_ && blockwise; ++n) {
+    for (size_t b = 0; b < blocks; ++b) {
+      const uint16_t none = 0;
+      std::memcpy(&l.codes_[layout.block_scales(n / kColumns, b) + n % kColumns * sizeof none], &none, sizeof none);
+    }
+  }
   auto set_block = [&](size_t n, size_t b, int32_t weight_sum) {
-    const size_t at = (n / kColumns * l.blocks_ + b) * kColumns + n % kColumns;
-    l.scales_[at] = blockwise ? filter.quant.channel_scales[n * l.blocks_ + b] : filter.quant.channel_scales[n];
-    l.weight_sums_[at] = weight_sum;
+    if (!blockwise) {
+      l.channel_scales_[n] = filter.quant.channel_scales[n];
+      l.weight_sums_[n] = weight_sum;
+      return true;
+    }
+    const float scale = filter.quant.channel_scales[n * blocks + b];
+    uint32_t bits;
+    std::memcpy(&bits, &scale, sizeof bits);
+    if ((bits & 0xFFFF) != 0) return false;
+    const auto high = static_cast<uint16_t>(bits >> 16);
+    std::memcpy(&l.codes_[layout.block_scales(n / kColumns, b) + n % kColumns * sizeof high], &high, sizeof high);
+    l.scaled_sums_[n] = std::fma(static_cast<float>(weight_sum), scale, l.scaled_sums_[n]);
+    return true;
   };
+  bool scales_are_bf16 = true;
   // The exporter's 4-bit rows, eight input channels (four bytes) at a time:
   // packed byte r of quad pair u holds the codes of channels 8u + r (low
   // nibble) and 8u + 4 + r (high), the same values as the source's, so no code
   // is decoded. Where it applies, it writes what the general loop below does.
-  const bool whole_bytes = l.four_bit_ && k_count % 8 == 0 && (l.blocks_ == 1 || l.block_length_ % 8 == 0);
+  const bool whole_bytes = four_bit && k_count % 8 == 0 && block_length % 8 == 0;
   for (size_t n = 0; n < n_count && whole_bytes; ++n) {
     const uint8_t* row = source + n * source_row;
-    uint8_t* packed = l.codes_.data() + n / kColumns * group_bytes + n % kColumns * kQuad;
     for (size_t u = 0; u < k_count / 8; ++u) {
       const uint8_t* from = row + 4 * u;
-      uint8_t* to = packed + u * 32;
+      uint8_t* to = &l.codes_[layout.code_place(n, 8 * u).byte];
       to[0] = static_cast<uint8_t>((from[0] & 0x0F) | (from[2] << 4));
       to[1] = static_cast<uint8_t>((from[0] >> 4) | (from[2] & 0xF0));
       to[2] = static_cast<uint8_t>((from[1] & 0x0F) | (from[3] << 4));
       to[3] = static_cast<uint8_t>((from[1] >> 4) | (from[3] & 0xF0));
     }
-    for (size_t b = 0; b < l.blocks_; ++b) {
-      const size_t first = b * l.block_length_, end = std::min(k_count, (b + 1) * l.block_length_);
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t first = b * block_length, end = std::min(k_count, (b + 1) * block_length);
       int32_t codes = 0;
       for (size_t i = first / 2; i < end / 2; ++i) codes += (row[i] & 0x0F) + (row[i] >> 4);
-      set_block(n, b, codes - kFourBitZero * static_cast<int32_t>(end - first));
+      scales_are_bf16 &= set_block(n, b, codes - kFourBitZero * static_cast<int32_t>(end - first));
     }
   }
   for (size_t n = 0; n < n_count && !whole_bytes; ++n) {
-    for (size_t b = 0; b < l.blocks_; ++b) {
+    for (size_t b = 0; b < blocks; ++b) {
       int32_t weight_sum = 0;
-      const size_t end = std::min(k_count, (b + 1) * l.block_length_);
-      for (size_t k = b * l.block_length_; k < end; ++k) {
+      const size_t end = std::min(k_count, (b + 1) * block_length);
+      for (size_t k = b * block_length; k < end; ++k) {
         const int w = source_weight(n, k);
         weight_sum += w;
-        const CodePlace place = code_place(group_bytes, l.four_bit_, n, k);
+        const CodePlace place = layout.code_place(n, k);
         uint8_t& byte = l.codes_[place.byte];
-        if (l.four_bit_) {
+        if (four_bit) {
           const uint8_t code = static_cast<uint8_t>(w + kFourBitZero);
           byte = place.high_nibble ? static_cast<uint8_t>((byte & 0x0F) | (code << 4))
                                    : static_cast<uint8_t>((byte & 0xF0) | code);
@@ -781,15 +908,18 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
           byte = static_cast<uint8_t>(static_cast<int8_t>(w));
         }
       }
-      set_block(n, b, weight_sum);
+      scales_are_bf16 &= set_block(n, b, weight_sum);
     }
   }
+  if (!scales_are_bf16)
+    return make_error(ErrorCode::kInternal, node.describe() + ": a block scale is not a bf16 value");
   if (bias && bias->constant.size) std::memcpy(l.bias_.data(), bias->constant.data, n_count * sizeof(float));
   return linear;
 }
 
 size_t DynamicLinear::packed_bytes() const {
-  return codes_.size() + (scales_.size() + bias_.size()) * sizeof(float) + weight_sums_.size() * sizeof(int32_t);
+  return codes_.size() + (channel_scales_.size() + scaled_sums_.size() + bias_.size()) * sizeof(float) +
+         weight_sums_.size() * sizeof(int32_t);
 }
 
 Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void* input, float* output,
@@ -803,38 +933,39 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
   if (rows == 0) return Status::ok();
   const uint8_t* data = static_cast<const uint8_t*>(input);
   const auto* params = reinterpret_cast<const DynamicRowParams*>(data + dynamic_params_offset(input_shape));
-  const size_t group_bytes = (four_bit_ ? padded_in_ / 2 : padded_in_) * kColumns;
+  const PanelLayout layout(block_length_, blocks_, four_bit_, blockwise_);
   DotPath path = active_dot_path();
   if (!path_takes_blocks(path, block_length_)) path = DotPath::kScalar;
 
   // Tiles of up to kTileRows rows by a block of channel groups. A block's
   // weights stay in cache while the row tiles of a batch reuse them, and a
   // thread's run of tiles walks its own part of the weights (a single row
-  // splits the channels only). Blocks are whole runs of kGroupRun groups,
-  // which the single-row vector tiles take at once.
+  // splits the channels only). Blocks are whole panels, which the single-row
+  // vector tiles take at once.
   const size_t groups = padded_out_ / kColumns;
-  const size_t group_weight_bytes = group_bytes + blocks_ * kColumns * (sizeof(float) + sizeof(int32_t));
-  size_t block_groups =
-      std::min(kMaxBlockGroups, std::max(kGroupRun, kBlockWeightBytes / group_weight_bytes / kGroupRun * kGroupRun));
+  const size_t group_weight_bytes = layout.panel_bytes / kPanelGroups;
+  size_t block_groups = std::min(
+      kMaxBlockGroups, std::max(kPanelGroups, kBlockWeightBytes / group_weight_bytes / kPanelGroups * kPanelGroups));
   const size_t row_tiles = divide_up(rows, kTileRows);
   const size_t tasks = task_count(threadpool, rows * padded_out_ * in_channels_, kMinTaskIntegerMacs);
   if (tasks > row_tiles)
-    block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kGroupRun));
+    block_groups = std::min(block_groups, block_size(groups, divide_up(tasks, row_tiles), kPanelGroups));
   const size_t column_blocks = divide_up(groups, block_groups);
 
   const bool clamped = has_finite_bound(output_min_, output_max_);
   parallel_for_2d(pool_for(threadpool, tasks), column_blocks, row_tiles, [&](size_t column_block, size_t row_tile) {
     const size_t first_group = column_block * block_groups;
     const size_t group_count = std::min(block_groups, groups - first_group);
-    const size_t offset = first_group * blocks_ * kColumns;  // into scales and weight sums
-    const PackedView view{codes_.data() + first_group * group_bytes,
-                          scales_.data() + offset,
-                          weight_sums_.data() + offset,
-                          group_bytes,
+    const size_t first_channel = first_group * kColumns;
+    auto from = [&](const auto& per_channel) {
+      return per_channel.empty() ? nullptr : per_channel.data() + first_channel;
+    };
+    const PackedView view{codes_.data() + first_group / kPanelGroups * layout.panel_bytes,
+                          layout,
                           group_count * kColumns,
-                          blocks_,
-                          block_length_,
-                          four_bit_};
+                          from(channel_scales_),
+                          from(weight_sums_),
+                          from(scaled_sums_)};
     // Rows are read whole chunks at a time: the bytes past a row are the next
     // row's or the buffer's read padding, and meet zero weights.
     alignas(32) float sums[kTileRows * kMaxBlockGroups * kColumns];
@@ -860,7 +991,6 @@ Status DynamicLinear::run(const Node& node, const Shape& input_shape, const void
     dot_rows_scalar(view, tile_rows, tile_zero_points, count, sums);
 #endif
     // y = act_scale * (sum less the zero point's part) + bias, then the node's bounds.
-    const size_t first_channel = first_group * kColumns;
     const size_t channels = std::min(out_channels_, first_channel + view.padded_out) - first_channel;
     for (size_t r = 0; r < count; ++r) {
       const float scale = tile_params[r].scale;

@@ -64,17 +64,18 @@ class DynamicLinear {
   size_t out_channels_ = 0;  // N
   size_t in_channels_ = 0;   // K
   size_t padded_in_ = 0;     // K rounded up to 64
-  size_t padded_out_ = 0;    // N rounded up to 8
+  size_t padded_out_ = 0;    // N rounded up to whole panels (dynamic_linear.cpp)
   size_t block_length_ = 0;  // input channels per scale (padded_in_ for per-channel)
   size_t blocks_ = 0;        // scales per output channel
   bool four_bit_ = false;
+  bool blockwise_ = false;
   float output_min_ = 0, output_max_ = 0;
-  // Rows of padded_in_ codes: int8 values, or 4-bit (value + 8) with byte i
-  // of each 64-element chunk holding element i (low nibble) and i + 32 (high).
+  // Panels of codes, with blockwise layouts' bf16 scales (dynamic_linear.cpp: PanelLayout).
   std::vector<uint8_t> codes_;
-  std::vector<float> scales_;         // [padded_out_ / 8][blocks_][8]
-  std::vector<int32_t> weight_sums_;  // the same layout: each block's signed weights summed
-  std::vector<float> bias_;           // per channel (zeros without bias)
+  std::vector<float> channel_scales_;  // per-channel layouts: per channel
+  std::vector<int32_t> weight_sums_;   // per-channel layouts: each channel's signed weights summed
+  std::vector<float> scaled_sums_;     // blockwise layouts: each channel's block scales times weight sums, summed
+  std::vector<float> bias_;            // per channel (zeros without bias)
 };
 
 }  // namespace etna::xnn
