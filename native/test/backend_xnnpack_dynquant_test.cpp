@@ -371,6 +371,42 @@ TEST(XnnpackDynamicQuant, ConvertToQdint8RunsAsEtnaKernel) {
   EXPECT_EQ(xnn::engine_for(parsed->graph, nodes[1]), xnn::Engine::kPackedOperator);
 }
 
+// Two methods' payloads (here: for one and for three rows) carry the same
+// weights' scales each: the program keeps one list of them, and packs once.
+TEST(XnnpackDynamicQuant, PayloadsOfAProgramShareEqualScaleLists) {
+  const Built one_row(make_case(1, 64, 4, Weights::kQb4Bf16));
+  const Built three_rows(make_case(3, 64, 4, Weights::kQb4Bf16));
+  ASSERT_NE(one_row.payload, three_rows.payload);
+  auto program = std::make_shared<xnn::XnnpackProgramContext>();
+  std::vector<std::shared_ptr<const xnn::ParsedPayload>> remembered;
+  for (const Built* built : {&one_row, &three_rows}) {
+    const ByteSpan bytes{built->payload.data(), built->payload.size()};
+    auto parsed = xnn::parse_payload(bytes, built->builder.lookup());
+    ASSERT_TRUE(parsed);
+    program->remember_checked_payload(bytes, std::move(*parsed));
+    remembered.push_back(program->checked_payload(bytes));
+    ASSERT_TRUE(remembered.back());
+  }
+  auto block_scales = [](const xnn::ParsedPayload& payload) {
+    for (const xnn::Value& value : payload.graph.values) {
+      if (value.quant.kind == xnn::Quantization::Kind::kBlockwise) return value.quant.channel_scales;
+    }
+    return xnn::ScaleList();
+  };
+  const xnn::ScaleList first = block_scales(*remembered[0]), second = block_scales(*remembered[1]);
+  ASSERT_EQ(first.size(), 4u * 2u);
+  EXPECT_EQ(first.identity(), second.identity());
+
+  xnn::XnnpackModuleContext context(BackendOptions{});
+  std::vector<std::unique_ptr<xnn::XnnpackDelegate>> delegates;
+  for (const auto& payload : remembered) {
+    auto delegate = xnn::XnnpackDelegate::create(*payload, context, "d", program);
+    ASSERT_TRUE(delegate) << delegate.error().message;
+    delegates.push_back(std::move(*delegate));
+  }
+  EXPECT_EQ(program->operators_created(), 1u);
+}
+
 TEST(XnnpackDynamicQuant, SameWeightsArePackedOncePerProgram) {
   const Built built(make_case(1, 64, 4, Weights::kQb4Bf16));
   const auto& payload = built.payload;

@@ -57,8 +57,8 @@ Result<std::unique_ptr<DynamicConv>> DynamicConv::create(const Graph& graph, con
     weights.datatype = Datatype::qcint8;
     weights.shape = matrix_shape(out_per_group, field);
     weights.quant.kind = Quantization::Kind::kPerChannel;
-    const auto first_scale = filter.quant.channel_scales.begin() + static_cast<std::ptrdiff_t>(g * out_per_group);
-    weights.quant.channel_scales.assign(first_scale, first_scale + static_cast<std::ptrdiff_t>(out_per_group));
+    const float* first_scale = filter.quant.channel_scales.begin() + g * out_per_group;
+    weights.quant.channel_scales = ScaleList(std::vector<float>(first_scale, first_scale + out_per_group));
     weights.is_constant = true;
     weights.constant = ByteSpan{filter.constant.data + g * out_per_group * field, out_per_group * field};
     Node fully_connected;

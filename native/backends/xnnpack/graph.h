@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "backends/xnnpack/generated/xnnpack_generated.h"
@@ -115,6 +116,30 @@ size_t dynamic_params_offset(const Shape& shape);
 // Bytes of a value's buffer (qdint8 values include their row parameters).
 size_t value_bytes(Datatype type, const Shape& shape);
 
+// Scales per channel, or per channel and block (blocks innermost): one
+// immutable list that copies of a graph share. A program's payloads share
+// one list per distinct content (XnnpackProgramContext::remember_checked_payload),
+// so a method-per-entry-point LLM holds its millions of block scales once.
+class ScaleList {
+ public:
+  ScaleList() = default;
+  explicit ScaleList(std::vector<float> values)
+      : values_(std::make_shared<const std::vector<float>>(std::move(values))) {}
+  size_t size() const { return values_ ? values_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const float* data() const { return values_ ? values_->data() : nullptr; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size(); }
+  float operator[](size_t i) const { return (*values_)[i]; }
+  // The list itself: the same for copies of it (a packed operator's cache
+  // key names its scales by this). A list lives as long as some graph holds
+  // it, so while an operator packed from it lives, no other list is here.
+  const void* identity() const { return values_.get(); }
+
+ private:
+  std::shared_ptr<const std::vector<float>> values_;
+};
+
 struct Quantization {
   enum class Kind : uint8_t {
     kNone,
@@ -126,7 +151,7 @@ struct Quantization {
   Kind kind = Kind::kNone;
   float scale = 1.0f;
   int32_t zero_point = 0;
-  std::vector<float> channel_scales;  // per channel, or per channel and block (blocks innermost)
+  ScaleList channel_scales;
   size_t channel_dim = 0;
   size_t block_size = 0;     // kBlockwise
   size_t nonbatch_dims = 0;  // kPerToken: trailing dims sharing one scale and zero point

@@ -109,8 +109,45 @@ std::shared_ptr<const ParsedPayload> XnnpackProgramContext::checked_payload(Byte
   return it == payloads_.end() ? nullptr : it->second;
 }
 
+namespace {
+
+// A cheap digest of a list for finding equal ones: its size and up to 64 of
+// its values, spread over it. Equality is then checked value by value.
+uint64_t sample_digest(const ScaleList& scales) {
+  uint64_t digest = 1469598103934665603ull ^ scales.size();
+  const size_t step = std::max<size_t>(1, scales.size() / 64);
+  for (size_t i = 0; i < scales.size(); i += step) {
+    uint32_t bits;
+    std::memcpy(&bits, scales.data() + i, sizeof bits);
+    digest = (digest ^ bits) * 1099511628211ull;
+  }
+  return digest;
+}
+
+}  // namespace
+
+ScaleList XnnpackProgramContext::shared_scales(const ScaleList& scales) {
+  // Called with mutex_ held.
+  if (scales.empty()) return scales;
+  auto& candidates = scale_lists_[sample_digest(scales)];
+  for (const ScaleList& known : candidates) {
+    if (known.size() == scales.size() && std::memcmp(known.data(), scales.data(), scales.size() * sizeof(float)) == 0) {
+      return known;
+    }
+  }
+  candidates.push_back(scales);
+  return scales;
+}
+
+std::string XnnpackProgramContext::cache_key(const Graph& graph, const Node& node, NanHandling handling) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return PackedOperator::cache_key(graph, node, handling,
+                                   [this](const ScaleList& scales) { return shared_scales(scales).identity(); });
+}
+
 void XnnpackProgramContext::remember_checked_payload(ByteSpan payload, ParsedPayload parsed) {
   std::lock_guard<std::mutex> lock(mutex_);
+  for (Value& value : parsed.graph.values) value.quant.channel_scales = shared_scales(value.quant.channel_scales);
   payloads_.emplace(std::make_pair(payload.data, payload.size),
                     std::make_shared<const ParsedPayload>(std::move(parsed)));
 }
@@ -147,8 +184,8 @@ Result<std::shared_ptr<T>> XnnpackModuleContext::use(std::unordered_map<std::str
 
 Result<std::shared_ptr<PackedOperator>> XnnpackModuleContext::packed_operator(
     const std::shared_ptr<XnnpackProgramContext>& program, const Graph& graph, const Node& node, NanHandling handling) {
-  const std::string key = PackedOperator::cache_key(graph, node, handling);
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string key = (program ? *program : own_program()).cache_key(graph, node, handling);
   bool created = false;
   auto result = use(operators_, program, key, [&](XnnpackProgramContext& source) {
     return source.packed_operator(key, graph, node, handling, created);

@@ -116,13 +116,18 @@ class XnnpackProgramContext final : public BackendProgramContext {
   Result<std::shared_ptr<ProgramShared<PackedOperator>>> packed_operator(const std::string& key, const Graph& graph,
                                                                          const Node& node, NanHandling handling,
                                                                          bool& created);
+  // The operator's cache key, naming each scale list by the program's list of
+  // equal values (kept for the program's life, so no other list takes its place).
+  std::string cache_key(const Graph& graph, const Node& node, NanHandling handling);
   // The program's padded copy of a constant value, made when no module holds it.
   Result<std::shared_ptr<ProgramShared<const AlignedBuffer>>> constant_copy(const std::string& key, const Value& value);
   // Packings done over the program's life.
   uint64_t operators_created() const;
   // The payload at `payload` (one of this program's) as an earlier delegate
   // parsed and checked it; null when none has. Later modules copy it instead
-  // of parsing, hashing and checking the payload again.
+  // of parsing, hashing and checking the payload again. A remembered payload's
+  // scale lists are the program's list of equal values where one exists
+  // (prefill and decode carry the same weights' scales in payloads of their own).
   std::shared_ptr<const ParsedPayload> checked_payload(ByteSpan payload) const;
   void remember_checked_payload(ByteSpan payload, ParsedPayload parsed);
   // Workspaces lent per call to delegates of modules that pool them.
@@ -135,6 +140,9 @@ class XnnpackProgramContext final : public BackendProgramContext {
   uint64_t operators_created_ = 0;
   // Keyed by where the payload lies in the program's bytes, which never move.
   std::map<std::pair<const uint8_t*, size_t>, std::shared_ptr<const ParsedPayload>> payloads_;
+  // The scale lists of the payloads remembered, one per content, by a sample of their values.
+  std::unordered_map<uint64_t, std::vector<ScaleList>> scale_lists_;
+  ScaleList shared_scales(const ScaleList& scales);
   const std::shared_ptr<WorkspacePool> workspace_pool_ = std::make_shared<WorkspacePool>();
 };
 

@@ -19,12 +19,6 @@ class KeyWriter {
     key_.append(reinterpret_cast<const char*>(&value), sizeof(T));
     return *this;
   }
-  // The elements' bytes in one append: a blockwise filter has tens of thousands of scales.
-  template <typename T>
-  KeyWriter& add_all(const std::vector<T>& values) {
-    key_.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-    return *this;
-  }
   KeyWriter& add_text(const std::string& text) {
     add(text.size());
     key_ += text;
@@ -36,12 +30,14 @@ class KeyWriter {
   std::string key_;
 };
 
-void add_value(KeyWriter& key, const Value& value) {
+void add_value(KeyWriter& key, const Value& value, const PackedOperator::ScalesIdentity& scales_identity) {
   key.add(static_cast<int16_t>(value.datatype)).add(value.shape.rank);
   for (size_t d = 0; d < value.shape.rank; ++d) key.add(value.shape.dims[d]);
   key.add(static_cast<uint8_t>(value.quant.kind)).add(value.quant.scale).add(value.quant.zero_point);
   key.add(value.quant.channel_dim).add(value.quant.block_size).add(value.quant.channel_scales.size());
-  key.add_all(value.quant.channel_scales);
+  // The list, not its millions of values: equal lists of a program are one list.
+  const ScaleList& scales = value.quant.channel_scales;
+  key.add(scales_identity ? scales_identity(scales) : scales.identity());
   key.add_text(value.constant_key);
 }
 
@@ -117,7 +113,8 @@ bool finished_keeping_nan(const Graph& graph, const Node& node, NanHandling hand
 
 }  // namespace
 
-std::string PackedOperator::cache_key(const Graph& graph, const Node& node, NanHandling handling) {
+std::string PackedOperator::cache_key(const Graph& graph, const Node& node, NanHandling handling,
+                                      const ScalesIdentity& scales_identity) {
   KeyWriter key;
   key.add(static_cast<uint8_t>(finished_keeping_nan(graph, node, handling)));
   key.add(static_cast<uint8_t>(node.type)).add(node.flags).add(node.output_min).add(node.output_max);
@@ -132,11 +129,11 @@ std::string PackedOperator::cache_key(const Graph& graph, const Node& node, NanH
     const Value& v = graph.values[index];
     key.add(static_cast<int16_t>(v.datatype)).add(v.quant.scale).add(v.quant.zero_point);
   }
-  add_value(key, graph.values[node.inputs[1]]);
+  add_value(key, graph.values[node.inputs[1]], scales_identity);
   if (node.inputs[2] == kNoValue) {
     key.add_text("no bias");
   } else {
-    add_value(key, graph.values[node.inputs[2]]);
+    add_value(key, graph.values[node.inputs[2]], scales_identity);
   }
   return key.take();
 }

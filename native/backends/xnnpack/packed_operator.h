@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,8 +41,12 @@ class PackedOperator {
   // Everything that decides the packed weights and the operator's fixed
   // parameters, as bytes: node kind, datatypes, geometry, flags, bounds,
   // quantization, and the identities of the filter and bias constants.
-  // kKeepNan adds itself for the fp32 operators it changes.
-  static std::string cache_key(const Graph& graph, const Node& node, NanHandling handling);
+  // kKeepNan adds itself for the fp32 operators it changes. A scale list
+  // enters as `scales_identity` names it (by default the list's own
+  // identity; a program names equal lists of its payloads alike).
+  using ScalesIdentity = std::function<const void*(const ScaleList&)>;
+  static std::string cache_key(const Graph& graph, const Node& node, NanHandling handling,
+                               const ScalesIdentity& scales_identity = nullptr);
 
   // Creates the operator, packing the node's constant filter and bias (their
   // spans must be valid now; they are not referenced afterwards). Under

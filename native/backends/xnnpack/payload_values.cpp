@@ -72,14 +72,15 @@ Status read_block_scales(const fbx::PerChannelGroupQuant& params, Value& value, 
     return invalid(where + ": " + std::to_string(out) + " channels in blocks of " + std::to_string(quant.block_size) +
                    " need " + std::to_string(expected) + " scales, found " + std::to_string(bf16.size()));
   }
-  quant.channel_scales.resize(expected);
+  std::vector<float> scales(expected);
   for (size_t i = 0; i < expected; ++i) {
     const float scale = bf16_to_float(bf16[i]);
     if (!std::isfinite(scale) || scale <= 0) {
       return invalid(where + ": block scale " + std::to_string(scale) + " is not a positive number");
     }
-    quant.channel_scales[i] = scale;
+    scales[i] = scale;
   }
+  quant.channel_scales = ScaleList(std::move(scales));
   return Status::ok();
 }
 
@@ -116,8 +117,9 @@ Status read_quantization(const fbx::QuantizedTensorValue& quantized, Value& valu
                          std::to_string(bytes->size / sizeof(float)) + " (num_scales " +
                          std::to_string(params->num_scales()) + ")");
         }
-        quant.channel_scales.resize(channels);
-        if (channels) std::memcpy(quant.channel_scales.data(), bytes->data, channels * sizeof(float));
+        std::vector<float> scales(channels);
+        if (channels) std::memcpy(scales.data(), bytes->data, channels * sizeof(float));
+        quant.channel_scales = ScaleList(std::move(scales));
       } else {
         const auto* inline_scales = params->scale();
         const size_t count = inline_scales ? inline_scales->size() : 0;
@@ -125,7 +127,7 @@ Status read_quantization(const fbx::QuantizedTensorValue& quantized, Value& valu
           return invalid(where + ": " + std::to_string(channels) + " channels but " + std::to_string(count) +
                          " inline scales");
         }
-        quant.channel_scales.assign(inline_scales->begin(), inline_scales->end());
+        quant.channel_scales = ScaleList(std::vector<float>(inline_scales->begin(), inline_scales->end()));
       }
       for (float scale : quant.channel_scales) {
         if (!std::isfinite(scale) || scale <= 0) {
