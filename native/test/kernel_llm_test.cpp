@@ -394,6 +394,8 @@ INSTANTIATE_TEST_SUITE_P(
         TiledCase{{1, 9, 2, 2, 8, 16, 4, false}, false, 0},          // non-causal, no mask
         TiledCase{{1, 20, 4, 2, 17, 40, 5, false}, true, 0},         // mask over the whole cache, GQA
         TiledCase{{1, 3, 2, 1, 64, 2048, 100, false}, true, 0.125},  // mask over a 2048 cache, explicit scale
+        TiledCase{{1, 1, 4, 2, 20, 64, 37, false}, true, 0},         // a lone row, head_dim 20, mask, GQA
+        TiledCase{{1, 17, 2, 2, 12, 64, 5, true}, false, 0},         // a last block of one row, head_dim 12
         TiledCase{{1, 1, 3, 1, 3, 1, 0, true}, false, 0}));          // one key, head_dim 3
 
 // PyTorch's rules for NaN and infinities, on every path and thread count: a
