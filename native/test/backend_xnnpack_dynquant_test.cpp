@@ -237,9 +237,11 @@ TEST(XnnpackDynamicQuant, RowAndChannelRemaindersOfTheVectorTiles) {
       // 200 products of 8-bit weights: outputs cancel terms a thousand times
       // larger, so fp32 rounding (the same on every path) reaches 1e-4.
       check_case(make_case(rows, 200, out, Weights::kQc8), 2.0f, 1e-4f);
-      // 4-bit rows of 130 codes are packed code by code, of 192 four bytes at a time.
+      // 4-bit rows of 130 codes are packed code by code, of 192 sixteen bytes
+      // at a time, of 200 sixteen bytes at a time and then four.
       check_case(make_case(rows, 130, out, Weights::kQc4));
       check_case(make_case(rows, 192, out, Weights::kQc4));
+      check_case(make_case(rows, 200, out, Weights::kQc4));
       for (size_t group : {8u, 32u, 64u}) check_case(make_case(rows, 192, out, Weights::kQb4Bf16, group));
     }
   }

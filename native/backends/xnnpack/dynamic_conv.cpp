@@ -37,7 +37,7 @@ size_t field_length(const Node& node) {
 
 }  // namespace
 
-Result<std::unique_ptr<DynamicConv>> DynamicConv::create(const Graph& graph, const Node& node) {
+Result<std::unique_ptr<DynamicConv>> DynamicConv::create(const Graph& graph, const Node& node, pthreadpool_t pool) {
   const Value& filter = graph.values[node.inputs[1]];
   const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
   std::unique_ptr<DynamicConv> conv(new DynamicConv());
@@ -75,7 +75,7 @@ Result<std::unique_ptr<DynamicConv>> DynamicConv::create(const Graph& graph, con
       group_bias.constant = ByteSpan{bias->constant.data + g * bytes, bytes};
       fully_connected.inputs[2] = 2;
     }
-    auto linear = DynamicLinear::create(layer, fully_connected);
+    auto linear = DynamicLinear::create(layer, fully_connected, pool);
     if (!linear) return linear.error();
     conv->group_layers_.push_back(std::move(*linear));
   }

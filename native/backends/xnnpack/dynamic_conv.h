@@ -27,7 +27,9 @@ class DynamicConv {
   // Repacks the node's constant filter (and copies its bias); the constants'
   // spans must be valid now and are not referenced afterwards. The node has
   // passed check_graph (XNNConv2d, qcint8 filter, no SAME padding).
-  static Result<std::unique_ptr<DynamicConv>> create(const Graph& graph, const Node& node);
+  // Packing is split over `pool` (null: the calling thread only).
+  static Result<std::unique_ptr<DynamicConv>> create(const Graph& graph, const Node& node,
+                                                     pthreadpool_t pool = nullptr);
 
   // `input` is a qdint8 NHWC buffer of `input_shape` (data, then one row
   // parameter per image); `output` the NHWC fp32 output the shape rule gives.

@@ -761,6 +761,138 @@ DynamicRowParams quantize_row(const float* x, size_t count, bool avx2, uint8_t* 
   return row;
 }
 
+// What packing reads: the filter as the exporter wrote it ([N, K], or [K, N]
+// when transposed; 4-bit rows as weight + 8, two a byte, the even element in
+// the low nibble, each row padded to whole bytes) and its scales.
+struct PackSource {
+  const uint8_t* codes;
+  const ScaleList& scales;
+  size_t out_channels, in_channels, row_bytes;
+  bool transposed;
+};
+
+// Where packing writes (DynamicLinear's arrays; those a layout lacks are null).
+struct PackTarget {
+  uint8_t* codes;
+  float* channel_scales;
+  int32_t* weight_sums;
+  float* scaled_sums;
+};
+
+// Packs panels [first, end): codes, scales and per-channel terms, in block
+// order per channel. False when a blockwise scale is not a bf16 value (the
+// payload reader makes every one of them bf16, rounding fp32 ones as upstream
+// does, so their high halves hold them). Inlined into a plain and an AVX2 and
+// FMA build: the fused multiply-adds of the scaled sums are then instructions
+// rather than library calls, and the compiler vectorizes more.
+__attribute__((always_inline)) inline bool pack_panels_body(const PanelLayout& layout, const PackSource& from,
+                                                            const PackTarget& to, size_t first, size_t end) {
+  const size_t n_count = from.out_channels, k_count = from.in_channels;
+  const float* scales = from.scales.data();
+  bool bf16 = true;
+  // Channel n's codes for block b, in place; returns its signed weights summed.
+  auto pack_block = [&](size_t n, size_t b) {
+    const size_t begin = b * layout.block_length, stop = std::min(k_count, begin + layout.block_length);
+    int32_t weight_sum = 0;
+    // The exporter's 4-bit rows, eight input channels (four bytes) at a time:
+    // packed byte r of quad pair u holds the codes of channels 8u + r (low
+    // nibble) and 8u + 4 + r (high), the same values as the source's, so no
+    // code is decoded. Where it applies, it writes what the loop below does.
+    if (layout.four_bit && k_count % 8 == 0 && layout.block_length % 8 == 0) {
+      const uint8_t* source = from.codes + n * from.row_bytes + begin / 2;
+      uint8_t* packed = to.codes + layout.group_block(n / kColumns, b) + n % kColumns * kQuad;
+      const size_t pairs = (stop - begin) / 8;
+      size_t u = 0;
+#ifdef __SSE2__
+      // Four pairs (16 bytes) at a time, the same bytes: each 32-bit lane of
+      // the nibbles interleaved low, high holds two of a pair's four codes.
+      const __m128i low_nibbles = _mm_set1_epi8(0x0F);
+      for (; u + 4 <= pairs; u += 4, source += 16, packed += 128) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(source));
+        const __m128i low = _mm_and_si128(bytes, low_nibbles);
+        const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), low_nibbles);
+        const __m128i sums =
+            _mm_add_epi64(_mm_sad_epu8(low, _mm_setzero_si128()), _mm_sad_epu8(high, _mm_setzero_si128()));
+        weight_sum += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_unpackhi_epi64(sums, sums));
+        for (size_t half = 0; half < 2; ++half) {
+          const __m128i mixed = half ? _mm_unpackhi_epi8(low, high) : _mm_unpacklo_epi8(low, high);
+          const __m128i lanes = _mm_shuffle_epi32(mixed, _MM_SHUFFLE(3, 1, 2, 0));
+          const __m128i joined = _mm_or_si128(lanes, _mm_slli_epi16(_mm_srli_si128(lanes, 8), 4));
+          const int32_t first_pair = _mm_cvtsi128_si32(joined),
+                        second_pair = _mm_cvtsi128_si32(_mm_srli_si128(joined, 4));
+          std::memcpy(packed + half * 64, &first_pair, sizeof first_pair);
+          std::memcpy(packed + half * 64 + 32, &second_pair, sizeof second_pair);
+        }
+      }
+#endif
+      for (; u < pairs; ++u, source += 4, packed += 32) {
+        packed[0] = static_cast<uint8_t>((source[0] & 0x0F) | (source[2] << 4));
+        packed[1] = static_cast<uint8_t>((source[0] >> 4) | (source[2] & 0xF0));
+        packed[2] = static_cast<uint8_t>((source[1] & 0x0F) | (source[3] << 4));
+        packed[3] = static_cast<uint8_t>((source[1] >> 4) | (source[3] & 0xF0));
+        for (size_t i = 0; i < 4; ++i) weight_sum += (source[i] & 0x0F) + (source[i] >> 4);
+      }
+      return weight_sum - kFourBitZero * static_cast<int32_t>(stop - begin);
+    }
+    for (size_t k = begin; k < stop; ++k) {
+      int w;
+      if (layout.four_bit) {
+        const uint8_t byte = from.codes[n * from.row_bytes + k / 2];
+        w = ((k % 2) ? byte >> 4 : byte & 0xF) - kFourBitZero;
+      } else {
+        w = static_cast<int8_t>(from.transposed ? from.codes[k * n_count + n] : from.codes[n * from.row_bytes + k]);
+      }
+      weight_sum += w;
+      const CodePlace place = layout.code_place(n, k);
+      uint8_t& byte = to.codes[place.byte];
+      if (layout.four_bit) {
+        const uint8_t code = static_cast<uint8_t>(w + kFourBitZero);
+        byte = place.high_nibble ? static_cast<uint8_t>((byte & 0x0F) | (code << 4))
+                                 : static_cast<uint8_t>((byte & 0xF0) | code);
+      } else {
+        byte = static_cast<uint8_t>(static_cast<int8_t>(w));
+      }
+    }
+    return weight_sum;
+  };
+  for (size_t n = first * kPanelChannels; n < end * kPanelChannels; ++n) {
+    if (!layout.blockwise) {
+      to.channel_scales[n] = n < n_count ? scales[n] : 0.0f;
+      to.weight_sums[n] = n < n_count ? pack_block(n, 0) : 0;
+      continue;
+    }
+    float scaled_sum = 0.0f;
+    for (size_t b = 0; b < layout.blocks; ++b) {
+      const float scale = n < n_count ? scales[n * layout.blocks + b] : 0.0f;
+      uint32_t bits;
+      std::memcpy(&bits, &scale, sizeof bits);
+      bf16 &= (bits & 0xFFFF) == 0;
+      const auto high = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(to.codes + layout.block_scales(n / kColumns, b) + n % kColumns * sizeof high, &high, sizeof high);
+      const int32_t weight_sum = n < n_count ? pack_block(n, b) : 0;
+      scaled_sum = std::fma(static_cast<float>(weight_sum), scale, scaled_sum);
+    }
+    to.scaled_sums[n] = scaled_sum;
+  }
+  return bf16;
+}
+
+bool pack_panels(const PanelLayout& layout, const PackSource& from, const PackTarget& to, size_t first, size_t end) {
+  return pack_panels_body(layout, from, to, first, end);
+}
+
+#ifdef ETNA_DYNQUANT_X86
+ETNA_AVX2_TARGET bool pack_panels_avx2(const PanelLayout& layout, const PackSource& from, const PackTarget& to,
+                                       size_t first, size_t end) {
+  return pack_panels_body(layout, from, to, first, end);
+}
+#else
+bool pack_panels_avx2(const PanelLayout& layout, const PackSource& from, const PackTarget& to, size_t first,
+                      size_t end) {
+  return pack_panels_body(layout, from, to, first, end);
+}
+#endif
+
 }  // namespace
 
 DotPath active_dot_path() {
@@ -803,7 +935,7 @@ Status quantize_per_token_kernel(const EtnaKernelCall& call) {
   return Status::ok();
 }
 
-Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph, const Node& node) {
+Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph, const Node& node, pthreadpool_t pool) {
   const Value& filter = graph.values[node.inputs[1]];
   const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
   const bool transposed = node.flags & 0x1;
@@ -829,16 +961,6 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
     return make_error(ErrorCode::kInternal, node.describe() + ": filter bytes missing at packing");
   }
 
-  // Unpacked signed weights [N, K] first, then the packed layout.
-  const uint8_t* source = filter.constant.data;
-  const size_t source_row = four_bit ? (k_count + 1) / 2 : k_count;
-  auto source_weight = [&](size_t n, size_t k) -> int {
-    if (four_bit) {
-      const uint8_t byte = source[n * source_row + k / 2];
-      return ((k % 2) ? byte >> 4 : byte & 0xF) - kFourBitZero;
-    }
-    return static_cast<int8_t>(transposed ? source[k * n_count + n] : source[n * source_row + k]);
-  };
   l.codes_.assign(l.padded_out_ / kPanelChannels * layout.panel_bytes, four_bit ? 0x88 : 0);
   if (blockwise) {
     l.scaled_sums_.assign(l.padded_out_, 0.0f);
@@ -847,75 +969,27 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
     l.weight_sums_.assign(l.padded_out_, 0);
   }
   l.bias_.assign(l.padded_out_, 0.0f);
-  // Channel n's scale and weight sum for block b (called in block order),
-  // where the tiles read them. Blockwise scales came from bf16 (the payload
-  // reader rounds fp32 ones as upstream does), so their high halves hold them.
-  for (size_t n = 0; n < l.padded_out_ && blockwise; ++n) {
-    for (size_t b = 0; b < blocks; ++b) {
-      const uint16_t none = 0;
-      std::memcpy(&l.codes_[layout.block_scales(n / kColumns, b) + n % kColumns * sizeof none], &none, sizeof none);
-    }
-  }
-  auto set_block = [&](size_t n, size_t b, int32_t weight_sum) {
-    if (!blockwise) {
-      l.channel_scales_[n] = filter.quant.channel_scales[n];
-      l.weight_sums_[n] = weight_sum;
-      return true;
-    }
-    const float scale = filter.quant.channel_scales[n * blocks + b];
-    uint32_t bits;
-    std::memcpy(&bits, &scale, sizeof bits);
-    if ((bits & 0xFFFF) != 0) return false;
-    const auto high = static_cast<uint16_t>(bits >> 16);
-    std::memcpy(&l.codes_[layout.block_scales(n / kColumns, b) + n % kColumns * sizeof high], &high, sizeof high);
-    l.scaled_sums_[n] = std::fma(static_cast<float>(weight_sum), scale, l.scaled_sums_[n]);
-    return true;
-  };
-  bool scales_are_bf16 = true;
-  // The exporter's 4-bit rows, eight input channels (four bytes) at a time:
-  // packed byte r of quad pair u holds the codes of channels 8u + r (low
-  // nibble) and 8u + 4 + r (high), the same values as the source's, so no code
-  // is decoded. Where it applies, it writes what the general loop below does.
-  const bool whole_bytes = four_bit && k_count % 8 == 0 && block_length % 8 == 0;
-  for (size_t n = 0; n < n_count && whole_bytes; ++n) {
-    const uint8_t* row = source + n * source_row;
-    for (size_t u = 0; u < k_count / 8; ++u) {
-      const uint8_t* from = row + 4 * u;
-      uint8_t* to = &l.codes_[layout.code_place(n, 8 * u).byte];
-      to[0] = static_cast<uint8_t>((from[0] & 0x0F) | (from[2] << 4));
-      to[1] = static_cast<uint8_t>((from[0] >> 4) | (from[2] & 0xF0));
-      to[2] = static_cast<uint8_t>((from[1] & 0x0F) | (from[3] << 4));
-      to[3] = static_cast<uint8_t>((from[1] >> 4) | (from[3] & 0xF0));
-    }
-    for (size_t b = 0; b < blocks; ++b) {
-      const size_t first = b * block_length, end = std::min(k_count, (b + 1) * block_length);
-      int32_t codes = 0;
-      for (size_t i = first / 2; i < end / 2; ++i) codes += (row[i] & 0x0F) + (row[i] >> 4);
-      scales_are_bf16 &= set_block(n, b, codes - kFourBitZero * static_cast<int32_t>(end - first));
-    }
-  }
-  for (size_t n = 0; n < n_count && !whole_bytes; ++n) {
-    for (size_t b = 0; b < blocks; ++b) {
-      int32_t weight_sum = 0;
-      const size_t end = std::min(k_count, (b + 1) * block_length);
-      for (size_t k = b * block_length; k < end; ++k) {
-        const int w = source_weight(n, k);
-        weight_sum += w;
-        const CodePlace place = layout.code_place(n, k);
-        uint8_t& byte = l.codes_[place.byte];
-        if (four_bit) {
-          const uint8_t code = static_cast<uint8_t>(w + kFourBitZero);
-          byte = place.high_nibble ? static_cast<uint8_t>((byte & 0x0F) | (code << 4))
-                                   : static_cast<uint8_t>((byte & 0xF0) | code);
-        } else {
-          byte = static_cast<uint8_t>(static_cast<int8_t>(w));
-        }
-      }
-      scales_are_bf16 &= set_block(n, b, weight_sum);
-    }
-  }
-  if (!scales_are_bf16)
+  const PackSource from{filter.constant.data,
+                        filter.quant.channel_scales,
+                        n_count,
+                        k_count,
+                        four_bit ? (k_count + 1) / 2 : k_count,
+                        transposed};
+  PackTarget to{l.codes_.data(), l.channel_scales_.data(), l.weight_sums_.data(), l.scaled_sums_.data()};
+  // Panels split over the pool: each task writes its own panels' bytes only.
+  const size_t panels = l.padded_out_ / kPanelChannels;
+  const size_t tasks = std::min(panels, task_count(pool, l.codes_.size(), kMinTaskBytes));
+  const bool vector = path_has_avx2(active_dot_path());
+  std::atomic<bool> scales_are_bf16{true};
+  parallel_for(pool_for(pool, tasks), tasks, [&](size_t task) {
+    const size_t first = task * panels / tasks, end = (task + 1) * panels / tasks;
+    const bool bf16 =
+        vector ? pack_panels_avx2(layout, from, to, first, end) : pack_panels(layout, from, to, first, end);
+    if (!bf16) scales_are_bf16.store(false, std::memory_order_relaxed);
+  });
+  if (!scales_are_bf16.load()) {
     return make_error(ErrorCode::kInternal, node.describe() + ": a block scale is not a bf16 value");
+  }
   if (bias && bias->constant.size) std::memcpy(l.bias_.data(), bias->constant.data, n_count * sizeof(float));
   return linear;
 }

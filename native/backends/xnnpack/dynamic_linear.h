@@ -46,9 +46,11 @@ Status quantize_per_token_kernel(const EtnaKernelCall& call);
 
 class DynamicLinear {
  public:
-  // Repacks the node's constant filter (and copies its bias); the constants'
-  // spans must be valid now and are not referenced afterwards.
-  static Result<std::unique_ptr<DynamicLinear>> create(const Graph& graph, const Node& node);
+  // Repacks the node's constant filter (and copies its bias), split over
+  // `pool` (null: the calling thread only); the constants' spans must be
+  // valid now and are not referenced afterwards.
+  static Result<std::unique_ptr<DynamicLinear>> create(const Graph& graph, const Node& node,
+                                                       pthreadpool_t pool = nullptr);
 
   // `input` is a qdint8 buffer of `input_shape` (data then row parameters).
   // Large products are split over `threadpool` (null: the calling thread

@@ -73,14 +73,15 @@ std::string constant_key(const Value& value) { return value.constant_key + "/" +
 }  // namespace
 
 Result<std::shared_ptr<ProgramShared<PackedOperator>>> XnnpackProgramContext::packed_operator(
-    const std::string& key, const Graph& graph, const Node& node, NanHandling handling, bool& created) {
+    const std::string& key, const Graph& graph, const Node& node, NanHandling handling, bool& created,
+    pthreadpool_t pool) {
   created = false;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = operators_.find(key);
   if (it != operators_.end()) {
     if (auto existing = it->second.lock()) return existing;
   }
-  auto packed = PackedOperator::create(graph, node, handling);
+  auto packed = PackedOperator::create(graph, node, handling, pool);
   if (!packed) return packed.error();
   auto entry = std::make_shared<ProgramShared<PackedOperator>>(std::shared_ptr<PackedOperator>(std::move(*packed)));
   operators_[key] = entry;
@@ -187,8 +188,10 @@ Result<std::shared_ptr<PackedOperator>> XnnpackModuleContext::packed_operator(
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string key = (program ? *program : own_program()).cache_key(graph, node, handling);
   bool created = false;
+  // Packing computes on the module's pool, as a call does, so its workers sleep once it is done.
+  const ThreadPool::Call packing(thread_pool_.get());
   auto result = use(operators_, program, key, [&](XnnpackProgramContext& source) {
-    return source.packed_operator(key, graph, node, handling, created);
+    return source.packed_operator(key, graph, node, handling, created, thread_pool_ ? thread_pool_->get() : nullptr);
   });
   if (result) ++(created ? operators_created_ : operators_reused_);
   return result;

@@ -113,9 +113,10 @@ class XnnpackProgramContext final : public BackendProgramContext {
   // The program's operator for this node (key: PackedOperator::cache_key),
   // packing it when no module holds it.
   // `created` tells whether this call packed it.
+  // `pool`: where etna's own packing may split its work (null: the caller alone).
   Result<std::shared_ptr<ProgramShared<PackedOperator>>> packed_operator(const std::string& key, const Graph& graph,
                                                                          const Node& node, NanHandling handling,
-                                                                         bool& created);
+                                                                         bool& created, pthreadpool_t pool);
   // The operator's cache key, naming each scale list by the program's list of
   // equal values (kept for the program's life, so no other list takes its place).
   std::string cache_key(const Graph& graph, const Node& node, NanHandling handling);

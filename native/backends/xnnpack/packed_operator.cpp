@@ -139,7 +139,7 @@ std::string PackedOperator::cache_key(const Graph& graph, const Node& node, NanH
 }
 
 Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& graph, const Node& node,
-                                                               NanHandling handling) {
+                                                               NanHandling handling, pthreadpool_t pool) {
   const Value& input = graph.values[node.inputs[0]];
   const Value& filter = graph.values[node.inputs[1]];
   const Value* bias = node.inputs[2] == kNoValue ? nullptr : &graph.values[node.inputs[2]];
@@ -148,14 +148,14 @@ Result<std::unique_ptr<PackedOperator>> PackedOperator::create(const Graph& grap
 
   std::unique_ptr<PackedOperator> packed(new PackedOperator());
   if (input.datatype == Datatype::qdint8 && node.type == NodeType::kConv2d) {
-    auto conv = DynamicConv::create(graph, node);
+    auto conv = DynamicConv::create(graph, node, pool);
     if (!conv) return conv.error();
     packed->dynamic_conv_ = std::move(*conv);
     packed->packed_bytes_ = packed->dynamic_conv_->packed_bytes();
     return packed;
   }
   if (input.datatype == Datatype::qdint8) {
-    auto linear = DynamicLinear::create(graph, node);
+    auto linear = DynamicLinear::create(graph, node, pool);
     if (!linear) return linear.error();
     packed->dynamic_ = std::move(*linear);
     packed->packed_bytes_ = packed->dynamic_->packed_bytes();

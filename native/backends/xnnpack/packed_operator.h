@@ -57,7 +57,9 @@ class PackedOperator {
   // A fully-connected row holding NaN is NaN throughout, and an infinity that
   // meets a zero weight makes NaN: some releases' kernels skip zero weights
   // (the 2024 one's K-remainder masks the input where the weight is zero).
-  static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node, NanHandling handling);
+  // etna's own packings split over `pool` (null: the calling thread only).
+  static Result<std::unique_ptr<PackedOperator>> create(const Graph& graph, const Node& node, NanHandling handling,
+                                                        pthreadpool_t pool = nullptr);
 
   // Sets the operator up for this input shape and buffers, then runs it.
   // Thread-safe: one caller at a time.
