@@ -61,6 +61,8 @@ std::vector<float> run_graph(const TestGraph& g, int threads, xnn::DotPath path,
   BackendOptions options;
   options.num_threads = threads;
   xnn::XnnpackModuleContext context(options);
+  // Forced before the delegate is made: packing splits and picks its build as calls do.
+  const Forced forced(path, fine_split);
   auto delegate = make_delegate(g.payload, context, g.builder.lookup());
   EXPECT_TRUE(delegate) << delegate.error().message;
   if (!delegate) return {};
@@ -73,7 +75,6 @@ std::vector<float> run_graph(const TestGraph& g, int threads, xnn::DotPath path,
   }
   LocalTensor output(ScalarType::kFloat, g.output_sizes);
   args.push_back(&output);
-  const Forced forced(path, fine_split);
   for (int call = 0; call < 2; ++call) {
     std::fill(output.floats(), output.floats() + output.numel(), std::numeric_limits<float>::quiet_NaN());
     Status ran = run_delegate(**delegate, args);
