@@ -66,14 +66,15 @@ struct PanelLayout {
   size_t blocks = 0;
   bool four_bit = false;
   bool blockwise = false;
+  size_t quads_per_block = 0;    // quads of a block, in whole pairs: the vector tiles read two a step
   size_t group_block_bytes = 0;  // one group's codes for one block
   size_t block_bytes = 0;        // a panel's codes and scales for one block
   size_t panel_bytes = 0;
 
-  PanelLayout() = default;
   PanelLayout(size_t length, size_t block_count, bool four, bool block_scales)
       : block_length(length), blocks(block_count), four_bit(four), blockwise(block_scales) {
-    group_block_bytes = (four ? round_up(length, 2 * kQuad) / 2 : round_up(length, kQuad)) * kColumns;
+    quads_per_block = round_up(length, 2 * kQuad) / kQuad;
+    group_block_bytes = quads_per_block * (four ? kQuad / 2 : kQuad) * kColumns;
     block_bytes = kPanelGroups * group_block_bytes + (blockwise ? kPanelChannels * sizeof(uint16_t) : 0);
     panel_bytes = blocks * block_bytes;
   }
@@ -280,7 +281,6 @@ ETNA_AVX2_TARGET void dot_rows_avx2_tile(const PackedView& w, const uint8_t* con
                                          float* sums) {
   static_assert(kPanelGroups % kGroups == 0, "a tile takes whole parts of a panel");
   const PanelLayout& layout = w.layout;
-  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
   for (size_t first_group = 0; first_group < w.padded_out / kColumns; first_group += kGroups) {
     __m256 acc[kRows * kGroups];
     ETNA_UNROLL
@@ -292,9 +292,9 @@ ETNA_AVX2_TARGET void dot_rows_avx2_tile(const PackedView& w, const uint8_t* con
         const uint8_t* codes = w.codes + layout.group_block(first_group + g, b);
         __m256i dots[kRows];
         if (kFourBit) {
-          block_dots_four_bit<kRows>(codes, rows, b * layout.block_length, quads_per_block, dots);
+          block_dots_four_bit<kRows>(codes, rows, b * layout.block_length, layout.quads_per_block, dots);
         } else {
-          block_dots_eight_bit<kRows>(codes, rows, b * layout.block_length, quads_per_block, dots);
+          block_dots_eight_bit<kRows>(codes, rows, b * layout.block_length, layout.quads_per_block, dots);
         }
         const BlockTerms terms = block_terms(w, first_group + g, b);
         ETNA_UNROLL
@@ -402,7 +402,6 @@ __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const Pack
                                                                       const int32_t* zero_points, size_t first_group,
                                                                       float* sums) {
   const PanelLayout& layout = w.layout;
-  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
   __m256 acc[kRows * kGroups];
   ETNA_UNROLL
   for (__m256& a : acc) a = _mm256_setzero_ps();
@@ -410,7 +409,7 @@ __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const Pack
     if (kFourBit && layout.blockwise) prefetch_ahead(w, first_group, kGroups, b);
     __m256i dots[kRows * kGroups];
     block_dots_vnni<kFourBit, kRows, kGroups>(w.codes + layout.group_block(first_group, b), layout.group_block_bytes,
-                                              rows, b * layout.block_length, quads_per_block, dots);
+                                              rows, b * layout.block_length, layout.quads_per_block, dots);
     ETNA_UNROLL
     for (size_t g = 0; g < kGroups; ++g) {
       const BlockTerms terms = block_terms(w, first_group + g, b);
@@ -463,7 +462,6 @@ ETNA_VNNI512_TARGET void dot_rows_vnni512_tile(const PackedView& w, const uint8_
                                                const int32_t* zero_points, size_t first_group, float* sums) {
   static_assert(kRows >= 8, "fewer rows leave vpdpbusd waiting on itself");
   const PanelLayout& layout = w.layout;
-  const size_t quads_per_block = round_up(layout.block_length, 2 * kQuad) / kQuad;
   const __m512i low_nibbles = _mm512_set1_epi8(0x0F);
   const __m512i zero_code = _mm512_set1_epi8(kFourBitZero);
   __m512 acc[kRows];
@@ -476,7 +474,7 @@ ETNA_VNNI512_TARGET void dot_rows_vnni512_tile(const PackedView& w, const uint8_
     __m512i dots[kRows];
     ETNA_UNROLL
     for (__m512i& d : dots) d = _mm512_setzero_si512();
-    for (size_t quad = 0; quad < quads_per_block; quad += 2) {
+    for (size_t quad = 0; quad < layout.quads_per_block; quad += 2) {
       __m512i even_weights, odd_weights;
       if (kFourBit) {
         const __m512i packed = load_two_groups(low + quad / 2 * 32, high + quad / 2 * 32);
@@ -886,12 +884,16 @@ ETNA_AVX2_TARGET bool pack_panels_avx2(const PanelLayout& layout, const PackSour
                                        size_t first, size_t end) {
   return pack_panels_body(layout, from, to, first, end);
 }
-#else
-bool pack_panels_avx2(const PanelLayout& layout, const PackSource& from, const PackTarget& to, size_t first,
-                      size_t end) {
-  return pack_panels_body(layout, from, to, first, end);
-}
 #endif
+
+// Packs panels [first, end) with the build the dot-product path's CPU runs.
+bool pack_panels_on(DotPath path, const PanelLayout& layout, const PackSource& from, const PackTarget& to, size_t first,
+                    size_t end) {
+#ifdef ETNA_DYNQUANT_X86
+  if (path_has_avx2(path)) return pack_panels_avx2(layout, from, to, first, end);
+#endif
+  return pack_panels(layout, from, to, first, end);
+}
 
 }  // namespace
 
@@ -979,13 +981,11 @@ Result<std::unique_ptr<DynamicLinear>> DynamicLinear::create(const Graph& graph,
   // Panels split over the pool: each task writes its own panels' bytes only.
   const size_t panels = l.padded_out_ / kPanelChannels;
   const size_t tasks = std::min(panels, task_count(pool, l.codes_.size(), kMinTaskBytes));
-  const bool vector = path_has_avx2(active_dot_path());
+  const DotPath path = active_dot_path();
   std::atomic<bool> scales_are_bf16{true};
   parallel_for(pool_for(pool, tasks), tasks, [&](size_t task) {
     const size_t first = task * panels / tasks, end = (task + 1) * panels / tasks;
-    const bool bf16 =
-        vector ? pack_panels_avx2(layout, from, to, first, end) : pack_panels(layout, from, to, first, end);
-    if (!bf16) scales_are_bf16.store(false, std::memory_order_relaxed);
+    if (!pack_panels_on(path, layout, from, to, first, end)) scales_are_bf16.store(false, std::memory_order_relaxed);
   });
   if (!scales_are_bf16.load()) {
     return make_error(ErrorCode::kInternal, node.describe() + ": a block scale is not a bf16 value");

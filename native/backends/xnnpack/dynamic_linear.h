@@ -8,7 +8,8 @@
 // Weights are repacked once, when the program's packed operator is created,
 // and shared like XNNPACK's packed weights (packed_operator.h). Integer dot
 // products run on the best instruction set the CPU offers, chosen at run time:
-// AVX-512 VNNI (vpdpbusd on 256-bit registers), AVX2, or portable code. Every
+// AVX-512 VNNI (vpdpbusd on 256-bit registers, 512-bit ones for tiles of
+// eight rows), AVX2, or portable code. Every
 // path computes the same int32 block sums and combines them in the same order,
 // so all paths give bit-identical outputs.
 #pragma once
