@@ -33,11 +33,21 @@ function addModel() {
     .finish();
 }
 
+// Times every call; returns its figures in µs: the mean over the loop, and
+// the median and 95th percentile of single calls.
 async function timeLoop(fn) {
   for (let i = 0; i < Math.min(2000, calls / 10); i++) await fn();
+  const samples = new Float64Array(calls);
   const start = performance.now();
-  for (let i = 0; i < calls; i++) await fn();
-  return ((performance.now() - start) * 1000) / calls;
+  for (let i = 0; i < calls; i++) {
+    const t0 = performance.now();
+    await fn();
+    samples[i] = performance.now() - t0;
+  }
+  const mean = ((performance.now() - start) * 1000) / calls;
+  samples.sort();
+  const at = (q) => samples[Math.min(calls - 1, Math.floor(q * calls))] * 1000;
+  return { mean, p50: at(0.5), p95: at(0.95) };
 }
 
 const module = await Module.load(ptePath, { shareMemoryArenas: true });
@@ -62,11 +72,16 @@ for (let r = 0; r < rounds; r++) {
   figures['onnxruntime session.run (async)'].push(await timeLoop(() => session.run(feeds)));
 }
 const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-const base = median(figures['etna executeSync']);
+const figure = (samples, key) => median(samples.map((s) => s[key]));
+const base = figure(figures['etna executeSync'], 'mean');
+const onnxruntimeMean = figure(figures['onnxruntime session.run (async)'], 'mean');
 console.log(`per-call overhead, ${calls} calls x ${rounds} interleaved rounds (median round), node ${process.version}`);
-console.log('| call | µs per call | vs executeSync |');
-console.log('| --- | --- | --- |');
-for (const [name, samples] of Object.entries(figures))
-  console.log(`| ${name} | ${median(samples).toFixed(2)} | ${(median(samples) / base).toFixed(2)}x |`);
+console.log('| call | µs per call | p50 / p95 µs | vs executeSync | vs session.run |');
+console.log('| --- | --- | --- | --- | --- |');
+for (const [name, samples] of Object.entries(figures)) {
+  const mean = figure(samples, 'mean');
+  const spread = `${figure(samples, 'p50').toFixed(2)} / ${figure(samples, 'p95').toFixed(2)}`;
+  console.log(`| ${name} | ${mean.toFixed(2)} | ${spread} | ${(mean / base).toFixed(2)}x | ${(mean / onnxruntimeMean).toFixed(2)}x |`);
+}
 await module.dispose();
 await session.release();

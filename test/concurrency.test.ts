@@ -94,6 +94,38 @@ describe('concurrent execute', () => {
     }
   });
 
+  it('serves timers and I/O while it watches for a stream of short calls, and mixes in long ones', async () => {
+    // Short calls are watched for on each turn of the event loop instead of
+    // sleeping: the loop must still turn, and every call get its own result.
+    const set = await loadSet(true);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    let immediates = 0;
+    const immediate = () => {
+      immediates++;
+      if (immediates < 1000) setImmediate(immediate);
+    };
+    setImmediate(immediate);
+    const started = performance.now();
+    let calls = 0;
+    try {
+      while (calls < 2000 || performance.now() - started < 20) {
+        const [sum] = await set.add.execute('forward', [f32([1], [calls]), f32([1], [0.5])]);
+        expect((sum as Tensor).data[0]).toBe(calls + 0.5);
+        if (calls % 500 === 0) {
+          const [soft] = await set.softmax.execute('forward', [f32(SOFTMAX_SHAPE, floats(8192, calls))]);
+          expect((soft as Tensor).data.length).toBe(8192);
+        }
+        calls++;
+      }
+    } finally {
+      clearInterval(timer);
+    }
+    expect(ticks).toBeGreaterThan(0);
+    expect(immediates).toBe(1000);
+    await disposeSet(set);
+  });
+
   it('runs many modules over one Program in parallel with independent results', async () => {
     const program = Program.load(testdataPath('et_softmax_pr17248.pte'));
     const modules = await Promise.all(Array.from({ length: 8 }, () => Module.load(program)));

@@ -155,6 +155,49 @@ describe('modules in worker_threads', () => {
     ]);
   });
 
+  it('ends workers, by terminate() or on their own, while their JS thread watches for short calls', () => {
+    // A stream of short calls keeps the worker's event loop turning without
+    // sleeping; its handles must close with the worker's environment.
+    expect(fs.existsSync(distIndex), 'dist/index.js is missing: run npm run build:ts').toBe(true);
+    const workerSource = `
+      import { parentPort, workerData } from 'node:worker_threads';
+      import { Module, Tensor } from ${JSON.stringify(pathToFileURL(distIndex).href)};
+      const m = await Module.load(workerData.path);
+      let sum = 0;
+      for (let i = 0; sum >= 0; i++) {
+        const [y] = await m.execute('forward', [Tensor.float32([1], [i]), Tensor.float32([1], [1])]);
+        sum += y.data[0];
+        if (i === 200) parentPort.postMessage(y.data[0]);
+        if (i === 400 && !workerData.stream) break;
+      }
+    `;
+    const parentSource = `
+      import { Worker } from 'node:worker_threads';
+      import { Module, Tensor } from ${JSON.stringify(pathToFileURL(distIndex).href)};
+      const url = new URL('data:text/javascript,' + encodeURIComponent(${JSON.stringify(workerSource)}));
+      const path = ${JSON.stringify(testdataPath('et_add.pte'))};
+      for (const stream of [true, false]) {
+        const workers = [0, 1].map(() => new Worker(url, { workerData: { path, stream } }));
+        const ends = await Promise.all(workers.map((w) => new Promise((resolve, reject) => {
+          let seen;
+          w.on('error', reject);
+          w.once('message', (value) => { seen = value; if (stream) void w.terminate(); });
+          w.on('exit', (code) => resolve(seen + ':' + code));
+        })));
+        console.log(stream ? 'terminated' : 'finished', ends.join(','));
+      }
+      const m = await Module.load(path);
+      const [y] = await m.execute('forward', [Tensor.float32([1], [2]), Tensor.float32([1], [3])]);
+      console.log('after', y.toArray().join(','));
+    `;
+    const result = spawnSync(process.execPath, ['--input-type=module', '-e', parentSource], { encoding: 'utf8', timeout: 60_000 });
+    expect(result.stderr).toBe('');
+    expect(result.signal).toBeNull();
+    expect(result.status).toBe(0);
+    // The main thread's module is not disposed: its last call leaves nothing that keeps the process alive.
+    expect(result.stdout.trim().split('\n')).toEqual(['terminated 201:1,201:1', 'finished 201:0,201:0', 'after 5']);
+  });
+
   it('lets a worker finish on its own after dispose() with calls queued', async () => {
     const { report, exitCode } = await runWorker(
       `

@@ -11,10 +11,6 @@
 
 #include "convert.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace etna::addon {
 namespace {
 
@@ -23,13 +19,13 @@ namespace {
 // a thread that waited in vain has spent what a wake-up would have.
 constexpr std::chrono::microseconds kWatchBeforeSleep{25};
 
-inline void pause_briefly() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
+// How long the JS thread looks for a short call's result before it sleeps.
+constexpr uint64_t kResultWatchNs = std::chrono::nanoseconds(CallRunner::kResultWatch).count();
+
+// A watching thread gives way rather than only pause: the JS thread may be
+// waiting for this very core (the scheduler tends to wake a thread on its
+// waker's core), and it is the one that brings the next call.
+inline void pause_briefly() { std::this_thread::yield(); }
 
 }  // namespace
 
@@ -43,8 +39,44 @@ size_t CallRunner::max_threads_from_environment() {
   return static_cast<size_t>(parsed) > kLibuvMaximum ? kLibuvMaximum : static_cast<size_t>(parsed);
 }
 
+struct CallRunner::LoopWatch {
+  uv_check_t check;              // after each poll of the loop: looks for results
+  uv_idle_t idle;                // while started, the loop's poll does not block
+  CallRunner* runner = nullptr;  // null once the runner has stopped
+  napi_async_cleanup_hook_handle teardown = nullptr;
+  int open_handles = 2;
+
+  void start() {
+    uv_check_start(&check, [](uv_check_t* handle) {
+      auto* watch = static_cast<LoopWatch*>(handle->data);
+      if (watch->runner != nullptr) watch->runner->look_for_results();
+    });
+    uv_idle_start(&idle, [](uv_idle_t*) {});
+  }
+  void stop() {
+    uv_check_stop(&check);
+    uv_idle_stop(&idle);
+  }
+  // At environment teardown: closes both handles, then frees itself.
+  static void close(napi_async_cleanup_hook_handle, void* arg) {
+    auto* watch = static_cast<LoopWatch*>(arg);
+    if (watch->runner != nullptr) watch->runner->watch_ = nullptr;
+    watch->runner = nullptr;
+    const auto closed = [](uv_handle_t* handle) {
+      auto* closing = static_cast<LoopWatch*>(handle->data);
+      if (--closing->open_handles != 0) return;
+      napi_remove_async_cleanup_hook(closing->teardown);
+      delete closing;
+    };
+    uv_close(reinterpret_cast<uv_handle_t*>(&watch->check), closed);
+    uv_close(reinterpret_cast<uv_handle_t*>(&watch->idle), closed);
+  }
+};
+
+CallRunner::CallRunner(napi_env env, size_t max_threads) : env_(env), max_threads_(max_threads) {}
+
 CallRunner* CallRunner::create(Napi::Env env) {
-  auto* runner = new CallRunner(max_threads_from_environment());
+  auto* runner = new CallRunner(env, max_threads_from_environment());
   // Never released: its finalizer runs at environment teardown. Unreferenced
   // while no call is unsettled, so an idle runner keeps no process alive.
   runner->finished_signal_ =
@@ -54,12 +86,31 @@ CallRunner* CallRunner::create(Napi::Env env) {
                                       delete finished;
                                     });
   runner->finished_signal_.Unref(env);
+  runner->settle_context_.emplace(env, "etna:execute");
+  // Without its own handles the runner still works: every result wakes the JS thread.
+  uv_loop_t* loop = nullptr;
+  if (napi_get_uv_event_loop(env, &loop) == napi_ok && loop != nullptr) {
+    auto* watch = new LoopWatch();
+    uv_check_init(loop, &watch->check);
+    uv_idle_init(loop, &watch->idle);
+    watch->check.data = watch->idle.data = watch;
+    // Neither keeps the process alive: the finished signal does, while a call is unsettled.
+    uv_unref(reinterpret_cast<uv_handle_t*>(&watch->check));
+    uv_unref(reinterpret_cast<uv_handle_t*>(&watch->idle));
+    if (napi_add_async_cleanup_hook(env, &LoopWatch::close, watch, &watch->teardown) == napi_ok) {
+      watch->runner = runner;
+      runner->watch_ = watch;
+    } else {
+      LoopWatch::close(nullptr, watch);
+    }
+  }
   return runner;
 }
 
-Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job) {
+Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job, bool expect_short) {
   Entry entry{std::move(job), Napi::Promise::Deferred::New(env)};
   Napi::Promise promise = entry.deferred.Promise();
+  if (expect_short && watch_ != nullptr) watch_until(uv_hrtime() + kResultWatchNs);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queued_.push_back(std::move(entry));
@@ -111,10 +162,12 @@ void CallRunner::thread_main() {
     entry.job->run();
     lock.lock();
     finished_.push_back(std::move(entry));
+    finished_count_.store(finished_.size(), std::memory_order_release);
     // Idle again before anyone learns of the result: a caller that calls
     // again as soon as it hears must find this thread, not start another.
     ++idle_threads_;
-    if (signal_pending_) continue;  // the wake-up on its way settles this one too
+    // The wake-up on its way, or the JS thread watching, settles this one too.
+    if (signal_pending_ || watching_) continue;
     signal_pending_ = true;
     lock.unlock();
     // Fails only once teardown has begun, when stop() takes over.
@@ -128,6 +181,7 @@ void CallRunner::settle_finished(Napi::Env env) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     batch.swap(finished_);
+    finished_count_.store(0, std::memory_order_relaxed);
     signal_pending_ = false;
   }
   for (Entry& entry : batch) {
@@ -145,7 +199,62 @@ void CallRunner::settle_finished(Napi::Env env) {
   if (unsettled_ == 0 && !batch.empty()) finished_signal_.Unref(env);
 }
 
+void CallRunner::watch_until(uint64_t deadline_ns) {
+  watch_deadline_ns_ = deadline_ns;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (watching_) return;
+  watching_ = true;
+  watch_->start();
+}
+
+void CallRunner::look_for_results() {
+  const bool settled = finished_count_.load(std::memory_order_acquire) == 0 || settle_from_loop();
+  if (settled && unsettled_ != 0 && uv_hrtime() < watch_deadline_ns_) {
+    // Should the call's thread be waiting for this core, it runs now.
+    std::this_thread::yield();
+    return;
+  }
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watching_ = false;
+    // Finished since the look above, so no wake-up was sent for it.
+    if (!finished_.empty() && !signal_pending_) wake = signal_pending_ = true;
+  }
+  if (watch_ != nullptr) watch_->stop();
+  if (wake) finished_signal_.NonBlockingCall([this](Napi::Env env, Napi::Function) { settle_finished(env); });
+}
+
+bool CallRunner::settle_from_loop() {
+  // Raw calls, each checked: nothing may throw out of a libuv callback, and
+  // in an environment being torn down (a worker terminated) they fail.
+  napi_handle_scope handles = nullptr;
+  if (napi_open_handle_scope(env_, &handles) != napi_ok) return false;
+  napi_value resource = nullptr;
+  napi_callback_scope callbacks = nullptr;
+  const bool opened = napi_create_object(env_, &resource) == napi_ok &&
+                      napi_open_callback_scope(env_, resource, *settle_context_, &callbacks) == napi_ok;
+  if (opened) {
+    try {
+      settle_finished(Napi::Env(env_));
+    } catch (const std::exception&) {
+      // Only when the environment is going away; its calls are dropped with it.
+    }
+    // Promise reactions (the callers' awaits) run as this scope closes; a
+    // caller that calls again from there extends the watch.
+    napi_close_callback_scope(env_, callbacks);
+  }
+  napi_close_handle_scope(env_, handles);
+  return opened;
+}
+
 void CallRunner::stop() {
+  if (watch_ != nullptr) {
+    watch_->stop();
+    watch_->runner = nullptr;
+    watch_ = nullptr;
+  }
+  settle_context_.reset();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_.store(true);

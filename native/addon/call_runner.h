@@ -8,18 +8,28 @@
 // at once (a stream of small steps) finds it awake; then the result is often
 // back before the JS thread has gone to sleep. Finished calls are settled in
 // one wake-up of the JS thread for all that finished in the meantime.
+//
+// Waking the JS thread costs about as much again, so for a call expected to
+// be short the JS thread does not sleep at all for a little while: its event
+// loop keeps turning (every other event is served as usual) and looks for
+// the result on each turn. Past that while it sleeps and is woken as above.
 #pragma once
 
 #include <napi.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include <uv.h>
 
 namespace etna::addon {
 
@@ -43,8 +53,15 @@ class CallRunner {
   // 1024), as libuv reads it, otherwise libuv's default of 4.
   static size_t max_threads_from_environment();
 
-  // Queues `job` and returns its promise. JS thread only.
-  Napi::Promise submit(Napi::Env env, std::unique_ptr<Job> job);
+  // A call that took less than this last time is expected to be short.
+  static constexpr std::chrono::microseconds kShortCall{30};
+  // How long the JS thread watches for a short call's result.
+  static constexpr std::chrono::microseconds kResultWatch{60};
+
+  // Queues `job` and returns its promise. JS thread only. `expect_short`:
+  // the call will likely finish within the JS thread's watch (kResultWatch),
+  // so the JS thread looks for its result rather than sleep.
+  Napi::Promise submit(Napi::Env env, std::unique_ptr<Job> job, bool expect_short);
 
  private:
   struct Entry {
@@ -52,24 +69,41 @@ class CallRunner {
     Napi::Promise::Deferred deferred;
   };
 
-  explicit CallRunner(size_t max_threads) : max_threads_(max_threads) {}
+  // The event loop's handles that keep the JS thread watching; they outlive
+  // the runner when the environment's teardown closes them after it.
+  struct LoopWatch;
+
+  CallRunner(napi_env env, size_t max_threads);
   ~CallRunner() = default;
 
   void thread_main();
   // On the JS thread: settles every finished call.
   void settle_finished(Napi::Env env);
+  // On the JS thread: start watching for results until `deadline_ns`.
+  void watch_until(uint64_t deadline_ns);
+  // On the JS thread, each turn of the event loop while watching.
+  void look_for_results();
+  // settle_finished from a libuv callback; false when the environment can
+  // no longer run JavaScript.
+  bool settle_from_loop();
   // At environment teardown, on the JS thread: stops and joins the threads.
   void stop();
 
+  const napi_env env_;
   const size_t max_threads_;
   Napi::ThreadSafeFunction finished_signal_;
-  size_t unsettled_ = 0;  // JS thread only: the signal keeps the loop alive while nonzero
+  size_t unsettled_ = 0;                              // JS thread only: the signal keeps the loop alive while nonzero
+  LoopWatch* watch_ = nullptr;                        // JS thread only; null once teardown has closed it
+  uint64_t watch_deadline_ns_ = 0;                    // JS thread only (uv_hrtime)
+  std::optional<Napi::AsyncContext> settle_context_;  // JS thread only
 
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;
   std::deque<Entry> queued_;
   std::vector<Entry> finished_;
-  bool signal_pending_ = false;  // a wake-up of the JS thread is on its way
+  bool signal_pending_ = false;            // a wake-up of the JS thread is on its way
+  bool watching_ = false;                  // the JS thread looks for results without a wake-up
+  std::atomic<size_t> finished_count_{0};  // finished_.size(), read without the lock while watching
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> queued_count_{0};  // queued_.size(), read without the lock while watching
   size_t idle_threads_ = 0;

@@ -1,5 +1,6 @@
 #include "module_wrap.h"
 
+#include <chrono>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@ namespace {
 struct CallBaton {
   std::shared_ptr<Module> module;  // declared first: outlives `call`
   std::unique_ptr<Module::Call> call;
+  size_t method = 0;                              // its place in methodNames
   std::vector<Napi::ObjectReference> keep_alive;  // output buffers the worker writes
   bool profile = false;                           // time the call and return its events
   std::vector<ProfileEvent> events;               // filled by a profiled call
@@ -45,7 +47,8 @@ Status begin_call(const Napi::CallbackInfo& info, CallBaton& baton) {
   for (uint32_t i = 0; i < js_outputs.Length(); ++i) {
     ETNA_TRY(output_buffer_from_js(js_outputs.Get(i), i, outputs[i], baton.keep_alive));
   }
-  auto call = baton.module->begin_call(static_cast<size_t>(*method), inputs, std::move(outputs));
+  baton.method = static_cast<size_t>(*method);
+  auto call = baton.module->begin_call(baton.method, inputs, std::move(outputs));
   if (!call) return call.error();
   baton.call = std::move(*call);
   return Status::ok();
@@ -178,18 +181,22 @@ class LoadWorker : public PromiseWorker<LoadedModule> {
 // One execute() on a call thread of the environment's CallRunner.
 class ExecuteJob : public CallRunner::Job {
  public:
-  explicit ExecuteJob(CallBaton baton) : baton_(std::move(baton)) {}
+  ExecuteJob(CallBaton baton, std::shared_ptr<ModuleWrap::RunTimes> run_times)
+      : baton_(std::move(baton)), run_times_(std::move(run_times)) {}
 
   void run() override {
+    const auto start = std::chrono::steady_clock::now();
     try {
       result_ = baton_.run();
     } catch (const std::exception& e) {
       result_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
     }
     baton_.call.reset();  // the lease goes back before the promise settles
+    run_time_ = std::chrono::steady_clock::now() - start;
   }
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
+    (*run_times_)[baton_.method] = run_time_;
     if (!result_) {
       deferred.Reject(make_js_error(env, result_.error()).Value());
     } else {
@@ -199,6 +206,8 @@ class ExecuteJob : public CallRunner::Job {
 
  private:
   CallBaton baton_;
+  std::shared_ptr<ModuleWrap::RunTimes> run_times_;
+  std::chrono::steady_clock::duration run_time_{};
   Result<std::vector<OutputValue>> result_ = make_error(ErrorCode::kInternal, "etna:execute did not run");
 };
 
@@ -228,6 +237,7 @@ ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Module
   // Taken, not copied: the external lives until a garbage collection, and a
   // copy there would keep the module alive after dispose().
   module_ = std::move(*info[0].As<Napi::External<std::shared_ptr<Module>>>().Data());
+  run_times_ = std::make_shared<RunTimes>(module_->method_names().size(), std::chrono::steady_clock::duration::max());
 }
 
 Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
@@ -300,7 +310,9 @@ Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
     CallBaton baton = begin_call_or_throw(info, live_module(env));
-    return addon_data(env).call_runner->submit(env, std::make_unique<ExecuteJob>(std::move(baton)));
+    const bool expect_short = (*run_times_)[baton.method] < CallRunner::kShortCall;
+    return addon_data(env).call_runner->submit(env, std::make_unique<ExecuteJob>(std::move(baton), run_times_),
+                                               expect_short);
   });
 }
 

@@ -5,7 +5,9 @@
 
 #include <napi.h>
 
+#include <chrono>
 #include <memory>
+#include <vector>
 
 #include "core/module.h"
 
@@ -13,6 +15,10 @@ namespace etna::addon {
 
 class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
  public:
+  // How long each method's last execute() ran (unknown: the longest time),
+  // so that a short method's result is watched for. JS thread only.
+  using RunTimes = std::vector<std::chrono::steady_clock::duration>;
+
   static void init(Napi::Env env, Napi::Object exports);
   // Constructed only by loadModule, with the native Module as an External.
   explicit ModuleWrap(const Napi::CallbackInfo& info);
@@ -33,6 +39,7 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   std::shared_ptr<Module> live_module(Napi::Env env) const;
 
   std::shared_ptr<Module> module_;
+  std::shared_ptr<RunTimes> run_times_;  // shared with calls in flight
 };
 
 }  // namespace etna::addon

@@ -62,7 +62,11 @@ std::shared_ptr<ThreadPool> ThreadPool::create(size_t threads) {
   if (threads < 2) return nullptr;
   pthreadpool_t pool = pthreadpool_create(threads);
   if (!pool) return nullptr;
-  return std::shared_ptr<ThreadPool>(new ThreadPool(pool));
+  std::shared_ptr<ThreadPool> created(new ThreadPool(pool));
+  // A new worker spins before its first sleep as after a job (tens of
+  // milliseconds), holding a core that the load and the first calls need.
+  created->let_workers_sleep();
+  return created;
 }
 
 ThreadPool::~ThreadPool() { pthreadpool_destroy(pool_); }

@@ -195,6 +195,21 @@ void own_pool_of_two(ThreadPools& pools, std::shared_ptr<ThreadPool>& pool, std:
   ASSERT_EQ(workers.size(), 1u);
 }
 
+// A new pool's workers sleep at once. pthreadpool starts each worker as if
+// it had just finished a job, spinning (about a million pause instructions,
+// tens of milliseconds) before its first sleep: on a small machine that held
+// a core through the rest of a module's load and its first calls.
+TEST(ThreadPools, ANewPoolsWorkersSleepAtOnce) {
+  ThreadPools pools(2);
+  std::shared_ptr<ThreadPool> pool;
+  std::vector<std::string> workers;
+  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  const double ran = test::thread_run_ms(workers[0]);
+  ASSERT_GE(ran, 0.0) << "no schedstat for the worker";
+  EXPECT_LT(ran, 5.0);
+}
+
 // Calls with idle gaps between them, as a server's: when each call ends, its
 // worker goes to sleep instead of spinning into the gap. Only the gaps are
 // measured: within a call the worker spins between operations by design.
