@@ -65,7 +65,7 @@ struct CallRunner::LoopWatch {
     const auto closed = [](uv_handle_t* handle) {
       auto* closing = static_cast<LoopWatch*>(handle->data);
       if (--closing->open_handles != 0) return;
-      napi_remove_async_cleanup_hook(closing->teardown);
+      if (closing->teardown != nullptr) napi_remove_async_cleanup_hook(closing->teardown);
       delete closing;
     };
     uv_close(reinterpret_cast<uv_handle_t*>(&watch->check), closed);
