@@ -22,11 +22,6 @@ constexpr std::chrono::microseconds kWatchBeforeSleep{25};
 // How long the JS thread looks for a short call's result before it sleeps.
 constexpr uint64_t kResultWatchNs = std::chrono::nanoseconds(CallRunner::kResultWatch).count();
 
-// A watching thread gives way rather than only pause: the JS thread may be
-// waiting for this very core (the scheduler tends to wake a thread on its
-// waker's core), and it is the one that brings the next call.
-inline void pause_briefly() { std::this_thread::yield(); }
-
 }  // namespace
 
 size_t CallRunner::max_threads_from_environment() {
@@ -110,9 +105,16 @@ CallRunner* CallRunner::create(Napi::Env env) {
 Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job, bool expect_short) {
   Entry entry{std::move(job), Napi::Promise::Deferred::New(env)};
   Napi::Promise promise = entry.deferred.Promise();
-  if (expect_short && watch_ != nullptr) watch_until(uv_hrtime() + kResultWatchNs);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Set before the call can finish, so that its thread leaves the result to the watch.
+    if (expect_short && watch_ != nullptr) {
+      watch_deadline_ns_ = uv_hrtime() + kResultWatchNs;
+      if (!watching_) {
+        watching_ = true;
+        watch_->start();
+      }
+    }
     queued_.push_back(std::move(entry));
     queued_count_.store(queued_.size(), std::memory_order_release);
     // A thread more only when the idle ones are all spoken for.
@@ -149,7 +151,10 @@ void CallRunner::thread_main() {
     const auto watch_until = std::chrono::steady_clock::now() + kWatchBeforeSleep;
     while (queued_count_.load(std::memory_order_acquire) == 0 && !stopping_.load(std::memory_order_relaxed) &&
            std::chrono::steady_clock::now() < watch_until) {
-      pause_briefly();
+      // Gives way rather than only pause: the JS thread may be waiting for
+      // this very core (the scheduler tends to wake a thread on its waker's
+      // core), and it is the one that brings the next call.
+      std::this_thread::yield();
     }
     lock.lock();
     work_ready_.wait(lock, [this] { return stopping_.load() || !queued_.empty(); });
@@ -170,8 +175,7 @@ void CallRunner::thread_main() {
     if (signal_pending_ || watching_) continue;
     signal_pending_ = true;
     lock.unlock();
-    // Fails only once teardown has begun, when stop() takes over.
-    finished_signal_.NonBlockingCall([this](Napi::Env env, Napi::Function) { settle_finished(env); });
+    signal_finished();
     lock.lock();
   }
 }
@@ -199,12 +203,9 @@ void CallRunner::settle_finished(Napi::Env env) {
   if (unsettled_ == 0 && !batch.empty()) finished_signal_.Unref(env);
 }
 
-void CallRunner::watch_until(uint64_t deadline_ns) {
-  watch_deadline_ns_ = deadline_ns;
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (watching_) return;
-  watching_ = true;
-  watch_->start();
+void CallRunner::signal_finished() {
+  // Fails only once teardown has begun, when stop() takes over.
+  finished_signal_.NonBlockingCall([this](Napi::Env env, Napi::Function) { settle_finished(env); });
 }
 
 void CallRunner::look_for_results() {
@@ -222,7 +223,7 @@ void CallRunner::look_for_results() {
     if (!finished_.empty() && !signal_pending_) wake = signal_pending_ = true;
   }
   if (watch_ != nullptr) watch_->stop();
-  if (wake) finished_signal_.NonBlockingCall([this](Napi::Env env, Napi::Function) { settle_finished(env); });
+  if (wake) signal_finished();
 }
 
 bool CallRunner::settle_from_loop() {

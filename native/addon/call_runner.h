@@ -79,8 +79,8 @@ class CallRunner {
   void thread_main();
   // On the JS thread: settles every finished call.
   void settle_finished(Napi::Env env);
-  // On the JS thread: start watching for results until `deadline_ns`.
-  void watch_until(uint64_t deadline_ns);
+  // From any thread: wakes the JS thread to settle what has finished.
+  void signal_finished();
   // On the JS thread, each turn of the event loop while watching.
   void look_for_results();
   // settle_finished from a libuv callback; false when the environment can
