@@ -35,7 +35,7 @@ const prebuildDir = `prebuilds/${process.platform}-${process.arch}`;
 const addonName = 'etna.glibc.node';
 // Inside the room.
 const appDir = '/root/app';
-const installedPackage = `${appDir}/node_modules/etna`;
+const installedPackage = `${appDir}/node_modules/etna-runtime`;
 const systemLibraryDir = process.arch === 'arm64' ? '/usr/lib/aarch64-linux-gnu' : '/usr/lib/x86_64-linux-gnu';
 const dynamicLoader = process.arch === 'arm64' ? '/lib/ld-linux-aarch64.so.1' : '/lib64/ld-linux-x86-64.so.2';
 
@@ -253,7 +253,7 @@ describe('the clean room', () => {
 
   test('the public API runs an XNNPACK program on two threads and an exported example', () => {
     const script = `
-      import { Module, Tensor } from 'etna';
+      import { Module, Tensor } from 'etna-runtime';
       const add = await Module.load('/root/programs/${XNNPACK_PROGRAM}', { numThreads: 2 });
       const [sum] = await add.execute('forward', [Tensor.float32([3], [1, 2, 3]), Tensor.float32([3], [10, 20, 30])]);
       console.log('sum', JSON.stringify(sum.toArray()));

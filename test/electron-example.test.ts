@@ -2,7 +2,7 @@
 // start it, with a stand-in `electron` package that records the window and the
 // IPC handler, calls the handler as the renderer would, then closes every
 // window. The app's files are copied beside the model `npm run model` writes,
-// with `etna` resolving to this checkout.
+// with `etna-runtime` resolving to this checkout.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -67,7 +67,7 @@ describe('examples/electron', () => {
       JSON.stringify({ name: 'electron', type: 'module', exports: './index.js' }),
     );
     fs.writeFileSync(path.join(app, 'node_modules/electron/index.js'), FAKE_ELECTRON);
-    fs.symlinkSync(repoRoot, path.join(app, 'node_modules/etna'), 'dir');
+    fs.symlinkSync(repoRoot, path.join(app, 'node_modules/etna-runtime'), 'dir');
 
     const run = spawnSync(process.execPath, ['main.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 });
     expect(run.stderr).toBe('');

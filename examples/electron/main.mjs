@@ -1,7 +1,7 @@
 // Main process: owns the model. The renderer only sends numbers and gets
 // numbers back over IPC, through the one function preload.cjs exposes.
 import { app, BrowserWindow, ipcMain } from 'electron';
-import { Module, Tensor } from 'etna';
+import { Module, Tensor } from 'etna-runtime';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 

@@ -10,8 +10,8 @@
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 
-import { EtnaError } from 'etna';
-import { Llm } from 'etna/llm';
+import { EtnaError } from 'etna-runtime';
+import { Llm } from 'etna-runtime/llm';
 
 import { PoolBusyError, PoolClosedError, SessionPool } from './pool.mjs';
 import { parseGenerateRequest, RequestError } from './request.mjs';

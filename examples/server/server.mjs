@@ -9,7 +9,7 @@
 //   GET  /health         -> {"methods": [...], "pool": {size, busy, waiting, queueLimit}}
 import http from 'node:http';
 
-import { EtnaError, Module, Program, Tensor } from 'etna';
+import { EtnaError, Module, Program, Tensor } from 'etna-runtime';
 
 import { ModulePool, PoolBusyError, PoolClosedError } from './pool.mjs';
 

@@ -14,9 +14,9 @@ import {
   type NamedValues,
   type ProfileEvent,
   type Value,
-} from 'etna';
-import { ProgramBuilder } from 'etna/export';
-import { Llm, type GenerationResult } from 'etna/llm';
+} from 'etna-runtime';
+import { ProgramBuilder } from 'etna-runtime/export';
+import { Llm, type GenerationResult } from 'etna-runtime/llm';
 import * as ort from 'onnxruntime-node';
 
 export function author(): Uint8Array {
