@@ -105,12 +105,12 @@ function main() {
   if (missing.length > 0) {
     say(`cannot build from source, missing: ${missing.join(', ')}`);
     say(`on Debian 12 or Ubuntu 22.04 and later: ${APT_HINT}`);
-    say('then run `npm rebuild etna`; docs/install.md in the package lists the supported platforms');
+    say('then run `npm rebuild etna-runtime`; docs/install.md in the package lists the supported platforms');
     return 1;
   }
   const nodeGyp = nodeGypCommand();
   if (nodeGyp === null) {
-    say('node-gyp not found: install it (npm i -g node-gyp) and run `npm rebuild etna`');
+    say('node-gyp not found: install it (npm i -g node-gyp) and run `npm rebuild etna-runtime`');
     return 1;
   }
   const [command, ...prefix] = nodeGyp;

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run prebuild: builds prebuilds/<platform>-<arch>/etna.<libc>.node with
+// npm run build:prebuild: builds prebuilds/<platform>-<arch>/etna.<libc>.node with
 // prebuildify (through scripts/prebuild-cmake-shim.cjs, as prebuildify only
 // knows node-gyp) and puts the shared libraries it needs beyond glibc and
 // libstdc++ beside it, so installing the package needs no compiler and no
@@ -17,7 +17,6 @@ import { fileURLToPath } from 'node:url';
 const require = createRequire(import.meta.url);
 const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const stageFolder = path.join(packageRoot, 'build-prebuild', 'stage');
-const prebuildFolder = path.join(packageRoot, 'prebuilds', `${process.platform}-${process.arch}`);
 const shim = path.join(packageRoot, 'scripts', 'prebuild-cmake-shim.cjs');
 
 // What the addon links beyond the C and C++ runtimes; order is irrelevant.
@@ -57,7 +56,9 @@ function runpathOf(file) {
   return match ? match[1] : '';
 }
 
-function main() {
+/** Writes the prebuild into `<outRoot>/prebuilds/<platform>-<arch>/` (the checkout itself by default; `--out DIR`). */
+function main(outRoot = packageRoot) {
+  const prebuildFolder = path.join(outRoot, 'prebuilds', `${process.platform}-${process.arch}`);
   if (process.platform !== 'linux') throw new Error('prebuilds are made on Linux only');
   requireTool('patchelf', 'patchelf');
   requireTool('readelf', 'binutils');
@@ -70,7 +71,7 @@ function main() {
   const prebuildifyBin = path.join(path.dirname(require.resolve('prebuildify/package.json')), 'bin.js');
   run(
     process.execPath,
-    [prebuildifyBin, '--napi', '--strip', '--tag-libc', '--name', 'etna', '--node-gyp', shim, '--cwd', stageFolder, '--out', packageRoot],
+    [prebuildifyBin, '--napi', '--strip', '--tag-libc', '--name', 'etna', '--node-gyp', shim, '--cwd', stageFolder, '--out', outRoot],
     { cwd: packageRoot },
   );
 
@@ -90,13 +91,14 @@ function main() {
 
   for (const name of fs.readdirSync(prebuildFolder).sort()) {
     const size = fs.statSync(path.join(prebuildFolder, name)).size;
-    console.log(`prebuild: ${path.relative(packageRoot, path.join(prebuildFolder, name))} ${(size / 1024).toFixed(0)} KiB`);
+    console.log(`prebuild: ${path.relative(outRoot, path.join(prebuildFolder, name))} ${(size / 1024).toFixed(0)} KiB`);
   }
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   try {
-    main();
+    const out = process.argv.indexOf('--out');
+    main(out === -1 ? packageRoot : path.resolve(process.argv[out + 1] ?? ''));
   } catch (error) {
     console.error(`prebuild failed: ${error instanceof Error ? error.message : String(error)}`);
     process.exit(1);

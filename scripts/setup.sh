@@ -28,8 +28,9 @@ NATIVE_PACKAGES=(
   libgtest-dev
 )
 # The sanitizer and fuzz builds, the C++ formatter npm run lint checks with,
+# the prebuild (patchelf) that the pack-and-install test puts in the tarball,
 # and the data the JavaScript tests read.
-TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox)
+TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox patchelf)
 
 case "${1:-}" in
   --native) wanted=("${NATIVE_PACKAGES[@]}") ;;

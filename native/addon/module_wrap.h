@@ -1,6 +1,7 @@
-// JS handle for a Module. Loading and execution run on the libuv pool; the
-// JS thread only converts arguments and results and begins each call (which
-// copies its inputs into the module; no runtime logic here).
+// JS handle for a Module. Loading runs on the libuv pool, execution on the
+// addon's call threads (call_runner.h); the JS thread only converts arguments
+// and results and begins each call (which copies its inputs into the module;
+// no runtime logic here).
 #pragma once
 
 #include <napi.h>

@@ -1,8 +1,8 @@
 // Threads that share out the work of one operator (intra-op parallelism),
 // drawn from pools that belong to the process, not to a module.
 //
-// A call runs on the thread that started it (a libuv worker, or the caller of
-// executeSync). With numThreads N > 1, operators that split their work do so
+// A call runs on the thread that started it (one of the addon's call threads,
+// or the caller of executeSync). With numThreads N > 1, operators that split their work do so
 // over a pthreadpool of N threads: that calling thread plus N - 1 workers.
 // ThreadPools keeps one such pool per thread count in use, at most the
 // machine's cores, and every module asking for that count shares it (as

@@ -12,7 +12,7 @@
 //
 // Setup writes the shape and buffer pointers into the operator object, so
 // setup and run of one operator are serialised by a mutex: modules calling at
-// once on the libuv pool take turns per operator. (The XNNPACK release this
+// once on their call threads take turns per operator. (The XNNPACK release this
 // runs on has no weights cache, which would let each module keep an operator
 // object of its own over shared packed weights.)
 #pragma once
