@@ -28,8 +28,9 @@ NATIVE_PACKAGES=(
   libgtest-dev
 )
 # The sanitizer and fuzz builds, the C++ formatter npm run lint checks with,
-# and the data the JavaScript tests read.
-TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox)
+# the data the JavaScript tests read, and curl, which the docs' server examples
+# call (test/docs.test.ts runs them).
+TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox curl)
 
 case "${1:-}" in
   --native) wanted=("${NATIVE_PACKAGES[@]}") ;;
