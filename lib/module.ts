@@ -258,24 +258,35 @@ export class Module {
         });
       };
     }
-    let started: Promise<NativeOutput[]>;
+    // Queued: keep copies of the inputs until the call's turn comes.
+    return this.enqueue(start, () => {
+      call.inputs = call.inputs.map(ownCopy);
+    }).then((results) => this.finish(name, results, call.buffers));
+  }
+
+  /**
+   * Starts `start` now when the module is idle, else after every call queued
+   * before it (`keepInputs` first takes copies of what it reads). Settles with
+   * its result, or an EtnaError.
+   */
+  private enqueue<T>(start: () => Promise<T>, keepInputs: () => void = () => {}): Promise<T> {
+    let started: Promise<T>;
     if (this.pending === 0) {
-      // Idle: the native call copies the inputs into the module right away.
+      // Idle: the native call takes what it reads right away.
       try {
         started = start();
       } catch (error) {
         return Promise.reject(toEtnaError(error));
       }
     } else {
-      // Queued: keep copies of the inputs until the call's turn comes.
-      call.inputs = call.inputs.map(ownCopy);
+      keepInputs();
       started = this.tail.then(start, start);
     }
     this.pending++;
     const settled = started.then(
-      (results) => {
+      (result) => {
         this.pending--;
-        return this.finish(name, results, call.buffers);
+        return result;
       },
       (error: unknown) => {
         this.pending--;
@@ -286,15 +297,80 @@ export class Module {
     return settled;
   }
 
-  /** Runs `name` on the calling thread. Meant for tiny models and scripts. */
-  executeSync(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Value[] {
-    if (this.disposed) throw new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`);
+  /**
+   * The module's state as bytes, once every call made before this has run:
+   * the mem_id 2 arena its methods share (or the one method's that plans
+   * it), with a header naming the format version, the program and where each
+   * state tensor sits. `restoreState` on any module over the same program
+   * puts it back, in this process or another. A program without state gives
+   * a snapshot of no state. Refused with INVALID_INPUT when each method keeps
+   * its own state (`shareMemoryArenas: false` over several such methods).
+   */
+  saveState(): Promise<Uint8Array> {
+    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', 'cannot save the state: module has been disposed'));
+    let target: Uint8Array;
+    try {
+      target = new Uint8Array(this.handle.stateSnapshotBytes());
+    } catch (error) {
+      return Promise.reject(toEtnaError(error));
+    }
+    return this.enqueue(() => this.handle.saveState(target)).then(() => target);
+  }
+
+  /** `saveState` on the calling thread. Meant for small states and scripts. */
+  saveStateSync(): Uint8Array {
+    this.checkIdle('save the state');
+    try {
+      const target = new Uint8Array(this.handle.stateSnapshotBytes());
+      this.handle.saveState(target, true);
+      return target;
+    } catch (error) {
+      throw toEtnaError(error);
+    }
+  }
+
+  /**
+   * Puts back a state `saveState` returned, once every call made before this
+   * has run. The snapshot is checked whole first: one from another program,
+   * another layout or cut short is refused with INVALID_INPUT, and the state
+   * is then unchanged. The bytes are taken now: change them freely after
+   * this returns.
+   */
+  restoreState(snapshot: ArrayBuffer | ArrayBufferView): Promise<void> {
+    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', 'cannot restore the state: module has been disposed'));
+    let copy: Uint8Array;
+    try {
+      copy = snapshotBytes(snapshot).slice();
+    } catch (error) {
+      return Promise.reject(toEtnaError(error));
+    }
+    return this.enqueue(() => this.handle.restoreState(copy));
+  }
+
+  /** `restoreState` on the calling thread. Meant for small states and scripts. */
+  restoreStateSync(snapshot: ArrayBuffer | ArrayBufferView): void {
+    this.checkIdle('restore the state');
+    try {
+      this.handle.restoreState(snapshotBytes(snapshot), true);
+    } catch (error) {
+      throw toEtnaError(error);
+    }
+  }
+
+  // Synchronous work runs only on an idle module that is not disposed.
+  private checkIdle(what: string): void {
+    if (this.disposed) throw new EtnaError('DISPOSED', `cannot ${what}: module has been disposed`);
     if (this.pending > 0) {
       throw new EtnaError(
         'INTERNAL',
-        `cannot run '${name}' synchronously while ${this.pending} call(s) are queued on this module; await them first`,
+        `cannot ${what} synchronously while ${this.pending} call(s) are queued on this module; await them first`,
       );
     }
+  }
+
+  /** Runs `name` on the calling thread. Meant for tiny models and scripts. */
+  executeSync(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Value[] {
+    this.checkIdle(`run '${name}'`);
     try {
       const call = this.prepare(name, inputs, options);
       const callNumber = this.calls++;
@@ -484,6 +560,13 @@ interface PreparedCall {
 }
 
 // A converted input whose tensor data no caller holds (plain values are immutable already).
+// A snapshot's bytes as a Uint8Array over the same memory.
+function snapshotBytes(snapshot: ArrayBuffer | ArrayBufferView): Uint8Array {
+  if (snapshot instanceof ArrayBuffer) return new Uint8Array(snapshot);
+  if (ArrayBuffer.isView(snapshot)) return new Uint8Array(snapshot.buffer, snapshot.byteOffset, snapshot.byteLength);
+  throw new EtnaError('INVALID_INPUT', `a state snapshot must be an ArrayBuffer or a view of one, got ${describeValue(snapshot)}`);
+}
+
 function ownCopy(input: NativeInput): NativeInput {
   if (typeof input !== 'object' || input === null) return input;
   return { ...input, data: input.data.slice() };

@@ -211,6 +211,41 @@ class ExecuteJob : public CallRunner::Job {
   Result<std::vector<OutputValue>> result_ = make_error(ErrorCode::kInternal, "etna:execute did not run");
 };
 
+// saveState or restoreState on a call thread: the snapshot's bytes are a JS
+// array the caller keeps unchanged (restore) or does not read (save) until
+// the promise settles.
+class StateJob : public CallRunner::Job {
+ public:
+  StateJob(std::shared_ptr<Module> module, bool save, uint8_t* bytes, size_t size, Napi::ObjectReference keep_alive)
+      : module_(std::move(module)), save_(save), bytes_(bytes), size_(size), keep_alive_(std::move(keep_alive)) {}
+
+  void run() override { status_ = run_state_operation(*module_, save_, bytes_, size_); }
+
+  void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
+    if (!status_) {
+      deferred.Reject(make_js_error(env, status_.error()).Value());
+    } else {
+      deferred.Resolve(env.Undefined());
+    }
+  }
+
+  static Status run_state_operation(Module& module, bool save, uint8_t* bytes, size_t size) {
+    try {
+      return save ? module.save_state(bytes, size) : module.restore_state(bytes, size);
+    } catch (const std::exception& e) {
+      return make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+    }
+  }
+
+ private:
+  std::shared_ptr<Module> module_;
+  bool save_;
+  uint8_t* bytes_;
+  size_t size_;
+  Napi::ObjectReference keep_alive_;
+  Status status_ = make_error(ErrorCode::kInternal, "etna:state did not run");
+};
+
 }  // namespace
 
 void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
@@ -220,6 +255,9 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                         InstanceMethod<&ModuleWrap::memory_report>("memoryReport"),
                                         InstanceMethod<&ModuleWrap::execute>("execute"),
                                         InstanceMethod<&ModuleWrap::execute_sync>("executeSync"),
+                                        InstanceMethod<&ModuleWrap::state_snapshot_bytes>("stateSnapshotBytes"),
+                                        InstanceMethod<&ModuleWrap::save_state>("saveState"),
+                                        InstanceMethod<&ModuleWrap::restore_state>("restoreState"),
                                         InstanceMethod<&ModuleWrap::dispose>("dispose"),
                                     });
   addon_data(env).module_constructor = Napi::Persistent(ctor);
@@ -324,6 +362,41 @@ Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
     baton.call.reset();
     if (!result) throw make_js_error(env, result.error());
     return baton.results_to_js(env, *result);
+  });
+}
+
+Napi::Value ModuleWrap::state_snapshot_bytes(const Napi::CallbackInfo& info) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    auto layout = live_module(info.Env())->state_layout();
+    if (!layout) throw make_js_error(info.Env(), layout.error());
+    return Napi::Number::New(info.Env(), static_cast<double>((*layout)->snapshot_bytes()));
+  });
+}
+
+Napi::Value ModuleWrap::save_state(const Napi::CallbackInfo& info) { return state_operation(info, true); }
+
+Napi::Value ModuleWrap::restore_state(const Napi::CallbackInfo& info) { return state_operation(info, false); }
+
+Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool save) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    std::shared_ptr<Module> module = live_module(env);
+    auto view = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
+    if (!view || !info[0].IsObject()) {
+      throw make_js_error(env, make_error(ErrorCode::kInvalidInput, std::string(save ? "saveState" : "restoreState") +
+                                                                        " expects an ArrayBuffer or a view of one"));
+    }
+    // The JS array is writable memory of the caller's; view_bytes only reads.
+    auto* bytes = const_cast<uint8_t*>(view->data);
+    const bool sync = info.Length() >= 2 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+    if (sync) {
+      Status status = StateJob::run_state_operation(*module, save, bytes, view->size);
+      if (!status) throw make_js_error(env, status.error());
+      return env.Undefined();
+    }
+    auto job = std::make_unique<StateJob>(std::move(module), save, bytes, view->size,
+                                          Napi::Persistent(info[0].As<Napi::Object>()));
+    return addon_data(env).call_runner->submit(env, std::move(job), false);
   });
 }
 

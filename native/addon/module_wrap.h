@@ -35,6 +35,13 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   // calls it only when the module is idle.
   Napi::Value execute(const Napi::CallbackInfo& info);
   Napi::Value execute_sync(const Napi::CallbackInfo& info);
+  // stateSnapshotBytes() -> number; saveState(target, sync?) and
+  // restoreState(snapshot, sync?) -> Promise<void>, or undefined when sync.
+  // Like execute, the caller calls them only when the module is idle.
+  Napi::Value state_snapshot_bytes(const Napi::CallbackInfo& info);
+  Napi::Value save_state(const Napi::CallbackInfo& info);
+  Napi::Value restore_state(const Napi::CallbackInfo& info);
+  Napi::Value state_operation(const Napi::CallbackInfo& info, bool save);
   Napi::Value dispose(const Napi::CallbackInfo& info);
 
   std::shared_ptr<Module> live_module(Napi::Env env) const;

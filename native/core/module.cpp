@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "program_info.h"
+#include "state_snapshot.h"
 
 namespace etna {
 namespace {
@@ -45,6 +46,52 @@ std::string loaded_into_activations(const Program& p) {
     }
   }
   return std::string();
+}
+
+// Every tensor that any method places in mem_id 2, by offset.
+std::vector<StateTensor> state_tensors(const Program& p) {
+  std::vector<StateTensor> state;
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    const auto* values = p.method(m).values();
+    for (uint32_t i = 0; i < values->size(); ++i) {
+      const fb::Tensor* tensor = values->Get(i)->val_as_Tensor();
+      if (!tensor || !tensor->allocation_info() || tensor->allocation_info()->memory_id() != 2) continue;
+      StateTensor entry;
+      entry.method = m;
+      entry.value = i;
+      entry.offset = planned_offset(*tensor->allocation_info());
+      entry.nbytes = tensor_nbytes(*tensor).value_or(0);
+      entry.dtype = static_cast<int>(tensor->scalar_type());
+      if (const auto* extra = tensor->extra_tensor_info()) {
+        if (extra->fully_qualified_name()) entry.name = extra->fully_qualified_name()->str();
+      }
+      if (entry.nbytes > 0) state.push_back(std::move(entry));
+    }
+  }
+  std::sort(state.begin(), state.end(), [](const StateTensor& a, const StateTensor& b) { return a.offset < b.offset; });
+  return state;
+}
+
+// The state a snapshot carries: the bytes the planned tensors cover, merged,
+// and fingerprints of where each tensor sits and of the program.
+StateLayout state_layout_of(const Program& p, uint64_t arena_bytes) {
+  StateLayout layout;
+  layout.arena_bytes = arena_bytes;
+  layout.program_fingerprint = p.fingerprint();
+  uint64_t h = fingerprint_bytes(reinterpret_cast<const uint8_t*>(&arena_bytes), sizeof arena_bytes);
+  for (const StateTensor& t : state_tensors(p)) {
+    const uint64_t fields[3] = {t.offset, t.nbytes, static_cast<uint64_t>(t.dtype)};
+    h = fingerprint_bytes(reinterpret_cast<const uint8_t*>(fields), sizeof fields, h);
+    h = fingerprint_bytes(reinterpret_cast<const uint8_t*>(t.name.data()), t.name.size(), h);
+    if (!layout.ranges.empty() && t.offset <= layout.ranges.back().offset + layout.ranges.back().size) {
+      ByteRange& last = layout.ranges.back();
+      last.size = std::max(last.size, t.offset + t.nbytes - last.offset);
+    } else {
+      layout.ranges.push_back(ByteRange{t.offset, t.nbytes});
+    }
+  }
+  layout.layout_fingerprint = h;
+  return layout;
 }
 
 }  // namespace
@@ -115,6 +162,23 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
       break;
   }
 
+  if (module->sharing_state()) {
+    module->state_layout_ = state_layout_of(p, 0);  // sized below, once the arena is
+  } else if (state_planners <= 1) {
+    for (size_t m = 0; m < count && state_planners == 1; ++m) {
+      const auto sizes = plan_of(p.method(m));
+      if (sizes.size() > 2 && sizes[2] > 0) {
+        module->state_method_ = m;
+        module->state_layout_ = state_layout_of(p, static_cast<uint64_t>(sizes[2]));
+      }
+    }
+    if (state_planners == 0) module->state_layout_ = state_layout_of(p, 0);
+  } else {
+    module->state_refusal_ = std::to_string(state_planners) +
+                             " methods keep a mem_id 2 state arena each (shareMemoryArenas: false), so the module "
+                             "has no one state; load it with shareMemoryArenas 'auto', true or 'state'";
+  }
+
   if (module->sharing_ != ArenaSharing::kOff) {
     ETNA_TRY(module->check_shared_plans());
     uint64_t activations = 0;
@@ -145,6 +209,7 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
     auto arena = Arena::allocate(static_cast<size_t>(state));
     if (!arena) return arena.error();
     module->shared_state_ = std::move(*arena);
+    module->state_layout_ = state_layout_of(p, state);
     // Load everything now so no later load re-initialises live state.
     for (size_t m = 0; m < count; ++m) ETNA_TRY(module->load_method(m));
     // Pooled: calls bind their own borrowed arena; the module keeps none.
@@ -161,7 +226,6 @@ Result<ArenaPool::Lease> Module::borrow_activations() const {
 
 Status Module::check_shared_plans() const {
   const Program& p = *program_;
-  std::vector<StateTensor> state;
   std::optional<std::pair<size_t, int64_t>> state_size;  // first method with a state arena, its size
   for (size_t m = 0; m < p.method_count(); ++m) {
     const fb::ExecutionPlan& plan = p.method(m);
@@ -185,25 +249,10 @@ Status Module::check_shared_plans() const {
                               " vs " + std::to_string(sizes[2]) + " bytes); they were not exported to share state");
       }
     }
-    const auto* values = plan.values();
-    for (uint32_t i = 0; i < values->size(); ++i) {
-      const fb::Tensor* tensor = values->Get(i)->val_as_Tensor();
-      if (!tensor || !tensor->allocation_info() || tensor->allocation_info()->memory_id() != 2) continue;
-      StateTensor entry;
-      entry.method = m;
-      entry.value = i;
-      entry.offset = planned_offset(*tensor->allocation_info());
-      entry.nbytes = tensor_nbytes(*tensor).value_or(0);
-      entry.dtype = static_cast<int>(tensor->scalar_type());
-      if (const auto* extra = tensor->extra_tensor_info()) {
-        if (extra->fully_qualified_name()) entry.name = extra->fully_qualified_name()->str();
-      }
-      if (entry.nbytes > 0) state.push_back(std::move(entry));
-    }
   }
+  const std::vector<StateTensor> state = state_tensors(p);
   // Same bytes must mean the same tensor in every method: overlapping state
   // tensors of different methods agree on offset, size and dtype.
-  std::sort(state.begin(), state.end(), [](const StateTensor& a, const StateTensor& b) { return a.offset < b.offset; });
   auto describe = [&](const StateTensor& t) {
     return "'" + method_names_[t.method] + "' values[" + std::to_string(t.value) + "]" +
            (t.name.empty() ? "" : " ('" + t.name + "')") + " " +
@@ -402,6 +451,46 @@ Result<std::vector<OutputValue>> Module::execute(const std::string& name, const 
   auto call = begin_call(name, inputs, outputs);
   if (!call) return call.error();
   return (*call)->run();
+}
+
+Module::StateLease::~StateLease() {
+  if (module_ != nullptr) module_->call_running_.store(false, std::memory_order_release);
+}
+
+Result<Module::StateLease> Module::lease_state() {
+  if (!state_layout_) return make_error(ErrorCode::kInvalidInput, state_refusal_);
+  if (call_running_.exchange(true, std::memory_order_acquire)) {
+    return make_error(ErrorCode::kInternal, "module is running a call; state can be saved or restored between calls");
+  }
+  StateLease lease(this);
+  if (state_method_) ETNA_TRY(load_method(*state_method_));
+  if (state_layout_->arena_bytes > 0) {
+    lease.arena_ = state_method_ ? method_memory_[*state_method_].arenas[1]->data() : shared_state_->data();
+  }
+  return lease;
+}
+
+Result<const StateLayout*> Module::state_layout() const {
+  if (!state_layout_) return make_error(ErrorCode::kInvalidInput, state_refusal_);
+  return &*state_layout_;
+}
+
+Status Module::save_state(uint8_t* out, size_t size) {
+  auto lease = lease_state();
+  if (!lease) return lease.error();
+  if (size != state_layout_->snapshot_bytes()) {
+    return make_error(ErrorCode::kInvalidInput, "save_state: the buffer holds " + std::to_string(size) +
+                                                    " bytes, the snapshot needs " +
+                                                    std::to_string(state_layout_->snapshot_bytes()));
+  }
+  write_state_snapshot(*state_layout_, lease->arena_, out);
+  return Status::ok();
+}
+
+Status Module::restore_state(const uint8_t* snapshot, size_t size) {
+  auto lease = lease_state();
+  if (!lease) return lease.error();
+  return read_state_snapshot(*state_layout_, snapshot, size, lease->arena_);
 }
 
 MemoryReport Module::memory_report() const {

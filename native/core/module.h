@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -32,6 +33,7 @@
 #include "memory.h"
 #include "method.h"
 #include "program.h"
+#include "state_snapshot.h"
 
 namespace etna {
 
@@ -140,7 +142,32 @@ class Module {
 
   MemoryReport memory_report() const;
 
+  // The module's state (mem_id 2: shared by its methods, or the one method's
+  // that plans it) as a snapshot (state_snapshot.h). kInvalidInput when each
+  // method keeps its own state (shareMemoryArenas: false over several
+  // planners). A program with no state has an empty one.
+  Result<const StateLayout*> state_layout() const;
+  // Both take the call lease (kInternal while a call holds it). save_state
+  // writes exactly state_layout()->snapshot_bytes() bytes into `out`;
+  // restore_state checks the snapshot whole before it writes anything.
+  Status save_state(uint8_t* out, size_t size);
+  Status restore_state(const uint8_t* snapshot, size_t size);
+
  private:
+  // The call lease, held to read or write the state arena between calls.
+  class StateLease {
+   public:
+    explicit StateLease(Module* module) : module_(module) {}
+    StateLease(StateLease&& other) noexcept : arena_(other.arena_), module_(std::exchange(other.module_, nullptr)) {}
+    StateLease& operator=(StateLease&&) = delete;
+    ~StateLease();
+    uint8_t* arena_ = nullptr;  // null when the state is empty
+
+   private:
+    Module* module_;
+  };
+  Result<StateLease> lease_state();
+
   Module() = default;
   Status check_shared_plans() const;
   Result<ArenaPool::Lease> borrow_activations() const;
@@ -160,6 +187,9 @@ class Module {
   bool pooled_activations_ = false;            // mem_id 1 borrowed per call (see above)
   uint64_t activation_bytes_ = 0;              // mem_id 1 size when sharing is kOn
   std::shared_ptr<Arena> shared_state_;        // mem_id 2 when sharing is kOn or kState
+  std::optional<StateLayout> state_layout_;    // unset when each method keeps its own state
+  std::optional<size_t> state_method_;         // the one method whose mem_id 2 is the state, when unshared
+  std::string state_refusal_;                  // why there is no state layout
   // What calls compute on when num_threads > 1: handed to the portable
   // kernels and to the backends (BackendOptions::pool).
   std::shared_ptr<ThreadPool> thread_pool_;

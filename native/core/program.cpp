@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "program_checks.h"
+#include "state_snapshot.h"
 
 namespace etna {
 namespace {
@@ -142,6 +143,7 @@ Status Program::parse() {
     return invalid("malformed FlatBuffer: " + locate_structure_error(tables, program_size_));
   }
   root_ = fb::GetProgram(tables);
+  fingerprint_ = fingerprint_bytes(tables, static_cast<size_t>(program_size_));
 
   // Segment table: byte ranges relative to segment_base_offset, inside the file.
   const uint64_t base = header_ ? header_->segment_base_offset : 0;

@@ -45,6 +45,9 @@ class Program {
   static Result<std::shared_ptr<const Program>> load(std::unique_ptr<ByteSource> bytes);
 
   const fb::Program& root() const { return *root_; }
+  // A fingerprint of the FlatBuffer region (state_snapshot.h's
+  // fingerprint_bytes): the same file gives the same value in every process.
+  uint64_t fingerprint() const { return fingerprint_; }
   size_t file_size() const { return bytes_->size(); }
   const std::optional<ExtendedHeader>& extended_header() const { return header_; }
   // INVALID_PROGRAM when the program was mapped and its file has changed since;
@@ -89,6 +92,7 @@ class Program {
   std::unique_ptr<ByteSource> program_region_;
   std::optional<ExtendedHeader> header_;
   uint64_t program_size_ = 0;
+  uint64_t fingerprint_ = 0;
   const fb::Program* root_ = nullptr;
   std::vector<std::optional<ByteSpan>> segments_;
   mutable std::mutex backend_contexts_mutex_;
