@@ -1,6 +1,6 @@
 // A running generation, as the caller holds it: a stream of text pieces and
 // a promise of the result, in one object.
-import { toEtnaError } from '../errors.js';
+import { EtnaError, toEtnaError } from '../errors.js';
 import type { GenerationResult } from './types.js';
 
 /** What a generation's body gets: where its pieces go, and a signal that the caller stopped listening. */
@@ -8,14 +8,20 @@ export type GenerationBody = (emit: (piece: string) => void, stopped: AbortSigna
 
 /**
  * A running generation: `for await (const piece of generation)` streams its
- * text, and awaiting it (or `.result`) gives the result. Breaking out of the
- * loop stops the generation, as an abort does.
+ * text, and awaiting it (or `.then`, `.catch`, `.finally`, or `.result`)
+ * gives the result. The two go together: the generation runs whether or not
+ * anyone iterates, pieces wait for the iteration in order, and awaiting gives
+ * the result whether the text was iterated, partly iterated or not at all.
+ * Breaking out of the loop stops the generation, as an abort does (the result
+ * then has stopReason 'aborted'). A generation is iterated once; a failure
+ * rejects both the iteration and the result.
  */
 export class Generation implements AsyncIterable<string>, PromiseLike<GenerationResult> {
   readonly result: Promise<GenerationResult>;
   private readonly pieces: string[] = [];
   private wake: (() => void) | undefined;
   private finished = false;
+  private iterated = false;
   private failure: unknown;
   private readonly stopper = new AbortController();
 
@@ -43,7 +49,18 @@ export class Generation implements AsyncIterable<string>, PromiseLike<Generation
     return this.result.then(onFulfilled, onRejected);
   }
 
+  catch<B = never>(onRejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<GenerationResult | B> {
+    return this.result.catch(onRejected);
+  }
+
+  finally(onFinally?: (() => void) | null): Promise<GenerationResult> {
+    return this.result.finally(onFinally);
+  }
+
   [Symbol.asyncIterator](): AsyncIterator<string> {
+    // Two iterators would take pieces from each other, and one would wait for a wake-up the other took.
+    if (this.iterated) throw new EtnaError('INVALID_INPUT', 'a Generation can be iterated once; await it for the whole text');
+    this.iterated = true;
     return {
       next: async (): Promise<IteratorResult<string>> => {
         for (;;) {
