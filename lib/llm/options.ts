@@ -84,7 +84,7 @@ export function numberFault(value: unknown, rule: NumberRule): OptionFault | und
 
 /** The rule in words, as messages give it: 'an integer >= 1', 'a number in (0, 1]', 'an integer from 0 to 4294967295'. */
 export function describeNumberRule(rule: NumberRule): string {
-  if (rule.max === Infinity) return `${rule.integer ? 'an integer' : 'a finite number'} ${rule.minExcluded ? '>' : '>='} ${rule.min}`;
+  if (rule.max === Infinity) return `${rule.integer ? 'an integer' : 'a number'} ${rule.minExcluded ? '>' : '>='} ${rule.min}`;
   if (rule.integer && !rule.minExcluded) return `an integer from ${rule.min} to ${rule.max}`;
   return `${rule.integer ? 'an integer' : 'a number'} in ${rule.minExcluded ? '(' : '['}${rule.min}, ${rule.max}]`;
 }
