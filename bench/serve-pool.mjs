@@ -1,7 +1,7 @@
 // Throughput of a pool of modules over one Program (docs/serving.md): calls
 // per second on et_add.pte with 1, 2 and 4 modules, each pool kept full by
 // `--concurrency` callers for `--seconds`. In-process by default (the pool
-// of examples/server); with --http, end to end through the example server
+// of the example servers, examples/shared/pool.mjs); with --http, end to end through the example server
 // started as a child process, driven with fetch over loopback.
 // Sizes are interleaved over --rounds rounds, so a burst of load elsewhere on
 // the machine hits every size alike; the median and best rounds are printed.
@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 
 import { Module, Program, Tensor } from '../dist/index.js';
-import { ModulePool } from '../examples/server/pool.mjs';
+import { Pool } from '../examples/shared/pool.mjs';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -50,9 +50,10 @@ async function drive(call) {
 async function inProcess(size) {
   const program = Program.load(programPath);
   const modules = await Promise.all(Array.from({ length: size }, () => Module.load(program)));
-  const pool = new ModulePool(modules, concurrency);
-  await drive((i) => pool.run('forward', [Tensor.float32([1], [i]), Tensor.float32([1], [1])])); // warm-up
-  const rate = await drive((i) => pool.run('forward', [Tensor.float32([1], [i]), Tensor.float32([1], [1])]));
+  const pool = new Pool(modules, concurrency, { noun: 'module' });
+  const call = (i) => pool.use((module) => module.execute('forward', [Tensor.float32([1], [i]), Tensor.float32([1], [1])]));
+  await drive(call); // warm-up
+  const rate = await drive(call);
   await Promise.all(modules.map((module) => module.dispose()));
   return rate;
 }

@@ -96,12 +96,12 @@ export interface NativeAddon {
     source: string | ArrayBuffer | ArrayBufferView,
     mmap: boolean,
   ) => NativeProgram;
-  /**
-   * Reads and verifies a path or bytes (copied before it returns) on the
-   * thread pool, then loads the module; `program` is set unless one was given.
-   */
   /** Now on the clock of profile events, in microseconds. */
   profileClock(): number;
+  /**
+   * Reads and verifies a path or bytes (copied before it returns) on libuv's
+   * thread pool, then loads the module; `program` is set unless one was given.
+   */
   loadModule(
     program: NativeProgram | string | ArrayBuffer | ArrayBufferView,
     options: {

@@ -129,6 +129,32 @@ describe('etna failures are one clean line', () => {
     expectOneLineFailure(runCli(['demo', '--steps', '0']), 'demo', 'INVALID_INPUT', /--steps takes an integer from 1 to/);
   });
 
+  it('every numeric option takes a negative value as its value, and refuses it as out of range in one line', () => {
+    const model = testdataPath('et_add.pte');
+    const tokenizer = path.join(dir, 'tokenizer.json');
+    const generate = ['generate', model, '--tokenizer', tokenizer, '--prompt', 'hi'];
+    const cases: [string[], string, RegExp][] = [
+      [[...generate, '--temperature', '-1'], 'generate', /--temperature takes a number >= 0, got '-1'/],
+      [[...generate, '--temperature', '-0.5'], 'generate', /--temperature takes a number >= 0, got '-0.5'/],
+      [[...generate, '--top-p', '-.5'], 'generate', /--top-p takes a number in \(0, 1\], got '-.5'/],
+      [[...generate, '--top-k', '-3'], 'generate', /--top-k takes an integer >= 0, got '-3'/],
+      [[...generate, '--seed', '-7'], 'generate', /--seed takes an integer from 0 to 4294967295, got '-7'/],
+      [[...generate, '--max-new-tokens', '-2'], 'generate', /--max-new-tokens takes an integer >= 1, got '-2'/],
+      [[...generate, '--threads', '-1'], 'generate', /--threads takes an integer from 1 to \d+, got '-1'/],
+      [['run', model, '--seed', '-1'], 'run', /--seed takes an integer >= 0, got '-1'/],
+      [['demo', '--steps', '-4'], 'demo', /--steps takes an integer from 1 to \d+, got '-4'/],
+      [['demo', '--threads', '-1'], 'demo', /--threads takes an integer >= 1, got '-1'/],
+      [['bench', '--threads', '-1,2'], 'bench', /--threads takes distinct integers >= 1 separated by commas \(like 1,2\), got '-1,2'/],
+      [['bench', '--iterations', '-1'], 'bench', /--iterations takes an integer >= 1, got '-1'/],
+      [['bench', '--sessions', '-16'], 'bench', /--sessions takes counts from 1 to 256 separated by commas, or 0, got '-16'/],
+      [['bench', 'llm', '--decode-steps', '-1'], 'bench llm', /--decode-steps takes an integer >= 1, got '-1'/],
+      [['bench', 'zoo', '--warmup', '-1'], 'bench zoo', /--warmup takes an integer >= 0, got '-1'/],
+    ];
+    for (const [args, command, message] of cases) expectOneLineFailure(runCli(args), command, 'INVALID_INPUT', message);
+    // Joined with '=', as parseArgs already took it.
+    expectOneLineFailure(runCli([...generate, '--temperature=-1']), 'generate', 'INVALID_INPUT', /--temperature takes a number >= 0/);
+  });
+
   it('bench with a bad argument fails before starting any child', () => {
     expectOneLineFailure(
       runCli(['bench', '--threads', '1,two']),

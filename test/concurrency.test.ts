@@ -7,6 +7,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Module, Program, Tensor, type Value } from '../lib/index.js';
+import { Xorshift32 } from '../lib/random.js';
 import { exportExample } from '../lib/tools/examples/index.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
 
@@ -14,17 +15,8 @@ const SOFTMAX_SHAPE = [2, 4096];
 
 /** Deterministic pseudo-random floats (no Math.random: failures must replay). */
 function floats(count: number, seed: number): number[] {
-  let state = (seed * 2654435761) >>> 0 || 1;
-  const out: number[] = [];
-  for (let i = 0; i < count; i++) {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    out.push(((state % 20001) - 10000) / 1000);
-  }
-  return out;
+  const random = new Xorshift32((seed * 2654435761) >>> 0 || 1);
+  return Array.from({ length: count }, () => ((random.nextUint32() % 20001) - 10000) / 1000);
 }
 
 function f32(shape: number[], values: number[]): Tensor {

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { runExportExample } from '../lib/cli/export-example.js';
 // The example is plain JavaScript; the test imports it as the server does.
-import { PoolBusyError, PoolClosedError, SessionPool } from '../examples/llm-server/pool.mjs';
+import { Pool, PoolBusyError, PoolClosedError } from '../examples/shared/pool.mjs';
 import { repoRoot } from './helpers/testdata.js';
 
 const SERVER = path.join(repoRoot, 'examples/llm-server/server.mjs');
@@ -373,7 +373,10 @@ describe('examples/llm-server', () => {
   }, 60_000);
 });
 
-describe('examples/llm-server SessionPool', () => {
+describe('examples/shared Pool, as examples/llm-server uses it', () => {
+  const sessionPool = <T extends { reset(): void }>(sessions: T[], queueLimit: number) =>
+    new Pool(sessions, queueLimit, { noun: 'session', onReturn: (session: T) => session.reset() });
+
   const fakeSession = (name: string) => ({
     name,
     resets: 0,
@@ -385,7 +388,7 @@ describe('examples/llm-server SessionPool', () => {
   it('lends free sessions, queues up to the limit, refuses beyond it, and hands a returned session (reset) to the first in line', async () => {
     const a = fakeSession('a');
     const b = fakeSession('b');
-    const pool = new SessionPool([a, b], 1);
+    const pool = sessionPool([a, b], 1);
     expect(await pool.acquire()).toBe(a);
     expect(await pool.acquire()).toBe(b);
     const third = pool.acquire();
@@ -402,7 +405,7 @@ describe('examples/llm-server SessionPool', () => {
 
   it('a request whose signal aborts leaves the line; close turns away those waiting and resolves when all are back', async () => {
     const a = fakeSession('a');
-    const pool = new SessionPool([a], 2);
+    const pool = sessionPool([a], 2);
     await pool.acquire();
     const leaving = new AbortController();
     const left = pool.acquire(leaving.signal);
@@ -411,7 +414,7 @@ describe('examples/llm-server SessionPool', () => {
     await expect(left).rejects.toThrow('gone');
     expect(pool.stats.waiting).toBe(1);
     let closed = false;
-    const closing = pool.close().then(() => (closed = true));
+    const closing = pool.close({ turnAwayWaiting: true }).then(() => (closed = true));
     await expect(staying).rejects.toBeInstanceOf(PoolClosedError);
     await expect(pool.acquire()).rejects.toBeInstanceOf(PoolClosedError);
     await new Promise((resolve) => setImmediate(resolve));

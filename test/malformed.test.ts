@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError, Program } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 import { testdataFiles, testdataPath } from './helpers/testdata.js';
 
 function outcome(bytes: Uint8Array): 'loaded' | 'rejected' {
@@ -17,15 +18,6 @@ function outcome(bytes: Uint8Array): 'loaded' | 'rejected' {
     expect((error as EtnaError).message.length).toBeGreaterThan(10);
     return 'rejected';
   }
-}
-
-// A small deterministic generator so failures reproduce.
-function lcg(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state;
-  };
 }
 
 describe('malformed programs', () => {
@@ -45,7 +37,8 @@ describe('malformed programs', () => {
 
     it(`${name}: random byte corruptions give a program or INVALID_PROGRAM`, () => {
       const original = fs.readFileSync(testdataPath(name));
-      const next = lcg(name.length * 7919);
+      const random = new Lcg(name.length * 7919);
+      const next = (): number => random.nextUint32();
       for (let trial = 0; trial < 400; trial++) {
         const bytes = Uint8Array.from(original);
         const flips = 1 + (next() % 4);

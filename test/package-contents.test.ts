@@ -62,6 +62,18 @@ describe('npm pack', () => {
     expect(shipped).toContain('README.md');
   });
 
+  it('ships every file the shipped examples import', () => {
+    const examples = [...shipped].filter((file) => file.startsWith('examples/') && file.endsWith('.mjs'));
+    expect(examples).toContain('examples/shared/pool.mjs');
+    for (const example of examples) {
+      const source = fs.readFileSync(path.join(repoRoot, example), 'utf8');
+      for (const [, target] of source.matchAll(/^import .* from '(\.{1,2}\/[^']+)';$/gm)) {
+        const imported = path.posix.join(path.posix.dirname(example), target!);
+        expect(shipped, `${example} imports ${target}`).toContain(imported);
+      }
+    }
+  });
+
   it('includes prebuilds/ by rule, so binaries placed there by prebuildify ship', () => {
     expect(packageJson.files).toContain('prebuilds/');
     const prebuilds = path.join(repoRoot, 'prebuilds');
@@ -173,7 +185,20 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'writePte',
     'xnnpackLowering',
   ],
-  'dist/llm/index.js': ['Generation', 'Llm', 'LlmSession', 'METADATA_METHODS', 'Sampler', 'TextStream', 'argmax', 'loadTokenizer'],
+  'dist/llm/index.js': [
+    'GENERATE_NUMBER_RULES',
+    'Generation',
+    'Llm',
+    'LlmSession',
+    'METADATA_METHODS',
+    'Sampler',
+    'TextStream',
+    'argmax',
+    'describeNumberRule',
+    'loadTokenizer',
+    'numberFault',
+    'stopFault',
+  ],
   'dist/onnx/index.js': [
     'MIN_ONNX_OPSET',
     'boundConstant',

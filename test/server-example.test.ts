@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { Module, Tensor } from '../lib/index.js';
 // The example is plain JavaScript; the test imports it as the server does.
-import { ModulePool, PoolBusyError, PoolClosedError } from '../examples/server/pool.mjs';
+import { Pool, PoolBusyError, PoolClosedError } from '../examples/shared/pool.mjs';
 import { runCli } from './helpers/cli.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
 
@@ -240,7 +240,7 @@ describe('examples/server', () => {
   }, 60_000);
 });
 
-describe('examples/server ModulePool', () => {
+describe('examples/shared Pool, as examples/server uses it', () => {
   /** A module whose calls finish when the test says so. */
   function manualModule(name: string) {
     const pending: (() => void)[] = [];
@@ -258,11 +258,12 @@ describe('examples/server ModulePool', () => {
   it('hands each call a free module, queues up to the limit, refuses beyond it, then serves the queue in order', async () => {
     const a = manualModule('a');
     const b = manualModule('b');
-    const pool = new ModulePool([a, b], 1);
-    const first = pool.run('m1', []);
-    const second = pool.run('m2', []);
-    const third = pool.run('m3', []);
-    await expect(pool.run('m4', [])).rejects.toBeInstanceOf(PoolBusyError);
+    const pool = new Pool([a, b], 1, { noun: 'module' });
+    const run = (method: string) => pool.use((module: typeof a) => module.execute(method));
+    const first = run('m1');
+    const second = run('m2');
+    const third = run('m3');
+    await expect(run('m4')).rejects.toThrow(new PoolBusyError(2, 'module', 1));
     expect(pool.stats).toEqual({ size: 2, busy: 2, waiting: 1, queueLimit: 1 });
     expect([a.calls, b.calls]).toEqual([1, 1]);
     b.pending.shift()!();
@@ -276,17 +277,23 @@ describe('examples/server ModulePool', () => {
     expect(pool.stats).toEqual({ size: 2, busy: 0, waiting: 0, queueLimit: 1 });
   });
 
-  it('close waits for running calls and refuses new ones', async () => {
+  it('close refuses new calls, serves those already waiting, and resolves when they have finished', async () => {
     const a = manualModule('a');
-    const pool = new ModulePool([a], 0);
-    const call = pool.run('m', []);
+    const pool = new Pool([a], 1, { noun: 'module' });
+    const run = (method: string) => pool.use((module: typeof a) => module.execute(method));
+    const call = run('m1');
+    const waiting = run('m2');
     let closed = false;
     const closing = pool.close().then(() => (closed = true));
-    await expect(pool.run('m', [])).rejects.toBeInstanceOf(PoolClosedError);
+    await expect(run('m3')).rejects.toBeInstanceOf(PoolClosedError);
     await new Promise((resolve) => setImmediate(resolve));
     expect(closed).toBe(false);
     a.pending.shift()!();
-    await call;
+    await expect(call).resolves.toEqual(['a:m1']);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed).toBe(false);
+    a.pending.shift()!();
+    await expect(waiting).resolves.toEqual(['a:m2']);
     await closing;
     expect(closed).toBe(true);
   });

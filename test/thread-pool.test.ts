@@ -16,6 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor, type ModuleOptions } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 import { rejection } from './helpers/errors.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
 
@@ -38,13 +39,7 @@ const callThreads = (): number =>
 
 /** Deterministic inputs, different for each index. */
 function convInput(index: number): Tensor {
-  const values = new Float32Array(3 * 16 * 16);
-  let state = (index + 1) * 2654435761;
-  for (let i = 0; i < values.length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    values[i] = (state / 2 ** 32) * 2 - 1;
-  }
-  return Tensor.float32([1, 3, 16, 16], values);
+  return Tensor.float32([1, 3, 16, 16], new Lcg((index + 1) * 2654435761).signedFloat32(3 * 16 * 16));
 }
 
 async function convOutput(module: Module, index: number): Promise<Float32Array> {

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Program as ProgramTable } from '../lib/generated/program/etna/pte/program.js';
 import { Module, Tensor } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 import { testdataPath } from './helpers/testdata.js';
 
 // Named data blobs of a .pte, by key.
@@ -26,11 +27,8 @@ function namedData(file: string): Map<string, Float32Array> {
 }
 
 function random(n: number, seed: number): number[] {
-  let state = seed;
-  return Array.from({ length: n }, () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return (state / 2 ** 32) * 2 - 1;
-  });
+  const generator = new Lcg(seed);
+  return Array.from({ length: n }, () => generator.signed());
 }
 
 describe('XNNPACK programs', () => {

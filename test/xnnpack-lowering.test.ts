@@ -8,17 +8,10 @@ import { ProgramBuilder, type ExportResult } from '../lib/export/index.js';
 import { buildExample, EXAMPLE_NAMES, exampleReference } from '../lib/tools/examples/index.js';
 import { Binary, NodeUnion, StaticTranspose, TensorValue as XnnTensorValue } from '../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 import { payloadGraph } from './helpers/xnnpack-payload.js';
 
-function randomValues(count: number, seed: number, scale = 1): Float32Array {
-  let state = seed >>> 0;
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = ((state / 2 ** 32) * 2 - 1) * scale;
-  }
-  return out;
-}
+const randomValues = (count: number, seed: number, scale = 1): Float32Array => new Lcg(seed).signedFloat32(count, scale);
 
 function maxRelativeError(actual: ArrayLike<number>, expected: ArrayLike<number>): number {
   expect(actual.length).toBe(expected.length);

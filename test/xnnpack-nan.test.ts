@@ -6,16 +6,9 @@ import { describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../lib/export/index.js';
 import { Module, Tensor } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 
-function values(count: number, seed: number, scale: number): Float32Array {
-  let state = seed >>> 0;
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = ((state / 2 ** 32) * 2 - 1) * scale;
-  }
-  return out;
-}
+const values = (count: number, seed: number, scale: number): Float32Array => new Lcg(seed).signedFloat32(count, scale);
 
 // add(x, 1), relu(x), an MLP (linear, relu, linear) and a softmax.
 function build(): ProgramBuilder {

@@ -6,16 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { ProgramBuilder } from '../lib/export/index.js';
 import type { MethodBuilder } from '../lib/export/method-builder.js';
 import { Module, Tensor } from '../lib/index.js';
+import { Lcg } from '../lib/random.js';
 
-function randomValues(count: number, seed: number, scale = 1): Float32Array {
-  let state = seed >>> 0;
-  const out = new Float32Array(count);
-  for (let i = 0; i < count; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = ((state / 2 ** 32) * 2 - 1) * scale;
-  }
-  return out;
-}
+const randomValues = (count: number, seed: number, scale = 1): Float32Array => new Lcg(seed).signedFloat32(count, scale);
 
 // Methods load (and their delegates initialise) on first call: call each once with zeros.
 async function loadAllMethods(module: Module): Promise<void> {

@@ -1,6 +1,9 @@
 // The body of POST /generate, checked field by field before the request
 // takes a session: every way it can be wrong has its own error code, and the
-// message names the field and what it must be.
+// message names the field and what it must be. The rules are generate()'s
+// own (etna-runtime/llm exports them); the server only narrows them to the
+// model (its context, its vocabulary) and to what a request may ask.
+import { describeNumberRule, GENERATE_NUMBER_RULES, numberFault, stopFault } from 'etna-runtime/llm';
 
 /** A request the server refuses, with the HTTP status and the code the JSON answer carries. */
 export class RequestError extends Error {
@@ -63,37 +66,27 @@ export function parseGenerateRequest(text, model) {
   if (typeof body.prompt !== 'string') throw wrongType('prompt', 'a string', body.prompt);
 
   const options = {};
-  const integer = (field, min, max) => {
+  const number = (field, narrowed = {}) => {
     const value = body[field];
     if (value === undefined) return;
-    if (typeof value !== 'number' || !Number.isInteger(value)) throw wrongType(field, 'an integer', value);
-    if (value < min || value > max) throw outOfRange(field, `from ${min} to ${max}`, value);
-    options[field] = value;
-  };
-  const number = (field, ok, rule) => {
-    const value = body[field];
-    if (value === undefined) return;
-    if (typeof value !== 'number') throw wrongType(field, 'a number', value);
-    if (!ok(value)) throw outOfRange(field, rule, value);
+    const rule = { ...GENERATE_NUMBER_RULES[field], ...narrowed };
+    const fault = numberFault(value, rule);
+    if (fault === 'type') throw wrongType(field, rule.integer ? 'an integer' : 'a number', value);
+    if (fault === 'range') throw outOfRange(field, describeNumberRule(rule), value);
     options[field] = value;
   };
   // A context of C positions has room for at most C new tokens (an empty prompt after one BOS).
-  integer('maxNewTokens', 1, model.maxContextLen);
+  number('maxNewTokens', { max: model.maxContextLen });
   // JSON has no infinities, but 1e999 parses to one.
-  number('temperature', (v) => Number.isFinite(v) && v >= 0 && v <= MAX_TEMPERATURE, `from 0 (greedy) to ${MAX_TEMPERATURE}`);
-  integer('topK', 0, model.vocabSize);
-  number('topP', (v) => v > 0 && v <= 1, 'greater than 0 and at most 1');
-  integer('seed', 0, 2 ** 32 - 1);
+  number('temperature', { max: MAX_TEMPERATURE });
+  number('topK', { max: model.vocabSize });
+  number('topP');
+  number('seed');
   if (body.stop !== undefined) {
-    const { stop } = body;
-    if (!Array.isArray(stop)) throw wrongType('stop', 'an array of strings', stop);
-    if (stop.length > MAX_STOP_STRINGS) throw outOfRange('stop', `at most ${MAX_STOP_STRINGS} strings`, `${stop.length} strings`);
-    stop.forEach((item, i) => {
-      if (typeof item !== 'string') throw wrongType(`stop[${i}]`, 'a string', item);
-      if (item.length === 0 || item.length > MAX_STOP_LENGTH)
-        throw outOfRange(`stop[${i}]`, `1 to ${MAX_STOP_LENGTH} characters long`, `${item.length} characters`);
-    });
-    options.stop = stop;
+    const fault = stopFault(body.stop, { maxStrings: MAX_STOP_STRINGS, maxLength: MAX_STOP_LENGTH });
+    if (fault?.fault === 'type') throw wrongType(fault.field, fault.rule, fault.value);
+    if (fault?.fault === 'range') throw outOfRange(fault.field, fault.rule, fault.got);
+    options.stop = body.stop;
   }
   return { prompt: body.prompt, options };
 }

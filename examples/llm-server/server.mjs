@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { EtnaError } from 'etna-runtime';
 import { Llm } from 'etna-runtime/llm';
 
-import { PoolBusyError, PoolClosedError, SessionPool } from './pool.mjs';
+import { Pool, PoolBusyError, PoolClosedError } from '../shared/pool.mjs';
 import { parseGenerateRequest, RequestError } from './request.mjs';
 
 /** How long a stopping server still reads requests on idle connections before closing them. */
@@ -295,7 +295,8 @@ config.numBos ??= llm.metadata.bosId === undefined ? 0 : 1;
 if (config.numBos > 0 && llm.metadata.bosId === undefined)
   fail(`--num-bos is ${config.numBos}, but neither ${config.model} nor ${config.tokenizer} names a BOS token`);
 const sessions = await Promise.all(Array.from({ length: config.poolSize }, () => llm.session()));
-const pool = new SessionPool(sessions, config.queueLimit);
+// A session comes back reset, so the next request starts from an empty context, as on a fresh session.
+const pool = new Pool(sessions, config.queueLimit, { noun: 'session', onReturn: (session) => session.reset() });
 const server = serve(llm, pool);
 
 server.listen(config.port, config.host, () => {
@@ -314,7 +315,7 @@ async function stop(signal) {
   // From now on new requests, and those waiting for a session, get 503: the
   // server keeps listening while streams drain, so a client is told to go
   // elsewhere rather than refused a connection.
-  const drained = pool.close();
+  const drained = pool.close({ turnAwayWaiting: true });
   const deadline = setTimeout(() => {
     for (const controller of inFlight) controller.abort(new Error('the server is shutting down'));
   }, config.drainTimeoutMs);

@@ -11,7 +11,7 @@ import http from 'node:http';
 
 import { EtnaError, Module, Program, Tensor } from 'etna-runtime';
 
-import { ModulePool, PoolBusyError, PoolClosedError } from './pool.mjs';
+import { Pool, PoolBusyError, PoolClosedError } from '../shared/pool.mjs';
 
 const HOST = '127.0.0.1';
 /** How long a stopping server still reads requests on idle connections before closing them. */
@@ -124,7 +124,7 @@ function methodFromPath(segment) {
 
 async function handleRun(request, pool, method) {
   // Metadata comes from the Program, so a bad request never takes a module.
-  pool.modules[0].methodMeta(method);
+  pool.items[0].methodMeta(method);
   const text = await readBody(request, config.maxBodyBytes);
   let body;
   try {
@@ -136,7 +136,7 @@ async function handleRun(request, pool, method) {
     throw new EtnaError('INVALID_INPUT', 'request body must be {"inputs": [...]}');
   }
   const inputs = body.inputs.map((input, i) => inputFromJson(input, `inputs[${i}]`));
-  const outputs = await pool.run(method, inputs);
+  const outputs = await pool.use((module) => module.execute(method, inputs));
   return { outputs: outputs.map(outputToJson) };
 }
 
@@ -154,7 +154,7 @@ function serve(pool) {
       if (run !== null && request.method === 'POST') {
         send(response, 200, await handleRun(request, pool, methodFromPath(run[1])));
       } else if (url.pathname === '/health' && request.method === 'GET') {
-        send(response, 200, { methods: pool.modules[0].methodNames, pool: pool.stats });
+        send(response, 200, { methods: pool.items[0].methodNames, pool: pool.stats });
       } else {
         throw new HttpError(404, 'NOT_FOUND', `no route for ${request.method} ${url.pathname} (try POST /run/{method} or GET /health)`);
       }
@@ -171,13 +171,13 @@ function serve(pool) {
 
 const program = Program.load(config.program);
 const modules = await Promise.all(Array.from({ length: config.poolSize }, () => Module.load(program)));
-const pool = new ModulePool(modules, config.queueLimit);
+const pool = new Pool(modules, config.queueLimit, { noun: 'module' });
 const server = serve(pool);
 
 server.listen(config.port, HOST, () => {
   const { port } = server.address();
   console.log(
-    `listening on http://${HOST}:${port} (${config.program}: ${pool.modules[0].methodNames.join(', ')}; ${config.poolSize} modules, queue limit ${config.queueLimit})`,
+    `listening on http://${HOST}:${port} (${config.program}: ${modules[0].methodNames.join(', ')}; ${config.poolSize} modules, queue limit ${config.queueLimit})`,
   );
 });
 

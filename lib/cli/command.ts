@@ -140,6 +140,17 @@ export class ParsedArgs {
     return values;
   }
 
+  /** A decimal number `ok` accepts (`rule` says which); undefined when absent. */
+  number(name: string, ok: (value: number) => boolean, rule: string): number | undefined {
+    const text = this.string(name);
+    if (text === undefined) return undefined;
+    const value = Number(text);
+    if (!/^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text) || !Number.isFinite(value) || !ok(value)) {
+      throw new EtnaError('INVALID_INPUT', `--${name} takes ${rule}, got '${text}'`);
+    }
+    return value;
+  }
+
   /** One of `choices`; `fallback` when absent. */
   choice<T extends string>(name: string, choices: readonly T[], fallback: T): T {
     const text = this.string(name);
@@ -149,6 +160,39 @@ export class ParsedArgs {
     }
     return text as T;
   }
+}
+
+/** What reads as a negative number: `-1`, `-0.5`, `-.5`, `-1e3`, `-1,2`. */
+const NEGATIVE_NUMBER = /^-\.?\d/;
+
+/**
+ * parseArgs takes `--temperature -1` for an option followed by another one,
+ * and refuses it as ambiguous. An option that takes a value and is followed
+ * by a negative number takes it (`--temperature=-1`), so the command's own
+ * check of the value reports a range error, as it does for any other number.
+ */
+function joinNegativeValues(spec: CommandSpec, args: readonly string[]): string[] {
+  const takesValue = new Map<string, string>();
+  for (const option of spec.options) {
+    if (option.value === undefined) continue;
+    takesValue.set(`--${option.name}`, option.name);
+    if (option.short !== undefined) takesValue.set(`-${option.short}`, option.name);
+  }
+  const joined: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') {
+      joined.push(...args.slice(i));
+      break;
+    }
+    const name = takesValue.get(arg);
+    const next = args[i + 1];
+    if (name !== undefined && next !== undefined && NEGATIVE_NUMBER.test(next)) {
+      joined.push(`--${name}=${next}`);
+      i++;
+    } else joined.push(arg);
+  }
+  return joined;
 }
 
 /** Parses `args` against `spec`; null when `--help` was asked. Throws UsageError on bad usage. */
@@ -163,7 +207,7 @@ export function parseCommand(spec: CommandSpec, args: readonly string[]): Parsed
   }
   let parsed;
   try {
-    parsed = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: joinNegativeValues(spec, args), options, allowPositionals: true, strict: true });
   } catch (error) {
     // Node's message goes on to explain `--`; its first sentence names the problem.
     throw new UsageError(((error as Error).message.split('. ')[0] ?? '').replace(/^Unknown/, 'unknown'));

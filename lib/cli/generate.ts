@@ -2,17 +2,22 @@
 // text to stdout, then one stats line to stderr, as ExecuTorch's llama_main
 // reports after its text.
 import { EtnaError } from '../errors.js';
-import { Llm, type GenerateOptions, type GenerationResult } from '../llm/index.js';
+import {
+  describeNumberRule,
+  GENERATE_NUMBER_RULES,
+  Llm,
+  numberFault,
+  type GenerateOptions,
+  type GenerationResult,
+  type NumericGenerateOption,
+} from '../llm/index.js';
 import { MAX_NUM_THREADS } from '../module.js';
 import type { Command, ParsedArgs } from './command.js';
 
-function decimal(args: ParsedArgs, name: string, ok: (value: number) => boolean, rule: string): number | undefined {
-  const text = args.string(name);
-  if (text === undefined) return undefined;
-  const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || !ok(value))
-    throw new EtnaError('INVALID_INPUT', `--${name} takes ${rule}, got '${text}'`);
-  return value;
+/** A generate() option from the command line, checked by generate()'s own rule; undefined when absent. */
+function generateOption(args: ParsedArgs, flag: string, option: NumericGenerateOption): number | undefined {
+  const rule = GENERATE_NUMBER_RULES[option];
+  return args.number(flag, (value) => numberFault(value, rule) === undefined, describeNumberRule(rule));
 }
 
 const seconds = (ms: number): string => (ms / 1000).toFixed(3);
@@ -38,11 +43,11 @@ async function runGenerate(args: ParsedArgs): Promise<number> {
     throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
   if (prompt === undefined) throw new EtnaError('INVALID_INPUT', '--prompt TEXT is required');
   const options: GenerateOptions = {
-    maxNewTokens: args.string('max-new-tokens') === undefined ? undefined : args.integer('max-new-tokens', 1, 1),
-    temperature: decimal(args, 'temperature', (v) => v >= 0, 'a number >= 0'),
-    topK: args.integer('top-k', 0, 0),
-    topP: decimal(args, 'top-p', (v) => v > 0 && v <= 1, 'a number in (0, 1]'),
-    seed: args.string('seed') === undefined ? undefined : args.integer('seed', 0, 0, 2 ** 32 - 1),
+    maxNewTokens: generateOption(args, 'max-new-tokens', 'maxNewTokens'),
+    temperature: generateOption(args, 'temperature', 'temperature'),
+    topK: generateOption(args, 'top-k', 'topK'),
+    topP: generateOption(args, 'top-p', 'topP'),
+    seed: generateOption(args, 'seed', 'seed'),
     stop: args.list('stop'),
     echo: args.flag('echo'),
     ignoreEos: args.flag('ignore-eos'),

@@ -6,6 +6,7 @@
 import { EtnaError } from '../errors.js';
 import type { InputValue, Value } from '../module.js';
 import type { ValueDescription } from '../program-types.js';
+import { Lcg } from '../random.js';
 import { isDType, Tensor, type DType, type ElementValue } from '../tensor.js';
 
 export type JsonValue = number | string | boolean | null | { dtype: string; shape: number[]; data: (number | string | boolean | null)[] };
@@ -52,11 +53,8 @@ export type Fill = (typeof FILLS)[number];
 
 /** Inputs generated from a method's metadata (tensors at their bound shape). */
 export function generateInputs(method: string, inputs: ValueDescription[], fill: Fill, seed: number): InputValue[] {
-  let state = seed >>> 0;
-  const random = (): number => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
+  const generator = new Lcg(seed);
+  const random = (): number => generator.next();
   return inputs.map((input, i) => {
     if (input.kind === 'none') return null;
     if (input.kind !== 'tensor' || !isDType(input.dtype)) {

@@ -1,14 +1,20 @@
 // etna/llm: text in, text out for ExecuTorch LLM programs.
+export { Llm, type LlmLoadOptions } from './llm.js';
+export { LlmSession } from './session.js';
+export { Generation } from './generation.js';
 export {
-  Generation,
-  Llm,
-  LlmSession,
+  describeNumberRule,
+  GENERATE_NUMBER_RULES,
+  numberFault,
+  stopFault,
   type GenerateOptions,
-  type GenerationResult,
-  type GenerationStats,
-  type LlmLoadOptions,
-  type StopReason,
-} from './llm.js';
+  type NumberRule,
+  type NumericGenerateOption,
+  type OptionFault,
+  type StopFault,
+  type StopLimits,
+} from './options.js';
+export type { GenerationResult, GenerationStats, StopReason } from './types.js';
 export { METADATA_METHODS, type LlmMetadata, type StepMethod } from './metadata.js';
 export { argmax, Sampler, type SamplingOptions } from './sampler.js';
 export { TextStream } from './detokenizer.js';

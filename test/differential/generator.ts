@@ -4,11 +4,11 @@
 // previous step produced, so the same recipe always gives the same graph, and
 // a shrunk recipe (a step dropped, a smaller first shape) rebuilds into a
 // valid graph or is refused with `Unbuildable`.
-import { SeededGenerator } from '../../lib/llm/sampler.js';
+import { Mulberry32 } from '../../lib/random.js';
 import type { TestGraph, TestInitializer, TestNode, TestValue } from '../onnx/onnx-writer.js';
 
-/** The sampler's seeded generator, with the draws the generator needs. */
-export class Rng extends SeededGenerator {
+/** The sampler's seeded generator (mulberry32), with the draws the graph generator needs. */
+export class Rng extends Mulberry32 {
   /** An integer in [low, high]. */
   int(low: number, high: number): number {
     return low + Math.floor(this.next() * (high - low + 1));
@@ -23,8 +23,8 @@ export class Rng extends SeededGenerator {
   }
 
   /** A uniform float rounded to float32. */
-  uniform(low: number, high: number): number {
-    return Math.fround(low + this.next() * (high - low));
+  override uniform(low: number, high: number): number {
+    return Math.fround(super.uniform(low, high));
   }
 
   seed(): number {

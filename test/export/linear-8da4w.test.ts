@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { ProgramBuilder } from '../../lib/export/index.js';
+import { Lcg } from '../../lib/random.js';
 import {
   bf16Bits,
   bf16Value,
@@ -28,13 +29,7 @@ const ROWS = 3;
 const IN = 64;
 const OUT = 24;
 
-function values(count: number, seed: number, scale: number): Float32Array {
-  let state = seed >>> 0;
-  return Float32Array.from({ length: count }, () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return ((state / 2 ** 32) * 2 - 1) * scale;
-  });
-}
+const values = (count: number, seed: number, scale: number): Float32Array => new Lcg(seed).signedFloat32(count, scale);
 
 const weight = values(OUT * IN, 5, 0.3);
 const bias = values(OUT, 6, 0.1);

@@ -245,6 +245,45 @@ describe('forward layout', () => {
     await llm.dispose();
   });
 
+  it('a generation is a promise of its result: then, catch and finally, iterated or not', async () => {
+    const llm = await Llm.load(bigramProgram({ chain: chainOf(text) }), { tokenizer });
+    const want = { text: 'é🌍z', stopReason: 'eos' };
+    // then, catch and finally act on the result, as they would on a promise.
+    expect(await llm.generate('a', { temperature: 0 }).then((result) => result.text)).toBe('é🌍z');
+    const caught = await llm.generate('a', { topP: 0 }).catch((error: unknown) => (error as EtnaError).code);
+    expect(caught).toBe('INVALID_INPUT');
+    let settled = 0;
+    const finished = await llm.generate('a', { temperature: 0 }).finally(() => settled++);
+    expect([settled, finished]).toMatchObject([1, want]);
+    await expect(llm.generate('a', { topP: 0 }).finally(() => settled++)).rejects.toMatchObject({ code: 'INVALID_INPUT' });
+    expect(settled).toBe(2);
+
+    // Awaited before it is iterated: the result comes, and the pieces wait for the loop, in order.
+    const awaitedFirst = llm.generate('a', { temperature: 0 });
+    expect(await awaitedFirst).toMatchObject(want);
+    const late: string[] = [];
+    for await (const piece of awaitedFirst) late.push(piece);
+    expect(late).toEqual(['é', '🌍', 'z']);
+
+    // Awaited in the middle of the loop: the generation runs on, the result comes, the loop gets the rest.
+    const midway = llm.generate('a', { temperature: 0 });
+    const pieces: string[] = [];
+    let during: GenerationResult | undefined;
+    for await (const piece of midway) {
+      pieces.push(piece);
+      during ??= await midway;
+    }
+    expect(pieces).toEqual(['é', '🌍', 'z']);
+    expect(during).toMatchObject(want);
+    expect(await midway).toBe(during);
+
+    // Iterated once: a second loop would take pieces from the first.
+    await expect(async () => {
+      for await (const _ of midway) break;
+    }).rejects.toThrow(/can be iterated once/);
+    await llm.dispose();
+  });
+
   it('refuses options it does not know or cannot use, naming them', async () => {
     const llm = await Llm.load(bigramProgram({ chain: chainOf(text) }), { tokenizer });
     await expect(llm.generate('a', { temprature: 0 } as never)).rejects.toThrow(/temprature/);

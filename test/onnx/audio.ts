@@ -6,6 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
+import { Lcg } from '../../lib/random.js';
+
 function hasTool(name: string): boolean {
   try {
     execFileSync(name, ['--version'], { stdio: 'ignore' });
@@ -17,13 +19,7 @@ function hasTool(name: string): boolean {
 
 /** Deterministic uniform noise in [-amplitude, amplitude]. */
 function noise(length: number, amplitude: number, seed: number): Float32Array {
-  const out = new Float32Array(length);
-  let state = seed >>> 0;
-  for (let i = 0; i < length; i++) {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    out[i] = ((state / 0x100000000) * 2 - 1) * amplitude;
-  }
-  return out;
+  return new Lcg(seed).signedFloat32(length, amplitude);
 }
 
 function synthesizedSpeech(length: number): Float32Array {

@@ -8,15 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { float16ToNumber, numberToFloat16 } from '../../lib/dtypes.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { importOnnx } from '../../lib/onnx/index.js';
+import { Lcg } from '../../lib/random.js';
 import { onnxModel, type TestGraph } from './onnx-writer.js';
 
 const F16 = 10;
 const seeded = (count: number, seed: number, scale = 1): number[] => {
-  let state = seed;
-  return Array.from({ length: count }, () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return scale * (2 * (state / 2 ** 32) - 1);
-  });
+  const random = new Lcg(seed);
+  return Array.from({ length: count }, () => random.signed(scale));
 };
 
 /** Values of onnxruntime float16 data (a Uint16Array of bit patterns, or a Float16Array where the runtime has one). */

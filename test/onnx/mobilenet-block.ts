@@ -2,22 +2,15 @@
 // HardSwish -> depthwise conv -> BN -> Clip(0, 6) -> squeeze-and-excitation
 // (GlobalAveragePool, 1x1 convs, Relu, HardSigmoid, Mul) -> GlobalAveragePool
 // -> Flatten -> Gemm -> Softmax, with seeded random weights.
+import { Lcg } from '../../lib/random.js';
 import { onnxModel, type TestGraph, type TestInitializer } from './onnx-writer.js';
 
 export const BLOCK_INPUT_SHAPE = [1, 3, 48, 192];
 
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-}
-
 /** `count` values uniform in [low, high) from a seeded generator. */
 export function seededValues(count: number, seed: number, low = -1, high = 1): number[] {
-  const next = seededRandom(seed);
-  return Array.from({ length: count }, () => low + (high - low) * next());
+  const random = new Lcg(seed);
+  return Array.from({ length: count }, () => random.uniform(low, high));
 }
 
 function weight(name: string, dims: number[], seed: number, low = -0.5, high = 0.5): TestInitializer {

@@ -130,6 +130,13 @@ export async function chat(model: string, tokenizer: string): Promise<string> {
   for await (const piece of generation) text += piece;
   const result: GenerationResult = await generation;
   const rate: number = result.stats.tokensPerSecond;
+  // A generation chains as a promise of its result does.
+  const fallback: GenerationResult | string = await llm.generate('Hi').catch((error: unknown) => String(error));
+  const counted: number = await llm
+    .generate('Hi')
+    .finally(() => undefined)
+    .then((done) => done.tokens.length);
+  void [fallback, counted];
   await session.dispose();
   await llm.dispose();
   return `${text} ${result.stopReason} ${rate} ${llm.metadata.maxContextLen}`;

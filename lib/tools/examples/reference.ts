@@ -4,6 +4,7 @@
 import { EtnaError } from '../../errors.js';
 import type { DType } from '../../export/dtype.js';
 import { formatShape, numel, sameShape } from '../../export/shape.js';
+import { Xorshift32 } from '../../random.js';
 
 export interface ReferenceTensor {
   readonly dtype: DType;
@@ -202,29 +203,22 @@ export abstract class DecoderReference extends MethodTableReference {
 
 // ------------------------------------------------------------------ deterministic weights
 
-/** xorshift32: a small deterministic generator so every run builds the same weights. */
+/** Draws for the examples' weights, over xorshift32, so every run builds the same weights. */
 export class SeededRandom {
-  private state: number;
+  private readonly words: Xorshift32;
 
   constructor(seed: number) {
-    this.state = seed >>> 0 || 0x9e3779b9;
+    this.words = new Xorshift32(seed);
   }
 
   /** Uniform in [0, 1). */
   next(): number {
-    let x = this.state;
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    this.state = x >>> 0;
-    return this.state / 0x1_0000_0000;
+    return this.words.next();
   }
 
   /** `count` float32 values uniform in [-scale, scale). */
   uniform(count: number, scale: number): Float32Array {
-    const out = new Float32Array(count);
-    for (let i = 0; i < count; i++) out[i] = (this.next() * 2 - 1) * scale;
-    return out;
+    return this.words.signedFloat32(count, scale);
   }
 
   /** `count` float32 values uniform in [center - spread, center + spread). */

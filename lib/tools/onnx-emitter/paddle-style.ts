@@ -2,6 +2,7 @@
 // text-line classifier and a DBNet-style text detector (MobileNetV3-ish
 // backbone, FPN with nearest Resize, ConvTranspose head, Sigmoid). Every conv
 // is followed by an unfused BatchNormalization, as paddle2onnx writes them.
+import { Lcg } from '../../random.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer, type OnnxGraphNode } from './graph-writer.js';
 
 export const CLASSIFIER_INPUT_SHAPE = [1, 3, 48, 192] as const;
@@ -15,11 +16,8 @@ export const PADDLE_STYLE_OPSET = 14;
 
 /** A seeded uniform generator (LCG), so every build of a graph has the same weights. */
 export function seededUniform(seed: number): (low: number, high: number) => number {
-  let state = seed >>> 0;
-  return (low, high) => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return low + (high - low) * (state / 2 ** 32);
-  };
+  const generator = new Lcg(seed);
+  return (low, high) => generator.uniform(low, high);
 }
 
 type Activation = 'relu' | 'hardswish' | 'swish' | 'none';

@@ -1,0 +1,176 @@
+// generate()'s options: what each may be, checked once here. The rules are
+// exported so that a caller taking options from outside (a server's request
+// body, a command line) checks them by the same rules before it calls
+// generate(), and may only narrow them.
+import { randomInt } from 'node:crypto';
+
+import { describeValue, EtnaError } from '../errors.js';
+import { checkOptionKeys } from '../program.js';
+import type { SamplingOptions } from './sampler.js';
+
+/** ExecuTorch's GenerationConfig, in camel case. */
+export interface GenerateOptions {
+  /** Tokens to generate at most. Default: as many as the context has room for. */
+  maxNewTokens?: number;
+  /** 0 is greedy. Default 0.8, as ExecuTorch's runner. */
+  temperature?: number;
+  /** Sample among the k most likely tokens only (0, the default: all). */
+  topK?: number;
+  /** Sample among the most likely tokens that make up this much probability (1, the default: all). */
+  topP?: number;
+  /** Seeds sampling; the same seed, prompt and options give the same text. Default: a random seed. */
+  seed?: number;
+  /** Stop before any of these strings; the text never contains them. */
+  stop?: readonly string[];
+  /** Keep generating past an end-of-sequence token. */
+  ignoreEos?: boolean;
+  /** Stream the prompt first and start the text with it. */
+  echo?: boolean;
+  /** BOS tokens put before the prompt's tokens (default 0), EOS tokens after them (default 0). */
+  numBos?: number;
+  numEos?: number;
+  /** Stops the generation between two calls; the result then has stopReason 'aborted'. */
+  signal?: AbortSignal;
+}
+
+export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
+  'maxNewTokens',
+  'temperature',
+  'topK',
+  'topP',
+  'seed',
+  'stop',
+  'ignoreEos',
+  'echo',
+  'numBos',
+  'numEos',
+  'signal',
+];
+
+export const DEFAULT_TEMPERATURE = 0.8;
+
+/** What a numeric option may be: a finite number (or a safe integer) from `min` to `max`. */
+export interface NumberRule {
+  readonly integer: boolean;
+  readonly min: number;
+  /** `min` itself is refused (topP must be above 0). */
+  readonly minExcluded?: boolean;
+  /** Infinity when only finiteness bounds it. */
+  readonly max: number;
+}
+
+export type NumericGenerateOption = 'maxNewTokens' | 'temperature' | 'topK' | 'topP' | 'seed' | 'numBos' | 'numEos';
+
+export const GENERATE_NUMBER_RULES: Readonly<Record<NumericGenerateOption, NumberRule>> = {
+  maxNewTokens: { integer: true, min: 1, max: Infinity },
+  temperature: { integer: false, min: 0, max: Infinity },
+  topK: { integer: true, min: 0, max: Infinity },
+  topP: { integer: false, min: 0, minExcluded: true, max: 1 },
+  seed: { integer: true, min: 0, max: 2 ** 32 - 1 },
+  numBos: { integer: true, min: 0, max: Infinity },
+  numEos: { integer: true, min: 0, max: Infinity },
+};
+
+/** How a value breaks its rule: the wrong kind of value ('type') or one out of its range ('range'). */
+export type OptionFault = 'type' | 'range';
+
+/** 'type' for a non-number (or a fraction, NaN or an infinity where an integer goes), 'range' outside the rule, else undefined. */
+export function numberFault(value: unknown, rule: NumberRule): OptionFault | undefined {
+  if (typeof value !== 'number' || (rule.integer && !Number.isInteger(value))) return 'type';
+  const aboveMin = rule.minExcluded ? value > rule.min : value >= rule.min;
+  if (!Number.isFinite(value) || !aboveMin || value > rule.max || (rule.integer && !Number.isSafeInteger(value))) return 'range';
+  return undefined;
+}
+
+/** The rule in words, as messages give it: 'an integer >= 1', 'a number in (0, 1]', 'an integer from 0 to 4294967295'. */
+export function describeNumberRule(rule: NumberRule): string {
+  if (rule.max === Infinity) return `${rule.integer ? 'an integer' : 'a number'} ${rule.minExcluded ? '>' : '>='} ${rule.min}`;
+  if (rule.integer && !rule.minExcluded) return `an integer from ${rule.min} to ${rule.max}`;
+  return `${rule.integer ? 'an integer' : 'a number'} in ${rule.minExcluded ? '(' : '['}${rule.min}, ${rule.max}]`;
+}
+
+/** Bounds a caller may add to the stop strings (generate() itself takes any number, of any length). */
+export interface StopLimits {
+  readonly maxStrings?: number;
+  readonly maxLength?: number;
+}
+
+/** How a stop list breaks its rule: which fault, where ('stop' or 'stop[i]') and what it must be there. */
+export interface StopFault {
+  readonly fault: OptionFault;
+  readonly field: string;
+  readonly rule: string;
+  /** The value that breaks it: the list, or one of its items. */
+  readonly value: unknown;
+  /** What a message says it got: the value described, or what was counted ('20 strings'). */
+  readonly got: string;
+}
+
+/** Stop strings are an array of non-empty strings, within `limits`; undefined when `value` is one. */
+export function stopFault(value: unknown, limits: StopLimits = {}): StopFault | undefined {
+  const { maxStrings = Infinity, maxLength = Infinity } = limits;
+  if (!Array.isArray(value)) return { fault: 'type', field: 'stop', rule: 'an array of strings', value, got: describeValue(value) };
+  if (value.length > maxStrings) {
+    return { fault: 'range', field: 'stop', rule: `at most ${maxStrings} strings`, value, got: `${value.length} strings` };
+  }
+  for (const [i, item] of value.entries()) {
+    const field = `stop[${i}]`;
+    if (typeof item !== 'string') return { fault: 'type', field, rule: 'a string', value: item, got: describeValue(item) };
+    if (item.length === 0 || item.length > maxLength) {
+      const rule = maxLength === Infinity ? 'a non-empty string' : `1 to ${maxLength} characters long`;
+      return { fault: 'range', field, rule, value: item, got: `${item.length} characters` };
+    }
+  }
+  return undefined;
+}
+
+/** generate()'s options checked, with their defaults. */
+export interface ResolvedOptions {
+  maxNewTokens: number | undefined;
+  sampling: SamplingOptions;
+  stop: readonly string[];
+  ignoreEos: boolean;
+  echo: boolean;
+  numBos: number;
+  numEos: number;
+  signal: AbortSignal | undefined;
+}
+
+/** Checks generate()'s options (INVALID_INPUT naming the first one that is wrong) and fills in the defaults. */
+export function resolveOptions(options: GenerateOptions): ResolvedOptions {
+  const checked = checkOptionKeys(options, GENERATE_OPTIONS, 'generate');
+  const invalid = (name: string, rule: string): never => {
+    throw new EtnaError('INVALID_INPUT', `generate: ${name} must be ${rule}, got ${describeValue(checked[name])}`);
+  };
+  const number = <T extends number | undefined>(name: NumericGenerateOption, fallback: T): number | T => {
+    const value = checked[name];
+    if (value === undefined) return fallback;
+    const rule = GENERATE_NUMBER_RULES[name];
+    if (numberFault(value, rule) !== undefined) invalid(name, describeNumberRule(rule));
+    return value as number;
+  };
+  const flag = (name: 'ignoreEos' | 'echo'): boolean => {
+    const value = checked[name];
+    if (value !== undefined && typeof value !== 'boolean') invalid(name, 'a boolean');
+    return value === true;
+  };
+  const resolved: ResolvedOptions = {
+    maxNewTokens: number('maxNewTokens', undefined),
+    sampling: {
+      temperature: number('temperature', DEFAULT_TEMPERATURE),
+      topK: number('topK', 0),
+      topP: number('topP', 1),
+      seed: checked['seed'] === undefined ? randomInt(2 ** 32) : number('seed', 0),
+    },
+    stop: (checked['stop'] as string[] | undefined) ?? [],
+    ignoreEos: flag('ignoreEos'),
+    echo: flag('echo'),
+    numBos: number('numBos', 0),
+    numEos: number('numEos', 0),
+    signal: checked['signal'] as AbortSignal | undefined,
+  };
+  const stop = stopFault(resolved.stop);
+  if (stop !== undefined) throw new EtnaError('INVALID_INPUT', `generate: ${stop.field} must be ${stop.rule}, got ${stop.got}`);
+  if (resolved.signal !== undefined && !(resolved.signal instanceof AbortSignal)) invalid('signal', 'an AbortSignal');
+  return resolved;
+}

@@ -1,0 +1,348 @@
+// One conversation over a module: the step runner that puts tokens through
+// the model (prefill in chunks, decode one token at a time, as ExecuTorch's
+// TextPrefiller and TextTokenGenerator split it), and the turn that samples,
+// streams text and stops.
+import { describeValue, EtnaError } from '../errors.js';
+import type { Module } from '../module.js';
+import { asyncDisposeSymbol } from '../program.js';
+import { Tensor } from '../tensor.js';
+import { TextStream } from './detokenizer.js';
+import { Generation } from './generation.js';
+import type { LlmMetadata, StepMethod } from './metadata.js';
+import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
+import { Sampler } from './sampler.js';
+import type { LlmTokenizer } from './tokenizer.js';
+import type { GenerationResult, GenerationStats, StopReason } from './types.js';
+
+const now = (): number => performance.now();
+const perSecond = (count: number, ms: number): number => (ms > 0 ? (count * 1000) / ms : 0);
+
+/** What a session reads from its `Llm`. */
+export interface SessionModel {
+  readonly metadata: LlmMetadata;
+  readonly tokenizer: LlmTokenizer;
+  /** Milliseconds `Llm.load` took. */
+  readonly loadMs: number;
+}
+
+// ------------------------------------------------------------------ steps
+
+/**
+ * Puts tokens through a module's methods at the cache's position and gives
+ * the logits row of the last one. `position` counts the tokens in the cache;
+ * a failed call leaves it as far as the calls before it got.
+ */
+export class StepRunner {
+  position = 0;
+  // One logits array per method, reused by every call: the method's output is copied into it once.
+  private readonly logits = new Map<string, Float32Array>();
+
+  constructor(
+    private readonly module: Module,
+    private readonly metadata: LlmMetadata,
+  ) {}
+
+  /** Runs tokens in the chunks the methods take: prefill where a chunk fits, decode for what is left over. */
+  async prefill(tokens: readonly number[]): Promise<Float32Array> {
+    const { prefill, decode } = this.metadata;
+    let at = 0;
+    let row: Float32Array | undefined;
+    while (at < tokens.length) {
+      const left = tokens.length - at;
+      // A fixed-length prefill takes whole chunks only; what is left over goes through decode one token at a time.
+      const method = left > 1 && (!prefill.exact || left >= prefill.tokens) ? prefill : decode;
+      const count = method.exact ? method.tokens : Math.min(left, method.tokens);
+      row = await this.step(method, tokens.slice(at, at + count));
+      at += count;
+    }
+    if (row === undefined) throw new EtnaError('INTERNAL', 'prefill: no tokens to run');
+    return row;
+  }
+
+  /** Runs one generated token through decode. */
+  decode(token: number): Promise<Float32Array> {
+    return this.step(this.metadata.decode, [token]);
+  }
+
+  /** One call: `tokens` at the current position; the logits row of the last one. */
+  private async step(method: StepMethod, tokens: readonly number[]): Promise<Float32Array> {
+    const { vocabSize } = this.metadata;
+    const outputs = await this.module.execute(
+      method.name,
+      [
+        new Tensor('int64', [1, tokens.length], BigInt64Array.from(tokens, BigInt)),
+        new Tensor('int64', method.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.position))),
+      ],
+      { outputs: [this.logitsBuffer(method)] },
+    );
+    this.position += tokens.length;
+    const logits = outputs[0];
+    const isLogits = logits instanceof Tensor && logits.data instanceof Float32Array;
+    if (!isLogits || logits.data.length % vocabSize !== 0 || logits.data.length === 0) {
+      throw new EtnaError('INTERNAL', `method '${method.name}' returned ${describeValue(logits)} where logits were expected`);
+    }
+    // [1, n, vocab] rows for every token, or [1, vocab] / [1, 1, vocab] for the last one only: the last row is the one to sample.
+    return logits.data.subarray(logits.data.length - vocabSize);
+  }
+
+  private logitsBuffer(method: StepMethod): Float32Array {
+    let buffer = this.logits.get(method.name);
+    if (buffer === undefined) {
+      buffer = new Float32Array(method.logitsBytes / Float32Array.BYTES_PER_ELEMENT);
+      this.logits.set(method.name, buffer);
+    }
+    return buffer;
+  }
+}
+
+// ------------------------------------------------------------------ one turn
+
+/** A turn checked and ready to run: what it feeds and how far it may go. */
+interface TurnPlan {
+  readonly prompt: string | readonly number[];
+  /** The prompt's tokens, BOS and EOS included. */
+  readonly promptTokens: number[];
+  /** What the prefill runs: the last turn's pending token, then the prompt's tokens. */
+  readonly feed: number[];
+  readonly maxNewTokens: number;
+  readonly options: ResolvedOptions;
+  /** When the generation started, and when its prompt was encoded. */
+  readonly started: number;
+  readonly encoded: number;
+}
+
+/** Where a turn's text goes, and whether its caller still listens. */
+interface TurnIo {
+  readonly emit: (piece: string) => void;
+  /** The caller stopped listening (left its `for await` loop). */
+  readonly stopped: AbortSignal;
+}
+
+/** What a turn gathered, read into its result at the end. */
+class TurnRecord {
+  readonly tokens: number[] = [];
+  text = '';
+  stopReason: StopReason = 'length';
+  /** When the prefill ended (until it does, when it began), and when the first token was sampled. */
+  prefilled = 0;
+  firstToken = 0;
+  samplingMs = 0;
+
+  constructor(private readonly plan: TurnPlan) {}
+
+  result(loadMs: number, sessionLoadMs: number): GenerationResult {
+    const { promptTokens, started, encoded } = this.plan;
+    const ended = now();
+    const prefillMs = this.prefilled - encoded;
+    const decodeMs = ended - this.prefilled;
+    const stats: GenerationStats = {
+      promptTokens: promptTokens.length,
+      generatedTokens: this.tokens.length,
+      loadMs,
+      sessionLoadMs,
+      encodeMs: encoded - started,
+      prefillMs,
+      timeToFirstTokenMs: this.tokens.length > 0 ? this.firstToken - started : 0,
+      decodeMs,
+      samplingMs: this.samplingMs,
+      totalMs: ended - started,
+      promptTokensPerSecond: perSecond(promptTokens.length, prefillMs),
+      tokensPerSecond: perSecond(this.tokens.length, decodeMs),
+    };
+    return { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
+  }
+}
+
+// ------------------------------------------------------------------ sessions
+
+/**
+ * One conversation: a module over the program with its own KV cache. Each
+ * `generate()` continues from where the last one stopped, so a chat turn
+ * only feeds its new tokens. One generation at a time.
+ */
+export class LlmSession {
+  private readonly steps: StepRunner;
+  // The last generated token: sampled, not yet in the cache; the next turn feeds it first.
+  private pending: number | undefined;
+  private busy = false;
+  private disposed = false;
+
+  /** @internal */
+  constructor(
+    private readonly model: SessionModel,
+    private readonly module: Module,
+    private loadMs: number,
+  ) {
+    this.steps = new StepRunner(module, model.metadata);
+  }
+
+  /** Tokens in the cache plus the one generated token not yet fed: where the next turn starts. */
+  get position(): number {
+    return this.steps.position + (this.pending === undefined ? 0 : 1);
+  }
+
+  /** Positions left for the next turn's prompt and generated tokens. */
+  get remaining(): number {
+    return this.model.metadata.maxContextLen - this.position;
+  }
+
+  generate(prompt: string | readonly number[], options: GenerateOptions = {}): Generation {
+    return new Generation((emit, stopped) => this.run(prompt, options, emit, stopped));
+  }
+
+  /**
+   * Starts the next turn from an empty context, as ExecuTorch's runner
+   * resets: position 0, nothing pending. The cache keeps its old entries,
+   * but every call writes its positions before attending over positions up
+   * to its own, so none of them is read again. A pool of sessions reuses a
+   * session for another conversation this way.
+   */
+  reset(): void {
+    if (this.disposed) throw new EtnaError('DISPOSED', 'reset: the session has been disposed');
+    if (this.busy) throw new EtnaError('INVALID_INPUT', 'reset: this session is generating; await the generation (or abort it) first');
+    this.steps.position = 0;
+    this.pending = undefined;
+  }
+
+  /** Frees the module once a running generation has finished. */
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    await this.module.dispose();
+  }
+
+  async [asyncDisposeSymbol](): Promise<void> {
+    await this.dispose();
+  }
+
+  /** @internal Runs one generation; checks everything before the first call. */
+  async run(
+    prompt: string | readonly number[],
+    options: GenerateOptions,
+    emit: (piece: string) => void,
+    stopped: AbortSignal,
+  ): Promise<GenerationResult> {
+    if (this.disposed) throw new EtnaError('DISPOSED', 'generate: the session has been disposed');
+    if (this.busy) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        'generate: this session is already generating; await it, or use another session (llm.session())',
+      );
+    }
+    const plan = this.plan(prompt, options);
+    this.busy = true;
+    try {
+      return await this.turn(plan, { emit, stopped });
+    } finally {
+      this.busy = false;
+      this.loadMs = 0;
+    }
+  }
+
+  /** Checks the options and the prompt against the vocabulary and the context left. */
+  private plan(prompt: string | readonly number[], options: GenerateOptions): TurnPlan {
+    const started = now();
+    const resolved = resolveOptions(options);
+    const { metadata, tokenizer } = this.model;
+    if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
+      throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
+    }
+    const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+    const encoded = now();
+    const special = (name: string, id: number | undefined, count: number): number[] => {
+      if (count === 0) return [];
+      if (id === undefined) {
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `generate: ${name} asks for ${count} token(s), but neither the program nor the tokenizer names one`,
+        );
+      }
+      return new Array<number>(count).fill(id);
+    };
+    const promptTokens = [
+      ...special('numBos', metadata.bosId, resolved.numBos),
+      ...ids,
+      ...special('numEos', metadata.eosIds[0], resolved.numEos),
+    ];
+    promptTokens.forEach((id, i) => {
+      if (!Number.isInteger(id) || id < 0 || id >= metadata.vocabSize) {
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `generate: prompt token ${i} is ${typeof id === 'number' ? id : describeValue(id)}, outside the model's vocabulary ` +
+            `0..${metadata.vocabSize - 1}`,
+        );
+      }
+    });
+    const feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
+    if (feed.length === 0) {
+      throw new EtnaError('INVALID_INPUT', 'generate: the prompt has no tokens, and nothing was generated before it to continue from');
+    }
+    // The last generated token is never fed, so a turn takes feed + maxNewTokens - 1 positions.
+    const cached = this.steps.position;
+    const room = metadata.maxContextLen - cached - feed.length + 1;
+    const maxNewTokens = resolved.maxNewTokens ?? room;
+    if (maxNewTokens > room || room < 1) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `generate: the context holds ${metadata.maxContextLen} positions; ${cached} are used, the prompt takes ${feed.length}` +
+          (resolved.maxNewTokens === undefined
+            ? ''
+            : ` and maxNewTokens ${resolved.maxNewTokens} would take ${resolved.maxNewTokens - 1} more`) +
+          ` (room for ${Math.max(room, 0)} new token(s))`,
+      );
+    }
+    return { prompt, promptTokens, feed, maxNewTokens, options: resolved, started, encoded };
+  }
+
+  /** Prefills, then samples and decodes one token at a time until a reason to stop. */
+  private async turn(plan: TurnPlan, io: TurnIo): Promise<GenerationResult> {
+    const { tokenizer, metadata } = this.model;
+    const { options } = plan;
+    const sampler = new Sampler(options.sampling);
+    const stream = new TextStream(options.stop);
+    const eos = new Set(options.ignoreEos ? [] : metadata.eosIds);
+    const aborted = (): boolean => io.stopped.aborted || options.signal?.aborted === true;
+    const record = new TurnRecord(plan);
+    const show = (piece: string): void => {
+      record.text += piece;
+      io.emit(piece);
+    };
+    if (options.echo) show(typeof plan.prompt === 'string' ? plan.prompt : tokenizer.decode(plan.promptTokens));
+    record.prefilled = now();
+    record.firstToken = record.prefilled;
+    if (aborted()) {
+      record.stopReason = 'aborted';
+      return record.result(this.model.loadMs, this.loadMs);
+    }
+    // The pending token is part of this feed: a failed call leaves the cache as far as its calls got.
+    this.pending = undefined;
+    let row = await this.steps.prefill(plan.feed);
+    record.prefilled = now();
+    for (;;) {
+      const sampleStart = now();
+      const token = sampler.sample(row);
+      record.samplingMs += now() - sampleStart;
+      if (record.tokens.length === 0) record.firstToken = now();
+      record.tokens.push(token);
+      this.pending = token;
+      if (eos.has(token)) {
+        record.stopReason = 'eos';
+        break;
+      }
+      const piece = stream.push(token < tokenizer.vocabSize ? tokenizer.tokenBytes(token) : new Uint8Array(0));
+      show(piece.text);
+      if (piece.stopped) {
+        record.stopReason = 'stop';
+        break;
+      }
+      if (record.tokens.length >= plan.maxNewTokens) break;
+      if (aborted()) {
+        record.stopReason = 'aborted';
+        break;
+      }
+      this.pending = undefined;
+      row = await this.steps.decode(token);
+    }
+    if (record.stopReason !== 'stop') show(stream.finish());
+    return record.result(this.model.loadMs, this.loadMs);
+  }
+}

@@ -1,0 +1,40 @@
+// What a generation gives back: its result and its timings.
+
+/** ExecuTorch's Stats, in milliseconds. */
+export interface GenerationStats {
+  promptTokens: number;
+  generatedTokens: number;
+  /** Loading the program and reading its metadata (`Llm.load`). */
+  loadMs: number;
+  /** Loading this generation's module over the program (0 for a later turn of a session). */
+  sessionLoadMs: number;
+  /** Encoding the prompt into tokens. */
+  encodeMs: number;
+  /** Running the prompt through the model, up to the logits of its last token. */
+  prefillMs: number;
+  /** From the start of the generation to the first generated token. */
+  timeToFirstTokenMs: number;
+  /** From the end of the prefill to the last generated token. */
+  decodeMs: number;
+  /** Time spent sampling, over all generated tokens. */
+  samplingMs: number;
+  /** From the start of the generation to its end. */
+  totalMs: number;
+  /** promptTokens over prefillMs. */
+  promptTokensPerSecond: number;
+  /** generatedTokens over decodeMs, as ExecuTorch reports its generation rate. */
+  tokensPerSecond: number;
+}
+
+export type StopReason = 'eos' | 'length' | 'stop' | 'aborted' | 'context';
+
+export interface GenerationResult {
+  /** The prompt's token ids as fed (BOS and EOS included). */
+  promptTokens: number[];
+  /** Generated token ids, the end-of-sequence token included when that was the reason to stop. */
+  tokens: number[];
+  /** Every streamed piece joined. */
+  text: string;
+  stopReason: StopReason;
+  stats: GenerationStats;
+}
