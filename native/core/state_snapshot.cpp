@@ -85,10 +85,9 @@ void write_state_snapshot(const StateLayout& layout, const uint8_t* arena, uint8
 
 Status read_state_snapshot(const StateLayout& layout, const uint8_t* snapshot, size_t size, uint8_t* arena) {
   if (size < kStateSnapshotHeaderBytes || std::memcmp(snapshot, kMagic, 4) != 0) {
-    return invalid(size < kStateSnapshotHeaderBytes
-                       ? std::to_string(size) + " bytes is shorter than a snapshot's " +
-                             std::to_string(kStateSnapshotHeaderBytes) + "-byte header"
-                       : "the bytes do not start with 'ETSS'; they are not a saved state");
+    return invalid(size < kStateSnapshotHeaderBytes ? std::to_string(size) + " bytes is shorter than a snapshot's " +
+                                                          std::to_string(kStateSnapshotHeaderBytes) + "-byte header"
+                                                    : "the bytes do not start with 'ETSS'; they are not a saved state");
   }
   const uint32_t version = get_u32(snapshot + 4);
   if (version != kStateSnapshotVersion) {
