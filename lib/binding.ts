@@ -71,13 +71,16 @@ export interface NativeModule {
     outputs: (ArrayBuffer | ArrayBufferView | null)[],
     profile: true,
   ): NativeProfiledResult;
-  /** Bytes of this module's state snapshot; throws when the module has no one state. */
-  stateSnapshotBytes(): number;
-  /** Writes the state snapshot into `target` (exactly stateSnapshotBytes() long), on a call thread or, with `sync`, now. */
-  saveState(target: Uint8Array): Promise<void>;
-  saveState(target: Uint8Array, sync: true): undefined;
+  /**
+   * Bytes of this module's state snapshot, whole or of `ranges` ([offset,
+   * size, ...] in the state arena); throws when the module has no one state.
+   */
+  stateSnapshotBytes(ranges?: number[]): number;
+  /** Writes the state snapshot into `target` (exactly stateSnapshotBytes(ranges) long), on a call thread or, with `sync`, now. */
+  saveState(target: Uint8Array, sync: false, ranges?: number[]): Promise<void>;
+  saveState(target: Uint8Array, sync: true, ranges?: number[]): undefined;
   /** Checks `snapshot` whole, then copies it into the state; the caller keeps it unchanged until this settles. */
-  restoreState(snapshot: Uint8Array): Promise<void>;
+  restoreState(snapshot: Uint8Array, sync: false): Promise<void>;
   restoreState(snapshot: Uint8Array, sync: true): undefined;
   dispose(): void;
 }

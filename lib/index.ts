@@ -18,6 +18,7 @@ export {
   type ModuleOptions,
   type NamedValues,
   type RunOptions,
+  type SaveStateOptions,
   type TensorLike,
   type ThreadPoolKind,
   type Value,

@@ -77,6 +77,11 @@ export type TensorLike = TensorFields;
 /** A method argument. Int inputs may be given as number or bigint; tensors also as onnxruntime tensors. */
 export type InputValue = Value | TensorLike | OnnxruntimeTensorLike;
 
+export interface SaveStateOptions {
+  /** Only these [offset, size] byte ranges of the state arena: a partial snapshot. Default: the whole state. */
+  ranges?: readonly (readonly [number, number])[];
+}
+
 export interface ExecuteOptions {
   /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
   outputs?: (TensorData | null | undefined)[];
@@ -305,24 +310,32 @@ export class Module {
    * puts it back, in this process or another. A program without state gives
    * a snapshot of no state. Refused with INVALID_INPUT when each method keeps
    * its own state (`shareMemoryArenas: false` over several such methods).
+   *
+   * `ranges` ([offset, size] pairs in the state arena, ascending and
+   * disjoint; `methodMeta(name).state` says where each state tensor sits)
+   * makes a partial snapshot of just those bytes, such as the cache rows a
+   * session has filled. Restoring it writes those bytes and leaves the rest.
    */
-  saveState(): Promise<Uint8Array> {
+  saveState(options: SaveStateOptions = {}): Promise<Uint8Array> {
     if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', 'cannot save the state: module has been disposed'));
     let target: Uint8Array;
+    let ranges: number[] | undefined;
     try {
-      target = new Uint8Array(this.handle.stateSnapshotBytes());
+      ranges = flatRanges(options);
+      target = new Uint8Array(this.handle.stateSnapshotBytes(ranges));
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    return this.enqueue(() => this.handle.saveState(target)).then(() => target);
+    return this.enqueue(() => this.handle.saveState(target, false, ranges)).then(() => target);
   }
 
   /** `saveState` on the calling thread. Meant for small states and scripts. */
-  saveStateSync(): Uint8Array {
+  saveStateSync(options: SaveStateOptions = {}): Uint8Array {
     this.checkIdle('save the state');
     try {
-      const target = new Uint8Array(this.handle.stateSnapshotBytes());
-      this.handle.saveState(target, true);
+      const ranges = flatRanges(options);
+      const target = new Uint8Array(this.handle.stateSnapshotBytes(ranges));
+      this.handle.saveState(target, true, ranges);
       return target;
     } catch (error) {
       throw toEtnaError(error);
@@ -344,7 +357,7 @@ export class Module {
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    return this.enqueue(() => this.handle.restoreState(copy));
+    return this.enqueue(() => this.handle.restoreState(copy, false));
   }
 
   /** `restoreState` on the calling thread. Meant for small states and scripts. */
@@ -560,11 +573,29 @@ interface PreparedCall {
 }
 
 // A converted input whose tensor data no caller holds (plain values are immutable already).
-// A snapshot's bytes as a Uint8Array over the same memory.
-function snapshotBytes(snapshot: ArrayBuffer | ArrayBufferView): Uint8Array {
+const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges'];
+
+// The addon's form of a partial snapshot's ranges: [offset, size, offset, size, ...].
+function flatRanges(options: SaveStateOptions): number[] | undefined {
+  checkOptionKeys(options, SAVE_STATE_OPTIONS, 'saveState');
+  const { ranges } = options;
+  if (ranges === undefined) return undefined;
+  const pair = (range: unknown): range is readonly [number, number] =>
+    Array.isArray(range) && range.length === 2 && range.every((n) => Number.isSafeInteger(n) && n >= 0);
+  if (!Array.isArray(ranges) || !ranges.every(pair)) {
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `saveState: ranges must be an array of [offset, size] pairs of whole numbers, got ${describeValue(ranges)}`,
+    );
+  }
+  return ranges.flat();
+}
+
+/** A snapshot's bytes as a Uint8Array over the same memory; INVALID_INPUT naming `what` for anything else. */
+export function snapshotBytes(snapshot: ArrayBuffer | ArrayBufferView, what = 'a state snapshot'): Uint8Array {
   if (snapshot instanceof ArrayBuffer) return new Uint8Array(snapshot);
   if (ArrayBuffer.isView(snapshot)) return new Uint8Array(snapshot.buffer, snapshot.byteOffset, snapshot.byteLength);
-  throw new EtnaError('INVALID_INPUT', `a state snapshot must be an ArrayBuffer or a view of one, got ${describeValue(snapshot)}`);
+  throw new EtnaError('INVALID_INPUT', `${what} must be an ArrayBuffer or a view of one, got ${describeValue(snapshot)}`);
 }
 
 function ownCopy(input: NativeInput): NativeInput {

@@ -3,7 +3,7 @@
 // (weights packed once, a KV cache of its own) that runs the generation loop
 // of session.ts, as ExecuTorch's TextLLMRunner does.
 import { EtnaError, toEtnaError } from '../errors.js';
-import { Module, MODULE_OPTIONS, type ModuleOptions } from '../module.js';
+import { Module, MODULE_OPTIONS, snapshotBytes, type ModuleOptions } from '../module.js';
 import { asyncDisposeSymbol, checkOptionKeys, checkProgramSource, Program, type ProgramSource } from '../program.js';
 import { Generation } from './generation.js';
 import { readLlmMetadata, type LlmMetadata } from './metadata.js';
@@ -78,6 +78,23 @@ export class Llm {
     const started = now();
     const module = await Module.load(this.program, this.moduleOptions);
     return new LlmSession(this, module, now() - started);
+  }
+
+  /**
+   * A new session where `session.save()` left one: the same cache rows,
+   * tokens and pending token. Refused with INVALID_INPUT, and nothing made,
+   * when the snapshot is cut short or comes from another program.
+   */
+  async restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession> {
+    const bytes = snapshotBytes(snapshot, 'restoreSession: a session snapshot');
+    const session = await this.session();
+    try {
+      await session.restore(bytes);
+      return session;
+    } catch (error) {
+      await session.dispose();
+      throw toEtnaError(error);
+    }
   }
 
   /** Generates from an empty cache on a session of its own, disposed at the end. */

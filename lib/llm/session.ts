@@ -11,6 +11,7 @@ import { Generation } from './generation.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
+import { cacheRanges, decodeSessionSnapshot, encodeSessionSnapshot } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
 import type { GenerationResult, GenerationStats, StopReason } from './types.js';
 
@@ -23,6 +24,8 @@ export interface SessionModel {
   readonly tokenizer: LlmTokenizer;
   /** Milliseconds `Llm.load` took. */
   readonly loadMs: number;
+  /** A new session at the place a snapshot holds (`Llm.restoreSession`). */
+  restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession>;
 }
 
 // ------------------------------------------------------------------ steps
@@ -33,7 +36,8 @@ export interface SessionModel {
  * a failed call leaves it as far as the calls before it got.
  */
 export class StepRunner {
-  position = 0;
+  /** The token ids in the cache, in position order. */
+  readonly tokens: number[] = [];
   // One logits array per method, reused by every call: the method's output is copied into it once.
   private readonly logits = new Map<string, Float32Array>();
 
@@ -41,6 +45,26 @@ export class StepRunner {
     private readonly module: Module,
     private readonly metadata: LlmMetadata,
   ) {}
+
+  /** Tokens in the cache: the next call's position. */
+  get position(): number {
+    return this.tokens.length;
+  }
+
+  /**
+   * Forgets the cache past `position`. Its rows stay, but every call writes
+   * its positions before attending over positions up to its own, so none of
+   * them is read again.
+   */
+  rewind(position: number): void {
+    this.tokens.length = Math.min(position, this.tokens.length);
+  }
+
+  /** Takes `tokens` as the cache's content (a restored session's). */
+  adopt(tokens: readonly number[]): void {
+    this.tokens.length = 0;
+    this.tokens.push(...tokens);
+  }
 
   /** Runs tokens in the chunks the methods take: prefill where a chunk fits, decode for what is left over. */
   async prefill(tokens: readonly number[]): Promise<Float32Array> {
@@ -75,7 +99,7 @@ export class StepRunner {
       ],
       { outputs: [this.logitsBuffer(method)] },
     );
-    this.position += tokens.length;
+    this.tokens.push(...tokens);
     const logits = outputs[0];
     const isLogits = logits instanceof Tensor && logits.data instanceof Float32Array;
     if (!isLogits || logits.data.length % vocabSize !== 0 || logits.data.length === 0) {
@@ -102,8 +126,10 @@ interface TurnPlan {
   readonly prompt: string | readonly number[];
   /** The prompt's tokens, BOS and EOS included. */
   readonly promptTokens: number[];
-  /** What the prefill runs: the last turn's pending token, then the prompt's tokens. */
+  /** What the prefill runs: the last turn's pending token, then the prompt's tokens (or what the cache lacks of them). */
   readonly feed: number[];
+  /** Positions of the cache the turn keeps: it rewinds to here before its prefill. */
+  readonly cached: number;
   readonly maxNewTokens: number;
   readonly options: ResolvedOptions;
   /** When the generation started, and when its prompt was encoded. */
@@ -137,6 +163,7 @@ class TurnRecord {
     const decodeMs = ended - this.prefilled;
     const stats: GenerationStats = {
       promptTokens: promptTokens.length,
+      cachedTokens: this.plan.cached,
       generatedTokens: this.tokens.length,
       loadMs,
       sessionLoadMs,
@@ -151,6 +178,13 @@ class TurnRecord {
     };
     return { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
   }
+}
+
+/** How many tokens two sequences share from their start. */
+function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
 }
 
 // ------------------------------------------------------------------ sessions
@@ -191,6 +225,18 @@ export class LlmSession {
   }
 
   /**
+   * Generates after `prompt` taken as the whole context, not a continuation:
+   * the cache's tokens that match the prompt's beginning are kept, and only
+   * the rest is prefilled (`stats.cachedTokens` says how many were kept). A
+   * server that gets each request's whole conversation calls this on a
+   * session that served the conversation's earlier turns, or a shared
+   * prompt, and prefills only what is new.
+   */
+  complete(prompt: string | readonly number[], options: GenerateOptions = {}): Generation {
+    return new Generation((emit, stopped) => this.run(prompt, options, emit, stopped, 'whole'));
+  }
+
+  /**
    * Starts the next turn from an empty context, as ExecuTorch's runner
    * resets: position 0, nothing pending. The cache keeps its old entries,
    * but every call writes its positions before attending over positions up
@@ -198,10 +244,42 @@ export class LlmSession {
    * session for another conversation this way.
    */
   reset(): void {
-    if (this.disposed) throw new EtnaError('DISPOSED', 'reset: the session has been disposed');
-    if (this.busy) throw new EtnaError('INVALID_INPUT', 'reset: this session is generating; await the generation (or abort it) first');
-    this.steps.position = 0;
+    this.checkIdle('reset');
+    this.steps.rewind(0);
     this.pending = undefined;
+  }
+
+  /**
+   * The session as bytes: the token ids in its cache, the generated token not
+   * yet fed, and the cache's rows up to its position (not its whole length),
+   * with the rest of the program's state. `llm.restoreSession(bytes)` on the
+   * same program, in this process or another, continues from here.
+   */
+  async save(): Promise<Uint8Array> {
+    this.checkIdle('save');
+    const state = this.module.methodMeta(this.model.metadata.decode.name).state;
+    const ranges = cacheRanges(state, this.model.metadata, this.steps.position);
+    const bytes = await this.module.saveState({ ranges });
+    return encodeSessionSnapshot({ tokens: this.steps.tokens, pending: this.pending }, bytes);
+  }
+
+  /** A new session that starts where this one stands, with a cache of its own; this one goes on unchanged. */
+  async fork(): Promise<LlmSession> {
+    return this.model.restoreSession(await this.save());
+  }
+
+  /** @internal Puts a snapshot's place and state into this new session. */
+  async restore(snapshot: Uint8Array): Promise<void> {
+    const { place, state } = decodeSessionSnapshot(snapshot, this.model.metadata);
+    await this.module.restoreState(state);
+    this.steps.adopt(place.tokens);
+    this.pending = place.pending;
+  }
+
+  // Saving and resetting need a live session that is not generating.
+  private checkIdle(what: string): void {
+    if (this.disposed) throw new EtnaError('DISPOSED', `${what}: the session has been disposed`);
+    if (this.busy) throw new EtnaError('INVALID_INPUT', `${what}: this session is generating; await the generation (or abort it) first`);
   }
 
   /** Frees the module once a running generation has finished. */
@@ -220,6 +298,7 @@ export class LlmSession {
     options: GenerateOptions,
     emit: (piece: string) => void,
     stopped: AbortSignal,
+    context: 'continue' | 'whole' = 'continue',
   ): Promise<GenerationResult> {
     if (this.disposed) throw new EtnaError('DISPOSED', 'generate: the session has been disposed');
     if (this.busy) {
@@ -228,7 +307,7 @@ export class LlmSession {
         'generate: this session is already generating; await it, or use another session (llm.session())',
       );
     }
-    const plan = this.plan(prompt, options);
+    const plan = this.plan(prompt, options, context);
     this.busy = true;
     try {
       return await this.turn(plan, { emit, stopped });
@@ -239,7 +318,7 @@ export class LlmSession {
   }
 
   /** Checks the options and the prompt against the vocabulary and the context left. */
-  private plan(prompt: string | readonly number[], options: GenerateOptions): TurnPlan {
+  private plan(prompt: string | readonly number[], options: GenerateOptions, context: 'continue' | 'whole'): TurnPlan {
     const started = now();
     const resolved = resolveOptions(options);
     const { metadata, tokenizer } = this.model;
@@ -272,12 +351,17 @@ export class LlmSession {
         );
       }
     });
-    const feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
+    let cached = this.steps.position;
+    let feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
+    if (context === 'whole') {
+      // The prompt's last token is always run: its logits give the first new token.
+      cached = Math.min(commonPrefix(this.steps.tokens, promptTokens), promptTokens.length - 1);
+      feed = promptTokens.slice(cached);
+    }
     if (feed.length === 0) {
       throw new EtnaError('INVALID_INPUT', 'generate: the prompt has no tokens, and nothing was generated before it to continue from');
     }
     // The last generated token is never fed, so a turn takes feed + maxNewTokens - 1 positions.
-    const cached = this.steps.position;
     const room = metadata.maxContextLen - cached - feed.length + 1;
     const maxNewTokens = resolved.maxNewTokens ?? room;
     if (maxNewTokens > room || room < 1) {
@@ -290,7 +374,7 @@ export class LlmSession {
           ` (room for ${Math.max(room, 0)} new token(s))`,
       );
     }
-    return { prompt, promptTokens, feed, maxNewTokens, options: resolved, started, encoded };
+    return { prompt, promptTokens, feed, cached, maxNewTokens, options: resolved, started, encoded };
   }
 
   /** Prefills, then samples and decodes one token at a time until a reason to stop. */
@@ -313,8 +397,10 @@ export class LlmSession {
       record.stopReason = 'aborted';
       return record.result(this.model.loadMs, this.loadMs);
     }
-    // The pending token is part of this feed: a failed call leaves the cache as far as its calls got.
+    // The pending token is part of this feed, or dropped with what the turn rewinds:
+    // a failed call leaves the cache as far as its calls got.
     this.pending = undefined;
+    this.steps.rewind(plan.cached);
     let row = await this.steps.prefill(plan.feed);
     record.prefilled = now();
     for (;;) {

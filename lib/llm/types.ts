@@ -3,6 +3,12 @@
 /** ExecuTorch's Stats, in milliseconds. */
 export interface GenerationStats {
   promptTokens: number;
+  /**
+   * Positions already in the session's cache that the turn kept instead of
+   * prefilling: earlier turns of a session, or the prefix `complete()`
+   * matched (0 for `llm.generate()`).
+   */
+  cachedTokens: number;
   generatedTokens: number;
   /** Loading the program and reading its metadata (`Llm.load`). */
   loadMs: number;

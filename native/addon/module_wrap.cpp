@@ -211,15 +211,53 @@ class ExecuteJob : public CallRunner::Job {
   Result<std::vector<OutputValue>> result_ = make_error(ErrorCode::kInternal, "etna:execute did not run");
 };
 
+// The snapshot's layout: the module's whole state, or, when `value` is an
+// array [offset, size, offset, size, ...], just those byte ranges of it.
+StateLayout snapshot_layout(Napi::Env env, Module& module, const Napi::Value& value) {
+  if (value.IsUndefined()) {
+    auto layout = module.state_layout();
+    if (!layout) throw make_js_error(env, layout.error());
+    return **layout;
+  }
+  const Error malformed =
+      make_error(ErrorCode::kInvalidInput, "state ranges must be an array of [offset, size] pairs of whole numbers");
+  if (!value.IsArray() || value.As<Napi::Array>().Length() % 2 != 0) throw make_js_error(env, malformed);
+  Napi::Array flat = value.As<Napi::Array>();
+  std::vector<ByteRange> ranges;
+  for (uint32_t i = 0; i < flat.Length(); i += 2) {
+    constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
+    auto offset = whole_number_below(flat.Get(i), kExactIntegers);
+    auto size = whole_number_below(flat.Get(i + 1), kExactIntegers);
+    if (!offset || !size) throw make_js_error(env, malformed);
+    ranges.push_back(ByteRange{*offset, *size});
+  }
+  auto layout = module.state_layout(ranges);
+  if (!layout) throw make_js_error(env, layout.error());
+  return std::move(*layout);
+}
+
+// Saves into or restores from `bytes` on the thread it is called on.
+Status run_state_operation(Module& module, const StateLayout* save_layout, uint8_t* bytes, size_t size) {
+  try {
+    return save_layout ? module.save_state(*save_layout, bytes, size) : module.restore_state(bytes, size);
+  } catch (const std::exception& e) {
+    return make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+  }
+}
+
 // saveState or restoreState on a call thread: the snapshot's bytes are a JS
-// array the caller keeps unchanged (restore) or does not read (save) until
-// the promise settles.
+// array only the caller's module reads or writes until the promise settles.
 class StateJob : public CallRunner::Job {
  public:
-  StateJob(std::shared_ptr<Module> module, bool save, uint8_t* bytes, size_t size, Napi::ObjectReference keep_alive)
-      : module_(std::move(module)), save_(save), bytes_(bytes), size_(size), keep_alive_(std::move(keep_alive)) {}
+  StateJob(std::shared_ptr<Module> module, std::optional<StateLayout> save_layout, uint8_t* bytes, size_t size,
+           Napi::ObjectReference keep_alive)
+      : module_(std::move(module)),
+        save_layout_(std::move(save_layout)),
+        bytes_(bytes),
+        size_(size),
+        keep_alive_(std::move(keep_alive)) {}
 
-  void run() override { status_ = run_state_operation(*module_, save_, bytes_, size_); }
+  void run() override { status_ = run_state_operation(*module_, save_layout_ ? &*save_layout_ : nullptr, bytes_, size_); }
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
     if (!status_) {
@@ -229,17 +267,9 @@ class StateJob : public CallRunner::Job {
     }
   }
 
-  static Status run_state_operation(Module& module, bool save, uint8_t* bytes, size_t size) {
-    try {
-      return save ? module.save_state(bytes, size) : module.restore_state(bytes, size);
-    } catch (const std::exception& e) {
-      return make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
-    }
-  }
-
  private:
   std::shared_ptr<Module> module_;
-  bool save_;
+  std::optional<StateLayout> save_layout_;  // set for a save
   uint8_t* bytes_;
   size_t size_;
   Napi::ObjectReference keep_alive_;
@@ -366,10 +396,10 @@ Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ModuleWrap::state_snapshot_bytes(const Napi::CallbackInfo& info) {
-  return guard(info.Env(), [&]() -> Napi::Value {
-    auto layout = live_module(info.Env())->state_layout();
-    if (!layout) throw make_js_error(info.Env(), layout.error());
-    return Napi::Number::New(info.Env(), static_cast<double>((*layout)->snapshot_bytes()));
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    const StateLayout layout = snapshot_layout(env, *live_module(env), info[0]);
+    return Napi::Number::New(env, static_cast<double>(layout.snapshot_bytes()));
   });
 }
 
@@ -386,15 +416,17 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
       throw make_js_error(env, make_error(ErrorCode::kInvalidInput, std::string(save ? "saveState" : "restoreState") +
                                                                         " expects an ArrayBuffer or a view of one"));
     }
+    std::optional<StateLayout> save_layout;
+    if (save) save_layout = snapshot_layout(env, *module, info[2]);
     // The JS array is writable memory of the caller's; view_bytes only reads.
     auto* bytes = const_cast<uint8_t*>(view->data);
-    const bool sync = info.Length() >= 2 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+    const bool sync = info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
     if (sync) {
-      Status status = StateJob::run_state_operation(*module, save, bytes, view->size);
+      Status status = run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, view->size);
       if (!status) throw make_js_error(env, status.error());
       return env.Undefined();
     }
-    auto job = std::make_unique<StateJob>(std::move(module), save, bytes, view->size,
+    auto job = std::make_unique<StateJob>(std::move(module), std::move(save_layout), bytes, view->size,
                                           Napi::Persistent(info[0].As<Napi::Object>()));
     return addon_data(env).call_runner->submit(env, std::move(job), false);
   });

@@ -35,9 +35,10 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   // calls it only when the module is idle.
   Napi::Value execute(const Napi::CallbackInfo& info);
   Napi::Value execute_sync(const Napi::CallbackInfo& info);
-  // stateSnapshotBytes() -> number; saveState(target, sync?) and
-  // restoreState(snapshot, sync?) -> Promise<void>, or undefined when sync.
-  // Like execute, the caller calls them only when the module is idle.
+  // stateSnapshotBytes(ranges?) -> number; saveState(target, sync, ranges?)
+  // and restoreState(snapshot, sync) -> Promise<void>, or undefined when
+  // sync. `ranges`: [offset, size, ...] of a partial snapshot. Like execute,
+  // the caller calls them only when the module is idle.
   Napi::Value state_snapshot_bytes(const Napi::CallbackInfo& info);
   Napi::Value save_state(const Napi::CallbackInfo& info);
   Napi::Value restore_state(const Napi::CallbackInfo& info);

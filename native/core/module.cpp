@@ -475,15 +475,23 @@ Result<const StateLayout*> Module::state_layout() const {
   return &*state_layout_;
 }
 
-Status Module::save_state(uint8_t* out, size_t size) {
+Result<StateLayout> Module::state_layout(const std::vector<ByteRange>& ranges) const {
+  if (!state_layout_) return make_error(ErrorCode::kInvalidInput, state_refusal_);
+  ETNA_TRY(check_state_ranges(ranges, state_layout_->arena_bytes));
+  StateLayout partial = *state_layout_;
+  partial.ranges = ranges;
+  return partial;
+}
+
+Status Module::save_state(const StateLayout& layout, uint8_t* out, size_t size) {
   auto lease = lease_state();
   if (!lease) return lease.error();
-  if (size != state_layout_->snapshot_bytes()) {
+  if (size != layout.snapshot_bytes()) {
     return make_error(ErrorCode::kInvalidInput, "save_state: the buffer holds " + std::to_string(size) +
                                                     " bytes, the snapshot needs " +
-                                                    std::to_string(state_layout_->snapshot_bytes()));
+                                                    std::to_string(layout.snapshot_bytes()));
   }
-  write_state_snapshot(*state_layout_, lease->arena_, out);
+  write_state_snapshot(layout, lease->arena_, out);
   return Status::ok();
 }
 

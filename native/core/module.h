@@ -147,10 +147,14 @@ class Module {
   // method keeps its own state (shareMemoryArenas: false over several
   // planners). A program with no state has an empty one.
   Result<const StateLayout*> state_layout() const;
+  // The layout with `ranges` (checked against the arena) in place of the
+  // planned ones: a partial snapshot's.
+  Result<StateLayout> state_layout(const std::vector<ByteRange>& ranges) const;
   // Both take the call lease (kInternal while a call holds it). save_state
-  // writes exactly state_layout()->snapshot_bytes() bytes into `out`;
-  // restore_state checks the snapshot whole before it writes anything.
-  Status save_state(uint8_t* out, size_t size);
+  // writes exactly layout.snapshot_bytes() bytes into `out`, `layout` being
+  // state_layout() or a partial one; restore_state checks the snapshot whole
+  // before it writes anything.
+  Status save_state(const StateLayout& layout, uint8_t* out, size_t size);
   Status restore_state(const uint8_t* snapshot, size_t size);
 
  private:

@@ -38,6 +38,20 @@ Error invalid(const std::string& what) { return make_error(ErrorCode::kInvalidIn
 
 }  // namespace
 
+Status check_state_ranges(const std::vector<ByteRange>& ranges, uint64_t arena_bytes) {
+  uint64_t previous_end = 0;
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    const ByteRange& range = ranges[r];
+    if (range.offset < previous_end || range.offset > arena_bytes || range.size > arena_bytes - range.offset) {
+      return invalid("range " + std::to_string(r) + " [" + std::to_string(range.offset) + ", +" +
+                     std::to_string(range.size) + ") is out of order or outside the " + std::to_string(arena_bytes) +
+                     "-byte state");
+    }
+    previous_end = range.offset + range.size;
+  }
+  return Status::ok();
+}
+
 uint64_t StateLayout::payload_bytes() const {
   uint64_t total = 0;
   for (const ByteRange& range : ranges) total += range.size;
@@ -113,28 +127,22 @@ Status read_state_snapshot(const StateLayout& layout, const uint8_t* snapshot, s
     return invalid("truncated: " + std::to_string(count) + " ranges need " + std::to_string(table_end) +
                    " bytes of header, the snapshot has " + std::to_string(size));
   }
-  uint64_t payload = 0;
-  uint64_t previous_end = 0;
+  std::vector<ByteRange> ranges(static_cast<size_t>(count));
   for (uint64_t r = 0; r < count; ++r) {
-    const uint64_t offset = get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r);
-    const uint64_t bytes = get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r + 8);
-    if (offset < previous_end || offset > layout.arena_bytes || bytes > layout.arena_bytes - offset) {
-      return invalid("range " + std::to_string(r) + " [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
-                     ") is out of order or outside the " + std::to_string(layout.arena_bytes) + "-byte state");
-    }
-    previous_end = offset + bytes;
-    payload += bytes;
+    ranges[r] = ByteRange{get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r),
+                          get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r + 8)};
   }
+  ETNA_TRY(check_state_ranges(ranges, layout.arena_bytes));
+  uint64_t payload = 0;
+  for (const ByteRange& range : ranges) payload += range.size;
   if (size - table_end != payload) {
     return invalid(std::string(size - table_end < payload ? "truncated" : "trailing bytes") + ": the ranges hold " +
                    std::to_string(payload) + " bytes, the snapshot carries " + std::to_string(size - table_end));
   }
   const uint8_t* cursor = snapshot + table_end;
-  for (uint64_t r = 0; r < count; ++r) {
-    const uint64_t offset = get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r);
-    const uint64_t bytes = get_u64(snapshot + kStateSnapshotHeaderBytes + 16 * r + 8);
-    if (bytes > 0) std::memcpy(arena + offset, cursor, static_cast<size_t>(bytes));
-    cursor += bytes;
+  for (const ByteRange& range : ranges) {
+    if (range.size > 0) std::memcpy(arena + range.offset, cursor, static_cast<size_t>(range.size));
+    cursor += range.size;
   }
   return Status::ok();
 }

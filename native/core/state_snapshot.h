@@ -16,8 +16,10 @@
 //                 inside the arena
 //   40+16R     …  the bytes of each range, in order; nothing after them
 //
-// Only the bytes planned tensors cover are carried: gaps in the arena hold
-// nothing a method reads.
+// A full snapshot carries the bytes planned tensors cover (gaps in the arena
+// hold nothing a method reads); a partial one, any ranges its maker chose
+// (the cache rows a session has filled, say). Reading one writes its ranges
+// and leaves the rest of the arena as it was.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +49,10 @@ struct StateLayout {
   uint64_t payload_bytes() const;
   uint64_t snapshot_bytes() const { return kStateSnapshotHeaderBytes + 16 * ranges.size() + payload_bytes(); }
 };
+
+// kInvalidInput unless `ranges` are ascending, disjoint and inside an arena
+// of `arena_bytes`.
+Status check_state_ranges(const std::vector<ByteRange>& ranges, uint64_t arena_bytes);
 
 // A 64-bit fingerprint of `size` bytes (not cryptographic: it tells layouts
 // and programs apart, it does not resist forgery), continuing from `seed`.
