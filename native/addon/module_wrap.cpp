@@ -257,7 +257,9 @@ class StateJob : public CallRunner::Job {
         size_(size),
         keep_alive_(std::move(keep_alive)) {}
 
-  void run() override { status_ = run_state_operation(*module_, save_layout_ ? &*save_layout_ : nullptr, bytes_, size_); }
+  void run() override {
+    status_ = run_state_operation(*module_, save_layout_ ? &*save_layout_ : nullptr, bytes_, size_);
+  }
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
     if (!status_) {
