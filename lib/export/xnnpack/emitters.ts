@@ -8,6 +8,7 @@ import type { MatchedOp } from './partition.js';
 import {
   BATCH_MATMUL_TRANSPOSE_B,
   INVALID_VALUE_ID,
+  MAX_CONCATENATE_INPUTS,
   RESIZE_ALIGN_CORNERS,
   TRANSPOSE_WEIGHTS_FLAG,
   type XnnNodeSpec,
@@ -127,6 +128,33 @@ function emitPrelu(b: RunBuilder, op: Extract<MatchedOp, { kind: 'prelu' }>): vo
   b.elementwise(op.input, op.out, (input, output) =>
     b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }),
   );
+}
+
+/**
+ * `inputs` joined along `axis` into `output`. One node joins at most
+ * MAX_CONCATENATE_INPUTS; more are joined in groups first, taken from the end
+ * and only as many as the last node needs, so most inputs are copied once.
+ */
+function emitConcatenate(b: RunBuilder, axis: number, inputs: readonly number[], output: number): void {
+  let level = [...inputs];
+  while (level.length > MAX_CONCATENATE_INPUTS) {
+    const joined: number[] = [];
+    let end = level.length;
+    let count = level.length;
+    while (count > MAX_CONCATENATE_INPUTS && end >= 2) {
+      const size = Math.min(MAX_CONCATENATE_INPUTS, count - MAX_CONCATENATE_INPUTS + 1, end);
+      const group = level.slice(end - size, end);
+      const dims = [...b.dimsOf(group[0]!)];
+      dims[axis] = group.reduce((sum, value) => sum + b.dimsOf(value)[axis]!, 0);
+      const part = b.addValue({ dims, role: 'internal' });
+      b.emit({ kind: 'concatenate', axis, inputs: group, output: part });
+      joined.unshift(part);
+      end -= size;
+      count -= size - 1;
+    }
+    level = [...level.slice(0, end), ...joined];
+  }
+  b.emit({ kind: 'concatenate', axis, inputs: level, output });
 }
 
 // Weight transposes, dequantized constants and absorbed kernels have no node of their own.
@@ -312,11 +340,11 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
       )
     ) {
       const inputs = op.inputs.map((index) => b.operandChannelsLast(index));
-      b.emit({ kind: 'concatenate', axis: NHWC_POSITION_OF_NCHW_DIM[op.axis]!, inputs, output: b.defineChannelsLast(op.out) });
+      emitConcatenate(b, NHWC_POSITION_OF_NCHW_DIM[op.axis]!, inputs, b.defineChannelsLast(op.out));
       return;
     }
     const inputs = op.inputs.map((index) => b.operand(index));
-    b.emit({ kind: 'concatenate', axis: op.axis, inputs, output: result(b, fused, op.out) });
+    emitConcatenate(b, op.axis, inputs, result(b, fused, op.out));
   },
   constantPad: (b, op, fused) => {
     const input = b.operand(op.input);

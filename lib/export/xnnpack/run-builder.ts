@@ -253,6 +253,11 @@ export class RunBuilder {
     else emitOn(this.operand(input), this.define(out));
   }
 
+  /** The declared dims of delegate value `value`. */
+  dimsOf(value: number): readonly number[] {
+    return this.values[value]!.dims;
+  }
+
   internalLike(value: number): number {
     return this.addValue({ dims: this.values[value]!.dims, role: 'internal' });
   }
