@@ -634,6 +634,32 @@ Status tanh_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call,
 // AVX2, erf is approximated to float precision (gelu_avx2).
 Status gelu_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
 #undef ETNA_AVX2_MAP
+// ONNX's PRelu, x < 0 ? x * slope : x, with one slope or one per channel of
+// the last dim. -0 is not below 0, so it stays -0 whatever the slope (XNNPACK
+// multiplies it by the slope), and NaN stays NaN.
+Status prelu_kernel(const EtnaKernelCall& call) {
+  const Shape& shape = call.shapes[call.node.outputs[0]];
+  const size_t channels = shape.rank == 0 ? 1 : shape.dims[shape.rank - 1];
+  if (channels == 0) return Status::ok();
+  const size_t rows = shape.numel() / channels;
+  const bool one_slope = call.shapes[call.node.inputs[1]].numel() == 1;
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  const float* slope = static_cast<const float*>(call.data[call.node.inputs[1]]);
+  float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
+  for_row_runs(call.threadpool, rows, channels * sizeof(float), [&](size_t first, size_t end) {
+    for (size_t row = first; row < end; ++row) {
+      const float* x = input + row * channels;
+      float* y = output + row * channels;
+      if (one_slope) {
+        const float s = slope[0];
+        for (size_t c = 0; c < channels; ++c) y[c] = x[c] < 0.0f ? x[c] * s : x[c];
+      } else {
+        for (size_t c = 0; c < channels; ++c) y[c] = x[c] < 0.0f ? x[c] * slope[c] : x[c];
+      }
+    }
+  });
+  return Status::ok();
+}
 Status sin_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return std::sin(x); });
 }
