@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "backend_test_support.h"
+#include "backends/xnnpack/node_types.h"
 
 namespace etna::test {
 namespace {
@@ -108,6 +111,48 @@ TEST(XnnpackNodes, PReluPerChannelAndBroadcastSlope) {
   }
   EXPECT_TRUE(close_to(r[0], e3));
   EXPECT_TRUE(close_to(r[1], e1));
+}
+
+// ONNX's PRelu bit for bit: -0 is not below 0, so it stays -0 under any
+// slope; NaN stays NaN; -inf times a slope of 0 is NaN. Slopes that would
+// turn -0 into +0 or NaN under XNNPACK's kernel (negative, -0, infinite,
+// NaN) run etna's; positive finite ones XNNPACK's, with the same results.
+TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::vector<float>> slope_sets = {
+      {0.1f, 0.0f, 2.0f, 0.5f}, {0.1f, -0.5f, 2.0f, 0.5f}, {-0.0f, 1.0f, 1.0f, 1.0f}, {inf, 0.5f, nan, 0.0f}, {-0.25f}};
+  const std::vector<float> xv = {-0.0f, 0.0f, -1.5f, 2.0f, nan, -inf, inf, -3.0f, -0.0f, -0.0f, -0.0f, -2.0f};
+  for (const auto& slopes : slope_sets) {
+    auto build = [&](PayloadBuilder& b) {
+      const uint32_t x = b.input({3, 4}, 0);
+      const uint32_t s = b.constant({static_cast<uint32_t>(slopes.size())}, slopes);
+      b.binary(NodeUnion::XNNPReLU, x, s, b.output({3, 4}, 1));
+    };
+    PayloadBuilder inspected;
+    build(inspected);
+    const auto payload = inspected.finish(Layout::kConstantRegion, 2);
+    auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, inspected.lookup());
+    ASSERT_TRUE(parsed);
+    const bool exact_zero =
+        std::all_of(slopes.begin(), slopes.end(), [](float v) { return std::isfinite(v) && !std::signbit(v); });
+    EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]),
+              exact_zero ? xnn::Engine::kSubgraph : xnn::Engine::kEtnaKernel);
+
+    PayloadBuilder b;
+    build(b);
+    auto r = run_graph(b, {{{3, 4}, xv}}, {{{3, 4}}});
+    ASSERT_EQ(r.size(), 1u);
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const float slope = slopes.size() == 1 ? slopes[0] : slopes[i % 4];
+      const float expected = xv[i] < 0.0f ? xv[i] * slope : xv[i];
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(r[0][i])) << "element " << i;
+      } else {
+        EXPECT_EQ(r[0][i], expected) << "element " << i;
+        EXPECT_EQ(std::signbit(r[0][i]), std::signbit(expected)) << "element " << i;
+      }
+    }
+  }
 }
 
 // Every permutation of a 4-D tensor whose dims are not multiples of the

@@ -3,18 +3,20 @@
 import * as ort from 'onnxruntime-node';
 
 import { Module, Tensor } from '../../lib/index.js';
+import { onnxDtype } from '../../lib/onnx/dtype.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 
-/** ONNX element type codes of the feeds, and the dtype each is. */
-const DTYPES: Readonly<Record<number, 'float32' | 'uint8' | 'int8' | 'int32'>> = { 1: 'float32', 2: 'uint8', 3: 'int8', 6: 'int32' };
+/** The dtypes a feed may have, and their arrays. */
 const ARRAYS = { float32: Float32Array, uint8: Uint8Array, int8: Int8Array, int32: Int32Array } as const;
+type FeedDtype = keyof typeof ARRAYS;
 
+/** A feed's ONNX element type code (ONNX_DTYPE_CODES), shape and values. */
 export type Feeds = Record<string, { type: number; shape: number[]; data: ArrayLike<number> }>;
 
-function dtypeOf(code: number): 'float32' | 'uint8' | 'int8' | 'int32' {
-  const dtype = DTYPES[code];
-  if (dtype === undefined) throw new Error(`no feed dtype for ONNX element type ${code}`);
-  return dtype;
+function dtypeOf(code: number): FeedDtype {
+  const dtype = onnxDtype(code);
+  if (dtype === undefined || !(dtype in ARRAYS)) throw new Error(`no feed dtype for ONNX element type ${code}`);
+  return dtype as FeedDtype;
 }
 
 const numbers = (data: ArrayLike<unknown>): number[] => Array.from(data, Number);

@@ -12,12 +12,13 @@ import { describe, expect, it } from 'vitest';
 
 import { Datatype, NodeUnion, QuantizedTensorValue, ValueUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
+import { ONNX_DTYPE_CODES } from '../../lib/onnx/dtype.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadGraph, payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 import { onnxModel, type TestGraph, type TestInitializer, type TestNode } from './onnx-writer.js';
 
-const FLOAT = 1;
+const FLOAT = ONNX_DTYPE_CODES.float32;
 
 interface Activation {
   readonly scale: number;

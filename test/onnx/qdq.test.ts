@@ -8,16 +8,14 @@
 import { describe, expect, it } from 'vitest';
 
 import { EtnaError } from '../../lib/errors.js';
+import { ONNX_DTYPE_CODES } from '../../lib/onnx/dtype.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { type Feeds, runEtna, runOrt } from './engines.js';
 import { onnxModel, type TestGraph, type TestInitializer } from './onnx-writer.js';
 
-const FLOAT = 1;
-const UINT8 = 2;
-const INT8 = 3;
-const UINT16 = 4;
-const INT32 = 6;
+const { float32: FLOAT, uint8: UINT8, int8: INT8, uint16: UINT16, int32: INT32 } = ONNX_DTYPE_CODES;
+// Element types etna has no dtype for, so they are not in the table.
 const FLOAT8E4M3FN = 17;
 const INT4 = 22;
 

@@ -8,16 +8,14 @@ import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
+import { ONNX_DTYPE_CODES } from '../../lib/onnx/dtype.js';
 import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 import { type Feeds, runEtna, runOrt } from './engines.js';
 import { onnxModel, type TestGraph, type TestInitializer, type TestNode } from './onnx-writer.js';
 
-const FLOAT = 1;
-const UINT8 = 2;
-const INT8 = 3;
-const INT32 = 6;
+const { float32: FLOAT, uint8: UINT8, int8: INT8, int32: INT32 } = ONNX_DTYPE_CODES;
 
 async function runBoth(
   model: Uint8Array,

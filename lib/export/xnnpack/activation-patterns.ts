@@ -87,10 +87,11 @@ class Patterns {
   }
 
   /**
-   * The slope of x * slope when XNNPACK's PReLU gives the same bits: one
-   * value, or one per channel of dim 1 of a rank-4 tensor or of its last
-   * dim, every slope finite and not negative (XNNPACK multiplies -0 by the
-   * slope, where the where keeps -0; with a negative slope that is +0).
+   * The slope of x * slope when it is one the delegate's PReLU node takes: a
+   * constant with one value, or one per channel of dim 1 of a rank-4 tensor
+   * or of its last dim. Any values: where XNNPACK's kernel would turn -0
+   * into +0 (a negative, infinite or NaN slope), the delegate runs its own,
+   * which keeps -0 as the where does.
    */
   private preluSlope(product: { args: readonly number[] }, x: number): { slope: Float32Array; channelDim: number | undefined } | undefined {
     const shape = this.method.tensorNode(x).shape;
@@ -108,7 +109,6 @@ class Patterns {
       slope = new Float32Array(bytes.slice().buffer);
       slopeShape = node.shape;
     }
-    if (!slope.every((s) => Number.isFinite(s) && s >= 0 && !Object.is(s, -0))) return undefined;
     if (slope.length === 1) return { slope, channelDim: undefined };
     if (slopeShape.length > shape.length) return undefined;
     const offset = shape.length - slopeShape.length;

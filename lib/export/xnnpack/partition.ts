@@ -6,7 +6,6 @@ import { QUANTIZED_RANGES } from '../quantize.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import {
-  MAX_CONCATENATE_INPUTS,
   type BinaryCode,
   type ConstantPadding,
   type ConvolutionGeometry,
@@ -294,8 +293,8 @@ export function matchInstruction(
       if (items?.kind !== 'tensorList' || d === undefined || !allFloat(out, ...items.items)) return undefined;
       const rank = m.shape(out).length;
       const axis = d < 0 ? d + rank : d;
-      // One node joins at most 5 inputs; longer lists stay portable.
-      if (items.items.length < 2 || items.items.length > MAX_CONCATENATE_INPUTS || axis < 0 || axis >= rank) return undefined;
+      // Lists longer than one node joins become several nodes (emitters.ts).
+      if (items.items.length < 2 || axis < 0 || axis >= rank) return undefined;
       if (items.items.some((item) => m.shape(item).length !== rank)) return undefined;
       return { kind: 'concatenate', axis, inputs: [...items.items], out };
     }

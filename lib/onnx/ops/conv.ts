@@ -1,7 +1,6 @@
 // Conv and ConvTranspose: 1-D and 2-D, with ONNX's pads and auto_pad, the
 // im2col form ONNX Runtime sums in for short 1-D outputs on the delegate, and
 // blocked sums for long dot products on portable kernels.
-import { MAX_CONCATENATE_INPUTS } from '../../export/xnnpack/payload.js';
 import type { DType } from '../../dtypes.js';
 import { numel } from '../../shape.js';
 import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
@@ -140,14 +139,7 @@ function im2colConv1d(
   for (let l = 0; l < positions; l++) {
     rows.push(reshape(ctx, slice(ctx, x, 2, l * stride, l * stride + taps), [batch, 1, terms]));
   }
-  // One delegate node joins a bounded number of inputs.
-  let level = rows;
-  while (level.length > 1) {
-    const next: OnnxValue[] = [];
-    for (let i = 0; i < level.length; i += MAX_CONCATENATE_INPUTS) next.push(cat(ctx, level.slice(i, i + MAX_CONCATENATE_INPUTS), 1));
-    level = next;
-  }
-  const columns = reshape(ctx, level[0]!, [batch * positions, terms]);
+  const columns = reshape(ctx, cat(ctx, rows, 1), [batch * positions, terms]);
   const weight = permute(ctx, reshape(ctx, w, [outChannels, terms]), [1, 0]);
   let y = ctx.emit('aten::mm.out', [ctx.tensor(columns), ctx.tensor(weight)], 'float32', [batch * positions, outChannels]);
   if (bias !== undefined) y = arith(ctx, node, 'add', y, bias);

@@ -1,6 +1,7 @@
 // Writes hand-built ONNX graphs (nodes, attributes, float32/int64
 // initializers) as ModelProto bytes: the models benches and tests feed to both
 // the importer and onnxruntime.
+import { ONNX_DTYPE_CODES } from '../../onnx/dtype.js';
 import { ProtoWriter } from './protobuf.js';
 
 export type OnnxAttributeValue =
@@ -39,8 +40,7 @@ export interface OnnxGraphSpec {
   readonly initializers: readonly OnnxGraphInitializer[];
 }
 
-const FLOAT = 1;
-const INT64 = 7;
+const { float32: FLOAT, int64: INT64 } = ONNX_DTYPE_CODES;
 // AttributeProto.type values.
 const ATTRIBUTE_TYPE = { float: 1, int: 2, string: 3, floats: 6, ints: 7 } as const;
 

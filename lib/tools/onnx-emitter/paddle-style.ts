@@ -2,6 +2,7 @@
 // text-line classifier and a DBNet-style text detector (MobileNetV3-ish
 // backbone, FPN with nearest Resize, ConvTranspose head, Sigmoid). Every conv
 // is followed by an unfused BatchNormalization, as paddle2onnx writes them.
+import { ONNX_DTYPE_CODES } from '../../onnx/dtype.js';
 import { Lcg } from '../../random.js';
 import { writeOnnxModel, type OnnxAttributeValue, type OnnxGraphInitializer, type OnnxGraphNode } from './graph-writer.js';
 
@@ -9,8 +10,7 @@ export const CLASSIFIER_INPUT_SHAPE = [1, 3, 48, 192] as const;
 export const DETECTOR_INPUT_SHAPE = [1, 3, 320, 320] as const;
 export const RECOGNIZER_INPUT_SHAPE = [1, 3, 48, 320] as const;
 // TensorProto data types of Cast's `to`.
-const INT32 = 6;
-const INT64 = 7;
+const { int32: INT32, int64: INT64 } = ONNX_DTYPE_CODES;
 /** HardSwish needs opset 14; Resize keeps its opset-11 form (X, roi, scales). */
 export const PADDLE_STYLE_OPSET = 14;
 

@@ -634,6 +634,54 @@ Status tanh_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call,
 // AVX2, erf is approximated to float precision (gelu_avx2).
 Status gelu_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
 #undef ETNA_AVX2_MAP
+namespace {
+
+// PReLU over n elements with `slope` (one value, or one per element). A
+// select, not a branch: the signs of activations are not predictable. SSE2
+// is every x86-64's; a compare that is false for NaN and -0 keeps both.
+void prelu_span(const float* x, float* y, size_t n, const float* slope, bool one_slope) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps();
+  const __m128 single = _mm_set1_ps(slope[0]);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(x + i);
+    const __m128 s = one_slope ? single : _mm_loadu_ps(slope + i);
+    const __m128 below = _mm_cmplt_ps(v, zero);
+    _mm_storeu_ps(y + i, _mm_or_ps(_mm_and_ps(below, _mm_mul_ps(v, s)), _mm_andnot_ps(below, v)));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float s = one_slope ? slope[0] : slope[i];
+    y[i] = x[i] < 0.0f ? x[i] * s : x[i];
+  }
+}
+
+}  // namespace
+
+// ONNX's PRelu, x < 0 ? x * slope : x, with one slope or one per channel of
+// the last dim. -0 is not below 0, so it stays -0 whatever the slope (XNNPACK
+// multiplies it by the slope), and NaN stays NaN.
+Status prelu_kernel(const EtnaKernelCall& call) {
+  constexpr size_t kSpan = 4096;  // elements per piece of work under one slope
+  const Shape& shape = call.shapes[call.node.outputs[0]];
+  const size_t count = shape.numel();
+  const bool one_slope = call.shapes[call.node.inputs[1]].numel() == 1;
+  // One slope: spans of the flat tensor; one per channel: rows of the last dim.
+  const size_t row = one_slope ? std::min(count, kSpan) : (shape.rank == 0 ? 1 : shape.dims[shape.rank - 1]);
+  if (count == 0 || row == 0) return Status::ok();
+  const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
+  const float* slope = static_cast<const float*>(call.data[call.node.inputs[1]]);
+  float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
+  for_row_runs(call.threadpool, divide_up(count, row), row * sizeof(float), [&](size_t first, size_t end) {
+    for (size_t r = first; r < end; ++r) {
+      const size_t begin = r * row;
+      prelu_span(input + begin, output + begin, std::min(row, count - begin), slope, one_slope);
+    }
+  });
+  return Status::ok();
+}
+
 Status sin_kernel(const EtnaKernelCall& call) {
   return map_floats(call, [](float x) { return std::sin(x); });
 }

@@ -2,8 +2,9 @@
 // no subgraph node for: data movement (transpose, concatenate, slice, copy,
 // reshape), batch matrix multiply, and fp32 elementwise math (sqrt, rsqrt, log,
 // gelu, tanh, exp, sin, cos; sqrt has an XNNPACK node, but the fast variant
-// checks what it makes for NaN, see node_types.h). They run between XNNPACK
-// stages on the same buffers.
+// checks what it makes for NaN, see node_types.h); and PReLU where XNNPACK's
+// result would differ from ONNX's. They run between XNNPACK stages on the
+// same buffers.
 #pragma once
 
 #include <vector>
@@ -34,5 +35,6 @@ Status tanh_kernel(const EtnaKernelCall& call);
 Status exp_kernel(const EtnaKernelCall& call);
 Status sin_kernel(const EtnaKernelCall& call);
 Status cos_kernel(const EtnaKernelCall& call);
+Status prelu_kernel(const EtnaKernelCall& call);  // input 1: one slope, or one per channel of the last dim
 
 }  // namespace etna::xnn

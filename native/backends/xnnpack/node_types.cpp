@@ -1,5 +1,8 @@
 #include "backends/xnnpack/node_types.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/nan_keeping_kernels.h"
 #include "backends/xnnpack/etna_kernels.h"
@@ -59,6 +62,22 @@ constexpr NodeTypeInfo as_etna_kernel_when(NodeTypeInfo info, bool (*when)(const
 
 bool converts_to_qdint8(const Graph& graph, const Node& node) {
   return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
+}
+
+// XNNPACK's PReLU multiplies every input with the sign bit set by its slope,
+// -0 included; ONNX's keeps -0 (it is not below 0). The two agree when every
+// slope is a finite number without the sign bit (-0 * s is then -0); any
+// other slope runs etna's kernel. Read while the delegate is built, when the
+// constant's bytes are at hand (without them, the exact kernel).
+bool slope_moves_negative_zero(const Graph& graph, const Node& node) {
+  const ByteSpan bytes = graph.values[node.inputs[1]].constant;
+  if (!bytes.data || bytes.size < sizeof(float)) return true;
+  for (size_t offset = 0; offset + sizeof(float) <= bytes.size; offset += sizeof(float)) {
+    float slope;
+    std::memcpy(&slope, bytes.data + offset, sizeof slope);
+    if (std::signbit(slope) || !std::isfinite(slope)) return true;
+  }
+  return false;
 }
 
 // An fp32 subgraph node whose XNNPACK kernel turns NaN into a bound: the
@@ -255,12 +274,14 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              }),
     subgraph(T::kAbs, "XNNAbs", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_abs",
              [](const DefineCall& c) { return xnn_define_abs(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    with_channel_slope(
-        subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node, prelu_shape, "xnn_define_prelu",
-                 [](const DefineCall& c) {
-                   return xnn_define_prelu(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-                 }),
-        1),
+    as_etna_kernel_when(
+        with_channel_slope(subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node, prelu_shape,
+                                    "xnn_define_prelu",
+                                    [](const DefineCall& c) {
+                                      return xnn_define_prelu(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+                                    }),
+                           1),
+        slope_moves_negative_zero, prelu_kernel),
     etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
         concatenate_kernel),
     etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,

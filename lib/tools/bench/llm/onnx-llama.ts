@@ -13,12 +13,14 @@
 // channels to a block of 16 bytes, element 2i in the low nibble, code + 8,
 // with the default zero point 8.
 import { EtnaError } from '../../../errors.js';
+import type { DType } from '../../../export/dtype.js';
 import { bf16Value, INT4_MIN, quantizeInt4Groups } from '../../../export/quantize.js';
+import { ONNX_DTYPE_CODES } from '../../../onnx/dtype.js';
 import { headDim, ropeTables, type Llama8da4wWeights } from '../../examples/llama-8da4w.js';
 import { ProtoWriter } from '../../onnx-emitter/protobuf.js';
 
-const ELEMENT_TYPE = { float: 1, uint8: 2, int32: 6, int64: 7 } as const;
-type ElementType = keyof typeof ELEMENT_TYPE;
+/** The element types the model's tensors have (codes from the one ONNX table). */
+type ElementType = Extract<DType, 'float32' | 'uint8' | 'int32' | 'int64'>;
 const ATTRIBUTE_TYPE = { float: 1, int: 2 } as const;
 const IR_VERSION = 8;
 const OPSET = 17;
@@ -73,7 +75,7 @@ function matMulNBitsWeights(weight: Float32Array, n: number, k: number): { block
 
 function writeTensor(w: ProtoWriter, t: Initializer): void {
   for (const d of t.dims) w.int(1, d);
-  w.int(2, ELEMENT_TYPE[t.type])
+  w.int(2, ONNX_DTYPE_CODES[t.type])
     .string(8, t.name)
     .bytes(9, new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength));
 }
@@ -82,7 +84,7 @@ function writeValueInfo(w: ProtoWriter, v: ValueInfo): void {
   w.string(1, v.name);
   w.message(2, (type) =>
     type.message(1, (tensor) => {
-      tensor.int(1, ELEMENT_TYPE[v.type]);
+      tensor.int(1, ONNX_DTYPE_CODES[v.type]);
       tensor.message(2, (shape) => {
         for (const d of v.shape) shape.message(1, (dim) => (typeof d === 'number' ? dim.int(1, d) : dim.string(2, d)));
       });
@@ -114,7 +116,7 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
         dims: [out, inFeatures / MATMUL_NBITS_BLOCK, MATMUL_NBITS_BLOCK / 2],
         data: blocks,
       },
-      { name: `${name}.MatMul.weight_scales`, type: 'float', dims: [scales.length], data: scales },
+      { name: `${name}.MatMul.weight_scales`, type: 'float32', dims: [scales.length], data: scales },
     );
     const y = `${name}.MatMul.output`;
     node(
@@ -133,7 +135,7 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
     return y;
   };
   const rmsNorm = (x: string, name: string, weight: Float32Array): string => {
-    initializers.push({ name: `${name}.weight`, type: 'float', dims: [weight.length], data: weight });
+    initializers.push({ name: `${name}.weight`, type: 'float32', dims: [weight.length], data: weight });
     node('SimplifiedLayerNormalization', [x, `${name}.weight`], [`${name}.output`], { axis: { int: -1 }, epsilon: { float: C.normEps } });
     return `${name}.output`;
   };
@@ -147,16 +149,16 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
   );
   node('ReduceSum', [N.attentionMask, 'axis_one'], ['mask_sum'], { keepdims: { int: 0 } });
   node('Sub', ['mask_sum', 'one'], ['seqlens_k_int64']);
-  node('Cast', ['seqlens_k_int64'], ['seqlens_k'], { to: { int: ELEMENT_TYPE.int32 } });
+  node('Cast', ['seqlens_k_int64'], ['seqlens_k'], { to: { int: ONNX_DTYPE_CODES.int32 } });
   node('Shape', [N.attentionMask], ['mask_shape']);
   node('Gather', ['mask_shape', 'sequence_dim'], ['total_length_int64'], { axis: { int: 0 } });
-  node('Cast', ['total_length_int64'], ['total_sequence_length'], { to: { int: ELEMENT_TYPE.int32 } });
+  node('Cast', ['total_length_int64'], ['total_sequence_length'], { to: { int: ONNX_DTYPE_CODES.int32 } });
 
   const rope = ropeTables(C);
   initializers.push(
-    { name: 'cos_cache', type: 'float', dims: [C.context, hd / 2], data: rope.cos },
-    { name: 'sin_cache', type: 'float', dims: [C.context, hd / 2], data: rope.sin },
-    { name: 'embed_tokens.weight', type: 'float', dims: [C.vocab, d], data: weights.tokenEmbedding },
+    { name: 'cos_cache', type: 'float32', dims: [C.context, hd / 2], data: rope.cos },
+    { name: 'sin_cache', type: 'float32', dims: [C.context, hd / 2], data: rope.sin },
+    { name: 'embed_tokens.weight', type: 'float32', dims: [C.vocab, d], data: weights.tokenEmbedding },
   );
   node('Gather', ['embed_tokens.weight', N.inputIds], ['embedded'], { axis: { int: 0 } });
 
@@ -203,15 +205,15 @@ export function onnxLlama(weights: Llama8da4wWeights): Uint8Array {
     { name: N.inputIds, type: 'int64', shape: [1, 'sequence_length'] },
     { name: N.attentionMask, type: 'int64', shape: [1, 'total_sequence_length'] },
   ];
-  const outputs: ValueInfo[] = [{ name: N.logits, type: 'float', shape: [1, 1, C.vocab] }];
+  const outputs: ValueInfo[] = [{ name: N.logits, type: 'float32', shape: [1, 1, C.vocab] }];
   weights.layers.forEach((_, l) => {
     inputs.push(
-      { name: N.pastKey(l), type: 'float', shape: [1, C.kvHeads, 'past_sequence_length', hd] },
-      { name: N.pastValue(l), type: 'float', shape: [1, C.kvHeads, 'past_sequence_length', hd] },
+      { name: N.pastKey(l), type: 'float32', shape: [1, C.kvHeads, 'past_sequence_length', hd] },
+      { name: N.pastValue(l), type: 'float32', shape: [1, C.kvHeads, 'past_sequence_length', hd] },
     );
     outputs.push(
-      { name: N.presentKey(l), type: 'float', shape: [1, C.kvHeads, 'total_sequence_length', hd] },
-      { name: N.presentValue(l), type: 'float', shape: [1, C.kvHeads, 'total_sequence_length', hd] },
+      { name: N.presentKey(l), type: 'float32', shape: [1, C.kvHeads, 'total_sequence_length', hd] },
+      { name: N.presentValue(l), type: 'float32', shape: [1, C.kvHeads, 'total_sequence_length', hd] },
     );
   });
 
