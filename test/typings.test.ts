@@ -68,6 +68,20 @@ describe('typings', () => {
     }, 120_000);
   }
 
+  it('leave out every member marked @internal', () => {
+    const declarations = fs
+      .readdirSync(path.join(packageDir, 'dist'), { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.d.ts'));
+    expect(declarations.length).toBeGreaterThan(20);
+    const leaked = declarations.filter((file) => fs.readFileSync(path.join(packageDir, 'dist', file), 'utf8').includes('@internal'));
+    expect(leaked).toEqual([]);
+    // The sources do mark some, so the check above could fail.
+    expect(fs.readFileSync(path.join(repoRoot, 'lib/llm/session.ts'), 'utf8')).toContain('@internal');
+    const session = fs.readFileSync(path.join(packageDir, 'dist/llm/session.d.ts'), 'utf8');
+    expect(session).toContain('generate(');
+    expect(session).not.toMatch(/\brestore\(snapshot/);
+  });
+
   it('fail to compile a file that reads an int64 tensor as a Float32Array', () => {
     const broken = path.join(packageDir, 'typings', 'user.ts');
     fs.appendFileSync(broken, '\nexport const wrong: Float32Array = Tensor.int64([1], [1]).data;\n');
