@@ -143,11 +143,11 @@ export class Module {
   private profiling = false;
   private profileEvents: ProfileEvent[] = [];
 
-  private constructor(program: Program, handle: NativeModule, ownsProgram: boolean) {
+  private constructor(program: Program, methods: ReadonlyMap<string, MethodDescription>, handle: NativeModule, ownsProgram: boolean) {
     this.program = program;
     this.ownsProgram = ownsProgram;
     this.handle = handle;
-    this.methods = program.methodTable();
+    this.methods = methods;
     this.methodIndices = new Map(handle.methodNames.map((name, index) => [name, index]));
   }
 
@@ -177,11 +177,8 @@ export class Module {
     if (!THREAD_POOL_KINDS.includes(threadPool)) {
       throw new EtnaError('INVALID_INPUT', `Module.load: threadPool must be 'shared' or 'own', got ${describeValue(threadPool)}`);
     }
-    if (source instanceof Program) {
-      source.checkLive('Module.load');
-      // Read now, so that a dispose() of the program while this loads cannot take it away.
-      source.methodTable();
-    }
+    // Read now, so that a dispose() of the program while this loads cannot take it away.
+    const methods = source instanceof Program ? source.methodTable('Module.load') : undefined;
     try {
       const loaded = await native().loadModule(source instanceof Program ? source.handle : source, {
         share,
@@ -190,15 +187,17 @@ export class Module {
         mmap,
         externalData,
       });
-      if (source instanceof Program) return new Module(source, loaded.module, false);
+      if (source instanceof Program && methods !== undefined) return new Module(source, methods, loaded.module, false);
       if (loaded.program === undefined) throw new EtnaError('INTERNAL', 'the addon loaded a module without its program');
-      return new Module(Program.fromHandle(loaded.program), loaded.module, true);
+      const program = Program.fromHandle(loaded.program);
+      return new Module(program, program.methodTable('Module.load'), loaded.module, true);
     } catch (error) {
       throw toEtnaError(error);
     }
   }
 
   get methodNames(): string[] {
+    this.checkLive('methodNames');
     return [...this.methods.keys()];
   }
 
@@ -228,6 +227,7 @@ export class Module {
 
   /** Inputs, outputs, memory plan, operators and delegates of one method. */
   methodMeta(name: string): MethodDescription {
+    this.checkLive(`methodMeta('${name}')`);
     const method = this.methods.get(name);
     if (method === undefined) {
       throw new EtnaError(
@@ -244,9 +244,9 @@ export class Module {
    * nothing. Everything checkable is checked before the call is queued.
    */
   execute(name: string, inputs: readonly InputValue[] = [], options: ExecuteOptions = {}): Promise<Value[]> {
-    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', `cannot run '${name}': module has been disposed`));
     let call: PreparedCall;
     try {
+      this.checkLive(`cannot run '${name}'`);
       call = this.prepare(name, inputs, options);
     } catch (error) {
       return Promise.reject(toEtnaError(error));
@@ -372,7 +372,7 @@ export class Module {
 
   // Synchronous work runs only on an idle module that is not disposed.
   private checkIdle(what: string): void {
-    if (this.disposed) throw new EtnaError('DISPOSED', `cannot ${what}: module has been disposed`);
+    this.checkLive(`cannot ${what}`);
     if (this.pending > 0) {
       throw new EtnaError(
         'INTERNAL',
@@ -412,6 +412,7 @@ export class Module {
   run(method: string, feeds: Feeds, options?: RunOptions): Promise<NamedValues>;
   run(feeds: Feeds, options?: RunOptions): Promise<NamedValues>;
   async run(methodOrFeeds: string | Feeds, feedsOrOptions?: Feeds | RunOptions, maybeOptions?: RunOptions): Promise<NamedValues> {
+    this.checkLive('run');
     const named = typeof methodOrFeeds === 'string';
     const method = named ? methodOrFeeds : this.defaultMethod();
     const feeds = (named ? feedsOrOptions : methodOrFeeds) as Feeds;
@@ -442,11 +443,13 @@ export class Module {
    * `session.startProfiling()`.
    */
   startProfiling(): void {
+    this.checkLive('startProfiling');
     this.profiling = true;
   }
 
   /** Stops profiling calls by default and returns `takeProfile()`. */
   endProfiling(): ProfileEvent[] {
+    this.checkLive('endProfiling');
     this.profiling = false;
     return this.takeProfile();
   }
@@ -458,13 +461,14 @@ export class Module {
    * `summarizeProfile()`.
    */
   takeProfile(): ProfileEvent[] {
+    this.checkLive('takeProfile');
     const events = this.profileEvents;
     this.profileEvents = [];
     return events;
   }
 
   memoryReport(): MemoryReport {
-    if (this.disposed) throw new EtnaError('DISPOSED', 'module has been disposed');
+    this.checkLive('memoryReport');
     try {
       return this.handle.memoryReport();
     } catch (error) {
@@ -473,14 +477,17 @@ export class Module {
   }
 
   /**
-   * Frees the module's memory once every call made before it has finished;
-   * calls made after it reject with DISPOSED. A module loaded from a path or
-   * bytes disposes its program too (`module.program`), whose memory goes with
-   * its last module.
+   * Frees the module's native memory (arenas, state, packed weights,
+   * workspaces) as soon as every call made before it has finished, whatever
+   * still references this object; the promise resolves then. Every later use
+   * of the module (calls, methodMeta, memoryReport, profiles) throws or
+   * rejects with DISPOSED. A module loaded from a path or bytes disposes its
+   * program too (`module.program`), whose memory goes with its last module.
    */
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    this.profileEvents = [];
     if (this.ownsProgram) this.program.dispose();
     await this.tail;
     this.handle.dispose();
@@ -497,6 +504,11 @@ export class Module {
    */
   [disposeSymbol](): void {
     void this.dispose();
+  }
+
+  // DISPOSED naming `what` once dispose() has been called.
+  private checkLive(what: string): void {
+    if (this.disposed) throw new EtnaError('DISPOSED', `${what}: module has been disposed`);
   }
 
   // Checks every input, output buffer and option against the method's

@@ -121,9 +121,10 @@ export class Program {
   /**
    * @internal Each method's description by name, read once (a Program never
    * changes) and frozen: every module over the program validates its calls
-   * against these same objects.
+   * against these same objects. DISPOSED naming `caller` once disposed.
    */
-  methodTable(): ReadonlyMap<string, MethodDescription> {
+  methodTable(caller: string): ReadonlyMap<string, MethodDescription> {
+    this.checkLive(caller);
     this.methods ??= new Map(this.describe().methods.map((method) => [method.name, deepFreeze(method)]));
     return this.methods;
   }
@@ -142,15 +143,17 @@ export class Program {
   }
 
   /**
-   * Drops the program. Its memory (the file's copy or mapping, packed
-   * weights, pooled arenas) is freed now when no module uses it, else when
-   * the last module over it is disposed: those modules keep working. After
-   * it, `describe()` and `Module.load(program)` throw DISPOSED. Disposing
-   * twice does nothing.
+   * Drops the program. Its native memory (the file's copy or mapping, packed
+   * weights, pooled arenas) is freed now when no module uses it, whatever
+   * still references this object, else when the last module over it is
+   * disposed: those modules keep working. After it, `describe()`,
+   * `methodNames` and `Module.load(program)` throw DISPOSED. Disposing twice
+   * does nothing.
    */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.methods = undefined;
     this.handle.dispose();
   }
 

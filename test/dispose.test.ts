@@ -98,6 +98,41 @@ describe('a module that loaded its own program', () => {
   });
 });
 
+describe('a disposed module', () => {
+  it('refuses every method and accessor with DISPOSED, and its program too when it loaded it', async () => {
+    const module = await Module.load(ADD);
+    await add(module, 1, 1);
+    await module.dispose();
+    const x = Tensor.float32([1], [1]);
+    const sync: [string, () => unknown][] = [
+      ['methodNames', () => module.methodNames],
+      ['inputNames', () => module.inputNames],
+      ['outputNames', () => module.outputNames],
+      ['inputNamesOf', () => module.inputNamesOf('forward')],
+      ['outputNamesOf', () => module.outputNamesOf('forward')],
+      ['methodMeta', () => module.methodMeta('forward')],
+      ['memoryReport', () => module.memoryReport()],
+      ['executeSync', () => module.executeSync('forward', [x, x])],
+      ['startProfiling', () => module.startProfiling()],
+      ['endProfiling', () => module.endProfiling()],
+      ['takeProfile', () => module.takeProfile()],
+      ['program.describe', () => module.program.describe()],
+      ['program.methodNames', () => module.program.methodNames],
+    ];
+    for (const [name, use] of sync) expect(thrown(use).code, name).toBe('DISPOSED');
+    const async: [string, () => Promise<unknown>][] = [
+      ['execute', () => module.execute('forward', [x, x])],
+      ['forward', () => module.forward([x, x])],
+      ['run', () => module.run({ x, y: x })],
+      ['run(method)', () => module.run('forward', { x, y: x })],
+      ['Module.load(program)', () => Module.load(module.program)],
+    ];
+    for (const [name, use] of async) expect((await rejection(use())).code, name).toBe('DISPOSED');
+    // Disposing again does nothing.
+    await module.dispose();
+  });
+});
+
 describe('using', () => {
   it('Symbol.dispose and Symbol.asyncDispose dispose programs and modules', async () => {
     const program = Program.load(ADD);

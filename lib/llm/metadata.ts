@@ -85,7 +85,7 @@ async function readConstants(module: Module, names: readonly string[]): Promise<
   const values = new Map<string, Value[]>();
   for (const name of METADATA_METHODS) {
     if (!names.includes(name)) continue;
-    const method = module.program.methodTable().get(name)!;
+    const method = module.methodMeta(name);
     if (method.inputs.length > 0) refuse(`metadata method '${name}' takes ${method.inputs.length} input(s); constant methods take none`);
     values.set(name, await module.execute(name));
   }
@@ -147,7 +147,7 @@ export interface MetadataContext {
 }
 
 export async function readLlmMetadata({ program, module, tokenizer, sharesState }: MetadataContext): Promise<LlmMetadata> {
-  const table = program.methodTable();
+  const table = program.methodTable('reading the LLM metadata');
   const names = [...table.keys()];
   const constants = await readConstants(module, names);
   const sources: Record<string, 'program' | 'shape' | 'tokenizer' | 'default'> = {};

@@ -181,8 +181,9 @@ class LoadWorker : public PromiseWorker<LoadedModule> {
 // One execute() on a call thread of the environment's CallRunner.
 class ExecuteJob : public CallRunner::Job {
  public:
-  ExecuteJob(CallBaton baton, std::shared_ptr<ModuleWrap::RunTimes> run_times)
-      : baton_(std::move(baton)), run_times_(std::move(run_times)) {}
+  ExecuteJob(CallBaton baton, std::shared_ptr<ModuleWrap::RunTimes> run_times,
+             std::shared_ptr<ModuleWrap::Accounting> accounting)
+      : baton_(std::move(baton)), run_times_(std::move(run_times)), accounting_(std::move(accounting)) {}
 
   void run() override {
     const auto start = std::chrono::steady_clock::now();
@@ -197,6 +198,7 @@ class ExecuteJob : public CallRunner::Job {
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
     (*run_times_)[baton_.method] = run_time_;
+    accounting_->after_call(env, *baton_.module, baton_.method);
     if (!result_) {
       deferred.Reject(make_js_error(env, result_.error()).Value());
     } else {
@@ -207,6 +209,7 @@ class ExecuteJob : public CallRunner::Job {
  private:
   CallBaton baton_;
   std::shared_ptr<ModuleWrap::RunTimes> run_times_;
+  std::shared_ptr<ModuleWrap::Accounting> accounting_;
   std::chrono::steady_clock::duration run_time_{};
   Result<std::vector<OutputValue>> result_ = make_error(ErrorCode::kInternal, "etna:execute did not run");
 };
@@ -308,6 +311,21 @@ ModuleWrap::ModuleWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Module
   // copy there would keep the module alive after dispose().
   module_ = std::move(*info[0].As<Napi::External<std::shared_ptr<Module>>>().Data());
   run_times_ = std::make_shared<RunTimes>(module_->method_names().size(), std::chrono::steady_clock::duration::max());
+  accounting_ = std::make_shared<Accounting>(info.Env(), *module_);
+}
+
+ModuleWrap::~ModuleWrap() {
+  if (accounting_) accounting_->release(Env());
+}
+
+ModuleWrap::Accounting::Accounting(Napi::Env env, const Module& module) : called_(module.method_names().size(), false) {
+  external_.report(env, module.memory_report().owned_bytes);
+}
+
+void ModuleWrap::Accounting::after_call(Napi::Env env, const Module& module, size_t method) {
+  if (called_[method] || external_.released()) return;
+  called_[method] = true;
+  external_.report(env, module.memory_report().owned_bytes);
 }
 
 Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {
@@ -381,8 +399,8 @@ Napi::Value ModuleWrap::execute(const Napi::CallbackInfo& info) {
   return guard(env, [&]() -> Napi::Value {
     CallBaton baton = begin_call_or_throw(info, live_module(env));
     const bool expect_short = (*run_times_)[baton.method] < CallRunner::kShortCall;
-    return addon_data(env).call_runner->submit(env, std::make_unique<ExecuteJob>(std::move(baton), run_times_),
-                                               expect_short);
+    return addon_data(env).call_runner->submit(
+        env, std::make_unique<ExecuteJob>(std::move(baton), run_times_, accounting_), expect_short);
   });
 }
 
@@ -392,6 +410,7 @@ Napi::Value ModuleWrap::execute_sync(const Napi::CallbackInfo& info) {
     CallBaton baton = begin_call_or_throw(info, live_module(env));
     auto result = baton.run();
     baton.call.reset();
+    accounting_->after_call(env, *baton.module, baton.method);
     if (!result) throw make_js_error(env, result.error());
     return baton.results_to_js(env, *result);
   });
@@ -437,6 +456,7 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
 Napi::Value ModuleWrap::dispose(const Napi::CallbackInfo& info) {
   // A call in flight keeps its own reference; memory goes when it finishes.
   module_.reset();
+  accounting_->release(info.Env());
   return info.Env().Undefined();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/module.h"
+#include "external_memory.h"
 
 namespace etna::addon {
 
@@ -20,9 +21,26 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   // so that a short method's result is watched for. JS thread only.
   using RunTimes = std::vector<std::chrono::steady_clock::duration>;
 
+  // What the handle tells V8 of the module's own memory
+  // (MemoryReport::owned_bytes): reported at load and again after each
+  // method's first call, which loads the method when the module did not.
+  // JS thread only.
+  class Accounting {
+   public:
+    Accounting(Napi::Env env, const Module& module);
+    void after_call(Napi::Env env, const Module& module, size_t method);
+    void release(Napi::Env env) { external_.release(env); }
+
+   private:
+    ExternalMemory external_;
+    std::vector<bool> called_;  // per method: its first call has been accounted for
+  };
+
   static void init(Napi::Env env, Napi::Object exports);
   // Constructed only by loadModule, with the native Module as an External.
   explicit ModuleWrap(const Napi::CallbackInfo& info);
+  // Collected without dispose(): the module goes once no call holds it.
+  ~ModuleWrap() override;
 
  private:
   // loadModule(program | path | bytes, { share, numThreads, threadPool, mmap, externalData })
@@ -48,7 +66,8 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   std::shared_ptr<Module> live_module(Napi::Env env) const;
 
   std::shared_ptr<Module> module_;
-  std::shared_ptr<RunTimes> run_times_;  // shared with calls in flight
+  std::shared_ptr<RunTimes> run_times_;     // shared with calls in flight
+  std::shared_ptr<Accounting> accounting_;  // shared with calls in flight
 };
 
 }  // namespace etna::addon

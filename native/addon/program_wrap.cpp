@@ -26,6 +26,7 @@ ProgramWrap::ProgramWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Prog
       // Taken, not copied: the external lives until a garbage collection, and
       // a copy there would keep the program alive after dispose().
       program_ = std::move(*info[0].As<Napi::External<ProgramHolder>>().Data());
+      external_memory_.report(env, program_->owned_bytes());
       return env.Undefined();
     }
     Result<ProgramHolder> loaded =
@@ -38,9 +39,12 @@ ProgramWrap::ProgramWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Prog
     }
     if (!loaded) throw make_js_error(env, loaded.error());
     program_ = std::move(*loaded);
+    external_memory_.report(env, program_->owned_bytes());
     return env.Undefined();
   });
 }
+
+ProgramWrap::~ProgramWrap() { external_memory_.release(Env()); }
 
 Napi::Object ProgramWrap::wrap(Napi::Env env, ProgramHolder program) {
   auto external = Napi::External<ProgramHolder>::New(env, new ProgramHolder(std::move(program)),
@@ -74,6 +78,7 @@ Napi::Value ProgramWrap::file_size(const Napi::CallbackInfo& info) {
 Napi::Value ProgramWrap::dispose(const Napi::CallbackInfo& info) {
   // Modules and load workers over the program hold their own references.
   program_.reset();
+  external_memory_.release(info.Env());
   return info.Env().Undefined();
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/bytes.h"
 #include "core/program.h"
+#include "external_memory.h"
 
 namespace etna::addon {
 
@@ -17,6 +18,8 @@ class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
   // new NativeProgram(path, mmap) or new NativeProgram(bytes): loads on the
   // calling thread. Also made by loadModule around a program loaded on the pool.
   explicit ProgramWrap(const Napi::CallbackInfo& info);
+  // Collected without dispose(): the program goes with its last module.
+  ~ProgramWrap() override;
 
   static Napi::Object wrap(Napi::Env env, std::shared_ptr<const Program> program);
   // The program; throws DISPOSED once dispose() has dropped it.
@@ -30,6 +33,7 @@ class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
   Napi::Value dispose(const Napi::CallbackInfo& info);
 
   std::shared_ptr<const Program> program_;
+  ExternalMemory external_memory_;  // the program's own bytes, while this handle holds it
 };
 
 // The bytes an ArrayBuffer or any view of one (typed array, Buffer, DataView)

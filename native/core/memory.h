@@ -15,23 +15,22 @@
 namespace etna {
 
 // One zero-filled allocation, 64-byte aligned (XNNPACK and vector kernels
-// read past nothing but like aligned rows). Taken zeroed from calloc, so a
-// large arena costs no page until it is touched: loading a module does not
-// fault in its whole state arena.
+// read past nothing but like aligned rows). A large arena is a mapping of its
+// own (aligned.h), so it costs no page until it is touched (loading a module
+// does not fault in its whole state arena) and its pages go back to the OS
+// when it is freed.
 class Arena {
  public:
   static Result<std::shared_ptr<Arena>> allocate(size_t bytes);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  uint8_t* data() const { return data_; }
+  uint8_t* data() const { return block_.get(); }
   size_t size() const { return size_; }
 
  private:
-  Arena(std::unique_ptr<uint8_t, AlignedFree> block, uint8_t* data, size_t size)
-      : block_(std::move(block)), data_(data), size_(size) {}
-  std::unique_ptr<uint8_t, AlignedFree> block_;  // what calloc returned
-  uint8_t* data_;                                // inside block_, aligned
+  Arena(std::unique_ptr<uint8_t, AlignedFree> block, size_t size) : block_(std::move(block)), size_(size) {}
+  std::unique_ptr<uint8_t, AlignedFree> block_;
   size_t size_;
 };
 

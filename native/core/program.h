@@ -49,6 +49,12 @@ class Program {
   // fingerprint_bytes): the same file gives the same value in every process.
   uint64_t fingerprint() const { return fingerprint_; }
   size_t file_size() const { return bytes_->size(); }
+  // Memory the program holds of its own from load on: its copy of the file,
+  // or, for a mapped file, the copy of its FlatBuffer region (the mapping is
+  // page cache). Packed weights and pooled arenas come later, with modules.
+  size_t owned_bytes() const {
+    return (bytes_->mapped() ? 0 : bytes_->size()) + (program_region_ ? program_region_->size() : 0);
+  }
   const std::optional<ExtendedHeader>& extended_header() const { return header_; }
   // INVALID_PROGRAM when the program was mapped and its file has changed since;
   // anything that reads segment data (loading a method, a call) asks first.

@@ -7,6 +7,7 @@
 
 #include "backends/xnnpack/output_bounds.h"
 #include "backends/xnnpack/xnn_compat.h"
+#include "core/aligned.h"
 
 namespace etna::xnn {
 namespace {
@@ -50,7 +51,7 @@ class AlignedConstant {
       data_ = bytes.data;
       return;
     }
-    copy_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes.size + 63) / 64 * 64)));
+    copy_ = allocate_aligned(bytes.size).data;
     if (copy_) std::memcpy(copy_.get(), bytes.data, bytes.size);
     data_ = copy_.get();
   }
@@ -58,11 +59,8 @@ class AlignedConstant {
   bool ok() const { return data_ != nullptr; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   const void* data_ = nullptr;
-  std::unique_ptr<uint8_t, Free> copy_;
+  std::unique_ptr<uint8_t, AlignedFree> copy_;
 };
 
 int8_t quantized_bound_s8(float bound, const Quantization& q) {

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "backends/xnnpack/xnn_compat.h"
+#include "core/aligned.h"
 
 namespace etna::xnn {
 namespace {
@@ -24,14 +25,14 @@ void* meter_reallocate(void*, void* pointer, size_t size) {
   return std::realloc(pointer, size);
 }
 void meter_deallocate(void*, void* pointer) { std::free(pointer); }
+// XNNPACK's aligned blocks are its packed weights and runtime buffers: taken
+// from the runtime's allocator, so that large ones go back to the OS when
+// freed (core/aligned.h says why malloc does not ensure that).
 void* meter_aligned_allocate(void*, size_t alignment, size_t size) {
   count(size);
-  if (alignment < sizeof(void*)) alignment = sizeof(void*);
-  void* pointer = nullptr;
-  if (posix_memalign(&pointer, alignment, size == 0 ? alignment : size) != 0) return nullptr;
-  return pointer;
+  return allocate_aligned_block(size, alignment, false);
 }
-void meter_aligned_deallocate(void*, void* pointer) { std::free(pointer); }
+void meter_aligned_deallocate(void*, void* pointer) { free_aligned_block(pointer); }
 
 const xnn_allocator kMeteringAllocator = {
     nullptr, meter_allocate, meter_reallocate, meter_deallocate, meter_aligned_allocate, meter_aligned_deallocate,

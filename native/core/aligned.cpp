@@ -1,0 +1,118 @@
+#include "aligned.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace etna {
+namespace {
+
+// AddressSanitizer watches malloc'd blocks, not mappings: sanitized builds
+// take every block from malloc so that it keeps watching them.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapLargeBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMapLargeBlocks = false;
+#else
+constexpr bool kMapLargeBlocks = true;
+#endif
+#else
+constexpr bool kMapLargeBlocks = true;
+#endif
+
+// Stored just below each block's first byte: where the allocation begins and,
+// for a mapping, its length (zero for malloc).
+struct BlockHeader {
+  void* base;
+  size_t mapped_length;
+};
+
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+// The huge page size of x86-64 and of arm64 with 4 KiB pages.
+constexpr size_t kHugePage = size_t{2} * 1024 * 1024;
+
+// A fresh mapping of `length` bytes (a multiple of the page size), or null.
+// A block that its owner writes whole at once (a program's copy, packed
+// weights) and is at least a huge page long starts on a huge page boundary
+// and asks for huge pages where the system gives them on request
+// (transparent_hugepage "madvise"): filling it then takes a few faults
+// instead of one per 4 KiB page, which is most of what loading costs once
+// freed memory goes back to the OS. Zeroed blocks (arenas, whose state may be
+// touched sparsely) keep small pages, so they cost only what is touched.
+void* map_block(size_t length, bool written_whole) {
+  const bool huge = written_whole && length >= kHugePage;
+  const size_t reserved = huge ? length + kHugePage : length;
+  void* mapped = mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  if (!huge) return mapped;
+  auto* start = static_cast<uint8_t*>(mapped);
+  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(start) + kHugePage - 1) & ~(kHugePage - 1));
+  if (base > start) munmap(start, static_cast<size_t>(base - start));
+  const size_t tail = static_cast<size_t>(start + reserved - (base + length));
+  if (tail > 0) munmap(base + length, tail);
+#ifdef MADV_HUGEPAGE
+  madvise(base, length, MADV_HUGEPAGE);
+#endif
+  return base;
+}
+
+// The first address at or after `base + sizeof(BlockHeader)` aligned to
+// `alignment`, with the header written below it.
+void* place(void* base, size_t alignment, size_t mapped_length) {
+  const uintptr_t after_header = reinterpret_cast<uintptr_t>(base) + sizeof(BlockHeader);
+  const uintptr_t data = (after_header + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  const BlockHeader header{base, mapped_length};
+  std::memcpy(reinterpret_cast<void*>(data - sizeof(BlockHeader)), &header, sizeof(header));
+  return reinterpret_cast<void*>(data);
+}
+
+}  // namespace
+
+void* allocate_aligned_block(size_t bytes, size_t alignment, bool zeroed) {
+  if (alignment < alignof(BlockHeader)) alignment = alignof(BlockHeader);
+  if ((alignment & (alignment - 1)) != 0) return nullptr;
+  const size_t slack = sizeof(BlockHeader) + alignment - 1;
+  if (bytes > SIZE_MAX - slack - page_size()) return nullptr;
+  const size_t total = bytes + slack;
+  if (kMapLargeBlocks && bytes >= kMappedBlockMin) {
+    const size_t length = (total + page_size() - 1) / page_size() * page_size();
+    void* base = map_block(length, !zeroed);
+    if (base == nullptr) return nullptr;
+    return place(base, alignment, length);  // anonymous pages read as zero
+  }
+  void* base = zeroed ? std::calloc(total, 1) : std::malloc(total);
+  if (base == nullptr) return nullptr;
+  return place(base, alignment, 0);
+}
+
+void free_aligned_block(void* data) {
+  if (data == nullptr) return;
+  BlockHeader header;
+  std::memcpy(&header, static_cast<uint8_t*>(data) - sizeof(BlockHeader), sizeof(header));
+  if (header.mapped_length != 0) {
+    munmap(header.base, header.mapped_length);
+  } else {
+    std::free(header.base);
+  }
+}
+
+bool maps_large_blocks() { return kMapLargeBlocks; }
+
+AlignedAllocation allocate_aligned(size_t bytes, Fill fill) {
+  AlignedAllocation out;
+  const size_t blocks = bytes == 0 ? 1 : (bytes - 1) / kAllocationAlignment + 1;
+  if (blocks > SIZE_MAX / kAllocationAlignment) return out;
+  const size_t capacity = blocks * kAllocationAlignment;
+  out.data.reset(static_cast<uint8_t*>(allocate_aligned_block(capacity, kAllocationAlignment, fill == Fill::kZero)));
+  if (out.data) out.capacity = capacity;
+  return out;
+}
+
+}  // namespace etna
