@@ -1,0 +1,98 @@
+// Session state against prefill, at a real model's shape (llama-8da4w with
+// seeded weights): how long a prompt of N tokens takes to prefill, and how
+// long saving, restoring and forking a session at position N take; how many
+// bytes the snapshot holds against the cache rows it carries; and how much
+// of a later request's prompt `complete()` skips on a fork.
+//
+//   node bench/session-state.mjs [--preset stories110m] [--tokens 512] [--threads 1] [--repeats 5]
+//
+// Needs `npm run build`. Figures are medians of --repeats runs.
+import { parseArgs } from 'node:util';
+
+import { Llm, loadTokenizer } from '../dist/llm/index.js';
+import { cacheRanges } from '../dist/llm/snapshot.js';
+import { addConstantMethod, buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset } from '../dist/tools/examples/llama-8da4w.js';
+
+const { values } = parseArgs({
+  options: {
+    preset: { type: 'string', default: 'stories110m' },
+    tokens: { type: 'string', default: '512' },
+    threads: { type: 'string', default: '1' },
+    repeats: { type: 'string', default: '5' },
+  },
+});
+const config = llama8da4wPreset(values.preset);
+const tokens = Number(values.tokens);
+const repeats = Number(values.repeats);
+
+const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+async function timed(action) {
+  const start = performance.now();
+  const result = await action();
+  return { ms: performance.now() - start, result };
+}
+
+// A word-level tokenizer with one word per id: the benchmark feeds ids, not text.
+const vocab = Object.fromEntries(Array.from({ length: config.vocab }, (_, i) => [`t${i}`, i]));
+const tokenizerJson = {
+  version: '1.0',
+  added_tokens: [],
+  normalizer: null,
+  pre_tokenizer: { type: 'Whitespace' },
+  post_processor: null,
+  decoder: null,
+  model: { type: 'WordLevel', vocab, unk_token: 't0' },
+};
+const tokenizer = loadTokenizer(new TextEncoder().encode(JSON.stringify(tokenizerJson)));
+const builder = buildLlama8da4w(createLlama8da4wWeights(config));
+addConstantMethod(builder, 'get_max_context_len', [config.context]);
+const program = builder.export({ xnnpack: true }).bytes;
+const llm = await Llm.load(program, { tokenizer, numThreads: Number(values.threads) });
+const prompt = Array.from({ length: tokens }, (_, i) => (i * 7919 + 13) % config.vocab);
+const greedy = { temperature: 0, maxNewTokens: 1 };
+
+const prefill = [];
+const save = [];
+const restore = [];
+const fork = [];
+const firstToken = { full: [], forked: [] };
+let snapshotBytes = 0;
+let rowBytes = 0;
+for (let r = 0; r < repeats; r++) {
+  const session = await llm.session();
+  prefill.push((await timed(() => session.complete(prompt, greedy))).ms);
+  const saved = await timed(() => session.save());
+  save.push(saved.ms);
+  snapshotBytes = saved.result.byteLength;
+  const restored = await timed(() => llm.restoreSession(saved.result));
+  restore.push(restored.ms);
+  const forked = await timed(() => session.fork());
+  fork.push(forked.ms);
+  // A later request that starts with the same prompt: on the fork, only its new tokens run.
+  const next = [...prompt, 1, 2, 3, 4];
+  const full = await llm.generate(next, greedy);
+  const onFork = await forked.result.complete(next, greedy);
+  firstToken.full.push(full.stats.timeToFirstTokenMs);
+  firstToken.forked.push(onFork.stats.timeToFirstTokenMs);
+  const state = llm.program.describe().methods.find((method) => method.name === llm.metadata.decode.name).state;
+  rowBytes = cacheRanges(state, llm.metadata, tokens).reduce((sum, [, size]) => sum + size, 0);
+  await Promise.all([session.dispose(), restored.result.dispose(), forked.result.dispose()]);
+}
+const p = median(prefill);
+const rows = (label, ms) =>
+  console.log(`${label.padEnd(34)} ${ms.toFixed(2).padStart(9)} ms  ${((100 * ms) / p).toFixed(2).padStart(6)}% of prefill`);
+console.log(`${values.preset}, ${tokens} tokens, ${values.threads} thread(s), median of ${repeats}`);
+rows(`prefill ${tokens}`, p);
+rows('session.save()', median(save));
+rows('llm.restoreSession()', median(restore));
+rows('save + restore', median(save) + median(restore));
+rows('session.fork()', median(fork));
+console.log(
+  `snapshot ${(snapshotBytes / 2 ** 20).toFixed(2)} MiB for ${(rowBytes / 2 ** 20).toFixed(2)} MiB of cache rows (${(snapshotBytes / rowBytes).toFixed(4)}x)`,
+);
+const full = median(firstToken.full);
+const forked = median(firstToken.forked);
+console.log(
+  `first token of prompt + 4 tokens: ${full.toFixed(2)} ms from an empty cache, ${forked.toFixed(2)} ms on a fork (${(forked / full).toFixed(3)}x)`,
+);
+await llm.dispose();
