@@ -15,25 +15,13 @@
 namespace etna::kernels {
 namespace {
 
-struct Operands {
-  Tensor* self = nullptr;
-  Tensor* out = nullptr;
-};
-
-// Arguments are [self, out, ret].
-Result<Operands> read_operands(const OpArgs& op) {
-  Operands operands;
-  ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(operands.out, op.output(1, "out"));
-  ETNA_TRY(op.expect_supported_dtype(*operands.self, "self"));
-  ETNA_TRY(op.expect_supported_dtype(*operands.out, "out"));
-  return operands;
-}
+// Arguments are [self, out, ret]; float16 and bfloat16 are not taken.
+Result<UnaryOperands> read_operands(const OpArgs& op) { return read_unary(op, 1, UnaryDtypes::kSupported); }
 
 template <typename Fn>
 Status rounding_kernel(KernelArgs args, Fn fn) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_operands(op));
   const Tensor& self = *operands.self;
   Tensor& out = *operands.out;
   if (self.dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self.describe());
@@ -71,7 +59,7 @@ Status round_out(KernelArgs args) {
 
 Status erf_out(KernelArgs args) {
   OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Operands operands, read_operands(op));
+  ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_operands(op));
   const Tensor& self = *operands.self;
   Tensor& out = *operands.out;
   const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;

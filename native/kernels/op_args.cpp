@@ -337,6 +337,20 @@ Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const 
   return mask;
 }
 
+Result<UnaryOperands> read_unary(const OpArgs& op, size_t out_index, UnaryDtypes dtypes) {
+  UnaryOperands operands;
+  ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
+  ETNA_KERNEL_ASSIGN(operands.out, op.output(out_index, "out"));
+  if (dtypes == UnaryDtypes::kElement) {
+    ETNA_TRY(op.expect_element_dtype(*operands.self, "self"));
+    ETNA_TRY(op.expect_element_dtype(*operands.out, "out"));
+  } else {
+    ETNA_TRY(op.expect_supported_dtype(*operands.self, "self"));
+    ETNA_TRY(op.expect_supported_dtype(*operands.out, "out"));
+  }
+  return operands;
+}
+
 Result<Shape> shape_from_sizes(const OpArgs& op, const std::vector<int64_t>& sizes, std::string_view arg,
                                std::optional<int64_t> numel_for_inference) {
   if (sizes.size() > kMaxTensorRank) {

@@ -137,6 +137,22 @@ class OpArgs {
   KernelArgs args_;
 };
 
+// The operands of an elementwise operator with one tensor operand.
+struct UnaryOperands {
+  Tensor* self = nullptr;
+  Tensor* out = nullptr;
+};
+
+// The dtypes a unary operator's tensors may have.
+enum class UnaryDtypes {
+  kElement,    // the supported dtypes, float16 and bfloat16 (which compute in float)
+  kSupported,  // the supported dtypes only
+};
+
+// Reads self (argument 0, through its strides) and out (argument out_index),
+// checking that both have `dtypes`.
+Result<UnaryOperands> read_unary(const OpArgs& op, size_t out_index, UnaryDtypes dtypes = UnaryDtypes::kElement);
+
 // The dims listed in `dims` (wrapped, no duplicates) as a mask, for reductions.
 // An empty list means every dim.
 Result<std::array<bool, kMaxTensorRank>> reduction_mask(const OpArgs& op, const std::vector<int64_t>& dims, size_t rank,

@@ -1,14 +1,15 @@
 // Reading and writing floating-point elements whose dtype is known only at
-// run time, including the two 16-bit formats (float16, bfloat16) that
-// quantized and LLM programs use for scales and activations. Values travel as
-// float: every format here converts to float exactly except float64, which
-// rounds.
+// run time, including the two 16-bit formats (float16, bfloat16: core/bf16.h)
+// that quantized and LLM programs use for scales and activations. Values
+// travel as float: every format here converts to float exactly except
+// float64, which rounds.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
+#include "core/bf16.h"
 #include "core/dtype.h"
 
 namespace etna::kernels {
@@ -55,22 +56,6 @@ inline uint16_t float_to_half(float value) {
   const uint32_t rest = magnitude_bits & 0x1FFFu;
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // carries into the exponent correctly
   return static_cast<uint16_t>(sign | half);
-}
-
-inline float bfloat16_to_float(uint16_t bits) {
-  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &widened, sizeof value);
-  return value;
-}
-
-// Rounds to nearest, ties to even; NaN stays NaN.
-inline uint16_t float_to_bfloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
 }
 
 // float32, float64, float16 or bfloat16.

@@ -14,22 +14,6 @@
 namespace etna::kernels {
 namespace {
 
-struct UnaryOperands {
-  Tensor* self = nullptr;
-  Tensor* out = nullptr;
-};
-
-// Reads self (argument 0) and out (argument out_index), checking dtypes are
-// element dtypes (float16 and bfloat16 compute in float).
-Result<UnaryOperands> read_unary(const OpArgs& op, size_t out_index) {
-  UnaryOperands operands;
-  ETNA_KERNEL_ASSIGN(operands.self, op.strided_input(0, "self"));
-  ETNA_KERNEL_ASSIGN(operands.out, op.output(out_index, "out"));
-  ETNA_TRY(op.expect_element_dtype(*operands.self, "self"));
-  ETNA_TRY(op.expect_element_dtype(*operands.out, "out"));
-  return operands;
-}
-
 // Operators whose result is floating: integer and bool inputs produce float32.
 template <typename Fn>
 Status floating_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernel_test_support.h"
 #include "kernels/real_elements.h"
 
@@ -16,13 +17,13 @@ const float kNan = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
 uint16_t round_bits(ScalarType dtype, float value) {
-  return dtype == ScalarType::kHalf ? kernels::float_to_half(value) : kernels::float_to_bfloat16(value);
+  return dtype == ScalarType::kHalf ? kernels::float_to_half(value) : float_to_bfloat16(value);
 }
 
 // `value` after rounding into a 16-bit float dtype.
 float rounded(ScalarType dtype, float value) {
   const uint16_t bits = round_bits(dtype, value);
-  return dtype == ScalarType::kHalf ? kernels::half_to_float(bits) : kernels::bfloat16_to_float(bits);
+  return dtype == ScalarType::kHalf ? kernels::half_to_float(bits) : bfloat16_to_float(bits);
 }
 
 // A 16-bit float tensor holding `values` rounded into its dtype.
@@ -40,7 +41,7 @@ std::vector<uint16_t> bits_of(const Tensor& t) { return values_of<uint16_t>(t); 
 std::vector<float> floats_of(const Tensor& t) {
   std::vector<float> out;
   for (uint16_t bits : bits_of(t)) {
-    out.push_back(t.dtype() == ScalarType::kHalf ? kernels::half_to_float(bits) : kernels::bfloat16_to_float(bits));
+    out.push_back(t.dtype() == ScalarType::kHalf ? kernels::half_to_float(bits) : bfloat16_to_float(bits));
   }
   return out;
 }
@@ -91,9 +92,9 @@ TEST(KernelHalf, ToCopyRoundsToNearestEvenAndOverflowsToInfinity) {
   const auto brain_bits = bits_of(brain);
   EXPECT_EQ(brain_bits[0], 0x3F80);
   EXPECT_EQ(brain_bits[1], 0x3F82);
-  EXPECT_EQ(kernels::bfloat16_to_float(brain_bits[2]), rounded(ScalarType::kBFloat16, 1e38f));
-  EXPECT_TRUE(std::isfinite(kernels::bfloat16_to_float(brain_bits[2])));
-  EXPECT_TRUE(std::isnan(kernels::bfloat16_to_float(brain_bits[3])));
+  EXPECT_EQ(bfloat16_to_float(brain_bits[2]), rounded(ScalarType::kBFloat16, 1e38f));
+  EXPECT_TRUE(std::isfinite(bfloat16_to_float(brain_bits[2])));
+  EXPECT_TRUE(std::isnan(bfloat16_to_float(brain_bits[3])));
 }
 
 TEST(KernelHalf, CopiesConvertBetweenSixteenBitAndWiderDtypes) {

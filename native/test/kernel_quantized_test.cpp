@@ -5,14 +5,13 @@
 #include <cmath>
 #include <vector>
 
+#include "core/bf16.h"
 #include "kernel_test_support.h"
 #include "kernels/real_elements.h"
 
 namespace etna::kernel_test {
 namespace {
 
-using kernels::bfloat16_to_float;
-using kernels::float_to_bfloat16;
 using kernels::float_to_half;
 using kernels::half_to_float;
 

@@ -6,12 +6,13 @@
 // XNNPACK has none of this, so these are etna's kernels.
 //
 // Weights are repacked once, when the program's packed operator is created,
-// and shared like XNNPACK's packed weights (packed_operator.h). Integer dot
-// products run on the best instruction set the CPU offers, chosen at run time:
-// AVX-512 VNNI (vpdpbusd on 256-bit registers, 512-bit ones for tiles of
-// eight rows), AVX2, or portable code. Every
-// path computes the same int32 block sums and combines them in the same order,
-// so all paths give bit-identical outputs.
+// and shared like XNNPACK's packed weights (packed_operator.h; the layout:
+// dynamic_linear_layout.h). Integer dot products run on the best instruction
+// set the CPU offers, chosen at run time (dot_path.h): AVX-512 VNNI (vpdpbusd
+// on 256-bit registers, 512-bit ones for tiles of eight rows), AVX2, or
+// portable code (dynamic_linear_kernels.h). Every path computes the same
+// int32 block sums and combines them in the same order, so all paths give
+// bit-identical outputs.
 #pragma once
 
 #include <pthreadpool.h>
@@ -21,24 +22,12 @@
 #include <memory>
 #include <vector>
 
+#include "backends/xnnpack/dot_path.h"
 #include "backends/xnnpack/graph.h"
 #include "backends/xnnpack/node_types.h"
 #include "core/status.h"
 
 namespace etna::xnn {
-
-enum class DotPath : uint8_t { kScalar, kAvx2, kAvx512Vnni };
-
-// The path the CPU supports best, unless a test forced another.
-DotPath active_dot_path();
-const char* dot_path_name(DotPath path);
-bool dot_path_available(DotPath path);
-// Tests and benchmarks only: run every later call on `path` (must be available).
-void force_dot_path(DotPath path);
-void clear_forced_dot_path();
-// Whether `path` includes AVX2 and FMA, which the fp32 etna kernels' vector code
-// needs: every path but the portable one (VNNI is only chosen alongside them).
-inline bool path_has_avx2(DotPath path) { return path != DotPath::kScalar; }
 
 // Convert fp32 -> qdint8 (etna kernel row): one scale and zero point per row
 // of the output's num_nonbatch_dims trailing dims (a token, or a whole image
@@ -67,13 +56,13 @@ class DynamicLinear {
   size_t out_channels_ = 0;  // N
   size_t in_channels_ = 0;   // K
   size_t padded_in_ = 0;     // K rounded up to 64
-  size_t padded_out_ = 0;    // N rounded up to whole panels (dynamic_linear.cpp)
+  size_t padded_out_ = 0;    // N rounded up to whole panels (dynamic_linear_layout.h)
   size_t block_length_ = 0;  // input channels per scale (padded_in_ for per-channel)
   size_t blocks_ = 0;        // scales per output channel
   bool four_bit_ = false;
   bool blockwise_ = false;
   float output_min_ = 0, output_max_ = 0;
-  // Panels of codes, with blockwise layouts' bf16 scales (dynamic_linear.cpp: PanelLayout).
+  // Panels of codes, with blockwise layouts' bf16 scales (dynamic_linear_layout.h: PanelLayout).
   std::vector<uint8_t> codes_;
   std::vector<float> channel_scales_;  // per-channel layouts: per channel
   std::vector<int32_t> weight_sums_;   // per-channel layouts: each channel's signed weights summed

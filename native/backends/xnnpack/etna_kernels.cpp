@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "backends/xnnpack/avx2_transpose.h"
-#include "backends/xnnpack/dynamic_linear.h"
+#include "backends/xnnpack/dot_path.h"
 #include "backends/xnnpack/matmul_kernels.h"
 #include "backends/xnnpack/node_types.h"
 #include "backends/xnnpack/parallel.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "backends/xnnpack/avx2_transpose.h"
-#include "backends/xnnpack/dynamic_linear.h"
+#include "backends/xnnpack/dot_path.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/xnnpack/sha256.h"
+#include "core/bf16.h"
 
 namespace etna::xnn::payload_detail {
 namespace {
@@ -11,22 +12,9 @@ namespace {
 // Largest tensor we accept; keeps every byte count far from size_t overflow.
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 46;
 
-// bf16 is the high half of an fp32.
-float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = uint32_t{bits} << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
-
 // Upstream rounds fp32 block scales to bf16 by scaling up by 1 + 2^-8 and
 // truncating; doing the same keeps results identical to it.
-uint16_t float_to_bf16_like_upstream(float value) {
-  const float adjusted = value * 1.00389105f;
-  uint32_t bits;
-  std::memcpy(&bits, &adjusted, sizeof bits);
-  return static_cast<uint16_t>(bits >> 16);
-}
+uint16_t float_to_bf16_like_upstream(float value) { return truncate_to_bfloat16(value * 1.00389105f); }
 
 // PerChannelGroupQuant: [out, in] weights, one bf16 scale per output channel
 // and block of group_size input channels, from scale_bf16, from a constant
@@ -74,7 +62,7 @@ Status read_block_scales(const fbx::PerChannelGroupQuant& params, Value& value, 
   }
   std::vector<float> scales(expected);
   for (size_t i = 0; i < expected; ++i) {
-    const float scale = bf16_to_float(bf16[i]);
+    const float scale = bfloat16_to_float(bf16[i]);
     if (!std::isfinite(scale) || scale <= 0) {
       return invalid(where + ": block scale " + std::to_string(scale) + " is not a positive number");
     }
