@@ -162,21 +162,22 @@ Result<std::unique_ptr<Module>> Module::load(std::shared_ptr<const Program> prog
       break;
   }
 
-  if (module->sharing_state()) {
-    module->state_layout_ = state_layout_of(p, 0);  // sized below, once the arena is
-  } else if (state_planners <= 1) {
-    for (size_t m = 0; m < count && state_planners == 1; ++m) {
-      const auto sizes = plan_of(p.method(m));
-      if (sizes.size() > 2 && sizes[2] > 0) {
-        module->state_method_ = m;
-        module->state_layout_ = state_layout_of(p, static_cast<uint64_t>(sizes[2]));
-      }
-    }
-    if (state_planners == 0) module->state_layout_ = state_layout_of(p, 0);
-  } else {
+  // Shared, the state is the one arena (laid out below); unshared, it is the
+  // mem_id 2 arena of the one method that plans one, if only one does.
+  if (!module->sharing_state() && state_planners > 1) {
     module->state_refusal_ = std::to_string(state_planners) +
                              " methods keep a mem_id 2 state arena each (shareMemoryArenas: false), so the module "
                              "has no one state; load it with shareMemoryArenas 'auto', true or 'state'";
+  } else if (!module->sharing_state()) {
+    uint64_t state_bytes = 0;
+    for (size_t m = 0; m < count; ++m) {
+      const auto sizes = plan_of(p.method(m));
+      if (sizes.size() > 2 && sizes[2] > 0) {
+        module->state_method_ = m;
+        state_bytes = static_cast<uint64_t>(sizes[2]);
+      }
+    }
+    module->state_layout_ = state_layout_of(p, state_bytes);
   }
 
   if (module->sharing_ != ArenaSharing::kOff) {
