@@ -22,6 +22,7 @@ import { repoRoot } from './helpers/testdata.js';
 /** The markers each page has: blocks that cannot run here, each with its reason. */
 const MARKERS: Record<string, number> = {
   'README.md': 2,
+  'docs/README.md': 0,
   'docs/architecture.md': 0,
   'docs/authoring.md': 2,
   'docs/benchmarks.md': 1,
@@ -302,6 +303,15 @@ describe('the fences of the docs', () => {
       found[page] = blocks.filter((block) => block.skip !== undefined).length;
     }
     expect(found).toEqual(MARKERS);
+  });
+
+  it('are all reached from the index, docs/README.md, whose links all resolve', () => {
+    const index = fs.readFileSync(path.join(repoRoot, 'docs/README.md'), 'utf8');
+    const links = [...index.matchAll(/\]\(([^)\s#]+)\)/g)].map((match) => path.posix.normalize(`docs/${match[1]!}`));
+    for (const link of links) expect(fs.existsSync(path.join(repoRoot, link)), link).toBe(true);
+    const docs = pages().filter((page) => page.startsWith('docs/') && page !== 'docs/README.md');
+    expect(docs.length).toBeGreaterThan(10);
+    for (const page of docs) expect(links, `docs/README.md links to ${page}`).toContain(page);
   });
 });
 
