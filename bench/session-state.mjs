@@ -57,7 +57,8 @@ const restore = [];
 const fork = [];
 const firstToken = { full: [], forked: [] };
 let snapshotBytes = 0;
-let rowBytes = 0;
+const { state } = llm.program.describe().methods.find((method) => method.name === llm.metadata.decode.name);
+const rowBytes = cacheRanges(state, llm.metadata, tokens).reduce((sum, [, size]) => sum + size, 0);
 for (let r = 0; r < repeats; r++) {
   const session = await llm.session();
   prefill.push((await timed(() => session.complete(prompt, greedy))).ms);
@@ -74,8 +75,6 @@ for (let r = 0; r < repeats; r++) {
   const onFork = await forked.result.complete(next, greedy);
   firstToken.full.push(full.stats.timeToFirstTokenMs);
   firstToken.forked.push(onFork.stats.timeToFirstTokenMs);
-  const state = llm.program.describe().methods.find((method) => method.name === llm.metadata.decode.name).state;
-  rowBytes = cacheRanges(state, llm.metadata, tokens).reduce((sum, [, size]) => sum + size, 0);
   await Promise.all([session.dispose(), restored.result.dispose(), forked.result.dispose()]);
 }
 const p = median(prefill);

@@ -317,29 +317,32 @@ export class Module {
    * session has filled. Restoring it writes those bytes and leaves the rest.
    */
   saveState(options: SaveStateOptions = {}): Promise<Uint8Array> {
-    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', 'cannot save the state: module has been disposed'));
-    let target: Uint8Array;
-    let ranges: number[] | undefined;
+    let snapshot: SnapshotTarget;
     try {
-      ranges = flatRanges(options);
-      target = new Uint8Array(this.handle.stateSnapshotBytes(ranges));
+      this.checkLive('cannot save the state');
+      snapshot = this.snapshotTarget(options);
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    return this.enqueue(() => this.handle.saveState(target, false, ranges)).then(() => target);
+    return this.enqueue(() => this.handle.saveState(snapshot.target, false, snapshot.ranges)).then(() => snapshot.target);
   }
 
   /** `saveState` on the calling thread. Meant for small states and scripts. */
   saveStateSync(options: SaveStateOptions = {}): Uint8Array {
     this.checkIdle('save the state');
     try {
-      const ranges = flatRanges(options);
-      const target = new Uint8Array(this.handle.stateSnapshotBytes(ranges));
+      const { target, ranges } = this.snapshotTarget(options);
       this.handle.saveState(target, true, ranges);
       return target;
     } catch (error) {
       throw toEtnaError(error);
     }
+  }
+
+  // The array a snapshot of `options.ranges` (or of the whole state) is written into.
+  private snapshotTarget(options: SaveStateOptions): SnapshotTarget {
+    const ranges = flatRanges(options);
+    return { target: new Uint8Array(this.handle.stateSnapshotBytes(ranges)), ranges };
   }
 
   /**
@@ -350,9 +353,9 @@ export class Module {
    * this returns.
    */
   restoreState(snapshot: ArrayBuffer | ArrayBufferView): Promise<void> {
-    if (this.disposed) return Promise.reject(new EtnaError('DISPOSED', 'cannot restore the state: module has been disposed'));
     let copy: Uint8Array;
     try {
+      this.checkLive('cannot restore the state');
       copy = snapshotBytes(snapshot).slice();
     } catch (error) {
       return Promise.reject(toEtnaError(error));
@@ -585,6 +588,12 @@ interface PreparedCall {
 }
 
 // A converted input whose tensor data no caller holds (plain values are immutable already).
+interface SnapshotTarget {
+  readonly target: Uint8Array;
+  /** The addon's form of the ranges; undefined for the whole state. */
+  readonly ranges: number[] | undefined;
+}
+
 const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges'];
 
 // The addon's form of a partial snapshot's ranges: [offset, size, offset, size, ...].
