@@ -1,9 +1,10 @@
 // The suites in a fresh clone (npm run test:clean-clone): clones the committed
 // HEAD into a temporary folder with nothing beside it, runs the README's setup
-// there (scripts/setup.sh), then the native and vitest suites, and records
-// every test's result in build/test-results/clean-clone.json for
-// scripts/test-summary.mjs, which fails the run on any unlisted skip. This is
-// what proves the repository carries every fixture its tests read.
+// there (scripts/setup.sh), then the native and vitest suites, records every
+// test's result in build/test-results/clean-clone.json, and fails on any
+// failure or skip. It shows, before a push, that the repository carries every
+// fixture its tests read; CI gets the same proof by running `test:all` in a
+// fresh clone, so `test:all` does not run it a second time.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -22,7 +22,6 @@ export const SUITES = [
   { name: 'fuzz-replay', file: 'build-fuzz/replay-results.txt', read: readLines },
   { name: 'fuzz', file: 'build-fuzz/run-results.txt', read: readLines },
   { name: 'cleanroom', file: 'build/test-results/cleanroom.xml', read: readJunit },
-  { name: 'clean-clone', file: 'build/test-results/clean-clone.json', read: readJson },
   { name: 'debian13', file: 'build-debian13/build-native/ctest-junit.xml', read: readJunit },
 ];
 
@@ -72,11 +71,6 @@ function readLines(text) {
       const [status, ...name] = line.split(' ');
       return result(name.join(' '), status === 'passed' ? 'passed' : 'failed');
     });
-}
-
-// { results: [{ name, status }] } (scripts/clean-clone.mjs).
-function readJson(text) {
-  return JSON.parse(text).results.map((entry) => result(entry.name, entry.status));
 }
 
 function allowedSkips() {
