@@ -1,6 +1,6 @@
 // etna/llm: text in, text out for ExecuTorch LLM programs.
 export { Llm, type LlmLoadOptions } from './llm.js';
-export { LlmSession } from './session.js';
+export { LlmSession, type SaveSessionOptions } from './session.js';
 export { Generation } from './generation.js';
 export {
   describeNumberRule,

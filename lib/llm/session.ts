@@ -4,12 +4,12 @@
 // streams text and stops.
 import { describeValue, EtnaError } from '../errors.js';
 import type { Module } from '../module.js';
-import { asyncDisposeSymbol } from '../program.js';
+import { asyncDisposeSymbol, checkOptionKeys } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { Generation } from './generation.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
-import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
+import { numberFault, resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
 import { cacheRanges, decodeSessionSnapshot, encodeSessionSnapshot } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
@@ -17,6 +17,12 @@ import type { GenerationResult, GenerationStats, StopReason } from './types.js';
 
 const now = (): number => performance.now();
 const perSecond = (count: number, ms: number): number => (ms > 0 ? (count * 1000) / ms : 0);
+
+/** What `session.save()` takes. */
+export interface SaveSessionOptions {
+  /** Keep only the cache's first `position` positions (default: all of them, and the pending token). */
+  position?: number;
+}
 
 /** What a session reads from its `Llm`. */
 export interface SessionModel {
@@ -220,6 +226,15 @@ export class LlmSession {
     return this.model.metadata.maxContextLen - this.position;
   }
 
+  /**
+   * The token ids in the cache, in position order (a copy): what `complete()`
+   * compares a prompt with, so a caller holding several sessions can give a
+   * request the one that shares most of its prompt.
+   */
+  get tokens(): number[] {
+    return [...this.steps.tokens];
+  }
+
   generate(prompt: string | readonly number[], options: GenerateOptions = {}): Generation {
     return new Generation((emit, stopped) => this.run(prompt, options, emit, stopped));
   }
@@ -254,13 +269,29 @@ export class LlmSession {
    * yet fed, and the cache's rows up to its position (not its whole length),
    * with the rest of the program's state. `llm.restoreSession(bytes)` on the
    * same program, in this process or another, continues from here.
+   *
+   * `position` keeps only the cache's first positions: a prefix of the
+   * conversation, such as a system prompt that later prompts start with. A
+   * snapshot cut short has no pending token (the token after the cut is in
+   * the cache, not pending); `complete()` on its restored session prefills
+   * what a prompt has beyond it.
    */
-  async save(): Promise<Uint8Array> {
+  async save(options: SaveSessionOptions = {}): Promise<Uint8Array> {
     this.checkIdle('save');
+    const checked = checkOptionKeys(options, ['position'], 'save');
+    const cached = this.steps.position;
+    const position = checked['position'] ?? cached;
+    if (numberFault(position, { integer: true, min: 0, max: cached }) !== undefined) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `save: position must be an integer from 0 to ${cached} (the tokens in the cache), got ${describeValue(position)}`,
+      );
+    }
+    const kept = position as number;
     const state = this.module.methodMeta(this.model.metadata.decode.name).state;
-    const ranges = cacheRanges(state, this.model.metadata, this.steps.position);
-    const bytes = await this.module.saveState({ ranges });
-    return encodeSessionSnapshot({ tokens: this.steps.tokens, pending: this.pending }, bytes);
+    const bytes = await this.module.saveState({ ranges: cacheRanges(state, this.model.metadata, kept) });
+    const pending = kept === cached ? this.pending : undefined;
+    return encodeSessionSnapshot({ tokens: this.steps.tokens.slice(0, kept), pending }, bytes);
   }
 
   /** A new session that starts where this one stands, with a cache of its own; this one goes on unchanged. */

@@ -54,6 +54,38 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     await llm.dispose();
   });
 
+  it('save({ position }) keeps a prefix of the cache, with no pending token, that complete() extends as a fresh prefill would', async () => {
+    const llm = await Llm.load(llamaBytes, { tokenizer });
+    const session = await llm.session();
+    const conversation = [...system, 40, 41, 42];
+    const first = await session.complete(conversation, greedy);
+    // The cache holds the prompt and every generated token but the last, which is pending.
+    expect(session.tokens).toEqual([...conversation, ...first.tokens.slice(0, -1)]);
+    const whole = await session.save();
+    const prefix = await session.save({ position: system.length });
+    expect(prefix.byteLength).toBeLessThan(whole.byteLength);
+
+    const restored = await llm.restoreSession(prefix);
+    expect(restored.tokens).toEqual(system);
+    expect(restored.position).toBe(system.length);
+    const prompt = [...system, 50, 51];
+    const result = await restored.complete(prompt, greedy);
+    expect(result.stats.cachedTokens).toBe(system.length);
+    expect(result.tokens).toEqual((await llm.generate(prompt, greedy)).tokens);
+
+    // The whole cache is a full save, pending token and all.
+    const all = await llm.restoreSession(await session.save({ position: session.tokens.length }));
+    expect(all.position).toBe(session.position);
+    for (const position of [-1, 1.5, session.tokens.length + 1, '3']) {
+      const error = await rejection(session.save({ position: position as number }));
+      expect(error.code).toBe('INVALID_INPUT');
+      expect(error.message).toMatch(/^save: position must be an integer from 0 to \d+ \(the tokens in the cache\), got /);
+    }
+    expect((await rejection(session.save({ at: 3 } as never))).message).toMatch(/^save: unknown option 'at'/);
+    await Promise.all([session.dispose(), restored.dispose(), all.dispose()]);
+    await llm.dispose();
+  });
+
   it('fork: N sessions that all start after a shared prompt, each going on as the original would', async () => {
     const llm = await Llm.load(llamaBytes, { tokenizer });
     const base = await llm.session();
