@@ -1,7 +1,7 @@
 // Throughput of a pool of modules over one Program (docs/serving.md): calls
 // per second on et_add.pte with 1, 2 and 4 modules, each pool kept full by
 // `--concurrency` callers for `--seconds`. In-process by default (the pool
-// of the example servers, examples/shared/pool.mjs); with --http, end to end through the example server
+// of etna-runtime/serve, lib/serve/pool.ts); with --http, end to end through the example server
 // started as a child process, driven with fetch over loopback.
 // Sizes are interleaved over --rounds rounds, so a burst of load elsewhere on
 // the machine hits every size alike; the median and best rounds are printed.
@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 
 import { Module, Program, Tensor } from '../dist/index.js';
-import { Pool } from '../examples/shared/pool.mjs';
+import { Pool } from '../dist/serve/index.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

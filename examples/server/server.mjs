@@ -10,8 +10,7 @@
 import http from 'node:http';
 
 import { EtnaError, Module, Program, Tensor } from 'etna-runtime';
-
-import { Pool, PoolBusyError, PoolClosedError } from '../shared/pool.mjs';
+import { Pool, PoolBusyError, PoolClosedError } from 'etna-runtime/serve';
 
 const HOST = '127.0.0.1';
 /** How long a stopping server still reads requests on idle connections before closing them. */
@@ -124,7 +123,7 @@ function methodFromPath(segment) {
 
 async function handleRun(request, pool, method) {
   // Metadata comes from the Program, so a bad request never takes a module.
-  pool.items[0].methodMeta(method);
+  modules[0].methodMeta(method);
   const text = await readBody(request, config.maxBodyBytes);
   let body;
   try {
@@ -154,7 +153,7 @@ function serve(pool) {
       if (run !== null && request.method === 'POST') {
         send(response, 200, await handleRun(request, pool, methodFromPath(run[1])));
       } else if (url.pathname === '/health' && request.method === 'GET') {
-        send(response, 200, { methods: pool.items[0].methodNames, pool: pool.stats });
+        send(response, 200, { methods: modules[0].methodNames, pool: pool.stats });
       } else {
         throw new HttpError(404, 'NOT_FOUND', `no route for ${request.method} ${url.pathname} (try POST /run/{method} or GET /health)`);
       }

@@ -11,8 +11,9 @@ import { GENERATE } from './generate.js';
 import { IMPORT_ONNX } from './import-onnx.js';
 import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
+import { SERVE } from './serve.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
+const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, SERVE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => commandLine(spec).length));

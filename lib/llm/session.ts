@@ -187,7 +187,7 @@ class TurnRecord {
 }
 
 /** How many tokens two sequences share from their start. */
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
+export function commonPrefix(a: readonly number[], b: readonly number[]): number {
   let n = 0;
   while (n < a.length && n < b.length && a[n] === b[n]) n++;
   return n;
