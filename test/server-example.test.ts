@@ -10,8 +10,8 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { Module, Tensor } from '../lib/index.js';
-// The example is plain JavaScript; the test imports it as the server does.
-import { Pool, PoolBusyError, PoolClosedError } from '../examples/shared/pool.mjs';
+// The pool the example imports from etna-runtime/serve.
+import { Pool, PoolBusyError, PoolClosedError } from '../lib/serve/pool.js';
 import { runCli } from './helpers/cli.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
 

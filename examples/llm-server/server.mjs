@@ -24,7 +24,11 @@ const SETTINGS = [
 ];
 
 function usage() {
-  const lines = ['usage: node examples/llm-server/server.mjs --model MODEL.pte --tokenizer TOKENIZER [options]', '', 'options (or environment variables):'];
+  const lines = [
+    'usage: node examples/llm-server/server.mjs --model MODEL.pte --tokenizer TOKENIZER [options]',
+    '',
+    'options (or environment variables):',
+  ];
   for (const [option, variable, fallback, help] of SETTINGS) {
     lines.push(`  --${option.padEnd(17)} ${variable.padEnd(17)} ${help}${fallback === undefined ? '' : ` (default ${fallback})`}`);
   }
@@ -39,7 +43,9 @@ function fail(message) {
 function readSettings() {
   let parsed;
   try {
-    parsed = parseArgs({ options: Object.fromEntries([...SETTINGS.map(([option]) => [option, { type: 'string' }]), ['help', { type: 'boolean' }]]) });
+    parsed = parseArgs({
+      options: Object.fromEntries([...SETTINGS.map(([option]) => [option, { type: 'string' }]), ['help', { type: 'boolean' }]]),
+    });
   } catch (error) {
     fail(error.message);
   }
@@ -54,7 +60,8 @@ function readSettings() {
   };
   const integer = (option, min, max = Number.MAX_SAFE_INTEGER) => {
     const value = text(option);
-    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) fail(`--${option} must be an integer from ${min} to ${max}, got '${value}'`);
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+      fail(`--${option} must be an integer from ${min} to ${max}, got '${value}'`);
     return Number(value);
   };
   const settings = {

@@ -1,8 +1,8 @@
 // The sessions a server runs requests on, and where each request's cache
 // comes from. A request takes the free session whose cache shares the most
 // of its prompt; a cached prefix (prefix-cache.ts) or its conversation's
-// stored state (state-store.ts) replaces that cache when it keeps at least
-// one block more of the prompt. `session.complete()` then prefills only what
+// stored state (state-store.ts) replaces that cache when it keeps more of
+// the prompt. `session.complete()` then prefills only what
 // the cache lacks. After the reply, the conversation's state is stored and a
 // prefix the prompt shares with recent ones is cached.
 import type { Llm } from '../llm/llm.js';
@@ -74,7 +74,7 @@ export class Sessions {
   /**
    * A session for `prompt`: the free one whose cache shares the most of it,
    * its cache replaced by a cached prefix or the conversation's state when
-   * one of those keeps at least a block more. Waits in line when every
+   * one of those keeps more of the prompt. Waits in line when every
    * session is busy (PoolBusyError past the line's limit).
    */
   async acquire(prompt: readonly number[], conversation: ConversationState | undefined, signal: AbortSignal): Promise<LlmSession> {
@@ -88,7 +88,7 @@ export class Sessions {
     const hit = this.options.prefixCache.lookup(prompt);
     if (hit !== undefined) candidates.push({ source: 'prefix-cache', snapshot: hit.entry.snapshot, shared: hit.shared });
     const best = candidates.sort((a, b) => b.shared - a.shared)[0];
-    if (best === undefined || best.shared < own + this.options.prefixCache.blockTokens) {
+    if (best === undefined || best.shared <= own) {
       this.sources.session++;
       return session;
     }

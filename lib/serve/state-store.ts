@@ -153,8 +153,6 @@ export class GuardedStore {
     if (this.failing) return;
     this.failing = true;
     const reason = error instanceof Error ? error.message : String(error);
-    this.warn(
-      `state store ${this.store.location}: a ${what} failed (${reason}); conversations are prefilled in full until it answers again`,
-    );
+    this.warn(`state store ${this.store.location}: a ${what} failed (${reason}); conversations are prefilled in full until it answers`);
   }
 }

@@ -81,9 +81,13 @@ export async function redisServer(): Promise<RedisServer> {
   };
   afterAll(stop);
   const start = async (): Promise<void> => {
-    const started = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      cwd: workDir,
-    });
+    const started = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local'],
+      {
+        cwd: workDir,
+      },
+    );
     child = started;
     let output = '';
     await new Promise<void>((resolve, reject) => {

@@ -153,7 +153,13 @@ describe('etna serve with the openai client', () => {
     expect(model).toBeInstanceOf(OpenAI.NotFoundError);
     expect([model.code, model.param]).toEqual(['model_not_found', 'model']);
     // The neutral values of what is not supported yet are accepted, and so is top_k.
-    const neutral = await client.completions.create({ ...base, frequency_penalty: 0, presence_penalty: 0, logit_bias: {}, top_k: 40 } as any);
+    const neutral = await client.completions.create({
+      ...base,
+      frequency_penalty: 0,
+      presence_penalty: 0,
+      logit_bias: {},
+      top_k: 40,
+    } as any);
     expect(neutral.choices[0]!.finish_reason).toBe('length');
   });
 
@@ -162,7 +168,11 @@ describe('etna serve with the openai client', () => {
     const cases: [Record<string, unknown>, string, string][] = [
       [{ messages: [] }, 'invalid_value', 'messages'],
       [{ messages: [{ role: 'robot', content: 'x' }] }, 'invalid_value', 'messages[0].role'],
-      [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'unsupported_value', 'messages[0].content[0]'],
+      [
+        { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] },
+        'unsupported_value',
+        'messages[0].content[0]',
+      ],
       [{ messages: [{ role: 'user', content: 5 }] }, 'invalid_type', 'messages[0].content'],
       [{ max_tokens: 4, max_completion_tokens: 5 }, 'invalid_value', 'max_completion_tokens'],
       [{ logprobs: true }, 'unsupported_parameter', 'logprobs'],
@@ -182,7 +192,7 @@ describe('etna serve with the openai client', () => {
     const prompt = 'A long story';
     const controller = new AbortController();
     const long = await client.completions.create(
-      { model: 'llama', prompt, max_tokens: CONTEXT - promptTokens(prompt), temperature: 0, stream: true },
+      { model: 'llama', prompt, max_tokens: CONTEXT - promptTokens(prompt), temperature: 1, seed: 1, stream: true },
       { signal: controller.signal },
     );
     const iterator = long[Symbol.asyncIterator]();
@@ -205,7 +215,9 @@ describe('etna serve with the openai client', () => {
   });
 
   it('reuses a cached prompt prefix (cached_tokens says how much), and replies as a server without the cache does', async () => {
-    const system = Array(3).fill('You are a pirate who has sailed every sea and fought every storm; answer each question in a pirate voice.').join(' ');
+    const system = Array(3)
+      .fill('You are a pirate who has sailed every sea and fought every storm; answer each question in a pirate voice.')
+      .join(' ');
     const requests = [
       { prompt: `${system} Where is the treasure?`, temperature: 0 },
       { prompt: `${system} Who sank your ship?`, temperature: 0 },
