@@ -78,7 +78,7 @@ describe(`npm install of the packed ${packageJson.name}`, () => {
   });
 
   it('imports every documented entry point', () => {
-    expect(ENTRY_POINTS).toEqual(['etna-runtime', 'etna-runtime/export', 'etna-runtime/onnx', 'etna-runtime/llm']);
+    expect(ENTRY_POINTS).toEqual(['etna-runtime', 'etna-runtime/export', 'etna-runtime/onnx', 'etna-runtime/llm', 'etna-runtime/serve']);
     const script = ENTRY_POINTS.map(
       (specifier, i) => `import * as m${i} from '${specifier}'; console.log('${specifier}', Object.keys(m${i}).sort().join(','));`,
     ).join('\n');
@@ -93,6 +93,7 @@ describe(`npm install of the packed ${packageJson.name}`, () => {
     expect(exported.get('etna-runtime/export')?.split(',')).toContain('ProgramBuilder');
     expect(exported.get('etna-runtime/onnx')?.split(',')).toContain('importOnnx');
     expect(exported.get('etna-runtime/llm')?.split(',')).toContain('Llm');
+    expect(exported.get('etna-runtime/serve')?.split(',')).toEqual(expect.arrayContaining(['createServer', 'openStateStore']));
   });
 
   it('runs npx etna --help', () => {

@@ -64,7 +64,7 @@ describe('npm pack', () => {
 
   it('ships every file the shipped examples import', () => {
     const examples = [...shipped].filter((file) => file.startsWith('examples/') && file.endsWith('.mjs'));
-    expect(examples).toContain('examples/shared/pool.mjs');
+    expect(examples).toContain('examples/llm-server/server.mjs');
     for (const example of examples) {
       const source = fs.readFileSync(path.join(repoRoot, example), 'utf8');
       for (const [, target] of source.matchAll(/^import .* from '(\.{1,2}\/[^']+)';$/gm)) {
@@ -198,6 +198,17 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'loadTokenizer',
     'numberFault',
     'stopFault',
+  ],
+  'dist/serve/index.js': [
+    'CONVERSATION_HEADER',
+    'DirectoryStateStore',
+    'LlmServer',
+    'Pool',
+    'PoolBusyError',
+    'PoolClosedError',
+    'RedisStateStore',
+    'createServer',
+    'openStateStore',
   ],
   'dist/onnx/index.js': [
     'MIN_ONNX_OPSET',

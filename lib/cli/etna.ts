@@ -2,6 +2,7 @@
 // The `etna` command line. Exit status: 0 success, 1 failure (one line
 // `etna COMMAND: CODE: message`), 2 bad usage (the command's usage).
 import { BENCH } from './bench.js';
+import { BENCH_CHAT } from './bench-chat.js';
 import { BENCH_LLM } from './bench-llm.js';
 import { BENCH_ZOO } from './bench-zoo.js';
 import { commandLine, parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
@@ -13,7 +14,19 @@ import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
 import { SERVE } from './serve.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, SERVE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
+const COMMANDS: readonly Command[] = [
+  INSPECT,
+  RUN,
+  GENERATE,
+  SERVE,
+  IMPORT_ONNX,
+  EXPORT_EXAMPLE,
+  DEMO,
+  BENCH,
+  BENCH_LLM,
+  BENCH_CHAT,
+  BENCH_ZOO,
+];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => commandLine(spec).length));
@@ -26,8 +39,9 @@ function overview(): string {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
-  // `etna bench llm` and `etna bench zoo` are commands of their own, with their own options.
-  const [name, ...rest] = argv[0] === 'bench' && (argv[1] === 'llm' || argv[1] === 'zoo') ? [`bench ${argv[1]}`, ...argv.slice(2)] : argv;
+  // `etna bench llm`, `etna bench chat` and `etna bench zoo` are commands of their own, with their own options.
+  const [name, ...rest] =
+    argv[0] === 'bench' && ['llm', 'chat', 'zoo'].includes(argv[1] ?? '') ? [`bench ${argv[1]}`, ...argv.slice(2)] : argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     console.log(overview());
     return 0;

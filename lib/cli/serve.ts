@@ -47,10 +47,12 @@ async function runServe(args: ParsedArgs): Promise<number> {
   const storeSpec = args.string('state-store');
   const warn = (message: string): void => void process.stderr.write(`etna serve: warning: ${message}\n`);
 
-  const llm = await Llm.load(program, { tokenizer, numThreads: threads });
-  let store: StateStore | undefined;
+  // The store first: a wrong one is refused before the model takes its time to load.
+  const store: StateStore | undefined =
+    storeSpec === undefined ? undefined : await openStateStore(storeSpec, { ttlSeconds, timeoutMs: settings.stateTimeoutMs });
+  let llm: Llm | undefined;
   try {
-    store = storeSpec === undefined ? undefined : await openStateStore(storeSpec, { ttlSeconds, timeoutMs: settings.stateTimeoutMs });
+    llm = await Llm.load(program, { tokenizer, numThreads: threads });
     const server = await createServer({ llm, ...settings, ...(store !== undefined && { stateStore: store }), warn });
     const address = await listen(server, port, host);
     const shown = address.address.includes(':') ? `[${address.address}]` : address.address;
@@ -69,7 +71,7 @@ async function runServe(args: ParsedArgs): Promise<number> {
     return 0;
   } finally {
     await store?.close();
-    await llm.dispose();
+    await llm?.dispose();
   }
 }
 

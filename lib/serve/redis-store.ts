@@ -47,6 +47,7 @@ export class RedisStateStore implements StateStore {
     if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') {
       throw new EtnaError('INVALID_INPUT', `state store: '${url}' is not a redis:// or rediss:// URL`);
     }
+    if (parsed.hostname === '') throw new EtnaError('INVALID_INPUT', `state store: '${url}' names no host (redis://HOST:PORT)`);
     let Redis: typeof import('ioredis').Redis;
     try {
       ({ Redis } = await import('ioredis'));

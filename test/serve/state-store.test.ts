@@ -11,7 +11,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 import { loadTokenizer } from '../../lib/llm/index.js';
 import type { ServerProcess } from '../helpers/server-process.js';
-import { redisServer, startServe, TOKENIZER, workDir, type RedisServer } from './helpers.js';
+import type { RedisProcess } from '../../lib/tools/redis-server.js';
+import { redisServer, startServe, TOKENIZER, workDir } from './helpers.js';
 
 const tokenizer = loadTokenizer(TOKENIZER);
 
@@ -112,7 +113,7 @@ async function handOff(a: ServerProcess, b: ServerProcess, id: string): Promise<
 }
 
 describe('conversations handed between replicas', () => {
-  let redis: RedisServer;
+  let redis: RedisProcess;
   let a: ServerProcess;
   let b: ServerProcess;
 

@@ -17,6 +17,7 @@ import {
 } from 'etna-runtime';
 import { ProgramBuilder } from 'etna-runtime/export';
 import { Llm, type GenerationResult } from 'etna-runtime/llm';
+import { createServer, openStateStore, type LlmServer } from 'etna-runtime/serve';
 import * as ort from 'onnxruntime-node';
 
 export function author(): Uint8Array {
@@ -140,4 +141,25 @@ export async function chat(model: string, tokenizer: string): Promise<string> {
   await session.dispose();
   await llm.dispose();
   return `${text} ${result.stopReason} ${rate} ${llm.metadata.maxContextLen}`;
+}
+
+export async function serve(model: string, tokenizer: string): Promise<number> {
+  const llm = await Llm.load(model, { tokenizer });
+  const stateStore = await openStateStore('redis://127.0.0.1:6379', { ttlSeconds: 600, timeoutMs: 500 });
+  const server: LlmServer = await createServer({
+    llm,
+    modelName: 'llama',
+    sessions: 2,
+    stateStore,
+    warn: (message) => console.warn(message),
+  });
+  server.listen(0, '127.0.0.1');
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  // @ts-expect-error a misspelt option is no ServerOptions key
+  await createServer({ llm, modelname: 'llama' });
+  await server.shutdown({ drainTimeoutMs: 1000 });
+  await stateStore.close();
+  await llm.dispose();
+  return port;
 }
