@@ -9,9 +9,9 @@
 // Needs `npm run build`. Figures are medians of --repeats runs.
 import { parseArgs } from 'node:util';
 
-import { Llm, loadTokenizer } from '../dist/llm/index.js';
 import { cacheRanges } from '../dist/llm/snapshot.js';
-import { addConstantMethod, buildLlama8da4w, createLlama8da4wWeights, llama8da4wPreset } from '../dist/tools/examples/llama-8da4w.js';
+import { loadWordLlama } from '../dist/tools/bench/word-llama.js';
+import { llama8da4wPreset } from '../dist/tools/examples/llama-8da4w.js';
 
 const { values } = parseArgs({
   options: {
@@ -33,21 +33,7 @@ async function timed(action) {
 }
 
 // A word-level tokenizer with one word per id: the benchmark feeds ids, not text.
-const vocab = Object.fromEntries(Array.from({ length: config.vocab }, (_, i) => [`t${i}`, i]));
-const tokenizerJson = {
-  version: '1.0',
-  added_tokens: [],
-  normalizer: null,
-  pre_tokenizer: { type: 'Whitespace' },
-  post_processor: null,
-  decoder: null,
-  model: { type: 'WordLevel', vocab, unk_token: 't0' },
-};
-const tokenizer = loadTokenizer(new TextEncoder().encode(JSON.stringify(tokenizerJson)));
-const builder = buildLlama8da4w(createLlama8da4wWeights(config));
-addConstantMethod(builder, 'get_max_context_len', [config.context]);
-const program = builder.export({ xnnpack: true }).bytes;
-const llm = await Llm.load(program, { tokenizer, numThreads: Number(values.threads) });
+const llm = await loadWordLlama(config, Number(values.threads));
 const prompt = Array.from({ length: tokens }, (_, i) => (i * 7919 + 13) % config.vocab);
 const greedy = { temperature: 0, maxNewTokens: 1 };
 

@@ -91,10 +91,11 @@ function installNode(baseDir) {
   fs.symlinkSync('../lib/node_modules/npm/bin/npx-cli.js', path.join(upperDir, 'usr/local/bin/npx'));
 }
 
-/** Fills an npm cache with the package's runtime dependencies, kept between runs. */
+/** Fills an npm cache with the package's runtime dependencies (the optional ones too: npm installs them), kept between runs. */
 function fillNpmCache(registry) {
   const npmCache = path.join(cacheDir, 'npm-cache');
-  const specs = Object.entries(packageJson.dependencies ?? {}).map(([name, version]) => `${name}@${version}`);
+  const runtime = { ...packageJson.dependencies, ...packageJson.optionalDependencies };
+  const specs = Object.entries(runtime).map(([name, version]) => `${name}@${version}`);
   mustRun('npm', ['cache', 'add', '--prefer-offline', `--cache=${npmCache}`, `--registry=${registry}`, ...specs]);
   return npmCache;
 }

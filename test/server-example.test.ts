@@ -2,7 +2,6 @@
 // ephemeral port), driven with concurrent requests and malformed ones, then
 // stopped with SIGTERM. Its module pool is also checked on its own with
 // modules whose calls the test finishes by hand, so "busy" is deterministic.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -13,45 +12,15 @@ import { Module, Tensor } from '../lib/index.js';
 // The pool the example imports from etna-runtime/serve.
 import { Pool, PoolBusyError, PoolClosedError } from '../lib/serve/pool.js';
 import { runCli } from './helpers/cli.js';
+import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
 import { repoRoot, testdataPath } from './helpers/testdata.js';
 
 const SERVER = path.join(repoRoot, 'examples/server/server.mjs');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-server-'));
-const running = new Set<ChildProcessWithoutNullStreams>();
-afterAll(() => {
-  for (const child of running) child.kill('SIGKILL');
-  fs.rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-interface Server {
-  url: string;
-  child: ChildProcessWithoutNullStreams;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-async function startServer(program: string, env: Record<string, string>): Promise<Server> {
-  const child = spawn(process.execPath, [SERVER, program], { cwd: repoRoot, env: { ...process.env, PORT: '0', ...env } });
-  running.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => {
-      running.delete(child);
-      resolve({ code, signal });
-    }),
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout);
-      if (match !== null) resolve(match[1]!);
-    });
-    void exited.then(({ code }) => reject(new Error(`server exited with ${code} before listening: ${stderr}`)));
-  });
-  return { url, child, stdout: () => stdout, stderr: () => stderr, exited };
+function startServer(program: string, env: Record<string, string>): Promise<ServerProcess> {
+  return startServerProcess([SERVER, program], { PORT: '0', ...env });
 }
 
 async function post(url: string, body: string): Promise<{ status: number; json: any }> {

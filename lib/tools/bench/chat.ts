@@ -9,21 +9,15 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { EtnaError } from '../../errors.js';
-import { Llm, loadTokenizer } from '../../llm/index.js';
 import { cacheRanges } from '../../llm/snapshot.js';
 import { Lcg } from '../../random.js';
 import { openStateStore } from '../../serve/redis-store.js';
 import type { Usage } from '../../serve/responses.js';
 import { createServer, DEFAULT_PREFIX_CACHE_BYTES, type LlmServer } from '../../serve/server.js';
 import type { StateStore } from '../../serve/state-store.js';
-import {
-  addConstantMethod,
-  buildLlama8da4w,
-  createLlama8da4wWeights,
-  llama8da4wPreset,
-  type Llama8da4wConfig,
-} from '../examples/llama-8da4w.js';
+import { llama8da4wPreset, type Llama8da4wConfig } from '../examples/llama-8da4w.js';
 import { RedisProcess } from '../redis-server.js';
+import { loadWordLlama, wordIds } from './word-llama.js';
 
 export interface ChatBenchOptions {
   readonly preset: string;
@@ -63,23 +57,6 @@ export interface ChatBenchReport {
 }
 
 const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
-
-/** A word-level tokenizer with one word `tN` per id: prompts go as token ids, and a reply's text spells its ids. */
-function wordTokenizer(vocab: number) {
-  const words = Object.fromEntries(Array.from({ length: vocab }, (_, i) => [`t${i}`, i]));
-  const json = {
-    version: '1.0',
-    added_tokens: [],
-    normalizer: null,
-    pre_tokenizer: { type: 'Whitespace' },
-    post_processor: null,
-    decoder: null,
-    model: { type: 'WordLevel', vocab: words, unk_token: 't0' },
-  };
-  return loadTokenizer(new TextEncoder().encode(JSON.stringify(json)));
-}
-
-const replyIds = (text: string): number[] => [...text.matchAll(/t(\d+)/g)].map((match) => Number(match[1]));
 
 /** One streamed completion, timed from the request to its first chunk. */
 async function timedCompletion(url: string, prompt: readonly number[], maxTokens: number, conversation?: string): Promise<TimedReply> {
@@ -138,12 +115,7 @@ export async function runChatBench(options: ChatBenchOptions): Promise<ChatBench
     );
   }
   log(`writing llama-8da4w at ${options.preset} ...`);
-  const builder = buildLlama8da4w(createLlama8da4wWeights(config));
-  addConstantMethod(builder, 'get_max_context_len', [config.context]);
-  const llm = await Llm.load(builder.export({ xnnpack: true }).bytes, {
-    tokenizer: wordTokenizer(config.vocab),
-    numThreads: options.threads,
-  });
+  const llm = await loadWordLlama(config, options.threads);
   const random = new Lcg(7);
   const ids = (count: number): number[] => Array.from({ length: count }, () => Math.floor(random.next() * config.vocab));
   const servers: LlmServer[] = [];
@@ -200,7 +172,7 @@ export async function runChatBench(options: ChatBenchOptions): Promise<ChatBench
     for (let c = 0; c < options.conversations; c++) {
       const turn1 = [...ids(systemTokens), ...ids(questionTokens)];
       const reply = await timedCompletion(first, turn1, replyTokens, `bench-${c}`);
-      const turn2 = [...turn1, ...replyIds(reply.text), ...ids(questionTokens)];
+      const turn2 = [...turn1, ...wordIds(reply.text), ...ids(questionTokens)];
       handOff.restored.push(await timedCompletion(second, turn2, replyTokens, `bench-${c}`));
       if (handOff.restored.at(-1)!.cachedTokens < turn1.length) {
         throw new EtnaError('INTERNAL', `bench chat: the second replica did not restore the conversation from ${redisUrl}`);
