@@ -48,8 +48,7 @@ async function runServe(args: ParsedArgs): Promise<number> {
   const warn = (message: string): void => void process.stderr.write(`etna serve: warning: ${message}\n`);
 
   // The store first: a wrong one is refused before the model takes its time to load.
-  const store: StateStore | undefined =
-    storeSpec === undefined ? undefined : await openStateStore(storeSpec, { ttlSeconds, timeoutMs: settings.stateTimeoutMs });
+  const store: StateStore | undefined = storeSpec === undefined ? undefined : await openStateStore(storeSpec, { ttlSeconds });
   let llm: Llm | undefined;
   try {
     llm = await Llm.load(program, { tokenizer, numThreads: threads });

@@ -1,16 +1,10 @@
 // Session snapshots in Redis, through ioredis (an optional dependency: only
 // a server given a redis:// store loads it). Commands fail at once while
-// the connection is down (no offline queue) and time out when Redis is
-// slow, so a request never waits on it for long; the client reconnects in
-// the background.
+// the connection is down (no offline queue), and the client reconnects in
+// the background; how long a request waits for a slow Redis is the
+// server's to bound (GuardedStore).
 import { EtnaError } from '../errors.js';
-import {
-  DEFAULT_STATE_TIMEOUT_MS,
-  DEFAULT_STATE_TTL_SECONDS,
-  DirectoryStateStore,
-  type StateStore,
-  type StateStoreOptions,
-} from './state-store.js';
+import { DEFAULT_STATE_TTL_SECONDS, DirectoryStateStore, type StateStore, type StateStoreOptions } from './state-store.js';
 
 /** What this store uses of an ioredis client. */
 interface RedisClient {
@@ -24,6 +18,12 @@ interface RedisClient {
 
 /** Longest wait between two attempts to reconnect. */
 const MAX_RECONNECT_DELAY_MS = 2000;
+/**
+ * A command unanswered this long fails, and its bytes are freed. The server
+ * waits far less for a store (GuardedStore); this only bounds what a
+ * connection that has silently died holds.
+ */
+const COMMAND_TIMEOUT_MS = 30_000;
 
 export class RedisStateStore implements StateStore {
   private constructor(
@@ -58,13 +58,11 @@ export class RedisStateStore implements StateStore {
           `(npm install ioredis): ${(error as Error).message}`,
       );
     }
-    const timeoutMs = options.timeoutMs ?? DEFAULT_STATE_TIMEOUT_MS;
     const client: RedisClient = new Redis(url, {
       lazyConnect: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: timeoutMs,
-      connectTimeout: timeoutMs,
+      commandTimeout: COMMAND_TIMEOUT_MS,
       retryStrategy: (attempt: number) => Math.min(attempt * 100, MAX_RECONNECT_DELAY_MS),
     });
     // Connection errors also fail the commands made meanwhile, which is where the server hears of them.

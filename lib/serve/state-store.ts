@@ -22,11 +22,10 @@ export interface StateStore {
 export interface StateStoreOptions {
   /** Seconds a state is kept after it was last written (default 3600). */
   ttlSeconds?: number;
-  /** Milliseconds a call may take before the server goes on without it (default 1000). */
-  timeoutMs?: number;
 }
 
 export const DEFAULT_STATE_TTL_SECONDS = 3600;
+/** Milliseconds the server waits for a store's answer before it goes on without it. */
 export const DEFAULT_STATE_TIMEOUT_MS = 1000;
 
 /**

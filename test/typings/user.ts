@@ -145,12 +145,13 @@ export async function chat(model: string, tokenizer: string): Promise<string> {
 
 export async function serve(model: string, tokenizer: string): Promise<number> {
   const llm = await Llm.load(model, { tokenizer });
-  const stateStore = await openStateStore('redis://127.0.0.1:6379', { ttlSeconds: 600, timeoutMs: 500 });
+  const stateStore = await openStateStore('redis://127.0.0.1:6379', { ttlSeconds: 600 });
   const server: LlmServer = await createServer({
     llm,
     modelName: 'llama',
     sessions: 2,
     stateStore,
+    stateTimeoutMs: 500,
     warn: (message) => console.warn(message),
   });
   server.listen(0, '127.0.0.1');
