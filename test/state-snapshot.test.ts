@@ -102,6 +102,39 @@ describe('saveState and restoreState', () => {
     await Promise.all([m.dispose(), sequential.dispose()]);
   });
 
+  it("write into a caller's array when asked, sized by stateSnapshotBytes, and refuse one too short", async () => {
+    const m = await Module.load(Program.load(kvBytes));
+    await outputsOf(m, kvCalls.slice(0, SPLIT));
+    const expected = await m.saveState();
+    expect(m.stateSnapshotBytes()).toBe(expected.byteLength);
+    const into = new Uint8Array(expected.byteLength + 10).fill(7);
+    const written = await m.saveState({ into });
+    expect(written.buffer).toBe(into.buffer);
+    expect(written.byteLength).toBe(expected.byteLength);
+    expect(sameBytes(written, expected)).toBe(true);
+    // Bytes past the snapshot are the caller's and stay as they were.
+    expect(Array.from(into.subarray(expected.byteLength))).toEqual(new Array(10).fill(7));
+    expect(sameBytes(m.saveStateSync({ into: new Uint8Array(expected.byteLength) }), expected)).toBe(true);
+    const short = await rejection(m.saveState({ into: new Uint8Array(expected.byteLength - 1) }));
+    expect(short.code).toBe('INVALID_INPUT');
+    expect(short.message).toContain(`at least ${expected.byteLength} bytes`);
+    expect((await rejection(m.saveState({ into: [1, 2] as unknown as Uint8Array }))).code).toBe('INVALID_INPUT');
+    await m.dispose();
+  });
+
+  it('restore into an idle module at once, and the bytes may change as soon as restoreState returns', async () => {
+    const m = await Module.load(Program.load(kvBytes));
+    await outputsOf(m, kvCalls.slice(0, SPLIT));
+    const expected = await m.saveState();
+    const after = await outputsOf(m, kvCalls.slice(SPLIT));
+    const snapshot = expected.slice();
+    const restored = m.restoreState(snapshot);
+    snapshot.fill(0);
+    await restored;
+    expect(await outputsOf(m, kvCalls.slice(SPLIT))).toEqual(after);
+    await m.dispose();
+  });
+
   it("move a stream's RNN state between modules, synchronously too", async () => {
     const calls = gruStreamSession(GRU_STREAM_CONFIG, 5).filter((call) => call.method === 'step');
     const program = Program.load(gruBytes);

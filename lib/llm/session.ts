@@ -3,7 +3,7 @@
 // TextPrefiller and TextTokenGenerator split it), and the turn that samples,
 // streams text and stops.
 import { describeValue, EtnaError } from '../errors.js';
-import type { Module } from '../module.js';
+import { largeBytes, snapshotBytes, type Module } from '../module.js';
 import { asyncDisposeSymbol } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
@@ -11,7 +11,7 @@ import { Generation } from './generation.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
-import { cacheRanges, decodeSessionSnapshot, encodeSessionSnapshot } from './snapshot.js';
+import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
 import type { GenerationResult, GenerationStats, StopReason } from './types.js';
 
@@ -259,8 +259,11 @@ export class LlmSession {
     this.checkIdle('save');
     const state = this.module.methodMeta(this.model.metadata.decode.name).state;
     const ranges = cacheRanges(state, this.model.metadata, this.steps.position);
-    const bytes = await this.module.saveState({ ranges });
-    return encodeSessionSnapshot({ tokens: this.steps.tokens, pending: this.pending }, bytes);
+    const header = encodeSessionHeader({ tokens: this.steps.tokens, pending: this.pending });
+    const snapshot = largeBytes(header.byteLength + this.module.stateSnapshotBytes({ ranges }));
+    snapshot.set(header, 0);
+    await this.module.saveState({ ranges, into: snapshot.subarray(header.byteLength) });
+    return snapshot;
   }
 
   /** A new session that starts where this one stands, with a cache of its own; this one goes on unchanged. */
@@ -268,12 +271,25 @@ export class LlmSession {
     return this.model.restoreSession(await this.save());
   }
 
-  /** @internal Puts a snapshot's place and state into this new session. */
-  async restore(snapshot: Uint8Array): Promise<void> {
-    const { place, state } = decodeSessionSnapshot(snapshot, this.model.metadata);
-    await this.module.restoreState(state);
-    this.steps.adopt(place.tokens);
-    this.pending = place.pending;
+  /**
+   * Puts this session where a snapshot of `save()` stands, whatever it held
+   * before: a server keeps its sessions and moves conversations in and out
+   * of them without loading a module each time. Cache rows past the
+   * snapshot's position are left as they are; nothing reads them before they
+   * are written again. A snapshot cut short or from another program is
+   * refused with INVALID_INPUT, and the session is then unchanged.
+   */
+  async restore(snapshot: ArrayBuffer | ArrayBufferView): Promise<void> {
+    this.checkIdle('restore');
+    const { place, state } = decodeSessionSnapshot(snapshotBytes(snapshot, 'restore: a session snapshot'), this.model.metadata);
+    this.busy = true;
+    try {
+      await this.module.restoreState(state);
+      this.steps.adopt(place.tokens);
+      this.pending = place.pending;
+    } finally {
+      this.busy = false;
+    }
   }
 
   // Saving and resetting need a live session that is not generating.

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -89,6 +90,23 @@ TEST(AlignedAllocation, AFreedLargeBlockGivesItsPagesBackAtOnce) {
     block.data.reset();
     EXPECT_LE(resident_bytes(), before + 2 * MiB) << "round " << round;
   }
+}
+
+TEST(AlignedAllocation, HugePageAdviceLeavesTheBytesAsTheyWere) {
+  // Advice over ranges that hold no whole huge page, that start and end
+  // inside one, and over a zeroed block: the bytes read the same after.
+  std::vector<uint8_t> small(1000, 5);
+  advise_huge_pages(small.data(), small.size());
+  advise_huge_pages(small.data(), 0);
+  EXPECT_EQ(std::count(small.begin(), small.end(), 5), 1000);
+  AlignedAllocation block = allocate_aligned(8 * MiB + 123);
+  ASSERT_NE(block.data, nullptr);
+  std::memset(block.data.get(), 9, 4096);
+  advise_huge_pages(block.data.get() + 17, block.capacity - 17);
+  EXPECT_EQ(block.data.get()[0], 9);
+  EXPECT_EQ(block.data.get()[4095], 9);
+  std::memset(block.data.get(), 3, block.capacity);
+  EXPECT_EQ(block.data.get()[block.capacity - 1], 3);
 }
 
 }  // namespace
