@@ -12,8 +12,8 @@ Napi::Value advise_huge_pages_of(const Napi::CallbackInfo& info) {
   return guard(env, [&]() -> Napi::Value {
     std::optional<ByteSpan> view = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
     if (!view) {
-      throw make_js_error(env,
-                          make_error(ErrorCode::kInvalidInput, "adviseHugePages expects an ArrayBuffer or a view of one"));
+      throw make_js_error(
+          env, make_error(ErrorCode::kInvalidInput, "adviseHugePages expects an ArrayBuffer or a view of one"));
     }
     // Advice only: the bytes are neither read nor written.
     advise_huge_pages(const_cast<uint8_t*>(view->data), view->size);
