@@ -7,7 +7,9 @@
 namespace etna {
 
 CallQueue::CallQueue(size_t max_threads, Wake wake, StartThread start_thread)
-    : max_threads_(max_threads == 0 ? 1 : max_threads), wake_(std::move(wake)), start_thread_(std::move(start_thread)) {}
+    : max_threads_(max_threads == 0 ? 1 : max_threads),
+      wake_(std::move(wake)),
+      start_thread_(std::move(start_thread)) {}
 
 CallQueue::~CallQueue() { stop(); }
 

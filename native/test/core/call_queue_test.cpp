@@ -164,7 +164,8 @@ TEST(CallQueue, RefusesATaskOnlyWhenNoThreadRunsAndNoneCanStart) {
     if (!can_start.load()) throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
     return std::thread(std::move(body));
   };
-  CallQueue queue(4, [] {}, start);
+  CallQueue queue(
+      4, [] {}, start);
   std::unique_ptr<CallQueue::Task> refused = queue.submit(std::make_unique<CountingTask>(counters, 0));
   ASSERT_NE(refused, nullptr);
   EXPECT_EQ(static_cast<CountingTask&>(*refused).id(), 0);
