@@ -30,7 +30,7 @@ NATIVE_PACKAGES=(
 # The sanitizer and fuzz builds, the C++ formatter npm run lint checks with,
 # the prebuild (patchelf) that the pack-and-install test puts in the tarball,
 # the data the JavaScript tests read, and curl, which the docs' server examples
-# call (test/docs.test.ts runs them).
+# call (test/package/docs.test.ts runs them).
 TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox patchelf curl)
 
 case "${1:-}" in
