@@ -4,7 +4,14 @@ import { describe, expect, it } from 'vitest';
 
 import { parseSessionCounts } from '../../lib/cli/bench.js';
 import { compareMethods, runBenchmarks, type BenchReport } from '../../lib/tools/bench/harness.js';
-import { formatJson, formatMarkdown, formatSessionsTable, formatSvg, programResults, sessionsResults } from '../../lib/tools/bench/report.js';
+import {
+  formatJson,
+  formatMarkdown,
+  formatSessionsTable,
+  formatSvg,
+  programResults,
+  sessionsResults,
+} from '../../lib/tools/bench/report.js';
 import { CONFIGS, percentile } from '../../lib/tools/bench/runner.js';
 import { SESSION_COUNTS, sessionDecodeSteps, sessionsRuns, type SessionsResult } from '../../lib/tools/bench/sessions.js';
 
