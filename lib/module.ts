@@ -1,4 +1,4 @@
-import { describeValue, EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, toEtnaError, withEtnaErrors } from './errors.js';
 import type { NativeInput, NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
 import { shareWord, type MemoryReport, type ShareMemoryArenas } from './memory.js';
 import { native } from './native.js';
@@ -337,23 +337,17 @@ export class Module {
   /** `saveState` on the calling thread. Meant for small states and scripts. */
   saveStateSync(options: SaveStateOptions = {}): Uint8Array {
     this.checkIdle('save the state');
-    try {
+    return withEtnaErrors(() => {
       const { target, ranges } = this.snapshotTarget(options);
       this.handle.saveState(target, true, ranges);
       return target;
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    });
   }
 
   /** The bytes `saveState(options)` gives: its header and the state's bytes (of `options.ranges` alone when set). */
   stateSnapshotBytes(options: Omit<SaveStateOptions, 'into'> = {}): number {
     this.checkLive('cannot size a state snapshot');
-    try {
-      return this.handle.stateSnapshotBytes(flatRanges(options));
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    return withEtnaErrors(() => this.handle.stateSnapshotBytes(flatRanges(options)));
   }
 
   // The array a snapshot of `options.ranges` (or of the whole state) is written into.
@@ -396,11 +390,7 @@ export class Module {
   /** `restoreState` on the calling thread. Meant for small states and scripts. */
   restoreStateSync(snapshot: ArrayBuffer | ArrayBufferView): void {
     this.checkIdle('restore the state');
-    try {
-      this.handle.restoreState(snapshotBytes(snapshot), true);
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    withEtnaErrors(() => this.handle.restoreState(snapshotBytes(snapshot), true));
   }
 
   // Synchronous work runs only on an idle module that is not disposed.
@@ -502,11 +492,7 @@ export class Module {
 
   memoryReport(): MemoryReport {
     this.checkLive('memoryReport');
-    try {
-      return this.handle.memoryReport();
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    return withEtnaErrors(() => this.handle.memoryReport());
   }
 
   /**
