@@ -8,12 +8,13 @@ import { asyncDisposeSymbol } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { Generation } from './generation.js';
+import { tokenBytes, tokenLogprob } from './logprobs.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
 import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
-import type { GenerationResult, GenerationStats, StopReason } from './types.js';
+import type { GenerationResult, GenerationStats, StopReason, TokenLogprob } from './types.js';
 
 const now = (): number => performance.now();
 const perSecond = (count: number, ms: number): number => (ms > 0 ? (count * 1000) / ms : 0);
@@ -149,12 +150,16 @@ class TurnRecord {
   readonly tokens: number[] = [];
   text = '';
   stopReason: StopReason = 'length';
+  /** Each generated token's log-probabilities, when the options ask for them. */
+  readonly logprobs: TokenLogprob[] | undefined;
   /** When the prefill ended (until it does, when it began), and when the first token was sampled. */
   prefilled = 0;
   firstToken = 0;
   samplingMs = 0;
 
-  constructor(private readonly plan: TurnPlan) {}
+  constructor(private readonly plan: TurnPlan) {
+    this.logprobs = plan.options.topLogprobs === undefined ? undefined : [];
+  }
 
   result(loadMs: number, sessionLoadMs: number): GenerationResult {
     const { promptTokens, started, encoded } = this.plan;
@@ -176,7 +181,9 @@ class TurnRecord {
       promptTokensPerSecond: perSecond(promptTokens.length, prefillMs),
       tokensPerSecond: perSecond(this.tokens.length, decodeMs),
     };
-    return { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
+    const result: GenerationResult = { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
+    if (this.logprobs !== undefined) result.logprobs = this.logprobs;
+    return result;
   }
 }
 
@@ -336,8 +343,8 @@ export class LlmSession {
   /** Checks the options and the prompt against the vocabulary and the context left. */
   private plan(prompt: string | readonly number[], options: GenerateOptions, context: 'continue' | 'whole'): TurnPlan {
     const started = now();
-    const resolved = resolveOptions(options);
     const { metadata, tokenizer } = this.model;
+    const resolved = resolveOptions(options, { vocabSize: metadata.vocabSize });
     if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
       throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
     }
@@ -419,18 +426,24 @@ export class LlmSession {
     this.steps.rewind(plan.cached);
     let row = await this.steps.prefill(plan.feed);
     record.prefilled = now();
+    // The penalties count the context the model sees: earlier turns, the prompt, then each generated token.
+    sampler.accept(this.steps.tokens);
     for (;;) {
       const sampleStart = now();
       const token = sampler.sample(row);
+      sampler.accept(token);
+      const logprobs = options.topLogprobs === undefined ? undefined : tokenLogprob(tokenizer, row, token, options.topLogprobs);
       record.samplingMs += now() - sampleStart;
       if (record.tokens.length === 0) record.firstToken = now();
       record.tokens.push(token);
+      if (logprobs !== undefined) record.logprobs?.push(logprobs);
       this.pending = token;
+      options.onToken?.(token, logprobs);
       if (eos.has(token)) {
         record.stopReason = 'eos';
         break;
       }
-      const piece = stream.push(token < tokenizer.vocabSize ? tokenizer.tokenBytes(token) : new Uint8Array(0));
+      const piece = stream.push(tokenBytes(tokenizer, token));
       show(piece.text);
       if (piece.stopped) {
         record.stopReason = 'stop';
