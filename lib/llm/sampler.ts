@@ -119,7 +119,6 @@ export class SamplingState {
     if (this.weights.length !== logits.length) {
       this.weights = new Float32Array(logits.length);
       this.ids = new Uint32Array(logits.length);
-      this.copy = new Float32Array(logits.length);
     }
     this.logits = logits;
     this.copied = false;
@@ -133,6 +132,7 @@ export class SamplingState {
   /** The row to change in place: a copy of the method's, made at the first call of a draw. */
   editableLogits(): Float32Array {
     if (!this.copied) {
+      if (this.copy.length !== this.logits.length) this.copy = new Float32Array(this.logits.length);
       this.copy.set(this.logits);
       this.logits = this.copy;
       this.copied = true;

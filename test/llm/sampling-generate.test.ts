@@ -112,6 +112,26 @@ describe('sampling controls in generate()', () => {
     await llm.dispose();
   });
 
+  it('a throw from onToken fails the generation, with the error as its cause, and the session goes on', async () => {
+    const llm = await Llm.load(llamaBytes, { tokenizer });
+    const session = await llm.session();
+    const failure = new Error('listener gave up');
+    const failing = session.generate(prompt, {
+      temperature: 0,
+      maxNewTokens: 6,
+      onToken: () => {
+        throw failure;
+      },
+    });
+    await expect(failing).rejects.toMatchObject({ message: 'listener gave up', cause: failure });
+    // The sampled token is pending, as after any turn: the next one continues from it.
+    expect(session.position).toBe(prompt.length + 1);
+    const next = await session.generate([5], { temperature: 0, maxNewTokens: 2 });
+    expect(next.stats.generatedTokens).toBe(2);
+    await session.dispose();
+    await llm.dispose();
+  });
+
   it('a large positive logit bias makes greedy decoding pick that token; its logprob stays the model’s', async () => {
     const llm = await Llm.load(llamaBytes, { tokenizer });
     const greedy = await llm.generate(prompt, { temperature: 0, maxNewTokens: 6 });

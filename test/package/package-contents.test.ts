@@ -186,8 +186,10 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'xnnpackLowering',
   ],
   'dist/llm/index.js': [
+    'DEFAULT_PENALTY_LAST_N',
     'GENERATE_NUMBER_RULES',
     'Generation',
+    'LOGIT_BIAS_RULE',
     'Llm',
     'LlmSession',
     'METADATA_METHODS',
@@ -196,6 +198,7 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'argmax',
     'describeNumberRule',
     'loadTokenizer',
+    'logitBiasFault',
     'numberFault',
     'stopFault',
   ],
