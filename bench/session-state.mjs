@@ -1,8 +1,9 @@
 // Session state against prefill, at a real model's shape (llama-8da4w with
 // seeded weights): how long a prompt of N tokens takes to prefill, and how
-// long saving, restoring and forking a session at position N take; how many
-// bytes the snapshot holds against the cache rows it carries; and how much
-// of a later request's prompt `complete()` skips on a fork.
+// long saving, restoring (into a new session, and into one kept) and forking
+// a session at position N take; how many bytes the snapshot holds against
+// the cache rows it carries; and how much of a later request's prompt
+// `complete()` skips on a fork.
 //
 //   node bench/session-state.mjs [--preset stories110m] [--tokens 512] [--threads 1] [--repeats 5]
 //
@@ -40,6 +41,7 @@ const greedy = { temperature: 0, maxNewTokens: 1 };
 const prefill = [];
 const save = [];
 const restore = [];
+const restoreInPlace = [];
 const fork = [];
 const firstToken = { full: [], forked: [] };
 let snapshotBytes = 0;
@@ -53,6 +55,8 @@ for (let r = 0; r < repeats; r++) {
   snapshotBytes = saved.result.byteLength;
   const restored = await timed(() => llm.restoreSession(saved.result));
   restore.push(restored.ms);
+  // A session a server keeps, taking a conversation in: no module to load.
+  restoreInPlace.push((await timed(() => restored.result.restore(saved.result))).ms);
   const forked = await timed(() => session.fork());
   fork.push(forked.ms);
   // A later request that starts with the same prompt: on the fork, only its new tokens run.
@@ -69,8 +73,9 @@ const rows = (label, ms) =>
 console.log(`${values.preset}, ${tokens} tokens, ${values.threads} thread(s), median of ${repeats}`);
 rows(`prefill ${tokens}`, p);
 rows('session.save()', median(save));
-rows('llm.restoreSession()', median(restore));
-rows('save + restore', median(save) + median(restore));
+rows('llm.restoreSession() (new session)', median(restore));
+rows('session.restore() (kept session)', median(restoreInPlace));
+rows('save + restore (kept session)', median(save) + median(restoreInPlace));
 rows('session.fork()', median(fork));
 console.log(
   `snapshot ${(snapshotBytes / 2 ** 20).toFixed(2)} MiB for ${(rowBytes / 2 ** 20).toFixed(2)} MiB of cache rows (${(snapshotBytes / rowBytes).toFixed(4)}x)`,

@@ -39,6 +39,15 @@ export function isEtnaErrorCode(value: unknown): value is EtnaErrorCode {
  * Rewraps an error thrown by the addon (a plain Error with a `code`) as an
  * EtnaError; anything else becomes INTERNAL.
  */
+/** Runs `run`, turning whatever it throws into an EtnaError (the addon throws plain Errors with a code). */
+export function withEtnaErrors<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    throw toEtnaError(error);
+  }
+}
+
 export function toEtnaError(error: unknown): EtnaError {
   if (error instanceof EtnaError) return error;
   if (error instanceof Error) {

@@ -1,4 +1,4 @@
-import { describeValue, EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, toEtnaError, withEtnaErrors } from './errors.js';
 import type { NativeInput, NativeModule, NativeOutput, NativeProfileEvent } from './binding.js';
 import { shareWord, type MemoryReport, type ShareMemoryArenas } from './memory.js';
 import { native } from './native.js';
@@ -80,6 +80,13 @@ export type InputValue = Value | TensorLike | OnnxruntimeTensorLike;
 export interface SaveStateOptions {
   /** Only these [offset, size] byte ranges of the state arena: a partial snapshot. Default: the whole state. */
   ranges?: readonly (readonly [number, number])[];
+  /**
+   * Write the snapshot at the start of this array (at least
+   * `stateSnapshotBytes()` long, for the same ranges) instead of a new one,
+   * and return the view of it that holds the snapshot: a server that saves
+   * often reuses its memory. Leave it unchanged until the promise settles.
+   */
+  into?: Uint8Array;
 }
 
 export interface ExecuteOptions {
@@ -330,19 +337,29 @@ export class Module {
   /** `saveState` on the calling thread. Meant for small states and scripts. */
   saveStateSync(options: SaveStateOptions = {}): Uint8Array {
     this.checkIdle('save the state');
-    try {
+    return withEtnaErrors(() => {
       const { target, ranges } = this.snapshotTarget(options);
       this.handle.saveState(target, true, ranges);
       return target;
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    });
+  }
+
+  /** The bytes `saveState(options)` gives: its header and the state's bytes (of `options.ranges` alone when set). */
+  stateSnapshotBytes(options: Omit<SaveStateOptions, 'into'> = {}): number {
+    this.checkLive('cannot size a state snapshot');
+    return withEtnaErrors(() => this.handle.stateSnapshotBytes(flatRanges(options)));
   }
 
   // The array a snapshot of `options.ranges` (or of the whole state) is written into.
   private snapshotTarget(options: SaveStateOptions): SnapshotTarget {
     const ranges = flatRanges(options);
-    return { target: new Uint8Array(this.handle.stateSnapshotBytes(ranges)), ranges };
+    const bytes = this.handle.stateSnapshotBytes(ranges);
+    const { into } = options;
+    if (into === undefined) return { target: largeBytes(bytes), ranges };
+    if (!(into instanceof Uint8Array) || into.byteLength < bytes) {
+      throw new EtnaError('INVALID_INPUT', `saveState: into must be a Uint8Array of at least ${bytes} bytes, got ${describeValue(into)}`);
+    }
+    return { target: into.subarray(0, bytes), ranges };
   }
 
   /**
@@ -353,24 +370,27 @@ export class Module {
    * this returns.
    */
   restoreState(snapshot: ArrayBuffer | ArrayBufferView): Promise<void> {
-    let copy: Uint8Array;
     try {
       this.checkLive('cannot restore the state');
-      copy = snapshotBytes(snapshot).slice();
+      const bytes = snapshotBytes(snapshot);
+      // The bytes must be taken before this returns. An idle module takes
+      // them into its state at once: one copy, where a queued restore first
+      // copies them for later and copies them again when its turn comes.
+      if (this.pending === 0) {
+        this.handle.restoreState(bytes, true);
+        return Promise.resolve();
+      }
+      const copy = ownBytes(bytes);
+      return this.enqueue(() => this.handle.restoreState(copy, false));
     } catch (error) {
       return Promise.reject(toEtnaError(error));
     }
-    return this.enqueue(() => this.handle.restoreState(copy, false));
   }
 
   /** `restoreState` on the calling thread. Meant for small states and scripts. */
   restoreStateSync(snapshot: ArrayBuffer | ArrayBufferView): void {
     this.checkIdle('restore the state');
-    try {
-      this.handle.restoreState(snapshotBytes(snapshot), true);
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    withEtnaErrors(() => this.handle.restoreState(snapshotBytes(snapshot), true));
   }
 
   // Synchronous work runs only on an idle module that is not disposed.
@@ -472,11 +492,7 @@ export class Module {
 
   memoryReport(): MemoryReport {
     this.checkLive('memoryReport');
-    try {
-      return this.handle.memoryReport();
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    return withEtnaErrors(() => this.handle.memoryReport());
   }
 
   /**
@@ -594,7 +610,7 @@ interface SnapshotTarget {
   readonly ranges: number[] | undefined;
 }
 
-const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges'];
+const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges', 'into'];
 
 // The addon's form of a partial snapshot's ranges: [offset, size, offset, size, ...].
 function flatRanges(options: SaveStateOptions): number[] | undefined {
@@ -610,6 +626,25 @@ function flatRanges(options: SaveStateOptions): number[] | undefined {
     );
   }
   return ranges.flat();
+}
+
+// From a huge page up, a new array asks for huge pages before it is written:
+// it then fills in a few page faults rather than one per 4 KiB
+// (native/addon/huge_pages.h).
+const LARGE_BYTES = 2 ** 21;
+
+/** @internal A new zeroed array of `bytes`; large ones in memory that is quick to fill the first time. */
+export function largeBytes(bytes: number): Uint8Array {
+  const array = new Uint8Array(bytes);
+  if (bytes >= LARGE_BYTES) native().adviseHugePages(array);
+  return array;
+}
+
+/** A copy of `bytes` the caller cannot change, in memory as `largeBytes` makes it. */
+function ownBytes(bytes: Uint8Array): Uint8Array {
+  const copy = largeBytes(bytes.byteLength);
+  copy.set(bytes);
+  return copy;
 }
 
 /** A snapshot's bytes as a Uint8Array over the same memory; INVALID_INPUT naming `what` for anything else. */

@@ -1,6 +1,6 @@
 // Loads the compiled addon (a local build or a prebuild); its types are in
 // binding.ts. Nothing outside lib/ should import this file but the test of
-// the addon boundary itself (test/addon-boundary.test.ts).
+// the addon boundary itself (test/api/addon-boundary.test.ts).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -1,4 +1,4 @@
-import { describeValue, EtnaError, toEtnaError } from './errors.js';
+import { describeValue, EtnaError, withEtnaErrors } from './errors.js';
 import type { NativeProgram } from './binding.js';
 import { native } from './native.js';
 import type { MethodDescription, ProgramDescription } from './program-types.js';
@@ -106,11 +106,7 @@ export class Program {
   static load(source: ProgramSource, options: ProgramLoadOptions = {}): Program {
     checkProgramSource(source, 'Program.load');
     const mmap = mmapOption(checkOptionKeys(options, PROGRAM_LOAD_OPTIONS, 'Program.load'), 'Program.load', [source]);
-    try {
-      return new Program(new (native().NativeProgram)(source, mmap));
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    return withEtnaErrors(() => new Program(new (native().NativeProgram)(source, mmap)));
   }
 
   /** @internal Wraps a program the addon loaded (Module.load does, on the thread pool). */
@@ -131,11 +127,7 @@ export class Program {
 
   describe(): ProgramDescription {
     this.checkLive('describe');
-    try {
-      return this.handle.describe();
-    } catch (error) {
-      throw toEtnaError(error);
-    }
+    return withEtnaErrors(() => this.handle.describe());
   }
 
   get methodNames(): string[] {

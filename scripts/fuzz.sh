@@ -14,7 +14,7 @@
 # out of those programs into build-fuzz/seeds/ at run time. New inputs the
 # fuzzer finds go to build-fuzz/corpus/<target>/, crashes to
 # build-fuzz/artifacts/<target>/. Copy a crash into fuzz/regressions/<target>/
-# to keep it as a regression (test/fuzz-regressions.test.ts replays them).
+# to keep it as a regression (test/api/fuzz-regressions.test.ts replays them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

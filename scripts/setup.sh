@@ -30,8 +30,8 @@ NATIVE_PACKAGES=(
 # The sanitizer and fuzz builds, the C++ formatter npm run lint checks with,
 # the prebuild (patchelf) that the pack-and-install test puts in the tarball,
 # the data the JavaScript tests read, curl, which the docs' server examples
-# call (test/docs.test.ts runs them), and redis-server, which the tests of
-# conversations handed between replicas start (test/serve/).
+# call (test/package/docs.test.ts runs them), and redis-server, which the
+# tests of conversations handed between replicas start (test/serve/).
 TOOL_PACKAGES=(clang "$CLANG_RUNTIME" clang-format libonnx-testdata espeak-ng sox patchelf curl redis-server)
 
 case "${1:-}" in

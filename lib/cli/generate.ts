@@ -6,10 +6,14 @@ import {
   describeNumberRule,
   GENERATE_NUMBER_RULES,
   Llm,
+  LOGIT_BIAS_RULE,
+  logitBiasFault,
   numberFault,
   type GenerateOptions,
   type GenerationResult,
   type NumericGenerateOption,
+  type TokenLogprob,
+  type TopLogprob,
 } from '../llm/index.js';
 import { MAX_NUM_THREADS } from '../module.js';
 import type { Command, ParsedArgs } from './command.js';
@@ -18,6 +22,33 @@ import type { Command, ParsedArgs } from './command.js';
 function generateOption(args: ParsedArgs, flag: string, option: NumericGenerateOption): number | undefined {
   const rule = GENERATE_NUMBER_RULES[option];
   return args.number(flag, (value) => numberFault(value, rule) === undefined, describeNumberRule(rule));
+}
+
+/** `--logit-bias ID=VALUE`, repeated, as generate()'s logitBias, checked by its rule; undefined when absent. */
+function logitBiasOption(args: ParsedArgs): Record<string, number> | undefined {
+  const items = args.list('logit-bias');
+  if (items.length === 0) return undefined;
+  const bias: Record<string, number> = {};
+  for (const item of items) {
+    const [id = '', value = '', extra] = item.split('=');
+    const one = { [id]: value.trim() === '' ? Number.NaN : Number(value) };
+    if (extra !== undefined || logitBiasFault(one) !== undefined) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `--logit-bias takes ID=VALUE, a token id and ${describeNumberRule(LOGIT_BIAS_RULE)}, got '${item}'`,
+      );
+    }
+    Object.assign(bias, one);
+  }
+  return bias;
+}
+
+/** One line per generated token: its id, text and log-probability, then the most likely tokens at its position. */
+export function logprobLines(logprobs: readonly TokenLogprob[]): string[] {
+  const entry = ({ id, text, logprob }: TopLogprob): string => `${id} ${JSON.stringify(text)} ${logprob.toFixed(4)}`;
+  return logprobs.map(
+    (token) => `logprob: ${entry(token)}` + (token.topLogprobs.length === 0 ? '' : ` | top: ${token.topLogprobs.map(entry).join(', ')}`),
+  );
 }
 
 const seconds = (ms: number): string => (ms / 1000).toFixed(3);
@@ -42,6 +73,7 @@ async function runGenerate(args: ParsedArgs): Promise<number> {
   if (tokenizer === undefined)
     throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
   if (prompt === undefined) throw new EtnaError('INVALID_INPUT', '--prompt TEXT is required');
+  const topLogprobs = generateOption(args, 'logprobs', 'topLogprobs');
   const options: GenerateOptions = {
     maxNewTokens: generateOption(args, 'max-new-tokens', 'maxNewTokens'),
     temperature: generateOption(args, 'temperature', 'temperature'),
@@ -51,6 +83,13 @@ async function runGenerate(args: ParsedArgs): Promise<number> {
     stop: args.list('stop'),
     echo: args.flag('echo'),
     ignoreEos: args.flag('ignore-eos'),
+    repetitionPenalty: generateOption(args, 'repetition-penalty', 'repetitionPenalty'),
+    frequencyPenalty: generateOption(args, 'frequency-penalty', 'frequencyPenalty'),
+    presencePenalty: generateOption(args, 'presence-penalty', 'presencePenalty'),
+    penaltyLastN: generateOption(args, 'penalty-last-n', 'penaltyLastN'),
+    minP: generateOption(args, 'min-p', 'minP'),
+    logitBias: logitBiasOption(args),
+    ...(topLogprobs !== undefined && { logprobs: true, topLogprobs }),
   };
   const llm = await Llm.load(args.positionals[0]!, { tokenizer, numThreads: args.integer('threads', 1, 1, MAX_NUM_THREADS) });
   try {
@@ -58,6 +97,7 @@ async function runGenerate(args: ParsedArgs): Promise<number> {
     for await (const piece of generation) process.stdout.write(piece);
     const result = await generation;
     process.stdout.write('\n');
+    for (const line of logprobLines(result.logprobs ?? [])) process.stderr.write(`${line}\n`);
     process.stderr.write(`${statsLine(result)}\n`);
     return 0;
   } finally {
@@ -80,6 +120,17 @@ export const GENERATE: Command = {
       { name: 'top-k', value: 'K', help: 'sample among the K most likely tokens (default 0: all)' },
       { name: 'top-p', value: 'P', help: 'sample among the most likely tokens making up P of the probability (default 1: all)' },
       { name: 'seed', value: 'S', help: 'seed for sampling (default: random)' },
+      { name: 'min-p', value: 'P', help: 'sample among tokens at least P times as likely as the most likely one (default 0: all)' },
+      {
+        name: 'repetition-penalty',
+        value: 'R',
+        help: 'divide the positive logits (multiply the negative ones) of recent tokens by R (default 1: off)',
+      },
+      { name: 'frequency-penalty', value: 'F', help: 'subtract F per occurrence from the logit of a recent token, -2 to 2 (default 0)' },
+      { name: 'presence-penalty', value: 'P', help: 'subtract P from the logit of each recent token, -2 to 2 (default 0)' },
+      { name: 'penalty-last-n', value: 'N', help: 'the recent tokens the penalties count (default 64; -1: the whole context)' },
+      { name: 'logit-bias', value: 'ID=VALUE', multiple: true, help: 'add VALUE (-100 to 100) to the logit of token ID (repeatable)' },
+      { name: 'logprobs', value: 'N', help: 'print the log-probability of each token and of the N most likely ones (0 to 20) to stderr' },
       { name: 'stop', value: 'TEXT', multiple: true, help: 'stop before this text (repeatable)' },
       { name: 'echo', help: 'print the prompt before the generated text' },
       { name: 'ignore-eos', help: 'keep generating past end-of-sequence tokens' },

@@ -5,8 +5,11 @@ export { Generation } from './generation.js';
 export {
   describeNumberRule,
   GENERATE_NUMBER_RULES,
+  LOGIT_BIAS_RULE,
+  logitBiasFault,
   numberFault,
   stopFault,
+  type FieldFault,
   type GenerateOptions,
   type NumberRule,
   type NumericGenerateOption,
@@ -14,8 +17,8 @@ export {
   type StopFault,
   type StopLimits,
 } from './options.js';
-export type { GenerationResult, GenerationStats, StopReason } from './types.js';
+export type { GenerationResult, GenerationStats, StopReason, TokenLogprob, TopLogprob } from './types.js';
 export { METADATA_METHODS, type LlmMetadata, type StepMethod } from './metadata.js';
-export { argmax, Sampler, type SamplingOptions } from './sampler.js';
+export { argmax, DEFAULT_PENALTY_LAST_N, Sampler, type Candidates, type SamplingOptions } from './sampler.js';
 export { TextStream } from './detokenizer.js';
 export { loadTokenizer, type LlmTokenizer, type TokenizerSource } from './tokenizer.js';

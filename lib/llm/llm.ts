@@ -86,10 +86,10 @@ export class Llm {
    * when the snapshot is cut short or comes from another program.
    */
   async restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession> {
-    const bytes = snapshotBytes(snapshot, 'restoreSession: a session snapshot');
+    snapshotBytes(snapshot, 'restoreSession: a session snapshot');
     const session = await this.session();
     try {
-      await session.restore(bytes);
+      await session.restore(snapshot);
       return session;
     } catch (error) {
       await session.dispose();

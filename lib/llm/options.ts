@@ -6,7 +6,8 @@ import { randomInt } from 'node:crypto';
 
 import { describeValue, EtnaError } from '../errors.js';
 import { checkOptionKeys } from '../program.js';
-import type { SamplingOptions } from './sampler.js';
+import { DEFAULT_PENALTY_LAST_N, type SamplingOptions } from './sampler.js';
+import type { TokenLogprob } from './types.js';
 
 /** ExecuTorch's GenerationConfig, in camel case. */
 export interface GenerateOptions {
@@ -31,6 +32,28 @@ export interface GenerateOptions {
   numEos?: number;
   /** Stops the generation between two calls; the result then has stopReason 'aborted'. */
   signal?: AbortSignal;
+  /**
+   * Divides the positive logits (multiplies the negative ones) of the tokens
+   * among the last `penaltyLastN` of the context, as llama.cpp's
+   * `repeat_penalty` (1, the default: off).
+   */
+  repetitionPenalty?: number;
+  /** Subtracted from a token's logit once per occurrence in that window, as OpenAI's frequency_penalty (default 0). */
+  frequencyPenalty?: number;
+  /** Subtracted from the logit of each token in that window, as OpenAI's presence_penalty (default 0). */
+  presencePenalty?: number;
+  /** How many of the context's last tokens (prompt and generated) the penalties count; -1: the whole context. Default 64. */
+  penaltyLastN?: number;
+  /** Keep only tokens whose probability is at least minP times the most likely one's, as llama.cpp's min_p (0, the default: all). */
+  minP?: number;
+  /** Token id to a number added to its logit before sampling (-100 to 100), as OpenAI's logit_bias. */
+  logitBias?: Readonly<Record<number | string, number>>;
+  /** Give each generated token's log-probability in the result's `logprobs`. */
+  logprobs?: boolean;
+  /** With `logprobs`, also give the N most likely tokens at each position (0 to 20, default 0). */
+  topLogprobs?: number;
+  /** Called with each generated token as it is sampled, and its log-probabilities when `logprobs` asks for them. */
+  onToken?: (id: number, logprobs: TokenLogprob | undefined) => void;
 }
 
 export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
@@ -45,6 +68,15 @@ export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
   'numBos',
   'numEos',
   'signal',
+  'repetitionPenalty',
+  'frequencyPenalty',
+  'presencePenalty',
+  'penaltyLastN',
+  'minP',
+  'logitBias',
+  'logprobs',
+  'topLogprobs',
+  'onToken',
 ];
 
 export const DEFAULT_TEMPERATURE = 0.8;
@@ -59,7 +91,20 @@ export interface NumberRule {
   readonly max: number;
 }
 
-export type NumericGenerateOption = 'maxNewTokens' | 'temperature' | 'topK' | 'topP' | 'seed' | 'numBos' | 'numEos';
+export type NumericGenerateOption =
+  | 'maxNewTokens'
+  | 'temperature'
+  | 'topK'
+  | 'topP'
+  | 'seed'
+  | 'numBos'
+  | 'numEos'
+  | 'repetitionPenalty'
+  | 'frequencyPenalty'
+  | 'presencePenalty'
+  | 'penaltyLastN'
+  | 'minP'
+  | 'topLogprobs';
 
 export const GENERATE_NUMBER_RULES: Readonly<Record<NumericGenerateOption, NumberRule>> = {
   maxNewTokens: { integer: true, min: 1, max: Infinity },
@@ -69,7 +114,17 @@ export const GENERATE_NUMBER_RULES: Readonly<Record<NumericGenerateOption, Numbe
   seed: { integer: true, min: 0, max: 2 ** 32 - 1 },
   numBos: { integer: true, min: 0, max: Infinity },
   numEos: { integer: true, min: 0, max: Infinity },
+  repetitionPenalty: { integer: false, min: 0, minExcluded: true, max: Infinity },
+  // OpenAI's ranges.
+  frequencyPenalty: { integer: false, min: -2, max: 2 },
+  presencePenalty: { integer: false, min: -2, max: 2 },
+  penaltyLastN: { integer: true, min: -1, max: Infinity },
+  minP: { integer: false, min: 0, max: 1 },
+  topLogprobs: { integer: true, min: 0, max: 20 },
 };
+
+/** What each value of `logitBias` may be: OpenAI's range. */
+export const LOGIT_BIAS_RULE: NumberRule = { integer: false, min: -100, max: 100 };
 
 /** How a value breaks its rule: the wrong kind of value ('type') or one out of its range ('range'). */
 export type OptionFault = 'type' | 'range';
@@ -95,8 +150,8 @@ export interface StopLimits {
   readonly maxLength?: number;
 }
 
-/** How a stop list breaks its rule: which fault, where ('stop' or 'stop[i]') and what it must be there. */
-export interface StopFault {
+/** How an option breaks its rule: which fault, where ('stop', 'stop[i]', 'logitBias[id]') and what it must be there. */
+export interface FieldFault {
   readonly fault: OptionFault;
   readonly field: string;
   readonly rule: string;
@@ -105,6 +160,8 @@ export interface StopFault {
   /** What a message says it got: the value described, or what was counted ('20 strings'). */
   readonly got: string;
 }
+
+export type StopFault = FieldFault;
 
 /** Stop strings are an array of non-empty strings, within `limits`; undefined when `value` is one. */
 export function stopFault(value: unknown, limits: StopLimits = {}): StopFault | undefined {
@@ -124,6 +181,36 @@ export function stopFault(value: unknown, limits: StopLimits = {}): StopFault | 
   return undefined;
 }
 
+/** What a logitBias key must be: a token id written in decimal, as JSON object keys carry OpenAI's. */
+const TOKEN_ID_KEY = /^(0|[1-9]\d*)$/;
+
+/**
+ * A logit bias is an object of token ids (keys, in decimal) to numbers in
+ * LOGIT_BIAS_RULE, and with `vocabSize` every id is in the vocabulary;
+ * undefined when `value` is one.
+ */
+export function logitBiasFault(value: unknown, limits: { readonly vocabSize?: number } = {}): FieldFault | undefined {
+  const prototype = typeof value === 'object' && value !== null ? Object.getPrototypeOf(value) : undefined;
+  if (prototype !== Object.prototype && prototype !== null) {
+    return { fault: 'type', field: 'logitBias', rule: 'an object of token ids to numbers', value, got: describeValue(value) };
+  }
+  const { vocabSize = Infinity } = limits;
+  for (const [key, bias] of Object.entries(value as object)) {
+    if (!TOKEN_ID_KEY.test(key) || !Number.isSafeInteger(Number(key))) {
+      return { fault: 'type', field: 'logitBias', rule: 'keyed by token ids (integers >= 0)', value, got: `the key '${key}'` };
+    }
+    if (Number(key) >= vocabSize) {
+      const rule = `keyed by token ids in the model's vocabulary 0..${vocabSize - 1}`;
+      return { fault: 'range', field: 'logitBias', rule, value, got: `token ${key}` };
+    }
+    const fault = numberFault(bias, LOGIT_BIAS_RULE);
+    if (fault !== undefined) {
+      return { fault, field: `logitBias[${key}]`, rule: describeNumberRule(LOGIT_BIAS_RULE), value: bias, got: describeValue(bias) };
+    }
+  }
+  return undefined;
+}
+
 /** generate()'s options checked, with their defaults. */
 export interface ResolvedOptions {
   maxNewTokens: number | undefined;
@@ -134,10 +221,16 @@ export interface ResolvedOptions {
   numBos: number;
   numEos: number;
   signal: AbortSignal | undefined;
+  /** How many top tokens each generated token's log-probabilities list; undefined when `logprobs` is off. */
+  topLogprobs: number | undefined;
+  onToken: GenerateOptions['onToken'];
 }
 
-/** Checks generate()'s options (INVALID_INPUT naming the first one that is wrong) and fills in the defaults. */
-export function resolveOptions(options: GenerateOptions): ResolvedOptions {
+/**
+ * Checks generate()'s options (INVALID_INPUT naming the first one that is
+ * wrong) and fills in the defaults; `vocabSize` bounds the logit bias's ids.
+ */
+export function resolveOptions(options: GenerateOptions, limits: { readonly vocabSize?: number } = {}): ResolvedOptions {
   const checked = checkOptionKeys(options, GENERATE_OPTIONS, 'generate');
   const invalid = (name: string, rule: string): never => {
     throw new EtnaError('INVALID_INPUT', `generate: ${name} must be ${rule}, got ${describeValue(checked[name])}`);
@@ -149,7 +242,7 @@ export function resolveOptions(options: GenerateOptions): ResolvedOptions {
     if (numberFault(value, rule) !== undefined) invalid(name, describeNumberRule(rule));
     return value as number;
   };
-  const flag = (name: 'ignoreEos' | 'echo'): boolean => {
+  const flag = (name: 'ignoreEos' | 'echo' | 'logprobs'): boolean => {
     const value = checked[name];
     if (value !== undefined && typeof value !== 'boolean') invalid(name, 'a boolean');
     return value === true;
@@ -161,6 +254,12 @@ export function resolveOptions(options: GenerateOptions): ResolvedOptions {
       topK: number('topK', 0),
       topP: number('topP', 1),
       seed: checked['seed'] === undefined ? randomInt(2 ** 32) : number('seed', 0),
+      minP: number('minP', 0),
+      repetitionPenalty: number('repetitionPenalty', 1),
+      frequencyPenalty: number('frequencyPenalty', 0),
+      presencePenalty: number('presencePenalty', 0),
+      penaltyLastN: number('penaltyLastN', DEFAULT_PENALTY_LAST_N),
+      logitBias: logitBias(checked['logitBias'], limits),
     },
     stop: (checked['stop'] as string[] | undefined) ?? [],
     ignoreEos: flag('ignoreEos'),
@@ -168,9 +267,27 @@ export function resolveOptions(options: GenerateOptions): ResolvedOptions {
     numBos: number('numBos', 0),
     numEos: number('numEos', 0),
     signal: checked['signal'] as AbortSignal | undefined,
+    topLogprobs: undefined,
+    onToken: checked['onToken'] as GenerateOptions['onToken'],
   };
+  const topLogprobs = number('topLogprobs', 0);
+  if (flag('logprobs')) resolved.topLogprobs = topLogprobs;
+  else if (checked['topLogprobs'] !== undefined) invalid('topLogprobs', 'given with logprobs: true');
+  if (resolved.onToken !== undefined && typeof resolved.onToken !== 'function') invalid('onToken', 'a function');
   const stop = stopFault(resolved.stop);
-  if (stop !== undefined) throw new EtnaError('INVALID_INPUT', `generate: ${stop.field} must be ${stop.rule}, got ${stop.got}`);
+  if (stop !== undefined) throw fieldError(stop);
   if (resolved.signal !== undefined && !(resolved.signal instanceof AbortSignal)) invalid('signal', 'an AbortSignal');
   return resolved;
+}
+
+/** A checked logit bias as a map of token id to bias; INVALID_INPUT naming the key or value at fault. */
+function logitBias(value: unknown, limits: { readonly vocabSize?: number }): ReadonlyMap<number, number> | undefined {
+  if (value === undefined) return undefined;
+  const fault = logitBiasFault(value, limits);
+  if (fault !== undefined) throw fieldError(fault);
+  return new Map(Object.entries(value as Record<string, number>).map(([id, bias]) => [Number(id), bias]));
+}
+
+function fieldError(fault: FieldFault): EtnaError {
+  return new EtnaError('INVALID_INPUT', `generate: ${fault.field} must be ${fault.rule}, got ${fault.got}`);
 }

@@ -3,17 +3,18 @@
 // TextPrefiller and TextTokenGenerator split it), and the turn that samples,
 // streams text and stops.
 import { describeValue, EtnaError } from '../errors.js';
-import type { Module } from '../module.js';
+import { largeBytes, snapshotBytes, type Module } from '../module.js';
 import { asyncDisposeSymbol, checkOptionKeys } from '../program.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { Generation } from './generation.js';
+import { tokenBytes, tokenLogprob } from './logprobs.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { numberFault, resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
-import { cacheRanges, decodeSessionSnapshot, encodeSessionSnapshot } from './snapshot.js';
+import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
-import type { GenerationResult, GenerationStats, StopReason } from './types.js';
+import type { GenerationResult, GenerationStats, StopReason, TokenLogprob } from './types.js';
 
 const now = (): number => performance.now();
 const perSecond = (count: number, ms: number): number => (ms > 0 ? (count * 1000) / ms : 0);
@@ -155,12 +156,16 @@ class TurnRecord {
   readonly tokens: number[] = [];
   text = '';
   stopReason: StopReason = 'length';
+  /** Each generated token's log-probabilities, when the options ask for them. */
+  readonly logprobs: TokenLogprob[] | undefined;
   /** When the prefill ended (until it does, when it began), and when the first token was sampled. */
   prefilled = 0;
   firstToken = 0;
   samplingMs = 0;
 
-  constructor(private readonly plan: TurnPlan) {}
+  constructor(private readonly plan: TurnPlan) {
+    this.logprobs = plan.options.topLogprobs === undefined ? undefined : [];
+  }
 
   result(loadMs: number, sessionLoadMs: number): GenerationResult {
     const { promptTokens, started, encoded } = this.plan;
@@ -182,7 +187,9 @@ class TurnRecord {
       promptTokensPerSecond: perSecond(promptTokens.length, prefillMs),
       tokensPerSecond: perSecond(this.tokens.length, decodeMs),
     };
-    return { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
+    const result: GenerationResult = { promptTokens, tokens: this.tokens, text: this.text, stopReason: this.stopReason, stats };
+    if (this.logprobs !== undefined) result.logprobs = this.logprobs;
+    return result;
   }
 }
 
@@ -289,9 +296,13 @@ export class LlmSession {
     }
     const kept = position as number;
     const state = this.module.methodMeta(this.model.metadata.decode.name).state;
-    const bytes = await this.module.saveState({ ranges: cacheRanges(state, this.model.metadata, kept) });
+    const ranges = cacheRanges(state, this.model.metadata, kept);
     const pending = kept === cached ? this.pending : undefined;
-    return encodeSessionSnapshot({ tokens: this.steps.tokens.slice(0, kept), pending }, bytes);
+    const header = encodeSessionHeader({ tokens: this.steps.tokens.slice(0, kept), pending });
+    const snapshot = largeBytes(header.byteLength + this.module.stateSnapshotBytes({ ranges }));
+    snapshot.set(header, 0);
+    await this.module.saveState({ ranges, into: snapshot.subarray(header.byteLength) });
+    return snapshot;
   }
 
   /** A new session that starts where this one stands, with a cache of its own; this one goes on unchanged. */
@@ -299,12 +310,25 @@ export class LlmSession {
     return this.model.restoreSession(await this.save());
   }
 
-  /** @internal Puts a snapshot's place and state into this new session. */
-  async restore(snapshot: Uint8Array): Promise<void> {
-    const { place, state } = decodeSessionSnapshot(snapshot, this.model.metadata);
-    await this.module.restoreState(state);
-    this.steps.adopt(place.tokens);
-    this.pending = place.pending;
+  /**
+   * Puts this session where a snapshot of `save()` stands, whatever it held
+   * before: a server keeps its sessions and moves conversations in and out
+   * of them without loading a module each time. Cache rows past the
+   * snapshot's position are left as they are; nothing reads them before they
+   * are written again. A snapshot cut short or from another program is
+   * refused with INVALID_INPUT, and the session is then unchanged.
+   */
+  async restore(snapshot: ArrayBuffer | ArrayBufferView): Promise<void> {
+    this.checkIdle('restore');
+    const { place, state } = decodeSessionSnapshot(snapshotBytes(snapshot, 'restore: a session snapshot'), this.model.metadata);
+    this.busy = true;
+    try {
+      await this.module.restoreState(state);
+      this.steps.adopt(place.tokens);
+      this.pending = place.pending;
+    } finally {
+      this.busy = false;
+    }
   }
 
   // Saving and resetting need a live session that is not generating.
@@ -351,8 +375,8 @@ export class LlmSession {
   /** Checks the options and the prompt against the vocabulary and the context left. */
   private plan(prompt: string | readonly number[], options: GenerateOptions, context: 'continue' | 'whole'): TurnPlan {
     const started = now();
-    const resolved = resolveOptions(options);
     const { metadata, tokenizer } = this.model;
+    const resolved = resolveOptions(options, { vocabSize: metadata.vocabSize });
     if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
       throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
     }
@@ -434,18 +458,24 @@ export class LlmSession {
     this.steps.rewind(plan.cached);
     let row = await this.steps.prefill(plan.feed);
     record.prefilled = now();
+    // The penalties count the context the model sees: earlier turns, the prompt, then each generated token.
+    sampler.accept(this.steps.tokens);
     for (;;) {
       const sampleStart = now();
       const token = sampler.sample(row);
+      sampler.accept(token);
+      const logprobs = options.topLogprobs === undefined ? undefined : tokenLogprob(tokenizer, row, token, options.topLogprobs);
       record.samplingMs += now() - sampleStart;
       if (record.tokens.length === 0) record.firstToken = now();
       record.tokens.push(token);
+      if (logprobs !== undefined) record.logprobs?.push(logprobs);
       this.pending = token;
+      options.onToken?.(token, logprobs);
       if (eos.has(token)) {
         record.stopReason = 'eos';
         break;
       }
-      const piece = stream.push(token < tokenizer.vocabSize ? tokenizer.tokenBytes(token) : new Uint8Array(0));
+      const piece = stream.push(tokenBytes(tokenizer, token));
       show(piece.text);
       if (piece.stopped) {
         record.stopReason = 'stop';

@@ -53,16 +53,15 @@ export function cacheRanges(state: readonly StateTensorDescription[], metadata: 
   return ranges;
 }
 
-/** A session snapshot: the place, then the module's state snapshot. */
-export function encodeSessionSnapshot(place: SessionPlace, state: Uint8Array): Uint8Array {
+/** The bytes a session snapshot starts with: its prefix and the place as JSON; the module's state snapshot follows. */
+export function encodeSessionHeader(place: SessionPlace): Uint8Array {
   const json = new TextEncoder().encode(JSON.stringify({ tokens: place.tokens, pending: place.pending ?? null }));
-  const out = new Uint8Array(PREFIX_BYTES + json.byteLength + state.byteLength);
+  const out = new Uint8Array(PREFIX_BYTES + json.byteLength);
   const view = new DataView(out.buffer);
   out.set(new TextEncoder().encode(MAGIC), 0);
   view.setUint32(4, VERSION, true);
   view.setUint32(8, json.byteLength, true);
   out.set(json, PREFIX_BYTES);
-  out.set(state, PREFIX_BYTES + json.byteLength);
   return out;
 }
 

@@ -34,6 +34,25 @@ export interface GenerationStats {
 
 export type StopReason = 'eos' | 'length' | 'stop' | 'aborted' | 'context';
 
+/**
+ * A token and its log-probability under the model: the log-softmax of the
+ * logits row the method returned, before the logit bias, the penalties,
+ * temperature and any truncation (OpenAI's logprobs, llama.cpp's n_probs).
+ */
+export interface TopLogprob {
+  id: number;
+  /** The token's bytes decoded as UTF-8 (a part of a character shows as U+FFFD). */
+  text: string;
+  bytes: number[];
+  logprob: number;
+}
+
+/** A generated token's log-probability, with the most likely tokens at its position. */
+export interface TokenLogprob extends TopLogprob {
+  /** `topLogprobs` of them, most likely first (ties: the lower id). */
+  topLogprobs: TopLogprob[];
+}
+
 export interface GenerationResult {
   /** The prompt's token ids as fed (BOS and EOS included). */
   promptTokens: number[];
@@ -43,4 +62,6 @@ export interface GenerationResult {
   text: string;
   stopReason: StopReason;
   stats: GenerationStats;
+  /** With the `logprobs` option: one entry per generated token, in order. */
+  logprobs?: TokenLogprob[];
 }

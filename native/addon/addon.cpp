@@ -4,6 +4,7 @@
 #include "addon_data.h"
 #include "backends/registry.h"
 #include "external_data.h"
+#include "huge_pages.h"
 #include "kernels/registry.h"
 #include "module_wrap.h"
 #include "program_wrap.h"
@@ -20,6 +21,7 @@ Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
   etna::addon::ProgramWrap::init(env, exports);
   etna::addon::ModuleWrap::init(env, exports);
   etna::addon::init_external_data(env, exports);
+  etna::addon::init_huge_pages(env, exports);
   return exports;
 }
 

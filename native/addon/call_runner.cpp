@@ -1,23 +1,17 @@
 #include "call_runner.h"
 
-#include <pthread.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <string>
-#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "convert.h"
 
 namespace etna::addon {
 namespace {
-
-// How long a call thread watches for the next call before it sleeps: about
-// what one wake-up of a sleeping thread costs on the machines measured, so
-// a thread that waited in vain has spent what a wake-up would have.
-constexpr std::chrono::microseconds kWatchBeforeSleep{25};
 
 // How long the JS thread looks for a short call's result before it sleeps.
 constexpr uint64_t kResultWatchNs = std::chrono::nanoseconds(CallRunner::kResultWatch).count();
@@ -68,7 +62,8 @@ struct CallRunner::LoopWatch {
   }
 };
 
-CallRunner::CallRunner(napi_env env, size_t max_threads) : env_(env), max_threads_(max_threads) {}
+CallRunner::CallRunner(napi_env env, size_t max_threads)
+    : env_(env), calls_(max_threads, [this] { signal_finished(); }) {}
 
 CallRunner* CallRunner::create(Napi::Env env) {
   auto* runner = new CallRunner(env, max_threads_from_environment());
@@ -103,99 +98,39 @@ CallRunner* CallRunner::create(Napi::Env env) {
 }
 
 Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job, bool expect_short) {
-  Entry entry{std::move(job), Napi::Promise::Deferred::New(env)};
-  Napi::Promise promise = entry.deferred.Promise();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    // Set before the call can finish, so that its thread leaves the result to the watch.
-    if (expect_short && watch_ != nullptr) {
-      watch_deadline_ns_ = uv_hrtime() + kResultWatchNs;
-      if (!watching_) {
-        watching_ = true;
-        watch_->start();
-      }
-    }
-    queued_.push_back(std::move(entry));
-    queued_count_.store(queued_.size(), std::memory_order_release);
-    // A thread more only when the idle ones are all spoken for.
-    if (queued_.size() > idle_threads_ && threads_.size() < max_threads_) {
-      try {
-        threads_.emplace_back(&CallRunner::thread_main, this);
-      } catch (const std::system_error&) {
-        if (threads_.empty()) {
-          Entry refused = std::move(queued_.back());
-          queued_.pop_back();
-          queued_count_.store(queued_.size(), std::memory_order_release);
-          refused.deferred.Reject(
-              make_js_error(env, Error{ErrorCode::kInternal, "could not start a thread to run the call"}).Value());
-          return promise;
-        }
-        // Otherwise the running threads take it in turn.
-      }
+  auto call = std::make_unique<Call>(std::move(job), Napi::Promise::Deferred::New(env));
+  Napi::Promise promise = call->deferred.Promise();
+  // Watching before the call is queued, so that its thread leaves the result to the watch.
+  if (expect_short && watch_ != nullptr) {
+    watch_deadline_ns_ = uv_hrtime() + kResultWatchNs;
+    if (!watching_) {
+      watching_ = true;
+      calls_.start_watching();
+      watch_->start();
     }
   }
-  work_ready_.notify_one();
+  std::unique_ptr<CallQueue::Task> refused = calls_.submit(std::move(call));
+  if (refused != nullptr) {
+    static_cast<Call&>(*refused).deferred.Reject(
+        make_js_error(env, Error{ErrorCode::kInternal, "could not start a thread to run the call"}).Value());
+    return promise;
+  }
   if (unsettled_++ == 0) finished_signal_.Ref(env);
   return promise;
 }
 
-void CallRunner::thread_main() {
-#ifdef __linux__
-  // Named, so that profilers, top and tests can tell etna's call threads from Node's own.
-  pthread_setname_np(pthread_self(), "etna-call");
-#endif
-  std::unique_lock<std::mutex> lock(mutex_);
-  ++idle_threads_;
-  for (;;) {
-    lock.unlock();
-    const auto watch_until = std::chrono::steady_clock::now() + kWatchBeforeSleep;
-    while (queued_count_.load(std::memory_order_acquire) == 0 && !stopping_.load(std::memory_order_relaxed) &&
-           std::chrono::steady_clock::now() < watch_until) {
-      // Gives way rather than only pause: the JS thread may be waiting for
-      // this very core (the scheduler tends to wake a thread on its waker's
-      // core), and it is the one that brings the next call.
-      std::this_thread::yield();
-    }
-    lock.lock();
-    work_ready_.wait(lock, [this] { return stopping_.load() || !queued_.empty(); });
-    if (stopping_.load()) return;
-    --idle_threads_;
-    Entry entry = std::move(queued_.front());
-    queued_.pop_front();
-    queued_count_.store(queued_.size(), std::memory_order_release);
-    lock.unlock();
-    entry.job->run();
-    lock.lock();
-    finished_.push_back(std::move(entry));
-    finished_count_.store(finished_.size(), std::memory_order_release);
-    // Idle again before anyone learns of the result: a caller that calls
-    // again as soon as it hears must find this thread, not start another.
-    ++idle_threads_;
-    // The wake-up on its way, or the JS thread watching, settles this one too.
-    if (signal_pending_ || watching_) continue;
-    signal_pending_ = true;
-    lock.unlock();
-    signal_finished();
-    lock.lock();
-  }
-}
-
 void CallRunner::settle_finished(Napi::Env env) {
-  std::vector<Entry> batch;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    batch.swap(finished_);
-    finished_count_.store(0, std::memory_order_relaxed);
-    signal_pending_ = false;
-  }
-  for (Entry& entry : batch) {
+  // Only Calls are queued.
+  std::vector<std::unique_ptr<CallQueue::Task>> batch = calls_.take_finished();
+  for (auto& task : batch) {
+    Call& call = static_cast<Call&>(*task);
     Napi::HandleScope scope(env);
     try {
-      entry.job->settle(env, entry.deferred);
+      call.job->settle(env, call.deferred);
     } catch (const Napi::Error& error) {
-      entry.deferred.Reject(error.Value());
+      call.deferred.Reject(error.Value());
     } catch (const std::exception& error) {
-      entry.deferred.Reject(
+      call.deferred.Reject(
           make_js_error(env, Error{ErrorCode::kInternal, std::string("internal error: ") + error.what()}).Value());
     }
   }
@@ -209,19 +144,15 @@ void CallRunner::signal_finished() {
 }
 
 void CallRunner::look_for_results() {
-  const bool settled = finished_count_.load(std::memory_order_acquire) == 0 || settle_from_loop();
+  const bool settled = calls_.finished_count() == 0 || settle_from_loop();
   if (settled && unsettled_ != 0 && uv_hrtime() < watch_deadline_ns_) {
     // Should the call's thread be waiting for this core, it runs now.
     std::this_thread::yield();
     return;
   }
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    watching_ = false;
-    // Finished since the look above, so no wake-up was sent for it.
-    if (!finished_.empty() && !signal_pending_) wake = signal_pending_ = true;
-  }
+  watching_ = false;
+  // Finished since the look above, so no wake-up was sent for it.
+  const bool wake = calls_.stop_watching();
   if (watch_ != nullptr) watch_->stop();
   if (wake) signal_finished();
 }
@@ -256,13 +187,7 @@ void CallRunner::stop() {
     watch_ = nullptr;
   }
   settle_context_.reset();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_.store(true);
-  }
-  work_ready_.notify_all();
-  // threads_ changes only on this (the JS) thread.
-  for (std::thread& thread : threads_) thread.join();
+  calls_.stop();
 }
 
 }  // namespace etna::addon

@@ -1,35 +1,28 @@
-// Runs promise-returning calls (execute) off the JS thread on threads of its
-// own, and settles their promises on the JS thread.
+// Runs promise-returning calls (execute, saveState, restoreState) off the JS
+// thread and settles their promises on the JS thread. Which thread takes a
+// call, and when the JS thread must be woken, is native/core/call_queue.h's
+// policy; this is the N-API and libuv layer around it.
 //
-// Why not Napi::AsyncWorker on libuv's pool: waking a sleeping thread costs
-// more than a small model's whole call (a round trip on et_add took 35 µs,
-// the call itself 4). A call thread that has just finished a call watches
-// the queue for a short while before it sleeps, so a caller that calls again
-// at once (a stream of small steps) finds it awake; then the result is often
-// back before the JS thread has gone to sleep. Finished calls are settled in
-// one wake-up of the JS thread for all that finished in the meantime.
-//
-// Waking the JS thread costs about as much again, so for a call expected to
-// be short the JS thread does not sleep at all for a little while: its event
-// loop keeps turning (every other event is served as usual) and looks for
-// the result on each turn. Past that while it sleeps and is woken as above.
+// Waking the JS thread costs about as much as a small model's call, so for a
+// call expected to be short the JS thread does not sleep at all for a little
+// while: its event loop keeps turning (every other event is served as usual)
+// and looks for the result on each turn. Past that while it sleeps and is
+// woken by the queue's wake-up. Finished calls are settled in one turn of the
+// JS thread for all that finished in the meantime.
 #pragma once
 
 #include <napi.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <thread>
-#include <vector>
+#include <utility>
 
 #include <uv.h>
+
+#include "core/call_queue.h"
 
 namespace etna::addon {
 
@@ -64,7 +57,11 @@ class CallRunner {
   Napi::Promise submit(Napi::Env env, std::unique_ptr<Job> job, bool expect_short);
 
  private:
-  struct Entry {
+  // A job with its promise, as the queue holds it.
+  struct Call : CallQueue::Task {
+    Call(std::unique_ptr<Job> job, Napi::Promise::Deferred deferred)
+        : job(std::move(job)), deferred(std::move(deferred)) {}
+    void run() override { job->run(); }
     std::unique_ptr<Job> job;
     Napi::Promise::Deferred deferred;
   };
@@ -76,7 +73,6 @@ class CallRunner {
   CallRunner(napi_env env, size_t max_threads);
   ~CallRunner() = default;
 
-  void thread_main();
   // On the JS thread: settles every finished call.
   void settle_finished(Napi::Env env);
   // From any thread: wakes the JS thread to settle what has finished.
@@ -90,24 +86,13 @@ class CallRunner {
   void stop();
 
   const napi_env env_;
-  const size_t max_threads_;
   Napi::ThreadSafeFunction finished_signal_;
   size_t unsettled_ = 0;                              // JS thread only: the signal keeps the loop alive while nonzero
   LoopWatch* watch_ = nullptr;                        // JS thread only; null once teardown has closed it
+  bool watching_ = false;                             // JS thread only: the watch's handles are started
   uint64_t watch_deadline_ns_ = 0;                    // JS thread only (uv_hrtime)
   std::optional<Napi::AsyncContext> settle_context_;  // JS thread only
-
-  mutable std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::deque<Entry> queued_;
-  std::vector<Entry> finished_;
-  bool signal_pending_ = false;            // a wake-up of the JS thread is on its way
-  bool watching_ = false;                  // the JS thread looks for results without a wake-up
-  std::atomic<size_t> finished_count_{0};  // finished_.size(), read without the lock while watching
-  std::atomic<bool> stopping_{false};
-  std::atomic<size_t> queued_count_{0};  // queued_.size(), read without the lock while watching
-  size_t idle_threads_ = 0;
-  std::vector<std::thread> threads_;
+  CallQueue calls_;
 };
 
 }  // namespace etna::addon

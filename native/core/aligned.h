@@ -32,6 +32,10 @@ void free_aligned_block(void* data);
 // Whether large blocks are mappings of their own: false in builds with
 // AddressSanitizer, which watches malloc'd blocks only.
 bool maps_large_blocks();
+// Asks for huge pages for the whole huge pages inside [data, data + bytes),
+// where the system gives them on request: memory not yet touched then fills
+// in a few faults. Nothing happens where it cannot.
+void advise_huge_pages(void* data, size_t bytes);
 
 struct AlignedFree {
   void operator()(uint8_t* p) const { free_aligned_block(p); }

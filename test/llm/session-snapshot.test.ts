@@ -35,6 +35,27 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     await Promise.all([llm.dispose(), elsewhere.dispose()]);
   });
 
+  it('restore into a session kept for it, whatever it held, and go on as the saved one would', async () => {
+    const llm = await Llm.load(llamaBytes, { tokenizer });
+    const session = await llm.session();
+    await session.generate(system, greedy);
+    const snapshot = await session.save();
+    const position = session.position;
+    const expected = await session.generate([70, 71, 72], greedy);
+
+    const kept = await llm.session();
+    await kept.generate([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28], greedy);
+    await kept.restore(snapshot);
+    expect(kept.position).toBe(position);
+    expect((await kept.generate([70, 71, 72], greedy)).tokens).toEqual(expected.tokens);
+    // A snapshot cut short leaves the session where it was.
+    const before = kept.position;
+    const bad = await rejection(kept.restore(snapshot.subarray(0, 20)));
+    expect(bad.code).toBe('INVALID_INPUT');
+    expect(kept.position).toBe(before);
+    await Promise.all([session.dispose(), kept.dispose(), llm.dispose()]);
+  });
+
   it('hold only the cache rows up to the position, and the rows as they were', async () => {
     const llm = await Llm.load(llamaBytes, { tokenizer });
     const session = await llm.session();

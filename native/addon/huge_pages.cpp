@@ -1,0 +1,30 @@
+#include "huge_pages.h"
+
+#include "convert.h"
+#include "core/aligned.h"
+#include "program_wrap.h"
+
+namespace etna::addon {
+namespace {
+
+Napi::Value advise_huge_pages_of(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    std::optional<ByteSpan> view = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
+    if (!view) {
+      throw make_js_error(
+          env, make_error(ErrorCode::kInvalidInput, "adviseHugePages expects an ArrayBuffer or a view of one"));
+    }
+    // Advice only: the bytes are neither read nor written.
+    advise_huge_pages(const_cast<uint8_t*>(view->data), view->size);
+    return env.Undefined();
+  });
+}
+
+}  // namespace
+
+void init_huge_pages(Napi::Env env, Napi::Object exports) {
+  exports.Set("adviseHugePages", Napi::Function::New(env, advise_huge_pages_of, "adviseHugePages"));
+}
+
+}  // namespace etna::addon
