@@ -1,13 +1,14 @@
 // The request fields that steer generation, by OpenAI's names, and the
 // generate() option each becomes: one table per route. Values are checked by
 // generate()'s own rules (lib/llm/options.ts), narrowed to OpenAI's ranges
-// and to the model. A field without an option is one generate() does not take
-// yet: it is checked, then refused unless it holds its neutral value (the one
-// that asks for nothing); giving it an option turns it on.
+// and to the model. A field without an option is one the server does not
+// take yet: it is checked, then refused unless it holds its neutral value
+// (the one that asks for nothing); giving it an option turns it on.
 import { describeValue } from '../errors.js';
 import {
   describeNumberRule,
   GENERATE_NUMBER_RULES,
+  logitBiasFault,
   numberFault,
   stopFault,
   type GenerateOptions,
@@ -38,41 +39,41 @@ export interface GenerationField {
 }
 
 const number = (rule: NumberRule, bound?: 'context' | 'vocabulary'): FieldValue => ({ kind: 'number', rule, ...(bound && { bound }) });
-const PENALTY: NumberRule = { integer: false, min: -2, max: 2 };
+const { maxNewTokens, temperature, topP, topK, seed, frequencyPenalty, presencePenalty, minP, repetitionPenalty } = GENERATE_NUMBER_RULES;
 
 /** Fields both routes take. */
 const SAMPLING: Readonly<Record<string, GenerationField>> = {
-  max_tokens: { value: number(GENERATE_NUMBER_RULES.maxNewTokens, 'context'), option: 'maxNewTokens' },
+  max_tokens: { value: number(maxNewTokens, 'context'), option: 'maxNewTokens' },
   // OpenAI's range; generate() takes any temperature.
-  temperature: { value: number({ ...GENERATE_NUMBER_RULES.temperature, max: 2 }), option: 'temperature' },
-  top_p: { value: number(GENERATE_NUMBER_RULES.topP), option: 'topP' },
-  // Not OpenAI's, but vLLM's and llama.cpp's name for it.
-  top_k: { value: number(GENERATE_NUMBER_RULES.topK, 'vocabulary'), option: 'topK' },
-  seed: { value: number(GENERATE_NUMBER_RULES.seed), option: 'seed' },
+  temperature: { value: number({ ...temperature, max: 2 }), option: 'temperature' },
+  top_p: { value: number(topP), option: 'topP' },
+  // Not OpenAI's: vLLM's and llama.cpp's names for them.
+  top_k: { value: number(topK, 'vocabulary'), option: 'topK' },
+  min_p: { value: number(minP), option: 'minP' },
+  repetition_penalty: { value: number(repetitionPenalty), option: 'repetitionPenalty' },
+  seed: { value: number(seed), option: 'seed' },
   stop: { value: { kind: 'strings' }, option: 'stop' },
-  // Not yet taken by generate(): frequencyPenalty, presencePenalty, logitBias, minP, repetitionPenalty.
-  frequency_penalty: { value: number(PENALTY), neutral: 0 },
-  presence_penalty: { value: number(PENALTY), neutral: 0 },
-  logit_bias: { value: { kind: 'token-map' } },
-  min_p: { value: number({ integer: false, min: 0, max: 1 }), neutral: 0 },
-  repetition_penalty: { value: number({ integer: false, min: 0, minExcluded: true, max: Infinity }), neutral: 1 },
+  frequency_penalty: { value: number(frequencyPenalty), option: 'frequencyPenalty' },
+  presence_penalty: { value: number(presencePenalty), option: 'presencePenalty' },
+  logit_bias: { value: { kind: 'token-map' }, option: 'logitBias' },
 };
 
 /** POST /v1/completions. */
 export const COMPLETION_FIELDS: Readonly<Record<string, GenerationField>> = {
   ...SAMPLING,
   echo: { value: { kind: 'boolean' }, option: 'echo' },
-  // The log-probabilities of the most likely tokens at each step; 0 asks for the chosen token's. Not yet taken: logprobs.
+  // The log-probabilities of the most likely tokens at each step; 0 asks for the chosen token's. generate() gives them
+  // (logprobs, topLogprobs); the answers do not carry them yet.
   logprobs: { value: number({ integer: true, min: 0, max: 5 }) },
 };
 
 /** POST /v1/chat/completions. */
 export const CHAT_FIELDS: Readonly<Record<string, GenerationField>> = {
   ...SAMPLING,
-  max_completion_tokens: { value: number(GENERATE_NUMBER_RULES.maxNewTokens, 'context'), option: 'maxNewTokens' },
-  // Not yet taken: logprobs, topLogprobs.
+  max_completion_tokens: { value: number(maxNewTokens, 'context'), option: 'maxNewTokens' },
+  // generate() gives them (logprobs, topLogprobs); the answers do not carry them yet.
   logprobs: { value: { kind: 'boolean' }, neutral: false },
-  top_logprobs: { value: number({ integer: true, min: 0, max: 20 }), neutral: 0 },
+  top_logprobs: { value: number(GENERATE_NUMBER_RULES.topLogprobs), neutral: 0 },
 };
 
 /** What the model bounds: the context (max_tokens) and the vocabulary (top_k, logit_bias). */
@@ -118,15 +119,9 @@ function checkValue(param: string, value: unknown, field: FieldValue, model: Mod
       return list;
     }
     case 'token-map': {
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) wrongType(param, 'an object of token ids to biases', value);
-      for (const [key, bias] of Object.entries(value as object)) {
-        const id = Number(key);
-        if (!/^\d+$/.test(key) || id >= model.vocabSize)
-          outOfRange(param, `keyed by token ids from 0 to ${model.vocabSize - 1}`, `'${key}'`);
-        if (numberFault(bias, { integer: false, min: -100, max: 100 }) !== undefined) {
-          outOfRange(`${param}.${key}`, 'a number in [-100, 100]', describeJson(bias));
-        }
-      }
+      const fault = logitBiasFault(value, { vocabSize: model.vocabSize });
+      if (fault?.fault === 'type') wrongType(param, fault.rule, fault.value);
+      if (fault?.fault === 'range') outOfRange(param, fault.rule, fault.got);
       return value;
     }
   }

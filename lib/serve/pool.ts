@@ -113,11 +113,7 @@ export class Pool<T> {
     });
   }
 
-  /**
-   * Gives an item back once its request is done: to the first in line, or to
-   * the idle set. It may be another item than the one lent, which takes its
-   * place (a session restored from a snapshot in place of the one it replaced).
-   */
+  /** Gives an item back once its request is done: to the first in line, or to the idle set. */
   release(item: T): void {
     this.onReturn?.(item);
     const next = this.waiting.shift();

@@ -74,7 +74,7 @@ export class Sessions {
   /**
    * A session for `prompt`: the free one whose cache shares the most of it,
    * its cache replaced by a cached prefix or the conversation's state when
-   * one of those keeps more of the prompt. Waits in line when every
+   * one of those keeps more of the prompt (restored into the session). Waits in line when every
    * session is busy (PoolBusyError past the line's limit).
    */
   async acquire(prompt: readonly number[], conversation: ConversationState | undefined, signal: AbortSignal): Promise<LlmSession> {
@@ -92,17 +92,16 @@ export class Sessions {
       this.sources.session++;
       return session;
     }
+    // Into the session itself: no module to load, and its state arena is already in memory. A refused snapshot leaves it as it was.
     try {
-      const restored = await this.llm.restoreSession(best.snapshot);
-      await session.dispose();
+      await session.restore(best.snapshot);
       this.sources[best.source]++;
       if (best.source === 'prefix-cache') this.options.prefixCache.counted(best.shared);
-      return restored;
     } catch (error) {
       this.options.warn(`a ${best.source} snapshot could not be restored (${(error as Error).message}); prefilled in full`);
       this.sources.session++;
-      return session;
     }
+    return session;
   }
 
   /** Gives a session back (the one acquire returned). */

@@ -129,11 +129,15 @@ describe('etna serve with the openai client', () => {
       [{ seed: -1 }, 'invalid_value', 'seed'],
       [{ stop: ['x', 1] }, 'invalid_type', 'stop[1]'],
       [{ n: 2 }, 'unsupported_value', 'n'],
-      [{ frequency_penalty: 0.5 }, 'unsupported_parameter', 'frequency_penalty'],
-      [{ presence_penalty: 3 }, 'invalid_value', 'presence_penalty'],
-      [{ logit_bias: { 5: 10 } }, 'unsupported_parameter', 'logit_bias'],
+      [{ frequency_penalty: 2.5 }, 'invalid_value', 'frequency_penalty'],
+      [{ presence_penalty: 'a lot' }, 'invalid_type', 'presence_penalty'],
+      [{ min_p: 1.5 }, 'invalid_value', 'min_p'],
+      [{ repetition_penalty: 0 }, 'invalid_value', 'repetition_penalty'],
       [{ logit_bias: { 99999: 10 } }, 'invalid_value', 'logit_bias'],
+      [{ logit_bias: { 5: 101 } }, 'invalid_value', 'logit_bias'],
+      [{ logit_bias: { five: 1 } }, 'invalid_type', 'logit_bias'],
       [{ logprobs: 2 }, 'unsupported_parameter', 'logprobs'],
+      [{ logprobs: 6 }, 'invalid_value', 'logprobs'],
       [{ suffix: 'end' }, 'unsupported_parameter', 'suffix'],
       [{ stream_options: { include_usage: true } }, 'invalid_value', 'stream_options'],
       [{ temprature: 0 }, 'unknown_parameter', 'temprature'],
@@ -152,15 +156,38 @@ describe('etna serve with the openai client', () => {
     const model = await failure(client.completions.create({ ...base, model: 'gpt-4o' }));
     expect(model).toBeInstanceOf(OpenAI.NotFoundError);
     expect([model.code, model.param]).toEqual(['model_not_found', 'model']);
-    // The neutral values of what is not supported yet are accepted, and so is top_k.
-    const neutral = await client.completions.create({
-      ...base,
-      frequency_penalty: 0,
-      presence_penalty: 0,
-      logit_bias: {},
-      top_k: 40,
-    } as any);
+    // What is not supported yet is accepted at its neutral value.
+    const neutral = await client.completions.create({ ...base, logprobs: null });
     expect(neutral.choices[0]!.finish_reason).toBe('length');
+  });
+
+  it('takes the sampling controls generate() takes: a logit bias of 100 makes greedy pick its token every time', async () => {
+    const token = tokenizer.encode(' treasure')[0]!;
+    const biased = await client.completions.create({
+      model: 'llama',
+      prompt: 'Once upon a time',
+      max_tokens: 3,
+      temperature: 0,
+      logit_bias: { [token]: 100 },
+    });
+    const spelled = new TextDecoder().decode(tokenizer.tokenBytes(token));
+    expect(biased.choices[0]!.text).toBe(spelled.repeat(3));
+    // Penalties, min_p, top_k and repetition_penalty are generate()'s own; seeded, they repeat.
+    const body = {
+      model: 'llama',
+      prompt: 'The answer is',
+      max_tokens: 12,
+      temperature: 0.9,
+      seed: 5,
+      frequency_penalty: 1.5,
+      presence_penalty: 0.5,
+      min_p: 0.05,
+      top_k: 40,
+      repetition_penalty: 1.3,
+    };
+    const first = await client.completions.create(body as any);
+    expect((await client.completions.create(body as any)).choices[0]!.text).toBe(first.choices[0]!.text);
+    expect(first.usage!.completion_tokens).toBe(12);
   });
 
   it('checks chat requests, and refuses them while no chat template can be applied', async () => {
@@ -177,6 +204,7 @@ describe('etna serve with the openai client', () => {
       [{ max_tokens: 4, max_completion_tokens: 5 }, 'invalid_value', 'max_completion_tokens'],
       [{ logprobs: true }, 'unsupported_parameter', 'logprobs'],
       [{ top_logprobs: 21 }, 'invalid_value', 'top_logprobs'],
+      [{ frequency_penalty: -3 }, 'invalid_value', 'frequency_penalty'],
       [{ tools: [] }, 'unknown_parameter', 'tools'],
       [{}, 'chat_template_unavailable', 'messages'],
     ];
