@@ -13,11 +13,11 @@ import type { LlmSession } from '../llm/session.js';
 import { checkOptionKeys } from '../program.js';
 import { chatPrompt } from './chat.js';
 import { ApiError, invalidField, toApiError } from './errors.js';
-import { PoolClosedError } from './pool.js';
-import { PrefixCache } from './prefix-cache.js';
+import { PoolClosedError, type PoolStats } from './pool.js';
+import { PrefixCache, type PrefixCacheStats } from './prefix-cache.js';
 import { parseBody, parseChatRequest, parseCompletionRequest, readBody, type ModelInfo } from './request.js';
 import { CHAT_SHAPE, COMPLETION_SHAPE, finishReason, replyHeader, usageOf, writeEvent, type ReplyShape } from './responses.js';
-import { Sessions } from './sessions.js';
+import { Sessions, type SessionsStats } from './sessions.js';
 import { DEFAULT_STATE_TIMEOUT_MS, GuardedStore, type StateStore } from './state-store.js';
 
 export interface ServerOptions {
@@ -144,20 +144,20 @@ function checkSettings(options: ServerOptions): Settings & { prefixCacheBytes: n
  * `server.listen(port, host)`, or route requests to `server.handle` from a
  * server of your own.
  */
-export async function createServer(options: ServerOptions): Promise<LlmServer> {
-  const settings = checkSettings(options);
-  const warn = options.warn ?? ((message: string) => console.warn(message));
-  const prefixCache = new PrefixCache({ maxBytes: settings.prefixCacheBytes, blockTokens: settings.prefixBlockTokens });
-  const store = options.stateStore === undefined ? undefined : new GuardedStore(options.stateStore, settings.stateTimeoutMs, warn);
-  const sessions = await Sessions.create(options.llm, {
-    sessions: settings.sessions,
-    maxQueue: settings.maxQueue,
-    prefixCache,
-    store,
-    keyPrefix: `etna:${settings.modelName}:`,
-    warn,
-  });
-  return new LlmServer(options.llm, settings, sessions, prefixCache, store, warn);
+export function createServer(options: ServerOptions): Promise<LlmServer> {
+  return LlmServer.create(options);
+}
+
+/** What GET /health answers. */
+export interface ServerStats {
+  model: { name: string; layout: string; vocabSize: number; maxContextLen: number; maxSeqLen: number };
+  pool: PoolStats;
+  generations: GenerationCounts;
+  /** Requests whose cache came from each place. */
+  cacheSources: SessionsStats['sources'];
+  prefixCache: PrefixCacheStats;
+  stateStore: { location: string; available: boolean; stored: number; failures: number } | null;
+  stopping: boolean;
 }
 
 export class LlmServer extends http.Server {
@@ -172,8 +172,7 @@ export class LlmServer extends http.Server {
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly model: ModelInfo;
 
-  /** @internal createServer makes it. */
-  constructor(
+  private constructor(
     readonly llm: Llm,
     private readonly settings: Settings,
     private readonly sessions: Sessions,
@@ -187,12 +186,29 @@ export class LlmServer extends http.Server {
     this.on('request', (request: http.IncomingMessage, response: http.ServerResponse) => void this.handle(request, response));
   }
 
+  /** createServer(): the settings checked, then the sessions made. */
+  static async create(options: ServerOptions): Promise<LlmServer> {
+    const settings = checkSettings(options);
+    const warn = options.warn ?? ((message: string) => console.warn(message));
+    const prefixCache = new PrefixCache({ maxBytes: settings.prefixCacheBytes, blockTokens: settings.prefixBlockTokens });
+    const store = options.stateStore === undefined ? undefined : new GuardedStore(options.stateStore, settings.stateTimeoutMs, warn);
+    const sessions = await Sessions.create(options.llm, {
+      sessions: settings.sessions,
+      maxQueue: settings.maxQueue,
+      prefixCache,
+      store,
+      keyPrefix: `etna:${settings.modelName}:`,
+      warn,
+    });
+    return new LlmServer(options.llm, settings, sessions, prefixCache, store, warn);
+  }
+
   get modelName(): string {
     return this.settings.modelName;
   }
 
   /** What GET /health answers. */
-  get stats(): object {
+  get stats(): ServerStats {
     const { layout, vocabSize, maxContextLen, maxSeqLen } = this.llm.metadata;
     const { pool, sources, stored, storeFailures } = this.sessions.stats;
     return {
@@ -266,11 +282,11 @@ export class LlmServer extends http.Server {
     const conversationId = this.conversationId(request);
     if (name === 'POST /v1/completions') {
       const { prompt, ...parsed } = parseCompletionRequest(body, this.model);
-      return this.run(request, response, { shape: COMPLETION_SHAPE, prompt: this.promptTokens(prompt), conversationId, ...parsed });
+      return this.run(response, { shape: COMPLETION_SHAPE, prompt: this.promptTokens(prompt), conversationId, ...parsed });
     }
     const { messages, ...parsed } = parseChatRequest(body, this.model);
     const chat = chatPrompt(this.llm, messages);
-    return this.run(request, response, {
+    return this.run(response, {
       shape: CHAT_SHAPE,
       prompt: chat.tokens,
       conversationId,
@@ -327,7 +343,7 @@ export class LlmServer extends http.Server {
     }
   }
 
-  private async run(request: http.IncomingMessage, response: http.ServerResponse, job: Job): Promise<void> {
+  private async run(response: http.ServerResponse, job: Job): Promise<void> {
     this.checkContext(job);
     const controller = new AbortController();
     // The response closes before it has finished only when the client has gone.
