@@ -12,7 +12,7 @@ import { tokenBytes, tokenLogprob } from './logprobs.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
-import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader } from './snapshot.js';
+import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader, type TextTail } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
 import type { GenerationResult, GenerationStats, StopReason, TokenLogprob } from './types.js';
 
@@ -25,6 +25,10 @@ export interface SessionModel {
   readonly tokenizer: LlmTokenizer;
   /** Milliseconds `Llm.load` took. */
   readonly loadMs: number;
+  /** Whether a text prompt that starts a context gets one BOS token by default. */
+  readonly addsBos: boolean;
+  /** Ranges [from, to) of ids the tokenizer lacks: never sampled. */
+  readonly unsampled: readonly (readonly [number, number])[];
   /** A new session at the place a snapshot holds (`Llm.restoreSession`). */
   restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession>;
 }
@@ -131,6 +135,8 @@ interface TurnPlan {
   readonly feed: number[];
   /** Positions of the cache the turn keeps: it rewinds to here before its prefill. */
   readonly cached: number;
+  /** The text run the context ends with once the prompt is in. */
+  readonly tail: TextTail;
   readonly maxNewTokens: number;
   readonly options: ResolvedOptions;
   /** When the generation started, and when its prompt was encoded. */
@@ -187,6 +193,33 @@ class TurnRecord {
   }
 }
 
+const NO_TAIL: TextTail = { text: '', tokens: 0 };
+
+/** The text run a turn's generated tokens extend, or start anew after a token without text. */
+class TailRecord {
+  private text: string;
+  private tokens: number;
+  private bytes: Uint8Array[] = [];
+
+  constructor(start: TextTail) {
+    this.text = start.text;
+    this.tokens = start.tokens;
+  }
+
+  push(bytes: Uint8Array): void {
+    if (bytes.length === 0) {
+      [this.text, this.tokens, this.bytes] = ['', 0, []];
+      return;
+    }
+    this.bytes.push(bytes);
+    this.tokens++;
+  }
+
+  end(): TextTail {
+    return { text: this.text + Buffer.concat(this.bytes).toString('utf8'), tokens: this.tokens };
+  }
+}
+
 /** How many tokens two sequences share from their start. */
 function commonPrefix(a: readonly number[], b: readonly number[]): number {
   let n = 0;
@@ -205,6 +238,9 @@ export class LlmSession {
   private readonly steps: StepRunner;
   // The last generated token: sampled, not yet in the cache; the next turn feeds it first.
   private pending: number | undefined;
+  // The text the context ends with since its last token without text (BOS, EOS, a prompt given as ids): a later
+  // turn's text is encoded after it, as the whole conversation would be, so that no word boundary is invented there.
+  private tail: TextTail = NO_TAIL;
   private busy = false;
   private disposed = false;
 
@@ -224,7 +260,8 @@ export class LlmSession {
 
   /** Positions left for the next turn's prompt and generated tokens. */
   get remaining(): number {
-    return this.model.metadata.maxContextLen - this.position;
+    // A turn that fills the context leaves its last token pending, one past the end; it is never fed.
+    return Math.max(0, this.model.metadata.maxContextLen - this.position);
   }
 
   generate(prompt: string | readonly number[], options: GenerateOptions = {}): Generation {
@@ -254,6 +291,7 @@ export class LlmSession {
     this.checkIdle('reset');
     this.steps.rewind(0);
     this.pending = undefined;
+    this.tail = NO_TAIL;
   }
 
   /**
@@ -266,7 +304,7 @@ export class LlmSession {
     this.checkIdle('save');
     const state = this.module.methodMeta(this.model.metadata.decode.name).state;
     const ranges = cacheRanges(state, this.model.metadata, this.steps.position);
-    const header = encodeSessionHeader({ tokens: this.steps.tokens, pending: this.pending });
+    const header = encodeSessionHeader({ tokens: this.steps.tokens, pending: this.pending, tail: this.tail });
     const snapshot = largeBytes(header.byteLength + this.module.stateSnapshotBytes({ ranges }));
     snapshot.set(header, 0);
     await this.module.saveState({ ranges, into: snapshot.subarray(header.byteLength) });
@@ -294,6 +332,7 @@ export class LlmSession {
       await this.module.restoreState(state);
       this.steps.adopt(place.tokens);
       this.pending = place.pending;
+      this.tail = place.tail ?? NO_TAIL;
     } finally {
       this.busy = false;
     }
@@ -348,7 +387,26 @@ export class LlmSession {
     if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
       throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
     }
-    const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+    // The context so far: the cache, then the token generated last and not yet fed.
+    const contextTokens = this.pending === undefined ? this.steps.tokens : [...this.steps.tokens, this.pending];
+    const startsContext = context === 'whole' || contextTokens.length === 0;
+    const numBos = resolved.numBos ?? (typeof prompt === 'string' && startsContext && this.model.addsBos ? 1 : 0);
+    // A later turn's text is encoded with the text the context ends with, and replaces that text's tokens
+    // from where the encodings part (where they agree, which is usual, nothing is fed again).
+    const continues = context === 'continue' && typeof prompt === 'string' && numBos === 0 && this.tail.tokens > 0;
+    let ids: number[];
+    let tail: TextTail;
+    let replaced = 0;
+    if (continues) {
+      const whole = tokenizer.encode(this.tail.text + prompt);
+      const kept = commonPrefix(contextTokens.slice(contextTokens.length - this.tail.tokens), whole);
+      replaced = this.tail.tokens - kept;
+      ids = whole.slice(kept);
+      tail = { text: this.tail.text + prompt, tokens: whole.length };
+    } else {
+      ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+      tail = typeof prompt === 'string' ? { text: prompt, tokens: ids.length } : NO_TAIL;
+    }
     const encoded = now();
     const special = (name: string, id: number | undefined, count: number): number[] => {
       if (count === 0) return [];
@@ -360,11 +418,8 @@ export class LlmSession {
       }
       return new Array<number>(count).fill(id);
     };
-    const promptTokens = [
-      ...special('numBos', metadata.bosId, resolved.numBos),
-      ...ids,
-      ...special('numEos', metadata.eosIds[0], resolved.numEos),
-    ];
+    const promptTokens = [...special('numBos', metadata.bosId, numBos), ...ids, ...special('numEos', metadata.eosIds[0], resolved.numEos)];
+    if (resolved.numEos > 0) tail = NO_TAIL;
     promptTokens.forEach((id, i) => {
       if (!Number.isInteger(id) || id < 0 || id >= metadata.vocabSize) {
         throw new EtnaError(
@@ -376,6 +431,11 @@ export class LlmSession {
     });
     let cached = this.steps.position;
     let feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
+    if (replaced > 0) {
+      // The context is kept up to where the encodings part; what follows, a generated token among it, is fed anew.
+      cached = contextTokens.length - replaced;
+      feed = promptTokens;
+    }
     if (context === 'whole') {
       // The prompt's last token is always run: its logits give the first new token.
       cached = Math.min(commonPrefix(this.steps.tokens, promptTokens), promptTokens.length - 1);
@@ -397,7 +457,7 @@ export class LlmSession {
           ` (room for ${Math.max(room, 0)} new token(s))`,
       );
     }
-    return { prompt, promptTokens, feed, cached, maxNewTokens, options: resolved, started, encoded };
+    return { prompt, promptTokens, feed, cached, tail, maxNewTokens, options: resolved, started, encoded };
   }
 
   /** Prefills, then samples and decodes one token at a time until a reason to stop. */
@@ -406,7 +466,7 @@ export class LlmSession {
     const { options } = plan;
     const sampler = new Sampler(options.sampling);
     const stream = new TextStream(options.stop);
-    const eos = new Set(options.ignoreEos ? [] : metadata.eosIds);
+    const eos = new Set([...(options.ignoreEos ? [] : metadata.eosIds), ...options.stopTokens]);
     const aborted = (): boolean => io.stopped.aborted || options.signal?.aborted === true;
     const record = new TurnRecord(plan);
     const show = (piece: string): void => {
@@ -423,13 +483,16 @@ export class LlmSession {
     // The pending token is part of this feed, or dropped with what the turn rewinds:
     // a failed call leaves the cache as far as its calls got.
     this.pending = undefined;
+    this.tail = NO_TAIL;
     this.steps.rewind(plan.cached);
     let row = await this.steps.prefill(plan.feed);
     record.prefilled = now();
     // The penalties count the context the model sees: earlier turns, the prompt, then each generated token.
     sampler.accept(this.steps.tokens);
+    const tail = new TailRecord(plan.tail);
     for (;;) {
       const sampleStart = now();
+      for (const [from, to] of this.model.unsampled) row.fill(-Infinity, from, to);
       const token = sampler.sample(row);
       sampler.accept(token);
       const logprobs = options.topLogprobs === undefined ? undefined : tokenLogprob(tokenizer, row, token, options.topLogprobs);
@@ -439,11 +502,13 @@ export class LlmSession {
       if (logprobs !== undefined) record.logprobs?.push(logprobs);
       this.pending = token;
       options.onToken?.(token, logprobs);
+      const bytes = tokenBytes(tokenizer, token);
+      tail.push(bytes);
       if (eos.has(token)) {
         record.stopReason = 'eos';
         break;
       }
-      const piece = stream.push(tokenBytes(tokenizer, token));
+      const piece = stream.push(bytes);
       show(piece.text);
       if (piece.stopped) {
         record.stopReason = 'stop';
@@ -458,6 +523,7 @@ export class LlmSession {
       row = await this.steps.decode(token);
     }
     if (record.stopReason !== 'stop') show(stream.finish());
+    this.tail = tail.end();
     return record.result(this.model.loadMs, this.loadMs);
   }
 }
