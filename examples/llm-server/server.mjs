@@ -32,7 +32,7 @@ const SETTINGS = [
   ['pool-size', 'POOL_SIZE', '2', 'sessions over the one model: generations that run at once'],
   ['queue-limit', 'QUEUE_LIMIT', '16', 'requests that may wait for a session; beyond it 429'],
   ['threads', 'THREADS', '1', 'XNNPACK threads per session'],
-  ['num-bos', 'NUM_BOS', undefined, 'BOS tokens before each prompt (default 1 when the model or tokenizer names one, else 0)'],
+  ['num-bos', 'NUM_BOS', undefined, "BOS tokens before each prompt (default as generate()'s: 1 when the tokenizer adds one, else 0)"],
   ['drain-timeout-ms', 'DRAIN_TIMEOUT_MS', '10000', 'on SIGTERM, how long running streams may go on before they are aborted'],
   ['max-body-bytes', 'MAX_BODY_BYTES', '1048576', 'larger request bodies get 413'],
 ];
@@ -172,7 +172,7 @@ const inFlight = new Set();
  * Returns once the generation has ended, so the session is free again.
  */
 async function stream(response, session, { prompt, options }, signal) {
-  const generation = session.generate(prompt, { ...options, numBos: config.numBos, signal });
+  const generation = session.generate(prompt, { ...options, ...(config.numBos !== undefined && { numBos: config.numBos }), signal });
   let started = false;
   const start = () => {
     if (started) return;
@@ -291,7 +291,6 @@ try {
   console.error(`llm-server: ${error?.code ?? 'ERROR'}: ${error?.message ?? error}`);
   process.exit(1);
 }
-config.numBos ??= llm.metadata.bosId === undefined ? 0 : 1;
 if (config.numBos > 0 && llm.metadata.bosId === undefined)
   fail(`--num-bos is ${config.numBos}, but neither ${config.model} nor ${config.tokenizer} names a BOS token`);
 const sessions = await Promise.all(Array.from({ length: config.poolSize }, () => llm.session()));

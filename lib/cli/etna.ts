@@ -4,6 +4,7 @@
 import { BENCH } from './bench.js';
 import { BENCH_LLM } from './bench-llm.js';
 import { BENCH_ZOO } from './bench-zoo.js';
+import { CHAT } from './chat.js';
 import { commandLine, parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
@@ -12,7 +13,7 @@ import { IMPORT_ONNX } from './import-onnx.js';
 import { INSPECT } from './inspect.js';
 import { RUN } from './run.js';
 
-const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
+const COMMANDS: readonly Command[] = [INSPECT, RUN, GENERATE, CHAT, IMPORT_ONNX, EXPORT_EXAMPLE, DEMO, BENCH, BENCH_LLM, BENCH_ZOO];
 
 function overview(): string {
   const width = Math.max(...COMMANDS.map(({ spec }) => commandLine(spec).length));

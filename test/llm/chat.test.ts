@@ -66,7 +66,11 @@ describe('end-of-turn tokens', () => {
   it('a token none of them names does not end it; stopTokens does, even with ignoreEos', async () => {
     const llm = await chatLlm(EOT, { generationConfig: {} });
     expect(await llm.chat(hello, { temperature: 0, maxNewTokens: 5 })).toMatchObject({ tokens: [O, K, EOT, Z, Z], stopReason: 'length' });
-    expect(await llm.chat(hello, { temperature: 0, stopTokens: [EOT] })).toMatchObject({ text: 'OK', tokens: [O, K, EOT], stopReason: 'eos' });
+    expect(await llm.chat(hello, { temperature: 0, stopTokens: [EOT] })).toMatchObject({
+      text: 'OK',
+      tokens: [O, K, EOT],
+      stopReason: 'eos',
+    });
     // Any token can stop a reply; its text is left out, as an end token's is.
     expect(await llm.chat(hello, { temperature: 0, stopTokens: [K], ignoreEos: true })).toMatchObject({
       text: 'O',
@@ -153,7 +157,9 @@ describe('chat sessions', () => {
 
   it('one send at a time; a refused or failed send leaves the history as it was', async () => {
     const llm = await chatLlm(IM_END);
-    const chat = await llm.chatSession({ template: "{{ raise_exception('no ' + messages[-1].content) if messages[-1].content == 'x' }}ok" });
+    const chat = await llm.chatSession({
+      template: "{{ raise_exception('no ' + messages[-1].content) if messages[-1].content == 'x' }}ok",
+    });
     await expect(chat.send('x')).rejects.toThrow(/the chat template failed: no x/);
     expect(chat.history).toEqual([]);
     const running = chat.send('y', { temperature: 0, maxNewTokens: 2 });
@@ -206,7 +212,9 @@ describe('the BOS rule', () => {
   it('bos_token: null means none, though the vocabulary has a <s>; without a config the usual names are looked up', async () => {
     const none = await Llm.load(program, { tokenizer: tokenizerBytes, tokenizerConfig: { bos_token: null } });
     expect([none.metadata.bosId, none.addsBos]).toEqual([undefined, false]);
-    await expect(none.generate('hi', { numBos: 1 })).rejects.toThrow(/numBos asks for 1 token\(s\), but neither the program nor the tokenizer names one/);
+    await expect(none.generate('hi', { numBos: 1 })).rejects.toThrow(
+      /numBos asks for 1 token\(s\), but neither the program nor the tokenizer names one/,
+    );
     const guessed = await Llm.load(program, { tokenizer: tokenizerBytes });
     // Named by its usual name; not added, since nothing says this tokenizer adds it.
     expect([guessed.metadata.bosId, guessed.addsBos]).toEqual([BOS, false]);

@@ -35,7 +35,10 @@ describe('a later turn given as text', () => {
 
     // A fork carries the text its context ends with, and goes on as the original does.
     const fork = await session.fork();
-    const [a, b] = [await session.generate(' and', { temperature: 0, maxNewTokens: 3 }), await fork.generate(' and', { temperature: 0, maxNewTokens: 3 })];
+    const [a, b] = [
+      await session.generate(' and', { temperature: 0, maxNewTokens: 3 }),
+      await fork.generate(' and', { temperature: 0, maxNewTokens: 3 }),
+    ];
     expect(b.promptTokens).toEqual(a.promptTokens);
     expect(b.tokens).toEqual(a.tokens);
     expect(a.promptTokens[0]).not.toBe(LONE_SPACE);
