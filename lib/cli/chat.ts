@@ -19,6 +19,7 @@ async function runChat(args: ParsedArgs): Promise<number> {
   const lines = createInterface({ input: process.stdin, output: process.stdout, terminal: interactive });
   // Ctrl-C stops the reply being written; at the prompt it ends the chat.
   let reply: AbortController | undefined;
+  let turns = 0;
   lines.on('SIGINT', () => (reply === undefined ? lines.close() : reply.abort()));
   if (interactive)
     process.stderr.write(`${llm.metadata.layout} program, context of ${llm.metadata.maxContextLen}; /reset starts over, /exit ends\n`);
@@ -38,7 +39,9 @@ async function runChat(args: ParsedArgs): Promise<number> {
         const result = await generation;
         reply = undefined;
         process.stdout.write('\n');
-        process.stderr.write(`${statsLine(result)} | context: ${chat.session.position}/${llm.metadata.maxContextLen}\n`);
+        // The program was loaded once, before the first turn: later turns count no load time.
+        const stats = turns++ === 0 ? result.stats : { ...result.stats, loadMs: 0 };
+        process.stderr.write(`${statsLine({ ...result, stats })} | context: ${chat.session.position}/${llm.metadata.maxContextLen}\n`);
       }
       if (interactive) lines.prompt();
     }
