@@ -45,7 +45,7 @@ export class TiktokenTokenizer implements LlmTokenizer {
   readonly vocabSize: number;
   readonly bosId: number | undefined;
   readonly eosId: number | undefined;
-  readonly addsBos = true;
+  readonly addsBos: boolean;
   readonly specialTokens: ReadonlyMap<string, number>;
   private readonly ranks = new Map<string, number>();
   private readonly pieces: Uint8Array[] = [];
@@ -72,6 +72,8 @@ export class TiktokenTokenizer implements LlmTokenizer {
     const idOf = (name: string): number | undefined => this.specialTokens.get(name);
     this.bosId = namedTokenId(config, 'bos_token', idOf, source);
     this.eosId = namedTokenId(config, 'eos_token', idOf, source);
+    // Llama 3 starts every text with <|begin_of_text|>, unless the config says otherwise.
+    this.addsBos = config?.add_bos_token ?? true;
   }
 
   private static key(bytes: Uint8Array): string {
