@@ -5,7 +5,7 @@
 import { createInterface } from 'node:readline';
 
 import type { Command, ParsedArgs } from './command.js';
-import { generateOptionsOf, loadLlm, MODEL_OPTIONS, SAMPLING_OPTIONS, statsLine } from './generate.js';
+import { generateOptionsOf, loadLlm, MODEL_OPTIONS, reportResult, SAMPLING_OPTIONS, statsLine } from './generate.js';
 
 async function runChat(args: ParsedArgs): Promise<number> {
   const options = generateOptionsOf(args);
@@ -41,7 +41,7 @@ async function runChat(args: ParsedArgs): Promise<number> {
         process.stdout.write('\n');
         // The program was loaded once, before the first turn: later turns count no load time.
         const stats = turns++ === 0 ? result.stats : { ...result.stats, loadMs: 0 };
-        process.stderr.write(`${statsLine({ ...result, stats })} | context: ${chat.session.position}/${llm.metadata.maxContextLen}\n`);
+        reportResult(result, `${statsLine({ ...result, stats })} | context: ${chat.session.position}/${llm.metadata.maxContextLen}`);
       }
       if (interactive) lines.prompt();
     }

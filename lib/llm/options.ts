@@ -227,7 +227,8 @@ export function stopTokensFault(value: unknown, limits: { readonly vocabSize?: n
   const { vocabSize = Infinity } = limits;
   for (const [i, item] of value.entries()) {
     const field = `stopTokens[${i}]`;
-    if (!Number.isSafeInteger(item)) return { fault: 'type', field, rule: 'a token id, an integer >= 0', value: item, got: describeValue(item) };
+    if (!Number.isSafeInteger(item))
+      return { fault: 'type', field, rule: 'a token id, an integer >= 0', value: item, got: describeValue(item) };
     if ((item as number) < 0 || (item as number) >= vocabSize) {
       const rule = vocabSize === Infinity ? 'an integer >= 0' : `a token id in the model's vocabulary 0..${vocabSize - 1}`;
       return { fault: 'range', field, rule, value: item, got: describeValue(item) };

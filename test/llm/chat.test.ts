@@ -77,9 +77,15 @@ describe('end-of-turn tokens', () => {
       tokens: [O, K],
       stopReason: 'eos',
     });
-    await expect(llm.chat(hello, { stopTokens: [-1] })).rejects.toThrow(/stopTokens\[0\] must be an integer >= 0, got number -1/);
+    await expect(llm.chat(hello, { stopTokens: [1.5] })).rejects.toThrow(
+      /stopTokens\[0\] must be a token id, an integer >= 0, got number 1.5/,
+    );
     await expect(llm.chat(hello, { stopTokens: 5 as never })).rejects.toThrow(/stopTokens must be an array of token ids/);
-    await expect(llm.chat(hello, { stopTokens: [262] })).rejects.toThrow(/stopTokens 0 is 262, outside the model's vocabulary 0..261/);
+    for (const id of [-1, 262]) {
+      await expect(llm.chat(hello, { stopTokens: [id] })).rejects.toThrow(
+        `stopTokens[0] must be a token id in the model's vocabulary 0..261, got number ${id}`,
+      );
+    }
     await llm.dispose();
   });
 
