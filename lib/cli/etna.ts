@@ -5,6 +5,7 @@ import { BENCH } from './bench.js';
 import { BENCH_CHAT } from './bench-chat.js';
 import { BENCH_LLM } from './bench-llm.js';
 import { BENCH_ZOO } from './bench-zoo.js';
+import { CHAT } from './chat.js';
 import { commandLine, parseCommand, reportFailure, reportUsageError, usage, UsageError, type Command } from './command.js';
 import { DEMO } from './demo.js';
 import { EXPORT_EXAMPLE } from './export-example.js';
@@ -18,6 +19,7 @@ const COMMANDS: readonly Command[] = [
   INSPECT,
   RUN,
   GENERATE,
+  CHAT,
   SERVE,
   IMPORT_ONNX,
   EXPORT_EXAMPLE,

@@ -91,7 +91,11 @@ export const SERVE: Command = {
       { name: 'sessions', value: 'N', help: 'sessions over the model: requests that generate at once (default 2)' },
       { name: 'max-queue', value: 'N', help: 'requests that may wait for a session; beyond them 429 (default 16)' },
       { name: 'threads', value: 'N', help: `XNNPACK threads per call, 1 to ${MAX_NUM_THREADS} (default 1)` },
-      { name: 'num-bos', value: 'N', help: 'BOS tokens before a text prompt (default 1 if the model or tokenizer names one, else 0)' },
+      {
+        name: 'num-bos',
+        value: 'N',
+        help: "BOS tokens before a text prompt (default generate()'s: 1 if the model has one and the tokenizer adds it)",
+      },
       {
         name: 'prefix-cache-mib',
         value: 'N',

@@ -1,6 +1,16 @@
 // etna/llm: text in, text out for ExecuTorch LLM programs.
-export { Llm, type LlmLoadOptions } from './llm.js';
+export { Llm, type ChatOptions, type LlmLoadOptions } from './llm.js';
 export { LlmSession, type SaveSessionOptions } from './session.js';
+export { ChatSession, type ChatSessionOptions } from './chat.js';
+export {
+  applyChatTemplate,
+  CHAT_TEMPLATE_OPTIONS,
+  type ChatContentPart,
+  type ChatMessage,
+  type ChatTemplateOptions,
+  type RenderedChat,
+} from './chat-template.js';
+export type { ChatTemplateSpec, ConfigSource, GenerationConfig, TokenSpec, TokenizerConfig } from './config.js';
 export { Generation } from './generation.js';
 export {
   describeNumberRule,
@@ -10,6 +20,7 @@ export {
   numberFault,
   stopFault,
   type FieldFault,
+  stopTokensFault,
   type GenerateOptions,
   type NumberRule,
   type NumericGenerateOption,
@@ -21,4 +32,4 @@ export type { GenerationResult, GenerationStats, StopReason, TokenLogprob, TopLo
 export { METADATA_METHODS, type LlmMetadata, type StepMethod } from './metadata.js';
 export { argmax, DEFAULT_PENALTY_LAST_N, Sampler, type Candidates, type SamplingOptions } from './sampler.js';
 export { TextStream } from './detokenizer.js';
-export { loadTokenizer, type LlmTokenizer, type TokenizerSource } from './tokenizer.js';
+export { loadTokenizer, type LlmTokenizer, type LoadTokenizerOptions, type TokenizerSource } from './tokenizer.js';

@@ -48,7 +48,9 @@ export interface LlmMetadata {
   readonly maxContextLen: number;
   /** Logits per token (`get_vocab_size`, which must equal the logits' last dimension). */
   readonly vocabSize: number;
+  /** The BOS token: `get_bos_id`, else the tokenizer's. */
   readonly bosId: number | undefined;
+  /** Tokens that end generation: `get_eos_ids`, the tokenizer's EOS and generation_config's eos_token_id, in that order. */
   readonly eosIds: readonly number[];
   readonly useKvCache: boolean;
   readonly enableDynamicShape: boolean;
@@ -144,9 +146,17 @@ export interface MetadataContext {
   readonly tokenizer: LlmTokenizer;
   /** The module's memory arenas are shared between methods (false only for `shareMemoryArenas: false`). */
   readonly sharesState: boolean;
+  /** generation_config.json's eos_token_id, as a list. */
+  readonly generationEosIds?: readonly number[];
 }
 
-export async function readLlmMetadata({ program, module, tokenizer, sharesState }: MetadataContext): Promise<LlmMetadata> {
+export async function readLlmMetadata({
+  program,
+  module,
+  tokenizer,
+  sharesState,
+  generationEosIds = [],
+}: MetadataContext): Promise<LlmMetadata> {
   const table = program.methodTable('reading the LLM metadata');
   const names = [...table.keys()];
   const constants = await readConstants(module, names);
@@ -216,6 +226,16 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
   }
   const vocabSize = decode.vocab;
   sources['get_vocab_size'] ??= 'shape';
+  // A program may have more logits than the tokenizer has tokens (padded for speed): those are never sampled.
+  // Fewer would leave tokens the program cannot take.
+  if (tokenizer.vocabSize > vocabSize) {
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `the tokenizer has ${tokenizer.vocabSize} tokens, but the program's vocabulary holds ${vocabSize} (logits per token${
+        sources['get_vocab_size'] === 'program' ? ', get_vocab_size' : ''
+      }): they are not made for each other`,
+    );
+  }
 
   let maxSeqLen = integer('get_max_seq_len');
   if (maxSeqLen === undefined) {
@@ -241,26 +261,32 @@ export async function readLlmMetadata({ program, module, tokenizer, sharesState 
     bosId = tokenizer.bosId;
     sources['get_bos_id'] = 'tokenizer';
   }
-  let eosIds: number[];
+  let programEosIds: number[] = [];
   const eosValues = constants.get('get_eos_ids');
   if (eosValues !== undefined) {
-    eosIds = eosValues.flatMap((value) =>
+    programEosIds = eosValues.flatMap((value) =>
       value instanceof Tensor
         ? Array.from(value.data as ArrayLike<number | bigint>, (v) => integerOf(v, 'get_eos_ids'))
         : [integerOf(value, 'get_eos_ids')],
     );
-    sources['get_eos_ids'] = 'program';
-  } else {
-    eosIds = tokenizer.eosId === undefined ? [] : [tokenizer.eosId];
-    sources['get_eos_ids'] = 'tokenizer';
   }
+  sources['get_eos_ids'] = eosValues === undefined ? 'tokenizer' : 'program';
   for (const [what, ids] of [
     ['get_bos_id', bosId === undefined ? [] : [bosId]],
-    ['get_eos_ids', eosIds],
+    ['get_eos_ids', programEosIds],
   ] as const) {
     for (const id of ids)
       if (id < 0 || id >= vocabSize) refuse(`metadata '${what}' names token ${id}, outside the model's vocabulary 0..${vocabSize - 1}`);
   }
+  for (const id of generationEosIds) {
+    if (id >= vocabSize)
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `generation_config's eos_token_id names token ${id}, outside the model's vocabulary 0..${vocabSize - 1}`,
+      );
+  }
+  // Any of them ends a turn: a chat model's end-of-turn token as well as its end of text.
+  const eosIds = [...new Set([...programEosIds, ...(tokenizer.eosId === undefined ? [] : [tokenizer.eosId]), ...generationEosIds])];
   // A call never takes more tokens than get_max_seq_len allows.
   const bounded = (step: StepMethod): StepMethod => ({ ...step, tokens: step.exact ? step.tokens : Math.min(step.tokens, maxSeqLen) });
   const strip = ({ vocab: _vocab, ...step }: ReturnType<typeof stepMethod>): StepMethod => bounded(step);

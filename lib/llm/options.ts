@@ -27,7 +27,11 @@ export interface GenerateOptions {
   ignoreEos?: boolean;
   /** Stream the prompt first and start the text with it. */
   echo?: boolean;
-  /** BOS tokens put before the prompt's tokens (default 0), EOS tokens after them (default 0). */
+  /**
+   * BOS tokens put before the prompt's tokens, EOS tokens after them (default 0). numBos defaults to 1
+   * for a text prompt that starts a context when the model has a BOS token its tokenizer adds
+   * (`llm.addsBos`), else 0.
+   */
   numBos?: number;
   numEos?: number;
   /** Stops the generation between two calls; the result then has stopReason 'aborted'. */
@@ -54,6 +58,8 @@ export interface GenerateOptions {
   topLogprobs?: number;
   /** Called with each generated token as it is sampled, and its log-probabilities when `logprobs` asks for them. */
   onToken?: (id: number, logprobs: TokenLogprob | undefined) => void;
+  /** Token ids that end the generation as an end-of-sequence token does (even with ignoreEos); the last of `tokens`. */
+  stopTokens?: readonly number[];
 }
 
 export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
@@ -77,6 +83,7 @@ export const GENERATE_OPTIONS: readonly (keyof GenerateOptions)[] = [
   'logprobs',
   'topLogprobs',
   'onToken',
+  'stopTokens',
 ];
 
 export const DEFAULT_TEMPERATURE = 0.8;
@@ -211,6 +218,25 @@ export function logitBiasFault(value: unknown, limits: { readonly vocabSize?: nu
   return undefined;
 }
 
+/**
+ * Stop tokens are an array of token ids, and with `vocabSize` every id is in
+ * the vocabulary; undefined when `value` is one.
+ */
+export function stopTokensFault(value: unknown, limits: { readonly vocabSize?: number } = {}): FieldFault | undefined {
+  if (!Array.isArray(value)) return { fault: 'type', field: 'stopTokens', rule: 'an array of token ids', value, got: describeValue(value) };
+  const { vocabSize = Infinity } = limits;
+  for (const [i, item] of value.entries()) {
+    const field = `stopTokens[${i}]`;
+    if (!Number.isSafeInteger(item))
+      return { fault: 'type', field, rule: 'a token id, an integer >= 0', value: item, got: describeValue(item) };
+    if ((item as number) < 0 || (item as number) >= vocabSize) {
+      const rule = vocabSize === Infinity ? 'an integer >= 0' : `a token id in the model's vocabulary 0..${vocabSize - 1}`;
+      return { fault: 'range', field, rule, value: item, got: describeValue(item) };
+    }
+  }
+  return undefined;
+}
+
 /** generate()'s options checked, with their defaults. */
 export interface ResolvedOptions {
   maxNewTokens: number | undefined;
@@ -218,12 +244,14 @@ export interface ResolvedOptions {
   stop: readonly string[];
   ignoreEos: boolean;
   echo: boolean;
-  numBos: number;
+  /** undefined: the default, which depends on where the turn starts. */
+  numBos: number | undefined;
   numEos: number;
   signal: AbortSignal | undefined;
   /** How many top tokens each generated token's log-probabilities list; undefined when `logprobs` is off. */
   topLogprobs: number | undefined;
   onToken: GenerateOptions['onToken'];
+  stopTokens: readonly number[];
 }
 
 /**
@@ -264,18 +292,20 @@ export function resolveOptions(options: GenerateOptions, limits: { readonly voca
     stop: (checked['stop'] as string[] | undefined) ?? [],
     ignoreEos: flag('ignoreEos'),
     echo: flag('echo'),
-    numBos: number('numBos', 0),
+    numBos: number('numBos', undefined),
     numEos: number('numEos', 0),
     signal: checked['signal'] as AbortSignal | undefined,
     topLogprobs: undefined,
     onToken: checked['onToken'] as GenerateOptions['onToken'],
+    stopTokens: (checked['stopTokens'] as number[] | undefined) ?? [],
   };
   const topLogprobs = number('topLogprobs', 0);
   if (flag('logprobs')) resolved.topLogprobs = topLogprobs;
   else if (checked['topLogprobs'] !== undefined) invalid('topLogprobs', 'given with logprobs: true');
   if (resolved.onToken !== undefined && typeof resolved.onToken !== 'function') invalid('onToken', 'a function');
-  const stop = stopFault(resolved.stop);
-  if (stop !== undefined) throw fieldError(stop);
+  for (const fault of [stopFault(resolved.stop), stopTokensFault(resolved.stopTokens, limits)]) {
+    if (fault !== undefined) throw fieldError(fault);
+  }
   if (resolved.signal !== undefined && !(resolved.signal instanceof AbortSignal)) invalid('signal', 'an AbortSignal');
   return resolved;
 }

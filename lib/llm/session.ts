@@ -12,7 +12,7 @@ import { tokenBytes, tokenLogprob } from './logprobs.js';
 import type { LlmMetadata, StepMethod } from './metadata.js';
 import { numberFault, resolveOptions, type GenerateOptions, type ResolvedOptions } from './options.js';
 import { Sampler } from './sampler.js';
-import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader } from './snapshot.js';
+import { cacheRanges, decodeSessionSnapshot, encodeSessionHeader, type TextTail } from './snapshot.js';
 import type { LlmTokenizer } from './tokenizer.js';
 import type { GenerationResult, GenerationStats, StopReason, TokenLogprob } from './types.js';
 
@@ -31,6 +31,10 @@ export interface SessionModel {
   readonly tokenizer: LlmTokenizer;
   /** Milliseconds `Llm.load` took. */
   readonly loadMs: number;
+  /** Whether a text prompt that starts a context gets one BOS token by default. */
+  readonly addsBos: boolean;
+  /** Ranges [from, to) of ids the tokenizer lacks: never sampled. */
+  readonly unsampled: readonly (readonly [number, number])[];
   /** A new session at the place a snapshot holds (`Llm.restoreSession`). */
   restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession>;
 }
@@ -137,6 +141,8 @@ interface TurnPlan {
   readonly feed: number[];
   /** Positions of the cache the turn keeps: it rewinds to here before its prefill. */
   readonly cached: number;
+  /** The text run the context ends with once the prompt is in. */
+  readonly tail: TextTail;
   readonly maxNewTokens: number;
   readonly options: ResolvedOptions;
   /** When the generation started, and when its prompt was encoded. */
@@ -193,6 +199,33 @@ class TurnRecord {
   }
 }
 
+const NO_TAIL: TextTail = { text: '', tokens: 0 };
+
+/** The text run a turn's generated tokens extend, or start anew after a token without text. */
+class TailRecord {
+  private text: string;
+  private tokens: number;
+  private bytes: Uint8Array[] = [];
+
+  constructor(start: TextTail) {
+    this.text = start.text;
+    this.tokens = start.tokens;
+  }
+
+  push(bytes: Uint8Array): void {
+    if (bytes.length === 0) {
+      [this.text, this.tokens, this.bytes] = ['', 0, []];
+      return;
+    }
+    this.bytes.push(bytes);
+    this.tokens++;
+  }
+
+  end(): TextTail {
+    return { text: this.text + Buffer.concat(this.bytes).toString('utf8'), tokens: this.tokens };
+  }
+}
+
 /** How many tokens two sequences share from their start. */
 export function commonPrefix(a: readonly number[], b: readonly number[]): number {
   let n = 0;
@@ -211,6 +244,9 @@ export class LlmSession {
   private readonly steps: StepRunner;
   // The last generated token: sampled, not yet in the cache; the next turn feeds it first.
   private pending: number | undefined;
+  // The text the context ends with since its last token without text (BOS, EOS, a prompt given as ids): a later
+  // turn's text is encoded after it, as the whole conversation would be, so that no word boundary is invented there.
+  private tail: TextTail = NO_TAIL;
   private busy = false;
   private disposed = false;
 
@@ -230,7 +266,8 @@ export class LlmSession {
 
   /** Positions left for the next turn's prompt and generated tokens. */
   get remaining(): number {
-    return this.model.metadata.maxContextLen - this.position;
+    // A turn that fills the context leaves its last token pending, one past the end; it is never fed.
+    return Math.max(0, this.model.metadata.maxContextLen - this.position);
   }
 
   /**
@@ -269,6 +306,7 @@ export class LlmSession {
     this.checkIdle('reset');
     this.steps.rewind(0);
     this.pending = undefined;
+    this.tail = NO_TAIL;
   }
 
   /**
@@ -297,8 +335,12 @@ export class LlmSession {
     const kept = position as number;
     const state = this.module.methodMeta(this.model.metadata.decode.name).state;
     const ranges = cacheRanges(state, this.model.metadata, kept);
-    const pending = kept === cached ? this.pending : undefined;
-    const header = encodeSessionHeader({ tokens: this.steps.tokens.slice(0, kept), pending });
+    // A prefix cut short has no pending token, nor the text its last tokens spelled.
+    const place =
+      kept === cached
+        ? { tokens: this.steps.tokens, pending: this.pending, tail: this.tail }
+        : { tokens: this.steps.tokens.slice(0, kept), pending: undefined };
+    const header = encodeSessionHeader(place);
     const snapshot = largeBytes(header.byteLength + this.module.stateSnapshotBytes({ ranges }));
     snapshot.set(header, 0);
     await this.module.saveState({ ranges, into: snapshot.subarray(header.byteLength) });
@@ -326,6 +368,7 @@ export class LlmSession {
       await this.module.restoreState(state);
       this.steps.adopt(place.tokens);
       this.pending = place.pending;
+      this.tail = place.tail ?? NO_TAIL;
     } finally {
       this.busy = false;
     }
@@ -380,7 +423,26 @@ export class LlmSession {
     if (typeof prompt !== 'string' && !Array.isArray(prompt)) {
       throw new EtnaError('INVALID_INPUT', `generate: the prompt must be a string or an array of token ids, got ${describeValue(prompt)}`);
     }
-    const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+    // The context so far: the cache, then the token generated last and not yet fed.
+    const contextTokens = this.pending === undefined ? this.steps.tokens : [...this.steps.tokens, this.pending];
+    const startsContext = context === 'whole' || contextTokens.length === 0;
+    const numBos = resolved.numBos ?? (typeof prompt === 'string' && startsContext && this.model.addsBos ? 1 : 0);
+    // A later turn's text is encoded with the text the context ends with, and replaces that text's tokens
+    // from where the encodings part (where they agree, which is usual, nothing is fed again).
+    const continues = context === 'continue' && typeof prompt === 'string' && numBos === 0 && this.tail.tokens > 0;
+    let ids: number[];
+    let tail: TextTail;
+    let replaced = 0;
+    if (continues) {
+      const whole = tokenizer.encode(this.tail.text + prompt);
+      const kept = commonPrefix(contextTokens.slice(contextTokens.length - this.tail.tokens), whole);
+      replaced = this.tail.tokens - kept;
+      ids = whole.slice(kept);
+      tail = { text: this.tail.text + prompt, tokens: whole.length };
+    } else {
+      ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : Array.from(prompt);
+      tail = typeof prompt === 'string' ? { text: prompt, tokens: ids.length } : NO_TAIL;
+    }
     const encoded = now();
     const special = (name: string, id: number | undefined, count: number): number[] => {
       if (count === 0) return [];
@@ -392,11 +454,8 @@ export class LlmSession {
       }
       return new Array<number>(count).fill(id);
     };
-    const promptTokens = [
-      ...special('numBos', metadata.bosId, resolved.numBos),
-      ...ids,
-      ...special('numEos', metadata.eosIds[0], resolved.numEos),
-    ];
+    const promptTokens = [...special('numBos', metadata.bosId, numBos), ...ids, ...special('numEos', metadata.eosIds[0], resolved.numEos)];
+    if (resolved.numEos > 0) tail = NO_TAIL;
     promptTokens.forEach((id, i) => {
       if (!Number.isInteger(id) || id < 0 || id >= metadata.vocabSize) {
         throw new EtnaError(
@@ -408,6 +467,11 @@ export class LlmSession {
     });
     let cached = this.steps.position;
     let feed = this.pending === undefined ? promptTokens : [this.pending, ...promptTokens];
+    if (replaced > 0) {
+      // The context is kept up to where the encodings part; what follows, a generated token among it, is fed anew.
+      cached = contextTokens.length - replaced;
+      feed = promptTokens;
+    }
     if (context === 'whole') {
       // The prompt's last token is always run: its logits give the first new token.
       cached = Math.min(commonPrefix(this.steps.tokens, promptTokens), promptTokens.length - 1);
@@ -429,7 +493,7 @@ export class LlmSession {
           ` (room for ${Math.max(room, 0)} new token(s))`,
       );
     }
-    return { prompt, promptTokens, feed, cached, maxNewTokens, options: resolved, started, encoded };
+    return { prompt, promptTokens, feed, cached, tail, maxNewTokens, options: resolved, started, encoded };
   }
 
   /** Prefills, then samples and decodes one token at a time until a reason to stop. */
@@ -438,7 +502,7 @@ export class LlmSession {
     const { options } = plan;
     const sampler = new Sampler(options.sampling);
     const stream = new TextStream(options.stop);
-    const eos = new Set(options.ignoreEos ? [] : metadata.eosIds);
+    const eos = new Set([...(options.ignoreEos ? [] : metadata.eosIds), ...options.stopTokens]);
     const aborted = (): boolean => io.stopped.aborted || options.signal?.aborted === true;
     const record = new TurnRecord(plan);
     const show = (piece: string): void => {
@@ -455,13 +519,16 @@ export class LlmSession {
     // The pending token is part of this feed, or dropped with what the turn rewinds:
     // a failed call leaves the cache as far as its calls got.
     this.pending = undefined;
+    this.tail = NO_TAIL;
     this.steps.rewind(plan.cached);
     let row = await this.steps.prefill(plan.feed);
     record.prefilled = now();
     // The penalties count the context the model sees: earlier turns, the prompt, then each generated token.
     sampler.accept(this.steps.tokens);
+    const tail = new TailRecord(plan.tail);
     for (;;) {
       const sampleStart = now();
+      for (const [from, to] of this.model.unsampled) row.fill(-Infinity, from, to);
       const token = sampler.sample(row);
       sampler.accept(token);
       const logprobs = options.topLogprobs === undefined ? undefined : tokenLogprob(tokenizer, row, token, options.topLogprobs);
@@ -471,11 +538,13 @@ export class LlmSession {
       if (logprobs !== undefined) record.logprobs?.push(logprobs);
       this.pending = token;
       options.onToken?.(token, logprobs);
+      const bytes = tokenBytes(tokenizer, token);
+      tail.push(bytes);
       if (eos.has(token)) {
         record.stopReason = 'eos';
         break;
       }
-      const piece = stream.push(tokenBytes(tokenizer, token));
+      const piece = stream.push(bytes);
       show(piece.text);
       if (piece.stopped) {
         record.stopReason = 'stop';
@@ -490,6 +559,7 @@ export class LlmSession {
       row = await this.steps.decode(token);
     }
     if (record.stopReason !== 'stop') show(stream.finish());
+    this.tail = tail.end();
     return record.result(this.model.loadMs, this.loadMs);
   }
 }

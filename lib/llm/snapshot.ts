@@ -6,7 +6,7 @@
 //        0     4  magic "ETLS"
 //        4     4  format version (little-endian u32)
 //        8     4  J: bytes of the JSON header (little-endian u32)
-//       12     J  { "tokens": [ids in the cache], "pending": id | null }, UTF-8
+//       12     J  { "tokens": [ids in the cache], "pending": id | null, "tail": {"text", "tokens"} }, UTF-8
 //     12+J     …  the module's partial state snapshot (Module.saveState)
 import { elementSize, isDType } from '../dtypes.js';
 import { EtnaError } from '../errors.js';
@@ -17,12 +17,20 @@ const MAGIC = 'ETLS';
 const VERSION = 1;
 const PREFIX_BYTES = 12;
 
+/** The text a session's context ends with, and how many of its last tokens (the pending one included) spell it. */
+export interface TextTail {
+  readonly text: string;
+  readonly tokens: number;
+}
+
 /** Where a session stands: what a snapshot carries besides the state's bytes. */
 export interface SessionPlace {
   /** Token ids in the cache, in position order. */
   readonly tokens: readonly number[];
   /** The last generated token, sampled but not yet in the cache. */
   readonly pending: number | undefined;
+  /** Absent in a snapshot that has none: the next text turn is then encoded on its own. */
+  readonly tail?: TextTail;
 }
 
 /**
@@ -55,7 +63,7 @@ export function cacheRanges(state: readonly StateTensorDescription[], metadata: 
 
 /** The bytes a session snapshot starts with: its prefix and the place as JSON; the module's state snapshot follows. */
 export function encodeSessionHeader(place: SessionPlace): Uint8Array {
-  const json = new TextEncoder().encode(JSON.stringify({ tokens: place.tokens, pending: place.pending ?? null }));
+  const json = new TextEncoder().encode(JSON.stringify({ tokens: place.tokens, pending: place.pending ?? null, tail: place.tail ?? null }));
   const out = new Uint8Array(PREFIX_BYTES + json.byteLength);
   const view = new DataView(out.buffer);
   out.set(new TextEncoder().encode(MAGIC), 0);
@@ -86,11 +94,24 @@ export function decodeSessionSnapshot(snapshot: Uint8Array, metadata: LlmMetadat
   } catch {
     refuse('its header is not JSON');
   }
-  const { tokens, pending } = (header ?? {}) as { tokens?: unknown; pending?: unknown };
+  const { tokens, pending, tail } = (header ?? {}) as { tokens?: unknown; pending?: unknown; tail?: unknown };
   const isToken = (id: unknown): id is number => Number.isInteger(id) && (id as number) >= 0 && (id as number) < metadata.vocabSize;
   if (!Array.isArray(tokens) || !tokens.every(isToken)) refuse(`tokens must be ids from 0 to ${metadata.vocabSize - 1}`);
   if (pending !== null && !isToken(pending)) refuse(`pending must be null or an id from 0 to ${metadata.vocabSize - 1}`);
-  const place: SessionPlace = { tokens: tokens as number[], pending: pending === null ? undefined : (pending as number) };
+  const context = (tokens as number[]).length + (pending === null ? 0 : 1);
+  const { text, tokens: tailTokens } = (tail ?? {}) as { text?: unknown; tokens?: unknown };
+  if (
+    tail !== null &&
+    tail !== undefined &&
+    (typeof text !== 'string' || !Number.isInteger(tailTokens) || (tailTokens as number) < 0 || (tailTokens as number) > context)
+  ) {
+    refuse(`tail must be null or {text, tokens} with tokens from 0 to ${context}`);
+  }
+  const place: SessionPlace = {
+    tokens: tokens as number[],
+    pending: pending === null ? undefined : (pending as number),
+    ...(typeof text === 'string' && { tail: { text, tokens: tailTokens as number } }),
+  };
   if (place.tokens.length + (place.pending === undefined ? 0 : 1) > metadata.maxContextLen) {
     refuse(`${place.tokens.length} tokens do not fit the model's context of ${metadata.maxContextLen} positions`);
   }

@@ -1,12 +1,13 @@
 // Tokenizers for text generation: what the runner needs from one is ids for
 // text and the bytes each id stands for, so that streamed text can be cut
 // anywhere between tokens and still be whole UTF-8 (detokenizer.ts).
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync } from 'node:fs';
 
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
 
-import { EtnaError } from '../errors.js';
+import { describeValue, EtnaError } from '../errors.js';
+import { besideFile, namedTokenId, readTokenizerConfig, type ConfigSource, type TokenizerConfig } from './config.js';
+import { TiktokenTokenizer } from './tiktoken.js';
 
 export interface LlmTokenizer {
   /** 'hf' for a tokenizer.json, 'tiktoken' for base64-rank lines (Llama 3's tokenizer.model). */
@@ -15,8 +16,22 @@ export interface LlmTokenizer {
   readonly vocabSize: number;
   readonly bosId: number | undefined;
   readonly eosId: number | undefined;
+  /**
+   * Whether a text starts with BOS when the tokenizer encodes it for its
+   * model (tokenizer_config's add_bos_token, else what its post-processor
+   * does); absent: whenever there is a BOS token.
+   */
+  readonly addsBos?: boolean;
+  /** The tokenizer_config.json read with it (chat template, token names); undefined without one. */
+  readonly config?: TokenizerConfig | undefined;
+  /** Control tokens by their text: what a chat template writes to mean them. */
+  readonly specialTokens?: ReadonlyMap<string, number>;
+  /** Ids below vocabSize that name no token. */
+  readonly missingIds?: readonly number[];
   /** Ids for text, with no special tokens added (BOS and EOS are the runner's `numBos` / `numEos`). */
   encode(text: string): number[];
+  /** Ids for text in which each key of `marks` stands for its id and everything else, special tokens' text too, is text. */
+  encodeMarked?(text: string, marks: ReadonlyMap<string, number>): number[];
   /** The bytes `id` stands for in a stream of text; empty for special tokens. */
   tokenBytes(id: number): Uint8Array;
   /** Whole-sequence decoding, special tokens skipped, as the tokenizer's own decoder does it. */
@@ -25,10 +40,6 @@ export interface LlmTokenizer {
 
 const utf8 = new TextEncoder();
 const EMPTY = new Uint8Array(0);
-
-// Names tokenizers give their first and end-of-sequence tokens, for files that come without a tokenizer_config.json.
-const BOS_NAMES = ['<|begin_of_text|>', '<s>', '<bos>', '<|startoftext|>'];
-const EOS_NAMES = ['<|eot_id|>', '<|end_of_text|>', '</s>', '<eos>', '<|im_end|>', '<|endoftext|>'];
 
 /**
  * GPT-2's reversible map of bytes to printable characters, which byte-level
@@ -98,20 +109,13 @@ interface JsonAddedToken {
   id: number;
   content: string;
   special?: boolean;
+  normalized?: boolean;
 }
 
 interface TokenizerJson {
-  model?: { type?: string; vocab?: Record<string, number> | unknown[] };
+  model?: { type?: string; vocab?: Record<string, number> | unknown[]; merges?: unknown[] };
   decoder?: JsonDecoder | null;
   added_tokens?: JsonAddedToken[];
-}
-
-function tokenName(config: Record<string, unknown>, key: string): string | undefined {
-  const value = config[key];
-  if (typeof value === 'string') return value;
-  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string')
-    return (value as { content: string }).content;
-  return undefined;
 }
 
 class HuggingFaceTokenizer implements LlmTokenizer {
@@ -119,38 +123,79 @@ class HuggingFaceTokenizer implements LlmTokenizer {
   readonly vocabSize: number;
   readonly bosId: number | undefined;
   readonly eosId: number | undefined;
+  readonly addsBos: boolean;
+  readonly specialTokens = new Map<string, number>();
+  readonly missingIds: readonly number[];
   private readonly tokenizer: HfTokenizer;
   private readonly bytes: (Uint8Array | undefined)[];
   private readonly spell: (token: string) => Uint8Array;
   private readonly tokens: string[] = [];
   private readonly special = new Set<number>();
+  // The tokenizer.json without its model, and the tokenizers encodeMarked made from it, one per set of marks.
+  private readonly shell: TokenizerJson;
+  private readonly marked = new WeakMap<ReadonlyMap<string, number>, HfTokenizer>();
 
-  constructor(json: TokenizerJson, config: Record<string, unknown>, source: string) {
+  constructor(
+    json: TokenizerJson,
+    readonly config: TokenizerConfig | undefined,
+    source: string,
+  ) {
     if (json.model?.type === undefined) throw new EtnaError('INVALID_INPUT', `${source}: not a tokenizer.json (no model.type)`);
     this.spell = tokenSpelling(json.decoder);
+    this.tokenizer = HuggingFaceTokenizer.make(json, config, source);
+    this.shell = { ...json, model: { type: 'BPE', vocab: {}, merges: [] } };
+    for (const [token, id] of this.tokenizer.get_vocab(true)) this.tokens[id] = token;
+    for (const added of json.added_tokens ?? []) {
+      if (added.special !== true) continue;
+      this.special.add(added.id);
+      this.specialTokens.set(added.content, added.id);
+    }
+    this.vocabSize = this.tokens.length;
+    this.missingIds = Array.from(this.tokens.keys()).filter((id) => this.tokens[id] === undefined);
+    this.bytes = new Array<Uint8Array | undefined>(this.vocabSize);
+    const idOf = (name: string): number | undefined => this.tokenizer.token_to_id(name);
+    this.bosId = namedTokenId(config, 'bos_token', idOf, source);
+    this.eosId = namedTokenId(config, 'eos_token', idOf, source);
+    // As transformers' tokenizer(text) does: the config's add_bos_token, else whatever the post-processor puts first.
+    const addBos = config?.add_bos_token;
+    const withSpecial = this.tokenizer.encode('a', { add_special_tokens: true }).ids;
+    this.addsBos =
+      typeof addBos === 'boolean'
+        ? addBos
+        : this.bosId !== undefined && withSpecial[0] === this.bosId && withSpecial.length > this.encode('a').length;
+  }
+
+  private static make(json: TokenizerJson, config: TokenizerConfig | undefined, source: string): HfTokenizer {
     try {
-      this.tokenizer = new HfTokenizer(json, config);
+      return new HfTokenizer(json, config ?? {});
     } catch (error) {
       throw new EtnaError('INVALID_INPUT', `${source}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     }
-    for (const [token, id] of this.tokenizer.get_vocab(true)) this.tokens[id] = token;
-    for (const added of json.added_tokens ?? []) if (added.special === true) this.special.add(added.id);
-    this.vocabSize = this.tokens.length;
-    this.bytes = new Array<Uint8Array | undefined>(this.vocabSize);
-    const idOf = (names: readonly (string | undefined)[]): number | undefined => {
-      for (const name of names) {
-        const id = name === undefined ? undefined : this.tokenizer.token_to_id(name);
-        if (id !== undefined) return id;
-      }
-      return undefined;
-    };
-    const configured = (key: string): (string | undefined)[] => [tokenName(config, key)].filter((name) => name !== undefined);
-    this.bosId = idOf(configured('bos_token').length > 0 ? configured('bos_token') : BOS_NAMES);
-    this.eosId = idOf(configured('eos_token').length > 0 ? configured('eos_token') : EOS_NAMES);
   }
 
   encode(text: string): number[] {
     return this.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /**
+   * A tokenizer whose special tokens are the marks instead of their own text,
+   * built around this one's model (a vocabulary is large; the rest is small):
+   * the text is split at the marks as it would be at the special tokens, and
+   * each piece normalized, pre-tokenized and merged as the whole text would
+   * be, so only what the marks stand for can come out as a special token.
+   */
+  encodeMarked(text: string, marks: ReadonlyMap<string, number>): number[] {
+    if (marks === this.specialTokens) return this.encode(text);
+    let tokenizer = this.marked.get(marks);
+    if (tokenizer === undefined) {
+      const byId = new Map((this.shell.added_tokens ?? []).map((added) => [added.id, added]));
+      const added = (this.shell.added_tokens ?? []).filter((token) => token.special !== true);
+      for (const [mark, id] of marks) added.push({ ...(byId.get(id) ?? { special: true, normalized: false }), id, content: mark });
+      tokenizer = HuggingFaceTokenizer.make({ ...this.shell, added_tokens: added }, this.config, 'tokenizer');
+      tokenizer.model = this.tokenizer.model;
+      this.marked.set(marks, tokenizer);
+    }
+    return tokenizer.encode(text, { add_special_tokens: false }).ids;
   }
 
   tokenBytes(id: number): Uint8Array {
@@ -169,100 +214,19 @@ class HuggingFaceTokenizer implements LlmTokenizer {
   }
 }
 
-// ------------------------------------------------------------------ tiktoken
-
-// Llama 3's split of text into pieces before byte-pair merging.
-const LLAMA3_PATTERN =
-  /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
-// Llama 3 places 256 special tokens after the ranks; <|eot_id|>, the end of a turn, is the tenth.
-const LLAMA3_SPECIAL_COUNT = 256;
-const LLAMA3_EOT_OFFSET = 9;
-
-/** tiktoken BPE over base64-rank lines, with Llama 3's split pattern and special tokens. */
-class TiktokenTokenizer implements LlmTokenizer {
-  readonly format = 'tiktoken';
-  readonly vocabSize: number;
-  readonly bosId: number;
-  readonly eosId: number;
-  private readonly ranks = new Map<string, number>();
-  private readonly pieces: Uint8Array[] = [];
-
-  constructor(lines: readonly string[], source: string) {
-    lines.forEach((line, index) => {
-      if (line.length === 0) return;
-      const [base64, rankText, extra] = line.split(' ');
-      const rank = Number(rankText);
-      if (base64 === undefined || extra !== undefined || !Number.isInteger(rank) || rank < 0) {
-        throw new EtnaError('INVALID_INPUT', `${source}: line ${index + 1} is not 'BASE64 RANK'`);
-      }
-      const bytes = new Uint8Array(Buffer.from(base64, 'base64'));
-      this.ranks.set(TiktokenTokenizer.key(bytes), rank);
-      this.pieces[rank] = bytes;
-    });
-    const base = this.pieces.length;
-    this.vocabSize = base + LLAMA3_SPECIAL_COUNT;
-    this.bosId = base;
-    this.eosId = base + LLAMA3_EOT_OFFSET;
-  }
-
-  private static key(bytes: Uint8Array): string {
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
-  }
-
-  encode(text: string): number[] {
-    const ids: number[] = [];
-    for (const match of text.matchAll(LLAMA3_PATTERN)) {
-      const bytes = utf8.encode(match[0]);
-      const whole = this.ranks.get(TiktokenTokenizer.key(bytes));
-      if (whole !== undefined) {
-        ids.push(whole);
-        continue;
-      }
-      // Byte-pair merging: join the adjacent pair of lowest rank until none is in the table.
-      const parts: Uint8Array[] = Array.from(bytes, (_, i) => bytes.subarray(i, i + 1));
-      for (;;) {
-        let best = -1;
-        let bestRank = Infinity;
-        for (let i = 0; i + 1 < parts.length; i++) {
-          const joined = bytes.subarray(
-            parts[i]!.byteOffset - bytes.byteOffset,
-            parts[i + 1]!.byteOffset - bytes.byteOffset + parts[i + 1]!.length,
-          );
-          const rank = this.ranks.get(TiktokenTokenizer.key(joined));
-          if (rank !== undefined && rank < bestRank) [best, bestRank] = [i, rank];
-        }
-        if (best < 0) break;
-        const first = parts[best]!;
-        parts.splice(
-          best,
-          2,
-          bytes.subarray(first.byteOffset - bytes.byteOffset, first.byteOffset - bytes.byteOffset + first.length + parts[best + 1]!.length),
-        );
-      }
-      for (const part of parts) {
-        const rank = this.ranks.get(TiktokenTokenizer.key(part));
-        if (rank === undefined) throw new EtnaError('INVALID_INPUT', `tiktoken: the byte 0x${part[0]!.toString(16)} has no rank`);
-        ids.push(rank);
-      }
-    }
-    return ids;
-  }
-
-  tokenBytes(id: number): Uint8Array {
-    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize)
-      throw new EtnaError('INVALID_INPUT', `token id ${id} is outside the tokenizer's vocabulary 0..${this.vocabSize - 1}`);
-    return this.pieces[id] ?? EMPTY;
-  }
-
-  decode(ids: readonly number[]): string {
-    return Buffer.concat(ids.map((id) => this.tokenBytes(id))).toString('utf8');
-  }
-}
-
 // ------------------------------------------------------------------ loading
 
 /** Where a tokenizer comes from: a file path, the file's bytes, or one already made. */
 export type TokenizerSource = string | Uint8Array | LlmTokenizer;
+
+export interface LoadTokenizerOptions {
+  /**
+   * tokenizer_config.json (a path, its bytes or the object): the chat
+   * template and the names of the BOS and EOS tokens. Default: the file of
+   * that name beside a tokenizer read from a path, if there is one.
+   */
+  tokenizerConfig?: ConfigSource;
+}
 
 function isTokenizer(value: unknown): value is LlmTokenizer {
   return (
@@ -276,12 +240,24 @@ function isTokenizer(value: unknown): value is LlmTokenizer {
 
 /**
  * Reads a tokenizer, telling the format from its contents: JSON is a Hugging
- * Face tokenizer.json (with a tokenizer_config.json beside a path read for
- * its BOS and EOS names), lines of `BASE64 RANK` are tiktoken (Llama 3),
+ * Face tokenizer.json, lines of `BASE64 RANK` are tiktoken (Llama 3),
  * anything else is refused, naming SentencePiece when it looks like one.
+ * A tokenizer_config.json beside a path (or `options.tokenizerConfig`)
+ * gives the chat template and the BOS and EOS tokens.
  */
-export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
-  if (isTokenizer(source)) return source;
+export function loadTokenizer(source: TokenizerSource, options: LoadTokenizerOptions = {}): LlmTokenizer {
+  if (typeof options !== 'object' || options === null) {
+    throw new EtnaError('INVALID_INPUT', `loadTokenizer: options must be an object, got ${describeValue(options)}`);
+  }
+  if (isTokenizer(source)) {
+    if (options.tokenizerConfig !== undefined) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        'tokenizerConfig goes with a tokenizer read from a file or bytes; a loaded tokenizer has its own (loadTokenizer(source, { tokenizerConfig }))',
+      );
+    }
+    return source;
+  }
   let bytes: Uint8Array;
   let name: string;
   if (typeof source === 'string') {
@@ -297,8 +273,14 @@ export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
     name = 'tokenizer bytes';
     bytes = source;
   } else {
-    throw new EtnaError('INVALID_INPUT', `tokenizer must be a path, the file's bytes or a tokenizer, got ${typeof source}`);
+    throw new EtnaError('INVALID_INPUT', `tokenizer must be a path, the file's bytes or a tokenizer, got ${describeValue(source)}`);
   }
+  const besideConfig = typeof source === 'string' ? besideFile(source, 'tokenizer_config.json') : undefined;
+  const configSource = options.tokenizerConfig ?? besideConfig;
+  const config =
+    configSource === undefined
+      ? undefined
+      : readTokenizerConfig(configSource, configSource === besideConfig ? besideConfig : 'tokenizerConfig');
   const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
   const start = text.trimStart();
   if (start.startsWith('{')) {
@@ -310,13 +292,10 @@ export function loadTokenizer(source: TokenizerSource): LlmTokenizer {
         cause: error,
       });
     }
-    let config: Record<string, unknown> = {};
-    const beside = typeof source === 'string' ? join(dirname(source), 'tokenizer_config.json') : undefined;
-    if (beside !== undefined && existsSync(beside)) config = JSON.parse(readFileSync(beside, 'utf8')) as Record<string, unknown>;
     return new HuggingFaceTokenizer(json, config, name);
   }
   const lines = text.split('\n').map((line) => line.replace(/\r$/, ''));
-  if (lines.length > 0 && /^[A-Za-z0-9+/=]+ \d+$/.test(lines[0]!)) return new TiktokenTokenizer(lines, name);
+  if (lines.length > 0 && /^[A-Za-z0-9+/=]+ \d+$/.test(lines[0]!)) return new TiktokenTokenizer(lines, name, config);
   // A SentencePiece model is a protobuf whose first field (pieces, field 1) starts with the byte 0x0a.
   const format = bytes[0] === 0x0a ? 'a SentencePiece .model (protobuf)' : 'in no known tokenizer format';
   throw new EtnaError(

@@ -29,7 +29,7 @@ export interface ServerOptions {
   sessions?: number;
   /** Requests that may wait for a session; beyond them 429 (default 16). */
   maxQueue?: number;
-  /** BOS tokens put before a text prompt (default 1 when the model or its tokenizer names one, else 0). */
+  /** BOS tokens put before a text prompt (default generate()'s: 1 when the model has one and the tokenizer adds it, else 0). */
   numBos?: number;
   /** Bytes of cached prompt prefixes at most (default 256 MiB; 0: no prefix cache). */
   prefixCacheBytes?: number;
@@ -123,7 +123,8 @@ function checkSettings(options: ServerOptions): Settings & { prefixCacheBytes: n
   if (typeof modelName !== 'string' || modelName.length === 0) {
     throw new EtnaError('INVALID_INPUT', `createServer: modelName must be a non-empty string, got ${String(modelName)}`);
   }
-  const numBos = integer('numBos', llm.metadata.bosId === undefined ? 0 : 1, atLeast(0));
+  // generate()'s rule for a text prompt that starts a context: one BOS when the tokenizer adds it.
+  const numBos = integer('numBos', llm.addsBos ? 1 : 0, atLeast(0));
   if (numBos > 0 && llm.metadata.bosId === undefined) {
     throw new EtnaError('INVALID_INPUT', `createServer: numBos is ${numBos}, but neither the program nor its tokenizer names a BOS token`);
   }

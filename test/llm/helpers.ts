@@ -56,20 +56,39 @@ export function referenceGreedy(
   }
 }
 
+export interface ByteTokenizerOptions {
+  /** Special tokens, ids 256, 257 ... in order. */
+  readonly specials?: readonly string[];
+  /** Ids in all: unused tokens fill the vocabulary up to this size after the bytes and the specials. */
+  readonly vocab?: number;
+}
+
 /**
  * A byte-level tokenizer.json with one token per byte and no merges: any text
  * encodes to its UTF-8 bytes, so a 256-token model can stream any text.
  */
-export function byteTokenizerJson(extra: { eos?: number } = {}): string {
+export function byteTokenizerJson(options: ByteTokenizerOptions = {}): string {
+  const { specials = [], vocab: size = 256 + specials.length } = options;
   const vocab: Record<string, number> = {};
   let shifted = 0;
   for (let byte = 0; byte < 256; byte++) {
     const printable = (byte >= 0x21 && byte <= 0x7e) || (byte >= 0xa1 && byte <= 0xac) || (byte >= 0xae && byte <= 0xff);
     vocab[String.fromCodePoint(printable ? byte : 256 + shifted++)] = byte;
   }
+  const added = specials.map((content, i) => ({
+    id: 256 + i,
+    content,
+    special: true,
+    normalized: false,
+    lstrip: false,
+    rstrip: false,
+    single_word: false,
+  }));
+  for (const { id, content } of added) vocab[content] = id;
+  for (let id = 256 + specials.length; id < size; id++) vocab[`<unused_${id}>`] = id;
   return JSON.stringify({
     version: '1.0',
-    added_tokens: [],
+    added_tokens: added,
     normalizer: null,
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
     post_processor: null,
@@ -85,7 +104,6 @@ export function byteTokenizerJson(extra: { eos?: number } = {}): string {
       vocab,
       merges: [],
     },
-    ...extra,
   });
 }
 

