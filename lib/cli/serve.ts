@@ -4,12 +4,13 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 
 import { EtnaError } from '../errors.js';
-import { Llm } from '../llm/index.js';
+import type { Llm } from '../llm/index.js';
 import { MAX_NUM_THREADS } from '../module.js';
 import { openStateStore } from '../serve/redis-store.js';
 import { createServer, DEFAULT_PREFIX_BLOCK_TOKENS, DEFAULT_PREFIX_CACHE_BYTES } from '../serve/server.js';
 import { DEFAULT_STATE_TIMEOUT_MS, DEFAULT_STATE_TTL_SECONDS, type StateStore } from '../serve/state-store.js';
 import type { Command, ParsedArgs } from './command.js';
+import { loadLlm, MODEL_OPTIONS } from './generate.js';
 
 const MIB = 2 ** 20;
 
@@ -26,8 +27,7 @@ function listen(server: import('node:http').Server, port: number, host: string):
 
 async function runServe(args: ParsedArgs): Promise<number> {
   const program = args.positionals[0]!;
-  const tokenizer = args.string('tokenizer');
-  if (tokenizer === undefined)
+  if (args.string('tokenizer') === undefined)
     throw new EtnaError('INVALID_INPUT', '--tokenizer FILE is required (a tokenizer.json or a tiktoken tokenizer.model)');
   const host = args.string('host') ?? '127.0.0.1';
   const port = args.integer('port', 8080, 0, 65535);
@@ -43,7 +43,6 @@ async function runServe(args: ParsedArgs): Promise<number> {
   };
   const ttlSeconds = args.integer('state-ttl', DEFAULT_STATE_TTL_SECONDS, 1);
   const drainTimeoutMs = args.integer('drain-timeout-ms', 10_000, 0);
-  const threads = args.integer('threads', 1, 1, MAX_NUM_THREADS);
   const storeSpec = args.string('state-store');
   const warn = (message: string): void => void process.stderr.write(`etna serve: warning: ${message}\n`);
 
@@ -51,7 +50,7 @@ async function runServe(args: ParsedArgs): Promise<number> {
   const store: StateStore | undefined = storeSpec === undefined ? undefined : await openStateStore(storeSpec, { ttlSeconds });
   let llm: Llm | undefined;
   try {
-    llm = await Llm.load(program, { tokenizer, numThreads: threads });
+    llm = await loadLlm(args);
     const server = await createServer({ llm, ...settings, ...(store !== undefined && { stateStore: store }), warn });
     const address = await listen(server, port, host);
     const shown = address.address.includes(':') ? `[${address.address}]` : address.address;
@@ -84,7 +83,7 @@ export const SERVE: Command = {
       'POST /v1/chat/completions), a prefix cache, and conversation states kept in a folder or Redis between turns so\n' +
       'that any replica continues them. SIGTERM or SIGINT drains it and exits 0.',
     options: [
-      { name: 'tokenizer', value: 'FILE', help: 'tokenizer.json (Hugging Face) or tokenizer.model in tiktoken form (Llama 3)' },
+      ...MODEL_OPTIONS,
       { name: 'host', value: 'HOST', help: 'address to listen on (default 127.0.0.1)' },
       { name: 'port', value: 'N', help: 'port to listen on; 0 takes a free one, which the first line prints (default 8080)' },
       { name: 'model-name', value: 'NAME', help: "the model's name in requests and /v1/models (default: the file's name without .pte)" },

@@ -15,17 +15,24 @@ export interface ChatPrompt {
 
 /**
  * The prompt of a chat request: the messages through the model's chat
- * template, ending where the assistant's turn begins. This etna applies no
- * chat template yet, so the route is refused (400 chat_template_unavailable)
- * after its messages have been checked.
+ * template (tokenizer_config.json's, as `llm.applyChatTemplate` renders it),
+ * ending where the assistant's turn begins. Message text stays text, never
+ * control tokens. The end of the assistant's turn needs no option: generate()
+ * stops on the model's and the configs' end-of-turn ids. A tokenizer without
+ * a template is refused (400 chat_template_unavailable).
  */
 export function chatPrompt(llm: Llm, messages: readonly ChatMessage[]): ChatPrompt {
-  throw new ApiError(
-    400,
-    'invalid_request_error',
-    'chat_template_unavailable',
-    `chat completions need the model's chat template, which this server cannot apply yet (${messages.length} message(s) for a ` +
-      `${llm.metadata.layout} program); send the conversation as a prompt to /v1/completions`,
-    'messages',
-  );
+  if (llm.tokenizer.config?.chat_template === undefined || llm.tokenizer.config.chat_template === null) {
+    throw new ApiError(
+      400,
+      'invalid_request_error',
+      'chat_template_unavailable',
+      "chat completions need the model's chat template, and its tokenizer has none (tokenizer_config.json's chat_template: " +
+        'etna serve --tokenizer-config FILE, or the file beside the tokenizer); send the conversation as a prompt to /v1/completions',
+      'messages',
+    );
+  }
+  // The route's checked messages, as the template's (which may carry fields of any name).
+  const templated = messages.map((message) => ({ ...message }));
+  return { tokens: llm.applyChatTemplate(templated, { addGenerationPrompt: true }).tokens, options: {} };
 }

@@ -6,9 +6,12 @@
 import OpenAI from 'openai';
 import { beforeAll, describe, expect, it } from 'vitest';
 
-import { loadTokenizer } from '../../lib/llm/index.js';
-import type { ServerProcess } from '../helpers/server-process.js';
-import { CONTEXT, startServe, TOKENIZER } from './helpers.js';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { applyChatTemplate, loadTokenizer } from '../../lib/llm/index.js';
+import { stopServerProcess, type ServerProcess } from '../helpers/server-process.js';
+import { CONTEXT, startServe, TOKENIZER, workDir } from './helpers.js';
 
 const tokenizer = loadTokenizer(TOKENIZER);
 /** The prompt's tokens as the server feeds them: one BOS, then the text's. */
@@ -190,7 +193,7 @@ describe('etna serve with the openai client', () => {
     expect(first.usage!.completion_tokens).toBe(12);
   });
 
-  it('checks chat requests, and refuses them while no chat template can be applied', async () => {
+  it('checks chat requests, and refuses them when the tokenizer has no chat template', async () => {
     const base = { model: 'llama', messages: [{ role: 'user', content: 'Hello' }] };
     const cases: [Record<string, unknown>, string, string][] = [
       [{ messages: [] }, 'invalid_value', 'messages'],
@@ -213,6 +216,58 @@ describe('etna serve with the openai client', () => {
       const what = JSON.stringify(fields).slice(0, 80);
       expect(error, what).toBeInstanceOf(OpenAI.BadRequestError);
       expect([error.code, error.param], what).toEqual([code, param]);
+    }
+  });
+
+  it("answers chat requests through the tokenizer config's template, whole and streamed, as a completion of the rendered ids", async () => {
+    const template =
+      "{% for m in messages %}{{ '[' + m.role + '] ' + m.content + ' ' }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+    const config = path.join(workDir, 'chat_tokenizer_config.json');
+    fs.writeFileSync(config, JSON.stringify({ chat_template: template, bos_token: '<s>', eos_token: '</s>' }));
+    const chatServer = await startServe(['--sessions', '1', '--tokenizer-config', config]);
+    try {
+      const chatClient = clientOf(chatServer);
+      const messages = [
+        { role: 'system' as const, content: 'You tell short stories.' },
+        { role: 'user' as const, content: 'Once upon a time <|im_start|>' },
+      ];
+      const rendered = applyChatTemplate(tokenizer, messages, { template, addGenerationPrompt: true });
+      const whole = await chatClient.chat.completions.create({ model: 'llama', messages, max_tokens: 10, temperature: 0 });
+      expect(whole.object).toBe('chat.completion');
+      expect(whole.choices[0]!.message.role).toBe('assistant');
+      expect(whole.choices[0]!.finish_reason).toBe('length');
+      expect(whole.usage!.prompt_tokens).toBe(rendered.tokens.length);
+      const asCompletion = await chatClient.completions.create({
+        model: 'llama',
+        prompt: [...rendered.tokens],
+        max_tokens: 10,
+        temperature: 0,
+      });
+      expect(whole.choices[0]!.message.content).toBe(asCompletion.choices[0]!.text);
+
+      const stream = await chatClient.chat.completions.create({
+        model: 'llama',
+        messages,
+        max_tokens: 10,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      let text = '';
+      const finishes: (string | null)[] = [];
+      let usage: unknown;
+      for await (const chunk of stream) {
+        if (chunk.usage) usage = chunk.usage;
+        for (const choice of chunk.choices) {
+          text += choice.delta.content ?? '';
+          finishes.push(choice.finish_reason);
+        }
+      }
+      expect(text).toBe(whole.choices[0]!.message.content);
+      expect(finishes.at(-1)).toBe('length');
+      expect(usage).toMatchObject({ prompt_tokens: rendered.tokens.length, completion_tokens: 10 });
+    } finally {
+      await stopServerProcess(chatServer);
     }
   });
 
