@@ -11,11 +11,8 @@ namespace {
 Napi::Value describe_external_data(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
-    std::optional<ByteSpan> bytes = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
-    if (!bytes)
-      throw make_js_error(
-          env, make_error(ErrorCode::kInvalidInput, "describeExternalData expects an ArrayBuffer or a view of one"));
-    auto map = DataMap::load_bytes(bytes->data, bytes->size);
+    const ByteSpan bytes = bytes_argument(info, "describeExternalData");
+    auto map = DataMap::load_bytes(bytes.data, bytes.size);
     if (!map) throw make_js_error(env, map.error());
     Napi::Array tensors = Napi::Array::New(env, (*map)->size());
     uint32_t index = 0;

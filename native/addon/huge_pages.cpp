@@ -10,13 +10,9 @@ namespace {
 Napi::Value advise_huge_pages_of(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
-    std::optional<ByteSpan> view = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
-    if (!view) {
-      throw make_js_error(
-          env, make_error(ErrorCode::kInvalidInput, "adviseHugePages expects an ArrayBuffer or a view of one"));
-    }
+    const ByteSpan view = bytes_argument(info, "adviseHugePages");
     // Advice only: the bytes are neither read nor written.
-    advise_huge_pages(const_cast<uint8_t*>(view->data), view->size);
+    advise_huge_pages(const_cast<uint8_t*>(view.data), view.size);
     return env.Undefined();
   });
 }

@@ -432,22 +432,19 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
   Napi::Env env = info.Env();
   return guard(env, [&]() -> Napi::Value {
     std::shared_ptr<Module> module = live_module(env);
-    auto view = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
-    if (!view || !info[0].IsObject()) {
-      throw make_js_error(env, make_error(ErrorCode::kInvalidInput, std::string(save ? "saveState" : "restoreState") +
-                                                                        " expects an ArrayBuffer or a view of one"));
-    }
+    // An ArrayBuffer or a view: an object, which an asynchronous job keeps alive.
+    const ByteSpan view = bytes_argument(info, save ? "saveState" : "restoreState");
     std::optional<StateLayout> save_layout;
     if (save) save_layout = snapshot_layout(env, *module, info[2]);
     // The JS array is writable memory of the caller's; view_bytes only reads.
-    auto* bytes = const_cast<uint8_t*>(view->data);
+    auto* bytes = const_cast<uint8_t*>(view.data);
     const bool sync = info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
     if (sync) {
-      Status status = run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, view->size);
+      Status status = run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, view.size);
       if (!status) throw make_js_error(env, status.error());
       return env.Undefined();
     }
-    auto job = std::make_unique<StateJob>(std::move(module), std::move(save_layout), bytes, view->size,
+    auto job = std::make_unique<StateJob>(std::move(module), std::move(save_layout), bytes, view.size,
                                           Napi::Persistent(info[0].As<Napi::Object>()));
     return addon_data(env).call_runner->submit(env, std::move(job), false);
   });

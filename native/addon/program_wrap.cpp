@@ -105,4 +105,13 @@ std::optional<ByteSpan> view_bytes(const Napi::Value& value) {
   return std::nullopt;
 }
 
+ByteSpan bytes_argument(const Napi::CallbackInfo& info, const std::string& function) {
+  std::optional<ByteSpan> bytes = info.Length() >= 1 ? view_bytes(info[0]) : std::nullopt;
+  if (!bytes) {
+    throw make_js_error(info.Env(),
+                        make_error(ErrorCode::kInvalidInput, function + " expects an ArrayBuffer or a view of one"));
+  }
+  return *bytes;
+}
+
 }  // namespace etna::addon

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/bytes.h"
 #include "core/program.h"
@@ -40,5 +41,9 @@ class ProgramWrap : public Napi::ObjectWrap<ProgramWrap> {
 // shows, offset included; nullopt for any other value. Valid only until JS
 // runs again: copy before leaving the calling thread.
 std::optional<ByteSpan> view_bytes(const Napi::Value& value);
+
+// view_bytes of a call's first argument; throws INVALID_INPUT, "`function`
+// expects an ArrayBuffer or a view of one", when it is none.
+ByteSpan bytes_argument(const Napi::CallbackInfo& info, const std::string& function);
 
 }  // namespace etna::addon

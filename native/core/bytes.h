@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "status.h"
 
@@ -55,5 +56,25 @@ Result<std::unique_ptr<ByteSource>> load_file_bytes(const std::string& path, Fil
 // Copies `size` bytes into a 64-byte-aligned allocation (FlatBuffers and
 // kernels need aligned data; caller buffers promise nothing).
 Result<std::unique_ptr<ByteSource>> copy_bytes(const uint8_t* data, size_t size);
+
+// The two ways a Program or a DataMap is made from bytes: over a private copy
+// of caller bytes, or over bytes handed over. T::parse() reads them from
+// T::bytes_ (T befriends this class for those and for its constructor).
+template <typename T>
+class ParsedBytes {
+ public:
+  static Result<std::shared_ptr<const T>> load_bytes(const uint8_t* data, size_t size) {
+    auto bytes = copy_bytes(data, size);
+    if (!bytes) return bytes.error();
+    return load(std::move(*bytes));
+  }
+  // Takes ownership of already-owned bytes (a copy or a mapping).
+  static Result<std::shared_ptr<const T>> load(std::unique_ptr<ByteSource> bytes) {
+    std::shared_ptr<T> parsed(new T());
+    parsed->bytes_ = std::move(bytes);
+    ETNA_TRY(parsed->parse());
+    return std::shared_ptr<const T>(std::move(parsed));
+  }
+};
 
 }  // namespace etna

@@ -34,19 +34,6 @@ Result<std::shared_ptr<const DataMap>> DataMap::load_file(const std::string& pat
   return map;
 }
 
-Result<std::shared_ptr<const DataMap>> DataMap::load_bytes(const uint8_t* data, size_t size) {
-  auto bytes = copy_bytes(data, size);
-  if (!bytes) return bytes.error();
-  return load(std::move(*bytes));
-}
-
-Result<std::shared_ptr<const DataMap>> DataMap::load(std::unique_ptr<ByteSource> bytes) {
-  std::shared_ptr<DataMap> map(new DataMap());
-  map->bytes_ = std::move(bytes);
-  ETNA_TRY(map->parse());
-  return std::shared_ptr<const DataMap>(std::move(map));
-}
-
 Status DataMap::parse() {
   const uint8_t* data = bytes_->data();
   const size_t size = bytes_->size();

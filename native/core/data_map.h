@@ -24,13 +24,11 @@ struct NamedBlob {
   std::vector<uint8_t> dim_order;
 };
 
-class DataMap {
+class DataMap : public ParsedBytes<DataMap> {
  public:
   // Reads the file into a private copy, or maps it (see FileAccess).
   static Result<std::shared_ptr<const DataMap>> load_file(const std::string& path,
                                                           FileAccess access = FileAccess::kCopy);
-  static Result<std::shared_ptr<const DataMap>> load_bytes(const uint8_t* data, size_t size);
-  static Result<std::shared_ptr<const DataMap>> load(std::unique_ptr<ByteSource> bytes);
 
   std::optional<NamedBlob> find(std::string_view key) const;
   size_t size() const { return blobs_.size(); }
@@ -44,6 +42,7 @@ class DataMap {
   void release_pages() const { bytes_->release_pages(0, bytes_->size()); }
 
  private:
+  friend class ParsedBytes<DataMap>;
   DataMap() = default;
   Status parse();
 

@@ -62,68 +62,37 @@ class EValue {
   }
 
   static EValue none() { return EValue(); }
-  static EValue from_int(int64_t v) {
-    EValue e;
-    e.kind_ = Kind::kInt;
-    e.int_ = v;
-    return e;
-  }
-  static EValue from_double(double v) {
-    EValue e;
-    e.kind_ = Kind::kDouble;
-    e.double_ = v;
-    return e;
-  }
-  static EValue from_bool(bool v) {
-    EValue e;
-    e.kind_ = Kind::kBool;
-    e.bool_ = v;
-    return e;
-  }
-  static EValue from_string(std::string_view v) {
-    EValue e;
-    e.kind_ = Kind::kString;
-    e.string_ = v;
-    return e;
-  }
-  static EValue from_tensor(Tensor* t) {
-    EValue e;
-    e.kind_ = Kind::kTensor;
-    e.tensor_ = t;
-    return e;
-  }
+  static EValue from_int(int64_t v) { return make(Kind::kInt, &EValue::int_, v); }
+  static EValue from_double(double v) { return make(Kind::kDouble, &EValue::double_, v); }
+  static EValue from_bool(bool v) { return make(Kind::kBool, &EValue::bool_, v); }
+  static EValue from_string(std::string_view v) { return make(Kind::kString, &EValue::string_, v); }
+  static EValue from_tensor(Tensor* t) { return make(Kind::kTensor, &EValue::tensor_, t); }
   static EValue from_int_list(EValue* const* items, size_t n) {
-    EValue e;
-    e.kind_ = Kind::kIntList;
-    e.int_items_ = items;
-    e.list_size_ = n;
-    return e;
+    return make(Kind::kIntList, &EValue::int_items_, items, n);
   }
   static EValue from_double_list(const double* items, size_t n) {
-    EValue e;
-    e.kind_ = Kind::kDoubleList;
-    e.double_items_ = items;
-    e.list_size_ = n;
-    return e;
+    return make(Kind::kDoubleList, &EValue::double_items_, items, n);
   }
   static EValue from_bool_list(const bool* items, size_t n) {
-    EValue e;
-    e.kind_ = Kind::kBoolList;
-    e.bool_items_ = items;
-    e.list_size_ = n;
-    return e;
+    return make(Kind::kBoolList, &EValue::bool_items_, items, n);
   }
   // items[i] points at a Tensor slot (TensorList) or at a Tensor / None slot,
   // or is nullptr for None (OptionalTensorList).
   static EValue from_tensor_list(EValue* const* items, size_t n, bool optional) {
+    return make(optional ? Kind::kOptionalTensorList : Kind::kTensorList, &EValue::tensor_items_, items, n);
+  }
+
+ private:
+  // A value of `kind` whose `field` holds v; list_size n (lists only).
+  template <typename Field, typename V>
+  static EValue make(Kind kind, Field EValue::*field, V v, size_t n = 0) {
     EValue e;
-    e.kind_ = optional ? Kind::kOptionalTensorList : Kind::kTensorList;
-    e.tensor_items_ = items;
+    e.kind_ = kind;
+    e.*field = v;
     e.list_size_ = n;
     return e;
   }
 
- private:
   Kind kind_ = Kind::kNone;
   int64_t int_ = 0;
   double double_ = 0;

@@ -48,6 +48,29 @@ std::string show_tag(const uint8_t* p) {
 
 Error invalid(std::string message) { return make_error(ErrorCode::kInvalidProgram, std::move(message)); }
 
+// Bytes [offsets[buffer_index], + nbytes) of the segment `entry` names. The
+// errors name the entry (`table`), its segment and the value (`kind` and index).
+Result<ByteSpan> subsegment_bytes(const Program& program, const fb::SubsegmentOffsets& entry, const char* table,
+                                  const char* segment_name, const char* kind, uint32_t buffer_index, uint64_t nbytes) {
+  const auto what = [&] { return kind + (" " + std::to_string(buffer_index)); };
+  const auto* offsets = entry.offsets();
+  if (!offsets || buffer_index >= offsets->size()) {
+    return invalid(what() + " is out of range: " + table + " has " + std::to_string(offsets ? offsets->size() : 0) +
+                   " offsets");
+  }
+  auto segment = program.segment(entry.segment_index());
+  if (!segment) {
+    return invalid(std::string(table) + ".segment_index " + std::to_string(entry.segment_index()) +
+                   " does not name a segment with data");
+  }
+  const uint64_t offset = element(offsets, buffer_index);
+  if (offset > segment->size || nbytes > segment->size - offset) {
+    return invalid(what() + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + nbytes) +
+                   ") run past " + segment_name + " " + std::to_string(segment->size) + " bytes");
+  }
+  return ByteSpan{segment->data + offset, static_cast<size_t>(nbytes)};
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const Program>> Program::load_file(const std::string& path, FileAccess access) {
@@ -56,19 +79,6 @@ Result<std::shared_ptr<const Program>> Program::load_file(const std::string& pat
   auto program = load(std::move(*bytes));
   if (!program) return invalid(path + ": " + program.error().message);
   return program;
-}
-
-Result<std::shared_ptr<const Program>> Program::load_bytes(const uint8_t* data, size_t size) {
-  auto bytes = copy_bytes(data, size);
-  if (!bytes) return bytes.error();
-  return load(std::move(*bytes));
-}
-
-Result<std::shared_ptr<const Program>> Program::load(std::unique_ptr<ByteSource> bytes) {
-  std::shared_ptr<Program> program(new Program());
-  program->bytes_ = std::move(bytes);
-  ETNA_TRY(program->parse());
-  return std::shared_ptr<const Program>(std::move(program));
 }
 
 Status Program::parse() {
@@ -194,23 +204,8 @@ std::optional<ByteSpan> Program::segment(uint32_t index) const {
 Result<ByteSpan> Program::constant_data(uint32_t buffer_index, uint64_t nbytes) const {
   const fb::SubsegmentOffsets* constant_segment = root_->constant_segment();
   if (constant_segment && constant_segment->offsets() && constant_segment->offsets()->size() > 0) {
-    const auto* offsets = constant_segment->offsets();
-    if (buffer_index >= offsets->size()) {
-      return invalid("constant " + std::to_string(buffer_index) + " is out of range: constant_segment has " +
-                     std::to_string(offsets->size()) + " offsets");
-    }
-    auto segment = this->segment(constant_segment->segment_index());
-    if (!segment) {
-      return invalid("constant_segment.segment_index " + std::to_string(constant_segment->segment_index()) +
-                     " does not name a segment with data");
-    }
-    const uint64_t offset = element(offsets, buffer_index);
-    if (offset > segment->size || nbytes > segment->size - offset) {
-      return invalid("constant " + std::to_string(buffer_index) + ": bytes [" + std::to_string(offset) + ", " +
-                     std::to_string(offset + nbytes) + ") run past the constant segment's " +
-                     std::to_string(segment->size) + " bytes");
-    }
-    return ByteSpan{segment->data + offset, static_cast<size_t>(nbytes)};
+    return subsegment_bytes(*this, *constant_segment, "constant_segment", "the constant segment's", "constant",
+                            buffer_index, nbytes);
   }
   const auto* buffers = root_->constant_buffer();
   if (!buffers || buffer_index >= buffers->size()) {
@@ -231,24 +226,8 @@ Result<ByteSpan> Program::mutable_initial_data(uint32_t buffer_index, uint64_t n
   if (!entries || entries->size() == 0) {
     return invalid("initial value " + std::to_string(buffer_index) + " requested but mutable_data_segments is empty");
   }
-  const fb::SubsegmentOffsets* entry = entries->Get(0);
-  const auto* offsets = entry->offsets();
-  if (!offsets || buffer_index >= offsets->size()) {
-    return invalid("initial value " + std::to_string(buffer_index) + " is out of range: mutable_data_segments[0] has " +
-                   std::to_string(offsets ? offsets->size() : 0) + " offsets");
-  }
-  auto segment = this->segment(entry->segment_index());
-  if (!segment) {
-    return invalid("mutable_data_segments[0].segment_index " + std::to_string(entry->segment_index()) +
-                   " does not name a segment with data");
-  }
-  const uint64_t offset = element(offsets, buffer_index);
-  if (offset > segment->size || nbytes > segment->size - offset) {
-    return invalid("initial value " + std::to_string(buffer_index) + ": bytes [" + std::to_string(offset) + ", " +
-                   std::to_string(offset + nbytes) + ") run past its segment's " + std::to_string(segment->size) +
-                   " bytes");
-  }
-  return ByteSpan{segment->data + offset, static_cast<size_t>(nbytes)};
+  return subsegment_bytes(*this, *entries->Get(0), "mutable_data_segments[0]", "its segment's", "initial value",
+                          buffer_index, nbytes);
 }
 
 std::optional<ByteSpan> Program::named_data(std::string_view key) const {

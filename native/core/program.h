@@ -35,14 +35,11 @@ struct ExtendedHeader {
   std::optional<uint64_t> segment_data_size;  // present when header_length >= 32
 };
 
-class Program {
+class Program : public ParsedBytes<Program> {
  public:
   // Reads the file into a private copy, or maps it (see FileAccess).
   static Result<std::shared_ptr<const Program>> load_file(const std::string& path,
                                                           FileAccess access = FileAccess::kCopy);
-  static Result<std::shared_ptr<const Program>> load_bytes(const uint8_t* data, size_t size);
-  // Takes ownership of already-owned bytes (a copy or a mapping).
-  static Result<std::shared_ptr<const Program>> load(std::unique_ptr<ByteSource> bytes);
 
   const fb::Program& root() const { return *root_; }
   // A fingerprint of the FlatBuffer region (state_snapshot.h's
@@ -88,6 +85,7 @@ class Program {
   ArenaPool& activation_pool() const { return activation_pool_; }
 
  private:
+  friend class ParsedBytes<Program>;
   Program() = default;
   Status parse();
 

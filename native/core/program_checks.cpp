@@ -65,10 +65,16 @@ class Checker {
       return fail("constant_segment.segment_index " + num(segment->segment_index()) + " does not name a segment with " +
                   "data (segments: " + num(root_.segments() ? root_.segments()->size() : 0u) + ")");
     }
-    for (flatbuffers::uoffset_t i = 0; i < segment->offsets()->size(); ++i) {
-      if (element(segment->offsets(), i) > bytes->size) {
-        return fail("constant_segment.offsets[" + num(i) + "] = " + num(element(segment->offsets(), i)) +
-                    " is past the end of its " + num(uint64_t{bytes->size}) + "-byte segment");
+    return check_offsets(*segment, *bytes, "constant_segment");
+  }
+
+  // Every offset of `entry` (named `table`) lies within its segment's bytes.
+  static Status check_offsets(const fb::SubsegmentOffsets& entry, ByteSpan bytes, const std::string& table) {
+    if (!entry.offsets()) return Status::ok();
+    for (flatbuffers::uoffset_t i = 0; i < entry.offsets()->size(); ++i) {
+      if (element(entry.offsets(), i) > bytes.size) {
+        return fail(table + ".offsets[" + num(i) + "] = " + num(element(entry.offsets(), i)) +
+                    " is past the end of its " + num(uint64_t{bytes.size}) + "-byte segment");
       }
     }
     return Status::ok();
@@ -84,14 +90,7 @@ class Checker {
         return fail("mutable_data_segments[" + num(j) + "].segment_index " + num(entry->segment_index()) +
                     " does not name a segment with data");
       }
-      if (!entry->offsets()) continue;
-      for (flatbuffers::uoffset_t i = 0; i < entry->offsets()->size(); ++i) {
-        if (element(entry->offsets(), i) > bytes->size) {
-          return fail("mutable_data_segments[" + num(j) + "].offsets[" + num(i) +
-                      "] = " + num(element(entry->offsets(), i)) + " is past the end of its " +
-                      num(uint64_t{bytes->size}) + "-byte segment");
-        }
-      }
+      ETNA_TRY(check_offsets(*entry, *bytes, "mutable_data_segments[" + num(j) + "]"));
     }
     return Status::ok();
   }

@@ -395,16 +395,6 @@ Status bitwise_not_out(KernelArgs args) {
   return Status::ok();
 }
 
-template <typename C>
-bool is_nan_operand(C v) {
-  if constexpr (std::is_floating_point_v<C>) {
-    return std::isnan(v);
-  } else {
-    (void)v;
-    return false;
-  }
-}
-
 // Elementwise larger (or smaller) value in the promoted dtype; NaN wins.
 template <bool kMax>
 Status extreme_of_two(KernelArgs args) {
@@ -415,8 +405,8 @@ Status extreme_of_two(KernelArgs args) {
   visit_compute_type(call.result, [&](auto tag) {
     using C = typename decltype(tag)::type;
     apply_binary<C, C>(*call.self, call.other, *call.out, [](C a, C b) {
-      if (is_nan_operand(a)) return a;
-      if (is_nan_operand(b)) return b;
+      if (is_nan_value(a)) return a;
+      if (is_nan_value(b)) return b;
       return (kMax ? a > b : a < b) ? a : b;
     });
   });

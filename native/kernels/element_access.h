@@ -52,48 +52,31 @@ struct TypeTag {
   using type = T;
 };
 
-// The element type stored for a dtype the kernels compute with.
+// NaN test for any compute type: integers are never NaN.
 template <typename T>
-constexpr ScalarType dtype_of();
-template <>
-constexpr ScalarType dtype_of<uint8_t>() {
-  return ScalarType::kByte;
+bool is_nan_value(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(v);
+  } else {
+    (void)v;
+    return false;
+  }
 }
-template <>
-constexpr ScalarType dtype_of<int8_t>() {
-  return ScalarType::kChar;
-}
-template <>
-constexpr ScalarType dtype_of<int16_t>() {
-  return ScalarType::kShort;
-}
-template <>
-constexpr ScalarType dtype_of<int32_t>() {
-  return ScalarType::kInt;
-}
-template <>
-constexpr ScalarType dtype_of<int64_t>() {
-  return ScalarType::kLong;
-}
-template <>
-constexpr ScalarType dtype_of<float>() {
-  return ScalarType::kFloat;
-}
-template <>
-constexpr ScalarType dtype_of<double>() {
-  return ScalarType::kDouble;
-}
-template <>
-constexpr ScalarType dtype_of<bool>() {
-  return ScalarType::kBool;
-}
-template <>
-constexpr ScalarType dtype_of<Half>() {
-  return ScalarType::kHalf;
-}
-template <>
-constexpr ScalarType dtype_of<BFloat16>() {
-  return ScalarType::kBFloat16;
+
+// The dtype whose elements are stored as T.
+template <typename T>
+constexpr ScalarType dtype_of() {
+  if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kByte;
+  else if constexpr (std::is_same_v<T, int8_t>) return ScalarType::kChar;
+  else if constexpr (std::is_same_v<T, int16_t>) return ScalarType::kShort;
+  else if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kInt;
+  else if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kLong;
+  else if constexpr (std::is_same_v<T, float>) return ScalarType::kFloat;
+  else if constexpr (std::is_same_v<T, double>) return ScalarType::kDouble;
+  else if constexpr (std::is_same_v<T, bool>) return ScalarType::kBool;
+  else if constexpr (std::is_same_v<T, Half>) return ScalarType::kHalf;
+  else if constexpr (std::is_same_v<T, BFloat16>) return ScalarType::kBFloat16;
+  else static_assert(sizeof(T) == 0, "no dtype stores this type");
 }
 
 // Value conversion with defined results for every input.

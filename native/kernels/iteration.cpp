@@ -19,36 +19,21 @@ Strides broadcast_strides(const Tensor& tensor, const Shape& target) {
   return strides;
 }
 
-namespace {
-
-template <typename Word>
-void copy_words(const Shape& shape, const Word* src, const int64_t* src_strides, int64_t src_base, Word* dst,
-                const int64_t* dst_strides, int64_t dst_base) {
-  for_each_offset<2>(shape, {src_strides, dst_strides}, {src_base, dst_base},
-                     [&](const std::array<int64_t, 2>& offsets) { dst[offsets[1]] = src[offsets[0]]; });
-}
-
-}  // namespace
-
 void copy_strided_bytes(const Shape& shape, size_t element_size, const void* src, const int64_t* src_strides,
                         int64_t src_base, void* dst, const int64_t* dst_strides, int64_t dst_base) {
+  // Elements of 1, 2, 4 or 8 bytes move as one word each.
+  const auto copy_words = [&](auto word) {
+    using Word = decltype(word);
+    const auto* src_words = static_cast<const Word*>(src);
+    auto* dst_words = static_cast<Word*>(dst);
+    for_each_offset<2>(shape, {src_strides, dst_strides}, {src_base, dst_base},
+                       [&](const std::array<int64_t, 2>& offsets) { dst_words[offsets[1]] = src_words[offsets[0]]; });
+  };
   switch (element_size) {
-    case 1:
-      copy_words(shape, static_cast<const uint8_t*>(src), src_strides, src_base, static_cast<uint8_t*>(dst),
-                 dst_strides, dst_base);
-      return;
-    case 2:
-      copy_words(shape, static_cast<const uint16_t*>(src), src_strides, src_base, static_cast<uint16_t*>(dst),
-                 dst_strides, dst_base);
-      return;
-    case 4:
-      copy_words(shape, static_cast<const uint32_t*>(src), src_strides, src_base, static_cast<uint32_t*>(dst),
-                 dst_strides, dst_base);
-      return;
-    case 8:
-      copy_words(shape, static_cast<const uint64_t*>(src), src_strides, src_base, static_cast<uint64_t*>(dst),
-                 dst_strides, dst_base);
-      return;
+    case 1: return copy_words(uint8_t{});
+    case 2: return copy_words(uint16_t{});
+    case 4: return copy_words(uint32_t{});
+    case 8: return copy_words(uint64_t{});
     default: break;
   }
   const auto* src_bytes = static_cast<const uint8_t*>(src);

@@ -90,47 +90,32 @@ Status check_inner_dims(const OpArgs& op, const Tensor& a, std::string_view a_na
                         std::to_string(b_inner) + " differ");
 }
 
-Status mm_out(KernelArgs args) {
+// mm (kRank 2) and bmm (kRank 3: a batch of products, the batch dim first).
+template <size_t kRank>
+Status matrix_product_out(KernelArgs args) {
+  static_assert(kRank == 2 || kRank == 3, "mm or bmm");
+  constexpr size_t kRow = kRank - 2;  // the first matrix dim
   OpArgs op(args);
   ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
   ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
   ETNA_TRY(check_matmul_dtypes(op, {{self, "self"}, {mat2, "mat2"}}, *out));
-  ETNA_TRY(op.expect_rank(*self, "self", 2));
-  ETNA_TRY(op.expect_rank(*mat2, "mat2", 2));
-  ETNA_TRY(check_inner_dims(op, *self, "self", *mat2, "mat2", self->size(1), mat2->size(0)));
-  Shape shape;
-  shape.rank = 2;
-  shape[0] = self->size(0);
-  shape[1] = mat2->size(1);
-  ETNA_TRY(op.prepare_output(*out, shape));
-  with_matmul_operands<2>({self, mat2}, *out, [&](auto, const auto& in, auto* result) {
-    matmul(in[0], in[1], result, shape[0], self->size(1), shape[1]);
-  });
-  return Status::ok();
-}
-
-Status bmm_out(KernelArgs args) {
-  OpArgs op(args);
-  ETNA_KERNEL_ASSIGN(Tensor * self, op.input(0, "self"));
-  ETNA_KERNEL_ASSIGN(Tensor * mat2, op.input(1, "mat2"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(2, "out"));
-  ETNA_TRY(check_matmul_dtypes(op, {{self, "self"}, {mat2, "mat2"}}, *out));
-  ETNA_TRY(op.expect_rank(*self, "self", 3));
-  ETNA_TRY(op.expect_rank(*mat2, "mat2", 3));
-  if (self->size(0) != mat2->size(0)) {
+  ETNA_TRY(op.expect_rank(*self, "self", kRank));
+  ETNA_TRY(op.expect_rank(*mat2, "mat2", kRank));
+  if (kRank == 3 && self->size(0) != mat2->size(0)) {
     return op.input_error("batch sizes of self " + self->describe() + " and mat2 " + mat2->describe() + " differ");
   }
-  ETNA_TRY(check_inner_dims(op, *self, "self", *mat2, "mat2", self->size(2), mat2->size(1)));
+  ETNA_TRY(check_inner_dims(op, *self, "self", *mat2, "mat2", self->size(kRow + 1), mat2->size(kRow)));
   Shape shape;
-  shape.rank = 3;
-  shape[0] = self->size(0);
-  shape[1] = self->size(1);
-  shape[2] = mat2->size(2);
+  shape.rank = kRank;
+  if (kRank == 3) shape[0] = self->size(0);
+  shape[kRow] = self->size(kRow);
+  shape[kRow + 1] = mat2->size(kRow + 1);
   ETNA_TRY(op.prepare_output(*out, shape));
-  const int64_t n = shape[1], m = self->size(2), p = shape[2];
+  const int64_t batches = kRank == 3 ? shape[0] : 1;
+  const int64_t n = shape[kRow], m = self->size(kRow + 1), p = shape[kRow + 1];
   with_matmul_operands<2>({self, mat2}, *out, [&](auto, const auto& in, auto* result) {
-    for (int64_t batch = 0; batch < shape[0]; ++batch) {
+    for (int64_t batch = 0; batch < batches; ++batch) {
       matmul(in[0] + batch * n * m, in[1] + batch * m * p, result + batch * n * p, n, m, p);
     }
   });
@@ -234,8 +219,8 @@ Status linear_out(KernelArgs args) {
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& registry) {
-  registry.add({"aten::mm.out", 4, mm_out});
-  registry.add({"aten::bmm.out", 4, bmm_out});
+  registry.add({"aten::mm.out", 4, matrix_product_out<2>});
+  registry.add({"aten::bmm.out", 4, matrix_product_out<3>});
   registry.add({"aten::addmm.out", 7, addmm_out});
   registry.add({"aten::linear.out", 5, linear_out});
 }

@@ -11,6 +11,7 @@
 #include "kernels/kernel_groups.h"
 #include "kernels/kernel_shape.h"
 #include "kernels/op_args.h"
+#include "kernels/unary_map.h"
 
 namespace etna::kernels {
 namespace {
@@ -18,24 +19,18 @@ namespace {
 // Arguments are [self, out, ret]; float16 and bfloat16 are not taken.
 Result<UnaryOperands> read_operands(const OpArgs& op) { return read_unary(op, 1, UnaryDtypes::kSupported); }
 
+// Integers pass through unchanged.
 template <typename Fn>
 Status rounding_kernel(KernelArgs args, Fn fn) {
   OpArgs op(args);
   ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_operands(op));
-  const Tensor& self = *operands.self;
-  Tensor& out = *operands.out;
-  if (self.dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self.describe());
-  ETNA_TRY(op.expect_castable(self.dtype(), out));
-  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
-  visit_compute_type(self.dtype(), [&](auto tag) {
-    using C = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<C>) {
-      map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
+  return same_dtype_unary(op, operands, [&fn](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return fn(x);
     } else {
-      map_elements<C, C, 1>({&self}, out, [](C x) { return x; });
+      return x;
     }
   });
-  return Status::ok();
 }
 
 Status floor_out(KernelArgs args) {
@@ -60,16 +55,7 @@ Status round_out(KernelArgs args) {
 Status erf_out(KernelArgs args) {
   OpArgs op(args);
   ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_operands(op));
-  const Tensor& self = *operands.self;
-  Tensor& out = *operands.out;
-  const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;
-  ETNA_TRY(op.expect_castable(result, out));
-  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
-  visit_floating_dtype(result, [&](auto tag) {
-    using C = typename decltype(tag)::type;
-    map_elements<C, C, 1>({&self}, out, [](C x) { return static_cast<C>(std::erf(x)); });
-  });
-  return Status::ok();
+  return floating_unary(op, operands, [](auto x) { return std::erf(x); });
 }
 
 }  // namespace

@@ -27,20 +27,14 @@ inline float half_to_float(uint16_t bits) {
     out = sign;  // signed zero
   } else {
     // Subnormal: mantissa * 2^-24, exact in float.
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    std::memcpy(&out, &magnitude, sizeof out);
-    out |= sign;
+    out = float_bits(std::ldexp(static_cast<float>(mantissa), -24)) | sign;
   }
-  float value;
-  std::memcpy(&value, &out, sizeof value);
-  return value;
+  return float_from_bits(out);
 }
 
 // Rounds to nearest, ties to even; overflow becomes infinity, NaN stays NaN.
 inline uint16_t float_to_half(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const uint16_t sign = static_cast<uint16_t>((float_bits(value) >> 16) & 0x8000u);
   const float magnitude = std::fabs(value);
   if (std::isnan(value)) return static_cast<uint16_t>(sign | 0x7E00u);
   if (magnitude >= 65520.0f) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past the largest half
@@ -49,8 +43,7 @@ inline uint16_t float_to_half(float value) {
     const float units = std::nearbyint(magnitude * 16777216.0f);
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(units));
   }
-  uint32_t magnitude_bits;
-  std::memcpy(&magnitude_bits, &magnitude, sizeof magnitude_bits);
+  const uint32_t magnitude_bits = float_bits(magnitude);
   const uint32_t exponent = (magnitude_bits >> 23) - 112u;
   uint32_t half = (exponent << 10) | ((magnitude_bits >> 13) & 0x3FFu);
   const uint32_t rest = magnitude_bits & 0x1FFFu;

@@ -18,16 +18,6 @@
 namespace etna::kernels {
 namespace {
 
-template <typename T>
-bool is_nan_value(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    (void)v;
-    return false;
-  }
-}
-
 // The dtype a sum/mean result is computed with: the dtype argument if given
 // (it must match out), else out's dtype, which is authoritative.
 Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dtype, const Tensor& out,

@@ -10,45 +10,16 @@
 #include "kernels/kernel_shape.h"
 #include "kernels/op_args.h"
 #include "kernels/scalar.h"
+#include "kernels/unary_map.h"
 
 namespace etna::kernels {
 namespace {
-
-// Operators whose result is floating: integer and bool inputs produce float32.
-template <typename Fn>
-Status floating_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
-  const Tensor& self = *operands.self;
-  Tensor& out = *operands.out;
-  const ScalarType result = is_floating_dtype(self.dtype()) ? self.dtype() : ScalarType::kFloat;
-  ETNA_TRY(op.expect_castable(result, out));
-  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
-  visit_compute_type(result, [&](auto tag) {
-    using C = typename decltype(tag)::type;
-    map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
-  });
-  return Status::ok();
-}
 
 template <typename Fn>
 Status floating_unary_kernel(KernelArgs args, Fn fn) {
   OpArgs op(args);
   ETNA_KERNEL_ASSIGN(UnaryOperands operands, read_unary(op, 1));
   return floating_unary(op, operands, fn);
-}
-
-// Operators whose result keeps self's dtype (bool is rejected).
-template <typename Fn>
-Status same_dtype_unary(const OpArgs& op, const UnaryOperands& operands, Fn fn) {
-  const Tensor& self = *operands.self;
-  Tensor& out = *operands.out;
-  if (self.dtype() == ScalarType::kBool) return op.program_error("self must not be bool, got " + self.describe());
-  ETNA_TRY(op.expect_castable(self.dtype(), out));
-  ETNA_TRY(op.prepare_output(out, Shape::of(self), "out", false));
-  visit_compute_type(self.dtype(), [&](auto tag) {
-    using C = typename decltype(tag)::type;
-    map_elements<C, C, 1>({&self}, out, [&fn](C x) { return static_cast<C>(fn(x)); });
-  });
-  return Status::ok();
 }
 
 template <typename Fn>

@@ -1,6 +1,7 @@
 // Helpers shared by the native test suites.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/io.h"
+#include "core/program.h"
 #include "fixtures.h"
 
 namespace etna::test {
@@ -36,6 +39,13 @@ inline InputValue float_tensor(std::vector<int64_t> shape, const std::vector<flo
 
 inline InputValue long_tensor(std::vector<int64_t> shape, const std::vector<int64_t>& data) {
   return tensor_input(ScalarType::kLong, std::move(shape), data);
+}
+
+// The fixture program `name`, or null after a failed expectation naming why.
+inline std::shared_ptr<const Program> load_program(const std::string& name) {
+  auto program = Program::load_file(testdata(name));
+  EXPECT_TRUE(program) << (program ? "" : program.error().message);
+  return program ? *program : nullptr;
 }
 
 // Threads of this process now (entries of /proc/self/task).

@@ -81,6 +81,21 @@ ETNA_AVX2_TARGET inline __m256 finish_channels(const PackedView& w, size_t group
                           _mm256_loadu_ps(w.scaled_sums + group * kColumns), acc);
 }
 
+// Finishes a tile's kRows x kGroups accumulators (acc[r * kGroups + g]) into
+// rows of sums, groups from first_group on.
+template <size_t kRows, size_t kGroups>
+ETNA_AVX2_TARGET inline void store_tile(const PackedView& w, const int32_t* zero_points, size_t first_group,
+                                        const __m256* acc, float* sums) {
+  ETNA_UNROLL
+  for (size_t r = 0; r < kRows; ++r) {
+    ETNA_UNROLL
+    for (size_t g = 0; g < kGroups; ++g) {
+      _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns,
+                       finish_channels(w, first_group + g, zero_points[r], acc[r * kGroups + g]));
+    }
+  }
+}
+
 // The int32 dot products of kRows rows with the 8 channels of one group's
 // block (codes), from input channel first_input on, lane j for channel j.
 template <size_t kRows>
@@ -166,14 +181,7 @@ ETNA_AVX2_TARGET void dot_rows_avx2_tile(const PackedView& w, const uint8_t* con
         }
       }
     }
-    ETNA_UNROLL
-    for (size_t r = 0; r < kRows; ++r) {
-      ETNA_UNROLL
-      for (size_t g = 0; g < kGroups; ++g) {
-        _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns,
-                         finish_channels(w, first_group + g, zero_points[r], acc[r * kGroups + g]));
-      }
-    }
+    store_tile<kRows, kGroups>(w, zero_points, first_group, acc, sums);
   }
 }
 
@@ -273,14 +281,7 @@ __attribute__((aligned(64))) ETNA_VNNI_TARGET void dot_rows_vnni_tile(const Pack
       }
     }
   }
-  ETNA_UNROLL
-  for (size_t r = 0; r < kRows; ++r) {
-    ETNA_UNROLL
-    for (size_t g = 0; g < kGroups; ++g) {
-      _mm256_storeu_ps(sums + r * w.padded_out + (first_group + g) * kColumns,
-                       finish_channels(w, first_group + g, zero_points[r], acc[r * kGroups + g]));
-    }
-  }
+  store_tile<kRows, kGroups>(w, zero_points, first_group, acc, sums);
 }
 
 // The same products for kRows rows and two consecutive groups at once, on

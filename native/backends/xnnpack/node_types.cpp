@@ -27,6 +27,30 @@ constexpr NodeTypeInfo subgraph(NodeType type, const char* name, int8_t inputs, 
           shape, define, define_name,       nullptr, nullptr};
 }
 
+// The define of a node whose XNNPACK call takes its input, output and flags.
+template <xnn_status (*kDefine)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t)>
+xnn_status define_unary(const DefineCall& c) {
+  return kDefine(c.subgraph, c.in[0], c.out[0], c.node.flags);
+}
+
+// ... its two inputs, output and flags.
+template <xnn_status (*kDefine)(xnn_subgraph_t, uint32_t, uint32_t, uint32_t, uint32_t)>
+xnn_status define_binary(const DefineCall& c) {
+  return kDefine(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
+}
+
+// ... a parameter of the node, its input, output and flags.
+template <float Node::*kParameter, xnn_status (*kDefine)(xnn_subgraph_t, float, uint32_t, uint32_t, uint32_t)>
+xnn_status define_unary_with(const DefineCall& c) {
+  return kDefine(c.subgraph, c.node.*kParameter, c.in[0], c.out[0], c.node.flags);
+}
+
+// ... its output range, two inputs, output and flags.
+template <xnn_status (*kDefine)(xnn_subgraph_t, float, float, uint32_t, uint32_t, uint32_t, uint32_t)>
+xnn_status define_clamped_binary(const DefineCall& c) {
+  return kDefine(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0], c.node.flags);
+}
+
 // PReLU: input 1 is expanded to one slope per channel when defined.
 constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
   info.channel_slope_input = input;
@@ -87,6 +111,14 @@ constexpr NodeTypeInfo keeping_nan_with(NodeTypeInfo info, Run run) {
   return info;
 }
 
+// A broadcasting binary node whose XNNPACK kernel turns NaN into a bound
+// (arithmetic with an output range, minimum, maximum).
+constexpr NodeTypeInfo binary_keeping_nan(NodeType type, const char* name, DatatypeRule datatypes,
+                                          const char* define_name, Define define) {
+  return keeping_nan_with(subgraph(type, name, 2, 1, datatypes, read_binary_node, broadcast_shape, define_name, define),
+                          nan_keeping_binary_kernel);
+}
+
 // An etna kernel that can make NaN from numbers (NodeTypeInfo::may_make_nan).
 constexpr NodeTypeInfo making_nan(NodeTypeInfo info) {
   info.may_make_nan = true;
@@ -117,27 +149,16 @@ using T = NodeType;
 
 // One row per wire code, in code order (checked below).
 constexpr NodeTypeInfo kNodeTypes[] = {
-    keeping_nan_with(
-        subgraph(T::kAdd, "XNNAdd", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape, "xnn_define_add2",
-                 [](const DefineCall& c) {
-                   return xnn_define_add2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0],
-                                          c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
-    packed(T::kFullyConnected, "XNNFullyConnected", 0x1, R::kWeights, read_fully_connected_node,
-           fully_connected_shape),
-    keeping_nan_with(
-        subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape, "xnn_define_softmax",
-                 [](const DefineCall& c) { return xnn_define_softmax(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-        nan_keeping_softmax_kernel),
+    binary_keeping_nan(T::kAdd, "XNNAdd", R::kFloatOrQ8, "xnn_define_add2", define_clamped_binary<xnn_define_add2>),
+    packed(T::kFullyConnected, "XNNFullyConnected", 0x1, R::kWeights, read_fully_connected_node, fully_connected_shape),
+    keeping_nan_with(subgraph(T::kSoftmax, "XNNSoftmax", 1, 1, R::kFloat, read_unary_node, softmax_shape,
+                              "xnn_define_softmax", define_unary<xnn_define_softmax>),
+                     nan_keeping_softmax_kernel),
     keeping_nan_with(subgraph(T::kSigmoid, "XNNSigmoid", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input,
-                              "xnn_define_sigmoid",
-                              [](const DefineCall& c) {
-                                return xnn_define_sigmoid(c.subgraph, c.in[0], c.out[0], c.node.flags);
-                              }),
+                              "xnn_define_sigmoid", define_unary<xnn_define_sigmoid>),
                      nan_keeping_sigmoid_kernel),
-    etna_kernel(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node, transpose_shape,
-        transpose_kernel),
+    etna_kernel(T::kStaticTranspose, "XNNStaticTranspose", 1, kAnyFlags, R::kMovable, read_transpose_node,
+                transpose_shape, transpose_kernel),
     keeping_nan_with(
         subgraph(T::kClamp, "XNNClamp", 1, 1, R::kFloatOrQ8, read_unary_node, same_shape_as_input, "xnn_define_clamp",
                  [](const DefineCall& c) {
@@ -146,13 +167,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                  }),
         nan_keeping_clamp_kernel),
     packed(T::kConv2d, "XNNConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    keeping_nan_with(
-        subgraph(T::kDiv, "XNNDiv", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_divide",
-                 [](const DefineCall& c) {
-                   return xnn_define_divide(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                            c.out[0], c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
+    binary_keeping_nan(T::kDiv, "XNNDiv", R::kFloat, "xnn_define_divide", define_clamped_binary<xnn_define_divide>),
     subgraph(T::kStaticResizeBilinear2d, "XNNStaticResizeBilinear2D", 1, 1, R::kFloatOrQ8, read_resize_bilinear_node,
              resize_bilinear_shape, "xnn_define_static_resize_bilinear_2d",
              [](const DefineCall& c) {
@@ -170,72 +185,50 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                return xnn_define_static_constant_pad(c.subgraph, pre, post, c.node.padding_value, c.in[0], c.out[0],
                                                      c.node.flags);
              }),
-    keeping_nan_with(
-        subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
-                 "xnn_define_average_pooling_2d",
-                 [](const DefineCall& c) {
-                   const Node& n = c.node;
-                   return xnn_define_average_pooling_2d(
-                       c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
-                       n.kernel_width, n.stride_height, n.stride_width, n.output_min, n.output_max, c.in[0], c.out[0],
-                       n.flags & ~kKeepDimsFlag);
-                 }),
-        nan_keeping_average_pooling_kernel),
-    keeping_nan_with(
-        subgraph(T::kMinimum, "XNNMinimum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_minimum2",
-                 [](const DefineCall& c) {
-                   return xnn_define_minimum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
+    keeping_nan_with(subgraph(T::kAvgPooling2d, "XNNAvgPooling2d", 1, 1, R::kFloat, read_pooling_node, pooling_shape,
+                              "xnn_define_average_pooling_2d",
+                              [](const DefineCall& c) {
+                                const Node& n = c.node;
+                                return xnn_define_average_pooling_2d(
+                                    c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left,
+                                    n.kernel_height, n.kernel_width, n.stride_height, n.stride_width, n.output_min,
+                                    n.output_max, c.in[0], c.out[0], n.flags & ~kKeepDimsFlag);
+                              }),
+                     nan_keeping_average_pooling_kernel),
+    binary_keeping_nan(T::kMinimum, "XNNMinimum", R::kFloat, "xnn_define_minimum2", define_binary<xnn_define_minimum2>),
     packed(T::kDepthwiseConv2d, "XNNDepthwiseConv2d", 0x4, R::kWeights, read_convolution_node, convolution_shape),
-    keeping_nan_with(
-        subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node, pooling_shape,
-                 "xnn_define_max_pooling_2d",
-                 [](const DefineCall& c) {
-                   const Node& n = c.node;
-                   return xnn_define_max_pooling_2d(
-                       c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left, n.kernel_height,
-                       n.kernel_width, n.stride_height, n.stride_width, n.dilation_height ? n.dilation_height : 1,
-                       n.dilation_width ? n.dilation_width : 1, n.output_min, n.output_max, c.in[0], c.out[0],
-                       n.flags & ~kKeepDimsFlag);
-                 }),
-        nan_keeping_max_pooling_kernel),
-    keeping_nan_with(
-        subgraph(T::kMultiply, "XNNMultiply", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-                 "xnn_define_multiply2",
-                 [](const DefineCall& c) {
-                   return xnn_define_multiply2(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                               c.out[0], c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
-    keeping_nan_with(
-        subgraph(T::kSubtract, "XNNSubtract", 2, 1, R::kFloatOrQ8, read_binary_node, broadcast_shape,
-                 "xnn_define_subtract",
-                 [](const DefineCall& c) {
-                   return xnn_define_subtract(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1],
-                                              c.out[0], c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
+    keeping_nan_with(subgraph(T::kMaxPooling2d, "XNNMaxPooling2d", 1, 1, R::kFloatOrQ8, read_pooling_node,
+                              pooling_shape, "xnn_define_max_pooling_2d",
+                              [](const DefineCall& c) {
+                                const Node& n = c.node;
+                                return xnn_define_max_pooling_2d(
+                                    c.subgraph, n.padding_top, n.padding_right, n.padding_bottom, n.padding_left,
+                                    n.kernel_height, n.kernel_width, n.stride_height, n.stride_width,
+                                    n.dilation_height ? n.dilation_height : 1, n.dilation_width ? n.dilation_width : 1,
+                                    n.output_min, n.output_max, c.in[0], c.out[0], n.flags & ~kKeepDimsFlag);
+                              }),
+                     nan_keeping_max_pooling_kernel),
+    binary_keeping_nan(T::kMultiply, "XNNMultiply", R::kFloatOrQ8, "xnn_define_multiply2",
+                       define_clamped_binary<xnn_define_multiply2>),
+    binary_keeping_nan(T::kSubtract, "XNNSubtract", R::kFloatOrQ8, "xnn_define_subtract",
+                       define_clamped_binary<xnn_define_subtract>),
     subgraph(T::kFloor, "XNNFloor", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_floor",
-             [](const DefineCall& c) { return xnn_define_floor(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    keeping_nan_with(as_etna_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node,
-                                                  same_shape_as_input, "xnn_define_convert",
-                                                  [](const DefineCall& c) {
-                                                    return xnn_define_convert(c.subgraph, c.in[0], c.out[0],
-                                                                              c.node.flags);
-                                                  }),
-                                         converts_to_qdint8, quantize_per_token_kernel),
-                     nan_keeping_quantize_kernel),
+             define_unary<xnn_define_floor>),
     keeping_nan_with(
-        subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
-                 global_pooling_shape, "xnn_define_global_average_pooling_2d",
-                 [](const DefineCall& c) {
-                   return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min, c.node.output_max,
-                                                               c.in[0], c.out[0], c.node.flags & ~kKeepDimsFlag);
-                 }),
-        nan_keeping_global_average_pooling_kernel),
+        as_etna_kernel_when(subgraph(T::kConvert, "XNNConvert", 1, 1, R::kConversion, read_unary_node,
+                                     same_shape_as_input, "xnn_define_convert", define_unary<xnn_define_convert>),
+                            converts_to_qdint8, quantize_per_token_kernel),
+        nan_keeping_quantize_kernel),
+    keeping_nan_with(subgraph(T::kGlobalAvgPooling2d, "XNNGlobalAvgPooling2d", 1, 1, R::kFloatOrQ8, read_unary_node,
+                              global_pooling_shape, "xnn_define_global_average_pooling_2d",
+                              [](const DefineCall& c) {
+                                return xnn_define_global_average_pooling_2d(c.subgraph, c.node.output_min,
+                                                                            c.node.output_max, c.in[0], c.out[0],
+                                                                            c.node.flags & ~kKeepDimsFlag);
+                              }),
+                     nan_keeping_global_average_pooling_kernel),
     etna_kernel(T::kStaticReshape, "XNNStaticReshape", 1, kAnyFlags, R::kMovable, read_reshape_node, reshape_shape,
-        copy_kernel),
+                copy_kernel),
     // The index output is declared fp32 and receives uint32 indices.
     subgraph(T::kArgMaxPooling2d, "XNNArgMaxPooling2d", 1, 2, R::kFloat, read_argmax_pooling_node, pooling_shape,
              "xnn_define_argmax_pooling_2d",
@@ -246,59 +239,46 @@ constexpr NodeTypeInfo kNodeTypes[] = {
                                                    c.out[1], n.flags & ~kKeepDimsFlag);
              }),
     // Own, not XNNPACK's: the fast variant checks its output for NaN.
-    making_nan(etna_kernel(T::kSquareRoot, "XNNSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input,
-                   sqrt_kernel)),
+    making_nan(etna_kernel(T::kSquareRoot, "XNNSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
+                           same_shape_as_input, sqrt_kernel)),
     subgraph(T::kCeiling, "XNNCeiling", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_ceiling",
-             [](const DefineCall& c) { return xnn_define_ceiling(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+             define_unary<xnn_define_ceiling>),
     subgraph(T::kHardswish, "XNNHardswish", 1, 1, R::kFloat, read_unary_node, same_shape_as_input,
-             "xnn_define_hardswish",
-             [](const DefineCall& c) { return xnn_define_hardswish(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+             "xnn_define_hardswish", define_unary<xnn_define_hardswish>),
     subgraph(T::kLeakyRelu, "XNNLeakyReLU", 1, 1, R::kFloat, read_leaky_relu_node, same_shape_as_input,
-             "xnn_define_leaky_relu",
-             [](const DefineCall& c) {
-               return xnn_define_leaky_relu(c.subgraph, c.node.negative_slope, c.in[0], c.out[0], c.node.flags);
-             }),
-    keeping_nan_with(
-        subgraph(T::kMaximum, "XNNMaximum", 2, 1, R::kFloat, read_binary_node, broadcast_shape, "xnn_define_maximum2",
-                 [](const DefineCall& c) {
-                   return xnn_define_maximum2(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-                 }),
-        nan_keeping_binary_kernel),
+             "xnn_define_leaky_relu", define_unary_with<&Node::negative_slope, xnn_define_leaky_relu>),
+    binary_keeping_nan(T::kMaximum, "XNNMaximum", R::kFloat, "xnn_define_maximum2", define_binary<xnn_define_maximum2>),
     subgraph(T::kNegate, "XNNNegate", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_negate",
-             [](const DefineCall& c) { return xnn_define_negate(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+             define_unary<xnn_define_negate>),
     subgraph(T::kSquare, "XNNSquare", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_square",
-             [](const DefineCall& c) { return xnn_define_square(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
+             define_unary<xnn_define_square>),
     subgraph(T::kElu, "XNNELU", 1, 1, R::kFloatOrQs8, read_elu_node, same_shape_as_input, "xnn_define_elu",
-             [](const DefineCall& c) {
-               return xnn_define_elu(c.subgraph, c.node.alpha, c.in[0], c.out[0], c.node.flags);
-             }),
+             define_unary_with<&Node::alpha, xnn_define_elu>),
     subgraph(T::kAbs, "XNNAbs", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_abs",
-             [](const DefineCall& c) { return xnn_define_abs(c.subgraph, c.in[0], c.out[0], c.node.flags); }),
-    as_etna_kernel_when(
-        with_channel_slope(subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node, prelu_shape,
-                                    "xnn_define_prelu",
-                                    [](const DefineCall& c) {
-                                      return xnn_define_prelu(c.subgraph, c.in[0], c.in[1], c.out[0], c.node.flags);
-                                    }),
-                           1),
-        slope_moves_negative_zero, prelu_kernel),
-    etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
-        concatenate_kernel),
-    etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
-        concatenate_kernel),
-    etna_kernel(T::kConcatenate4, "XNNConcatenate4", 4, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
-        concatenate_kernel),
-    etna_kernel(T::kStaticSlice, "XNNStaticSlice", 1, kAnyFlags, R::kMovable, read_slice_node, slice_shape, slice_kernel),
+             define_unary<xnn_define_abs>),
+    as_etna_kernel_when(with_channel_slope(subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node,
+                                                    prelu_shape, "xnn_define_prelu", define_binary<xnn_define_prelu>),
+                                           1),
+                        slope_moves_negative_zero, prelu_kernel),
+    etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node,
+                concatenate_shape, concatenate_kernel),
+    etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node,
+                concatenate_shape, concatenate_kernel),
+    etna_kernel(T::kConcatenate4, "XNNConcatenate4", 4, kAnyFlags, R::kMovable, read_concatenate_node,
+                concatenate_shape, concatenate_kernel),
+    etna_kernel(T::kStaticSlice, "XNNStaticSlice", 1, kAnyFlags, R::kMovable, read_slice_node, slice_shape,
+                slice_kernel),
     rejected(T::kScaledDotProductAttention, "XNNScaledDotProductAttention", read_attention_node,
              "scaled dot-product attention is not implemented (upstream XNNPACK delegate rejects it too)"),
-    etna_kernel(T::kBatchMatrixMultiply, "XNNBatchMatrixMultiply", 2, 0x1, R::kFloat, read_binary_node, batch_matmul_shape,
-        batch_matmul_kernel),
-    etna_kernel(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node, concatenate_shape,
-        concatenate_kernel),
+    etna_kernel(T::kBatchMatrixMultiply, "XNNBatchMatrixMultiply", 2, 0x1, R::kFloat, read_binary_node,
+                batch_matmul_shape, batch_matmul_kernel),
+    etna_kernel(T::kConcatenate5, "XNNConcatenate5", 5, kAnyFlags, R::kMovable, read_concatenate_node,
+                concatenate_shape, concatenate_kernel),
     packed(T::kConvTranspose2d, "XNNConvTranspose2d", 0, R::kTensorWeights, read_convolution_node, convolution_shape),
-    making_nan(etna_kernel(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat, read_unary_node,
-                   same_shape_as_input, rsqrt_kernel)),
-    making_nan(etna_kernel(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel)),
+    making_nan(etna_kernel(T::kReciprocalSquareRoot, "XNNReciprocalSquareRoot", 1, kAnyFlags, R::kFloat,
+                           read_unary_node, same_shape_as_input, rsqrt_kernel)),
+    making_nan(
+        etna_kernel(T::kLog, "XNNLog", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, log_kernel)),
     etna_kernel(T::kGelu, "XNNGelu", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, gelu_kernel),
     etna_kernel(T::kTanh, "XNNTanh", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, tanh_kernel),
     etna_kernel(T::kExp, "XNNExp", 1, kAnyFlags, R::kFloat, read_unary_node, same_shape_as_input, exp_kernel),

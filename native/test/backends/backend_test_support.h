@@ -331,6 +331,17 @@ inline Status run_delegate(DelegateHandle& handle, const std::vector<LocalTensor
   return handle.execute(args.data(), args.size());
 }
 
+// Resizes the bounded input x to `sizes`, fills it with pseudo_random values
+// from `seed` (kept in `input`) and runs the delegate from x into y.
+inline void run_resized(DelegateHandle& handle, LocalTensor& x, LocalTensor& y, const std::vector<int64_t>& sizes,
+                        uint32_t seed, std::vector<float>& input) {
+  ASSERT_TRUE(x.tensor().resize(sizes.size(), sizes.data()));
+  input = pseudo_random(x.numel(), seed);
+  x.fill(input);
+  Status ran = run_delegate(handle, {&x, &y});
+  ASSERT_TRUE(ran) << ran.error().message;
+}
+
 // An input (sizes and values) or an output (sizes) of run_graph.
 struct Io {
   Io(std::vector<int64_t> sizes_in, std::vector<float> data_in = {}, ScalarType dtype_in = ScalarType::kFloat)

@@ -21,7 +21,7 @@
 namespace etna {
 namespace {
 
-using test::testdata;
+using test::load_program;
 
 constexpr int kModules = 8;
 constexpr int kRounds = 24;  // distinct inputs each module runs through
@@ -78,12 +78,6 @@ Result<std::vector<uint8_t>> run_call(Module& module, const CallShape& call, int
     all.insert(all.end(), outputs[i].begin(), outputs[i].begin() + static_cast<long>((*written)[i].nbytes));
   }
   return all;
-}
-
-std::shared_ptr<const Program> load_program(const std::string& name) {
-  auto program = Program::load_file(testdata(name));
-  EXPECT_TRUE(program) << (program ? "" : program.error().message);
-  return program ? *program : nullptr;
 }
 
 std::unique_ptr<Module> load_module(const std::shared_ptr<const Program>& program, ArenaSharing sharing,
@@ -290,6 +284,20 @@ const CallShape kConvolution{"forward", {{1, 3, 16, 16}}};
 
 size_t cores() { return ThreadPools::default_max_threads(); }
 
+// The convolution program the pool tests load their modules over, and what a
+// lone module gives for kConvolution (computed first, as serial_reference says).
+struct ConvolutionModules {
+  std::vector<std::vector<std::vector<uint8_t>>> expected;
+  std::shared_ptr<const Program> program;
+};
+
+void load_convolution(ConvolutionModules& conv) {
+  ETNA_REQUIRE_TESTDATA();
+  conv.expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
+  conv.program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(conv.program);
+}
+
 // Runs `steps` rounds of `call` through each module, `threads` threads at
 // once, each thread taking its share of the modules in turn; every call must
 // succeed and give `expected`.
@@ -321,14 +329,12 @@ void expect_modules_match_at_once(std::vector<std::unique_ptr<Module>>& modules,
 // cores or more, none on one core), and eight threads calling them at once
 // get what a lone module gives.
 TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
-  ETNA_REQUIRE_TESTDATA();
-  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
-  auto program = load_program("djl_conv_xnnpack.pte");
-  ASSERT_TRUE(program);
+  ConvolutionModules conv;
+  ASSERT_NO_FATAL_FAILURE(load_convolution(conv));
   const size_t threads_before = test::settled_process_threads();
   std::vector<std::unique_ptr<Module>> modules;
   for (int m = 0; m < 64; ++m) {
-    modules.push_back(load_module(program, ArenaSharing::kOn, 2));
+    modules.push_back(load_module(conv.program, ArenaSharing::kOn, 2));
     ASSERT_TRUE(modules.back());
     // The pool is taken when the delegate initialises (first call or, with sharing, at load).
     ASSERT_TRUE(run_call(*modules.back(), kConvolution, 0));
@@ -339,7 +345,7 @@ TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
   EXPECT_EQ(ThreadPools::process().shared_pools(), workers);
   EXPECT_EQ(ThreadPools::process().shared_worker_threads(), workers);
 
-  expect_modules_match_at_once(modules, kModules, 6, kConvolution, expected[0]);
+  expect_modules_match_at_once(modules, kModules, 6, kConvolution, conv.expected[0]);
   modules.clear();
   EXPECT_EQ(ThreadPools::process().shared_pools(), 0u);
   EXPECT_EQ(test::process_threads(), threads_before);
@@ -348,10 +354,8 @@ TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
 // Thread counts 1 to 4 shared, and pools of their own, all at once: each
 // shared count has one pool (capped at the cores), each own pool is apart.
 TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
-  ETNA_REQUIRE_TESTDATA();
-  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
-  auto program = load_program("djl_conv_xnnpack.pte");
-  ASSERT_TRUE(program);
+  ConvolutionModules conv;
+  ASSERT_NO_FATAL_FAILURE(load_convolution(conv));
   const size_t threads_before = test::settled_process_threads();
   std::vector<std::unique_ptr<Module>> modules;
   std::vector<size_t> shared_counts;
@@ -359,7 +363,7 @@ TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
   for (int m = 0; m < 16; ++m) {
     const int num_threads = 1 + m % 4;
     const bool own = m % 8 == 7;
-    modules.push_back(load_module(program, m % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, num_threads,
+    modules.push_back(load_module(conv.program, m % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, num_threads,
                                   own ? ThreadPoolKind::kOwn : ThreadPoolKind::kShared));
     ASSERT_TRUE(modules.back());
     ASSERT_TRUE(run_call(*modules.back(), kConvolution, 0));
@@ -376,17 +380,15 @@ TEST(SessionsConcurrency, MixedThreadCountsAndOwnPoolsMatchALoneModule) {
   EXPECT_EQ(ThreadPools::process().shared_worker_threads(), shared_workers);
   EXPECT_EQ(test::process_threads() - threads_before, shared_workers + own_workers);
 
-  expect_modules_match_at_once(modules, kModules, 12, kConvolution, expected[0]);
+  expect_modules_match_at_once(modules, kModules, 12, kConvolution, conv.expected[0]);
 }
 
 // One module keeps calling while others over the same pool come and go: the
 // pool outlives every module but the last that holds it.
 TEST(SessionsConcurrency, ModulesDisposedWhileAnotherUsesTheirPool) {
-  ETNA_REQUIRE_TESTDATA();
-  const auto expected = serial_reference("djl_conv_xnnpack.pte", {kConvolution});
-  auto program = load_program("djl_conv_xnnpack.pte");
-  ASSERT_TRUE(program);
-  auto steady = load_module(program, ArenaSharing::kOn, 2);
+  ConvolutionModules conv;
+  ASSERT_NO_FATAL_FAILURE(load_convolution(conv));
+  auto steady = load_module(conv.program, ArenaSharing::kOn, 2);
   ASSERT_TRUE(steady);
   std::atomic<int> mismatches{0}, failures{0};
   std::atomic<bool> calling{true};
@@ -395,17 +397,17 @@ TEST(SessionsConcurrency, ModulesDisposedWhileAnotherUsesTheirPool) {
       auto out = run_call(*steady, kConvolution, step % kRounds);
       if (!out) {
         ++failures;
-      } else if (*out != expected[0][static_cast<size_t>(step % kRounds)]) {
+      } else if (*out != conv.expected[0][static_cast<size_t>(step % kRounds)]) {
         ++mismatches;
       }
     }
   });
   for (int round = 0; round < kRounds; ++round) {
     // Loaded, called, and destroyed, possibly while `steady` is inside an operator on the pool.
-    auto passing = load_module(program, round % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, 2);
+    auto passing = load_module(conv.program, round % 2 ? ArenaSharing::kOn : ArenaSharing::kOff, 2);
     ASSERT_TRUE(passing);
     auto out = run_call(*passing, kConvolution, round);
-    if (!out || *out != expected[0][static_cast<size_t>(round)]) ++mismatches;
+    if (!out || *out != conv.expected[0][static_cast<size_t>(round)]) ++mismatches;
   }
   calling = false;
   caller.join();

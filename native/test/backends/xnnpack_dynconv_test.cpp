@@ -236,12 +236,8 @@ TEST(XnnpackDynamicConv, SmallerImagesReuseThePackedWeights) {
   LocalTensor x(ScalarType::kFloat, {1, 5, 6, 6}, 0, ShapeDynamism::kBound);
   LocalTensor y(ScalarType::kFloat, {1, 5, 6, 4}, 0, ShapeDynamism::kBound);
   for (int64_t height : {3, 5, 2}) {
-    const int64_t sizes[] = {1, height, 6, 6};
-    ASSERT_TRUE(x.tensor().resize(4, sizes));
-    const auto input = pseudo_random(size_t(height) * 36, 40 + uint32_t(height));
-    x.fill(input);
-    Status ran = run_delegate(**delegate, {&x, &y});
-    ASSERT_TRUE(ran) << ran.error().message;
+    std::vector<float> input;
+    ASSERT_NO_FATAL_FAILURE(run_resized(**delegate, x, y, {1, height, 6, 6}, 40 + uint32_t(height), input));
     ASSERT_EQ(y.tensor().size(1), height);
     Case at_size = c;
     at_size.height = size_t(height);

@@ -349,12 +349,8 @@ TEST(XnnpackDynamicQuant, SmallerBatchesReuseThePackedWeights) {
   LocalTensor x(ScalarType::kFloat, {6, 64}, 0, ShapeDynamism::kBound);
   LocalTensor y(ScalarType::kFloat, {6, 10}, 0, ShapeDynamism::kBound);
   for (int64_t batch : {3, 1, 6}) {
-    const int64_t sizes[] = {batch, 64};
-    ASSERT_TRUE(x.tensor().resize(2, sizes));
-    const auto input = pseudo_random(size_t(batch) * 64, 70 + uint32_t(batch));
-    x.fill(input);
-    Status ran = run_delegate(**delegate, {&x, &y});
-    ASSERT_TRUE(ran) << ran.error().message;
+    std::vector<float> input;
+    ASSERT_NO_FATAL_FAILURE(run_resized(**delegate, x, y, {batch, 64}, 70 + uint32_t(batch), input));
     ASSERT_EQ(y.tensor().size(0), batch);
     Case at_batch = c;
     at_batch.rows = size_t(batch);

@@ -170,17 +170,31 @@ struct TwoGraphs {
   }
 };
 
+BackendOptions sharing_workspace(bool share) {
+  BackendOptions options;
+  options.share_workspace = share;
+  return options;
+}
+
+// Delegates of both graphs in one module context, sharing a workspace or not.
+struct TwoDelegates {
+  TwoDelegates(const TwoGraphs& graphs, bool share_workspace)
+      : context(sharing_workspace(share_workspace)),
+        a(make_delegate(graphs.small, context)),
+        c(make_delegate(graphs.large, context)) {}
+
+  xnn::XnnpackModuleContext context;
+  Result<std::unique_ptr<xnn::XnnpackDelegate>> a, c;
+};
+
 TEST(XnnpackSharing, SharedWorkspaceIsTheLargestNeed) {
   TwoGraphs graphs;
   const uint64_t small = TwoGraphs::need(graphs.small), large = TwoGraphs::need(graphs.large);
   ASSERT_GT(small, 0u);
   ASSERT_GT(large, small);
 
-  BackendOptions options;
-  options.share_workspace = true;
-  xnn::XnnpackModuleContext context(options);
-  auto a = make_delegate(graphs.small, context);
-  auto c = make_delegate(graphs.large, context);
+  TwoDelegates shared(graphs, true);
+  auto& [context, a, c] = shared;
   ASSERT_TRUE(a && c);
   EXPECT_EQ(context.memory().workspace_bytes, std::max(small, large));
   EXPECT_EQ(context.memory().pooled_workspace_bytes, std::max(small, large));
@@ -195,11 +209,8 @@ TEST(XnnpackSharing, SharedWorkspaceIsTheLargestNeed) {
 TEST(XnnpackSharing, UnsharedWorkspacesAddUp) {
   TwoGraphs graphs;
   const uint64_t small = TwoGraphs::need(graphs.small), large = TwoGraphs::need(graphs.large);
-  BackendOptions options;
-  options.share_workspace = false;
-  xnn::XnnpackModuleContext context(options);
-  auto a = make_delegate(graphs.small, context);
-  auto c = make_delegate(graphs.large, context);
+  TwoDelegates unshared(graphs, false);
+  auto& [context, a, c] = unshared;
   ASSERT_TRUE(a && c);
   EXPECT_EQ(context.memory().workspace_bytes, small + large);
   EXPECT_EQ(context.stats().workspaces, 2u);

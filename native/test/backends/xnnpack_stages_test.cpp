@@ -287,12 +287,8 @@ TEST(XnnpackStages, DynamicBatchRunsAtActualShapeWithoutRepacking) {
   LocalTensor x(ScalarType::kFloat, {4, 6}, 0, ShapeDynamism::kBound);
   LocalTensor y(ScalarType::kFloat, {4, 3}, 0, ShapeDynamism::kBound);
   for (int64_t batch : {4, 2, 1, 2, 4}) {
-    const int64_t x_sizes[] = {batch, 6};
-    ASSERT_TRUE(x.tensor().resize(2, x_sizes));
-    const auto input = pseudo_random(size_t(batch) * 6, 40 + uint32_t(batch));
-    x.fill(input);
-    Status status = run_delegate(**delegate, {&x, &y});
-    ASSERT_TRUE(status) << status.error().message;
+    std::vector<float> input;
+    ASSERT_NO_FATAL_FAILURE(run_resized(**delegate, x, y, {batch, 6}, 40 + uint32_t(batch), input));
     ASSERT_EQ(y.tensor().size(0), batch);
     ASSERT_EQ(y.tensor().size(1), 3);
     std::vector<float> expected(size_t(batch) * 3);

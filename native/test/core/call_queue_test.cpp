@@ -77,6 +77,14 @@ bool eventually(Condition done) {
   return true;
 }
 
+// Submits task `id`, held at `gate`, and waits until it runs: it then keeps a
+// thread busy until the gate opens.
+void submit_held(CallQueue& queue, Counters& counters, int id, Gate& gate) {
+  const int started = counters.started.load();
+  EXPECT_EQ(queue.submit(std::make_unique<CountingTask>(counters, id, &gate)), nullptr);
+  ASSERT_TRUE(eventually([&] { return counters.started.load() == started + 1; }));
+}
+
 TEST(CallQueue, RunsEveryTaskOnceAndHandsItBackWithOneWakeUpPerBatch) {
   Counters counters;
   Gate gate;
@@ -104,13 +112,11 @@ TEST(CallQueue, StartsAThreadOnlyWhenTheIdleOnesAreSpokenForUpToTheLimit) {
   Counters counters;
   Gate first_gate;
   CallQueue queue(3, [] {});
-  queue.submit(std::make_unique<CountingTask>(counters, 0, &first_gate));
-  ASSERT_TRUE(eventually([&] { return counters.started.load() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(submit_held(queue, counters, 0, first_gate));
   EXPECT_EQ(queue.thread_count(), 1u);
   // The one thread is busy: a second call starts a second thread.
   Gate second_gate;
-  queue.submit(std::make_unique<CountingTask>(counters, 1, &second_gate));
-  ASSERT_TRUE(eventually([&] { return counters.started.load() == 2; }));
+  ASSERT_NO_FATAL_FAILURE(submit_held(queue, counters, 1, second_gate));
   EXPECT_EQ(queue.thread_count(), 2u);
   first_gate.open();
   second_gate.open();
@@ -174,8 +180,7 @@ TEST(CallQueue, RefusesATaskOnlyWhenNoThreadRunsAndNoneCanStart) {
 
   can_start = true;
   Gate gate;
-  EXPECT_EQ(queue.submit(std::make_unique<CountingTask>(counters, 1, &gate)), nullptr);
-  ASSERT_TRUE(eventually([&] { return counters.started.load() == 1; }));
+  ASSERT_NO_FATAL_FAILURE(submit_held(queue, counters, 1, gate));
   // A thread runs: a task that cannot get a thread of its own waits for it.
   can_start = false;
   EXPECT_EQ(queue.submit(std::make_unique<CountingTask>(counters, 2)), nullptr);
@@ -190,8 +195,7 @@ TEST(CallQueue, StopEndsTheThreadsAfterTheirCurrentTaskAndDropsTheRest) {
   Gate gate;
   {
     CallQueue queue(1, [] {});
-    queue.submit(std::make_unique<CountingTask>(counters, 0, &gate));
-    ASSERT_TRUE(eventually([&] { return counters.started.load() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(submit_held(queue, counters, 0, gate));
     for (int i = 1; i < 4; ++i) queue.submit(std::make_unique<CountingTask>(counters, i));
     std::thread opener([&] {
       std::this_thread::sleep_for(20ms);

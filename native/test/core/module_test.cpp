@@ -16,14 +16,9 @@ namespace etna {
 namespace {
 
 using test::float_tensor;
+using test::load_program;
 using test::long_tensor;
 using test::testdata;
-
-std::shared_ptr<const Program> load_program(const std::string& name) {
-  auto program = Program::load_file(testdata(name));
-  EXPECT_TRUE(program) << (program ? "" : program.error().message);
-  return program ? *program : nullptr;
-}
 
 // Runs one method and returns each tensor output's bytes.
 struct Outputs {
@@ -457,6 +452,15 @@ size_t pooled_arenas(const Program& program) {
   return count;
 }
 
+// The convolution program and a module over it whose calls borrow pooled arenas.
+void load_pooled_conv(std::shared_ptr<const Program>& program, std::unique_ptr<Module>& module) {
+  ETNA_REQUIRE_TESTDATA();
+  program = load_program("djl_conv_xnnpack.pte");
+  ASSERT_TRUE(program);
+  module = load_over(program, ArenaSharing::kOn);
+  ASSERT_TRUE(module);
+}
+
 TEST(SessionsConcurrency, ThreadsCallingModulesOfOneProgramGetTheOutputsOfLoneModules) {
   ETNA_REQUIRE_TESTDATA();
   constexpr uint32_t kThreads = 4, kRounds = 25;
@@ -503,11 +507,9 @@ TEST(SessionsConcurrency, ThreadsCallingModulesOfOneProgramGetTheOutputsOfLoneMo
 }
 
 TEST(SessionsConcurrency, PooledModulesOwnNoActivationArena) {
-  ETNA_REQUIRE_TESTDATA();
-  auto program = load_program("djl_conv_xnnpack.pte");
-  ASSERT_TRUE(program);
-  auto pooled = load_over(program, ArenaSharing::kOn);
-  ASSERT_TRUE(pooled);
+  std::shared_ptr<const Program> program;
+  std::unique_ptr<Module> pooled;
+  ASSERT_NO_FATAL_FAILURE(load_pooled_conv(program, pooled));
   MemoryReport report = pooled->memory_report();
   ASSERT_EQ(report.arenas.size(), 1u);
   EXPECT_TRUE(report.arenas[0].pooled);
@@ -555,11 +557,9 @@ TEST(SessionsConcurrency, StateLoadedIntoMemId1KeepsTheModulesOwnArena) {
 }
 
 TEST(SessionsConcurrency, RefusedAndDroppedCallsGiveTheirArenaBack) {
-  ETNA_REQUIRE_TESTDATA();
-  auto program = load_program("djl_conv_xnnpack.pte");
-  ASSERT_TRUE(program);
-  auto module = load_over(program, ArenaSharing::kOn);
-  ASSERT_TRUE(module);
+  std::shared_ptr<const Program> program;
+  std::unique_ptr<Module> module;
+  ASSERT_NO_FATAL_FAILURE(load_pooled_conv(program, module));
   const auto x = conv_input(5);
   std::vector<float> wrong(10);
   std::vector<uint8_t> out(1 * 8 * 16 * 16 * sizeof(float));

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,53 +68,59 @@ float first_constant(const Program& program) {
   return value;
 }
 
-TEST(ProgramFile, ACopyIgnoresWhatHappensToTheFileLater) {
+// A scratch copy of et_arduino_add_model.pte and the program loaded from it.
+struct ScratchProgram {
+  std::optional<test::ScratchFile> file;
+  std::shared_ptr<const Program> program;
+};
+
+void load_scratch_copy(ScratchProgram& scratch, FileAccess access) {
   REQUIRE_TESTDATA();
-  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
-  auto program = Program::load_file(file.path());
+  scratch.file.emplace(testdata_dir() + "/et_arduino_add_model.pte");
+  auto program = Program::load_file(scratch.file->path(), access);
   ASSERT_TRUE(program) << program.error().message;
-  file.truncate(0);
-  EXPECT_TRUE((*program)->check_unchanged());
-  EXPECT_EQ(first_constant(**program), 1.0f);
-  EXPECT_EQ(describe_program(**program).methods.size(), 1u);
+  scratch.program = *program;
+}
+
+TEST(ProgramFile, ACopyIgnoresWhatHappensToTheFileLater) {
+  ScratchProgram scratch;
+  ASSERT_NO_FATAL_FAILURE(load_scratch_copy(scratch, FileAccess::kCopy));
+  scratch.file->truncate(0);
+  EXPECT_TRUE(scratch.program->check_unchanged());
+  EXPECT_EQ(first_constant(*scratch.program), 1.0f);
+  EXPECT_EQ(describe_program(*scratch.program).methods.size(), 1u);
 }
 
 TEST(ProgramFile, AMappingRefusesOnceTheFileIsTruncated) {
-  REQUIRE_TESTDATA();
-  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
-  auto program = Program::load_file(file.path(), FileAccess::kMap);
-  ASSERT_TRUE(program) << program.error().message;
-  EXPECT_TRUE((*program)->check_unchanged());
-  EXPECT_EQ(first_constant(**program), 1.0f);
-  file.truncate(0);
-  Status status = (*program)->check_unchanged();
+  ScratchProgram scratch;
+  ASSERT_NO_FATAL_FAILURE(load_scratch_copy(scratch, FileAccess::kMap));
+  EXPECT_TRUE(scratch.program->check_unchanged());
+  EXPECT_EQ(first_constant(*scratch.program), 1.0f);
+  scratch.file->truncate(0);
+  Status status = scratch.program->check_unchanged();
   ASSERT_FALSE(status);
   EXPECT_EQ(status.error().code, ErrorCode::kInvalidProgram);
-  EXPECT_NE(status.error().message.find("'" + file.path() + "' changed on disk"), std::string::npos);
+  EXPECT_NE(status.error().message.find("'" + scratch.file->path() + "' changed on disk"), std::string::npos);
   EXPECT_NE(status.error().message.find("to 0 bytes"), std::string::npos);
   // The tables were copied at load, so describing the program reads no mapped page.
-  EXPECT_EQ(describe_program(**program).methods.size(), 1u);
+  EXPECT_EQ(describe_program(*scratch.program).methods.size(), 1u);
 }
 
 TEST(ProgramFile, AMappingRefusesOnceTheFileIsWrittenInPlace) {
-  REQUIRE_TESTDATA();
-  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
-  auto program = Program::load_file(file.path(), FileAccess::kMap);
-  ASSERT_TRUE(program) << program.error().message;
-  file.write_in_place(std::vector<uint8_t>(64, 0xa5));
-  Status status = (*program)->check_unchanged();
+  ScratchProgram scratch;
+  ASSERT_NO_FATAL_FAILURE(load_scratch_copy(scratch, FileAccess::kMap));
+  scratch.file->write_in_place(std::vector<uint8_t>(64, 0xa5));
+  Status status = scratch.program->check_unchanged();
   ASSERT_FALSE(status);
   EXPECT_NE(status.error().message.find("written in place"), std::string::npos);
 }
 
 TEST(ProgramFile, AMappingKeepsItsFileWhenANewOneIsRenamedOverIt) {
-  REQUIRE_TESTDATA();
-  test::ScratchFile file(testdata_dir() + "/et_arduino_add_model.pte");
-  auto program = Program::load_file(file.path(), FileAccess::kMap);
-  ASSERT_TRUE(program) << program.error().message;
-  file.rename_over(read_file(testdata_dir() + "/et_add.pte"));
-  EXPECT_TRUE((*program)->check_unchanged());
-  EXPECT_EQ(first_constant(**program), 1.0f);
+  ScratchProgram scratch;
+  ASSERT_NO_FATAL_FAILURE(load_scratch_copy(scratch, FileAccess::kMap));
+  scratch.file->rename_over(read_file(testdata_dir() + "/et_add.pte"));
+  EXPECT_TRUE(scratch.program->check_unchanged());
+  EXPECT_EQ(first_constant(*scratch.program), 1.0f);
 }
 
 TEST(ProgramFile, AMissingFileIsNamed) {

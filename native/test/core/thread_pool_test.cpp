@@ -186,13 +186,20 @@ void add_up(pthreadpool_t pool) {
 }
 
 // A pool of its own with two threads, and the id of its one worker.
-void own_pool_of_two(ThreadPools& pools, std::shared_ptr<ThreadPool>& pool, std::vector<std::string>& workers) {
+struct OwnPoolOfTwo {
+  ThreadPools pools{2};
+  std::shared_ptr<ThreadPool> pool;
+  std::string worker;
+};
+
+void acquire_pool(OwnPoolOfTwo& own) {
   test::settled_process_threads();
   const auto before = test::thread_ids();
-  pool = pools.acquire(2, ThreadPoolKind::kOwn);
-  ASSERT_TRUE(pool);
-  workers = test::threads_added(before, test::thread_ids());
+  own.pool = own.pools.acquire(2, ThreadPoolKind::kOwn);
+  ASSERT_TRUE(own.pool);
+  const auto workers = test::threads_added(before, test::thread_ids());
   ASSERT_EQ(workers.size(), 1u);
+  own.worker = workers[0];
 }
 
 // A new pool's workers sleep at once. pthreadpool starts each worker as if
@@ -200,12 +207,10 @@ void own_pool_of_two(ThreadPools& pools, std::shared_ptr<ThreadPool>& pool, std:
 // tens of milliseconds) before its first sleep: on a small machine that held
 // a core through the rest of a module's load and its first calls.
 TEST(ThreadPools, ANewPoolsWorkersSleepAtOnce) {
-  ThreadPools pools(2);
-  std::shared_ptr<ThreadPool> pool;
-  std::vector<std::string> workers;
-  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
+  OwnPoolOfTwo own;
+  ASSERT_NO_FATAL_FAILURE(acquire_pool(own));
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  const double ran = test::thread_run_ms(workers[0]);
+  const double ran = test::thread_run_ms(own.worker);
   ASSERT_GE(ran, 0.0) << "no schedstat for the worker";
   EXPECT_LT(ran, 5.0);
 }
@@ -214,20 +219,18 @@ TEST(ThreadPools, ANewPoolsWorkersSleepAtOnce) {
 // worker goes to sleep instead of spinning into the gap. Only the gaps are
 // measured: within a call the worker spins between operations by design.
 TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
-  ThreadPools pools(2);
-  std::shared_ptr<ThreadPool> pool;
-  std::vector<std::string> workers;
-  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
-  ASSERT_GE(test::thread_run_ms(workers[0]), 0.0) << "no schedstat for the worker";
+  OwnPoolOfTwo own;
+  ASSERT_NO_FATAL_FAILURE(acquire_pool(own));
+  ASSERT_GE(test::thread_run_ms(own.worker), 0.0) << "no schedstat for the worker";
   double in_gaps = 0;
   for (int call = 0; call < 20; ++call) {
     {
-      const ThreadPool::Call running(pool.get());
-      for (int op = 0; op < 4; ++op) add_up(pool->get());
+      const ThreadPool::Call running(own.pool.get());
+      for (int op = 0; op < 4; ++op) add_up(own.pool->get());
     }
-    const double gap_start = test::thread_run_ms(workers[0]);
+    const double gap_start = test::thread_run_ms(own.worker);
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    in_gaps += test::thread_run_ms(workers[0]) - gap_start;
+    in_gaps += test::thread_run_ms(own.worker) - gap_start;
   }
   // A worker left spinning runs for most of each gap (pthreadpool spins about
   // a million pause instructions before it sleeps): hundreds of milliseconds.
@@ -238,32 +241,30 @@ TEST(ThreadPools, WorkersSleepWhenTheLastCallEnds) {
 // workers asleep: sending them to sleep again would wake each one first.
 // A call that does hand it work still sends them to sleep when it ends.
 TEST(ThreadPools, CallsThatHandThePoolNoWorkLeaveItsWorkersAsleep) {
-  ThreadPools pools(2);
-  std::shared_ptr<ThreadPool> pool;
-  std::vector<std::string> workers;
-  ASSERT_NO_FATAL_FAILURE(own_pool_of_two(pools, pool, workers));
-  pool->let_workers_sleep();
+  OwnPoolOfTwo own;
+  ASSERT_NO_FATAL_FAILURE(acquire_pool(own));
+  own.pool->let_workers_sleep();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const double asleep = test::thread_run_ms(workers[0]);
+  const double asleep = test::thread_run_ms(own.worker);
   ASSERT_GE(asleep, 0.0) << "no schedstat for the worker";
   for (int call = 0; call < 2000; ++call) {
-    const ThreadPool::Call running(pool.get());
+    const ThreadPool::Call running(own.pool.get());
     parallelize_1d(
-        pool->get(), [](void*, size_t) {}, nullptr, 1, 0);  // one item: the caller alone
+        own.pool->get(), [](void*, size_t) {}, nullptr, 1, 0);  // one item: the caller alone
   }
   // 2000 wake-ups would take milliseconds of the worker's time.
-  EXPECT_LT(test::thread_run_ms(workers[0]) - asleep, 0.5);
+  EXPECT_LT(test::thread_run_ms(own.worker) - asleep, 0.5);
   {
-    const ThreadPool::Call running(pool.get());
-    add_up(pool->get());
+    const ThreadPool::Call running(own.pool.get());
+    add_up(own.pool->get());
     {
-      const ThreadPool::Call inner(pool.get());  // as a delegate's, inside its method's call
+      const ThreadPool::Call inner(own.pool.get());  // as a delegate's, inside its method's call
     }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const double after_work = test::thread_run_ms(workers[0]);
+  const double after_work = test::thread_run_ms(own.worker);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  EXPECT_LT(test::thread_run_ms(workers[0]) - after_work, 2.0);  // not spinning through the gap
+  EXPECT_LT(test::thread_run_ms(own.worker) - after_work, 2.0);  // not spinning through the gap
 }
 
 // Calls are counted while they compute on the pool; only the last one out

@@ -34,9 +34,7 @@ TEST(KernelBinary, AddOutAddsWithAlpha) {
   Tensor& a = store.make<float>({2, 2}, {1, 2, 3, 4});
   Tensor& b = store.make<float>({2, 2}, {10, 20, 30, 40});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2, 2});
-  Args args;
-  args.tensor(a).tensor(b).integer(2).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", a, b, 2, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{21, 42, 63, 84}));
 }
 
@@ -57,9 +55,7 @@ TEST(KernelBinary, BroadcastingMatchesIndependentIndexing) {
     Tensor& a = store.make<float>(shape_a, va);
     Tensor& b = store.make<float>(shape_b, vb);
     Tensor& out = store.make_empty(ScalarType::kFloat, target);
-    Args args;
-    args.tensor(a).tensor(b).tensor(out).same_as(2);
-    ASSERT_TRUE(is_ok(run_kernel("aten::mul.out", args)));
+    ASSERT_TRUE(is_ok(run_binary("aten::mul.out", a, b, out)));
     const auto got = values_of<float>(out);
     for (int64_t i = 0; i < count(target); ++i) {
       const float expected = va[broadcast_source(shape_a, target, i)] * vb[broadcast_source(shape_b, target, i)];
@@ -73,9 +69,7 @@ TEST(KernelBinary, PromotesInt64PlusFloatToFloat) {
   Tensor& a = store.make<int64_t>({3}, {1, -2, 3});
   Tensor& b = store.make<float>({3}, {0.5f, 0.25f, 2.0f});
   Tensor& out = store.make_empty(ScalarType::kFloat, {3});
-  Args args;
-  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", a, b, 1, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.5f, -1.75f, 5.0f}));
 }
 
@@ -85,9 +79,7 @@ TEST(KernelBinary, IntegerAddKeepsIntegersAndWraps) {
   Tensor& a = store.make<int64_t>({2}, {big, 5});
   Tensor& b = store.make<int64_t>({2}, {1, 7});
   Tensor& out = store.make_empty(ScalarType::kLong, {2});
-  Args args;
-  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", a, b, 1, out)));
   EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 12}));
 }
 
@@ -97,16 +89,12 @@ TEST(KernelBinary, ZeroDimFloatDoesNotWidenFloatTensorButPromotesInts) {
   Tensor& f = store.make<float>({2}, {1, 2});
   Tensor& d = store.make<double>({}, {0.5});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2});
-  Args args;
-  args.tensor(f).tensor(d).integer(1).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", f, d, 1, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{1.5f, 2.5f}));
   // int64[2] + float64 rank-0: result is floating, so an int64 out is rejected.
   Tensor& i = store.make<int64_t>({2}, {1, 2});
   Tensor& int_out = store.make_empty(ScalarType::kLong, {2});
-  Args bad;
-  bad.tensor(i).tensor(d).integer(1).tensor(int_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", bad), {"aten::add.out", "float64", "int64"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::add.out", i, d, 1, int_out), {"aten::add.out", "float64", "int64"}));
 }
 
 TEST(KernelBinary, ScalarFormsAndReverseSub) {
@@ -165,22 +153,16 @@ TEST(KernelBinary, SubtractsWithAlphaAndRejectsBoolAndFloatAlphaForInts) {
   Tensor& a = store.make<float>({2}, {5, 6});
   Tensor& b = store.make<float>({2}, {1, 2});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2});
-  Args args;
-  args.tensor(a).tensor(b).real(0.5).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::sub.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::sub.out", a, b, 0.5, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{4.5f, 5.0f}));
 
   Tensor& flags = store.make<bool>({2}, {true, false});
   Tensor& bool_out = store.make_empty(ScalarType::kBool, {2});
-  Args bools;
-  bools.tensor(flags).tensor(flags).integer(1).tensor(bool_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::sub.out", bools), {"aten::sub.out", "bool"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::sub.out", flags, flags, 1, bool_out), {"aten::sub.out", "bool"}));
 
   Tensor& ints = store.make<int32_t>({2}, {1, 2});
   Tensor& int_out = store.make_empty(ScalarType::kInt, {2});
-  Args float_alpha;
-  float_alpha.tensor(ints).tensor(ints).real(1.5).tensor(int_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::sub.out", float_alpha), {"alpha", "Double(1.5)", "int32"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::sub.out", ints, ints, 1.5, int_out), {"alpha", "Double(1.5)", "int32"}));
 }
 
 TEST(KernelBinary, TrueDivisionOfIntegersIsFloat) {
@@ -188,9 +170,7 @@ TEST(KernelBinary, TrueDivisionOfIntegersIsFloat) {
   Tensor& a = store.make<int64_t>({3}, {7, -7, 1});
   Tensor& b = store.make<int64_t>({3}, {2, 2, 0});
   Tensor& out = store.make_empty(ScalarType::kFloat, {3});
-  Args args;
-  args.tensor(a).tensor(b).tensor(out).same_as(2);
-  ASSERT_TRUE(is_ok(run_kernel("aten::div.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::div.out", a, b, out)));
   const auto got = values_of<float>(out);
   EXPECT_EQ(got[0], 3.5f);
   EXPECT_EQ(got[1], -3.5f);
@@ -318,16 +298,13 @@ TEST(KernelBinary, MaskedFillBroadcastsMask) {
   Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor& mask = store.make<bool>({3}, {true, false, true});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
-  Args args;
-  args.tensor(self).tensor(mask).real(-1.0).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::masked_fill.Scalar_out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::masked_fill.Scalar_out", self, mask, -1.0, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{-1, 2, -1, -1, 5, -1}));
 
   Tensor& bytes = store.make<uint8_t>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor& byte_out = store.make_empty(ScalarType::kByte, {2, 3});
-  Args overflow;
-  overflow.tensor(bytes).tensor(mask).integer(300).tensor(byte_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::masked_fill.Scalar_out", overflow), {"Int(300)", "uint8"}));
+  EXPECT_TRUE(
+      fails_with(run_binary("aten::masked_fill.Scalar_out", bytes, mask, 300, byte_out), {"Int(300)", "uint8"}));
 }
 
 TEST(KernelBinary, PowTensorScalar) {
@@ -357,24 +334,18 @@ TEST(KernelBinary, BadShapesAndOutputsAreReported) {
   Tensor& a = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor& b = store.make<float>({4}, {1, 2, 3, 4});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
-  Args mismatch;
-  mismatch.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", mismatch), {"aten::add.out", "broadcast", "[2, 3]", "[4]"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::add.out", a, b, 1, out), {"aten::add.out", "broadcast", "[2, 3]", "[4]"}));
 
   // A static out of a different shape cannot be resized.
   Tensor& c = store.make<float>({3}, {1, 2, 3});
   Tensor& static_out = store.make_empty(ScalarType::kFloat, {4});
-  Args wrong_static;
-  wrong_static.tensor(c).tensor(c).integer(1).tensor(static_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", wrong_static), {"aten::add.out", "out", "[3]"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::add.out", c, c, 1, static_out), {"aten::add.out", "out", "[3]"}));
 
   // A bounded out takes the smaller shape.
   TensorOptions bound;
   bound.dynamism = ShapeDynamism::kBound;
   Tensor& dynamic_out = store.make_empty(ScalarType::kFloat, {8}, bound);
-  Args fits;
-  fits.tensor(c).tensor(c).integer(1).tensor(dynamic_out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", fits)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", c, c, 1, dynamic_out)));
   EXPECT_EQ(shape_of(dynamic_out), (std::vector<int64_t>{3}));
   EXPECT_EQ(values_of<float>(dynamic_out), (std::vector<float>{2, 4, 6}));
 
@@ -404,16 +375,12 @@ TEST(KernelBinary, MissingDataIsAnErrorNotACrash) {
   Tensor& no_data = store.make_empty(ScalarType::kFloat, {3});
   no_data.set_data(nullptr, 0);
   Tensor& out = store.make_empty(ScalarType::kFloat, {3});
-  Args args;
-  args.tensor(a).tensor(no_data).integer(1).tensor(out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", args), {"other", "no data"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::add.out", a, no_data, 1, out), {"other", "no data"}));
 
   TensorOptions small;
   small.capacity_elements = 2;
   Tensor& short_out = store.make_empty(ScalarType::kFloat, {3}, small);
-  Args too_small;
-  too_small.tensor(a).tensor(a).integer(1).tensor(short_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::add.out", too_small), {"out", "bytes"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::add.out", a, a, 1, short_out), {"out", "bytes"}));
 }
 
 TEST(KernelBinary, NonContiguousInputsAreReadThroughStrides) {
@@ -425,9 +392,7 @@ TEST(KernelBinary, NonContiguousInputsAreReadThroughStrides) {
   Tensor& a = store.make<float>({2, 3}, {1, 4, 2, 5, 3, 6}, column_major);
   Tensor& b = store.make<float>({2, 3}, {10, 20, 30, 40, 50, 60});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2, 3});
-  Args args;
-  args.tensor(a).tensor(b).integer(1).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::add.out", args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::add.out", a, b, 1, out)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{11, 22, 33, 44, 55, 66}));
 }
 
@@ -464,9 +429,7 @@ TEST(KernelBinary, LogicalOperatorsUseTruthOfEachOperandWithBroadcasting) {
   }
   Tensor& wrong = store.make<float>({2}, {1, 2});
   Tensor& out = store.make_empty(ScalarType::kBool, {2, 3});
-  Args bad;
-  bad.tensor(a).tensor(wrong).tensor(out).same_as(2);
-  EXPECT_TRUE(fails_with(run_kernel("aten::logical_and.out", bad), {"aten::logical_and.out", "broadcast"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::logical_and.out", a, wrong, out), {"aten::logical_and.out", "broadcast"}));
 }
 
 TEST(KernelBinary, BitwiseOperatorsOnIntegersBoolsAndScalars) {
@@ -541,17 +504,13 @@ TEST(KernelBinary, MaximumAndMinimumPromoteBroadcastAndPropagateNaN) {
   Tensor& a = store.make<float>({2, 2}, {1, nan, -3, 4});
   Tensor& b = store.make<int64_t>({2}, {2, 0});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2, 2});
-  Args max_args;
-  max_args.tensor(a).tensor(b).tensor(out).same_as(2);
-  ASSERT_TRUE(is_ok(run_kernel("aten::maximum.out", max_args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::maximum.out", a, b, out)));
   auto got = values_of<float>(out);
   EXPECT_EQ(got[0], 2);
   EXPECT_TRUE(std::isnan(got[1]));
   EXPECT_EQ(got[2], 2);
   EXPECT_EQ(got[3], 4);
-  Args min_args;
-  min_args.tensor(a).tensor(b).tensor(out).same_as(2);
-  ASSERT_TRUE(is_ok(run_kernel("aten::minimum.out", min_args)));
+  ASSERT_TRUE(is_ok(run_binary("aten::minimum.out", a, b, out)));
   got = values_of<float>(out);
   EXPECT_EQ(got[0], 1);
   EXPECT_TRUE(std::isnan(got[1]));
@@ -559,15 +518,11 @@ TEST(KernelBinary, MaximumAndMinimumPromoteBroadcastAndPropagateNaN) {
   EXPECT_EQ(got[3], 0);
   // A float result cannot go into an integer out.
   Tensor& int_out = store.make_empty(ScalarType::kLong, {2, 2});
-  Args bad;
-  bad.tensor(a).tensor(b).tensor(int_out).same_as(2);
-  EXPECT_TRUE(fails_with(run_kernel("aten::maximum.out", bad), {"aten::maximum.out", "out"}));
+  EXPECT_TRUE(fails_with(run_binary("aten::maximum.out", a, b, int_out), {"aten::maximum.out", "out"}));
   Tensor& i = store.make<int16_t>({3}, {-5, 7, 0});
   Tensor& j = store.make<int16_t>({3}, {3, 7, -1});
   Tensor& short_out = store.make_empty(ScalarType::kShort, {3});
-  Args ints;
-  ints.tensor(i).tensor(j).tensor(short_out).same_as(2);
-  ASSERT_TRUE(is_ok(run_kernel("aten::minimum.out", ints)));
+  ASSERT_TRUE(is_ok(run_binary("aten::minimum.out", i, j, short_out)));
   EXPECT_EQ(values_of<int16_t>(short_out), (std::vector<int16_t>{-5, 7, -1}));
 }
 

@@ -302,7 +302,7 @@ TEST(KernelHalf, BadCombinationsStayTypedErrors) {
   Tensor& var = store.make_empty(ScalarType::kHalf, {});
   Tensor& mean = store.make_empty(ScalarType::kHalf, {});
   Args var_mean;
-  var_mean.tensor(h).none().none().boolean(false).tensor(var).tensor(mean).tensors({&var, &mean});
+  var_mean.tensor(h).none().none().boolean(false).outs({&var, &mean});
   const Status float_only = run_kernel("aten::var_mean.correction_out", var_mean);
   EXPECT_TRUE(fails_with(float_only, {"self", "float16", "float32 or float64"}));
   EXPECT_EQ(float_only.error().code, ErrorCode::kUnsupportedOperator);
@@ -420,8 +420,7 @@ TEST(KernelHalf, SoftmaxAndLayerNormComputeInFloat) {
     Tensor& mean = store.make_empty(dtype, {2, 1});
     Tensor& rstd = store.make_empty(dtype, {2, 1});
     Args norm;
-    norm.tensor(input).ints({4}).tensor(weight).tensor(bias).real(1e-5).tensor(normed).tensor(mean).tensor(rstd);
-    norm.tensors({&normed, &mean, &rstd});
+    norm.tensor(input).ints({4}).tensor(weight).tensor(bias).real(1e-5).outs({&normed, &mean, &rstd});
     ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", norm)));
     const auto x = floats_of(input);
     for (size_t row = 0; row < 2; ++row) {
@@ -602,7 +601,7 @@ TEST(KernelHalf, ExtremesCompareExactlyAndKeepTheStoredBits) {
     Tensor& values = store.make_empty(dtype, {2});
     Tensor& indices = store.make_empty(ScalarType::kLong, {2});
     Args min_dim;
-    min_dim.tensor(logits).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+    min_dim.tensor(logits).integer(1).boolean(false).outs({&values, &indices});
     ASSERT_TRUE(is_ok(run_kernel("aten::min.dim_min", min_dim)));
     EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{2, 0}));
     EXPECT_EQ(bits_of(values), (std::vector<uint16_t>{bits[2], bits[4]}));
@@ -611,23 +610,14 @@ TEST(KernelHalf, ExtremesCompareExactlyAndKeepTheStoredBits) {
     Tensor& top_indices = store.make_empty(ScalarType::kLong, {1, 2});
     Tensor& first_row = make_16bit(store, dtype, {1, 4}, {0.5f, 3.25f, -1.0f, 3.0f});
     Args topk;
-    topk.tensor(first_row)
-        .integer(2)
-        .integer(-1)
-        .boolean(true)
-        .boolean(true)
-        .tensor(top_values)
-        .tensor(top_indices)
-        .tensors({&top_values, &top_indices});
+    topk.tensor(first_row).integer(2).integer(-1).boolean(true).boolean(true).outs({&top_values, &top_indices});
     ASSERT_TRUE(is_ok(run_kernel("aten::topk.values", topk)));
     EXPECT_EQ(values_of<int64_t>(top_indices), (std::vector<int64_t>{1, 3}));
     EXPECT_EQ(floats_of(top_values), (std::vector<float>{3.25f, 3.0f}));
 
     // amax into a float32 out widens exactly.
     Tensor& widest = store.make_empty(ScalarType::kFloat, {4});
-    Args amax;
-    amax.tensor(logits).ints({0}).boolean(false).tensor(widest).same_as(3);
-    ASSERT_TRUE(is_ok(run_kernel("aten::amax.out", amax)));
+    ASSERT_TRUE(is_ok(run_reduction("aten::amax.out", logits, {0}, false, widest)));
     EXPECT_TRUE(same_floats(values_of<float>(widest), {kNan, 3.25f, -1.0f, 3.0f}));
 
     Tensor& zeros = make_16bit(store, dtype, {3}, {0.0f, -0.0f, 0.0f});
@@ -708,12 +698,7 @@ TEST(KernelHalf, SumAndMeanAccumulateWideAndRoundOnce) {
 
   Tensor& means = store.make_empty(ScalarType::kBFloat16, {2, 1});
   Args mean;
-  mean.tensor(self)
-      .ints({-1})
-      .boolean(true)
-      .integer(static_cast<int64_t>(ScalarType::kBFloat16))
-      .tensor(means)
-      .same_as(4);
+  mean.tensor(self).ints({-1}).boolean(true).dtype(ScalarType::kBFloat16).tensor(means).same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::mean.out", mean)));
   EXPECT_EQ(floats_of(means),
             (std::vector<float>{

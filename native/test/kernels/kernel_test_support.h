@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/evalue.h"
@@ -112,6 +113,8 @@ class Args {
   Args& integer(int64_t v) { return push(EValue::from_int(v)); }
   Args& real(double v) { return push(EValue::from_double(v)); }
   Args& boolean(bool v) { return push(EValue::from_bool(v)); }
+  // A dtype argument: the schema's ScalarType int.
+  Args& dtype(ScalarType v) { return integer(static_cast<int64_t>(v)); }
   Args& string(std::string v) {
     strings_.push_back(std::move(v));
     return push(EValue::from_string(strings_.back()));
@@ -129,6 +132,11 @@ class Args {
     return push(EValue::from_double_list(double_lists_.back().data(), double_lists_.back().size()));
   }
   Args& tensors(const std::vector<Tensor*>& items) { return tensor_list(items, false); }
+  // Out tensors, then the return slot that lists them (kernels with several outs).
+  Args& outs(const std::vector<Tensor*>& items) {
+    for (Tensor* t : items) tensor(*t);
+    return tensors(items);
+  }
   // nullptr items are None.
   Args& optional_tensors(const std::vector<Tensor*>& items) { return tensor_list(items, true); }
   // A slot that is the same value as slot `index` (how a return slot repeats out).
@@ -196,6 +204,36 @@ inline Status call_kernel_fn(std::string_view key, const Args& args) {
 inline Status run_unary(std::string_view key, Tensor& self, Tensor& out) {
   Args args;
   args.tensor(self).tensor(out).same_as(1);
+  return run_kernel(key, args);
+}
+
+// ... [self, other, out] and a return slot that is out.
+inline Status run_binary(std::string_view key, Tensor& self, Tensor& other, Tensor& out) {
+  Args args;
+  args.tensor(self).tensor(other).tensor(out).same_as(2);
+  return run_kernel(key, args);
+}
+
+// ... [self, dims, keepdim, out] (amax, amin, any.dims) and a return slot that is out.
+inline Status run_reduction(std::string_view key, Tensor& self, const std::vector<int64_t>& dims, bool keepdim,
+                            Tensor& out) {
+  Args args;
+  args.tensor(self).ints(dims).boolean(keepdim).tensor(out).same_as(3);
+  return run_kernel(key, args);
+}
+
+// ... [self, other, scalar, out] (alpha of add and sub, masked_fill's value):
+// an integer scalar passes as Int, a floating one as Double.
+template <typename S>
+Status run_binary(std::string_view key, Tensor& self, Tensor& other, S scalar, Tensor& out) {
+  Args args;
+  args.tensor(self).tensor(other);
+  if constexpr (std::is_integral_v<S>) {
+    args.integer(scalar);
+  } else {
+    args.real(scalar);
+  }
+  args.tensor(out).same_as(3);
   return run_kernel(key, args);
 }
 

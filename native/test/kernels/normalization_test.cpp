@@ -96,8 +96,7 @@ TEST(KernelNormalization, LayerNormWithWeightAndBias) {
   Tensor& mean = store.make_empty(ScalarType::kFloat, {2, 1});
   Tensor& rstd = store.make_empty(ScalarType::kFloat, {2, 1});
   Args args;
-  args.tensor(input).ints({4}).tensor(weight).tensor(bias).real(1e-5).tensor(out).tensor(mean).tensor(rstd);
-  args.tensors({&out, &mean, &rstd});
+  args.tensor(input).ints({4}).tensor(weight).tensor(bias).real(1e-5).outs({&out, &mean, &rstd});
   ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", args)));
   const auto got = values_of<float>(out);
   const std::vector<float> w = {1, 2, 0.5f, -1}, b = {0, 1, 0, 0.5f};
@@ -118,8 +117,7 @@ TEST(KernelNormalization, LayerNormWithoutAffineAndBadShapes) {
   Tensor& mean = store.make_empty(ScalarType::kFloat, {1, 1, 1});
   Tensor& rstd = store.make_empty(ScalarType::kFloat, {1, 1, 1});
   Args args;
-  args.tensor(input).ints({2, 2}).none().none().real(0.0).tensor(out).tensor(mean).tensor(rstd);
-  args.tensors({&out, &mean, &rstd});
+  args.tensor(input).ints({2, 2}).none().none().real(0.0).outs({&out, &mean, &rstd});
   ASSERT_TRUE(is_ok(run_kernel("aten::native_layer_norm.out", args)));
   EXPECT_EQ(values_of<float>(mean), (std::vector<float>{4}));
   const float r = static_cast<float>(1 / std::sqrt(5.0));  // variance of 1,3,5,7 is 5
@@ -128,14 +126,12 @@ TEST(KernelNormalization, LayerNormWithoutAffineAndBadShapes) {
   EXPECT_NEAR(got[3], 3 * r, 1e-6);
 
   Args mismatch;
-  mismatch.tensor(input).ints({3}).none().none().real(1e-5).tensor(out).tensor(mean).tensor(rstd);
-  mismatch.tensors({&out, &mean, &rstd});
+  mismatch.tensor(input).ints({3}).none().none().real(1e-5).outs({&out, &mean, &rstd});
   EXPECT_TRUE(fails_with(run_kernel("aten::native_layer_norm.out", mismatch), {"normalized_shape", "[3]"}));
 
   Tensor& short_weight = store.make<float>({3}, {1, 1, 1});
   Args bad_weight;
-  bad_weight.tensor(input).ints({2}).tensor(short_weight).none().real(1e-5).tensor(out).tensor(mean).tensor(rstd);
-  bad_weight.tensors({&out, &mean, &rstd});
+  bad_weight.tensor(input).ints({2}).tensor(short_weight).none().real(1e-5).outs({&out, &mean, &rstd});
   EXPECT_TRUE(fails_with(run_kernel("aten::native_layer_norm.out", bad_weight), {"weight", "[2]"}));
 }
 
@@ -156,7 +152,7 @@ TEST(KernelNormalization, GroupNormNormalizesEachGroupAndAppliesPerChannelAffine
     Args args;
     args.tensor(input).optional_tensor(affine ? &weight : nullptr).optional_tensor(affine ? &bias : nullptr);
     args.integer(2).integer(4).integer(3).integer(2).real(eps);
-    args.tensor(out).tensor(mean).tensor(rstd).tensors({&out, &mean, &rstd});
+    args.outs({&out, &mean, &rstd});
     ASSERT_TRUE(is_ok(run_kernel("aten::native_group_norm.out", args)));
     const auto got = values_of<float>(out);
     for (size_t row = 0; row < 4; ++row) {  // (n, g): 6 consecutive values
@@ -183,7 +179,7 @@ TEST(KernelNormalization, GroupNormChecksSizesAndGroups) {
   auto call = [&](int64_t n, int64_t c, int64_t hxw, int64_t group) {
     Args args;
     args.tensor(input).none().none().integer(n).integer(c).integer(hxw).integer(group).real(1e-5);
-    args.tensor(out).tensor(mean).tensor(rstd).tensors({&out, &mean, &rstd});
+    args.outs({&out, &mean, &rstd});
     return run_kernel(key, args);
   };
   EXPECT_TRUE(fails_with(call(1, 4, 3, 2), {key, "HxW = 3"}));

@@ -16,7 +16,7 @@ struct MaxPoolCall {
 Status run_max_pool(Tensor& self, const MaxPoolCall& c, Tensor& out, Tensor& indices) {
   Args args;
   args.tensor(self).ints(c.kernel).ints(c.stride).ints(c.padding).ints(c.dilation).boolean(c.ceil_mode);
-  args.tensor(out).tensor(indices).tensors({&out, &indices});
+  args.outs({&out, &indices});
   return run_kernel("aten::max_pool2d_with_indices.out", args);
 }
 
@@ -313,7 +313,7 @@ TEST(KernelPooling, BatchNormUsesRunningStatisticsPerChannel) {
     Args args;
     args.tensor(input).optional_tensor(affine ? &weight : nullptr).optional_tensor(affine ? &bias : nullptr);
     args.tensor(running_mean).tensor(running_var).real(0.1).real(eps);
-    args.tensor(out).tensor(mean_out).tensor(invstd_out).tensors({&out, &mean_out, &invstd_out});
+    args.outs({&out, &mean_out, &invstd_out});
     ASSERT_TRUE(is_ok(run_kernel("aten::_native_batch_norm_legit_no_training.out", args)));
     const auto got = values_of<float>(out);
     for (size_t i = 0; i < got.size(); ++i) {
@@ -340,7 +340,7 @@ TEST(KernelPooling, BatchNormRejectsMismatchedChannelVectorsAndRankOneInput) {
   auto call = [&](Tensor& in, Tensor& mean, Tensor& var) {
     Args args;
     args.tensor(in).none().none().tensor(mean).tensor(var).real(0.1).real(1e-5);
-    args.tensor(out).tensor(m).tensor(s).tensors({&out, &m, &s});
+    args.outs({&out, &m, &s});
     return run_kernel(key, args);
   };
   EXPECT_TRUE(fails_with(call(input, stats2, stats3), {key, "running_mean", "[3]"}));

@@ -43,14 +43,7 @@ TEST(QuantizePerTensor, RoundsTiesToEvenAndClamps) {
   Tensor& out = store.make_empty(ScalarType::kChar, {6});
   Args args;
   // scale 0.5, zero point 3, range [-10, 20]
-  args.tensor(input)
-      .real(0.5)
-      .integer(3)
-      .integer(-10)
-      .integer(20)
-      .integer(int(ScalarType::kChar))
-      .tensor(out)
-      .same_as(6);
+  args.tensor(input).real(0.5).integer(3).integer(-10).integer(20).dtype(ScalarType::kChar).tensor(out).same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", args)));
   // 0.5 -> 0 (even), 1.5 -> 2, -0.5 -> -0, 20 + 3 clamps to 20, -200 + 3 clamps to -10, 2 + 3
   EXPECT_EQ(values_of<int8_t>(out), (std::vector<int8_t>{3, 5, 3, 20, -10, 5}));
@@ -68,31 +61,17 @@ TEST(QuantizePerTensor, TensorArgsAndRangeChecks) {
       .tensor(zero_point)
       .integer(0)
       .integer(255)
-      .integer(int(ScalarType::kByte))
+      .dtype(ScalarType::kByte)
       .tensor(out)
       .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out", args)));
   EXPECT_EQ(values_of<uint8_t>(out), (std::vector<uint8_t>{10, 14, 18}));
 
   Args wide;
-  wide.tensor(input)
-      .real(0.25)
-      .integer(0)
-      .integer(0)
-      .integer(300)
-      .integer(int(ScalarType::kByte))
-      .tensor(out)
-      .same_as(6);
+  wide.tensor(input).real(0.25).integer(0).integer(0).integer(300).dtype(ScalarType::kByte).tensor(out).same_as(6);
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::quantize_per_tensor.out", wide), {"does not fit uint8"}));
   Args mismatch;
-  mismatch.tensor(input)
-      .real(0.25)
-      .integer(0)
-      .integer(0)
-      .integer(127)
-      .integer(int(ScalarType::kChar))
-      .tensor(out)
-      .same_as(6);
+  mismatch.tensor(input).real(0.25).integer(0).integer(0).integer(127).dtype(ScalarType::kChar).tensor(out).same_as(6);
   EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::quantize_per_tensor.out", mismatch)));
 }
 
@@ -100,44 +79,25 @@ TEST(DequantizePerTensor, SubtractsZeroPointThenScalesWithOrWithoutOutDtype) {
   TensorStore store;
   Tensor& input = store.make<int8_t>({4}, {-128, -1, 0, 127});
   Tensor& out = store.make_empty(ScalarType::kFloat, {4});
+  // input, scale 0.5, zero point -1 and the int8 range: what every call below dequantizes.
+  const auto quantized_input = [&](Args& args) -> Args& {
+    return args.tensor(input).real(0.5).integer(-1).integer(-128).integer(127).dtype(ScalarType::kChar);
+  };
   Args old_form;
-  old_form.tensor(input)
-      .real(0.5)
-      .integer(-1)
-      .integer(-128)
-      .integer(127)
-      .integer(int(ScalarType::kChar))
-      .tensor(out)
-      .same_as(6);
+  quantized_input(old_form).tensor(out).same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", old_form)));
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{-63.5f, 0.0f, 0.5f, 64.0f}));
 
   Tensor& half_out = store.make_empty(ScalarType::kHalf, {4});
   Args new_form;
-  new_form.tensor(input)
-      .real(0.5)
-      .integer(-1)
-      .integer(-128)
-      .integer(127)
-      .integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kHalf))
-      .tensor(half_out)
-      .same_as(7);
+  quantized_input(new_form).dtype(ScalarType::kHalf).tensor(half_out).same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", new_form)));
   const auto bits = values_of<int16_t>(half_out);
   EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[0])), -63.5f);
   EXPECT_EQ(half_to_float(static_cast<uint16_t>(bits[3])), 64.0f);
 
   Args wrong_out;
-  wrong_out.tensor(input)
-      .real(0.5)
-      .integer(-1)
-      .integer(-128)
-      .integer(127)
-      .integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kFloat))
-      .tensor(half_out)
-      .same_as(7);
+  quantized_input(wrong_out).dtype(ScalarType::kFloat).tensor(half_out).same_as(7);
   EXPECT_FALSE(is_ok(run_kernel("quantized_decomposed::dequantize_per_tensor.out", wrong_out)));
 }
 
@@ -156,7 +116,7 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
       .integer(1)
       .integer(-128)
       .integer(127)
-      .integer(int(ScalarType::kChar))
+      .dtype(ScalarType::kChar)
       .tensor(q)
       .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_channel.out", quantize)));
@@ -171,7 +131,7 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
       .integer(-2)
       .integer(-128)
       .integer(127)
-      .integer(int(ScalarType::kChar))
+      .dtype(ScalarType::kChar)
       .none()
       .tensor(back)
       .same_as(8);
@@ -187,7 +147,7 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
       .integer(1)
       .integer(-128)
       .integer(127)
-      .integer(int(ScalarType::kChar))
+      .dtype(ScalarType::kChar)
       .tensor(back)
       .same_as(7);
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::dequantize_per_channel.out", refused), {"must hold 3"}));
@@ -200,7 +160,7 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   Tensor& scales = store.make_empty(ScalarType::kFloat, {2, 1});
   Tensor& zero_points = store.make_empty(ScalarType::kLong, {2, 1});
   Args choose;
-  choose.tensor(input).integer(int(ScalarType::kChar)).tensor(scales).tensor(zero_points);
+  choose.tensor(input).dtype(ScalarType::kChar).tensor(scales).tensor(zero_points);
   std::vector<Tensor*> outs = {&scales, &zero_points};
   choose.tensors(outs);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams_per_token_asymmetric.out", choose)));
@@ -218,7 +178,7 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
       .tensor(zero_points)
       .integer(-128)
       .integer(127)
-      .integer(int(ScalarType::kChar))
+      .dtype(ScalarType::kChar)
       .tensor(q)
       .same_as(6);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
@@ -231,8 +191,8 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
       .tensor(zero_points)
       .integer(-128)
       .integer(127)
-      .integer(int(ScalarType::kChar))
-      .integer(int(ScalarType::kFloat))
+      .dtype(ScalarType::kChar)
+      .dtype(ScalarType::kFloat)
       .tensor(back)
       .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_token.out", dequantize)));
@@ -246,13 +206,7 @@ TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
   Tensor& scale = store.make_empty(ScalarType::kDouble, {1});
   Tensor& zero_point = store.make_empty(ScalarType::kLong, {1});
   Args args;
-  args.tensor(input)
-      .integer(0)
-      .integer(255)
-      .real(1e-7)
-      .integer(int(ScalarType::kByte))
-      .tensor(scale)
-      .tensor(zero_point);
+  args.tensor(input).integer(0).integer(255).real(1e-7).dtype(ScalarType::kByte).tensor(scale).tensor(zero_point);
   std::vector<Tensor*> outs = {&scale, &zero_point};
   args.tensors(outs);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams.Tensor_out", args)));
@@ -265,7 +219,7 @@ TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
       .integer(-128)
       .integer(127)
       .real(1e-7)
-      .integer(int(ScalarType::kChar))
+      .dtype(ScalarType::kChar)
       .tensor(scale)
       .tensor(zero_point);
   degenerate.tensors(outs);
@@ -323,7 +277,7 @@ TEST(EmbeddingByte, Bfloat16ScalesHalfOutputAndIndexChecks) {
       .integer(-128)
       .integer(127)
       .tensor(indices)
-      .integer(int(ScalarType::kHalf))
+      .dtype(ScalarType::kHalf)
       .tensor(out)
       .same_as(7);
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::embedding_byte.dtype_out", args)));

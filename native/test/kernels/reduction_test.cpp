@@ -53,21 +53,11 @@ TEST(KernelReduction, SumWithoutKeepdimAndOverAllDims) {
   // An explicit dtype converts the input first; it must match out.
   Tensor& as_float = store.make_empty(ScalarType::kFloat, {});
   Args with_dtype;
-  with_dtype.tensor(self)
-      .ints({})
-      .boolean(false)
-      .integer(static_cast<int64_t>(ScalarType::kFloat))
-      .tensor(as_float)
-      .same_as(4);
+  with_dtype.tensor(self).ints({}).boolean(false).dtype(ScalarType::kFloat).tensor(as_float).same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::sum.IntList_out", with_dtype)));
   EXPECT_EQ(values_of<float>(as_float), (std::vector<float>{21}));
   Args mismatch;
-  mismatch.tensor(self)
-      .ints({})
-      .boolean(false)
-      .integer(static_cast<int64_t>(ScalarType::kDouble))
-      .tensor(as_float)
-      .same_as(4);
+  mismatch.tensor(self).ints({}).boolean(false).dtype(ScalarType::kDouble).tensor(as_float).same_as(4);
   EXPECT_TRUE(fails_with(run_kernel("aten::sum.IntList_out", mismatch), {"dtype", "float64", "float32"}));
 }
 
@@ -104,12 +94,7 @@ TEST(KernelReduction, MeanLikeTheConstantBufferModel) {
   int_mean.tensor(ints).none().boolean(false).none().tensor(all).same_as(4);
   EXPECT_TRUE(fails_with(run_kernel("aten::mean.out", int_mean), {"aten::mean.out", "int64"}));
   Args int_mean_with_dtype;
-  int_mean_with_dtype.tensor(ints)
-      .none()
-      .boolean(false)
-      .integer(static_cast<int64_t>(ScalarType::kFloat))
-      .tensor(all)
-      .same_as(4);
+  int_mean_with_dtype.tensor(ints).none().boolean(false).dtype(ScalarType::kFloat).tensor(all).same_as(4);
   ASSERT_TRUE(is_ok(run_kernel("aten::mean.out", int_mean_with_dtype)));
   EXPECT_EQ(values_of<float>(all), (std::vector<float>{1.5f}));
 }
@@ -119,17 +104,13 @@ TEST(KernelReduction, AmaxPropagatesNaNAndRejectsEmpty) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor& self = store.make<float>({2, 3}, {1, 5, 2, 4, nan, 3});
   Tensor& out = store.make_empty(ScalarType::kFloat, {2});
-  Args args;
-  args.tensor(self).ints({1}).boolean(false).tensor(out).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::amax.out", args)));
+  ASSERT_TRUE(is_ok(run_reduction("aten::amax.out", self, {1}, false, out)));
   const auto got = values_of<float>(out);
   EXPECT_EQ(got[0], 5.0f);
   EXPECT_TRUE(std::isnan(got[1]));
 
   Tensor& cols = store.make_empty(ScalarType::kFloat, {3});
-  Args amin;
-  amin.tensor(self).ints({0}).boolean(false).tensor(cols).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::amin.out", amin)));
+  ASSERT_TRUE(is_ok(run_reduction("aten::amin.out", self, {0}, false, cols)));
   const auto mins = values_of<float>(cols);
   EXPECT_EQ(mins[0], 1.0f);
   EXPECT_TRUE(std::isnan(mins[1]));
@@ -137,9 +118,7 @@ TEST(KernelReduction, AmaxPropagatesNaNAndRejectsEmpty) {
 
   Tensor& empty = store.make_empty(ScalarType::kFloat, {2, 0});
   Tensor& empty_out = store.make_empty(ScalarType::kFloat, {2});
-  Args over_empty;
-  over_empty.tensor(empty).ints({1}).boolean(false).tensor(empty_out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::amax.out", over_empty), {"aten::amax.out", "empty"}));
+  EXPECT_TRUE(fails_with(run_reduction("aten::amax.out", empty, {1}, false, empty_out), {"aten::amax.out", "empty"}));
 }
 
 TEST(KernelReduction, ArgmaxFirstOfTiesAndFlattened) {
@@ -185,7 +164,7 @@ TEST(KernelReduction, CumsumAlongEachDim) {
   Tensor& floats = store.make<float>({4}, {0.5f, 0.25f, 1, -2});
   Tensor& float_out = store.make_empty(ScalarType::kFloat, {4});
   Args f;
-  f.tensor(floats).integer(-1).integer(static_cast<int64_t>(ScalarType::kFloat)).tensor(float_out).same_as(3);
+  f.tensor(floats).integer(-1).dtype(ScalarType::kFloat).tensor(float_out).same_as(3);
   ASSERT_TRUE(is_ok(run_kernel("aten::cumsum.out", f)));
   EXPECT_EQ(values_of<float>(float_out), (std::vector<float>{0.5f, 0.75f, 1.75f, -0.25f}));
 }
@@ -213,9 +192,7 @@ TEST(KernelReduction, AnyOverAllDimsOneDimAndADimList) {
   EXPECT_EQ(values_of<uint8_t>(by_dim), (std::vector<uint8_t>{0, 1, 1, 0}));
 
   Tensor& kept = store.make_empty(ScalarType::kBool, {1, 3, 1});
-  Args dims;
-  dims.tensor(self).ints({0, 2}).boolean(true).tensor(kept).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", dims)));
+  ASSERT_TRUE(is_ok(run_reduction("aten::any.dims_out", self, {0, 2}, true, kept)));
   EXPECT_EQ(shape_of(kept), (std::vector<int64_t>{1, 3, 1}));
   EXPECT_EQ(values_of<bool>(kept), (std::vector<bool>{false, true, true}));
 
@@ -226,9 +203,7 @@ TEST(KernelReduction, AnyOverAllDimsOneDimAndADimList) {
   ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", none)));
   EXPECT_EQ(values_of<bool>(none_out), (std::vector<bool>{true}));
   Tensor& each = store.make_empty(ScalarType::kBool, {2, 3, 2});
-  Args empty_list;
-  empty_list.tensor(self).ints({}).boolean(false).tensor(each).same_as(3);
-  ASSERT_TRUE(is_ok(run_kernel("aten::any.dims_out", empty_list)));
+  ASSERT_TRUE(is_ok(run_reduction("aten::any.dims_out", self, {}, false, each)));
   const auto truth = values_of<bool>(each);
   for (size_t i = 0; i < 12; ++i) EXPECT_EQ(truth[i], i == 3 || i == 10) << i;
 }
@@ -248,9 +223,8 @@ TEST(KernelReduction, AnyOfAnEmptyReductionIsFalseAndOutMustBeBoolOrUint8) {
   Args bad_dim;
   bad_dim.tensor(empty).integer(2).boolean(false).tensor(out).same_as(3);
   EXPECT_TRUE(fails_with(run_kernel("aten::any.out", bad_dim), {"aten::any.out", "dim"}));
-  Args repeated;
-  repeated.tensor(empty).ints({1, -1}).boolean(false).tensor(out).same_as(3);
-  EXPECT_TRUE(fails_with(run_kernel("aten::any.dims_out", repeated), {"aten::any.dims_out", "more than once"}));
+  EXPECT_TRUE(fails_with(run_reduction("aten::any.dims_out", empty, {1, -1}, false, out),
+                         {"aten::any.dims_out", "more than once"}));
 }
 
 // --- max.dim / min.dim / var_mean --------------------------------------------------------
@@ -264,14 +238,14 @@ TEST(KernelReduction, MaxAndMinAlongADimGiveValuesAndFirstIndicesWithNaNWinning)
   Tensor& values = store.make_empty(ScalarType::kFloat, {2});
   Tensor& indices = store.make_empty(ScalarType::kLong, {2});
   Args max_args;
-  max_args.tensor(self).integer(-1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  max_args.tensor(self).integer(-1).boolean(false).outs({&values, &indices});
   ASSERT_TRUE(is_ok(run_kernel("aten::max.dim_max", max_args)));
   auto got = values_of<float>(values);
   EXPECT_EQ(got[0], 5);
   EXPECT_TRUE(std::isnan(got[1]));
   EXPECT_EQ(values_of<int64_t>(indices), (std::vector<int64_t>{1, 2}));
   Args min_args;
-  min_args.tensor(self).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  min_args.tensor(self).integer(1).boolean(false).outs({&values, &indices});
   ASSERT_TRUE(is_ok(run_kernel("aten::min.dim_min", min_args)));
   got = values_of<float>(values);
   EXPECT_EQ(got[0], -1);
@@ -283,12 +257,7 @@ TEST(KernelReduction, MaxAndMinAlongADimGiveValuesAndFirstIndicesWithNaNWinning)
   Tensor& int_values = store.make_empty(ScalarType::kInt, {1, 2});
   Tensor& int_indices = store.make_empty(ScalarType::kLong, {1, 2});
   Args keep;
-  keep.tensor(ints)
-      .integer(0)
-      .boolean(true)
-      .tensor(int_values)
-      .tensor(int_indices)
-      .tensors({&int_values, &int_indices});
+  keep.tensor(ints).integer(0).boolean(true).outs({&int_values, &int_indices});
   ASSERT_TRUE(is_ok(run_kernel("aten::max.dim_max", keep)));
   EXPECT_EQ(values_of<int32_t>(int_values), (std::vector<int32_t>{9, 1}));
   EXPECT_EQ(values_of<int64_t>(int_indices), (std::vector<int64_t>{1, 2}));
@@ -300,20 +269,15 @@ TEST(KernelReduction, MaxDimRejectsEmptyDimsWrongIndexDtypeAndBadDims) {
   Tensor& values = store.make_empty(ScalarType::kFloat, {2});
   Tensor& indices = store.make_empty(ScalarType::kLong, {2});
   Args args;
-  args.tensor(empty).integer(1).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  args.tensor(empty).integer(1).boolean(false).outs({&values, &indices});
   EXPECT_TRUE(fails_with(run_kernel("aten::max.dim_max", args), {"aten::max.dim_max", "empty"}));
   Tensor& self = store.make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor& int_indices = store.make_empty(ScalarType::kInt, {2});
   Args wrong_index;
-  wrong_index.tensor(self)
-      .integer(1)
-      .boolean(false)
-      .tensor(values)
-      .tensor(int_indices)
-      .tensors({&values, &int_indices});
+  wrong_index.tensor(self).integer(1).boolean(false).outs({&values, &int_indices});
   EXPECT_TRUE(fails_with(run_kernel("aten::min.dim_min", wrong_index), {"aten::min.dim_min", "min_indices", "int64"}));
   Args bad_dim;
-  bad_dim.tensor(self).integer(2).boolean(false).tensor(values).tensor(indices).tensors({&values, &indices});
+  bad_dim.tensor(self).integer(2).boolean(false).outs({&values, &indices});
   EXPECT_TRUE(fails_with(run_kernel("aten::max.dim_max", bad_dim), {"aten::max.dim_max", "dim"}));
 }
 
@@ -328,7 +292,7 @@ TEST(KernelReduction, VarMeanUsesTheCorrectionAndGivesNaNWithoutDegreesOfFreedom
     args.tensor(self).ints(dims);
     if (correction) args.real(*correction);
     else args.none();
-    args.boolean(keepdim).tensor(v).tensor(m).tensors({&v, &m});
+    args.boolean(keepdim).outs({&v, &m});
     return run_kernel("aten::var_mean.correction_out", args);
   };
   ASSERT_TRUE(is_ok(run(std::nullopt, {1}, false, var, mean)));  // default correction 1
@@ -357,7 +321,7 @@ TEST(KernelReduction, VarMeanUsesTheCorrectionAndGivesNaNWithoutDegreesOfFreedom
   // Integer input is refused.
   Tensor& ints = store.make<int32_t>({2}, {1, 2});
   Args int_args;
-  int_args.tensor(ints).none().none().boolean(false).tensor(var_all).tensor(mean_all).tensors({&var_all, &mean_all});
+  int_args.tensor(ints).none().none().boolean(false).outs({&var_all, &mean_all});
   EXPECT_TRUE(
       fails_with(run_kernel("aten::var_mean.correction_out", int_args), {"aten::var_mean.correction_out", "self"}));
 }
@@ -367,7 +331,7 @@ TEST(KernelReduction, VarMeanUsesTheCorrectionAndGivesNaNWithoutDegreesOfFreedom
 Status run_topk(Tensor& self, int64_t k, int64_t dim, bool largest, Tensor& values, Tensor& indices) {
   Args args;
   args.tensor(self).integer(k).integer(dim).boolean(largest).boolean(true);
-  args.tensor(values).tensor(indices).tensors({&values, &indices});
+  args.outs({&values, &indices});
   return run_kernel("aten::topk.values", args);
 }
 
