@@ -15,14 +15,20 @@ const llamaBytes = llamaProgram(LLAMA_8DA4W_CONFIG, { get_max_context_len: [LLAM
 const system = Array.from({ length: 19 }, (_, i) => (i * 29 + 3) % LLAMA_8DA4W_CONFIG.vocab);
 const greedy = { temperature: 0, maxNewTokens: 7 } as const;
 
+/** A session saved after the system prompt, and what it then gives for [70, 71, 72]. */
+async function savedAfterSystem() {
+  const llm = await Llm.load(llamaBytes, { tokenizer });
+  const session = await llm.session();
+  await session.generate(system, greedy);
+  const snapshot = await session.save();
+  const position = session.position;
+  const expected = await session.generate([70, 71, 72], greedy);
+  return { llm, session, snapshot, position, expected };
+}
+
 describe('LlmSession.save and Llm.restoreSession', () => {
   it('continue a conversation on another session, and another Llm over the same bytes, as it would have gone on', async () => {
-    const llm = await Llm.load(llamaBytes, { tokenizer });
-    const session = await llm.session();
-    await session.generate(system, greedy);
-    const snapshot = await session.save();
-    const position = session.position;
-    const expected = await session.generate([70, 71, 72], greedy);
+    const { llm, session, snapshot, position, expected } = await savedAfterSystem();
 
     const restored = await llm.restoreSession(snapshot);
     expect(restored.position).toBe(position);
@@ -36,12 +42,7 @@ describe('LlmSession.save and Llm.restoreSession', () => {
   });
 
   it('restore into a session kept for it, whatever it held, and go on as the saved one would', async () => {
-    const llm = await Llm.load(llamaBytes, { tokenizer });
-    const session = await llm.session();
-    await session.generate(system, greedy);
-    const snapshot = await session.save();
-    const position = session.position;
-    const expected = await session.generate([70, 71, 72], greedy);
+    const { llm, session, snapshot, position, expected } = await savedAfterSystem();
 
     const kept = await llm.session();
     await kept.generate([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28], greedy);
