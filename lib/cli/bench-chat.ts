@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { MAX_NUM_THREADS } from '../module.js';
 import { formatChatReport, runChatBench } from '../tools/bench/chat.js';
 import { LLAMA_8DA4W_PRESET_NAMES } from '../tools/examples/llama-8da4w.js';
-import { JSON_REPORT_OPTION, type Command } from './command.js';
+import { JSON_REPORT_OPTION, THREADS_OPTION, type Command } from './command.js';
 
 export const BENCH_CHAT: Command = {
   spec: {
@@ -16,7 +16,7 @@ export const BENCH_CHAT: Command = {
       'replica, its state restored from Redis, against a full re-prefill.',
     options: [
       { name: 'preset', value: 'NAME', help: `model size: ${LLAMA_8DA4W_PRESET_NAMES.join(', ')} (default stories110m)` },
-      { name: 'threads', value: 'N', help: `XNNPACK threads per call, 1 to ${MAX_NUM_THREADS} (default 1)` },
+      THREADS_OPTION,
       { name: 'requests', value: 'N', help: 'requests sharing the system prompt (default 16)' },
       { name: 'system-tokens', value: 'N', help: "the system prompt's tokens (default 512)" },
       { name: 'question-tokens', value: 'N', help: "each request's own tokens, and a second turn's (default 32)" },

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 
 import { EtnaError, toEtnaError } from '../errors.js';
+import { MAX_NUM_THREADS } from '../module.js';
 
 export interface OptionSpec {
   readonly name: string;
@@ -38,6 +39,12 @@ const HELP_OPTION: OptionSpec = { name: 'help', short: 'h', help: 'print this he
 
 /** The report files every bench command can write besides its table. */
 export const JSON_REPORT_OPTION: OptionSpec = { name: 'json', value: 'OUT', help: 'also write the report as JSON to OUT' };
+/** --threads of the commands that run one model: XNNPACK's threads for each of its calls. */
+export const THREADS_OPTION: OptionSpec = {
+  name: 'threads',
+  value: 'N',
+  help: `XNNPACK threads per call, 1 to ${MAX_NUM_THREADS} (default 1)`,
+};
 export const MARKDOWN_REPORT_OPTION: OptionSpec = { name: 'md', value: 'OUT', help: 'also write the report as a Markdown table to OUT' };
 
 /** A subcommand: its description and what it does with parsed arguments (returns the exit status). */

@@ -18,7 +18,7 @@ import {
   type TopLogprob,
 } from '../llm/index.js';
 import { MAX_NUM_THREADS } from '../module.js';
-import type { Command, OptionSpec, ParsedArgs } from './command.js';
+import { type Command, type OptionSpec, type ParsedArgs, THREADS_OPTION } from './command.js';
 
 /** A generate() option from the command line, checked by generate()'s own rule; undefined when absent. */
 function generateOption(args: ParsedArgs, flag: string, option: NumericGenerateOption): number | undefined {
@@ -163,7 +163,7 @@ export const SAMPLING_OPTIONS: readonly OptionSpec[] = [
   { name: 'logprobs', value: 'N', help: 'print the log-probability of each token and of the N most likely ones (0 to 20) to stderr' },
   { name: 'stop', value: 'TEXT', multiple: true, help: 'stop before this text (repeatable)' },
   { name: 'ignore-eos', help: 'keep generating past end-of-sequence tokens' },
-  { name: 'threads', value: 'N', help: `XNNPACK threads, 1 to ${MAX_NUM_THREADS} (default 1)` },
+  THREADS_OPTION,
 ];
 
 export const GENERATE: Command = {

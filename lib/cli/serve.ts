@@ -5,11 +5,10 @@ import path from 'node:path';
 
 import { EtnaError } from '../errors.js';
 import type { Llm } from '../llm/index.js';
-import { MAX_NUM_THREADS } from '../module.js';
 import { openStateStore } from '../serve/redis-store.js';
 import { createServer, DEFAULT_PREFIX_BLOCK_TOKENS, DEFAULT_PREFIX_CACHE_BYTES } from '../serve/server.js';
 import { DEFAULT_STATE_TIMEOUT_MS, DEFAULT_STATE_TTL_SECONDS, type StateStore } from '../serve/state-store.js';
-import type { Command, ParsedArgs } from './command.js';
+import { type Command, type ParsedArgs, THREADS_OPTION } from './command.js';
 import { loadLlm, MODEL_OPTIONS } from './generate.js';
 
 const MIB = 2 ** 20;
@@ -89,7 +88,7 @@ export const SERVE: Command = {
       { name: 'model-name', value: 'NAME', help: "the model's name in requests and /v1/models (default: the file's name without .pte)" },
       { name: 'sessions', value: 'N', help: 'sessions over the model: requests that generate at once (default 2)' },
       { name: 'max-queue', value: 'N', help: 'requests that may wait for a session; beyond them 429 (default 16)' },
-      { name: 'threads', value: 'N', help: `XNNPACK threads per call, 1 to ${MAX_NUM_THREADS} (default 1)` },
+      THREADS_OPTION,
       {
         name: 'num-bos',
         value: 'N',
