@@ -103,11 +103,7 @@ Napi::Promise CallRunner::submit(Napi::Env env, std::unique_ptr<Job> job, bool e
   // Watching before the call is queued, so that its thread leaves the result to the watch.
   if (expect_short && watch_ != nullptr) {
     watch_deadline_ns_ = uv_hrtime() + kResultWatchNs;
-    if (!watching_) {
-      watching_ = true;
-      calls_.start_watching();
-      watch_->start();
-    }
+    if (calls_.start_watching()) watch_->start();
   }
   std::unique_ptr<CallQueue::Task> refused = calls_.submit(std::move(call));
   if (refused != nullptr) {
@@ -150,7 +146,6 @@ void CallRunner::look_for_results() {
     std::this_thread::yield();
     return;
   }
-  watching_ = false;
   // Finished since the look above, so no wake-up was sent for it.
   const bool wake = calls_.stop_watching();
   if (watch_ != nullptr) watch_->stop();

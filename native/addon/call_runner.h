@@ -89,7 +89,6 @@ class CallRunner {
   Napi::ThreadSafeFunction finished_signal_;
   size_t unsettled_ = 0;                              // JS thread only: the signal keeps the loop alive while nonzero
   LoopWatch* watch_ = nullptr;                        // JS thread only; null once teardown has closed it
-  bool watching_ = false;                             // JS thread only: the watch's handles are started
   uint64_t watch_deadline_ns_ = 0;                    // JS thread only (uv_hrtime)
   std::optional<Napi::AsyncContext> settle_context_;  // JS thread only
   CallQueue calls_;

@@ -76,9 +76,11 @@ std::vector<std::unique_ptr<CallQueue::Task>> CallQueue::take_finished() {
   return taken;
 }
 
-void CallQueue::start_watching() {
+bool CallQueue::start_watching() {
   std::lock_guard<std::mutex> lock(mutex_);
+  const bool began = !owner_watching_;
   owner_watching_ = true;
+  return began;
 }
 
 bool CallQueue::stop_watching() {

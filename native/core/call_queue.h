@@ -103,8 +103,9 @@ class CallQueue {
   // before this is spent; the next finished task sends a new one.
   std::vector<std::unique_ptr<Task>> take_finished();
 
-  // Owner: finishing tasks send no wake-up until stop_watching().
-  void start_watching();
+  // Owner: finishing tasks send no wake-up until stop_watching(). True when
+  // this begins a watch, false when one was already on.
+  bool start_watching();
   // Owner: ends the watch. True when tasks that finished during it wait with
   // no wake-up on its way: one is then counted as sent, and the owner sends
   // it or takes the tasks itself (none other comes until take_finished()).

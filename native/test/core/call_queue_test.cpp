@@ -142,9 +142,10 @@ TEST(CallQueue, StartsAThreadOnlyWhenTheIdleOnesAreSpokenForUpToTheLimit) {
 TEST(CallQueue, SendsNoWakeUpWhileTheOwnerWatchesAndTellsWhatFinishedDuringTheWatch) {
   Counters counters;
   CallQueue queue(1, [&] { counters.wakes.fetch_add(1); });
-  queue.start_watching();
-  EXPECT_FALSE(queue.stop_watching());  // nothing finished
-  queue.start_watching();
+  EXPECT_TRUE(queue.start_watching());
+  EXPECT_FALSE(queue.start_watching());  // already on
+  EXPECT_FALSE(queue.stop_watching());   // nothing finished
+  EXPECT_TRUE(queue.start_watching());
   queue.submit(std::make_unique<CountingTask>(counters, 0));
   ASSERT_TRUE(eventually([&] { return queue.finished_count() == 1; }));
   std::this_thread::sleep_for(1ms);
