@@ -126,9 +126,8 @@ TEST(ThreadPools, WorkersGoWithTheLastHolder) {
   EXPECT_EQ(pools.shared_pools(), 1u);
   second.reset();
   EXPECT_TRUE(watch.expired());
-  // Joined when destroyed; the kernel may list a joined thread for a moment longer.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (process_threads() != before && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  // Joined when destroyed, and listed a moment longer.
+  test::eventually([&] { return process_threads() == before; });
   EXPECT_EQ(process_threads(), before);
   EXPECT_EQ(pools.shared_pools(), 0u);
   // Asking again starts a new pool.
