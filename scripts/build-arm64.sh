@@ -23,31 +23,14 @@ HOST_PACKAGES=(g++-aarch64-linux-gnu qemu-user-static)
 SYSROOT_PACKAGES=(libxnnpack0 libxnnpack-dev libpthreadpool0 libpthreadpool-dev libcpuinfo0 libflatbuffers-dev libgtest-dev)
 
 say() { echo "build-arm64: $*" >&2; }
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-apt_updated=0
-apt_update() {
-  [ "$apt_updated" -eq 1 ] && return 0
-  $SUDO apt-get update -q >&2
-  apt_updated=1
-}
+. scripts/apt-packages.sh
 
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   say "adding the arm64 architecture to dpkg"
   $SUDO dpkg --add-architecture arm64
-  apt_update
+  $SUDO apt-get update -q >&2
 fi
-
-missing=()
-for pkg in "${HOST_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  say "installing ${missing[*]}"
-  apt_update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-fi
+install_missing_packages build-arm64 "${HOST_PACKAGES[@]}" >&2
 
 # An arm64 program that starts an arm64 program (a death test runs its own
 # program again) needs the kernel to hand the new one to QEMU: binfmt_misc.
@@ -62,10 +45,11 @@ fi
 
 # The sysroot is made again whenever the wanted package versions change (a
 # new list, or an apt upgrade of this machine's lists).
-wanted=$(apt-cache policy "${SYSROOT_PACKAGES[@]/%/:arm64}" | awk '/^[^ ]/ { name = $1 } /Candidate:/ { print name, $2 }')
+candidates() { apt-cache policy "${SYSROOT_PACKAGES[@]/%/:arm64}" | awk '/^[^ ]/ { name = $1 } /Candidate:/ { print name, $2 }'; }
+wanted=$(candidates)
 if grep -q '(none)' <<< "$wanted"; then
-  apt_update
-  wanted=$(apt-cache policy "${SYSROOT_PACKAGES[@]/%/:arm64}" | awk '/^[^ ]/ { name = $1 } /Candidate:/ { print name, $2 }')
+  $SUDO apt-get update -q >&2
+  wanted=$(candidates)
 fi
 if [ "$(cat "$sysroot/packages.txt" 2>/dev/null)" != "$wanted" ]; then
   say "unpacking the arm64 libraries into $sysroot"
