@@ -404,7 +404,8 @@ export class Module {
   copyStateTo(target: Module, options: CopyStateOptions = {}): Promise<void> {
     try {
       this.checkLive('cannot copy the state');
-      if (!(target instanceof Module)) throw new EtnaError('INVALID_INPUT', `copyStateTo: target must be a Module, got ${describeValue(target)}`);
+      if (!(target instanceof Module))
+        throw new EtnaError('INVALID_INPUT', `copyStateTo: target must be a Module, got ${describeValue(target)}`);
       if (target === this) throw new EtnaError('INVALID_INPUT', 'copyStateTo: the target is this module');
       target.checkLive('cannot receive a copied state');
       if (target.pending > 0) {

@@ -165,7 +165,11 @@ export function parseCompletionRequest(body: Readonly<Record<string, unknown>>, 
   if (present(body['suffix']) && body['suffix'] !== '') throw invalidField('unsupported_parameter', 'suffix', 'suffix is not supported');
   // A prompt token's log-probability would need every prompt position's logits; a prefill gives the last one's.
   if (common.options.logprobs === true && common.options.echo === true) {
-    throw invalidField('unsupported_value', 'logprobs', "logprobs with echo is not supported: the prompt's tokens have no log-probabilities");
+    throw invalidField(
+      'unsupported_value',
+      'logprobs',
+      "logprobs with echo is not supported: the prompt's tokens have no log-probabilities",
+    );
   }
   const prompt = parsePrompt(body['prompt'], model.vocabSize);
   return { ...common, options: { maxNewTokens: DEFAULT_COMPLETION_TOKENS, ...common.options }, prompt };

@@ -17,7 +17,16 @@ import { ApiError, invalidField, toApiError } from './errors.js';
 import { PoolClosedError, type PoolStats } from './pool.js';
 import { PrefixCache, type PrefixCacheStats } from './prefix-cache.js';
 import { parseBody, parseChatRequest, parseCompletionRequest, readBody, type ModelInfo } from './request.js';
-import { CHAT_SHAPE, COMPLETION_SHAPE, finishReason, replyHeader, usageOf, writeEvent, type ReplyShape, type WireLogprobs } from './responses.js';
+import {
+  CHAT_SHAPE,
+  COMPLETION_SHAPE,
+  finishReason,
+  replyHeader,
+  usageOf,
+  writeEvent,
+  type ReplyShape,
+  type WireLogprobs,
+} from './responses.js';
 import { Sessions, type SessionsStats } from './sessions.js';
 import { DEFAULT_STATE_TIMEOUT_MS, GuardedStore, type StateStore } from './state-store.js';
 
@@ -386,7 +395,8 @@ export class LlmServer extends http.Server {
     // any sampled while the client was being written to (their text follows in a later chunk).
     const writeLogprobs = job.options.logprobs === true ? shape.logprobsWriter() : undefined;
     const sampled: TokenLogprob[] = [];
-    const takeLogprobs = (): WireLogprobs => (writeLogprobs === undefined || sampled.length === 0 ? null : writeLogprobs(sampled.splice(0)));
+    const takeLogprobs = (): WireLogprobs =>
+      writeLogprobs === undefined || sampled.length === 0 ? null : writeLogprobs(sampled.splice(0));
     const onToken = (_id: number, logprobs: TokenLogprob | undefined): void => {
       if (logprobs !== undefined && job.stream) sampled.push(logprobs);
     };

@@ -125,7 +125,9 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     expect(base.position).toBe(system.length + 1);
     // While forks copy its cache, nothing may change it; reading it (save) is fine.
     const pendingFork = base.fork();
-    expect((await rejection(base.generate([5], greedy).result)).message).toBe('generate: this session is being forked; await the fork first');
+    expect((await rejection(base.generate([5], greedy).result)).message).toBe(
+      'generate: this session is being forked; await the fork first',
+    );
     expect(() => base.reset()).toThrow(/^reset: this session is being forked/);
     expect((await rejection(base.restore(await base.save()))).message).toMatch(/^restore: this session is being forked/);
     const late = await pendingFork;

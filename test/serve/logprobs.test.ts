@@ -14,7 +14,8 @@ import { stopServerProcess, type ServerProcess } from '../helpers/server-process
 import { modelPath, startServe, TOKENIZER, workDir } from './helpers.js';
 
 const tokenizer = loadTokenizer(TOKENIZER);
-const template = "{% for m in messages %}{{ '[' + m.role + '] ' + m.content + ' ' }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+const template =
+  "{% for m in messages %}{{ '[' + m.role + '] ' + m.content + ' ' }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
 
 let server: ServerProcess;
 let client: OpenAI;
@@ -64,7 +65,14 @@ describe("the server's log-probabilities", () => {
     );
 
     // Streamed, the chunks' lists joined are the whole answer's, offsets counted across chunks.
-    const stream = await client.completions.create({ model: 'llama', prompt: ids, max_tokens: 8, temperature: 0, logprobs: 3, stream: true });
+    const stream = await client.completions.create({
+      model: 'llama',
+      prompt: ids,
+      max_tokens: 8,
+      temperature: 0,
+      logprobs: 3,
+      stream: true,
+    });
     const joined = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as unknown[], text_offset: [] as number[] };
     for await (const chunk of stream) {
       const part = chunk.choices[0]?.logprobs;

@@ -56,10 +56,23 @@ describe('answers', () => {
       text,
       bytes: Array.from(new TextEncoder().encode(text)),
       logprob,
-      topLogprobs: top.map(([topText, topLogprob]) => ({ id: 0, text: topText, bytes: Array.from(new TextEncoder().encode(topText)), logprob: topLogprob })),
+      topLogprobs: top.map(([topText, topLogprob]) => ({
+        id: 0,
+        text: topText,
+        bytes: Array.from(new TextEncoder().encode(topText)),
+        logprob: topLogprob,
+      })),
     });
     const completion = COMPLETION_SHAPE.logprobsWriter();
-    expect(completion([token('Hé', -0.5, [['Hé', -0.5], ['Ha', -Infinity]]), token('🙂', Number.NaN)])).toEqual({
+    expect(
+      completion([
+        token('Hé', -0.5, [
+          ['Hé', -0.5],
+          ['Ha', -Infinity],
+        ]),
+        token('🙂', Number.NaN),
+      ]),
+    ).toEqual({
       tokens: ['Hé', '🙂'],
       token_logprobs: [-0.5, null],
       top_logprobs: [{ Hé: -0.5, Ha: -9999 }, null],
