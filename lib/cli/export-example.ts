@@ -41,7 +41,7 @@ export const EXPORT_EXAMPLE: Command = {
       {
         name: 'layout',
         value: 'NAME',
-        help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode or forward)",
+        help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode, forward or optimum)",
       },
       {
         name: 'vocab-from',

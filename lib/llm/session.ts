@@ -106,7 +106,13 @@ export class StepRunner {
       method.name,
       [
         new Tensor('int64', [1, tokens.length], BigInt64Array.from(tokens, BigInt)),
-        new Tensor('int64', method.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.position))),
+        method.positions === 'each'
+          ? new Tensor(
+              'int64',
+              [tokens.length],
+              BigInt64Array.from(tokens, (_, i) => BigInt(this.position + i)),
+            )
+          : new Tensor('int64', method.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.position))),
       ],
       { outputs: [this.logitsBuffer(method)] },
     );

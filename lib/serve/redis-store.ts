@@ -155,7 +155,10 @@ export class RedisStateStore implements StateStore {
       const expected = Math.min(manifest.chunkBytes, manifest.bytes - i * manifest.chunkBytes);
       if (chunk === null) return undefined;
       if (chunk.byteLength !== expected) {
-        throw new EtnaError('INVALID_INPUT', `state store: chunk ${i} of '${key}' holds ${chunk.byteLength} bytes, its manifest says ${expected}`);
+        throw new EtnaError(
+          'INVALID_INPUT',
+          `state store: chunk ${i} of '${key}' holds ${chunk.byteLength} bytes, its manifest says ${expected}`,
+        );
       }
       out.set(chunk, i * manifest.chunkBytes);
     }
@@ -163,7 +166,12 @@ export class RedisStateStore implements StateStore {
   }
 
   async set(key: string, value: Uint8Array): Promise<void> {
-    const manifest: Manifest = { format: MANIFEST_FORMAT, id: randomBytes(8).toString('hex'), bytes: value.byteLength, chunkBytes: this.chunkBytes };
+    const manifest: Manifest = {
+      format: MANIFEST_FORMAT,
+      id: randomBytes(8).toString('hex'),
+      bytes: value.byteLength,
+      chunkBytes: this.chunkBytes,
+    };
     const [replaced] = await Promise.all([
       this.client(0).get(key),
       ...Array.from({ length: chunkCount(manifest) }, (_, i) => {

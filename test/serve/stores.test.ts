@@ -80,7 +80,9 @@ describe('RedisStateStore', () => {
         "state store: chunk 5 of 'etna:llama:b' holds 5 bytes, its manifest says 123",
       );
       await raw.set('etna:llama:c', 'not a manifest');
-      expect((await rejection(store.get('etna:llama:c'))).message).toMatch(/^state store: the value under 'etna:llama:c' is not a manifest/);
+      expect((await rejection(store.get('etna:llama:c'))).message).toMatch(
+        /^state store: the value under 'etna:llama:c' is not a manifest/,
+      );
       await store.set('etna:llama:c', Uint8Array.of(1));
       expect(await store.get('etna:llama:c')).toEqual(Uint8Array.of(1));
     } finally {

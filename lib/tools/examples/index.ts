@@ -116,6 +116,13 @@ export const LARGE_EXAMPLES = {
           'the caches as mutable buffers (mem_id 2), and the constant methods export_llama writes: get_max_seq_len, get_max_context_len, get_vocab_size, get_bos_id, get_eos_ids, get_n_layers, use_kv_cache, enable_dynamic_shape, use_sdpa_with_kv_cache',
         ],
       },
+      {
+        name: 'optimum',
+        methods: [
+          "forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]: optimum-executorch's text-generation export, one position per token",
+          'the caches as mutable buffers (mem_id 2), and the constant methods optimum-executorch writes: get_dtype, get_bos_id, get_eos_id, get_eos_ids, get_head_dim, get_n_kv_heads, get_n_layers, get_vocab_size, get_max_batch_size, get_max_seq_len (the cache length), use_kv_cache, use_sdpa_with_kv_cache, enable_dynamic_shape',
+        ],
+      },
     ],
     takesVocabulary: true,
     build: (preset?: string, variant: ExampleVariant = {}) => {

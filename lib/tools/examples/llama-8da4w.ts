@@ -8,7 +8,10 @@
 // constant methods export_llama writes beside it (LLAMA_8DA4W_METADATA):
 //   forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]
 // where n is 1, or 1 to prefillLength with a bounded prefill (export_llama's
-// `--enable_dynamic_shape`).
+// `--enable_dynamic_shape`). 'optimum', as optimum-executorch's
+// text-generation export writes it: one position per token, and its
+// constant methods (OPTIMUM_METADATA):
+//   forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]
 // The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
 // 1 to 128 tokens (a bounded dynamic dim, as export_llama's
 // `--enable_dynamic_shape`) and returns the last position's logits only, as
@@ -221,8 +224,8 @@ interface LayerConstants {
 }
 
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
-export type Llama8da4wLayout = 'prefill-decode' | 'forward';
-export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode', 'forward'];
+export type Llama8da4wLayout = 'prefill-decode' | 'forward' | 'optimum';
+export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode', 'forward', 'optimum'];
 
 export interface Llama8da4wBuildOptions {
   /** Default 'prefill-decode'. */
@@ -278,11 +281,44 @@ export function llama8da4wMetadata(
   return values;
 }
 
-/** Adds a method with no inputs returning these ints or bools, as export_llama writes its metadata. */
-export function addConstantMethod(program: ProgramBuilder, name: string, values: readonly (number | boolean)[]): void {
+/**
+ * What optimum-executorch's text-generation export writes beside `forward`
+ * (its `save_config_to_constant_methods`): `get_max_seq_len` is the cache's
+ * length, and there is no `get_max_context_len`; `get_head_dim` is a float.
+ */
+export function optimumMetadata(
+  C: Llama8da4wConfig,
+  options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
+): Record<string, (number | boolean)[]> {
+  const { get_bos_id, get_eos_ids, get_vocab_size, get_n_layers } = llama8da4wMetadata(C, options);
+  const values: Record<string, (number | boolean)[] | undefined> = {
+    get_dtype: [6],
+    get_bos_id,
+    get_eos_id: get_eos_ids?.slice(0, 1),
+    get_eos_ids,
+    get_head_dim: [headDim(C)],
+    get_n_kv_heads: [C.kvHeads],
+    get_n_layers,
+    get_vocab_size,
+    get_max_batch_size: [1],
+    get_max_seq_len: [C.context],
+    use_kv_cache: [true],
+    use_sdpa_with_kv_cache: [true],
+    enable_dynamic_shape: [C.prefillBounded === true],
+  };
+  return Object.fromEntries(Object.entries(values).filter((entry): entry is [string, (number | boolean)[]] => entry[1] !== undefined));
+}
+
+/**
+ * Adds a method with no inputs returning these values, as export_llama writes
+ * its metadata: ints and bools, and floats where `floats` names the method.
+ */
+export function addConstantMethod(program: ProgramBuilder, name: string, values: readonly (number | boolean)[], floats = false): void {
   program.method(name, (m) => {
     for (const value of values) {
-      const index = m.graph.addValue(typeof value === 'boolean' ? { kind: 'bool', value } : { kind: 'int', value: BigInt(value) });
+      const index = m.graph.addValue(
+        typeof value === 'boolean' ? { kind: 'bool', value } : floats ? { kind: 'double', value } : { kind: 'int', value: BigInt(value) },
+      );
       m.graph.outputs.push(index);
       m.graph.outputNames.push(`output_${m.graph.outputNames.length}`);
     }
@@ -299,7 +335,7 @@ export function buildLlama8da4w(
     throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
   const twoMethods = layout === 'prefill-decode';
   // Checked before anything is built, so a bad token id costs nothing.
-  const metadata = twoMethods ? undefined : llama8da4wMetadata(C, options);
+  const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -432,10 +468,21 @@ export function buildLlama8da4w(
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
 
-  /** (tokens [1, 1..prefillLength], start [1]) -> logits: one call over any number of tokens up to the bound. */
-  const boundedPass = (m: MethodBuilder, tokenName: string, startName: string, logits: 'all' | 'last'): TensorValue => {
+  /**
+   * (tokens [1, 1..prefillLength], start [1] or positions [1..prefillLength]) -> logits: one call over any number of
+   * tokens up to the bound. Given every token's position, the first is the start (the runner counts up from it).
+   */
+  const boundedPass = (
+    m: MethodBuilder,
+    tokenName: string,
+    startName: string,
+    logits: 'all' | 'last',
+    eachPosition = false,
+  ): TensorValue => {
     const tokens = m.input(tokenName, 'int64', [1, C.prefillLength]);
-    const start = m.input(startName, 'int64', [1]);
+    const position = m.input(startName, 'int64', [eachPosition ? C.prefillLength : 1]);
+    if (eachPosition) m.graph.markDynamic(position.index, [0]);
+    const start = eachPosition ? m.slice(position, 0, 0, 1) : position;
     // Positions start..start+n-1 for any n: a running count over the tokens' shape, so they follow its length.
     const firstInstruction = m.graph.instructions.length;
     const count = m.graph.addTensor('int64', [1, C.prefillLength]);
@@ -448,18 +495,20 @@ export function buildLlama8da4w(
   };
 
   if (!twoMethods) {
+    const optimum = layout === 'optimum';
+    const [tokenName, positionName] = optimum ? ['input_ids', 'cache_position'] : ['tokens', 'input_pos'];
     program.method('forward', (m) => {
       let logits: TensorValue;
-      if (C.prefillBounded === true) logits = boundedPass(m, 'tokens', 'input_pos', 'last');
+      if (C.prefillBounded === true) logits = boundedPass(m, tokenName, positionName, 'last', optimum);
       else {
-        const tokens = m.input('tokens', 'int64', [1, 1]);
-        const position = m.input('input_pos', 'int64', [1]);
+        const tokens = m.input(tokenName, 'int64', [1, 1]);
+        const position = m.input(positionName, 'int64', [1]);
         logits = pass(m, tokens, position, position, 1, 'all');
       }
       // export_llama keeps h[:, -1, :], so its logits are [1, vocab].
       m.output({ logits: m.reshape(logits, [1, C.vocab]) });
     });
-    for (const [name, values] of Object.entries(metadata!)) addConstantMethod(program, name, values);
+    for (const [name, values] of Object.entries(metadata!)) addConstantMethod(program, name, values, name === 'get_head_dim');
     return program;
   }
 
