@@ -51,7 +51,8 @@ struct ShiftedQuery {
 
 // (q - zq) . (k - zk) = q' . k - zk * sum(q'), exact in int32; then the
 // scales, in one order on every path.
-inline float score_of(int32_t dot_with_key, const ShiftedQuery& q, const KvRows& keys, int64_t c, const float* mask_row) {
+inline float score_of(int32_t dot_with_key, const ShiftedQuery& q, const KvRows& keys, int64_t c,
+                      const float* mask_row) {
   const int32_t dot = dot_with_key - keys.zero_point(c) * q.sum;
   float score = static_cast<float>(dot) * keys.scale(c) * q.factor;
   if (mask_row != nullptr) score += mask_row[c];
@@ -83,45 +84,95 @@ struct PortableOps {
 
 #ifdef ETNA_QUANTIZED_ATTENTION_X86
 
-// PortableOps with 16 (dot products) or 8 (values) elements a step: the
-// integer sums are exact in any order, and each float of acc gets the same
-// multiply and add as there (no FMA).
+// PortableOps eight keys (dot products) or 64 elements of head_dim (values)
+// at a time: the integer sums are exact in any order, and each float of acc
+// gets the same multiply and add, key after key, as there (no FMA).
 struct Avx2Ops {
+  // The int32 sums of q' * k over head_dim's first `whole` (a multiple of 16) elements.
+  ETNA_AVX2 static __m256i partial_dots(const int16_t* q, const int8_t* k, int64_t whole) {
+    __m256i sums = _mm256_setzero_si256();
+    for (int64_t d = 0; d < whole; d += 16) {
+      const __m256i wide_k = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d)));
+      const __m256i wide_q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + d));
+      sums = _mm256_add_epi32(sums, _mm256_madd_epi16(wide_q, wide_k));
+    }
+    return sums;
+  }
+
+  static int32_t tail_dot(const int16_t* q, const int8_t* k, int64_t from, int64_t dim) {
+    int32_t dot = 0;
+    for (int64_t d = from; d < dim; ++d) dot += static_cast<int32_t>(q[d]) * k[d];
+    return dot;
+  }
+
   ETNA_AVX2 static void score_keys(const ShiftedQuery& q, const KvRows& keys, int64_t count, int64_t dim,
                                    const float* mask_row, float* scores) {
     const int64_t whole = dim / 16 * 16;
-    for (int64_t c = 0; c < count; ++c) {
-      const int8_t* k = keys.row(c);
-      __m256i sums = _mm256_setzero_si256();
-      for (int64_t d = 0; d < whole; d += 16) {
-        const __m256i wide_k = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + d)));
-        const __m256i wide_q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.values + d));
-        sums = _mm256_add_epi32(sums, _mm256_madd_epi16(wide_q, wide_k));
+    int64_t c = 0;
+    for (; c + 8 <= count; c += 8) {
+      __m256i s[8];
+      for (int i = 0; i < 8; ++i) s[i] = partial_dots(q.values, keys.row(c + i), whole);
+      // Lane i of the result is the sum of s[i]'s lanes.
+      const __m256i pairs01 = _mm256_hadd_epi32(s[0], s[1]), pairs23 = _mm256_hadd_epi32(s[2], s[3]);
+      const __m256i pairs45 = _mm256_hadd_epi32(s[4], s[5]), pairs67 = _mm256_hadd_epi32(s[6], s[7]);
+      const __m256i quads0123 = _mm256_hadd_epi32(pairs01, pairs23), quads4567 = _mm256_hadd_epi32(pairs45, pairs67);
+      const __m256i dots8 = _mm256_add_epi32(_mm256_permute2x128_si256(quads0123, quads4567, 0x20),
+                                             _mm256_permute2x128_si256(quads0123, quads4567, 0x31));
+      alignas(32) int32_t dots[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dots), dots8);
+      for (int i = 0; i < 8; ++i) {
+        const int32_t dot = dots[i] + tail_dot(q.values, keys.row(c + i), whole, dim);
+        scores[c + i] = score_of(dot, q, keys, c + i, mask_row);
       }
+    }
+    for (; c < count; ++c) {
+      const __m256i sums = partial_dots(q.values, keys.row(c), whole);
       __m128i half = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
       half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0x4E));
       half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0xB1));
-      int32_t dot = _mm_cvtsi128_si32(half);
-      for (int64_t d = whole; d < dim; ++d) dot += static_cast<int32_t>(q.values[d]) * k[d];
+      const int32_t dot = _mm_cvtsi128_si32(half) + tail_dot(q.values, keys.row(c), whole, dim);
       scores[c] = score_of(dot, q, keys, c, mask_row);
     }
+  }
+
+  // acc[first, first + 8 n) for n = kVectors, or `vectors` when kVectors is 0:
+  // those sums stay in registers while every key adds to them (a fixed n lets
+  // the compiler keep them there).
+  template <int kVectors>
+  ETNA_AVX2 static void accumulate_block(const float* probabilities, const KvRows& values, int64_t count, int64_t first,
+                                         int64_t vectors, float* acc) {
+    const int64_t n = kVectors > 0 ? kVectors : vectors;
+    __m256 sums[8];
+    for (int64_t j = 0; j < n; ++j) sums[j] = _mm256_loadu_ps(acc + first + j * 8);
+    for (int64_t c = 0; c < count; ++c) {
+      const __m256 weight = _mm256_set1_ps(probabilities[c] * values.scale(c));
+      const __m256i zero_point = _mm256_set1_epi32(values.zero_point(c));
+      const int8_t* v = values.row(c) + first;
+      for (int64_t j = 0; j < n; ++j) {
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + j * 8));
+        const __m256i shifted = _mm256_sub_epi32(_mm256_cvtepi8_epi32(bytes), zero_point);
+        sums[j] = _mm256_add_ps(sums[j], _mm256_mul_ps(weight, _mm256_cvtepi32_ps(shifted)));
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) _mm256_storeu_ps(acc + first + j * 8, sums[j]);
   }
 
   ETNA_AVX2 static void accumulate_values(const float* probabilities, const KvRows& values, int64_t count, int64_t dim,
                                           float* acc) {
     const int64_t whole = dim / 8 * 8;
+    for (int64_t first = 0; first < whole; first += 64) {
+      const int64_t vectors = std::min<int64_t>(8, (whole - first) / 8);
+      if (vectors == 8) {
+        accumulate_block<8>(probabilities, values, count, first, vectors, acc);
+      } else {
+        accumulate_block<0>(probabilities, values, count, first, vectors, acc);
+      }
+    }
+    if (whole == dim) return;
     for (int64_t c = 0; c < count; ++c) {
       const float weight = probabilities[c] * values.scale(c);
       const int32_t zero_point = values.zero_point(c);
       const int8_t* v = values.row(c);
-      const __m256 weight8 = _mm256_set1_ps(weight);
-      const __m256i zero_point8 = _mm256_set1_epi32(zero_point);
-      for (int64_t d = 0; d < whole; d += 8) {
-        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v + d));
-        const __m256i shifted = _mm256_sub_epi32(_mm256_cvtepi8_epi32(bytes), zero_point8);
-        const __m256 product = _mm256_mul_ps(weight8, _mm256_cvtepi32_ps(shifted));
-        _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), product));
-      }
       for (int64_t d = whole; d < dim; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
     }
   }

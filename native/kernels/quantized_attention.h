@@ -35,9 +35,9 @@ struct QuantizedRows {
 };
 
 struct QuantizedAttentionProblem {
-  QuantizedRows query;   // [batch, sequence, heads, head_dim] (positions and heads through the strides)
-  QuantizedRows keys;    // [batch, capacity, kv_heads, head_dim]
-  QuantizedRows values;  // as keys
+  QuantizedRows query;          // [batch, sequence, heads, head_dim] (positions and heads through the strides)
+  QuantizedRows keys;           // [batch, capacity, kv_heads, head_dim]
+  QuantizedRows values;         // as keys
   const float* mask = nullptr;  // [sequence, *] rows mask_row_stride apart, added after scaling; null: none
   int64_t mask_row_stride = 0;
   float* out = nullptr;  // float32, laid out as the query

@@ -36,7 +36,7 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 // NaN where the reference has NaN, the same infinity where it has one, and
 // within `tolerance` elsewhere.
 inline void expect_matches(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance,
-                    const std::string& what) {
+                           const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     if (std::isnan(expected[i])) {

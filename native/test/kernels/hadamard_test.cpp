@@ -16,7 +16,9 @@ namespace {
 
 Status run_hadamard(Tensor& mat, Tensor& out) { return run_unary("llama::fast_hadamard_transform.out", mat, out); }
 
-double sylvester(int64_t i, int64_t j) { return (__builtin_popcountll(static_cast<unsigned long long>(i & j)) % 2) ? -1.0 : 1.0; }
+double sylvester(int64_t i, int64_t j) {
+  return (__builtin_popcountll(static_cast<unsigned long long>(i & j)) % 2) ? -1.0 : 1.0;
+}
 
 // The kernel's 28 x 28 matrix: the transform of each unit vector of width 28
 // (2^0 columns, so no normalization) is a column of it.
@@ -74,8 +76,8 @@ TEST(FastHadamardTransform, TwentyEightMatrixIsHadamard) {
     }
   }
   // The first row of Williamson's matrix as SpinQuant writes it: +------++----++-+--+-+--++--
-  const std::vector<double> first = {1,  -1, -1, -1, -1, -1, -1, 1,  1,  -1, -1, -1, -1, 1,
-                                     1,  -1, 1,  -1, -1, 1,  -1, 1,  -1, -1, 1,  1,  -1, -1};
+  const std::vector<double> first = {1, -1, -1, -1, -1, -1, -1, 1, 1,  -1, -1, -1, -1, 1,
+                                     1, -1, 1,  -1, -1, 1,  -1, 1, -1, -1, 1,  1,  -1, -1};
   EXPECT_EQ(h[0], first);
 }
 

@@ -41,7 +41,8 @@ void PrintTo(const QuantizedCase& c, std::ostream* os) {
 // `width`, in the case's layout.
 size_t element(const QuantizedCase& c, int64_t b, int64_t position, int64_t head, int64_t d, int64_t positions,
                int64_t heads, int64_t width) {
-  const int64_t row = c.seq_at_dim_2 ? (b * heads + head) * positions + position : (b * positions + position) * heads + head;
+  const int64_t row =
+      c.seq_at_dim_2 ? (b * heads + head) * positions + position : (b * positions + position) * heads + head;
   return static_cast<size_t>(row * width + d);
 }
 
@@ -61,7 +62,8 @@ struct Operand {
 Operand random_operand(Lcg& rng, const QuantizedCase& c, int64_t positions, int64_t heads, float max_scale) {
   Operand o;
   const size_t rows = static_cast<size_t>(c.batch * positions * heads);
-  for (size_t i = 0; i < rows * static_cast<size_t>(c.head_dim); ++i) o.data.push_back(static_cast<int8_t>(rng.integer(-128, 128)));
+  for (size_t i = 0; i < rows * static_cast<size_t>(c.head_dim); ++i)
+    o.data.push_back(static_cast<int8_t>(rng.integer(-128, 128)));
   for (size_t i = 0; i < rows; ++i) {
     o.scales.push_back(rng.uniform(max_scale / 8, max_scale));
     o.zero_points.push_back(static_cast<int8_t>(rng.integer(-128, 128)));
@@ -86,7 +88,8 @@ QuantizedInputs random_inputs(const QuantizedCase& c, uint64_t seed) {
   if (c.masked) {
     in.mask = rng.floats(static_cast<size_t>(c.sequence * c.capacity), -1.0f, 1.0f);
     for (size_t i = 0; i < in.mask.size(); ++i) {
-      if (i % static_cast<size_t>(c.capacity) != 0 && rng.next() % 5 == 0) in.mask[i] = -std::numeric_limits<float>::infinity();
+      if (i % static_cast<size_t>(c.capacity) != 0 && rng.next() % 5 == 0)
+        in.mask[i] = -std::numeric_limits<float>::infinity();
     }
   }
   return in;
@@ -112,16 +115,19 @@ std::vector<float> reference(const QuantizedInputs& in) {
         for (int64_t j = 0; j < seen; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) {
-            dot += dequantized(in.q, b, r, h, d, c.sequence, c.heads) * dequantized(in.k, b, j, kvh, d, c.capacity, c.kv_heads);
+            dot += dequantized(in.q, b, r, h, d, c.sequence, c.heads) *
+                   dequantized(in.k, b, j, kvh, d, c.capacity, c.kv_heads);
           }
-          p[static_cast<size_t>(j)] = dot * in.effective_scale() + (in.mask.empty() ? 0.0 : in.mask[static_cast<size_t>(r * c.capacity + j)]);
+          p[static_cast<size_t>(j)] =
+              dot * in.effective_scale() + (in.mask.empty() ? 0.0 : in.mask[static_cast<size_t>(r * c.capacity + j)]);
           top = std::max(top, p[static_cast<size_t>(j)]);
         }
         double total = 0;
         for (double& x : p) total += (x = std::exp(x - top));
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j < seen; ++j) acc += p[static_cast<size_t>(j)] / total * dequantized(in.v, b, j, kvh, d, c.capacity, c.kv_heads);
+          for (int64_t j = 0; j < seen; ++j)
+            acc += p[static_cast<size_t>(j)] / total * dequantized(in.v, b, j, kvh, d, c.capacity, c.kv_heads);
           out[element(c, b, r, h, d, c.sequence, c.heads, D)] = static_cast<float>(acc);
         }
       }
@@ -207,14 +213,15 @@ TEST_P(CustomQuantizedSdpa, MatchesDequantizedReferenceOnEveryPathAndThreadCount
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, CustomQuantizedSdpa,
-    ::testing::Values(QuantizedCase{1, 1, 2, 2, 16, 16, 0, true, false, false, 0},     // first decode step
-                      QuantizedCase{1, 1, 4, 2, 64, 40, 37, true, false, false, 0},    // decode, grouped heads
-                      QuantizedCase{1, 5, 4, 1, 32, 16, 3, true, false, false, 0},     // chunk after 3 tokens, one kv head
-                      QuantizedCase{2, 4, 2, 2, 8, 8, 4, true, false, false, 0},       // batch 2, fills the cache
-                      QuantizedCase{1, 3, 2, 2, 20, 10, 2, false, false, false, 0.3},  // non-causal, explicit scale, odd head_dim
-                      QuantizedCase{1, 3, 4, 2, 16, 12, 2, false, true, false, 0},     // mask over the whole cache
-                      QuantizedCase{1, 6, 6, 3, 16, 12, 0, true, false, true, 0},      // [batch, heads, positions, head_dim]
-                      QuantizedCase{2, 2, 4, 4, 24, 9, 5, false, true, true, 0.125}));
+    ::testing::Values(
+        QuantizedCase{1, 1, 2, 2, 16, 16, 0, true, false, false, 0},     // first decode step
+        QuantizedCase{1, 1, 4, 2, 64, 40, 37, true, false, false, 0},    // decode, grouped heads
+        QuantizedCase{1, 5, 4, 1, 32, 16, 3, true, false, false, 0},     // chunk after 3 tokens, one kv head
+        QuantizedCase{2, 4, 2, 2, 8, 8, 4, true, false, false, 0},       // batch 2, fills the cache
+        QuantizedCase{1, 3, 2, 2, 20, 10, 2, false, false, false, 0.3},  // non-causal, explicit scale, odd head_dim
+        QuantizedCase{1, 3, 4, 2, 16, 12, 2, false, true, false, 0},     // mask over the whole cache
+        QuantizedCase{1, 6, 6, 3, 16, 12, 0, true, false, true, 0},      // [batch, heads, positions, head_dim]
+        QuantizedCase{2, 2, 4, 4, 24, 9, 5, false, true, true, 0.125}));
 
 // The extremes of int8: (q - zq) and (k - zk) reach -255 and 255, and head_dim
 // 128 makes each dot product 128 * 255^2 (exact in int32).
@@ -278,18 +285,30 @@ TEST(CustomQuantizedSdpa, RefusesBadArgumentsWithTypedErrors) {
   };
   refused([](TensorStore&, QuantizedTensors& t, QuantizedCase&) { t.ks = nullptr; }, ErrorCode::kInvalidInput,
           {"key's zero points and scales"});
-  refused([](TensorStore& s, QuantizedTensors& t, QuantizedCase&) { t.vz = &s.make_empty(ScalarType::kInt, {1, 6, 2, 1}); },
-          ErrorCode::kInvalidProgram, {"value zero_points"});
-  refused([](TensorStore& s, QuantizedTensors& t, QuantizedCase&) { t.qs = &s.make_empty(ScalarType::kFloat, {1, 2, 1, 1}); },
-          ErrorCode::kInvalidInput, {"every dim but the last"});
-  refused([](TensorStore& s, QuantizedTensors& t, QuantizedCase&) { t.q = &s.make_empty(ScalarType::kShort, {1, 2, 4, 8}); },
-          ErrorCode::kInvalidProgram, {"query must be int8"});
+  refused(
+      [](TensorStore& s, QuantizedTensors& t, QuantizedCase&) {
+        t.vz = &s.make_empty(ScalarType::kInt, {1, 6, 2, 1});
+      },
+      ErrorCode::kInvalidProgram, {"value zero_points"});
+  refused(
+      [](TensorStore& s, QuantizedTensors& t, QuantizedCase&) {
+        t.qs = &s.make_empty(ScalarType::kFloat, {1, 2, 1, 1});
+      },
+      ErrorCode::kInvalidInput, {"every dim but the last"});
+  refused(
+      [](TensorStore& s, QuantizedTensors& t, QuantizedCase&) {
+        t.q = &s.make_empty(ScalarType::kShort, {1, 2, 4, 8});
+      },
+      ErrorCode::kInvalidProgram, {"query must be int8"});
   refused([](TensorStore&, QuantizedTensors&, QuantizedCase& call) { call.start_pos = 5; }, ErrorCode::kInvalidInput,
           {"exceeds key", "dim 1 is the capacity"});
   refused([](TensorStore&, QuantizedTensors&, QuantizedCase& call) { call.start_pos = -1; }, ErrorCode::kInvalidInput,
           {"start_pos -1"});
-  refused([](TensorStore& s, QuantizedTensors& t, QuantizedCase&) { t.mask = &s.make_empty(ScalarType::kFloat, {2, 6}); },
-          ErrorCode::kInvalidInput, {"cannot both be set"});
+  refused(
+      [](TensorStore& s, QuantizedTensors& t, QuantizedCase&) {
+        t.mask = &s.make_empty(ScalarType::kFloat, {2, 6});
+      },
+      ErrorCode::kInvalidInput, {"cannot both be set"});
   refused(
       [](TensorStore& s, QuantizedTensors& t, QuantizedCase& call) {
         call.causal = false;
@@ -303,8 +322,11 @@ TEST(CustomQuantizedSdpa, RefusesBadArgumentsWithTypedErrors) {
         t.ks = &s.make_empty(ScalarType::kFloat, {1, 6, 3, 1});
       },
       ErrorCode::kInvalidInput, {"disagree"});
-  refused([](TensorStore& s, QuantizedTensors& t, QuantizedCase&) { t.out = &s.make_empty(ScalarType::kChar, {1, 2, 4, 8}); },
-          ErrorCode::kInvalidProgram, {"out"});
+  refused(
+      [](TensorStore& s, QuantizedTensors& t, QuantizedCase&) {
+        t.out = &s.make_empty(ScalarType::kChar, {1, 2, 4, 8});
+      },
+      ErrorCode::kInvalidProgram, {"out"});
 }
 
 // What --quantize_kv_cache's update_cache calls write: int8 rows, and
@@ -318,7 +340,8 @@ TEST(UpdateCache, WritesInt8RowsFloatScalesAndInt8ZeroPoints) {
   Tensor& scale_cache = store.make<float>({1, 5, 2, 1}, std::vector<float>(10, 1.0f));
   Tensor& zero_points = store.make<int8_t>({1, 2, 2, 1}, {-128, 127, 0, -1});
   Tensor& zero_point_cache = store.make<int8_t>({1, 5, 2, 1}, std::vector<int8_t>(10, 1));
-  for (auto [value, target] : {std::pair<Tensor*, Tensor*>{&rows, &cache}, {&scales, &scale_cache}, {&zero_points, &zero_point_cache}}) {
+  for (auto [value, target] :
+       {std::pair<Tensor*, Tensor*>{&rows, &cache}, {&scales, &scale_cache}, {&zero_points, &zero_point_cache}}) {
     Tensor& placeholder = store.make_empty(value->dtype(), {1});
     Args args;
     args.tensor(*value).tensor(*target).integer(3).tensor(placeholder).same_as(3);
