@@ -116,6 +116,17 @@ export function packInt4Rows(q: Int4GroupWeights): Uint8Array {
   return bytes;
 }
 
+/** [min(0, lowest), max(0, highest)] of a row's float32 values: the range the per-token int8 rules span. */
+function rangeWithZero(row: ArrayLike<number>): [number, number] {
+  let lo = 0;
+  let hi = 0;
+  for (let k = 0; k < row.length; k++) {
+    lo = Math.min(lo, Math.fround(row[k]!));
+    hi = Math.max(hi, Math.fround(row[k]!));
+  }
+  return [lo, hi];
+}
+
 /**
  * One row as the delegate sees it after its per-token int8 conversion
  * (XNNPACK's qd8 rule): the range [min(0, lo), max(0, hi)] onto [-128, 127],
@@ -124,12 +135,7 @@ export function packInt4Rows(q: Int4GroupWeights): Uint8Array {
  */
 export function perTokenInt8Row(row: ArrayLike<number>): Float32Array {
   const f = Math.fround;
-  let lo = 0;
-  let hi = 0;
-  for (let k = 0; k < row.length; k++) {
-    lo = Math.min(lo, f(row[k]!));
-    hi = Math.max(hi, f(row[k]!));
-  }
+  const [lo, hi] = rangeWithZero(row);
   const inverse = lo === hi ? 1 : f(255 / f(hi - lo));
   const fromMin = f(-128 - f(lo * inverse));
   const fromMax = f(127 - f(hi * inverse));
@@ -163,12 +169,7 @@ export interface AsymmetricInt8Row {
  */
 export function perTokenAsymmetricInt8(row: ArrayLike<number>): AsymmetricInt8Row {
   const f = Math.fround;
-  let lo = 0;
-  let hi = 0;
-  for (let k = 0; k < row.length; k++) {
-    lo = Math.min(lo, f(row[k]!));
-    hi = Math.max(hi, f(row[k]!));
-  }
+  let [lo, hi] = rangeWithZero(row);
   let scale = (hi - lo) / 255;
   if (f(scale) === 0 || !Number.isFinite(f(1 / f(scale)))) scale = 0.1;
   const smallest = f(6.1e-5);

@@ -20,6 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
+import { argmax, worstDifference } from '../helpers/logits.js';
 
 // As test/export/llama-8da4w.test.ts: float32 summation order differs from the reference, so now and then one
 // value lands on the other side of an int8 rounding boundary (the delegate's activations, or the quantized
@@ -32,19 +33,6 @@ const FLIPPED_STEP_TOLERANCE = 0.15;
 
 const PROMPT = [3, 141, 59, 26, 53, 58, 97, 93];
 const STEPS = 32;
-
-function argmax(values: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
-}
-
-function worstDifference(actual: Float32Array, expected: Float32Array): number {
-  expect(actual.length).toBe(expected.length);
-  let worst = 0;
-  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!));
-  return worst;
-}
 
 const last = (logits: Float32Array): Float32Array => logits.subarray((C.prefillLength - 1) * C.vocab);
 

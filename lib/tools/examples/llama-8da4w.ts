@@ -36,6 +36,7 @@ import {
 } from '../../export/quantize.js';
 import {
   checkHadamardWidth,
+  emitFloatAttention,
   emitHadamard,
   emitQuantizedAttention,
   hadamardRows,
@@ -423,36 +424,6 @@ export function buildLlama8da4w(
       return m.reshape(m.cat([m.unsqueeze(rotatedEven, 3), m.unsqueeze(rotatedOdd, 3)], 3), [1, length, heads, hd]);
     };
 
-    // update_cache into the float32 caches, then custom_sdpa over them.
-    const floatAttention = (
-      caches: { key: SharedBuffer; value: SharedBuffer },
-      q: TensorValue,
-      k: TensorValue,
-      v: TensorValue,
-    ): TensorValue => {
-      for (const [update, cache] of [
-        [k, caches.key],
-        [v, caches.value],
-      ] as const) {
-        const placeholder = g.addTensor('float32', [1]);
-        g.addKernelCall('llama::update_cache.out', [update.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
-      }
-      const attention = g.addTensor('float32', [1, length, C.heads, hd]);
-      g.addKernelCall('llama::custom_sdpa.out', [
-        q.index,
-        m.use(caches.key).index,
-        m.use(caches.value).index,
-        start,
-        g.addValue({ kind: 'null' }),
-        g.addValue({ kind: 'double', value: 0 }),
-        g.addValue({ kind: 'bool', value: true }),
-        g.addValue({ kind: 'null' }),
-        attention.index,
-        attention.index,
-      ]);
-      return attention;
-    };
-
     const embedded = g.addTensor('float32', [1, length, d]);
     g.addKernelCall('quantized_decomposed::embedding_4bit.dtype_out', [
       m.use(embeddingCodes).index,
@@ -472,7 +443,9 @@ export function buildLlama8da4w(
       const k = rotate(m.linear(h, layer.wk), C.kvHeads);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
       const attention =
-        layer.caches.kind === 'int8' ? emitQuantizedAttention(m, layer.caches, q, k, v, start) : floatAttention(layer.caches, q, k, v);
+        layer.caches.kind === 'int8'
+          ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
+          : emitFloatAttention(m, layer.caches, q, k, v, start);
       x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
       const h2 = rmsNorm(x, layer.ffnNorm);
       const hidden = m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3));

@@ -12,6 +12,8 @@
 //   head, written by `choose_qparams_per_token_asymmetric`,
 //   `quantize_per_token` and `llama::update_cache`, and read by
 //   `llama::custom_quantized_sdpa` with the query quantized the same way.
+// Beside them, the plain attention the second replaces (update_cache into
+// float32 caches, custom_sdpa).
 import { EtnaError } from '../../errors.js';
 import { dtypeInfo } from '../../export/dtype.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
@@ -122,10 +124,59 @@ function quantizePerToken(m: MethodBuilder, x: TensorValue): { codes: TensorValu
   return { codes, scales: m.cast(scales, 'float32'), zeroPoints: m.cast(zeroPoints, 'int8') };
 }
 
+/** llama::update_cache.out of each (rows, cache) pair at `start` (a value the call reads at run time). */
+function updateCaches(m: MethodBuilder, pairs: readonly (readonly [TensorValue, SharedBuffer])[], start: number): void {
+  for (const [rows, cache] of pairs) {
+    const placeholder = m.graph.addTensor(rows.dtype, [1]);
+    m.graph.addKernelCall('llama::update_cache.out', [rows.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
+  }
+}
+
 /**
- * Writes k and v [1, length, kvHeads, headDim] into the caches at `start` and
- * attends q [1, length, heads, headDim] over them, causally from `start`:
- * QuantizedKVCache then QuantizedSDPA, op for op. Returns float32 [1, length, heads, headDim].
+ * `name`(query, key, value, start_pos, attn_mask=None, dropout_p=0, is_causal=True, scale=None, ...rest, out)
+ * into a new float32 tensor shaped as the query. start_pos is a value the call reads at run time, so the
+ * arguments go in as value indices.
+ */
+function emitCausalAttention(
+  m: MethodBuilder,
+  name: string,
+  [query, key, value]: readonly [TensorValue, SharedBuffer, SharedBuffer],
+  start: number,
+  rest: readonly number[],
+): TensorValue {
+  const g = m.graph;
+  const out = g.addTensor('float32', query.shape);
+  const none = (): number => g.addValue({ kind: 'null' });
+  const options = [none(), g.addValue({ kind: 'double', value: 0 }), g.addValue({ kind: 'bool', value: true }), none()];
+  g.addKernelCall(name, [...[query, key, value].map((t) => m.use(t).index), start, ...options, ...rest, out.index, out.index]);
+  return out;
+}
+
+/** Writes k and v [1, length, kvHeads, headDim] into float32 caches at `start`, then custom_sdpa over them. */
+export function emitFloatAttention(
+  m: MethodBuilder,
+  caches: { readonly key: SharedBuffer; readonly value: SharedBuffer },
+  q: TensorValue,
+  k: TensorValue,
+  v: TensorValue,
+  start: number,
+): TensorValue {
+  updateCaches(
+    m,
+    [
+      [k, caches.key],
+      [v, caches.value],
+    ],
+    start,
+  );
+  return emitCausalAttention(m, 'llama::custom_sdpa.out', [q, caches.key, caches.value], start, []);
+}
+
+/**
+ * Writes k and v [1, length, kvHeads, headDim] into the int8 caches at
+ * `start` and attends q [1, length, heads, headDim] over them, causally from
+ * `start`: QuantizedKVCache then QuantizedSDPA, op for op. Returns float32
+ * [1, length, heads, headDim].
  */
 export function emitQuantizedAttention(
   m: MethodBuilder,
@@ -135,40 +186,29 @@ export function emitQuantizedAttention(
   v: TensorValue,
   start: number,
 ): TensorValue {
-  const g = m.graph;
   for (const [rows, cache] of [
     [k, caches.key],
     [v, caches.value],
   ] as const) {
     const quantized = quantizePerToken(m, rows);
-    for (const [update, target] of [
-      [quantized.codes, cache.codes],
-      [quantized.scales, cache.scales],
-      [quantized.zeroPoints, cache.zeroPoints],
-    ] as const) {
-      const placeholder = g.addTensor(update.dtype, [1]);
-      g.addKernelCall('llama::update_cache.out', [update.index, m.use(target).index, start, placeholder.index, placeholder.index]);
-    }
+    updateCaches(
+      m,
+      [
+        [quantized.codes, cache.codes],
+        [quantized.scales, cache.scales],
+        [quantized.zeroPoints, cache.zeroPoints],
+      ],
+      start,
+    );
   }
   const query = quantizePerToken(m, q);
-  const out = g.addTensor('float32', q.shape);
-  const value = (v: { kind: 'null' } | { kind: 'double'; value: number } | { kind: 'bool'; value: boolean }): number => g.addValue(v);
-  // start is the position the call read at run time, so the arguments go in as value indices.
-  g.addKernelCall('llama::custom_quantized_sdpa.out', [
-    ...[query.codes, caches.key.codes, caches.value.codes].map((t) => m.use(t).index),
-    start,
-    value({ kind: 'null' }), // attn_mask
-    value({ kind: 'double', value: 0 }), // dropout_p
-    value({ kind: 'bool', value: true }), // is_causal
-    value({ kind: 'null' }), // scale
-    ...[query.zeroPoints, query.scales, caches.key.zeroPoints, caches.key.scales, caches.value.zeroPoints, caches.value.scales].map(
-      (t) => m.use(t).index,
-    ),
-    value({ kind: 'bool', value: false }), // is_seq_at_dim_2
-    out.index,
-    out.index,
+  const { key, value } = caches;
+  const parameters = [query.zeroPoints, query.scales, key.zeroPoints, key.scales, value.zeroPoints, value.scales];
+  const isSeqAtDim2 = m.graph.addValue({ kind: 'bool', value: false });
+  return emitCausalAttention(m, 'llama::custom_quantized_sdpa.out', [query.codes, key.codes, value.codes], start, [
+    ...parameters.map((t) => m.use(t).index),
+    isSeqAtDim2,
   ]);
-  return out;
 }
 
 /**
