@@ -19,8 +19,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <string>
-#include <vector>
 
 #include "kernels/kernel_groups.h"
 #include "kernels/kernel_shape.h"
@@ -122,14 +123,14 @@ void transform_rows(Stored* data, int64_t rows, int64_t width, int64_t power, in
   for (int64_t r = 0; r < rows; ++r) transform_row<A>(data + r * width, power, log2_power, times_28);
 }
 
-// float16 rows are widened to a float scratch row, transformed, narrowed back.
-void transform_half_rows(uint16_t* data, int64_t rows, int64_t width, int64_t power, int log2_power, bool times_28) {
-  std::vector<float> row(static_cast<size_t>(width));
+// float16 rows are widened into `row` (width floats), transformed, narrowed back.
+void transform_half_rows(uint16_t* data, int64_t rows, int64_t width, int64_t power, int log2_power, bool times_28,
+                         float* row) {
   for (int64_t r = 0; r < rows; ++r) {
     uint16_t* bits = data + r * width;
-    for (int64_t i = 0; i < width; ++i) row[static_cast<size_t>(i)] = half_to_float(bits[i]);
-    transform_row<HalfArith>(row.data(), power, log2_power, times_28);
-    for (int64_t i = 0; i < width; ++i) bits[i] = float_to_half(row[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < width; ++i) row[i] = half_to_float(bits[i]);
+    transform_row<HalfArith>(row, power, log2_power, times_28);
+    for (int64_t i = 0; i < width; ++i) bits[i] = float_to_half(row[i]);
   }
 }
 
@@ -150,6 +151,12 @@ Status fast_hadamard_transform_out(KernelArgs args) {
     return op.input_error("mat " + mat->describe() + ": the last dim must be a power of 2 or 28 times one, got " +
                           std::to_string(width));
   }
+  std::unique_ptr<float[]> half_row;
+  if (dtype == ScalarType::kHalf && mat->numel() > 0) {
+    half_row.reset(new (std::nothrow) float[static_cast<size_t>(width)]);
+    if (!half_row)
+      return make_error(ErrorCode::kInternal, "out of memory for a float16 row of " + std::to_string(width));
+  }
   ETNA_TRY(op.prepare_output(*out, Shape::of(*mat)));
   if (mat->numel() == 0) return Status::ok();
   if (out->data() != mat->data()) std::memcpy(out->data(), mat->data(), mat->nbytes());
@@ -159,13 +166,14 @@ Status fast_hadamard_transform_out(KernelArgs args) {
   switch (dtype) {
     case ScalarType::kFloat:
       transform_rows<FloatArith>(out->data_as<float>(), rows, width, power, log2_power, times_28);
-      break;
+      return Status::ok();
     case ScalarType::kDouble:
       transform_rows<DoubleArith>(out->data_as<double>(), rows, width, power, log2_power, times_28);
-      break;
-    default: transform_half_rows(out->data_as<uint16_t>(), rows, width, power, log2_power, times_28); break;
+      return Status::ok();
+    default:
+      transform_half_rows(out->data_as<uint16_t>(), rows, width, power, log2_power, times_28, half_row.get());
+      return Status::ok();
   }
-  return Status::ok();
 }
 
 }  // namespace
