@@ -48,6 +48,14 @@ export const EXPORT_EXAMPLE: Command = {
         value: 'FILE',
         help: "size the vocabulary to a tokenizer.json or tiktoken file's, and name its BOS and EOS tokens (llama-8da4w)",
       },
+      {
+        name: 'hadamard',
+        help: "rotate each feed-forward's input to its down projection with llama::fast_hadamard_transform, as export_llama's --use_spin_quant native writes it (llama-8da4w)",
+      },
+      {
+        name: 'quantize-kv-cache',
+        help: "keep the KV caches in int8 with per-position scales and zero points, read by custom_quantized_sdpa, as export_llama's --quantize_kv_cache writes them (llama-8da4w)",
+      },
     ],
     notes: examplesList(),
   },
@@ -57,6 +65,8 @@ export const EXPORT_EXAMPLE: Command = {
       preset: args.string('preset'),
       layout: args.string('layout'),
       vocabFrom: args.string('vocab-from'),
+      hadamard: args.flag('hadamard'),
+      quantizeKvCache: args.flag('quantize-kv-cache'),
     }),
 };
 
@@ -73,6 +83,10 @@ export interface ExportExampleOptions {
   readonly layout?: string | undefined;
   /** A tokenizer file whose vocabulary the program takes. */
   readonly vocabFrom?: string | undefined;
+  /** SpinQuant's rotation before each down projection (examples that take export_llama's transformations). */
+  readonly hadamard?: boolean;
+  /** int8 KV caches (examples that take export_llama's transformations). */
+  readonly quantizeKvCache?: boolean;
 }
 
 export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
@@ -98,6 +112,14 @@ export function runExportExample(name: string, out: string, options: ExportExamp
       `example '${name}' has a vocabulary of its own; --vocab-from applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesVocabulary === true).join(', ')}`,
     );
   }
+  const hadamard = options.hadamard === true;
+  const quantizeKvCache = options.quantizeKvCache === true;
+  if ((hadamard || quantizeKvCache) && exampleInfo(name).takesTransforms !== true) {
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' takes no export_llama transformations; --hadamard and --quantize-kv-cache apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
+    );
+  }
   let vocabulary: ExampleVocabulary | undefined;
   if (options.vocabFrom !== undefined) {
     const tokenizer = loadTokenizer(options.vocabFrom);
@@ -108,6 +130,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(options.preset !== undefined && { preset: options.preset }),
     ...(options.layout !== undefined && { layout: options.layout }),
     ...(vocabulary !== undefined && { vocabulary }),
+    ...(hadamard && { hadamard }),
+    ...(quantizeKvCache && { quantizeKvCache }),
   });
   writeFileSync(out, bytes);
   const details = [
@@ -115,6 +139,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(options.preset !== undefined ? [`preset ${options.preset}`] : []),
     ...(options.layout !== undefined ? [`layout ${options.layout}`] : []),
     ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
+    ...(hadamard ? ['Hadamard-rotated feed-forwards'] : []),
+    ...(quantizeKvCache ? ['int8 KV caches'] : []),
   ];
   console.log(`wrote ${out} (${details.join(', ')}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
   return 0;

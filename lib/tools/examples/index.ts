@@ -35,6 +35,10 @@ export interface ExampleVariant {
   readonly layout?: string;
   /** The vocabulary the program is to have (examples with `takesVocabulary` only). */
   readonly vocabulary?: ExampleVocabulary;
+  /** SpinQuant's rotation before each down projection, as `--use_spin_quant native` writes it (examples with `takesTransforms` only). */
+  readonly hadamard?: boolean;
+  /** int8 KV caches and custom_quantized_sdpa, as `--quantize_kv_cache` writes them (examples with `takesTransforms` only). */
+  readonly quantizeKvCache?: boolean;
 }
 
 export interface ExampleInfo {
@@ -48,6 +52,8 @@ export interface ExampleInfo {
   readonly layouts?: readonly { readonly name: string; readonly methods: readonly string[] }[];
   /** Set when `build` can size the program to a tokenizer's vocabulary. */
   readonly takesVocabulary?: true;
+  /** Set when `build` takes the variant's `hadamard` and `quantizeKvCache`. */
+  readonly takesTransforms?: true;
   build(preset?: string, variant?: ExampleVariant): ProgramBuilder;
   reference(): ExampleReference;
   /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
@@ -125,11 +131,14 @@ export const LARGE_EXAMPLES = {
       },
     ],
     takesVocabulary: true,
+    takesTransforms: true,
     build: (preset?: string, variant: ExampleVariant = {}) => {
       const config = preset === undefined ? LLAMA : llama8da4wPreset(preset);
-      const { layout, vocabulary } = variant;
+      const { layout, vocabulary, hadamard, quantizeKvCache } = variant;
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
+        ...(hadamard !== undefined && { hadamard }),
+        ...(quantizeKvCache !== undefined && { quantizeKvCache }),
         ...(vocabulary !== undefined && {
           bosId: vocabulary.bosId ?? null,
           eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId],
@@ -186,14 +195,24 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     const { size } = variant.vocabulary;
     if (!Number.isSafeInteger(size) || size < 1) throw new EtnaError('INVALID_INPUT', `example '${name}': a vocabulary of ${size} tokens`);
   }
+  if ((variant.hadamard !== undefined || variant.quantizeKvCache !== undefined) && info.takesTransforms !== true)
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `example '${name}' takes no export_llama transformations; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesTransforms === true).join(', ')} do`,
+    );
   return info.build(preset, variant);
 }
 
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, ...exportOptions } = options ?? {};
-  const variant = { ...(layout !== undefined && { layout }), ...(vocabulary !== undefined && { vocabulary }) };
+  const { preset, layout, vocabulary, hadamard, quantizeKvCache, ...exportOptions } = options ?? {};
+  const variant = {
+    ...(layout !== undefined && { layout }),
+    ...(vocabulary !== undefined && { vocabulary }),
+    ...(hadamard !== undefined && { hadamard }),
+    ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+  };
   return buildExample(name, preset, variant).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
 }
 
@@ -242,6 +261,7 @@ export {
 export type {
   Llama8da4wArithmetic,
   Llama8da4wBuildOptions,
+  Llama8da4wTransforms,
   Llama8da4wConfig,
   Llama8da4wLayout,
   Llama8da4wLayerWeights,

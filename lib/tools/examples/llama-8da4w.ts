@@ -22,7 +22,9 @@
 // XNNPACK delegate, the token embedding is 4-bit
 // (`quantized_decomposed::embedding_4bit.dtype_out`), keys and values go into
 // caches in shared state with `llama::update_cache`, and attention is
-// `llama::custom_sdpa` masked causally from start_pos.
+// `llama::custom_sdpa` masked causally from start_pos. Two build options add
+// export_llama's transformations (llama-transforms.ts): `hadamard`
+// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
 import { EtnaError } from '../../errors.js';
 import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
@@ -35,6 +37,19 @@ import {
   quantizeInt4Groups,
   type Int4GroupWeights,
 } from '../../export/quantize.js';
+import {
+  checkHadamardWidth,
+  emitFloatAttention,
+  emitHadamard,
+  emitQuantizedAttention,
+  hadamardRows,
+  int8RoundTripRows,
+  quantizedCache,
+  quantizedCacheInit,
+  resetQuantizedCache,
+  rotatedWeight,
+  type QuantizedCache,
+} from './llama-transforms.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
 export interface Llama8da4wConfig {
@@ -219,9 +234,13 @@ interface LayerConstants {
   w1: ConstantTensor;
   w3: ConstantTensor;
   w2: ConstantTensor;
-  keyCache: SharedBuffer;
-  valueCache: SharedBuffer;
+  caches: LayerCaches;
 }
+
+/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache). */
+type LayerCaches =
+  | { readonly kind: 'float32'; readonly key: SharedBuffer; readonly value: SharedBuffer }
+  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache };
 
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
 export type Llama8da4wLayout = 'prefill-decode' | 'forward' | 'optimum';
@@ -234,6 +253,20 @@ export interface Llama8da4wBuildOptions {
   readonly bosId?: number | null;
   /** The end tokens its `get_eos_ids` names (default [2], as export_llama); [] writes no such method. */
   readonly eosIds?: readonly number[];
+  /** SpinQuant's rotation before each down projection (export_llama `--use_spin_quant native`); hiddenDim must be a power of two. */
+  readonly hadamard?: boolean;
+  /** int8 KV caches read by custom_quantized_sdpa (export_llama `--quantize_kv_cache`). */
+  readonly quantizeKvCache?: boolean;
+}
+
+/** The options that change what the model computes, which its reference takes too. */
+export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache'>;
+
+/** w2 as stored: rotated to take the transformed activations when `hadamard` is set. */
+function downProjection(w: Llama8da4wLayerWeights, C: Llama8da4wConfig, transforms: Llama8da4wTransforms): Float32Array {
+  if (transforms.hadamard !== true) return w.w2;
+  checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
+  return rotatedWeight(w.w2, C.hiddenDim);
 }
 
 /** The constant methods export_llama writes beside `forward`, in the order it lists them. */
@@ -334,8 +367,10 @@ export function buildLlama8da4w(
   if (!LLAMA_8DA4W_LAYOUTS.includes(layout))
     throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
   const twoMethods = layout === 'prefill-decode';
-  // Checked before anything is built, so a bad token id costs nothing.
+  // Checked before anything is built, so a bad token id or width costs nothing.
   const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
+  if (options.hadamard === true) checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
+  const quantizeKvCache = options.quantizeKvCache === true;
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -364,9 +399,20 @@ export function buildLlama8da4w(
         Array.from({ length: C.prefillLength }, (_, i) => i),
       )
     : undefined;
-  const emptyCache = twoMethods
-    ? program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv))
-    : undefined;
+  const cacheShape = [1, C.context, C.kvHeads, hd] as const;
+  const emptyCache =
+    twoMethods && !quantizeKvCache ? program.constant('empty_cache', 'float32', cacheShape, new Float32Array(C.context * kv)) : undefined;
+  const emptyQuantizedCache = twoMethods && quantizeKvCache ? quantizedCacheInit(program, cacheShape) : undefined;
+  const caches = (l: number): LayerCaches => {
+    const name = (which: 'k' | 'v'): string => `layers.${l}.attention.${which}_cache`;
+    return quantizeKvCache
+      ? { kind: 'int8', key: quantizedCache(program, name('k'), cacheShape), value: quantizedCache(program, name('v'), cacheShape) }
+      : {
+          kind: 'float32',
+          key: program.sharedBuffer(name('k'), 'float32', cacheShape),
+          value: program.sharedBuffer(name('v'), 'float32', cacheShape),
+        };
+  };
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
     wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
@@ -376,9 +422,8 @@ export function buildLlama8da4w(
     ffnNorm: vector(`layers.${l}.ffn_norm.weight`, w.ffnNorm),
     w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
     w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
-    w2: linear(`layers.${l}.feed_forward.w2.weight`, w.w2, d, C.hiddenDim),
-    keyCache: program.sharedBuffer(`layers.${l}.attention.k_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
-    valueCache: program.sharedBuffer(`layers.${l}.attention.v_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
+    w2: linear(`layers.${l}.feed_forward.w2.weight`, downProjection(w, C, options), d, C.hiddenDim),
+    caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
   const output = linear('output.weight', weights.output, C.vocab, d);
@@ -433,29 +478,14 @@ export function buildLlama8da4w(
       const q = rotate(m.linear(h, layer.wq), C.heads);
       const k = rotate(m.linear(h, layer.wk), C.kvHeads);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
-      for (const [update, cache] of [
-        [k, layer.keyCache],
-        [v, layer.valueCache],
-      ] as const) {
-        const placeholder = g.addTensor('float32', [1]);
-        g.addKernelCall('llama::update_cache.out', [update.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
-      }
-      const attention = g.addTensor('float32', [1, length, C.heads, hd]);
-      g.addKernelCall('llama::custom_sdpa.out', [
-        q.index,
-        m.use(layer.keyCache).index,
-        m.use(layer.valueCache).index,
-        start,
-        g.addValue({ kind: 'null' }),
-        g.addValue({ kind: 'double', value: 0 }),
-        g.addValue({ kind: 'bool', value: true }),
-        g.addValue({ kind: 'null' }),
-        attention.index,
-        attention.index,
-      ]);
+      const attention =
+        layer.caches.kind === 'int8'
+          ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
+          : emitFloatAttention(m, layer.caches, q, k, v, start);
       x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
       const h2 = rmsNorm(x, layer.ffnNorm);
-      x = m.add(x, m.linear(m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3)), layer.w2));
+      const hidden = m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3));
+      x = m.add(x, m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2));
     }
     if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
     // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
@@ -528,9 +558,14 @@ export function buildLlama8da4w(
     m.output({ logits: pass(m, token, pos, pos, 1, 'all') });
   });
   program.method('reset', (m) => {
-    for (const layer of layers) {
-      m.copyInto(layer.keyCache, emptyCache!);
-      m.copyInto(layer.valueCache, emptyCache!);
+    for (const { caches } of layers) {
+      if (caches.kind === 'int8') {
+        resetQuantizedCache(m, caches.key, emptyQuantizedCache!);
+        resetQuantizedCache(m, caches.value, emptyQuantizedCache!);
+      } else {
+        m.copyInto(caches.key, emptyCache!);
+        m.copyInto(caches.value, emptyCache!);
+      }
     }
   });
   return program;
@@ -634,6 +669,7 @@ export class Llama8da4wReference extends DecoderReference {
   constructor(
     readonly weights: Llama8da4wWeights = createLlama8da4wWeights(),
     arithmetic: Llama8da4wArithmetic = '8da4w',
+    private readonly transforms: Llama8da4wTransforms = {},
   ) {
     const C = weights.config;
     const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
@@ -656,7 +692,7 @@ export class Llama8da4wReference extends DecoderReference {
       wo: quantized(w.wo, d, d),
       w1: quantized(w.w1, C.hiddenDim, d),
       w3: quantized(w.w3, C.hiddenDim, d),
-      w2: quantized(w.w2, d, C.hiddenDim),
+      w2: quantized(downProjection(w, C, transforms), d, C.hiddenDim),
     }));
     this.output = quantized(weights.output, C.vocab, d);
   }
@@ -698,8 +734,11 @@ export class Llama8da4wReference extends DecoderReference {
       const v = linear8da4w(h, rows, layer.wv);
       this.rotate(q, rows, C.heads, start);
       this.rotate(k, rows, C.kvHeads, start);
-      this.keyCaches[l]!.set(k, start * kv);
-      this.valueCaches[l]!.set(v, start * kv);
+      // An int8 cache holds each (position, head) row as its codes give it back; the query is quantized alike.
+      const int8 = this.transforms.quantizeKvCache === true;
+      if (int8) q.set(int8RoundTripRows(q, hd));
+      this.keyCaches[l]!.set(int8 ? int8RoundTripRows(k, hd) : k, start * kv);
+      this.valueCaches[l]!.set(int8 ? int8RoundTripRows(v, hd) : v, start * kv);
       const attention = new Float32Array(rows * d);
       for (let t = 0; t < rows; t++) {
         const visible = start + t + 1;
@@ -725,6 +764,7 @@ export class Llama8da4wReference extends DecoderReference {
       const gate = linear8da4w(h2, rows, layer.w1);
       const up = linear8da4w(h2, rows, layer.w3);
       for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+      if (this.transforms.hadamard === true) gate.set(hadamardRows(gate, C.hiddenDim));
       const down = linear8da4w(gate, rows, layer.w2);
       for (let i = 0; i < x.length; i++) x[i]! += down[i]!;
     });
