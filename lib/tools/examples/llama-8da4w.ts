@@ -38,6 +38,16 @@ import {
   type Int4GroupWeights,
 } from '../../export/quantize.js';
 import {
+  defaultBosId,
+  emitRmsNorm,
+  emitRope,
+  hasQkNorm,
+  ropeRows,
+  rotatesHalves,
+  tiesEmbeddings,
+  type Llama8da4wFamily,
+} from './llama-families.js';
+import {
   checkHadamardWidth,
   emitFloatAttention,
   emitHadamard,
@@ -70,6 +80,8 @@ export interface Llama8da4wConfig {
   readonly normEps: number;
   readonly ropeTheta: number;
   readonly seed: number;
+  /** The operator mix (llama-families.ts): 'llama' (the default) or 'qwen3'. */
+  readonly family?: Llama8da4wFamily | undefined;
 }
 
 export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
@@ -148,6 +160,9 @@ export interface Llama8da4wLayerWeights {
   readonly w1: Float32Array;
   readonly w3: Float32Array;
   readonly w2: Float32Array;
+  /** Per-head RMSNorm weights [headDim] of the queries and keys (families with them: qwen3). */
+  readonly qNorm?: Float32Array;
+  readonly kNorm?: Float32Array;
 }
 
 export interface Llama8da4wWeights {
@@ -155,6 +170,7 @@ export interface Llama8da4wWeights {
   readonly tokenEmbedding: Float32Array;
   readonly layers: readonly Llama8da4wLayerWeights[];
   readonly finalNorm: Float32Array;
+  /** The output projection [vocab, modelDim]: the token embedding itself when the family ties them. */
   readonly output: Float32Array;
 }
 
@@ -164,23 +180,30 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
   const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
-  const norm = (): Float32Array => Float32Array.from(random.uniform(d, 0.2), (v) => 1 + v);
+  const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 + v);
+  // Tied, the embedding is scaled as the projection it also is; at 1 the residual would keep repeating the input token.
+  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) : 1);
+  const layers = Array.from({ length: C.layers }, () => ({
+    attentionNorm: norm(),
+    wq: linear(d, d),
+    wk: linear(kv, d),
+    wv: linear(kv, d),
+    wo: linear(d, d),
+    ffnNorm: norm(),
+    w1: linear(C.hiddenDim, d),
+    w3: linear(C.hiddenDim, d),
+    w2: linear(d, C.hiddenDim),
+  }));
+  const finalNorm = norm();
+  const output = tiesEmbeddings(C.family) ? tokenEmbedding : linear(C.vocab, d);
+  // Drawn last, so the weights every family shares are the same draws.
+  const qkNorms = (): { qNorm: Float32Array; kNorm: Float32Array } => ({ qNorm: norm(headDim(C)), kNorm: norm(headDim(C)) });
   return {
     config,
-    tokenEmbedding: random.uniform(C.vocab * d, 1),
-    layers: Array.from({ length: C.layers }, () => ({
-      attentionNorm: norm(),
-      wq: linear(d, d),
-      wk: linear(kv, d),
-      wv: linear(kv, d),
-      wo: linear(d, d),
-      ffnNorm: norm(),
-      w1: linear(C.hiddenDim, d),
-      w3: linear(C.hiddenDim, d),
-      w2: linear(d, C.hiddenDim),
-    })),
-    finalNorm: norm(),
-    output: linear(C.vocab, d),
+    tokenEmbedding,
+    layers: hasQkNorm(C.family) ? layers.map((layer) => ({ ...layer, ...qkNorms() })) : layers,
+    finalNorm,
+    output,
   };
 }
 
@@ -234,6 +257,7 @@ interface LayerConstants {
   w1: ConstantTensor;
   w3: ConstantTensor;
   w2: ConstantTensor;
+  qkNorms: { readonly q: ConstantTensor; readonly k: ConstantTensor } | undefined;
   caches: LayerCaches;
 }
 
@@ -249,7 +273,7 @@ export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode
 export interface Llama8da4wBuildOptions {
   /** Default 'prefill-decode'. */
   readonly layout?: Llama8da4wLayout;
-  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1, as export_llama); null writes no such method. */
+  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1 as export_llama, none for qwen3); null writes no such method. */
   readonly bosId?: number | null;
   /** The end tokens its `get_eos_ids` names (default [2], as export_llama); [] writes no such method. */
   readonly eosIds?: readonly number[];
@@ -291,7 +315,7 @@ export function llama8da4wMetadata(
   C: Llama8da4wConfig,
   options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
 ): Record<string, (number | boolean)[]> {
-  const bosId = options.bosId === undefined ? 1 : options.bosId;
+  const bosId = options.bosId === undefined ? defaultBosId(C.family) : options.bosId;
   const eosIds = options.eosIds ?? [2];
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
     if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
@@ -423,9 +447,16 @@ export function buildLlama8da4w(
     w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
     w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
     w2: linear(`layers.${l}.feed_forward.w2.weight`, downProjection(w, C, options), d, C.hiddenDim),
+    qkNorms:
+      w.qNorm === undefined || w.kNorm === undefined
+        ? undefined
+        : { q: vector(`layers.${l}.attention.q_norm_fn.weight`, w.qNorm), k: vector(`layers.${l}.attention.k_norm_fn.weight`, w.kNorm) },
     caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
+  if (hasQkNorm(C.family) && layers.some((layer) => layer.qkNorms === undefined))
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${C.family} family needs q_norm and k_norm weights in every layer`);
+  // A tied output is quantized again from the embedding's float matrix, as an 8da4w linear of its own.
   const output = linear('output.weight', weights.output, C.vocab, d);
 
   const pass = (
@@ -441,23 +472,13 @@ export function buildLlama8da4w(
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
-    const rmsNorm = (x: TensorValue, weight: ConstantTensor, rows = length): TensorValue => {
-      const meanSquare = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
-      const inverse = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::rsqrt.out', [m.add(meanSquare, C.normEps), inverse]);
-      return m.mul(m.mul(x, inverse), weight);
-    };
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps);
     const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
     const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
-    // Pairs (x[2i], x[2i+1]) rotate by position * theta_i.
-    const rotate = (x: TensorValue, heads: number): TensorValue => {
-      const pairs = m.reshape(x, [length, heads, hd / 2, 2]);
-      const even = m.reshape(m.slice(pairs, 3, 0, 1), [length, heads, hd / 2]);
-      const odd = m.reshape(m.slice(pairs, 3, 1, 2), [length, heads, hd / 2]);
-      const rotatedEven = m.sub(m.mul(even, cos), m.mul(odd, sin));
-      const rotatedOdd = m.add(m.mul(even, sin), m.mul(odd, cos));
-      return m.reshape(m.cat([m.unsqueeze(rotatedEven, 3), m.unsqueeze(rotatedOdd, 3)], 3), [1, length, heads, hd]);
+    // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
+    const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined): TensorValue => {
+      const perHead = m.reshape(x, [length, heads, hd]);
+      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), cos, sin, rotatesHalves(C.family));
     };
 
     const embedded = g.addTensor('float32', [1, length, d]);
@@ -475,8 +496,8 @@ export function buildLlama8da4w(
     let x = m.reshape(embedded, [length, d]);
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
-      const q = rotate(m.linear(h, layer.wq), C.heads);
-      const k = rotate(m.linear(h, layer.wk), C.kvHeads);
+      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q);
+      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
       const attention =
         layer.caches.kind === 'int8'
@@ -493,7 +514,7 @@ export function buildLlama8da4w(
     const last = g.addTensor('float32', [d]);
     m.kernel('aten::select_copy.int_out', [x, { int: 0 }, { int: -1 }, last]);
     const lastRow = m.reshape(last, [1, d]);
-    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm, 1), output), [1, 1, C.vocab]);
+    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm), output), [1, 1, C.vocab]);
   };
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
@@ -701,21 +722,12 @@ export class Llama8da4wReference extends DecoderReference {
     return llama8da4wSession(this.weights.config);
   }
 
-  private rotate(x: Float32Array, rows: number, heads: number, start: number): void {
-    const hd = headDim(this.weights.config);
-    const half = hd / 2;
-    for (let t = 0; t < rows; t++) {
-      for (let h = 0; h < heads; h++) {
-        for (let i = 0; i < half; i++) {
-          const at = (t * heads + h) * hd + 2 * i;
-          const [even, odd] = [x[at]!, x[at + 1]!];
-          const cos = this.rope.cos[(start + t) * half + i]!;
-          const sin = this.rope.sin[(start + t) * half + i]!;
-          x[at] = even * cos - odd * sin;
-          x[at + 1] = even * sin + odd * cos;
-        }
-      }
-    }
+  /** Each head of x [rows, heads, headDim] RMS-normed when the family does, then rotated, in place. */
+  private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined): void {
+    const C = this.weights.config;
+    const hd = headDim(C);
+    if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps));
+    ropeRows(x, { rows, heads, headDim: hd }, start, this.rope, rotatesHalves(C.family));
   }
 
   protected pass(tokens: readonly number[], start: number): Float32Array {
@@ -732,8 +744,8 @@ export class Llama8da4wReference extends DecoderReference {
       const q = linear8da4w(h, rows, layer.wq);
       const k = linear8da4w(h, rows, layer.wk);
       const v = linear8da4w(h, rows, layer.wv);
-      this.rotate(q, rows, C.heads, start);
-      this.rotate(k, rows, C.kvHeads, start);
+      this.rotate(q, rows, C.heads, start, w.qNorm);
+      this.rotate(k, rows, C.kvHeads, start, w.kNorm);
       // An int8 cache holds each (position, head) row as its codes give it back; the query is quantized alike.
       const int8 = this.transforms.quantizeKvCache === true;
       if (int8) q.set(int8RoundTripRows(q, hd));
