@@ -1,7 +1,9 @@
-// `etna export-example llama-8da4w --family qwen3`: Qwen3's operators (per-head
-// q/k RMSNorm, rotate_half RoPE, tied embeddings, no BOS) in each layout,
-// loaded by the runner and compared with the TypeScript reference token for
-// token, alone and with int8 KV caches.
+// `etna export-example llama-8da4w --family qwen3|gemma3`: Qwen3's operators
+// (per-head q/k RMSNorm, rotate_half RoPE, tied embeddings, no BOS) and Gemma
+// 3's (those, with (1 + weight) norms, a sqrt(d) embedding scale, a GELU-tanh
+// gate and post-attention / post-MLP norms) in each layout, loaded by the
+// runner and compared with the TypeScript reference token for token, alone
+// and with int8 KV caches.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +13,7 @@ import { runExportExample } from '../../lib/cli/export-example.js';
 import { Llm, loadTokenizer } from '../../lib/llm/index.js';
 import { Program } from '../../lib/program.js';
 import { buildExample } from '../../lib/tools/examples/index.js';
-import { ropeRows, withFamily } from '../../lib/tools/examples/llama-families.js';
+import { geluTanh, ropeRows, withFamily, type Llama8da4wFamily } from '../../lib/tools/examples/llama-families.js';
 import {
   createLlama8da4wWeights,
   LLAMA_8DA4W_CONFIG,
@@ -26,12 +28,14 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-llama-families-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const QWEN3 = withFamily(LLAMA_8DA4W_PRESETS.small, 'qwen3');
+const GEMMA3 = withFamily(LLAMA_8DA4W_PRESETS.small, 'gemma3');
+const CONFIGS = { qwen3: QWEN3, gemma3: GEMMA3 };
 const smallTokenizer = loadTokenizer(new TextEncoder().encode(byteTokenizerJson({ vocab: QWEN3.vocab })));
 const promptOf = (length: number): number[] => Array.from({ length }, (_, i) => (i * 89 + 7) % QWEN3.vocab);
 
-function exported(file: string, options: { layout: Llama8da4wLayout; quantizeKvCache?: boolean }): string {
-  const out = path.join(dir, file);
-  expect(runExportExample('llama-8da4w', out, { preset: 'small', family: 'qwen3', ...options })).toBe(0);
+function exported(family: Llama8da4wFamily, options: { layout: Llama8da4wLayout; quantizeKvCache?: boolean }): string {
+  const out = path.join(dir, `${family}-${options.layout}${options.quantizeKvCache === true ? '-int8' : ''}.pte`);
+  expect(runExportExample('llama-8da4w', out, { preset: 'small', family, ...options })).toBe(0);
   return out;
 }
 
@@ -66,31 +70,67 @@ describe('the qwen3 family', () => {
     rotate(false).forEach((v, i) => expect(v).toBeCloseTo(pairs[i]!, 6));
   });
 
-  it("computes a model of its own: the reference's greedy tokens differ from Llama's", () => {
+  it("computes a model of its own: the reference's greedy tokens differ from Llama's and Gemma 3's", () => {
     const prompt = promptOf(9);
-    expect(referenceGreedy(prompt, 8, QWEN3)).not.toEqual(referenceGreedy(prompt, 8, LLAMA_8DA4W_PRESETS.small));
+    const [qwen3, gemma3] = [referenceGreedy(prompt, 8, QWEN3), referenceGreedy(prompt, 8, GEMMA3)];
+    expect(qwen3).not.toEqual(referenceGreedy(prompt, 8, LLAMA_8DA4W_PRESETS.small));
+    expect(gemma3).not.toEqual(qwen3);
   });
 });
 
-describe('llama-8da4w --family qwen3 --preset small, token for token against the reference', () => {
+describe('the gemma3 family', () => {
+  it("has Gemma 3's weights: (1 + weight) norms around 1, post-attention and post-MLP norms, tied embeddings", () => {
+    const weights = createLlama8da4wWeights(GEMMA3);
+    for (const layer of weights.layers) {
+      expect([layer.qNorm?.length, layer.kNorm?.length]).toEqual([GEMMA3.modelDim / GEMMA3.heads, GEMMA3.modelDim / GEMMA3.heads]);
+      expect([layer.postAttentionNorm?.length, layer.postFfnNorm?.length]).toEqual([GEMMA3.modelDim, GEMMA3.modelDim]);
+      // Stored around 0: the norm scales by 1 + weight.
+      expect(Math.max(...layer.attentionNorm.map(Math.abs))).toBeLessThan(0.2);
+    }
+    expect(weights.output).toBe(weights.tokenEmbedding);
+    expect([GEMMA3.ropeTheta, GEMMA3.normEps]).toEqual([10_000, 1e-6]);
+  });
+
+  it('gates with GELU in its tanh approximation', () => {
+    // torch.nn.functional.gelu(x, approximate='tanh') at 1, -1 and 3.
+    expect(geluTanh(1)).toBeCloseTo(0.8411919906, 9);
+    expect(geluTanh(-1)).toBeCloseTo(-0.1588080094, 9);
+    expect(geluTanh(3)).toBeCloseTo(2.99636, 5);
+  });
+
+  it('is written with sliding-window layers only, and refuses shapes that would need a global layer or a window', () => {
+    expect(() => withFamily(LLAMA_8DA4W_PRESETS.stories110m, 'gemma3')).toThrow(
+      /gemma3 family is written with sliding-window layers only: at most 5 layers and a context of at most 512 \(got 12 layers, context 1024\)/,
+    );
+  });
+});
+
+describe.each(['qwen3', 'gemma3'] as const)('llama-8da4w --family %s --preset small, token for token against the reference', (family) => {
+  const config = CONFIGS[family];
   const files = {
-    'prefill-decode': exported('qwen3-prefill-decode.pte', { layout: 'prefill-decode' }),
-    forward: exported('qwen3-forward.pte', { layout: 'forward' }),
-    optimum: exported('qwen3-optimum.pte', { layout: 'optimum' }),
+    'prefill-decode': exported(family, { layout: 'prefill-decode' }),
+    forward: exported(family, { layout: 'forward' }),
+    optimum: exported(family, { layout: 'optimum' }),
   };
 
-  it('writes no get_bos_id, and the runner then puts no BOS before a text', async () => {
+  it('names its BOS token only if the family has one', async () => {
+    const bos = family === 'gemma3' ? [2] : [];
     for (const layout of ['forward', 'optimum'] as const) {
       const program = Program.load(files[layout]);
       const names = program.describe().methods.map((method) => method.name);
       expect(names).toContain('get_eos_ids');
-      expect(names).not.toContain('get_bos_id');
+      expect(names.includes('get_bos_id')).toBe(bos.length > 0);
       program.dispose();
     }
     const llm = await Llm.load(files.forward, { tokenizer: smallTokenizer });
-    expect(llm.metadata.bosId).toBeUndefined();
+    expect(llm.metadata.bosId).toBe(bos[0]);
+    // The byte tokenizer adds no BOS of its own: one goes first only when asked for, and only if the model names one.
     const result = await llm.generate('Hi', { temperature: 0, maxNewTokens: 2, ignoreEos: true });
     expect(result.promptTokens).toEqual([0x48, 0x69]);
+    if (family === 'gemma3') {
+      const withBos = await llm.generate('Hi', { temperature: 0, maxNewTokens: 2, ignoreEos: true, numBos: 1 });
+      expect(withBos.promptTokens).toEqual([2, 0x48, 0x69]);
+    }
     await llm.dispose();
   });
 
@@ -103,23 +143,21 @@ describe('llama-8da4w --family qwen3 --preset small, token for token against the
   ] as const)('%s: greedy tokens equal the reference (prompt of %i tokens)', async (layout, length) => {
     const llm = await Llm.load(files[layout], { tokenizer: smallTokenizer });
     const prompt = promptOf(length);
-    // 12 tokens: the 130-token prompt's 16th is a near tie (logits 0.02 apart) that the chunking may break either way.
+    // 12 tokens: the qwen3 130-token prompt's 16th is a near tie (logits 0.02 apart) that the chunking may break either way.
     const result = await llm.generate(prompt, { temperature: 0, maxNewTokens: 12, ignoreEos: true });
-    expect(result.tokens).toEqual(referenceGreedy(prompt, 12, QWEN3));
+    expect(result.tokens).toEqual(referenceGreedy(prompt, 12, config));
     expect(new Set(result.tokens).size).toBeGreaterThan(1);
     await llm.dispose();
   });
-});
 
-describe('llama-8da4w --family qwen3 --quantize-kv-cache', () => {
   it.each(['prefill-decode', 'forward', 'optimum'] as const)(
-    '%s: greedy tokens equal the reference of the int8-cache graph',
+    '%s with --quantize-kv-cache: greedy tokens equal the reference of the int8-cache graph',
     async (layout) => {
-      const llm = await Llm.load(exported(`qwen3-int8-${layout}.pte`, { layout, quantizeKvCache: true }), { tokenizer: smallTokenizer });
+      const llm = await Llm.load(exported(family, { layout, quantizeKvCache: true }), { tokenizer: smallTokenizer });
       const prompt = promptOf(37);
-      const reference = new Llama8da4wReference(createLlama8da4wWeights(QWEN3), '8da4w', { quantizeKvCache: true });
-      const result = await llm.generate(prompt, { temperature: 0, maxNewTokens: 16, ignoreEos: true });
-      expect(result.tokens).toEqual(referenceGreedy(prompt, 16, QWEN3, reference));
+      const reference = new Llama8da4wReference(createLlama8da4wWeights(config), '8da4w', { quantizeKvCache: true });
+      const result = await llm.generate(prompt, { temperature: 0, maxNewTokens: 12, ignoreEos: true });
+      expect(result.tokens).toEqual(referenceGreedy(prompt, 12, config, reference));
       await llm.dispose();
     },
   );
@@ -129,7 +167,7 @@ describe('--family refuses what it cannot write', () => {
   it('an unknown family, or a family for an example without any, is bad usage (exit 2)', () => {
     const unknown = runCli(['export-example', 'llama-8da4w', path.join(dir, 'x.pte'), '--family', 'gpt2']);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toMatch(/^etna export-example: example 'llama-8da4w' has no family 'gpt2' \(available: llama, qwen3\)/);
+    expect(unknown.stderr).toMatch(/^etna export-example: example 'llama-8da4w' has no family 'gpt2' \(available: llama, qwen3, gemma3\)/);
     const familyless = runCli(['export-example', 'kv-decoder', path.join(dir, 'x.pte'), '--family', 'qwen3']);
     expect(familyless.status).toBe(2);
     expect(familyless.stderr).toMatch(/example 'kv-decoder' has no family 'qwen3'/);

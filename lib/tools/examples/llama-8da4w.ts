@@ -26,7 +26,7 @@
 // export_llama's transformations (llama-transforms.ts): `hadamard`
 // (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
 import { EtnaError } from '../../errors.js';
-import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
+import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
 import {
@@ -39,9 +39,15 @@ import {
 } from '../../export/quantize.js';
 import {
   defaultBosId,
+  defaultEosIds,
+  embeddingScale,
   emitRmsNorm,
   emitRope,
+  gatesWithGelu,
+  geluTanh,
   hasQkNorm,
+  hasSandwichNorms,
+  normOffset,
   ropeRows,
   rotatesHalves,
   tiesEmbeddings,
@@ -60,6 +66,7 @@ import {
   rotatedWeight,
   type QuantizedCache,
 } from './llama-transforms.js';
+import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
 export interface Llama8da4wConfig {
@@ -163,6 +170,9 @@ export interface Llama8da4wLayerWeights {
   /** Per-head RMSNorm weights [headDim] of the queries and keys (families with them: qwen3). */
   readonly qNorm?: Float32Array;
   readonly kNorm?: Float32Array;
+  /** RMSNorm weights [modelDim] of the attention's and the MLP's outputs (families with them: gemma3). */
+  readonly postAttentionNorm?: Float32Array;
+  readonly postFfnNorm?: Float32Array;
 }
 
 export interface Llama8da4wWeights {
@@ -180,9 +190,10 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
   const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
-  const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 + v);
+  // Around 1 as the norms scale: weight, or (1 + weight) in a family whose norms add 1.
+  const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 - normOffset(C.family) + v);
   // Tied, the embedding is scaled as the projection it also is; at 1 the residual would keep repeating the input token.
-  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) : 1);
+  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / embeddingScale(C.family, d) : 1);
   const layers = Array.from({ length: C.layers }, () => ({
     attentionNorm: norm(),
     wq: linear(d, d),
@@ -197,11 +208,14 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const finalNorm = norm();
   const output = tiesEmbeddings(C.family) ? tokenEmbedding : linear(C.vocab, d);
   // Drawn last, so the weights every family shares are the same draws.
-  const qkNorms = (): { qNorm: Float32Array; kNorm: Float32Array } => ({ qNorm: norm(headDim(C)), kNorm: norm(headDim(C)) });
+  const extraNorms = (): Partial<Llama8da4wLayerWeights> => ({
+    ...(hasQkNorm(C.family) && { qNorm: norm(headDim(C)), kNorm: norm(headDim(C)) }),
+    ...(hasSandwichNorms(C.family) && { postAttentionNorm: norm(), postFfnNorm: norm() }),
+  });
   return {
     config,
     tokenEmbedding,
-    layers: hasQkNorm(C.family) ? layers.map((layer) => ({ ...layer, ...qkNorms() })) : layers,
+    layers: layers.map((layer) => ({ ...layer, ...extraNorms() })),
     finalNorm,
     output,
   };
@@ -258,6 +272,7 @@ interface LayerConstants {
   w3: ConstantTensor;
   w2: ConstantTensor;
   qkNorms: { readonly q: ConstantTensor; readonly k: ConstantTensor } | undefined;
+  postNorms: { readonly attention: ConstantTensor; readonly ffn: ConstantTensor } | undefined;
   caches: LayerCaches;
 }
 
@@ -316,7 +331,7 @@ export function llama8da4wMetadata(
   options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
 ): Record<string, (number | boolean)[]> {
   const bosId = options.bosId === undefined ? defaultBosId(C.family) : options.bosId;
-  const eosIds = options.eosIds ?? [2];
+  const eosIds = options.eosIds ?? defaultEosIds(C.family);
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
     if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
       throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
@@ -451,11 +466,22 @@ export function buildLlama8da4w(
       w.qNorm === undefined || w.kNorm === undefined
         ? undefined
         : { q: vector(`layers.${l}.attention.q_norm_fn.weight`, w.qNorm), k: vector(`layers.${l}.attention.k_norm_fn.weight`, w.kNorm) },
+    postNorms:
+      w.postAttentionNorm === undefined || w.postFfnNorm === undefined
+        ? undefined
+        : {
+            attention: vector(`layers.${l}.post_attention_norm.weight`, w.postAttentionNorm),
+            ffn: vector(`layers.${l}.post_ffn_norm.weight`, w.postFfnNorm),
+          },
     caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
-  if (hasQkNorm(C.family) && layers.some((layer) => layer.qkNorms === undefined))
-    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${C.family} family needs q_norm and k_norm weights in every layer`);
+  if (
+    layers.some(
+      (layer) => hasQkNorm(C.family) !== (layer.qkNorms !== undefined) || hasSandwichNorms(C.family) !== (layer.postNorms !== undefined),
+    )
+  )
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the layers' norms are not those of the ${C.family ?? 'llama'} family`);
   // A tied output is quantized again from the embedding's float matrix, as an 8da4w linear of its own.
   const output = linear('output.weight', weights.output, C.vocab, d);
 
@@ -472,7 +498,7 @@ export function buildLlama8da4w(
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
-    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps);
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps, normOffset(C.family));
     const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
     const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
     // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
@@ -493,7 +519,8 @@ export function buildLlama8da4w(
       embedded.index,
       embedded.index,
     ]);
-    let x = m.reshape(embedded, [length, d]);
+    const scale = embeddingScale(C.family, d);
+    let x = scale === 1 ? m.reshape(embedded, [length, d]) : m.mul(m.reshape(embedded, [length, d]), scale);
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
       const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q);
@@ -503,10 +530,12 @@ export function buildLlama8da4w(
         layer.caches.kind === 'int8'
           ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
           : emitFloatAttention(m, layer.caches, q, k, v, start);
-      x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
+      const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
+      x = m.add(x, post(m.linear(m.reshape(attention, [length, d]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
-      const hidden = m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3));
-      x = m.add(x, m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2));
+      const gate = m.linear(h2, layer.w1);
+      const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), m.linear(h2, layer.w3));
+      x = m.add(x, post(m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2), layer.postNorms?.ffn));
     }
     if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
     // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
@@ -592,44 +621,6 @@ export function buildLlama8da4w(
   return program;
 }
 
-/**
- * Marks the prefill's varying length on every tensor computed from the
- * tokens (instructions from `firstInstruction` on, values before `valueEnd`):
- * an out tensor of an instruction that reads a varying tensor varies too, at
- * its dim 0 ([n, ...]) or dim 1 ([1, n, ...]), and a view_copy to it infers
- * that dim (-1). A tensor is an instruction's out when that instruction is the
- * first to name it, as the builder emits them.
- */
-function markPrefillLength(graph: MethodGraph, tokens: number, length: number, valueEnd: number, firstInstruction: number): void {
-  const varying = new Set([tokens]);
-  const named = new Set([tokens]);
-  const tensorArgs = (args: readonly number[]): number[] =>
-    args.flatMap((index) => {
-      const value = graph.value(index);
-      return value.kind === 'tensor' ? [index] : value.kind === 'tensorList' ? [...value.items] : [];
-    });
-  graph.instructions.forEach((instruction, at) => {
-    const tensors = tensorArgs(instruction.args);
-    const outs = new Set(tensors.filter((t) => !named.has(t) && graph.tensorNode(t).origin.kind === 'activation'));
-    tensors.forEach((t) => named.add(t));
-    if (at < firstInstruction || !tensors.some((t) => !outs.has(t) && varying.has(t))) return;
-    for (const out of outs) {
-      const { shape } = graph.tensorNode(out);
-      const dim = shape.length >= 2 && shape[0] === 1 && shape[1] === length ? 1 : shape[0] === length ? 0 : -1;
-      if (out >= valueEnd || dim < 0) continue;
-      graph.markDynamic(out, [dim]);
-      varying.add(out);
-      if (instruction.kind === 'kernel' && instruction.name === 'aten::view_copy') {
-        const sizes = graph.value(instruction.args[1]!);
-        if (sizes.kind !== 'intList') throw new EtnaError('INTERNAL', 'view_copy sizes are not an int list');
-        const items = [...sizes.items];
-        items[dim] = graph.addValue({ kind: 'int', value: -1n });
-        graph.values[instruction.args[1]!] = { kind: 'intList', items };
-      }
-    }
-  });
-}
-
 // ------------------------------------------------------------------ reference
 
 interface QuantizedLinear {
@@ -665,13 +656,13 @@ function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32
   return y;
 }
 
-function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number): Float32Array {
+function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number, offset: number): Float32Array {
   const y = new Float32Array(x.length);
   for (let r = 0; r < rows; r++) {
     let sum = 0;
     for (let i = 0; i < d; i++) sum += x[r * d + i]! ** 2;
     const inverse = 1 / Math.sqrt(sum / d + eps);
-    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * weight[i]!;
+    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * Math.fround(offset + weight[i]!);
   }
   return y;
 }
@@ -726,7 +717,7 @@ export class Llama8da4wReference extends DecoderReference {
   private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined): void {
     const C = this.weights.config;
     const hd = headDim(C);
-    if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps));
+    if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps, normOffset(C.family)));
     ropeRows(x, { rows, heads, headDim: hd }, start, this.rope, rotatesHalves(C.family));
   }
 
@@ -738,9 +729,13 @@ export class Llama8da4wReference extends DecoderReference {
     const kv = C.kvHeads * hd;
     const x = new Float32Array(rows * d);
     tokens.forEach((token, t) => x.set(this.embedding.subarray(token * d, (token + 1) * d), t * d));
+    const scale = embeddingScale(C.family, d);
+    if (scale !== 1) for (let i = 0; i < x.length; i++) x[i]! *= scale;
+    const norm = (y: Float32Array, weight: Float32Array): Float32Array => rmsNormRows(y, rows, d, weight, C.normEps, normOffset(C.family));
+    const post = (y: Float32Array, weight: Float32Array | undefined): Float32Array => (weight === undefined ? y : norm(y, weight));
     this.weights.layers.forEach((w, l) => {
       const layer = this.layers[l]!;
-      const h = rmsNormRows(x, rows, d, w.attentionNorm, C.normEps);
+      const h = norm(x, w.attentionNorm);
       const q = linear8da4w(h, rows, layer.wq);
       const k = linear8da4w(h, rows, layer.wk);
       const v = linear8da4w(h, rows, layer.wv);
@@ -770,17 +765,18 @@ export class Llama8da4wReference extends DecoderReference {
           }
         }
       }
-      const attended = linear8da4w(attention, rows, layer.wo);
+      const attended = post(linear8da4w(attention, rows, layer.wo), w.postAttentionNorm);
       for (let i = 0; i < x.length; i++) x[i]! += attended[i]!;
-      const h2 = rmsNormRows(x, rows, d, w.ffnNorm, C.normEps);
+      const h2 = norm(x, w.ffnNorm);
       const gate = linear8da4w(h2, rows, layer.w1);
       const up = linear8da4w(h2, rows, layer.w3);
-      for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+      const activation = gatesWithGelu(C.family) ? geluTanh : (v: number): number => v / (1 + Math.exp(-v));
+      for (let i = 0; i < gate.length; i++) gate[i] = activation(gate[i]!) * up[i]!;
       if (this.transforms.hadamard === true) gate.set(hadamardRows(gate, C.hiddenDim));
-      const down = linear8da4w(gate, rows, layer.w2);
+      const down = post(linear8da4w(gate, rows, layer.w2), w.postFfnNorm);
       for (let i = 0; i < x.length; i++) x[i]! += down[i]!;
     });
-    return linear8da4w(rmsNormRows(x, rows, d, this.weights.finalNorm, C.normEps), rows, this.output);
+    return linear8da4w(norm(x, this.weights.finalNorm), rows, this.output);
   }
 }
 
