@@ -33,8 +33,9 @@ const CONFIGS = { qwen3: QWEN3, gemma3: GEMMA3 };
 const smallTokenizer = loadTokenizer(new TextEncoder().encode(byteTokenizerJson({ vocab: QWEN3.vocab })));
 const promptOf = (length: number): number[] => Array.from({ length }, (_, i) => (i * 89 + 7) % QWEN3.vocab);
 
-function exported(family: Llama8da4wFamily, options: { layout: Llama8da4wLayout; quantizeKvCache?: boolean }): string {
-  const out = path.join(dir, `${family}-${options.layout}${options.quantizeKvCache === true ? '-int8' : ''}.pte`);
+function exported(family: Llama8da4wFamily, options: { layout: Llama8da4wLayout; quantizeKvCache?: boolean; hadamard?: boolean }): string {
+  const suffix = `${options.quantizeKvCache === true ? '-int8' : ''}${options.hadamard === true ? '-hadamard' : ''}`;
+  const out = path.join(dir, `${family}-${options.layout}${suffix}.pte`);
   expect(runExportExample('llama-8da4w', out, { preset: 'small', family, ...options })).toBe(0);
   return out;
 }
@@ -161,6 +162,16 @@ describe.each(['qwen3', 'gemma3'] as const)('llama-8da4w --family %s --preset sm
       await llm.dispose();
     },
   );
+
+  it('forward with --hadamard --quantize-kv-cache: greedy tokens equal the reference of both transformations', async () => {
+    const transforms = { hadamard: true, quantizeKvCache: true };
+    const llm = await Llm.load(exported(family, { layout: 'forward', ...transforms }), { tokenizer: smallTokenizer });
+    const prompt = promptOf(41);
+    const reference = new Llama8da4wReference(createLlama8da4wWeights(config), '8da4w', transforms);
+    const result = await llm.generate(prompt, { temperature: 0, maxNewTokens: 12, ignoreEos: true });
+    expect(result.tokens).toEqual(referenceGreedy(prompt, 12, config, reference));
+    await llm.dispose();
+  });
 });
 
 describe('--family refuses what it cannot write', () => {
