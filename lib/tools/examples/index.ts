@@ -20,6 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wLayout,
 } from './llama-8da4w.js';
+import { LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
 import type { ExampleReference } from './reference.js';
 
 /** A tokenizer's vocabulary, for an example that can take it: its size and the tokens that begin and end a sequence. */
@@ -39,6 +40,8 @@ export interface ExampleVariant {
   readonly hadamard?: boolean;
   /** int8 KV caches and custom_quantized_sdpa, as `--quantize_kv_cache` writes them (examples with `takesTransforms` only). */
   readonly quantizeKvCache?: boolean;
+  /** One of the example's `families`, the model whose operators it writes; the first is the default. */
+  readonly family?: string;
 }
 
 export interface ExampleInfo {
@@ -54,6 +57,8 @@ export interface ExampleInfo {
   readonly takesVocabulary?: true;
   /** Set when `build` takes the variant's `hadamard` and `quantizeKvCache`. */
   readonly takesTransforms?: true;
+  /** Model families `build` can write (the variant's `family`), the default first. */
+  readonly families?: readonly string[];
   build(preset?: string, variant?: ExampleVariant): ProgramBuilder;
   reference(): ExampleReference;
   /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
@@ -132,9 +137,11 @@ export const LARGE_EXAMPLES = {
     ],
     takesVocabulary: true,
     takesTransforms: true,
+    families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
-      const config = preset === undefined ? LLAMA : llama8da4wPreset(preset);
-      const { layout, vocabulary, hadamard, quantizeKvCache } = variant;
+      const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
+      const { layout, vocabulary, hadamard, quantizeKvCache, family } = variant;
+      const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
         ...(hadamard !== undefined && { hadamard }),
@@ -195,6 +202,11 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     const { size } = variant.vocabulary;
     if (!Number.isSafeInteger(size) || size < 1) throw new EtnaError('INVALID_INPUT', `example '${name}': a vocabulary of ${size} tokens`);
   }
+  const families = info.families ?? [];
+  if (variant.family !== undefined && !families.includes(variant.family)) {
+    const known = families.length === 0 ? 'it has one' : `available: ${families.join(', ')}`;
+    throw new EtnaError('INVALID_INPUT', `example '${name}' has no family '${variant.family}' (${known})`);
+  }
   if ((variant.hadamard !== undefined || variant.quantizeKvCache !== undefined) && info.takesTransforms !== true)
     throw new EtnaError(
       'INVALID_INPUT',
@@ -206,8 +218,9 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, hadamard, quantizeKvCache, ...exportOptions } = options ?? {};
+  const { preset, layout, vocabulary, hadamard, quantizeKvCache, family, ...exportOptions } = options ?? {};
   const variant = {
+    ...(family !== undefined && { family }),
     ...(layout !== undefined && { layout }),
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard !== undefined && { hadamard }),
@@ -258,6 +271,8 @@ export {
   Llama8da4wReference,
   llama8da4wSession,
 } from './llama-8da4w.js';
+export { isLlama8da4wFamily, LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
+export type { Llama8da4wFamily } from './llama-families.js';
 export type {
   Llama8da4wArithmetic,
   Llama8da4wBuildOptions,

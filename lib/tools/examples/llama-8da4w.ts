@@ -26,7 +26,7 @@
 // export_llama's transformations (llama-transforms.ts): `hadamard`
 // (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
 import { EtnaError } from '../../errors.js';
-import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
+import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
 import {
@@ -37,6 +37,22 @@ import {
   quantizeInt4Groups,
   type Int4GroupWeights,
 } from '../../export/quantize.js';
+import {
+  defaultBosId,
+  defaultEosIds,
+  embeddingScale,
+  emitRmsNorm,
+  emitRope,
+  gatesWithGelu,
+  geluTanh,
+  hasQkNorm,
+  hasSandwichNorms,
+  normOffset,
+  ropeRows,
+  rotatesHalves,
+  tiesEmbeddings,
+  type Llama8da4wFamily,
+} from './llama-families.js';
 import {
   checkHadamardWidth,
   emitFloatAttention,
@@ -50,6 +66,7 @@ import {
   rotatedWeight,
   type QuantizedCache,
 } from './llama-transforms.js';
+import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
 export interface Llama8da4wConfig {
@@ -70,6 +87,8 @@ export interface Llama8da4wConfig {
   readonly normEps: number;
   readonly ropeTheta: number;
   readonly seed: number;
+  /** The operator mix (llama-families.ts): 'llama' (the default) or 'qwen3'. */
+  readonly family?: Llama8da4wFamily | undefined;
 }
 
 export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
@@ -148,6 +167,12 @@ export interface Llama8da4wLayerWeights {
   readonly w1: Float32Array;
   readonly w3: Float32Array;
   readonly w2: Float32Array;
+  /** Per-head RMSNorm weights [headDim] of the queries and keys (families with them: qwen3). */
+  readonly qNorm?: Float32Array;
+  readonly kNorm?: Float32Array;
+  /** RMSNorm weights [modelDim] of the attention's and the MLP's outputs (families with them: gemma3). */
+  readonly postAttentionNorm?: Float32Array;
+  readonly postFfnNorm?: Float32Array;
 }
 
 export interface Llama8da4wWeights {
@@ -155,6 +180,7 @@ export interface Llama8da4wWeights {
   readonly tokenEmbedding: Float32Array;
   readonly layers: readonly Llama8da4wLayerWeights[];
   readonly finalNorm: Float32Array;
+  /** The output projection [vocab, modelDim]: the token embedding itself when the family ties them. */
   readonly output: Float32Array;
 }
 
@@ -164,23 +190,34 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
   const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
-  const norm = (): Float32Array => Float32Array.from(random.uniform(d, 0.2), (v) => 1 + v);
+  // Around 1 as the norms scale: weight, or (1 + weight) in a family whose norms add 1.
+  const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 - normOffset(C.family) + v);
+  // Tied, the embedding is scaled as the projection it also is; at 1 the residual would keep repeating the input token.
+  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / embeddingScale(C.family, d) : 1);
+  const layers = Array.from({ length: C.layers }, () => ({
+    attentionNorm: norm(),
+    wq: linear(d, d),
+    wk: linear(kv, d),
+    wv: linear(kv, d),
+    wo: linear(d, d),
+    ffnNorm: norm(),
+    w1: linear(C.hiddenDim, d),
+    w3: linear(C.hiddenDim, d),
+    w2: linear(d, C.hiddenDim),
+  }));
+  const finalNorm = norm();
+  const output = tiesEmbeddings(C.family) ? tokenEmbedding : linear(C.vocab, d);
+  // Drawn last, so the weights every family shares are the same draws.
+  const extraNorms = (): Partial<Llama8da4wLayerWeights> => ({
+    ...(hasQkNorm(C.family) && { qNorm: norm(headDim(C)), kNorm: norm(headDim(C)) }),
+    ...(hasSandwichNorms(C.family) && { postAttentionNorm: norm(), postFfnNorm: norm() }),
+  });
   return {
     config,
-    tokenEmbedding: random.uniform(C.vocab * d, 1),
-    layers: Array.from({ length: C.layers }, () => ({
-      attentionNorm: norm(),
-      wq: linear(d, d),
-      wk: linear(kv, d),
-      wv: linear(kv, d),
-      wo: linear(d, d),
-      ffnNorm: norm(),
-      w1: linear(C.hiddenDim, d),
-      w3: linear(C.hiddenDim, d),
-      w2: linear(d, C.hiddenDim),
-    })),
-    finalNorm: norm(),
-    output: linear(C.vocab, d),
+    tokenEmbedding,
+    layers: layers.map((layer) => ({ ...layer, ...extraNorms() })),
+    finalNorm,
+    output,
   };
 }
 
@@ -234,6 +271,8 @@ interface LayerConstants {
   w1: ConstantTensor;
   w3: ConstantTensor;
   w2: ConstantTensor;
+  qkNorms: { readonly q: ConstantTensor; readonly k: ConstantTensor } | undefined;
+  postNorms: { readonly attention: ConstantTensor; readonly ffn: ConstantTensor } | undefined;
   caches: LayerCaches;
 }
 
@@ -249,7 +288,7 @@ export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode
 export interface Llama8da4wBuildOptions {
   /** Default 'prefill-decode'. */
   readonly layout?: Llama8da4wLayout;
-  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1, as export_llama); null writes no such method. */
+  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1 as export_llama, none for qwen3); null writes no such method. */
   readonly bosId?: number | null;
   /** The end tokens its `get_eos_ids` names (default [2], as export_llama); [] writes no such method. */
   readonly eosIds?: readonly number[];
@@ -291,8 +330,8 @@ export function llama8da4wMetadata(
   C: Llama8da4wConfig,
   options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
 ): Record<string, (number | boolean)[]> {
-  const bosId = options.bosId === undefined ? 1 : options.bosId;
-  const eosIds = options.eosIds ?? [2];
+  const bosId = options.bosId === undefined ? defaultBosId(C.family) : options.bosId;
+  const eosIds = options.eosIds ?? defaultEosIds(C.family);
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
     if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
       throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
@@ -423,9 +462,27 @@ export function buildLlama8da4w(
     w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
     w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
     w2: linear(`layers.${l}.feed_forward.w2.weight`, downProjection(w, C, options), d, C.hiddenDim),
+    qkNorms:
+      w.qNorm === undefined || w.kNorm === undefined
+        ? undefined
+        : { q: vector(`layers.${l}.attention.q_norm_fn.weight`, w.qNorm), k: vector(`layers.${l}.attention.k_norm_fn.weight`, w.kNorm) },
+    postNorms:
+      w.postAttentionNorm === undefined || w.postFfnNorm === undefined
+        ? undefined
+        : {
+            attention: vector(`layers.${l}.post_attention_norm.weight`, w.postAttentionNorm),
+            ffn: vector(`layers.${l}.post_ffn_norm.weight`, w.postFfnNorm),
+          },
     caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
+  if (
+    layers.some(
+      (layer) => hasQkNorm(C.family) !== (layer.qkNorms !== undefined) || hasSandwichNorms(C.family) !== (layer.postNorms !== undefined),
+    )
+  )
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the layers' norms are not those of the ${C.family ?? 'llama'} family`);
+  // A tied output is quantized again from the embedding's float matrix, as an 8da4w linear of its own.
   const output = linear('output.weight', weights.output, C.vocab, d);
 
   const pass = (
@@ -441,23 +498,13 @@ export function buildLlama8da4w(
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
-    const rmsNorm = (x: TensorValue, weight: ConstantTensor, rows = length): TensorValue => {
-      const meanSquare = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
-      const inverse = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::rsqrt.out', [m.add(meanSquare, C.normEps), inverse]);
-      return m.mul(m.mul(x, inverse), weight);
-    };
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps, normOffset(C.family));
     const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
     const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
-    // Pairs (x[2i], x[2i+1]) rotate by position * theta_i.
-    const rotate = (x: TensorValue, heads: number): TensorValue => {
-      const pairs = m.reshape(x, [length, heads, hd / 2, 2]);
-      const even = m.reshape(m.slice(pairs, 3, 0, 1), [length, heads, hd / 2]);
-      const odd = m.reshape(m.slice(pairs, 3, 1, 2), [length, heads, hd / 2]);
-      const rotatedEven = m.sub(m.mul(even, cos), m.mul(odd, sin));
-      const rotatedOdd = m.add(m.mul(even, sin), m.mul(odd, cos));
-      return m.reshape(m.cat([m.unsqueeze(rotatedEven, 3), m.unsqueeze(rotatedOdd, 3)], 3), [1, length, heads, hd]);
+    // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
+    const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined): TensorValue => {
+      const perHead = m.reshape(x, [length, heads, hd]);
+      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), cos, sin, rotatesHalves(C.family));
     };
 
     const embedded = g.addTensor('float32', [1, length, d]);
@@ -472,20 +519,23 @@ export function buildLlama8da4w(
       embedded.index,
       embedded.index,
     ]);
-    let x = m.reshape(embedded, [length, d]);
+    const scale = embeddingScale(C.family, d);
+    let x = scale === 1 ? m.reshape(embedded, [length, d]) : m.mul(m.reshape(embedded, [length, d]), scale);
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
-      const q = rotate(m.linear(h, layer.wq), C.heads);
-      const k = rotate(m.linear(h, layer.wk), C.kvHeads);
+      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q);
+      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
       const attention =
         layer.caches.kind === 'int8'
           ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
           : emitFloatAttention(m, layer.caches, q, k, v, start);
-      x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
+      const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
+      x = m.add(x, post(m.linear(m.reshape(attention, [length, d]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
-      const hidden = m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3));
-      x = m.add(x, m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2));
+      const gate = m.linear(h2, layer.w1);
+      const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), m.linear(h2, layer.w3));
+      x = m.add(x, post(m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2), layer.postNorms?.ffn));
     }
     if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
     // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
@@ -493,7 +543,7 @@ export function buildLlama8da4w(
     const last = g.addTensor('float32', [d]);
     m.kernel('aten::select_copy.int_out', [x, { int: 0 }, { int: -1 }, last]);
     const lastRow = m.reshape(last, [1, d]);
-    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm, 1), output), [1, 1, C.vocab]);
+    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm), output), [1, 1, C.vocab]);
   };
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
@@ -571,44 +621,6 @@ export function buildLlama8da4w(
   return program;
 }
 
-/**
- * Marks the prefill's varying length on every tensor computed from the
- * tokens (instructions from `firstInstruction` on, values before `valueEnd`):
- * an out tensor of an instruction that reads a varying tensor varies too, at
- * its dim 0 ([n, ...]) or dim 1 ([1, n, ...]), and a view_copy to it infers
- * that dim (-1). A tensor is an instruction's out when that instruction is the
- * first to name it, as the builder emits them.
- */
-function markPrefillLength(graph: MethodGraph, tokens: number, length: number, valueEnd: number, firstInstruction: number): void {
-  const varying = new Set([tokens]);
-  const named = new Set([tokens]);
-  const tensorArgs = (args: readonly number[]): number[] =>
-    args.flatMap((index) => {
-      const value = graph.value(index);
-      return value.kind === 'tensor' ? [index] : value.kind === 'tensorList' ? [...value.items] : [];
-    });
-  graph.instructions.forEach((instruction, at) => {
-    const tensors = tensorArgs(instruction.args);
-    const outs = new Set(tensors.filter((t) => !named.has(t) && graph.tensorNode(t).origin.kind === 'activation'));
-    tensors.forEach((t) => named.add(t));
-    if (at < firstInstruction || !tensors.some((t) => !outs.has(t) && varying.has(t))) return;
-    for (const out of outs) {
-      const { shape } = graph.tensorNode(out);
-      const dim = shape.length >= 2 && shape[0] === 1 && shape[1] === length ? 1 : shape[0] === length ? 0 : -1;
-      if (out >= valueEnd || dim < 0) continue;
-      graph.markDynamic(out, [dim]);
-      varying.add(out);
-      if (instruction.kind === 'kernel' && instruction.name === 'aten::view_copy') {
-        const sizes = graph.value(instruction.args[1]!);
-        if (sizes.kind !== 'intList') throw new EtnaError('INTERNAL', 'view_copy sizes are not an int list');
-        const items = [...sizes.items];
-        items[dim] = graph.addValue({ kind: 'int', value: -1n });
-        graph.values[instruction.args[1]!] = { kind: 'intList', items };
-      }
-    }
-  });
-}
-
 // ------------------------------------------------------------------ reference
 
 interface QuantizedLinear {
@@ -644,13 +656,13 @@ function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32
   return y;
 }
 
-function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number): Float32Array {
+function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number, offset: number): Float32Array {
   const y = new Float32Array(x.length);
   for (let r = 0; r < rows; r++) {
     let sum = 0;
     for (let i = 0; i < d; i++) sum += x[r * d + i]! ** 2;
     const inverse = 1 / Math.sqrt(sum / d + eps);
-    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * weight[i]!;
+    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * Math.fround(offset + weight[i]!);
   }
   return y;
 }
@@ -701,21 +713,12 @@ export class Llama8da4wReference extends DecoderReference {
     return llama8da4wSession(this.weights.config);
   }
 
-  private rotate(x: Float32Array, rows: number, heads: number, start: number): void {
-    const hd = headDim(this.weights.config);
-    const half = hd / 2;
-    for (let t = 0; t < rows; t++) {
-      for (let h = 0; h < heads; h++) {
-        for (let i = 0; i < half; i++) {
-          const at = (t * heads + h) * hd + 2 * i;
-          const [even, odd] = [x[at]!, x[at + 1]!];
-          const cos = this.rope.cos[(start + t) * half + i]!;
-          const sin = this.rope.sin[(start + t) * half + i]!;
-          x[at] = even * cos - odd * sin;
-          x[at + 1] = even * sin + odd * cos;
-        }
-      }
-    }
+  /** Each head of x [rows, heads, headDim] RMS-normed when the family does, then rotated, in place. */
+  private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined): void {
+    const C = this.weights.config;
+    const hd = headDim(C);
+    if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps, normOffset(C.family)));
+    ropeRows(x, { rows, heads, headDim: hd }, start, this.rope, rotatesHalves(C.family));
   }
 
   protected pass(tokens: readonly number[], start: number): Float32Array {
@@ -726,14 +729,18 @@ export class Llama8da4wReference extends DecoderReference {
     const kv = C.kvHeads * hd;
     const x = new Float32Array(rows * d);
     tokens.forEach((token, t) => x.set(this.embedding.subarray(token * d, (token + 1) * d), t * d));
+    const scale = embeddingScale(C.family, d);
+    if (scale !== 1) for (let i = 0; i < x.length; i++) x[i]! *= scale;
+    const norm = (y: Float32Array, weight: Float32Array): Float32Array => rmsNormRows(y, rows, d, weight, C.normEps, normOffset(C.family));
+    const post = (y: Float32Array, weight: Float32Array | undefined): Float32Array => (weight === undefined ? y : norm(y, weight));
     this.weights.layers.forEach((w, l) => {
       const layer = this.layers[l]!;
-      const h = rmsNormRows(x, rows, d, w.attentionNorm, C.normEps);
+      const h = norm(x, w.attentionNorm);
       const q = linear8da4w(h, rows, layer.wq);
       const k = linear8da4w(h, rows, layer.wk);
       const v = linear8da4w(h, rows, layer.wv);
-      this.rotate(q, rows, C.heads, start);
-      this.rotate(k, rows, C.kvHeads, start);
+      this.rotate(q, rows, C.heads, start, w.qNorm);
+      this.rotate(k, rows, C.kvHeads, start, w.kNorm);
       // An int8 cache holds each (position, head) row as its codes give it back; the query is quantized alike.
       const int8 = this.transforms.quantizeKvCache === true;
       if (int8) q.set(int8RoundTripRows(q, hd));
@@ -758,17 +765,18 @@ export class Llama8da4wReference extends DecoderReference {
           }
         }
       }
-      const attended = linear8da4w(attention, rows, layer.wo);
+      const attended = post(linear8da4w(attention, rows, layer.wo), w.postAttentionNorm);
       for (let i = 0; i < x.length; i++) x[i]! += attended[i]!;
-      const h2 = rmsNormRows(x, rows, d, w.ffnNorm, C.normEps);
+      const h2 = norm(x, w.ffnNorm);
       const gate = linear8da4w(h2, rows, layer.w1);
       const up = linear8da4w(h2, rows, layer.w3);
-      for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
+      const activation = gatesWithGelu(C.family) ? geluTanh : (v: number): number => v / (1 + Math.exp(-v));
+      for (let i = 0; i < gate.length; i++) gate[i] = activation(gate[i]!) * up[i]!;
       if (this.transforms.hadamard === true) gate.set(hadamardRows(gate, C.hiddenDim));
-      const down = linear8da4w(gate, rows, layer.w2);
+      const down = post(linear8da4w(gate, rows, layer.w2), w.postFfnNorm);
       for (let i = 0; i < x.length; i++) x[i]! += down[i]!;
     });
-    return linear8da4w(rmsNormRows(x, rows, d, this.weights.finalNorm, C.normEps), rows, this.output);
+    return linear8da4w(norm(x, this.weights.finalNorm), rows, this.output);
   }
 }
 
