@@ -106,28 +106,38 @@ export function emitQuantizedProduct(
   b.emit({ kind: 'fullyConnected', input, filter, bias, output, flags: TRANSPOSE_WEIGHTS_FLAG }, minMax);
 }
 
+/**
+ * The slope's dims as the delegate node takes them: one per element of the
+ * last dim as a vector (XNNPACK's own form), otherwise without leading 1s,
+ * broadcasting against the input from its last dim.
+ */
+function slopeDims(dims: readonly number[]): number[] {
+  const first = dims.findIndex((d) => d !== 1);
+  if (first < 0) return [1];
+  return first === dims.length - 1 ? [dims[first]!] : dims.slice(first);
+}
+
 function emitPrelu(b: RunBuilder, op: Extract<MatchedOp, { kind: 'prelu' }>): void {
-  const bytes = float32Bytes(op.slope);
-  const slope = b.constantValue(constantKey(bytes), bytes, [op.slope.length]);
-  const rank = b.method.tensorNode(op.input).shape.length;
-  // XNNPACK reads one slope per element of the last dim: NCHW channels go channels-last.
-  if (op.channelDim === 1 && rank === 4) {
-    b.emit({
-      kind: 'binary',
-      code: NodeUnion.XNNPReLU,
-      input1: b.operandChannelsLast(op.input),
-      input2: slope,
-      output: b.defineChannelsLast(op.out),
-    });
+  const slopeNode = (input: number, values: Float32Array, dims: readonly number[], output: number): void => {
+    const bytes = float32Bytes(values);
+    const slope = b.constantValue(constantKey(bytes), bytes, slopeDims(dims));
+    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output });
+  };
+  if (op.slope.length === 1) {
+    b.elementwise(op.input, op.out, (input, output) => slopeNode(input, op.slope, [1], output));
     return;
   }
-  if (op.channelDim !== undefined) {
-    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: b.operand(op.input), input2: slope, output: b.define(op.out) });
+  const shape = b.method.tensorNode(op.input).shape;
+  const dims = [...new Array<number>(shape.length - op.slopeShape.length).fill(1), ...op.slopeShape];
+  // An NCHW tensor runs channels-last when it is held so, or when its slopes are per channel (then
+  // XNNPACK's kernel reads them as its vector); the slopes move with it.
+  const perChannel = dims.every((d, i) => d === 1 || i === 1);
+  if (shape.length === 4 && (perChannel || b.staysChannelsLast([{ value: op.input }], op.out))) {
+    const input = b.operandChannelsLast(op.input);
+    slopeNode(input, ohwi(op.slope, dims), [dims[0]!, dims[2]!, dims[3]!, dims[1]!], b.defineChannelsLast(op.out));
     return;
   }
-  b.elementwise(op.input, op.out, (input, output) =>
-    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }),
-  );
+  slopeNode(b.operand(op.input), op.slope, dims, b.define(op.out));
 }
 
 /**

@@ -54,11 +54,11 @@ export type MatchedOp =
   | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly out: number }
   /** ELU; `zeroToPositive` adds +0 after it, so -0 comes out as +0 (Selu's exponential branch takes x <= 0). */
   | { readonly kind: 'elu'; readonly alpha: number; readonly zeroToPositive: boolean; readonly input: number; readonly out: number }
-  /** PReLU over a constant slope: one value, or one per channel of an NCHW tensor (dim 1) or of the last dim. */
+  /** PReLU over a constant slope of `slopeShape`, which broadcasts to the input's shape as ONNX's PRelu broadcasts it. */
   | {
       readonly kind: 'prelu';
       readonly slope: Float32Array;
-      readonly channelDim: number | undefined;
+      readonly slopeShape: readonly number[];
       readonly input: number;
       readonly out: number;
     }

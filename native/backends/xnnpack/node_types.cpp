@@ -51,7 +51,7 @@ xnn_status define_clamped_binary(const DefineCall& c) {
   return kDefine(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0], c.node.flags);
 }
 
-// PReLU: input 1 is expanded to one slope per channel when defined.
+// PReLU: input 1 is expanded to one slope per channel when defined in a subgraph.
 constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
   info.channel_slope_input = input;
   return info;
@@ -88,13 +88,20 @@ bool converts_to_qdint8(const Graph& graph, const Node& node) {
   return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
 }
 
-// XNNPACK's PReLU multiplies every input with the sign bit set by its slope,
-// -0 included; ONNX's keeps -0 (it is not below 0). The two agree when every
+// XNNPACK's PReLU reads one slope, or one per element of the input's last
+// dim, and multiplies every input with the sign bit set by its slope, -0
+// included; ONNX's keeps -0 (it is not below 0). The two agree when every
 // slope is a finite number without the sign bit (-0 * s is then -0); any
-// other slope runs etna's kernel. Read while the delegate is built, when the
-// constant's bytes are at hand (without them, the exact kernel).
-bool slope_moves_negative_zero(const Graph& graph, const Node& node) {
-  const ByteSpan bytes = graph.values[node.inputs[1]].constant;
+// other slope, or one broadcast along other dims, runs etna's kernel. Read
+// while the delegate is built, when the constant's bytes are at hand
+// (without them, etna's kernel).
+bool prelu_needs_etna_kernel(const Graph& graph, const Node& node) {
+  const Value& slope_value = graph.values[node.inputs[1]];
+  const Shape& shape = slope_value.shape;
+  for (size_t d = 0; d + 1 < shape.rank; ++d) {
+    if (shape.dims[d] != 1) return true;
+  }
+  const ByteSpan bytes = slope_value.constant;
   if (!bytes.data || bytes.size < sizeof(float)) return true;
   for (size_t offset = 0; offset + sizeof(float) <= bytes.size; offset += sizeof(float)) {
     float slope;
@@ -259,7 +266,7 @@ constexpr NodeTypeInfo kNodeTypes[] = {
     as_etna_kernel_when(with_channel_slope(subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node,
                                                     prelu_shape, "xnn_define_prelu", define_binary<xnn_define_prelu>),
                                            1),
-                        slope_moves_negative_zero, prelu_kernel),
+                        prelu_needs_etna_kernel, prelu_kernel),
     etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node,
                 concatenate_shape, concatenate_kernel),
     etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node,

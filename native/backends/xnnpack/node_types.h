@@ -88,7 +88,8 @@ struct NodeTypeInfo {
   Status (*run)(const EtnaKernelCall& call);
   // A node of another engine runs as the etna kernel `run` when this holds
   // (Convert to qdint8, which the linked XNNPACK lacks; PReLU whose slopes XNNPACK
-  // would turn -0 into +0 with); nullptr for never.
+  // would turn -0 into +0 with, or broadcasts along other dims than the last);
+  // nullptr for never.
   bool (*etna_kernel_when)(const Graph& graph, const Node& node);
   // fp32 nodes whose XNNPACK kernels turn NaN into a bound: the kernel the
   // delegate's NaN-keeping variant runs instead (nan_keeping_kernels.h);
