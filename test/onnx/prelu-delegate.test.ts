@@ -2,15 +2,13 @@
 // one per element; positive, negative, -0, infinite, NaN) runs as one PReLU
 // node inside a single XNNPACK delegate call, with the bits onnxruntime gives:
 // -0 stays -0 (it is not below 0), NaN keeps its bits, infinities scale.
-import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
-import { Module, Tensor } from '../../lib/index.js';
-import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
+import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
+import { delegateNodeTypes, expectSameBits, float32Bits } from './engines.js';
 
 /** Random values in [-3, 3], the edge cases spread over the tensor so every slope meets some. */
 function inputData(count: number, seed: number): Float32Array {
@@ -34,34 +32,20 @@ function slopes(count: number, seed: number, sign: (k: number) => number, specia
   return values;
 }
 
-async function runBoth(
-  model: Uint8Array,
-  inputs: Record<string, { shape: number[]; data: Float32Array }>,
-): Promise<[Uint32Array, Uint32Array]> {
-  const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
-  const feeds = Object.fromEntries(Object.entries(inputs).map(([name, x]) => [name, new ort.Tensor('float32', x.data, x.shape)]));
-  const expected = (await session.run(feeds)).y!.data as Float32Array;
-  await session.release();
-  const module = await Module.load(importOnnx(model).bytes);
-  const tensors = Object.fromEntries(Object.entries(inputs).map(([name, x]) => [name, new Tensor('float32', x.shape, x.data.slice())]));
-  const actual = (await module.run('forward', tensors)).y!.data as Float32Array;
-  await module.dispose();
-  const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
-  return [bits(actual), bits(expected)];
-}
-
-function expectSameBits(actual: Uint32Array, expected: Uint32Array): void {
-  expect(actual.length).toBe(expected.length);
-  const at = actual.findIndex((a, i) => a !== expected[i]);
-  const hex = (v: number | undefined): string => (v ?? 0).toString(16).padStart(8, '0');
-  expect(at, at < 0 ? '' : `element ${at}: 0x${hex(actual[at])} vs 0x${hex(expected[at])}`).toBe(-1);
-}
-
-function delegateTypes(model: Uint8Array): NodeUnion[] {
-  const { builder, exportOptions } = importOnnxGraph(model);
-  const payloads = builder.export(exportOptions).program.delegatePayloads!;
-  expect(payloads).toHaveLength(1);
-  return payloadNodeTypes(payloads[0]!);
+/**
+ * Convolutions sum in their own order, so a PReLU between them is compared
+ * by value (its bits are checked on its own above), on finite inputs.
+ */
+async function expectCloseAround(model: Uint8Array, shape: number[], seed: number): Promise<void> {
+  const data = inputData(
+    shape.reduce((a, b) => a * b, 1),
+    seed,
+  ).map((v) => (Number.isFinite(v) && Math.abs(v) < 10 ? v : -0.25));
+  const { etna, onnxruntime } = await float32Bits(model, { x: { shape, data } });
+  const actual = new Float32Array(etna.buffer, etna.byteOffset, etna.length);
+  new Float32Array(onnxruntime.buffer, onnxruntime.byteOffset, onnxruntime.length).forEach((value, i) =>
+    expect(Math.abs(actual[i]! - value), `element ${i}`).toBeLessThanOrEqual(1e-5 * Math.abs(value) + 1e-6),
+  );
 }
 
 const negative = (): number => -1;
@@ -110,7 +94,7 @@ describe('PRelu on the XNNPACK delegate', () => {
         17,
       );
       expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
-      expect(delegateTypes(model).filter((type) => type === NodeUnion.XNNPReLU)).toHaveLength(1);
+      expect(delegateNodeTypes(model).filter((type) => type === NodeUnion.XNNPReLU)).toHaveLength(1);
       const x = {
         shape: [...c.input],
         data: inputData(
@@ -118,7 +102,7 @@ describe('PRelu on the XNNPACK delegate', () => {
           7 + n,
         ),
       };
-      const [etna, onnxruntime] = await runBoth(model, { x });
+      const { etna, onnxruntime } = await float32Bits(model, { x });
       expectSameBits(etna, onnxruntime);
     });
   });
@@ -145,17 +129,12 @@ describe('PRelu on the XNNPACK delegate', () => {
       17,
     );
     expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
-    const types = delegateTypes(model);
+    const types = delegateNodeTypes(model);
     // One transpose in and one out: the PReLU sits between the convolutions.
     expect(types.filter((t) => t === NodeUnion.XNNStaticTranspose)).toHaveLength(2);
     const prelu = types.indexOf(NodeUnion.XNNPReLU);
     expect([types[prelu - 1], types[prelu + 1]]).toEqual([NodeUnion.XNNConv2d, NodeUnion.XNNConv2d]);
-    // The convolutions sum in their own order; the PReLU's bits are checked above. Here: close values.
-    const x = { shape, data: inputData(168, 3).map((v) => (Number.isFinite(v) && Math.abs(v) < 10 ? v : 0.5)) };
-    const [etna, onnxruntime] = await runBoth(model, { x });
-    const a = new Float32Array(etna.buffer);
-    const e = new Float32Array(onnxruntime.buffer);
-    e.forEach((value, i) => expect(Math.abs(a[i]! - value), `element ${i}`).toBeLessThanOrEqual(1e-5 * Math.abs(value) + 1e-6));
+    await expectCloseAround(model, shape, 3);
   });
 
   it('PRelu per channel of [N, C, L] between 1-D convolutions: one delegate call', async () => {
@@ -181,11 +160,7 @@ describe('PRelu on the XNNPACK delegate', () => {
       17,
     );
     expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
-    expect(delegateTypes(model)).toContain(NodeUnion.XNNPReLU);
-    const x = { shape: [1, 5, 16], data: inputData(80, 4).map((v) => (Number.isFinite(v) && Math.abs(v) < 10 ? v : -0.25)) };
-    const [etna, onnxruntime] = await runBoth(model, { x });
-    const a = new Float32Array(etna.buffer);
-    const e = new Float32Array(onnxruntime.buffer);
-    e.forEach((value, i) => expect(Math.abs(a[i]! - value), `element ${i}`).toBeLessThanOrEqual(1e-5 * Math.abs(value) + 1e-6));
+    expect(delegateNodeTypes(model)).toContain(NodeUnion.XNNPReLU);
+    await expectCloseAround(model, [1, 5, 16], 4);
   });
 });
