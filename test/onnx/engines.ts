@@ -64,8 +64,10 @@ export async function float32Bits(
   await session.release();
   const module = await Module.load(importOnnx(model).bytes);
   const inputs = Object.fromEntries(Object.entries(feeds).map(([name, f]) => [name, new Tensor('float32', f.shape, f.data.slice())]));
-  const actual = (await module.run('forward', inputs))[output]!.data as Float32Array;
+  const result = (await module.run('forward', inputs))[output];
   await module.dispose();
+  if (!(result instanceof Tensor) || !(result.data instanceof Float32Array)) throw new Error(`output '${output}' is not a float32 tensor`);
+  const actual = result.data;
   const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
   return { etna: bits(actual), onnxruntime: bits(expected) };
 }
