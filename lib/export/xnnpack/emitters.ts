@@ -297,22 +297,82 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
     const input = b.operandChannelsLast(op.input);
     b.emit({ kind: 'pool2d', code: op.code, window: op.window, input, output: b.defineChannelsLast(op.out) });
   },
-  meanLastDim: (b, op, fused) => {
+  reduce: (b, op) => {
+    const dims = b.method.tensorNode(op.input).shape;
+    const output = b.define(op.out);
+    const { outer, size, inner } = op;
+    const reshaped = (value: number, to: readonly number[], into = b.addValue({ dims: to, role: 'internal' })): number => {
+      b.emit({ kind: 'reshape', newShape: to, input: value, output: into });
+      return into;
+    };
+    const viewed = (to: readonly number[]): number => {
+      const input = b.operand(op.input);
+      return dims.join() === to.join() ? input : reshaped(input, to);
+    };
+    // The last node writes the output when it has the output's dims; otherwise a reshape follows it.
+    const last = (natural: readonly number[], emitInto: (result: number) => void): void => {
+      if (natural.join() === b.dimsOf(output).join()) {
+        emitInto(output);
+        return;
+      }
+      const result = b.addValue({ dims: natural, role: 'internal' });
+      emitInto(result);
+      reshaped(result, b.dimsOf(output), output);
+    };
+    if (size === 1) {
+      reshaped(b.operand(op.input), b.dimsOf(output), output);
+      return;
+    }
+    if (op.reduction === 'max') {
+      // The block as the rows of an NHWC image one pixel wide: one window over all of them.
+      const image = viewed([outer, size, 1, inner]);
+      const window = { kernel: [size, 1], stride: [1, 1], padding: [0, 0], dilation: [1, 1] } as const;
+      last([outer, 1, 1, inner], (result) =>
+        b.emit({ kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window, input: image, output: result }),
+      );
+      return;
+    }
     // Unit weights make each product exact, so the sum is rounded as a plain
-    // float32 sum and divided once, as a mean is computed elsewhere.
-    const shape = b.method.tensorNode(op.input).shape;
-    const count = shape[shape.length - 1]!;
-    const ones = float32Bytes(new Float32Array(count).fill(1));
-    const sum = b.addValue({ dims: [...shape.slice(0, -1), 1], role: 'internal' });
-    const filter = b.constantValue(constantKey(ones), ones, [1, count]);
-    b.emit({ kind: 'fullyConnected', input: b.operand(op.input), filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
-    b.emit({
-      kind: 'binary',
-      code: NodeUnion.XNNDiv,
-      input1: sum,
-      input2: b.scalarOperand({ scalar: count }),
-      output: result(b, fused, op.out),
-    });
+    // float32 sum and divided once, as a mean is computed elsewhere: rows by a
+    // fully connected node, columns in order by a batch matrix product.
+    const ones = float32Bytes(new Float32Array(size).fill(1));
+    let sum: number;
+    if (inner === 1) {
+      // A fully connected node wants a batch of rows: a matrix or more.
+      const rows = dims.length >= 2 && dims[dims.length - 1] === size ? dims : [outer, size];
+      const input = viewed(rows);
+      sum = b.addValue({ dims: [...rows.slice(0, -1), 1], role: 'internal' });
+      const filter = b.constantValue(constantKey(ones), ones, [1, size]);
+      b.emit({ kind: 'fullyConnected', input, filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
+    } else {
+      const columns = viewed([1, size, inner]);
+      sum = b.addValue({ dims: [1, 1, inner], role: 'internal' });
+      const row = b.constantValue(constantKey(ones), ones, [1, 1, size]);
+      b.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1: row, input2: columns, output: sum });
+    }
+    const count = b.scalarOperand({ scalar: size });
+    last(b.dimsOf(sum), (result) => b.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: count, output: result }));
+  },
+  gather: (b, op) => {
+    const input = b.operand(op.input);
+    const dims = b.dimsOf(input);
+    const output = b.define(op.out);
+    const piece = (start: number, length: number, into?: number): number => {
+      const sizes = dims.map((d, k) => (k === op.axis ? length : d));
+      const id = into ?? b.addValue({ dims: sizes, role: 'internal' });
+      b.emit({ kind: 'slice', offsets: dims.map((_, k) => (k === op.axis ? start : 0)), sizes, input, output: id });
+      return id;
+    };
+    if (op.pieces.length === 1) {
+      piece(op.pieces[0]!.start, op.pieces[0]!.length, output);
+      return;
+    }
+    emitConcatenate(
+      b,
+      op.axis,
+      op.pieces.map((p) => piece(p.start, p.length)),
+      output,
+    );
   },
   unary: (b, op, fused) => {
     // Softmax normalises along the last dim, which channels-last would change.
