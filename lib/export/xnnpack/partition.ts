@@ -279,6 +279,9 @@ const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
   neg: NodeUnion.XNNNegate,
   exp: NodeUnion.XNNExp,
   log: NodeUnion.XNNLog,
+  rsqrt: NodeUnion.XNNReciprocalSquareRoot,
+  sin: NodeUnion.XNNSin,
+  cos: NodeUnion.XNNCos,
 };
 
 /**
@@ -310,7 +313,9 @@ export function matchInstruction(
       if (m.constant(self) && perm.length === 2 && perm[0] === 1 && perm[1] === 0) return { kind: 'weightTranspose', source: self, out };
       return { kind: 'transpose', perm, input: self, out };
     }
-    case 'view_copy.out': {
+    case 'view_copy.out':
+    case 'unsqueeze_copy.out':
+    case 'squeeze_copy.dims_out': {
       const [self, , out] = a as [number, number, number];
       // The delegate infers at most one dim of the new shape.
       return allFloat(self, out) && (m.tensor(out)?.dynamicDims?.length ?? 0) <= 1 ? { kind: 'reshape', input: self, out } : undefined;
@@ -547,7 +552,10 @@ export function matchInstruction(
     case 'abs.out':
     case 'neg.out':
     case 'exp.out':
-    case 'log.out': {
+    case 'log.out':
+    case 'rsqrt.out':
+    case 'sin.out':
+    case 'cos.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;
     }

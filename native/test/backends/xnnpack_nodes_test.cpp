@@ -178,7 +178,7 @@ TEST(XnnpackNodes, PReluSlopeBroadcastAlongAnyDims) {
       for (uint32_t d : dims) label += " " + std::to_string(d);
       SCOPED_TRACE(label + (negative ? ", some negative" : ", positive"));
       std::vector<float> slopes = pseudo_random(count, static_cast<uint32_t>(count + 3), 1.0f);
-      for (size_t k = 0; k < count; ++k) slopes[k] = std::fabs(slopes[k]) * ((negative && k % 2) ? -1.0f : 1.0f);
+      for (size_t k = 0; k < count; ++k) slopes[k] = std::fabs(slopes[k]) * ((negative && k % 2 == 0) ? -1.0f : 1.0f);
       auto build = [&](PayloadBuilder& b) {
         const uint32_t x = b.input({2, 3, 4, 5}, 0);
         b.binary(NodeUnion::XNNPReLU, x, b.constant(dims, slopes), b.output({2, 3, 4, 5}, 1));
