@@ -323,13 +323,29 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
       reshaped(b.operand(op.input), b.dimsOf(output), output);
       return;
     }
+    // `rows` rows of an NHWC image one pixel wide pooled by one window over all of them.
+    const maxPool = (image: number, rows: number, result: number): void => {
+      const window = { kernel: [rows, 1], stride: [1, 1], padding: [0, 0], dilation: [1, 1] } as const;
+      b.emit({ kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window, input: image, output: result });
+    };
+    if (op.reduction === 'max' && outer * inner === 1) {
+      // The maximum of everything, which any order gives: the tensor as it is held (channels-last,
+      // or in its own layout) pooled down to its innermost dim's elements, which are then pooled.
+      const held = dims.length === 4 && b.heldOnlyChannelsLast(op.input);
+      const input = held ? b.operandChannelsLast(op.input) : b.operand(op.input);
+      const channels = held ? dims[1]! : dims[dims.length - 1]!;
+      if (channels === 1 || channels === size) {
+        last([1, 1, 1, 1], (result) => maxPool(reshaped(input, [1, size, 1, 1]), size, result));
+        return;
+      }
+      const partial = b.addValue({ dims: [1, 1, 1, channels], role: 'internal' });
+      maxPool(reshaped(input, [1, size / channels, 1, channels]), size / channels, partial);
+      last([1, 1, 1, 1], (result) => maxPool(reshaped(partial, [1, channels, 1, 1]), channels, result));
+      return;
+    }
     if (op.reduction === 'max') {
-      // The block as the rows of an NHWC image one pixel wide: one window over all of them.
-      const image = viewed([outer, size, 1, inner]);
-      const window = { kernel: [size, 1], stride: [1, 1], padding: [0, 0], dilation: [1, 1] } as const;
-      last([outer, 1, 1, inner], (result) =>
-        b.emit({ kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window, input: image, output: result }),
-      );
+      // The block as the rows of images one pixel wide with `inner` channels.
+      last([outer, 1, 1, inner], (result) => maxPool(viewed([outer, size, 1, inner]), size, result));
       return;
     }
     // Unit weights make each product exact, so the sum is rounded as a plain
