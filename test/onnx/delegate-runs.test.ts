@@ -120,6 +120,29 @@ describe('delegate calls of imported models', () => {
     });
   }
 
+  it('ReduceMax of a convolution: pooled as the delegate holds it, channels-last, with no transpose back', async () => {
+    const next = seededUniform(8);
+    const shape = [1, 3, 9, 7];
+    const model = writeOnnxModel(
+      {
+        nodes: [
+          { op: 'Conv', inputs: ['x', 'w'], outputs: ['a'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+          reduce('ReduceMax', undefined, 0),
+        ],
+        inputs: [{ name: 'x', shape }],
+        outputs: [{ name: 'y' }],
+        initializers: [{ name: 'w', dims: [5, 3, 3, 3], float32: Float32Array.from({ length: 135 }, () => next(-0.5, 0.5)) }],
+      },
+      17,
+    );
+    expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
+    // The input's transpose into channels-last is the only one.
+    expect(delegateNodeTypes(model).filter((type) => type === NodeUnion.XNNStaticTranspose)).toHaveLength(1);
+    const { etna, onnxruntime } = await float32Bits(model, { x: inputOf(shape, 9) });
+    const [actual, expected] = [etna, onnxruntime].map((bits) => new Float32Array(bits.buffer, bits.byteOffset, bits.length)[0]!);
+    expect(Math.abs(actual! - expected!)).toBeLessThanOrEqual(1e-5 * Math.abs(expected!));
+  });
+
   const GATHERS: readonly { name: string; shape: number[]; node: OnnxGraphNode; delegated: boolean }[] = [
     {
       name: 'Slice with step -1 (a flip of 4)',
