@@ -297,55 +297,23 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
     const input = b.operandChannelsLast(op.input);
     b.emit({ kind: 'pool2d', code: op.code, window: op.window, input, output: b.defineChannelsLast(op.out) });
   },
-  reduce: (b, op) => {
+  mean: (b, op) => {
     const dims = b.method.tensorNode(op.input).shape;
     const output = b.define(op.out);
     const { outer, size, inner } = op;
-    const reshaped = (value: number, to: readonly number[], into = b.addValue({ dims: to, role: 'internal' })): number => {
+    const reshaped = (value: number, to: readonly number[]): number => {
+      const into = b.addValue({ dims: to, role: 'internal' });
       b.emit({ kind: 'reshape', newShape: to, input: value, output: into });
       return into;
     };
+    // Sizes that change per call (rows of a mean over the last dim) are the ones the reshape infers.
+    const intoOutput = (value: number): void => b.emit({ kind: 'reshape', newShape: b.runtimeSizes(op.out), input: value, output });
     const viewed = (to: readonly number[]): number => {
       const input = b.operand(op.input);
       return dims.join() === to.join() ? input : reshaped(input, to);
     };
-    // The last node writes the output when it has the output's dims; otherwise a reshape follows it.
-    const last = (natural: readonly number[], emitInto: (result: number) => void): void => {
-      if (natural.join() === b.dimsOf(output).join()) {
-        emitInto(output);
-        return;
-      }
-      const result = b.addValue({ dims: natural, role: 'internal' });
-      emitInto(result);
-      reshaped(result, b.dimsOf(output), output);
-    };
     if (size === 1) {
-      reshaped(b.operand(op.input), b.dimsOf(output), output);
-      return;
-    }
-    // `rows` rows of an NHWC image one pixel wide pooled by one window over all of them.
-    const maxPool = (image: number, rows: number, result: number): void => {
-      const window = { kernel: [rows, 1], stride: [1, 1], padding: [0, 0], dilation: [1, 1] } as const;
-      b.emit({ kind: 'pool2d', code: NodeUnion.XNNMaxPooling2d, window, input: image, output: result });
-    };
-    if (op.reduction === 'max' && outer * inner === 1) {
-      // The maximum of everything, which any order gives: the tensor as it is held (channels-last,
-      // or in its own layout) pooled down to its innermost dim's elements, which are then pooled.
-      const held = dims.length === 4 && b.heldOnlyChannelsLast(op.input);
-      const input = held ? b.operandChannelsLast(op.input) : b.operand(op.input);
-      const channels = held ? dims[1]! : dims[dims.length - 1]!;
-      if (channels === 1 || channels === size) {
-        last([1, 1, 1, 1], (result) => maxPool(reshaped(input, [1, size, 1, 1]), size, result));
-        return;
-      }
-      const partial = b.addValue({ dims: [1, 1, 1, channels], role: 'internal' });
-      maxPool(reshaped(input, [1, size / channels, 1, channels]), size / channels, partial);
-      last([1, 1, 1, 1], (result) => maxPool(reshaped(partial, [1, channels, 1, 1]), channels, result));
-      return;
-    }
-    if (op.reduction === 'max') {
-      // The block as the rows of images one pixel wide with `inner` channels.
-      last([outer, 1, 1, inner], (result) => maxPool(viewed([outer, size, 1, inner]), size, result));
+      intoOutput(b.operand(op.input));
       return;
     }
     // Unit weights make each product exact, so the sum is rounded as a plain
@@ -366,8 +334,11 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
       const row = b.constantValue(constantKey(ones), ones, [1, 1, size]);
       b.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1: row, input2: columns, output: sum });
     }
-    const count = b.scalarOperand({ scalar: size });
-    last(b.dimsOf(sum), (result) => b.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: count, output: result }));
+    // The divide writes the output when it has the output's dims; otherwise a reshape follows it.
+    const kept = b.dimsOf(sum).join() === b.dimsOf(output).join();
+    const mean = kept ? output : b.addValue({ dims: b.dimsOf(sum), role: 'internal' });
+    b.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: b.scalarOperand({ scalar: size }), output: mean });
+    if (!kept) intoOutput(mean);
   },
   gather: (b, op) => {
     const input = b.operand(op.input);

@@ -74,13 +74,13 @@ export type MatchedOp =
   /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
   | { readonly kind: 'clamp'; readonly min: number; readonly max: number; readonly input: number; readonly out: number }
   /**
-   * A mean or maximum over one block of adjacent dims, the input seen as
-   * [outer, size, inner] (dims kept or dropped alike). Means take the last
-   * dim (inner 1) or leave outer 1; maximums any.
+   * A mean over one block of adjacent dims, the input seen as [outer, size,
+   * inner] (dims kept or dropped alike): the last dims (inner 1), or outer 1.
+   * (amax stays portable: XNNPACK's max pooling flushes a subnormal maximum
+   * to 0, where onnxruntime keeps it.)
    */
   | {
-      readonly kind: 'reduce';
-      readonly reduction: 'mean' | 'max';
+      readonly kind: 'mean';
       readonly outer: number;
       readonly size: number;
       readonly inner: number;
@@ -244,21 +244,25 @@ class Matcher {
 
 /**
  * The input of a reduction over `axes` (every dim when empty) seen as
- * [outer, size, inner], when the reduced dims are adjacent and no dim's size
- * changes per call.
+ * [outer, size, inner], when the reduced dims are adjacent. A dim whose size
+ * changes per call may only be a row of a mean over the static last dim
+ * (the rows of a fully connected node), with the dims kept.
  */
 function reducedBlock(
   m: Matcher,
   input: number,
   axes: readonly number[] | undefined,
+  rowsMayVary: boolean,
 ): { outer: number; size: number; inner: number } | undefined {
   const shape = m.shape(input);
-  if (axes === undefined || (m.tensor(input)?.dynamicDims?.length ?? 0) > 0) return undefined;
+  if (axes === undefined) return undefined;
   const reduced =
     axes.length === 0 ? shape.map((_, d) => d) : [...new Set(axes.map((d) => (d < 0 ? d + shape.length : d)))].sort((x, y) => x - y);
   const first = reduced[0] ?? 0;
   const last = reduced[reduced.length - 1] ?? -1;
   if (reduced.some((d, i) => d !== first + i || d < 0 || d >= shape.length)) return undefined;
+  const dynamic = m.tensor(input)?.dynamicDims ?? [];
+  if (dynamic.length > 0 && !(rowsMayVary && shape.length >= 2 && first === shape.length - 1 && !dynamic.includes(first))) return undefined;
   const product = (dims: readonly number[]): number => dims.reduce((p, d) => p * d, 1);
   return { outer: product(shape.slice(0, first)), size: product(shape.slice(first, last + 1)), inner: product(shape.slice(last + 1)) };
 }
@@ -466,15 +470,10 @@ export function matchInstruction(
       if (keep.value && rank === 4 && axes?.length === 2 && axes.includes(2) && axes.includes(3)) {
         return { kind: 'globalAvgPool', input: self, out };
       }
-      const block = reducedBlock(m, self, axes);
+      const block = reducedBlock(m, self, axes, keep.value);
       // A sum along rows by a fully connected node, or down columns (one matrix of them) by a batch matrix product.
       if (block === undefined || (block.size > 1 && block.inner > 1 && block.outer > 1)) return undefined;
-      return { kind: 'reduce', reduction: 'mean', ...block, input: self, out };
-    }
-    case 'amax.out': {
-      const [self, dims, , out] = a as [number, number, number, number];
-      const block = allFloat(self, out) ? reducedBlock(m, self, m.intList(dims)) : undefined;
-      return block === undefined ? undefined : { kind: 'reduce', reduction: 'max', ...block, input: self, out };
+      return { kind: 'mean', ...block, input: self, out };
     }
     case 'index_select.out': {
       const [self, dim, index, out] = a as [number, number, number, number];

@@ -187,16 +187,11 @@ export class RunBuilder {
   staysChannelsLast(operands: readonly Operand[], out: number): boolean {
     const values = operands.flatMap((operand) => ('value' in operand ? [operand.value] : []));
     if (this.method.tensorNode(out).shape.length !== 4) return false;
-    if (!values.some((index) => this.heldOnlyChannelsLast(index))) return false;
+    if (!values.some((index) => this.channelsLast.has(index) && !this.plain.has(index))) return false;
     return values.every((index) => {
       const shape = this.method.tensorNode(index).shape;
       return shape.length === 4 || shape.every((d) => d === 1);
     });
-  }
-
-  /** Whether method value `index` is held channels-last only (a convolution or pooling result). */
-  heldOnlyChannelsLast(index: number): boolean {
-    return this.channelsLast.has(index) && !this.plain.has(index);
   }
 
   /** A channels-last operand of an elementwise op (single elements stay as they are). */
