@@ -1,7 +1,8 @@
 // PRelu with any constant slopes (one, one per channel, along any dims, or
 // one per element; positive, negative, -0, infinite, NaN) runs as one PReLU
 // node inside a single XNNPACK delegate call, with the bits onnxruntime gives:
-// -0 stays -0 (it is not below 0), NaN keeps its bits, infinities scale.
+// -0 stays -0 (it is not below 0), NaN keeps its bits, infinities scale,
+// subnormals are kept.
 import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
@@ -14,7 +15,8 @@ import { delegateNodeTypes, expectSameBits, float32Bits } from './engines.js';
 function inputData(count: number, seed: number): Float32Array {
   const next = seededUniform(seed);
   const data = Float32Array.from({ length: count }, () => next(-3, 3));
-  const edges = [-0, 0, NaN, -Infinity, Infinity, -1e-30, 3e38, -3e38, -0];
+  // Subnormals too: XNNPACK's kernels would flush them (and products that underflow to them) to 0.
+  const edges = [-0, 0, NaN, -Infinity, Infinity, -1e-30, 3e38, -3e38, -0, -3e-45, -1e-38, 2e-45];
   const bits = new DataView(data.buffer);
   for (let i = 0; i < count; i += 7) {
     data[i] = edges[(i / 7) % edges.length]!;

@@ -107,20 +107,16 @@ export function emitQuantizedProduct(
 }
 
 /**
- * The slope's dims as the delegate node takes them: one per element of the
- * last dim as a vector (XNNPACK's own form), otherwise without leading 1s,
- * broadcasting against the input from its last dim.
+ * PReLU over a slope that broadcasts against the input from its last dim,
+ * written without its leading 1s (one slope per element of the last dim is
+ * the vector ExecuTorch writes). An NCHW tensor held channels-last (a
+ * convolution's result) stays so, its slopes moved with it.
  */
-function slopeDims(dims: readonly number[]): number[] {
-  const first = dims.findIndex((d) => d !== 1);
-  if (first < 0) return [1];
-  return first === dims.length - 1 ? [dims[first]!] : dims.slice(first);
-}
-
 function emitPrelu(b: RunBuilder, op: Extract<MatchedOp, { kind: 'prelu' }>): void {
   const slopeNode = (input: number, values: Float32Array, dims: readonly number[], output: number): void => {
     const bytes = float32Bytes(values);
-    const slope = b.constantValue(constantKey(bytes), bytes, slopeDims(dims));
+    const first = dims.findIndex((d) => d !== 1);
+    const slope = b.constantValue(constantKey(bytes), bytes, first < 0 ? [1] : dims.slice(first));
     b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output });
   };
   if (op.slope.length === 1) {
@@ -129,10 +125,7 @@ function emitPrelu(b: RunBuilder, op: Extract<MatchedOp, { kind: 'prelu' }>): vo
   }
   const shape = b.method.tensorNode(op.input).shape;
   const dims = [...new Array<number>(shape.length - op.slopeShape.length).fill(1), ...op.slopeShape];
-  // An NCHW tensor runs channels-last when it is held so, or when its slopes are per channel (then
-  // XNNPACK's kernel reads them as its vector); the slopes move with it.
-  const perChannel = dims.every((d, i) => d === 1 || i === 1);
-  if (shape.length === 4 && (perChannel || b.staysChannelsLast([{ value: op.input }], op.out))) {
+  if (shape.length === 4 && b.staysChannelsLast([{ value: op.input }], op.out)) {
     const input = b.operandChannelsLast(op.input);
     slopeNode(input, ohwi(op.slope, dims), [dims[0]!, dims[2]!, dims[3]!, dims[1]!], b.defineChannelsLast(op.out));
     return;

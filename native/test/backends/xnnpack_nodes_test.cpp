@@ -115,15 +115,16 @@ TEST(XnnpackNodes, PReluPerChannelAndBroadcastSlope) {
   EXPECT_TRUE(close_to(r[1], e1));
 }
 
-// ONNX's PRelu bit for bit: -0 is not below 0, so it stays -0 under any
-// slope; NaN stays NaN; -inf times a slope of 0 is NaN. Slopes that would
-// turn -0 into +0 or NaN under XNNPACK's kernel (negative, -0, infinite,
-// NaN) run etna's; positive finite ones XNNPACK's, with the same results.
+// ONNX's PRelu bit for bit, on etna's kernel for every slope: -0 is not
+// below 0, so it stays -0 under any slope (XNNPACK's kernel multiplies it by
+// the slope); NaN stays NaN; -inf times a slope of 0 is NaN; a subnormal
+// input or product is kept (XNNPACK's kernels run with them flushed to 0).
 TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min();
   const std::vector<std::vector<float>> slope_sets = {
       {0.1f, 0.0f, 2.0f, 0.5f}, {0.1f, -0.5f, 2.0f, 0.5f}, {-0.0f, 1.0f, 1.0f, 1.0f}, {inf, 0.5f, nan, 0.0f}, {-0.25f}};
-  const std::vector<float> xv = {-0.0f, 0.0f, -1.5f, 2.0f, nan, -inf, inf, -3.0f, -0.0f, -0.0f, -0.0f, -2.0f};
+  const std::vector<float> xv = {-0.0f, 0.0f, -1.5f, 2.0f, nan, -inf, inf, -3.0f, -0.0f, -4 * tiny, -1e-38f, -2.0f};
   for (const auto& slopes : slope_sets) {
     auto build = [&](PayloadBuilder& b) {
       const uint32_t x = b.input({3, 4}, 0);
@@ -135,10 +136,7 @@ TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
     const auto payload = inspected.finish(Layout::kConstantRegion, 2);
     auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, inspected.lookup());
     ASSERT_TRUE(parsed);
-    const bool exact_zero =
-        std::all_of(slopes.begin(), slopes.end(), [](float v) { return std::isfinite(v) && !std::signbit(v); });
-    EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]),
-              exact_zero ? xnn::Engine::kSubgraph : xnn::Engine::kEtnaKernel);
+    EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]), xnn::Engine::kEtnaKernel);
 
     PayloadBuilder b;
     build(b);
@@ -159,16 +157,15 @@ TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
 
 // A slope broadcast against the input from its last dim, along any dims (how
 // the ONNX importer writes PRelu whose slopes are not one per element of the
-// last dim): etna's kernel, bit for bit ONNX's x < 0 ? x * slope : x, with
-// -0, NaN and infinities among the inputs. A slope whose only dim beyond 1
-// is the last, all finite and not negative, stays XNNPACK's.
+// last dim), bit for bit ONNX's x < 0 ? x * slope : x, with -0, NaN,
+// infinities and subnormals among the inputs.
 TEST(XnnpackNodes, PReluSlopeBroadcastAlongAnyDims) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<int64_t> sizes = {2, 3, 4, 5};
   const std::vector<std::vector<uint32_t>> slope_dims = {{3, 1, 1},    {4, 1},    {3, 1, 5},    {3, 4, 5}, {2, 1, 1, 1},
                                                          {1, 3, 1, 1}, {1, 1, 1}, {2, 3, 4, 5}, {1, 5},    {1, 1, 5}};
   std::vector<float> xv = pseudo_random(120, 9, 3.0f);
-  const float specials[] = {-0.0f, 0.0f, nan, -inf, inf, -0.0f, -1.0f, -0.0f};
+  const float specials[] = {-0.0f, 0.0f, nan, -inf, inf, -3 * std::numeric_limits<float>::denorm_min(), -1e-38f, -0.0f};
   for (size_t i = 0; i < 120; i += 15) xv[i] = specials[i / 15];
   for (const auto& dims : slope_dims) {
     size_t count = 1;
@@ -188,9 +185,7 @@ TEST(XnnpackNodes, PReluSlopeBroadcastAlongAnyDims) {
       const auto payload = inspected.finish(Layout::kConstantRegion, 2);
       auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, inspected.lookup());
       ASSERT_TRUE(parsed);
-      const bool channel_vector = count == dims.back();
-      EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]),
-                channel_vector && !negative ? xnn::Engine::kSubgraph : xnn::Engine::kEtnaKernel);
+      EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]), xnn::Engine::kEtnaKernel);
 
       PayloadBuilder b;
       build(b);
