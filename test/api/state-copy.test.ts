@@ -5,8 +5,9 @@
 import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor } from '../../lib/index.js';
-import { exportExample, GRU_STREAM_CONFIG, KV_DECODER_CONFIG, kvDecoderSession, type ExampleCall } from '../../lib/tools/examples/index.js';
+import { exportExample, GRU_STREAM_CONFIG, KV_DECODER_CONFIG, kvDecoderSession } from '../../lib/tools/examples/index.js';
 import { LLAMA_8DA4W_CONFIG } from '../../lib/tools/examples/llama-8da4w.js';
+import { outputsOf } from '../helpers/example-calls.js';
 import { rejection } from '../helpers/errors.js';
 import { llamaProgram } from '../llm/helpers.js';
 
@@ -16,15 +17,6 @@ const kvCalls = kvDecoderSession(KV_DECODER_CONFIG, 11).filter((call) => call.me
 const SPLIT = Math.floor(kvCalls.length / 2);
 
 const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.compare(a, b) === 0;
-
-async function outputsOf(module: Module, calls: readonly ExampleCall[]): Promise<number[][][]> {
-  const outputs: number[][][] = [];
-  for (const call of calls) {
-    const values = await module.execute(call.method, call.inputs);
-    outputs.push(values.map((value) => Array.from((value as Tensor).data as Float32Array)));
-  }
-  return outputs;
-}
 
 describe('copyStateTo', () => {
   it('continues a session in another module exactly as it would have gone on, and the source goes on too', async () => {
