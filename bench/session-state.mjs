@@ -1,7 +1,8 @@
 // Session state against prefill, at a real model's shape (llama-8da4w with
 // seeded weights): how long a prompt of N tokens takes to prefill, and how
 // long saving, restoring (into a new session, and into one kept) and forking
-// a session at position N take; how many bytes the snapshot holds against
+// a session at position N take, and a fork against a plain copy of the cache
+// rows it holds; how many bytes the snapshot holds against
 // the cache rows it carries; and how much of a later request's prompt
 // `complete()` skips on a fork.
 //
@@ -11,6 +12,7 @@
 import { parseArgs } from 'node:util';
 
 import { cacheRanges } from '../dist/llm/snapshot.js';
+import { largeBytes } from '../dist/module.js';
 import { loadWordLlama } from '../dist/tools/bench/word-llama.js';
 import { llama8da4wPreset } from '../dist/tools/examples/llama-8da4w.js';
 
@@ -43,6 +45,7 @@ const save = [];
 const restore = [];
 const restoreInPlace = [];
 const fork = [];
+const rowCopy = [];
 const firstToken = { full: [], forked: [] };
 let snapshotBytes = 0;
 const { state } = llm.program.describe().methods.find((method) => method.name === llm.metadata.decode.name);
@@ -59,6 +62,9 @@ for (let r = 0; r < repeats; r++) {
   restoreInPlace.push((await timed(() => restored.result.restore(saved.result))).ms);
   const forked = await timed(() => session.fork());
   fork.push(forked.ms);
+  // What fork() is held to: copying the rows it holds into memory not touched before.
+  const rowsCopied = await timed(() => largeBytes(rowBytes).set(saved.result.subarray(saved.result.byteLength - rowBytes)));
+  rowCopy.push(rowsCopied.ms);
   // A later request that starts with the same prompt: on the fork, only its new tokens run.
   const next = [...prompt, 1, 2, 3, 4];
   const full = await llm.generate(next, greedy);
@@ -77,6 +83,8 @@ rows('llm.restoreSession() (new session)', median(restore));
 rows('session.restore() (kept session)', median(restoreInPlace));
 rows('save + restore (kept session)', median(save) + median(restoreInPlace));
 rows('session.fork()', median(fork));
+rows('copy of the cache rows (new memory)', median(rowCopy));
+console.log(`fork / copy of its rows: ${(median(fork) / median(rowCopy)).toFixed(2)}x`);
 console.log(
   `snapshot ${(snapshotBytes / 2 ** 20).toFixed(2)} MiB for ${(rowBytes / 2 ** 20).toFixed(2)} MiB of cache rows (${(snapshotBytes / rowBytes).toFixed(4)}x)`,
 );

@@ -82,6 +82,8 @@ export interface NativeModule {
   /** Checks `snapshot` whole, then copies it into the state; the caller keeps it unchanged until this settles. */
   restoreState(snapshot: Uint8Array, sync: false): Promise<void>;
   restoreState(snapshot: Uint8Array, sync: true): undefined;
+  /** Copies the state (or its `ranges`) into `target`'s, a module of the same program; both idle. */
+  copyStateTo(target: NativeModule, sync: false, ranges?: number[]): Promise<void>;
   dispose(): void;
 }
 

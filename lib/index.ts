@@ -12,6 +12,7 @@ export type { ArenaReport, MemoryReport, ShareMemoryArenas } from './memory.js';
 export {
   MAX_NUM_THREADS,
   Module,
+  type CopyStateOptions,
   type ExecuteOptions,
   type Feeds,
   type InputValue,

@@ -89,6 +89,11 @@ export interface SaveStateOptions {
   into?: Uint8Array;
 }
 
+export interface CopyStateOptions {
+  /** Only these [offset, size] byte ranges of the state arena, as `saveState` takes them. Default: the whole state. */
+  ranges?: readonly (readonly [number, number])[];
+}
+
 export interface ExecuteOptions {
   /** Caller-owned arrays to receive tensor outputs (by output index) instead of new ones. */
   outputs?: (TensorData | null | undefined)[];
@@ -387,6 +392,35 @@ export class Module {
     }
   }
 
+  /**
+   * Copies this module's state into `target`, a module over the same
+   * program, once every call made before this on this module has run: from
+   * one state arena straight into the other, with no snapshot in between
+   * (a fork of a session, a stream moved to another module). `ranges` as
+   * `saveState` takes them, or the whole state. `target` must be idle; its
+   * calls made after this wait for the copy. A target of another program is
+   * refused with INVALID_INPUT, and its state is then unchanged.
+   */
+  copyStateTo(target: Module, options: CopyStateOptions = {}): Promise<void> {
+    try {
+      this.checkLive('cannot copy the state');
+      if (!(target instanceof Module))
+        throw new EtnaError('INVALID_INPUT', `copyStateTo: target must be a Module, got ${describeValue(target)}`);
+      if (target === this) throw new EtnaError('INVALID_INPUT', 'copyStateTo: the target is this module');
+      target.checkLive('cannot receive a copied state');
+      if (target.pending > 0) {
+        throw new EtnaError('INVALID_INPUT', `copyStateTo: the target module has ${target.pending} call(s) in flight; await them first`);
+      }
+      const ranges = flatRanges(options, ['ranges'], 'copyStateTo');
+      const copied = this.enqueue(() => this.handle.copyStateTo(target.handle, false, ranges));
+      // The target's later calls wait for the copy; how it ended is the caller's to hear, through `copied`.
+      target.enqueue(() => copied).catch(() => undefined);
+      return copied;
+    } catch (error) {
+      return Promise.reject(toEtnaError(error));
+    }
+  }
+
   /** `restoreState` on the calling thread. Meant for small states and scripts. */
   restoreStateSync(snapshot: ArrayBuffer | ArrayBufferView): void {
     this.checkIdle('restore the state');
@@ -613,8 +647,12 @@ interface SnapshotTarget {
 const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges', 'into'];
 
 // The addon's form of a partial snapshot's ranges: [offset, size, offset, size, ...].
-function flatRanges(options: SaveStateOptions): number[] | undefined {
-  checkOptionKeys(options, SAVE_STATE_OPTIONS, 'saveState');
+function flatRanges(
+  options: SaveStateOptions,
+  keys: readonly string[] = SAVE_STATE_OPTIONS,
+  what: 'saveState' | 'copyStateTo' = 'saveState',
+): number[] | undefined {
+  checkOptionKeys(options, keys, what);
   const { ranges } = options;
   if (ranges === undefined) return undefined;
   const pair = (range: unknown): range is readonly [number, number] =>
@@ -622,7 +660,7 @@ function flatRanges(options: SaveStateOptions): number[] | undefined {
   if (!Array.isArray(ranges) || !ranges.every(pair)) {
     throw new EtnaError(
       'INVALID_INPUT',
-      `saveState: ranges must be an array of [offset, size] pairs of whole numbers, got ${describeValue(ranges)}`,
+      `${what}: ranges must be an array of [offset, size] pairs of whole numbers, got ${describeValue(ranges)}`,
     );
   }
   return ranges.flat();

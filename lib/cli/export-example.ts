@@ -12,6 +12,7 @@ function examplesList(): string {
     const info = exampleInfo(name);
     lines.push(`  ${name}: ${info.summary}`);
     for (const signature of info.methods) lines.push(`      ${signature}`);
+    if (info.families !== undefined) lines.push(`      families: ${info.families.join(', ')} (the first is the default)`);
     if (info.presets !== undefined)
       lines.push(`      presets: ${info.presets.join(', ')} (prefill of 1 to 128 tokens, last-position logits)`);
     info.layouts?.forEach((layout, i) => {
@@ -41,12 +42,25 @@ export const EXPORT_EXAMPLE: Command = {
       {
         name: 'layout',
         value: 'NAME',
-        help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode or forward)",
+        help: "write the example's methods in one of its layouts (see below; llama-8da4w: prefill-decode, forward or optimum)",
       },
       {
         name: 'vocab-from',
         value: 'FILE',
         help: "size the vocabulary to a tokenizer.json or tiktoken file's, and name its BOS and EOS tokens (llama-8da4w)",
+      },
+      {
+        name: 'family',
+        value: 'NAME',
+        help: "write the example as one model family's operators (llama-8da4w: llama; qwen3: per-head q/k RMSNorm, rotate_half RoPE, tied embeddings, no BOS; gemma3: those, with (1 + weight) norms, a sqrt(d) embedding scale, a GELU-tanh gate and post-attention / post-MLP norms)",
+      },
+      {
+        name: 'hadamard',
+        help: "rotate each feed-forward's input to its down projection with llama::fast_hadamard_transform, as export_llama's --use_spin_quant native writes it (llama-8da4w)",
+      },
+      {
+        name: 'quantize-kv-cache',
+        help: "keep the KV caches in int8 with per-position scales and zero points, read by custom_quantized_sdpa, as export_llama's --quantize_kv_cache writes them (llama-8da4w)",
       },
     ],
     notes: examplesList(),
@@ -56,7 +70,10 @@ export const EXPORT_EXAMPLE: Command = {
       xnnpack: args.flag('xnnpack'),
       preset: args.string('preset'),
       layout: args.string('layout'),
+      family: args.string('family'),
       vocabFrom: args.string('vocab-from'),
+      hadamard: args.flag('hadamard'),
+      quantizeKvCache: args.flag('quantize-kv-cache'),
     }),
 };
 
@@ -71,8 +88,14 @@ export interface ExportExampleOptions {
   readonly preset?: string | undefined;
   /** One of the example's layouts. */
   readonly layout?: string | undefined;
+  /** One of the example's model families. */
+  readonly family?: string | undefined;
   /** A tokenizer file whose vocabulary the program takes. */
   readonly vocabFrom?: string | undefined;
+  /** SpinQuant's rotation before each down projection (examples that take export_llama's transformations). */
+  readonly hadamard?: boolean;
+  /** int8 KV caches (examples that take export_llama's transformations). */
+  readonly quantizeKvCache?: boolean;
 }
 
 export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
@@ -92,10 +115,25 @@ export function runExportExample(name: string, out: string, options: ExportExamp
       `example '${name}' has no layout '${options.layout}'${layouts.length > 0 ? ` (available: ${layouts.join(', ')})` : ''}`,
     );
   }
+  const families = exampleInfo(name).families ?? [];
+  if (options.family !== undefined && !families.includes(options.family)) {
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' has no family '${options.family}'${families.length > 0 ? ` (available: ${families.join(', ')})` : ''}`,
+    );
+  }
   if (options.vocabFrom !== undefined && exampleInfo(name).takesVocabulary !== true) {
     return reportUsageError(
       EXPORT_EXAMPLE.spec,
       `example '${name}' has a vocabulary of its own; --vocab-from applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesVocabulary === true).join(', ')}`,
+    );
+  }
+  const hadamard = options.hadamard === true;
+  const quantizeKvCache = options.quantizeKvCache === true;
+  if ((hadamard || quantizeKvCache) && exampleInfo(name).takesTransforms !== true) {
+    return reportUsageError(
+      EXPORT_EXAMPLE.spec,
+      `example '${name}' takes no export_llama transformations; --hadamard and --quantize-kv-cache apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
     );
   }
   let vocabulary: ExampleVocabulary | undefined;
@@ -107,14 +145,20 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     xnnpack,
     ...(options.preset !== undefined && { preset: options.preset }),
     ...(options.layout !== undefined && { layout: options.layout }),
+    ...(options.family !== undefined && { family: options.family }),
     ...(vocabulary !== undefined && { vocabulary }),
+    ...(hadamard && { hadamard }),
+    ...(quantizeKvCache && { quantizeKvCache }),
   });
   writeFileSync(out, bytes);
   const details = [
     name,
     ...(options.preset !== undefined ? [`preset ${options.preset}`] : []),
     ...(options.layout !== undefined ? [`layout ${options.layout}`] : []),
+    ...(options.family !== undefined ? [`family ${options.family}`] : []),
     ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
+    ...(hadamard ? ['Hadamard-rotated feed-forwards'] : []),
+    ...(quantizeKvCache ? ['int8 KV caches'] : []),
   ];
   console.log(`wrote ${out} (${details.join(', ')}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
   return 0;

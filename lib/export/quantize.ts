@@ -116,6 +116,17 @@ export function packInt4Rows(q: Int4GroupWeights): Uint8Array {
   return bytes;
 }
 
+/** [min(0, lowest), max(0, highest)] of a row's float32 values: the range the per-token int8 rules span. */
+function rangeWithZero(row: ArrayLike<number>): [number, number] {
+  let lo = 0;
+  let hi = 0;
+  for (let k = 0; k < row.length; k++) {
+    lo = Math.min(lo, Math.fround(row[k]!));
+    hi = Math.max(hi, Math.fround(row[k]!));
+  }
+  return [lo, hi];
+}
+
 /**
  * One row as the delegate sees it after its per-token int8 conversion
  * (XNNPACK's qd8 rule): the range [min(0, lo), max(0, hi)] onto [-128, 127],
@@ -124,12 +135,7 @@ export function packInt4Rows(q: Int4GroupWeights): Uint8Array {
  */
 export function perTokenInt8Row(row: ArrayLike<number>): Float32Array {
   const f = Math.fround;
-  let lo = 0;
-  let hi = 0;
-  for (let k = 0; k < row.length; k++) {
-    lo = Math.min(lo, f(row[k]!));
-    hi = Math.max(hi, f(row[k]!));
-  }
+  const [lo, hi] = rangeWithZero(row);
   const inverse = lo === hi ? 1 : f(255 / f(hi - lo));
   const fromMin = f(-128 - f(lo * inverse));
   const fromMax = f(127 - f(hi * inverse));
@@ -143,4 +149,47 @@ export function perTokenInt8Row(row: ArrayLike<number>): Float32Array {
     out[k] = f(scale * roundHalfEven(v));
   }
   return out;
+}
+
+/** One row as an int8 cache holds it: codes, and the float32 scale and zero point they share. */
+export interface AsymmetricInt8Row {
+  readonly codes: Int8Array;
+  readonly scale: number;
+  readonly zeroPoint: number;
+}
+
+/**
+ * One row as ExecuTorch's `choose_qparams_per_token_asymmetric` and
+ * `quantize_per_token` write it (what `--quantize_kv_cache` stores per
+ * position and head): the range [min(0, lo), max(0, hi)] over 255 steps in
+ * double (0.1 when that is 0, at least 6.1e-5 with the range stretched to
+ * match), the zero point from whichever end loses less, rounded in float32;
+ * codes clamp(zero + nearbyint(float32(1 / scale) * x)). `scale` is the
+ * float32 value the cache stores.
+ */
+export function perTokenAsymmetricInt8(row: ArrayLike<number>): AsymmetricInt8Row {
+  const f = Math.fround;
+  let [lo, hi] = rangeWithZero(row);
+  let scale = (hi - lo) / 255;
+  if (f(scale) === 0 || !Number.isFinite(f(1 / f(scale)))) scale = 0.1;
+  const smallest = f(6.1e-5);
+  if (scale < smallest) {
+    const original = f(scale);
+    scale = smallest;
+    if (lo === 0) hi = f(smallest * 255);
+    else if (hi === 0) lo = f(-smallest * 255);
+    else {
+      const amplifier = f(smallest / original);
+      lo = f(lo * amplifier);
+      hi = f(hi * amplifier);
+    }
+  }
+  const fromMin = -128 - lo / scale;
+  const fromMax = 127 - hi / scale;
+  const initial = 128 - Math.abs(lo / scale) < 127 - Math.abs(hi / scale) ? fromMin : fromMax;
+  const zeroPoint = initial < -128 ? -128 : initial > 127 ? 127 : roundHalfEven(f(initial));
+  const inverse = f(1 / f(scale));
+  const codes = new Int8Array(row.length);
+  for (let k = 0; k < row.length; k++) codes[k] = Math.min(127, Math.max(-128, zeroPoint + roundHalfEven(f(inverse * f(row[k]!)))));
+  return { codes, scale: f(scale), zeroPoint };
 }

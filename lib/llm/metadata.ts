@@ -9,13 +9,20 @@ import type { MethodDescription, ValueDescription } from '../program-types.js';
 import { Tensor } from '../tensor.js';
 import type { LlmTokenizer } from './tokenizer.js';
 
-/** The constant methods export_llama writes, by the names ExecuTorch's runner reads. */
+/**
+ * The constant methods export_llama and optimum-executorch write, by the
+ * names ExecuTorch's runner reads (optimum-executorch also writes
+ * `get_eos_id` and `get_max_batch_size`). Others they write (`get_n_layers`,
+ * `get_head_dim`, `get_dtype`, ...) describe the model and are not read.
+ */
 export const METADATA_METHODS = [
   'get_max_seq_len',
   'get_max_context_len',
   'get_vocab_size',
   'get_bos_id',
   'get_eos_ids',
+  'get_eos_id',
+  'get_max_batch_size',
   'use_kv_cache',
   'enable_dynamic_shape',
   'use_sdpa_with_kv_cache',
@@ -27,7 +34,12 @@ const DEFAULT_USE_KV_CACHE = true;
 const DEFAULT_ENABLE_DYNAMIC_SHAPE = false;
 const DEFAULT_USE_SDPA_WITH_KV_CACHE = false;
 
-/** One method that takes (tokens int64[1, n], position int64[1]) and returns logits. */
+/**
+ * One method that takes (tokens int64[1, n], position) and returns logits.
+ * The position is the first token's (export_llama's `input_pos` int64[1]),
+ * or every token's (optimum-executorch's `cache_position` int64[n], filled
+ * start, start + 1, ... as ExecuTorch's runner fills it).
+ */
 export interface StepMethod {
   readonly name: string;
   /** Tokens per call: at most this many, or exactly this many when `exact`. */
@@ -35,6 +47,8 @@ export interface StepMethod {
   readonly exact: boolean;
   readonly tokensInput: ValueDescription;
   readonly positionInput: ValueDescription;
+  /** 'start': one position, the first token's; 'each': one per token. */
+  readonly positions: 'start' | 'each';
   /** Bytes of the logits output at its upper-bound shape. */
   readonly logitsBytes: number;
 }
@@ -103,13 +117,21 @@ function describeShape(value: ValueDescription): string {
 /** Checks a method that steps the model and says how many tokens a call takes. */
 function stepMethod(method: MethodDescription, vocab: number | undefined): StepMethod & { vocab: number } {
   const at = `method '${method.name}'`;
-  const expected = 'expected (tokens int64[1, n], start_pos int64[1]) -> logits float32[1, n, vocab] or [1, vocab]';
+  const expected =
+    'expected (tokens int64[1, n], start_pos int64[1] or cache_position int64[n]) -> logits float32[1, n, vocab] or [1, vocab]';
   if (method.inputs.length !== 2) refuse(`${at} takes ${method.inputs.length} input(s); ${expected}`);
   const [tokens, position] = method.inputs as [ValueDescription, ValueDescription];
   if (tokens.kind !== 'tensor' || tokens.dtype !== 'int64' || tokens.shape?.length !== 2 || tokens.shape[0] !== 1) {
     refuse(`${at} input '${tokens.name}' is ${describeShape(tokens)}; ${expected}`);
   }
-  if (position.kind !== 'tensor' || position.dtype !== 'int64' || (position.shape ?? []).reduce((a, b) => a * b, 1) !== 1) {
+  const positionShape = position.kind === 'tensor' ? (position.shape ?? []) : [];
+  // One position per token: as long as the tokens, and as dynamic (a fixed [1] is a start position either way).
+  const each =
+    positionShape.length === 1 &&
+    positionShape[0] === tokens.shape[1] &&
+    (position.dynamism ?? 'static') === (tokens.dynamism ?? 'static') &&
+    !(positionShape[0] === 1 && (position.dynamism ?? 'static') === 'static');
+  if (position.kind !== 'tensor' || position.dtype !== 'int64' || (!each && positionShape.reduce((a, b) => a * b, 1) !== 1)) {
     refuse(`${at} input '${position.name}' is ${describeShape(position)}; ${expected}`);
   }
   const logits = method.outputs[0];
@@ -135,6 +157,7 @@ function stepMethod(method: MethodDescription, vocab: number | undefined): StepM
     exact: tokens.dynamism === 'static' || tokens.dynamism === undefined,
     tokensInput: tokens,
     positionInput: position,
+    positions: each ? 'each' : 'start',
     logitsBytes: logits.nbytes ?? 0,
     vocab: logitsVocab,
   };
@@ -261,7 +284,10 @@ export async function readLlmMetadata({
     bosId = tokenizer.bosId;
     sources['get_bos_id'] = 'tokenizer';
   }
+  const maxBatchSize = integer('get_max_batch_size');
+  if (maxBatchSize !== undefined && maxBatchSize < 1) refuse(`metadata 'get_max_batch_size' is ${maxBatchSize}`);
   let programEosIds: number[] = [];
+  const eosId = integer('get_eos_id');
   const eosValues = constants.get('get_eos_ids');
   if (eosValues !== undefined) {
     programEosIds = eosValues.flatMap((value) =>
@@ -270,7 +296,9 @@ export async function readLlmMetadata({
         : [integerOf(value, 'get_eos_ids')],
     );
   }
-  sources['get_eos_ids'] = eosValues === undefined ? 'tokenizer' : 'program';
+  // optimum-executorch writes the first of get_eos_ids again as get_eos_id; an older program, only get_eos_id.
+  if (eosId !== undefined && !programEosIds.includes(eosId)) programEosIds.push(eosId);
+  sources['get_eos_ids'] = eosValues === undefined && eosId === undefined ? 'tokenizer' : 'program';
   for (const [what, ids] of [
     ['get_bos_id', bosId === undefined ? [] : [bosId]],
     ['get_eos_ids', programEosIds],

@@ -2,7 +2,7 @@
 // the model (prefill in chunks, decode one token at a time, as ExecuTorch's
 // TextPrefiller and TextTokenGenerator split it), and the turn that samples,
 // streams text and stops.
-import { describeValue, EtnaError } from '../errors.js';
+import { describeValue, EtnaError, toEtnaError } from '../errors.js';
 import { largeBytes, snapshotBytes, type Module } from '../module.js';
 import { asyncDisposeSymbol, checkOptionKeys } from '../program.js';
 import { Tensor } from '../tensor.js';
@@ -35,8 +35,8 @@ export interface SessionModel {
   readonly addsBos: boolean;
   /** Ranges [from, to) of ids the tokenizer lacks: never sampled. */
   readonly unsampled: readonly (readonly [number, number])[];
-  /** A new session at the place a snapshot holds (`Llm.restoreSession`). */
-  restoreSession(snapshot: ArrayBuffer | ArrayBufferView): Promise<LlmSession>;
+  /** A new session with an empty cache (`Llm.session`). */
+  session(): Promise<LlmSession>;
 }
 
 // ------------------------------------------------------------------ steps
@@ -106,7 +106,13 @@ export class StepRunner {
       method.name,
       [
         new Tensor('int64', [1, tokens.length], BigInt64Array.from(tokens, BigInt)),
-        new Tensor('int64', method.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.position))),
+        method.positions === 'each'
+          ? new Tensor(
+              'int64',
+              [tokens.length],
+              BigInt64Array.from(tokens, (_, i) => BigInt(this.position + i)),
+            )
+          : new Tensor('int64', method.positionInput.shape ?? [1], BigInt64Array.of(BigInt(this.position))),
       ],
       { outputs: [this.logitsBuffer(method)] },
     );
@@ -248,6 +254,8 @@ export class LlmSession {
   // turn's text is encoded after it, as the whole conversation would be, so that no word boundary is invented there.
   private tail: TextTail = NO_TAIL;
   private busy = false;
+  // Forks copying the cache now: nothing may change it until they have.
+  private forks = 0;
   private disposed = false;
 
   /** @internal */
@@ -322,7 +330,7 @@ export class LlmSession {
    * what a prompt has beyond it.
    */
   async save(options: SaveSessionOptions = {}): Promise<Uint8Array> {
-    this.checkIdle('save');
+    this.checkReadable('save');
     const checked = checkOptionKeys(options, ['position'], 'save');
     const cached = this.steps.position;
     const position = checked['position'] ?? cached;
@@ -347,9 +355,33 @@ export class LlmSession {
     return snapshot;
   }
 
-  /** A new session that starts where this one stands, with a cache of its own; this one goes on unchanged. */
+  /**
+   * A new session that starts where this one stands, with a cache of its
+   * own; this one goes on unchanged. The cache rows it has filled go from
+   * this session's state straight into the new one's (`Module.copyStateTo`),
+   * with no snapshot in between.
+   */
   async fork(): Promise<LlmSession> {
-    return this.model.restoreSession(await this.save());
+    this.checkReadable('fork');
+    // Where the copy will stand: nothing changes it while a fork is in flight.
+    const place = { tokens: this.steps.tokens, pending: this.pending, tail: this.tail };
+    this.forks++;
+    try {
+      const forked = await this.model.session();
+      try {
+        const state = this.module.methodMeta(this.model.metadata.decode.name).state;
+        await this.module.copyStateTo(forked.module, { ranges: cacheRanges(state, this.model.metadata, place.tokens.length) });
+      } catch (error) {
+        await forked.dispose();
+        throw toEtnaError(error);
+      }
+      forked.steps.adopt(place.tokens);
+      forked.pending = place.pending;
+      forked.tail = place.tail;
+      return forked;
+    } finally {
+      this.forks--;
+    }
   }
 
   /**
@@ -374,10 +406,16 @@ export class LlmSession {
     }
   }
 
-  // Saving and resetting need a live session that is not generating.
-  private checkIdle(what: string): void {
+  // Saving and forking read the cache: they need a live session that is not generating.
+  private checkReadable(what: string): void {
     if (this.disposed) throw new EtnaError('DISPOSED', `${what}: the session has been disposed`);
     if (this.busy) throw new EtnaError('INVALID_INPUT', `${what}: this session is generating; await the generation (or abort it) first`);
+  }
+
+  // Restoring and resetting change it: nor may a fork be copying it.
+  private checkIdle(what: string): void {
+    this.checkReadable(what);
+    if (this.forks > 0) throw new EtnaError('INVALID_INPUT', `${what}: this session is being forked; await the fork first`);
   }
 
   /** Frees the module once a running generation has finished. */
@@ -405,6 +443,7 @@ export class LlmSession {
         'generate: this session is already generating; await it, or use another session (llm.session())',
       );
     }
+    if (this.forks > 0) throw new EtnaError('INVALID_INPUT', 'generate: this session is being forked; await the fork first');
     const plan = this.plan(prompt, options, context);
     this.busy = true;
     try {

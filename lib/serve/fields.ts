@@ -36,6 +36,8 @@ export interface GenerationField {
   readonly option?: keyof GenerateOptions;
   /** The value that asks for nothing, accepted while the field has no option (the empty object for a token map). */
   readonly neutral?: number | boolean;
+  /** Options the field also sets whenever it is given (completions' `logprobs: N` also turns on generate()'s `logprobs`). */
+  readonly implies?: Readonly<GenerateOptions>;
 }
 
 const number = (rule: NumberRule, bound?: 'context' | 'vocabulary'): FieldValue => ({ kind: 'number', rule, ...(bound && { bound }) });
@@ -62,18 +64,16 @@ const SAMPLING: Readonly<Record<string, GenerationField>> = {
 export const COMPLETION_FIELDS: Readonly<Record<string, GenerationField>> = {
   ...SAMPLING,
   echo: { value: { kind: 'boolean' }, option: 'echo' },
-  // The log-probabilities of the most likely tokens at each step; 0 asks for the chosen token's. generate() gives them
-  // (logprobs, topLogprobs); the answers do not carry them yet.
-  logprobs: { value: number({ integer: true, min: 0, max: 5 }) },
+  // The chosen token's log-probability at each step, and those of the N most likely (0: the chosen token's alone).
+  logprobs: { value: number({ integer: true, min: 0, max: 5 }), option: 'topLogprobs', implies: { logprobs: true } },
 };
 
 /** POST /v1/chat/completions. */
 export const CHAT_FIELDS: Readonly<Record<string, GenerationField>> = {
   ...SAMPLING,
   max_completion_tokens: { value: number(maxNewTokens, 'context'), option: 'maxNewTokens' },
-  // generate() gives them (logprobs, topLogprobs); the answers do not carry them yet.
-  logprobs: { value: { kind: 'boolean' }, neutral: false },
-  top_logprobs: { value: number(GENERATE_NUMBER_RULES.topLogprobs), neutral: 0 },
+  logprobs: { value: { kind: 'boolean' }, option: 'logprobs' },
+  top_logprobs: { value: number(GENERATE_NUMBER_RULES.topLogprobs), option: 'topLogprobs' },
 };
 
 /** What the model bounds: the context (max_tokens) and the vocabulary (top_k, logit_bias). */
@@ -168,6 +168,7 @@ export function generationOptions(
     }
     setBy.set(field.option, param);
     options[field.option] = checked;
+    Object.assign(options, field.implies);
   }
   return options as GenerateOptions;
 }

@@ -163,6 +163,14 @@ function parsePrompt(value: unknown, vocabSize: number): string | number[] {
 export function parseCompletionRequest(body: Readonly<Record<string, unknown>>, model: ModelInfo): CompletionRequest {
   const common = parseCommon(body, COMPLETION_REQUEST, COMPLETION_FIELDS, model);
   if (present(body['suffix']) && body['suffix'] !== '') throw invalidField('unsupported_parameter', 'suffix', 'suffix is not supported');
+  // A prompt token's log-probability would need every prompt position's logits; a prefill gives the last one's.
+  if (common.options.logprobs === true && common.options.echo === true) {
+    throw invalidField(
+      'unsupported_value',
+      'logprobs',
+      "logprobs with echo is not supported: the prompt's tokens have no log-probabilities",
+    );
+  }
   const prompt = parsePrompt(body['prompt'], model.vocabSize);
   return { ...common, options: { maxNewTokens: DEFAULT_COMPLETION_TOKENS, ...common.options }, prompt };
 }
@@ -216,5 +224,13 @@ function parseMessages(value: unknown): ChatMessage[] {
 
 export function parseChatRequest(body: Readonly<Record<string, unknown>>, model: ModelInfo): ChatRequest {
   const common = parseCommon(body, CHAT_REQUEST, CHAT_FIELDS, model);
-  return { ...common, messages: parseMessages(body['messages']) };
+  const { topLogprobs, ...options } = common.options;
+  if (topLogprobs !== undefined && topLogprobs > 0 && options.logprobs !== true) {
+    throw invalidField('invalid_value', 'top_logprobs', `top_logprobs (${topLogprobs}) needs logprobs: true`);
+  }
+  return {
+    ...common,
+    options: options.logprobs === true && topLogprobs !== undefined ? { ...options, topLogprobs } : options,
+    messages: parseMessages(body['messages']),
+  };
 }

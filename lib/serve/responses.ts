@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 
-import type { GenerationResult, StopReason } from '../llm/types.js';
+import type { GenerationResult, StopReason, TokenLogprob, TopLogprob } from '../llm/types.js';
 
 export type FinishReason = 'stop' | 'length';
 
@@ -38,51 +38,102 @@ export interface ReplyHeader {
   readonly model: string;
 }
 
+/** A choice's `logprobs` for some of its tokens, in a route's shape; null when the request did not ask for them. */
+export type WireLogprobs = object | null;
+
+/** Turns one answer's tokens, a run at a time, into its route's `logprobs` (a completion counts text offsets across runs). */
+export type LogprobsWriter = (tokens: readonly TokenLogprob[]) => object;
+
+/**
+ * A log-probability as JSON carries it: -Infinity (a token the model rules
+ * out) as OpenAI's floor of -9999, NaN (a row without a distribution) as null.
+ */
+export function wireLogprob(logprob: number): number | null {
+  if (Number.isNaN(logprob)) return null;
+  return logprob === -Infinity ? -9999 : logprob;
+}
+
 /** How one route's answers look: the whole reply, and the chunks of its stream. */
 export interface ReplyShape {
   readonly route: 'completions' | 'chat';
   /** The whole reply. */
-  reply(header: ReplyHeader, text: string, finish: FinishReason, usage: Usage): object;
+  reply(header: ReplyHeader, text: string, finish: FinishReason, usage: Usage, logprobs: WireLogprobs): object;
   /** The chunk before the first piece, if the route has one (chat's, which names the role). */
   opening(header: ReplyHeader): object | undefined;
   /** A chunk with a piece of text (`finish` null), or the last one (no text, the finish reason). */
-  chunk(header: ReplyHeader, piece: string, finish: FinishReason | null): object;
+  chunk(header: ReplyHeader, piece: string, finish: FinishReason | null, logprobs: WireLogprobs): object;
+  /** A writer for one answer's log-probabilities. */
+  logprobsWriter(): LogprobsWriter;
   /** The chunk after the last, with the usage and no choices. */
   usage(header: ReplyHeader, usage: Usage): object;
 }
 
 const base = (header: ReplyHeader, object: string) => ({ id: header.id, object, created: header.created, model: header.model });
 
+/**
+ * The legacy completions' shape: parallel lists of token texts, their
+ * log-probabilities and where each starts in the completion's text (in
+ * characters, from 0: without echo the text is the completion alone), and
+ * per token a map of the most likely tokens' texts, or null when none were
+ * asked for.
+ */
+function completionLogprobs(): LogprobsWriter {
+  let offset = 0;
+  return (tokens) => {
+    const textOffset = tokens.map((token) => {
+      const start = offset;
+      offset += [...token.text].length;
+      return start;
+    });
+    const top = (token: TokenLogprob) => Object.fromEntries(token.topLogprobs.map((entry) => [entry.text, wireLogprob(entry.logprob)]));
+    return {
+      tokens: tokens.map((token) => token.text),
+      token_logprobs: tokens.map((token) => wireLogprob(token.logprob)),
+      top_logprobs: tokens.map((token) => (token.topLogprobs.length === 0 ? null : top(token))),
+      text_offset: textOffset,
+    };
+  };
+}
+
 export const COMPLETION_SHAPE: ReplyShape = {
   route: 'completions',
-  reply: (header, text, finish, usage) => ({
+  reply: (header, text, finish, usage, logprobs) => ({
     ...base(header, 'text_completion'),
-    choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+    choices: [{ text, index: 0, logprobs, finish_reason: finish }],
     usage,
   }),
   opening: () => undefined,
-  chunk: (header, piece, finish) => ({
+  chunk: (header, piece, finish, logprobs) => ({
     ...base(header, 'text_completion'),
-    choices: [{ text: piece, index: 0, logprobs: null, finish_reason: finish }],
+    choices: [{ text: piece, index: 0, logprobs, finish_reason: finish }],
   }),
+  logprobsWriter: completionLogprobs,
   usage: (header, usage) => ({ ...base(header, 'text_completion'), choices: [], usage }),
 };
 
+/** Chat's shape: per token its text, log-probability and UTF-8 bytes, and the most likely tokens likewise. */
+const chatToken = (token: TopLogprob) => ({ token: token.text, logprob: wireLogprob(token.logprob), bytes: token.bytes });
+const chatLogprobs = (): LogprobsWriter => (tokens) => ({
+  content: tokens.map((token) => ({ ...chatToken(token), top_logprobs: token.topLogprobs.map(chatToken) })),
+  refusal: null,
+});
+
 export const CHAT_SHAPE: ReplyShape = {
   route: 'chat',
-  reply: (header, text, finish, usage) => ({
+  reply: (header, text, finish, usage, logprobs) => ({
     ...base(header, 'chat.completion'),
-    choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs: null, finish_reason: finish }],
+    choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, logprobs, finish_reason: finish }],
     usage,
   }),
   opening: (header) => ({
     ...base(header, 'chat.completion.chunk'),
     choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
   }),
-  chunk: (header, piece, finish) => ({
+  chunk: (header, piece, finish, logprobs) => ({
     ...base(header, 'chat.completion.chunk'),
-    choices: [{ index: 0, delta: finish === null ? { content: piece } : {}, logprobs: null, finish_reason: finish }],
+    choices: [{ index: 0, delta: finish === null ? { content: piece } : {}, logprobs, finish_reason: finish }],
   }),
+  logprobsWriter: chatLogprobs,
   usage: (header, usage) => ({ ...base(header, 'chat.completion.chunk'), choices: [], usage }),
 };
 

@@ -10,13 +10,23 @@ import { EtnaError } from '../errors.js';
 import type { Llm } from '../llm/llm.js';
 import { describeNumberRule, numberFault, type GenerateOptions, type NumberRule } from '../llm/options.js';
 import type { LlmSession } from '../llm/session.js';
+import type { TokenLogprob } from '../llm/types.js';
 import { checkOptionKeys } from '../program.js';
 import { chatPrompt } from './chat.js';
 import { ApiError, invalidField, toApiError } from './errors.js';
 import { PoolClosedError, type PoolStats } from './pool.js';
 import { PrefixCache, type PrefixCacheStats } from './prefix-cache.js';
 import { parseBody, parseChatRequest, parseCompletionRequest, readBody, type ModelInfo } from './request.js';
-import { CHAT_SHAPE, COMPLETION_SHAPE, finishReason, replyHeader, usageOf, writeEvent, type ReplyShape } from './responses.js';
+import {
+  CHAT_SHAPE,
+  COMPLETION_SHAPE,
+  finishReason,
+  replyHeader,
+  usageOf,
+  writeEvent,
+  type ReplyShape,
+  type WireLogprobs,
+} from './responses.js';
 import { Sessions, type SessionsStats } from './sessions.js';
 import { DEFAULT_STATE_TIMEOUT_MS, GuardedStore, type StateStore } from './state-store.js';
 
@@ -381,7 +391,16 @@ export class LlmServer extends http.Server {
   private async reply(response: http.ServerResponse, session: LlmSession, job: Job, signal: AbortSignal): Promise<void> {
     const { shape } = job;
     const header = replyHeader(shape, this.settings.modelName);
-    const generation = session.complete(job.prompt, { ...job.options, signal });
+    // A chunk carries the log-probabilities of the tokens sampled since the chunk before it: its own, and
+    // any sampled while the client was being written to (their text follows in a later chunk).
+    const writeLogprobs = job.options.logprobs === true ? shape.logprobsWriter() : undefined;
+    const sampled: TokenLogprob[] = [];
+    const takeLogprobs = (): WireLogprobs =>
+      writeLogprobs === undefined || sampled.length === 0 ? null : writeLogprobs(sampled.splice(0));
+    const onToken = (_id: number, logprobs: TokenLogprob | undefined): void => {
+      if (logprobs !== undefined && job.stream) sampled.push(logprobs);
+    };
+    const generation = session.complete(job.prompt, { ...job.options, signal, onToken });
     let started = false;
     const start = async (): Promise<void> => {
       if (started) return;
@@ -398,7 +417,7 @@ export class LlmServer extends http.Server {
       if (job.stream) {
         for await (const piece of generation) {
           await start();
-          await writeEvent(response, shape.chunk(header, piece, null));
+          await writeEvent(response, shape.chunk(header, piece, null, takeLogprobs()));
         }
       }
       result = await generation;
@@ -428,12 +447,13 @@ export class LlmServer extends http.Server {
     const usage = usageOf(result);
     if (job.stream) {
       await start();
-      await writeEvent(response, shape.chunk(header, '', finish));
+      await writeEvent(response, shape.chunk(header, '', finish, takeLogprobs()));
       if (job.includeUsage) await writeEvent(response, shape.usage(header, usage));
       await writeEvent(response, '[DONE]');
       response.end();
     } else {
-      this.sendJson(response, 200, shape.reply(header, result.text, finish, usage));
+      const logprobs = writeLogprobs === undefined ? null : writeLogprobs(result.logprobs ?? []);
+      this.sendJson(response, 200, shape.reply(header, result.text, finish, usage, logprobs));
     }
     await this.sessions.cachePrefix(session, job.prompt);
   }

@@ -1,6 +1,7 @@
 #include "module_wrap.h"
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -248,20 +249,21 @@ Status run_state_operation(Module& module, const StateLayout* save_layout, uint8
   }
 }
 
-// saveState or restoreState on a call thread: the snapshot's bytes are a JS
-// array only the caller's module reads or writes until the promise settles.
+// A state operation (saveState, restoreState, copyStateTo) on a call thread.
+// What it reads or writes is held alive by the operation's captures and by
+// `keep_alive` (a snapshot's JS array, which only the caller's module uses
+// until the promise settles).
 class StateJob : public CallRunner::Job {
  public:
-  StateJob(std::shared_ptr<Module> module, std::optional<StateLayout> save_layout, uint8_t* bytes, size_t size,
-           Napi::ObjectReference keep_alive)
-      : module_(std::move(module)),
-        save_layout_(std::move(save_layout)),
-        bytes_(bytes),
-        size_(size),
-        keep_alive_(std::move(keep_alive)) {}
+  StateJob(std::function<Status()> operation, Napi::ObjectReference keep_alive)
+      : operation_(std::move(operation)), keep_alive_(std::move(keep_alive)) {}
 
   void run() override {
-    status_ = run_state_operation(*module_, save_layout_ ? &*save_layout_ : nullptr, bytes_, size_);
+    try {
+      status_ = operation_();
+    } catch (const std::exception& e) {
+      status_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
+    }
   }
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
@@ -273,10 +275,7 @@ class StateJob : public CallRunner::Job {
   }
 
  private:
-  std::shared_ptr<Module> module_;
-  std::optional<StateLayout> save_layout_;  // set for a save
-  uint8_t* bytes_;
-  size_t size_;
+  std::function<Status()> operation_;
   Napi::ObjectReference keep_alive_;
   Status status_ = make_error(ErrorCode::kInternal, "etna:state did not run");
 };
@@ -293,6 +292,7 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                         InstanceMethod<&ModuleWrap::state_snapshot_bytes>("stateSnapshotBytes"),
                                         InstanceMethod<&ModuleWrap::save_state>("saveState"),
                                         InstanceMethod<&ModuleWrap::restore_state>("restoreState"),
+                                        InstanceMethod<&ModuleWrap::copy_state_to>("copyStateTo"),
                                         InstanceMethod<&ModuleWrap::dispose>("dispose"),
                                     });
   addon_data(env).module_constructor = Napi::Persistent(ctor);
@@ -444,8 +444,34 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
       if (!status) throw make_js_error(env, status.error());
       return env.Undefined();
     }
-    auto job = std::make_unique<StateJob>(std::move(module), std::move(save_layout), bytes, view.size,
-                                          Napi::Persistent(info[0].As<Napi::Object>()));
+    auto operation = [module = std::move(module), save_layout = std::move(save_layout), bytes, size = view.size] {
+      return run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, size);
+    };
+    auto job = std::make_unique<StateJob>(std::move(operation), Napi::Persistent(info[0].As<Napi::Object>()));
+    return addon_data(env).call_runner->submit(env, std::move(job), false);
+  });
+}
+
+Napi::Value ModuleWrap::copy_state_to(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    std::shared_ptr<Module> source = live_module(env);
+    const bool is_module =
+        info[0].IsObject() && info[0].As<Napi::Object>().InstanceOf(addon_data(env).module_constructor.Value());
+    if (!is_module) throw make_js_error(env, Error{ErrorCode::kInvalidInput, "copyStateTo expects a NativeModule"});
+    std::shared_ptr<Module> target = Napi::ObjectWrap<ModuleWrap>::Unwrap(info[0].As<Napi::Object>())->live_module(env);
+    std::vector<ByteRange> ranges = snapshot_layout(env, *source, info[2]).ranges;
+    const bool sync = info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+    auto operation = [source = std::move(source), target = std::move(target), ranges = std::move(ranges)] {
+      return source->copy_state_to(*target, ranges);
+    };
+    if (sync) {
+      Status status = operation();
+      if (!status) throw make_js_error(env, status.error());
+      return env.Undefined();
+    }
+    // Both modules are held by the operation; there is no JS array to keep.
+    auto job = std::make_unique<StateJob>(std::move(operation), Napi::ObjectReference());
     return addon_data(env).call_runner->submit(env, std::move(job), false);
   });
 }

@@ -61,6 +61,10 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   Napi::Value save_state(const Napi::CallbackInfo& info);
   Napi::Value restore_state(const Napi::CallbackInfo& info);
   Napi::Value state_operation(const Napi::CallbackInfo& info, bool save);
+  // copyStateTo(targetModule, sync, ranges?) -> Promise<void>, or undefined
+  // when sync: the state's bytes (all, or those ranges) into the target's.
+  // The caller calls it only when both modules are idle.
+  Napi::Value copy_state_to(const Napi::CallbackInfo& info);
   Napi::Value dispose(const Napi::CallbackInfo& info);
 
   std::shared_ptr<Module> live_module(Napi::Env env) const;

@@ -1,6 +1,7 @@
 #include "module.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "program_info.h"
 #include "state_snapshot.h"
@@ -500,6 +501,27 @@ Status Module::restore_state(const uint8_t* snapshot, size_t size) {
   auto lease = lease_state();
   if (!lease) return lease.error();
   return read_state_snapshot(*state_layout_, snapshot, size, lease->arena_);
+}
+
+Status Module::copy_state_to(Module& target, const std::vector<ByteRange>& ranges) {
+  if (&target == this) return make_error(ErrorCode::kInvalidInput, "copyStateTo: the target is this module");
+  auto layout = state_layout(ranges);
+  if (!layout) return layout.error();
+  auto target_layout = target.state_layout();
+  if (!target_layout) return target_layout.error();
+  if ((*target_layout)->layout_fingerprint != layout->layout_fingerprint ||
+      (*target_layout)->program_fingerprint != layout->program_fingerprint) {
+    return make_error(ErrorCode::kInvalidInput,
+                      "copyStateTo: the target module's state is laid out otherwise (a module of another program)");
+  }
+  auto source = lease_state();
+  if (!source) return source.error();
+  auto destination = target.lease_state();
+  if (!destination) return destination.error();
+  for (const ByteRange& range : ranges) {
+    if (range.size > 0) std::memcpy(destination->arena_ + range.offset, source->arena_ + range.offset, range.size);
+  }
+  return Status::ok();
 }
 
 MemoryReport Module::memory_report() const {

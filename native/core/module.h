@@ -156,6 +156,11 @@ class Module {
   // before it writes anything.
   Status save_state(const StateLayout& layout, uint8_t* out, size_t size);
   Status restore_state(const uint8_t* snapshot, size_t size);
+  // Copies `ranges` of the state (checked against the arena) straight into
+  // `target`'s, a module whose state is laid out as this one's (the same
+  // program); no snapshot in between. Takes both call leases. kInvalidInput
+  // for another layout or for `target` being this module.
+  Status copy_state_to(Module& target, const std::vector<ByteRange>& ranges);
 
  private:
   // The call lease, held to read or write the state arena between calls.

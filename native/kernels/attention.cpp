@@ -424,6 +424,15 @@ Status attend(const AttentionProblem& p, pthreadpool_t pool) {
   return attend_on<PortableOps>(p, pool);
 }
 
+float softmax_in_place(float* scores, int64_t count) {
+#ifdef ETNA_ATTENTION_X86
+  if (active_path() == AttentionPath::kAvx2) return Avx2Ops::softmax(scores, count);
+#endif
+  return PortableOps::softmax(scores, count);
+}
+
+AttentionPath active_attention_path() { return active_path(); }
+
 const char* attention_path_name(AttentionPath path) {
   switch (path) {
     case AttentionPath::kPortable: return "portable";

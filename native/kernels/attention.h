@@ -40,6 +40,11 @@ struct AttentionProblem {
 // Computes p.out. Fails only when scratch memory cannot be had.
 Status attend(const AttentionProblem& p, pthreadpool_t pool);
 
+// scores[0 .. count) = e^(score - max) in place (softmax_exp each), returning
+// their sum, on the active path (both give the same bits). A NaN score is
+// skipped by the max and makes the sum NaN.
+float softmax_in_place(float* scores, int64_t count);
+
 // e^y as the softmax takes it, for y = score - max <= 0 on every path: within
 // 2 ulp of e^y down to -87, 0 below (and for -inf), NaN for NaN.
 float softmax_exp(float y);
@@ -47,6 +52,8 @@ float softmax_exp(float y);
 enum class AttentionPath : uint8_t { kPortable, kAvx2 };
 
 const char* attention_path_name(AttentionPath path);
+// The path calls take now: the forced one, else the best this CPU runs.
+AttentionPath active_attention_path();
 // The paths this CPU runs, the portable one first.
 std::vector<AttentionPath> available_attention_paths();
 // Tests and benchmarks only: run later calls on `path` (must be available);

@@ -21,6 +21,7 @@ void register_prim_kernels(KernelRegistry& registry);           // executorch_pr
 
 void register_onnx_support_kernels(KernelRegistry& registry);  // floor, ceil, round, erf (ONNX import)
 void register_llm_kernels(KernelRegistry& registry);           // llama:: attention over a KV cache, cache updates
+void register_hadamard_kernels(KernelRegistry& registry);      // llama::fast_hadamard_transform (SpinQuant)
 void register_quantized_kernels(KernelRegistry& registry);  // quantized_decomposed:: (de)quantize, qparams, embeddings
 void register_pooling_kernels(KernelRegistry& registry);    // max/avg/adaptive pooling, upsampling, batch norm
 

@@ -9,7 +9,9 @@
 // they are every position of the cache and the mask is [sequence, capacity],
 // so the mask alone decides what a row sees. Query heads are grouped
 // onto key/value heads (grouped-query attention): head h reads kv head
-// h / (query_heads / kv_heads).
+// h / (query_heads / kv_heads). custom_quantized_sdpa reads int8 queries and
+// caches, each row with its own scale and zero point (quantized_attention.h),
+// as --quantize_kv_cache writes them.
 //
 // Every index and size is checked before any byte of a cache is written, so
 // a refused call leaves the cache as it was.
@@ -24,6 +26,7 @@
 #include "kernels/kernel_groups.h"
 #include "kernels/kernel_shape.h"
 #include "kernels/op_args.h"
+#include "kernels/quantized_attention.h"
 #include "kernels/real_elements.h"
 #include "kernels/scalar.h"
 
@@ -64,14 +67,20 @@ Status check_cache_pair(const OpArgs& op, const Tensor& value, std::string_view 
   return Status::ok();
 }
 
-// Rows start_pos .. start_pos + sequence of the cache exist.
-Status check_cache_window(const OpArgs& op, int64_t start_pos, int64_t sequence, const Tensor& cache,
-                          std::string_view cache_name) {
-  if (start_pos < 0 || sequence > cache.size(1) || start_pos > cache.size(1) - sequence) {
+// Rows start_pos .. start_pos + sequence of a cache of `capacity` rows exist.
+Status check_cache_window(const OpArgs& op, int64_t start_pos, int64_t sequence, int64_t capacity, const Tensor& cache,
+                          std::string_view cache_name, int capacity_dim = 1) {
+  if (start_pos < 0 || sequence > capacity || start_pos > capacity - sequence) {
     return op.input_error("start_pos " + std::to_string(start_pos) + " + sequence length " + std::to_string(sequence) +
-                          " exceeds " + std::string(cache_name) + " " + cache.describe() + " (dim 1 is the capacity)");
+                          " exceeds " + std::string(cache_name) + " " + cache.describe() + " (dim " +
+                          std::to_string(capacity_dim) + " is the capacity)");
   }
   return Status::ok();
+}
+
+Status check_cache_window(const OpArgs& op, int64_t start_pos, int64_t sequence, const Tensor& cache,
+                          std::string_view cache_name) {
+  return check_cache_window(op, start_pos, sequence, cache.size(1), cache, cache_name);
 }
 
 // Copies value's rows into the cache at start_pos (ExecuTorch's update_cache).
@@ -97,6 +106,18 @@ struct AttentionArgs {
   Tensor* out = nullptr;
 };
 
+// A float32 attn_mask is [sequence, capacity] and excludes is_causal.
+Status check_mask(const OpArgs& op, const AttentionArgs& a, int64_t sequence, int64_t capacity) {
+  if (a.mask == nullptr) return Status::ok();
+  if (a.is_causal) return op.input_error("attn_mask and is_causal cannot both be set");
+  ETNA_TRY(op.expect_dtype(*a.mask, "attn_mask", ScalarType::kFloat));
+  if (a.mask->rank() != 2 || a.mask->size(0) != sequence || a.mask->size(1) != capacity) {
+    return op.input_error("attn_mask " + a.mask->describe() + " must be [" + std::to_string(sequence) + ", " +
+                          std::to_string(capacity) + "] (query rows by cache positions)");
+  }
+  return Status::ok();
+}
+
 Status check_attention(const OpArgs& op, const AttentionArgs& a) {
   ETNA_KERNEL_ASSIGN(SequenceLayout q, sequence_layout(op, *a.query, "query"));
   ETNA_KERNEL_ASSIGN(SequenceLayout k, sequence_layout(op, *a.key_cache, "key"));
@@ -115,15 +136,7 @@ Status check_attention(const OpArgs& op, const AttentionArgs& a) {
                           std::to_string(k.heads) + ")");
   }
   ETNA_TRY(check_cache_window(op, a.start_pos, q.sequence, *a.key_cache, "key"));
-  if (a.mask != nullptr) {
-    if (a.is_causal) return op.input_error("attn_mask and is_causal cannot both be set");
-    ETNA_TRY(op.expect_dtype(*a.mask, "attn_mask", ScalarType::kFloat));
-    if (a.mask->rank() != 2 || a.mask->size(0) != q.sequence || a.mask->size(1) != k.sequence) {
-      return op.input_error("attn_mask " + a.mask->describe() + " must be [" + std::to_string(q.sequence) + ", " +
-                            std::to_string(k.sequence) + "] (query rows by cache positions)");
-    }
-  }
-  return Status::ok();
+  return check_mask(op, a, q.sequence, k.sequence);
 }
 
 Result<std::optional<double>> optional_double(const OpArgs& op, size_t index, std::string_view name) {
@@ -133,18 +146,23 @@ Result<std::optional<double>> optional_double(const OpArgs& op, size_t index, st
   return std::optional<double>(value->to<double>());
 }
 
-// Reads attn_mask, dropout_p, is_causal and scale from `first` on, then out.
-Status read_attention_tail(const OpArgs& op, size_t first, AttentionArgs& a) {
+// Reads attn_mask, dropout_p, is_causal and scale from `first` on.
+Status read_attention_options(const OpArgs& op, size_t first, AttentionArgs& a) {
   ETNA_KERNEL_ASSIGN(Tensor * mask, op.optional_input(first, "attn_mask"));
   ETNA_KERNEL_ASSIGN(double dropout_p, op.double_arg(first + 1, "dropout_p"));
   ETNA_KERNEL_ASSIGN(bool is_causal, op.bool_arg(first + 2, "is_causal"));
   ETNA_KERNEL_ASSIGN(std::optional<double> scale, optional_double(op, first + 3, "scale"));
-  ETNA_KERNEL_ASSIGN(Tensor * out, op.output(first + 4, "out"));
   (void)dropout_p;  // inference: no dropout, as in ExecuTorch
   a.mask = (mask != nullptr && mask->numel() > 0) ? mask : nullptr;
   a.is_causal = is_causal;
   a.scale = scale;
-  a.out = out;
+  return Status::ok();
+}
+
+// The options, then out.
+Status read_attention_tail(const OpArgs& op, size_t first, AttentionArgs& a) {
+  ETNA_TRY(read_attention_options(op, first, a));
+  ETNA_KERNEL_ASSIGN(a.out, op.output(first + 4, "out"));
   return Status::ok();
 }
 
@@ -185,6 +203,146 @@ Status custom_sdpa_out(KernelArgs args) {
   ETNA_TRY(read_attention_tail(op, 4, a));
   ETNA_TRY(check_attention(op, a));
   return run_attention(op, a);
+}
+
+// One int8 operand of custom_quantized_sdpa with its zero points and scales.
+struct QuantizedOperand {
+  const Tensor* data = nullptr;
+  const Tensor* zero_points = nullptr;
+  const Tensor* scales = nullptr;
+  std::string_view name;
+};
+
+// int8 data of rank 4, int8 zero points and float32 scales of rank 4 that
+// agree with it in the first three dims (one of each per row of the last).
+Status check_quantized_operand(const OpArgs& op, const QuantizedOperand& t) {
+  const std::string name(t.name);
+  if (t.zero_points == nullptr || t.scales == nullptr) {
+    return op.input_error("an int8 query needs " + name + "'s zero points and scales, and one is None");
+  }
+  ETNA_TRY(op.expect_dtype(*t.data, name, ScalarType::kChar));
+  ETNA_TRY(op.expect_dtype(*t.zero_points, name + " zero_points", ScalarType::kChar));
+  ETNA_TRY(op.expect_dtype(*t.scales, name + " scales", ScalarType::kFloat));
+  if (t.data->rank() != 4) return op.input_error(name + " must be 4-D, got " + t.data->describe());
+  for (const Tensor* parameters : {t.zero_points, t.scales}) {
+    bool fits = parameters->rank() == 4;
+    for (size_t d = 0; fits && d < 3; ++d) fits = parameters->size(d) == t.data->size(d);
+    if (!fits) {
+      return op.input_error(name + " " + t.data->describe() + ": its zero points " + t.zero_points->describe() +
+                            " and scales " + t.scales->describe() + " must match it in every dim but the last");
+    }
+  }
+  return Status::ok();
+}
+
+// Rows of `t` by (batch, position, head); the position is dim 1, or dim 2
+// with is_seq_at_dim_2 ([batch, heads, positions, head_dim]). Element 0 of
+// the parameters' last dim is each row's.
+QuantizedRows quantized_rows(const QuantizedOperand& t, bool seq_at_dim_2) {
+  const size_t position = seq_at_dim_2 ? 2 : 1;
+  const size_t head = seq_at_dim_2 ? 1 : 2;
+  QuantizedRows rows;
+  rows.data = t.data->data_as<const int8_t>();
+  rows.batch_stride = t.data->stride(0);
+  rows.position_stride = t.data->stride(position);
+  rows.head_stride = t.data->stride(head);
+  rows.scales = t.scales->data_as<const float>();
+  rows.scale_batch_stride = t.scales->stride(0);
+  rows.scale_position_stride = t.scales->stride(position);
+  rows.scale_head_stride = t.scales->stride(head);
+  rows.zero_points = t.zero_points->data_as<const int8_t>();
+  rows.zero_point_batch_stride = t.zero_points->stride(0);
+  rows.zero_point_position_stride = t.zero_points->stride(position);
+  rows.zero_point_head_stride = t.zero_points->stride(head);
+  return rows;
+}
+
+// llama::custom_quantized_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos,
+//   Tensor? attn_mask=None, float drpout_p=0.0, bool is_causal=False, float? scale=None,
+//   Tensor? q_zero_points=None, Tensor? q_scales=None, Tensor? k_zero_points=None, Tensor? k_scales=None,
+//   Tensor? v_zero_points=None, Tensor? v_scales=None, bool is_seq_at_dim_2=False, *, Tensor(a!) out)
+//   -> Tensor(a!)
+// What --quantize_kv_cache writes: int8 query and caches with a float32 scale
+// and an int8 zero point per (batch, position, head) row; a float32 out. A
+// float32 query (no parameters) attends as custom_sdpa.
+Status custom_quantized_sdpa_out(KernelArgs args) {
+  OpArgs op(args);
+  AttentionArgs a;
+  QuantizedOperand q{nullptr, nullptr, nullptr, "query"};
+  QuantizedOperand k{nullptr, nullptr, nullptr, "key"};
+  QuantizedOperand v{nullptr, nullptr, nullptr, "value"};
+  ETNA_KERNEL_ASSIGN(q.data, op.input(0, "query"));
+  ETNA_KERNEL_ASSIGN(k.data, op.input(1, "key"));
+  ETNA_KERNEL_ASSIGN(v.data, op.input(2, "value"));
+  ETNA_KERNEL_ASSIGN(a.start_pos, op.int_arg(3, "start_pos"));
+  ETNA_TRY(read_attention_options(op, 4, a));
+  ETNA_KERNEL_ASSIGN(q.zero_points, op.optional_input(8, "q_zero_points"));
+  ETNA_KERNEL_ASSIGN(q.scales, op.optional_input(9, "q_scales"));
+  ETNA_KERNEL_ASSIGN(k.zero_points, op.optional_input(10, "k_zero_points"));
+  ETNA_KERNEL_ASSIGN(k.scales, op.optional_input(11, "k_scales"));
+  ETNA_KERNEL_ASSIGN(v.zero_points, op.optional_input(12, "v_zero_points"));
+  ETNA_KERNEL_ASSIGN(v.scales, op.optional_input(13, "v_scales"));
+  ETNA_KERNEL_ASSIGN(bool seq_at_dim_2, op.bool_arg(14, "is_seq_at_dim_2"));
+  ETNA_KERNEL_ASSIGN(a.out, op.output(15, "out"));
+  a.query = q.data;
+  a.key_cache = k.data;
+  a.value_cache = v.data;
+  if (q.data->dtype() == ScalarType::kFloat) {
+    if (seq_at_dim_2) return op.unsupported("is_seq_at_dim_2 with a float32 query (write the query int8)");
+    ETNA_TRY(check_attention(op, a));
+    return run_attention(op, a);
+  }
+  if (q.data->dtype() != ScalarType::kChar) {
+    return op.program_error("query must be int8 (or float32), got " + q.data->describe());
+  }
+  for (const QuantizedOperand* operand : {&q, &k, &v}) ETNA_TRY(check_quantized_operand(op, *operand));
+  ETNA_TRY(op.expect_dtype(*a.out, "out", ScalarType::kFloat));
+  const size_t position = seq_at_dim_2 ? 2 : 1;
+  const size_t head = seq_at_dim_2 ? 1 : 2;
+  const Tensor& query = *q.data;
+  const Tensor& key = *k.data;
+  const Tensor& value = *v.data;
+  if (key.size(0) != query.size(0) || value.size(0) != query.size(0) || key.size(3) != query.size(3) ||
+      value.size(3) != query.size(3) || key.size(position) != value.size(position) ||
+      key.size(head) != value.size(head)) {
+    return op.input_error("query " + query.describe() + ", key " + key.describe() + " and value " + value.describe() +
+                          " disagree in batch, heads, capacity or head_dim");
+  }
+  if (key.size(head) == 0 || query.size(head) % key.size(head) != 0) {
+    return op.input_error("query heads (" + std::to_string(query.size(head)) +
+                          ") must be a multiple of key/value heads (" + std::to_string(key.size(head)) + ")");
+  }
+  if (query.size(3) > kMaxQuantizedHeadDim) {
+    return op.unsupported("head_dim " + std::to_string(query.size(3)) + " (at most " +
+                          std::to_string(kMaxQuantizedHeadDim) + " keeps the int32 dot products exact)");
+  }
+  const int64_t sequence = query.size(position);
+  const int64_t capacity = key.size(position);
+  ETNA_TRY(check_cache_window(op, a.start_pos, sequence, capacity, key, "key", static_cast<int>(position)));
+  ETNA_TRY(check_mask(op, a, sequence, capacity));
+  ETNA_TRY(op.prepare_output(*a.out, Shape::of(query)));
+  QuantizedAttentionProblem p;
+  p.query = quantized_rows(q, seq_at_dim_2);
+  p.keys = quantized_rows(k, seq_at_dim_2);
+  p.values = quantized_rows(v, seq_at_dim_2);
+  p.mask = a.mask ? a.mask->data_as<const float>() : nullptr;
+  p.mask_row_stride = a.mask ? a.mask->stride(0) : 0;
+  p.out = a.out->data_as<float>();
+  p.out_batch_stride = a.out->stride(0);
+  p.out_position_stride = a.out->stride(position);
+  p.out_head_stride = a.out->stride(head);
+  p.batch = query.size(0);
+  p.sequence = sequence;
+  p.heads = query.size(head);
+  p.kv_heads = key.size(head);
+  p.head_dim = query.size(3);
+  p.start_pos = a.start_pos;
+  p.visible = a.mask ? capacity : a.start_pos + sequence;
+  p.causal = a.is_causal;
+  p.scale = static_cast<float>(a.scale ? *a.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  Status status = attend_quantized(p, op.pool());
+  if (!status) return make_error(status.error().code, std::string(op.name()) + ": " + status.error().message);
+  return Status::ok();
 }
 
 // llama::sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache,
@@ -286,6 +444,7 @@ Status update_cache_with_indices_out(KernelArgs args) {
 
 void register_llm_kernels(KernelRegistry& registry) {
   registry.add({"llama::custom_sdpa.out", 10, custom_sdpa_out});
+  registry.add({"llama::custom_quantized_sdpa.out", 17, custom_quantized_sdpa_out});
   registry.add({"llama::sdpa_with_kv_cache.out", 13, sdpa_with_kv_cache_out});
   registry.add({"llama::update_cache.out", 5, update_cache_out});
   registry.add({"llama::update_cache_with_indices.out", 6, update_cache_with_indices_out});

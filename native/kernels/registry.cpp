@@ -18,6 +18,7 @@ void add_portable_kernels(KernelRegistry& registry) {
   register_prim_kernels(registry);
   register_onnx_support_kernels(registry);
   register_llm_kernels(registry);
+  register_hadamard_kernels(registry);
   register_quantized_kernels(registry);
   register_pooling_kernels(registry);
 }

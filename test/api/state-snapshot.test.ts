@@ -10,15 +10,9 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor } from '../../lib/index.js';
-import {
-  exportExample,
-  GRU_STREAM_CONFIG,
-  gruStreamSession,
-  KV_DECODER_CONFIG,
-  kvDecoderSession,
-  type ExampleCall,
-} from '../../lib/tools/examples/index.js';
+import { exportExample, GRU_STREAM_CONFIG, gruStreamSession, KV_DECODER_CONFIG, kvDecoderSession } from '../../lib/tools/examples/index.js';
 import { LLAMA_8DA4W_CONFIG } from '../../lib/tools/examples/llama-8da4w.js';
+import { outputsOf } from '../helpers/example-calls.js';
 import { rejection, thrown } from '../helpers/errors.js';
 import { repoRoot, testdataPath } from '../helpers/testdata.js';
 import { llamaProgram } from '../llm/helpers.js';
@@ -27,15 +21,6 @@ const kvBytes = exportExample('kv-decoder', { xnnpack: true });
 const gruBytes = exportExample('gru-stream');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-state-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-async function outputsOf(module: Module, calls: readonly ExampleCall[]): Promise<number[][][]> {
-  const outputs: number[][][] = [];
-  for (const call of calls) {
-    const values = await module.execute(call.method, call.inputs);
-    outputs.push(values.map((value) => Array.from((value as Tensor).data as Float32Array)));
-  }
-  return outputs;
-}
 
 // The calls of one kv-decoder session that carry state across: past the reset.
 const kvCalls = kvDecoderSession(KV_DECODER_CONFIG, 11).filter((call) => call.method !== 'reset');

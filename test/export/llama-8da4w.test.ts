@@ -14,6 +14,7 @@ import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
 import { buildLlama8da4w, LLAMA_8DA4W_CONFIG as C, Llama8da4wReference } from '../../lib/tools/examples/llama-8da4w.js';
 import { payloadGraph } from '../helpers/xnnpack-payload.js';
+import { argmax, worstDifference } from '../helpers/logits.js';
 
 // The delegate's int32 dot products are exact and its weights are the
 // reference's; what differs is float32 summation order (sums, norms,
@@ -21,19 +22,6 @@ import { payloadGraph } from '../helpers/xnnpack-payload.js';
 // rounding boundary, shifting a logit by about one quantization step of its
 // inputs, well under 1e-3 here; measured differences are around 1e-6.
 const LOGIT_TOLERANCE = 1e-3;
-
-function argmax(values: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
-  return best;
-}
-
-function worstDifference(actual: Float32Array, expected: Float32Array): number {
-  expect(actual.length).toBe(expected.length);
-  let worst = 0;
-  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!));
-  return worst;
-}
 
 describe('llama-8da4w example', () => {
   const lowered = buildLlama8da4w().export({ xnnpack: true });

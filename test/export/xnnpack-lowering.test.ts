@@ -111,7 +111,13 @@ function buildActivationProgram(): ProgramBuilder {
     const smaller = apply('aten::minimum.out', larger, reciprocal);
     const magnitude = apply('aten::abs.out', apply('aten::neg.out', smaller));
     const logged = apply('aten::log.out', apply('aten::exp.out', magnitude));
-    m.output(apply('aten::gelu.out', logged, { string: 'tanh' }));
+    const root = apply('aten::rsqrt.out', m.add(logged, 1));
+    const waves = m.add(apply('aten::sin.out', root), apply('aten::cos.out', logged));
+    const unsqueezed = m.graph.addTensor('float32', [3, 1, 16]);
+    m.kernel('aten::unsqueeze_copy.out', [waves, { int: 1 }, unsqueezed]);
+    const squeezed = m.graph.addTensor('float32', [3, 16]);
+    m.kernel('aten::squeeze_copy.dims_out', [unsqueezed, { intList: [1] }, squeezed]);
+    m.output(apply('aten::gelu.out', squeezed, { string: 'tanh' }));
   });
   return program;
 }
@@ -197,7 +203,7 @@ describe('XNNPACK lowering matches the portable kernels', () => {
     }
   });
 
-  it('silu, leaky_relu, pow by 2, 3 and -1, maximum, minimum, abs, neg, exp, log and tanh-form gelu: one delegate call', async () => {
+  it('silu, leaky_relu, pow by 2, 3 and -1, maximum, minimum, abs, neg, exp, log, rsqrt, sin, cos, unsqueeze, squeeze and tanh-form gelu: one delegate call', async () => {
     const inputs = [Tensor.float32([3, 16], randomValues(48, 31, 2)), Tensor.float32([3, 16], randomValues(48, 32, 2))];
     const { lowered, worst } = await runBoth(buildActivationProgram, inputs);
     expect(worst).toBeLessThan(1e-5);
@@ -215,6 +221,10 @@ describe('XNNPACK lowering matches the portable kernels', () => {
       NodeUnion.XNNNegate,
       NodeUnion.XNNExp,
       NodeUnion.XNNLog,
+      NodeUnion.XNNReciprocalSquareRoot,
+      NodeUnion.XNNSin,
+      NodeUnion.XNNCos,
+      NodeUnion.XNNStaticReshape,
       NodeUnion.XNNTanh,
     ]) {
       expect(types, NodeUnion[type]).toContain(type);

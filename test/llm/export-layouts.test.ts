@@ -37,6 +37,7 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
   const files = {
     'prefill-decode': exported('small-prefill-decode.pte', { preset: 'small', layout: 'prefill-decode' }),
     forward: exported('small-forward.pte', { preset: 'small', layout: 'forward' }),
+    optimum: exported('small-optimum.pte', { preset: 'small', layout: 'optimum' }),
   };
 
   it("the forward layout is export_llama's: one method over state at mem_id 2, and its metadata methods", () => {
@@ -82,6 +83,30 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
     await llm.dispose();
   });
 
+  it("the optimum layout is optimum-executorch's: a position per token, and its metadata read as ExecuTorch's runner reads it", async () => {
+    const program = Program.load(files.optimum);
+    const forward = program.describe().methods.find((method) => method.name === 'forward')!;
+    expect(forward.inputs.map((input) => [input.name, input.dtype, input.shape, input.dynamism])).toEqual([
+      ['input_ids', 'int64', [1, SMALL.prefillLength], 'bound'],
+      ['cache_position', 'int64', [SMALL.prefillLength], 'bound'],
+    ]);
+    program.dispose();
+    const llm = await Llm.load(files.optimum, { tokenizer });
+    // get_max_seq_len is the cache's length there, and without get_max_context_len it is the context too.
+    expect(llm.metadata).toMatchObject({
+      layout: 'forward',
+      maxSeqLen: SMALL.context,
+      maxContextLen: SMALL.context,
+      bosId: 1,
+      eosIds: [2],
+      enableDynamicShape: true,
+    });
+    expect(llm.metadata.sources).toMatchObject({ get_max_context_len: 'program', get_eos_id: 'program', get_max_batch_size: 'program' });
+    expect(llm.metadata.prefill).toMatchObject({ tokens: SMALL.prefillLength, positions: 'each' });
+    expect(llm.metadata.decode.positions).toBe('each');
+    await llm.dispose();
+  });
+
   // The two-method program states no context length, so the runner takes its default of 128 positions.
   it.each([
     ['prefill-decode', 3],
@@ -89,6 +114,8 @@ describe('llama-8da4w --preset small, token for token against the reference', ()
     ['forward', 3],
     ['forward', 100],
     ['forward', 130],
+    ['optimum', 100],
+    ['optimum', 130],
   ] as const)('%s: greedy tokens equal the reference (prompt of %i tokens)', async (layout, length) => {
     const llm = await Llm.load(files[layout], { tokenizer: smallTokenizer });
     const prompt = promptOf(length, SMALL.vocab);
@@ -158,7 +185,7 @@ describe('etna export-example refuses what it cannot write', () => {
     const layout = runCli(['export-example', 'llama-8da4w', path.join(dir, 'x.pte'), '--layout', 'sideways']);
     expect(layout.status).toBe(2);
     expect(layout.stderr).toMatch(
-      /^etna export-example: example 'llama-8da4w' has no layout 'sideways' \(available: prefill-decode, forward\)/,
+      /^etna export-example: example 'llama-8da4w' has no layout 'sideways' \(available: prefill-decode, forward, optimum\)/,
     );
     const vocab = runCli(['export-example', 'kv-decoder', path.join(dir, 'x.pte'), '--vocab-from', LLAMA2_TOKENIZER]);
     expect(vocab.status).toBe(2);

@@ -337,7 +337,7 @@ describe('programs the runner cannot serve are refused at load', () => {
   it('tokens that are not int64', async () => {
     await refusal(
       bigramProgram({ chain, tokensDtype: 'int32' }),
-      /method 'forward' input 'tokens' is int32\[1, 1\]; expected \(tokens int64\[1, n\], start_pos int64\[1\]\)/,
+      /method 'forward' input 'tokens' is int32\[1, 1\]; expected \(tokens int64\[1, n\], start_pos int64\[1\] or cache_position int64\[n\]\)/,
     );
   });
 

@@ -6,15 +6,17 @@ import {
   LLAMA_8DA4W_CONFIG,
   Llama8da4wReference,
   type Llama8da4wConfig,
+  type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
 import { ProgramBuilder } from '../../lib/export/program-builder.js';
 
-/** The llama-8da4w example (prefill/decode layout) with extra metadata methods. */
+/** The llama-8da4w example (prefill/decode layout) with extra metadata methods, and export_llama's transformations if given. */
 export function llamaProgram(
   config: Llama8da4wConfig = LLAMA_8DA4W_CONFIG,
   metadata: Record<string, (number | boolean)[]> = {},
+  transforms: Llama8da4wTransforms = {},
 ): Uint8Array {
-  const program = buildLlama8da4w(createLlama8da4wWeights(config));
+  const program = buildLlama8da4w(createLlama8da4wWeights(config), transforms);
   for (const [name, values] of Object.entries(metadata)) addConstantMethod(program, name, values);
   return program.export({ xnnpack: true }).bytes;
 }

@@ -123,7 +123,16 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     }
     // The original is untouched by its forks.
     expect(base.position).toBe(system.length + 1);
-    await Promise.all([base.dispose(), ...forks.map((fork) => fork.dispose())]);
+    // While forks copy its cache, nothing may change it; reading it (save) is fine.
+    const pendingFork = base.fork();
+    expect((await rejection(base.generate([5], greedy).result)).message).toBe(
+      'generate: this session is being forked; await the fork first',
+    );
+    expect(() => base.reset()).toThrow(/^reset: this session is being forked/);
+    expect((await rejection(base.restore(await base.save()))).message).toMatch(/^restore: this session is being forked/);
+    const late = await pendingFork;
+    expect(late.tokens).toEqual(base.tokens);
+    await Promise.all([base.dispose(), late.dispose(), ...forks.map((fork) => fork.dispose())]);
     await llm.dispose();
   });
 

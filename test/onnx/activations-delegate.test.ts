@@ -113,6 +113,8 @@ const CASES: readonly OpCase[] = [
   unary('Sqrt', [NodeUnion.XNNSquareRoot]),
   unary('Exp', [NodeUnion.XNNExp]),
   unary('Log', [NodeUnion.XNNLog]),
+  unary('Sin', [NodeUnion.XNNSin]),
+  unary('Cos', [NodeUnion.XNNCos]),
   unary('Reciprocal', [NodeUnion.XNNDiv]),
   {
     name: 'Pow by 3',

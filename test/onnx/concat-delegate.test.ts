@@ -1,16 +1,14 @@
 // Concat of any number of inputs, on any axis, stays inside one XNNPACK
 // delegate call: more inputs than one Concatenate node takes become several
 // nodes, and a concatenation between convolutions runs channels-last. Values
-// are compared with onnxruntime's.
+// are onnxruntime's, bit for bit (NaN payloads, infinities and zeros of both signs included).
 import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
-import { ONNX_DTYPE_CODES } from '../../lib/onnx/dtype.js';
-import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
+import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
-import { type Feeds, runEtna, runOrt } from './engines.js';
+import { delegateNodeTypes, expectSameBits, float32Bits, type Float32Feeds } from './engines.js';
 
 const BASE = [2, 3, 4, 5] as const;
 const CONCATENATE_TYPES: ReadonlySet<NodeUnion> = new Set([
@@ -27,37 +25,22 @@ function inputShape(axis: number, i: number): number[] {
   return shape;
 }
 
-function feedsOf(shapes: readonly number[][], seed: number): Feeds {
+/** Random values; the first elements of each input are zeros of both signs, infinities and NaNs (one with a payload). */
+function feedsOf(shapes: readonly number[][], seed: number): Float32Feeds {
   const next = seededUniform(seed);
   return Object.fromEntries(
     shapes.map((shape, i) => {
       const data = Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => next(-2, 2));
-      // Zeros of both signs and NaN pass through unchanged.
-      data.set([-0, 0, NaN].slice(0, data.length));
-      return [`x${i}`, { type: ONNX_DTYPE_CODES.float32, shape, data }];
+      data.set([-0, 0, NaN, Infinity, -Infinity, NaN].slice(0, data.length));
+      if (data.length > 5) new DataView(data.buffer).setUint32(20, 0xffc00123, true);
+      return [`x${i}`, { shape, data }];
     }),
   );
 }
 
-function delegateTypes(model: Uint8Array): NodeUnion[] {
-  const { builder, exportOptions } = importOnnxGraph(model);
-  const payloads = builder.export(exportOptions).program.delegatePayloads!;
-  expect(payloads).toHaveLength(1);
-  return payloadNodeTypes(payloads[0]!);
-}
-
-function expectSameBits(actual: readonly number[], expected: readonly number[], rtol = 0): void {
-  expect(actual.length).toBe(expected.length);
-  expected.forEach((e, i) => {
-    const a = actual[i]!;
-    if (rtol === 0 || !Number.isFinite(e)) expect(Object.is(a, e), `element ${i}: ${a} vs ${e}`).toBe(true);
-    else expect(Math.abs(a - e), `element ${i}: ${a} vs ${e}`).toBeLessThanOrEqual(rtol * Math.abs(e) + 1e-6);
-  });
-}
-
 describe('Concat on the XNNPACK delegate', () => {
   for (const count of [2, 3, 4, 5, 6, 7]) {
-    for (const axis of [0, 1, 2, 3, -1]) {
+    for (const axis of [0, 1, 2, 3, -1, -2, -3, -4]) {
       it(`${count} inputs along axis ${axis}: one delegate call, no portable kernel, the values onnxruntime gives`, async () => {
         const shapes = Array.from({ length: count }, (_, i) => inputShape(axis, i));
         const total = shapes.reduce((sum, shape) => sum + shape[axis < 0 ? axis + 4 : axis]!, 0);
@@ -78,12 +61,11 @@ describe('Concat on the XNNPACK delegate', () => {
           17,
         );
         expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
-        const concatenations = delegateTypes(model).filter((type) => CONCATENATE_TYPES.has(type));
+        const concatenations = delegateNodeTypes(model).filter((type) => CONCATENATE_TYPES.has(type));
         // Up to 5 inputs one node; 6 or 7 two (a group joined first, then the rest with it).
         expect(concatenations).toHaveLength(count <= 5 ? 1 : 2);
-        const feeds = feedsOf(shapes, 10 * count + axis);
-        const [etna, onnxruntime] = await Promise.all([runEtna(model, feeds, true), runOrt(model, feeds)]);
-        expectSameBits(etna.y!, onnxruntime.y!);
+        const { etna, onnxruntime } = await float32Bits(model, feedsOf(shapes, 10 * count + axis));
+        expectSameBits(etna, onnxruntime);
       });
     }
   }
@@ -104,11 +86,10 @@ describe('Concat on the XNNPACK delegate', () => {
     );
     expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
     // 12 inputs: the last 5, then the 4 before them joined first; the first 3 then join both groups.
-    const concatenations = delegateTypes(model).filter((type) => CONCATENATE_TYPES.has(type));
+    const concatenations = delegateNodeTypes(model).filter((type) => CONCATENATE_TYPES.has(type));
     expect(concatenations).toEqual([NodeUnion.XNNConcatenate5, NodeUnion.XNNConcatenate4, NodeUnion.XNNConcatenate5]);
-    const feeds = feedsOf(shapes, 3);
-    const [etna, onnxruntime] = await Promise.all([runEtna(model, feeds, true), runOrt(model, feeds)]);
-    expectSameBits(etna.y!, onnxruntime.y!);
+    const { etna, onnxruntime } = await float32Bits(model, feedsOf(shapes, 3));
+    expectSameBits(etna, onnxruntime);
   });
 
   it('7 convolutions joined along the channels: channels-last throughout, one delegate call', async () => {
@@ -138,13 +119,17 @@ describe('Concat on the XNNPACK delegate', () => {
       17,
     );
     expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
-    const types = delegateTypes(model);
+    const types = delegateNodeTypes(model);
     // One transpose into channels-last, one out of it: the concatenations join NHWC values on their last dim.
     expect(types.filter((type) => type === NodeUnion.XNNStaticTranspose)).toHaveLength(2);
     expect(types.filter((type) => CONCATENATE_TYPES.has(type))).toHaveLength(2);
-    const { x0: x } = feedsOf([[1, 3, 8, 8]], 5);
-    const feeds: Feeds = { x: x! };
-    const [etna, onnxruntime] = await Promise.all([runEtna(model, feeds, true), runOrt(model, feeds)]);
-    expectSameBits(etna.y!, onnxruntime.y!, 1e-4);
+    // The convolutions sum in their own order: values within 1e-4 (relative).
+    const x = feedsOf([[1, 3, 8, 8]], 5).x0!;
+    x.data.set([0.5, -0.5, 0.25, 0.75, -0.75, 1]);
+    const { etna, onnxruntime } = await float32Bits(model, { x });
+    const actual = new Float32Array(etna.buffer, etna.byteOffset, etna.length);
+    new Float32Array(onnxruntime.buffer, onnxruntime.byteOffset, onnxruntime.length).forEach((e, i) =>
+      expect(Math.abs(actual[i]! - e), `element ${i}`).toBeLessThanOrEqual(1e-4 * Math.abs(e) + 1e-6),
+    );
   });
 });

@@ -114,14 +114,14 @@ const RESIZE_CASES: ResizeCase[] = [
     opset: 13,
     attributes: { mode: s('nearest'), coordinate_transformation_mode: s('align_corners') },
     sizes: [1, 3, 9, 11],
-    delegated: false,
+    delegated: true,
   },
   {
     name: 'nearest down to 3x4, half_pixel ceil',
     opset: 13,
     attributes: { mode: s('nearest'), nearest_mode: s('ceil') },
     sizes: [1, 3, 3, 4],
-    delegated: false,
+    delegated: true,
   },
   {
     name: 'nearest x1.5, pytorch_half_pixel round_prefer_floor',
@@ -131,7 +131,7 @@ const RESIZE_CASES: ResizeCase[] = [
     delegated: false,
   },
   { name: 'nearest x2, opset 10', opset: 10, attributes: { mode: s('nearest') }, scales: [1, 1, 2, 2], delegated: true },
-  { name: 'nearest down x0.6, opset 10', opset: 10, attributes: { mode: s('nearest') }, scales: [1, 1, 0.6, 0.6], delegated: false },
+  { name: 'nearest down x0.6, opset 10', opset: 10, attributes: { mode: s('nearest') }, scales: [1, 1, 0.6, 0.6], delegated: true },
   { name: 'linear x2, half_pixel', opset: 13, attributes: { mode: s('linear') }, scales: [1, 1, 2, 2], delegated: true },
   {
     name: 'linear to 8x12, pytorch_half_pixel',
@@ -174,7 +174,7 @@ const RESIZE_CASES: ResizeCase[] = [
     opset: 13,
     attributes: { mode: s('linear') },
     scales: [1, 1, 1.5, 1.5],
-    delegated: false,
+    delegated: true,
   },
   { name: 'linear x2, opset 10 (asymmetric)', opset: 10, attributes: { mode: s('linear') }, scales: [1, 1, 2, 2], delegated: false },
   {

@@ -139,7 +139,7 @@ describe('etna serve with the openai client', () => {
       [{ logit_bias: { 99999: 10 } }, 'invalid_value', 'logit_bias'],
       [{ logit_bias: { 5: 101 } }, 'invalid_value', 'logit_bias'],
       [{ logit_bias: { five: 1 } }, 'invalid_type', 'logit_bias'],
-      [{ logprobs: 2 }, 'unsupported_parameter', 'logprobs'],
+      [{ logprobs: 2, echo: true }, 'unsupported_value', 'logprobs'],
       [{ logprobs: 6 }, 'invalid_value', 'logprobs'],
       [{ suffix: 'end' }, 'unsupported_parameter', 'suffix'],
       [{ stream_options: { include_usage: true } }, 'invalid_value', 'stream_options'],
@@ -159,9 +159,9 @@ describe('etna serve with the openai client', () => {
     const model = await failure(client.completions.create({ ...base, model: 'gpt-4o' }));
     expect(model).toBeInstanceOf(OpenAI.NotFoundError);
     expect([model.code, model.param]).toEqual(['model_not_found', 'model']);
-    // What is not supported yet is accepted at its neutral value.
+    // null counts as absent, as OpenAI takes it.
     const neutral = await client.completions.create({ ...base, logprobs: null });
-    expect(neutral.choices[0]!.finish_reason).toBe('length');
+    expect(neutral.choices[0]).toMatchObject({ logprobs: null, finish_reason: 'length' });
   });
 
   it('takes the sampling controls generate() takes: a logit bias of 100 makes greedy pick its token every time', async () => {
@@ -205,7 +205,8 @@ describe('etna serve with the openai client', () => {
       ],
       [{ messages: [{ role: 'user', content: 5 }] }, 'invalid_type', 'messages[0].content'],
       [{ max_tokens: 4, max_completion_tokens: 5 }, 'invalid_value', 'max_completion_tokens'],
-      [{ logprobs: true }, 'unsupported_parameter', 'logprobs'],
+      [{ logprobs: 'yes' }, 'invalid_type', 'logprobs'],
+      [{ top_logprobs: 2 }, 'invalid_value', 'top_logprobs'],
       [{ top_logprobs: 21 }, 'invalid_value', 'top_logprobs'],
       [{ frequency_penalty: -3 }, 'invalid_value', 'frequency_penalty'],
       [{ tools: [] }, 'unknown_parameter', 'tools'],

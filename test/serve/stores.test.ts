@@ -1,6 +1,7 @@
 // The state stores on their own: a folder (atomic writes, states that
 // expire), and the guard the server puts around any store (calls bounded by
 // a timeout, failures answered as "no state", one warning per outage).
+import { Redis } from 'ioredis';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { openStateStore, RedisStateStore } from '../../lib/serve/redis-store.js';
 import { DirectoryStateStore, GuardedStore, type StateStore } from '../../lib/serve/state-store.js';
 import { rejection } from '../helpers/errors.js';
-import { workDir } from './helpers.js';
+import { redisServer, workDir } from './helpers.js';
 
 describe('DirectoryStateStore', () => {
   it('keeps bytes by key in one file each, written whole, until they expire', async () => {
@@ -41,6 +42,55 @@ describe('DirectoryStateStore', () => {
     expect((await rejection(RedisStateStore.connect('http://localhost:6379'))).message).toBe(
       "state store: 'http://localhost:6379' is not a redis:// or rediss:// URL",
     );
+  });
+});
+
+describe('RedisStateStore', () => {
+  it('keeps a snapshot as chunks over several connections under a manifest, read back whole', async () => {
+    const redis = await redisServer();
+    const store = await RedisStateStore.connect(redis.url, { connections: 3, chunkBytes: 2 ** 20, ttlSeconds: 600 });
+    const raw = new Redis(redis.url);
+    try {
+      const value = new Uint8Array(5 * 2 ** 20 + 123).map((_, i) => (i * 31 + 7) % 251);
+      expect(await store.get('etna:llama:a')).toBeUndefined();
+      await store.set('etna:llama:a', value);
+      const back = await store.get('etna:llama:a');
+      expect(back!.byteLength).toBe(value.byteLength);
+      expect(Buffer.compare(back!, value)).toBe(0);
+      const manifest = JSON.parse((await raw.get('etna:llama:a'))!);
+      expect(manifest).toMatchObject({ format: 'etna-chunks/1', bytes: value.byteLength, chunkBytes: 2 ** 20 });
+      const chunks = (await raw.keys('etna:llama:a:chunk:*')).sort();
+      expect(chunks).toHaveLength(6);
+      for (const key of chunks) expect(await raw.ttl(key)).toBeGreaterThan(590);
+
+      // Replaced: the new bytes are read; the old chunks stay a short while for readers of the old manifest.
+      await store.set('etna:llama:a', Uint8Array.of(9, 8, 7));
+      expect(await store.get('etna:llama:a')).toEqual(Uint8Array.of(9, 8, 7));
+      for (const key of chunks) expect(await raw.ttl(key)).toBeLessThanOrEqual(30);
+      await store.set('etna:llama:empty', new Uint8Array(0));
+      expect(await store.get('etna:llama:empty')).toEqual(new Uint8Array(0));
+
+      // A chunk gone (expired) is no state; a chunk of the wrong size, or a value that is no manifest, is a failure.
+      await store.set('etna:llama:b', value);
+      const id = JSON.parse((await raw.get('etna:llama:b'))!).id;
+      await raw.del(`etna:llama:b:chunk:${id}:5`);
+      expect(await store.get('etna:llama:b')).toBeUndefined();
+      await raw.set(`etna:llama:b:chunk:${id}:5`, 'short');
+      expect((await rejection(store.get('etna:llama:b'))).message).toBe(
+        "state store: chunk 5 of 'etna:llama:b' holds 5 bytes, its manifest says 123",
+      );
+      await raw.set('etna:llama:c', 'not a manifest');
+      expect((await rejection(store.get('etna:llama:c'))).message).toMatch(
+        /^state store: the value under 'etna:llama:c' is not a manifest/,
+      );
+      await store.set('etna:llama:c', Uint8Array.of(1));
+      expect(await store.get('etna:llama:c')).toEqual(Uint8Array.of(1));
+    } finally {
+      raw.disconnect();
+      await store.close();
+    }
+    expect((await rejection(RedisStateStore.connect(redis.url, { connections: 0 }))).code).toBe('INVALID_INPUT');
+    expect((await rejection(RedisStateStore.connect(redis.url, { chunkBytes: 10 }))).message).toMatch(/chunkBytes must be/);
   });
 });
 

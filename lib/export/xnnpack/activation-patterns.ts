@@ -87,36 +87,23 @@ class Patterns {
   }
 
   /**
-   * The slope of x * slope when it is one the delegate's PReLU node takes: a
-   * constant with one value, or one per channel of dim 1 of a rank-4 tensor
-   * or of its last dim. Any values: where XNNPACK's kernel would turn -0
-   * into +0 (a negative, infinite or NaN slope), the delegate runs its own,
-   * which keeps -0 as the where does.
+   * The slope of x * slope when the delegate's PReLU node takes it: a
+   * float32 constant (or a number) that broadcasts to x's shape, any values.
+   * Where XNNPACK's kernel would turn -0 into +0 (a negative, infinite or
+   * NaN slope) or reads the slope other than one per element of the last dim,
+   * the delegate runs its own, which keeps -0 as the where does.
    */
-  private preluSlope(product: { args: readonly number[] }, x: number): { slope: Float32Array; channelDim: number | undefined } | undefined {
-    const shape = this.method.tensorNode(x).shape;
-    let slope: Float32Array;
-    let slopeShape: readonly number[];
-    if (this.method.values[product.args[1]!]?.kind !== 'tensor') {
+  private preluSlope(product: { args: readonly number[] }, x: number): { slope: Float32Array; slopeShape: number[] } | undefined {
+    const operand = this.method.values[product.args[1]!];
+    if (operand?.kind !== 'tensor') {
       const value = this.number(product.args[1]);
-      if (value === undefined) return undefined;
-      slope = Float32Array.of(value);
-      slopeShape = [];
-    } else {
-      const node = this.method.values[product.args[1]!];
-      if (node?.kind !== 'tensor' || node.dtype !== 'float32' || node.origin.kind !== 'constant') return undefined;
-      const bytes = node.origin.constant.bytes;
-      slope = new Float32Array(bytes.slice().buffer);
-      slopeShape = node.shape;
+      return value === undefined ? undefined : { slope: Float32Array.of(value), slopeShape: [] };
     }
-    if (slope.length === 1) return { slope, channelDim: undefined };
-    if (slopeShape.length > shape.length) return undefined;
-    const offset = shape.length - slopeShape.length;
-    const wide = slopeShape.map((d, i) => (d === 1 ? -1 : i + offset)).filter((d) => d >= 0);
-    if (wide.length !== 1 || slopeShape[wide[0]! - offset] !== shape[wide[0]!]) return undefined;
-    const channelDim = wide[0]!;
-    if (channelDim === shape.length - 1 || (channelDim === 1 && shape.length === 4)) return { slope, channelDim };
-    return undefined;
+    if (operand.dtype !== 'float32' || operand.origin.kind !== 'constant') return undefined;
+    const shape = this.method.tensorNode(x).shape;
+    const offset = shape.length - operand.shape.length;
+    if (offset < 0 || operand.shape.some((d, i) => d !== 1 && d !== shape[i + offset])) return undefined;
+    return { slope: new Float32Array(operand.origin.constant.bytes.slice().buffer), slopeShape: [...operand.shape] };
   }
 
   /** The fused op a where at `step` ends, and the steps it absorbs. */

@@ -106,28 +106,31 @@ export function emitQuantizedProduct(
   b.emit({ kind: 'fullyConnected', input, filter, bias, output, flags: TRANSPOSE_WEIGHTS_FLAG }, minMax);
 }
 
+/**
+ * PReLU over a slope that broadcasts against the input from its last dim,
+ * written without its leading 1s (one slope per element of the last dim is
+ * the vector ExecuTorch writes). An NCHW tensor held channels-last (a
+ * convolution's result) stays so, its slopes moved with it.
+ */
 function emitPrelu(b: RunBuilder, op: Extract<MatchedOp, { kind: 'prelu' }>): void {
-  const bytes = float32Bytes(op.slope);
-  const slope = b.constantValue(constantKey(bytes), bytes, [op.slope.length]);
-  const rank = b.method.tensorNode(op.input).shape.length;
-  // XNNPACK reads one slope per element of the last dim: NCHW channels go channels-last.
-  if (op.channelDim === 1 && rank === 4) {
-    b.emit({
-      kind: 'binary',
-      code: NodeUnion.XNNPReLU,
-      input1: b.operandChannelsLast(op.input),
-      input2: slope,
-      output: b.defineChannelsLast(op.out),
-    });
+  const slopeNode = (input: number, values: Float32Array, dims: readonly number[], output: number): void => {
+    const bytes = float32Bytes(values);
+    const first = dims.findIndex((d) => d !== 1);
+    const slope = b.constantValue(constantKey(bytes), bytes, first < 0 ? [1] : dims.slice(first));
+    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output });
+  };
+  if (op.slope.length === 1) {
+    b.elementwise(op.input, op.out, (input, output) => slopeNode(input, op.slope, [1], output));
     return;
   }
-  if (op.channelDim !== undefined) {
-    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: b.operand(op.input), input2: slope, output: b.define(op.out) });
+  const shape = b.method.tensorNode(op.input).shape;
+  const dims = [...new Array<number>(shape.length - op.slopeShape.length).fill(1), ...op.slopeShape];
+  if (shape.length === 4 && b.staysChannelsLast([{ value: op.input }], op.out)) {
+    const input = b.operandChannelsLast(op.input);
+    slopeNode(input, ohwi(op.slope, dims), [dims[0]!, dims[2]!, dims[3]!, dims[1]!], b.defineChannelsLast(op.out));
     return;
   }
-  b.elementwise(op.input, op.out, (input, output) =>
-    b.emit({ kind: 'binary', code: NodeUnion.XNNPReLU, input1: input, input2: slope, output }),
-  );
+  slopeNode(b.operand(op.input), op.slope, dims, b.define(op.out));
 }
 
 /**
@@ -287,22 +290,69 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
     const input = b.operandChannelsLast(op.input);
     b.emit({ kind: 'pool2d', code: op.code, window: op.window, input, output: b.defineChannelsLast(op.out) });
   },
-  meanLastDim: (b, op, fused) => {
+  mean: (b, op) => {
+    const dims = b.method.tensorNode(op.input).shape;
+    const output = b.define(op.out);
+    const { outer, size, inner } = op;
+    const reshaped = (value: number, to: readonly number[]): number => {
+      const into = b.addValue({ dims: to, role: 'internal' });
+      b.emit({ kind: 'reshape', newShape: to, input: value, output: into });
+      return into;
+    };
+    // Sizes that change per call (rows of a mean over the last dim) are the ones the reshape infers.
+    const intoOutput = (value: number): void => b.emit({ kind: 'reshape', newShape: b.runtimeSizes(op.out), input: value, output });
+    const viewed = (to: readonly number[]): number => {
+      const input = b.operand(op.input);
+      return dims.join() === to.join() ? input : reshaped(input, to);
+    };
+    if (size === 1) {
+      intoOutput(b.operand(op.input));
+      return;
+    }
     // Unit weights make each product exact, so the sum is rounded as a plain
-    // float32 sum and divided once, as a mean is computed elsewhere.
-    const shape = b.method.tensorNode(op.input).shape;
-    const count = shape[shape.length - 1]!;
-    const ones = float32Bytes(new Float32Array(count).fill(1));
-    const sum = b.addValue({ dims: [...shape.slice(0, -1), 1], role: 'internal' });
-    const filter = b.constantValue(constantKey(ones), ones, [1, count]);
-    b.emit({ kind: 'fullyConnected', input: b.operand(op.input), filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
-    b.emit({
-      kind: 'binary',
-      code: NodeUnion.XNNDiv,
-      input1: sum,
-      input2: b.scalarOperand({ scalar: count }),
-      output: result(b, fused, op.out),
-    });
+    // float32 sum and divided once, as a mean is computed elsewhere: rows by a
+    // fully connected node, columns in order by a batch matrix product.
+    const ones = float32Bytes(new Float32Array(size).fill(1));
+    let sum: number;
+    if (inner === 1) {
+      // A fully connected node wants a batch of rows: a matrix or more.
+      const rows = dims.length >= 2 && dims[dims.length - 1] === size ? dims : [outer, size];
+      const input = viewed(rows);
+      sum = b.addValue({ dims: [...rows.slice(0, -1), 1], role: 'internal' });
+      const filter = b.constantValue(constantKey(ones), ones, [1, size]);
+      b.emit({ kind: 'fullyConnected', input, filter, bias: INVALID_VALUE_ID, output: sum, flags: 0 });
+    } else {
+      const columns = viewed([1, size, inner]);
+      sum = b.addValue({ dims: [1, 1, inner], role: 'internal' });
+      const row = b.constantValue(constantKey(ones), ones, [1, 1, size]);
+      b.emit({ kind: 'binary', code: NodeUnion.XNNBatchMatrixMultiply, input1: row, input2: columns, output: sum });
+    }
+    // The divide writes the output when it has the output's dims; otherwise a reshape follows it.
+    const kept = b.dimsOf(sum).join() === b.dimsOf(output).join();
+    const mean = kept ? output : b.addValue({ dims: b.dimsOf(sum), role: 'internal' });
+    b.emit({ kind: 'binary', code: NodeUnion.XNNDiv, input1: sum, input2: b.scalarOperand({ scalar: size }), output: mean });
+    if (!kept) intoOutput(mean);
+  },
+  gather: (b, op) => {
+    const input = b.operand(op.input);
+    const dims = b.dimsOf(input);
+    const output = b.define(op.out);
+    const piece = (start: number, length: number, into?: number): number => {
+      const sizes = dims.map((d, k) => (k === op.axis ? length : d));
+      const id = into ?? b.addValue({ dims: sizes, role: 'internal' });
+      b.emit({ kind: 'slice', offsets: dims.map((_, k) => (k === op.axis ? start : 0)), sizes, input, output: id });
+      return id;
+    };
+    if (op.pieces.length === 1) {
+      piece(op.pieces[0]!.start, op.pieces[0]!.length, output);
+      return;
+    }
+    emitConcatenate(
+      b,
+      op.axis,
+      op.pieces.map((p) => piece(p.start, p.length)),
+      output,
+    );
   },
   unary: (b, op, fused) => {
     // Softmax normalises along the last dim, which channels-last would change.

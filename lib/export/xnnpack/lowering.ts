@@ -22,6 +22,7 @@ import {
   type TensorQuantization,
 } from './partition.js';
 import { RunBuilder } from './run-builder.js';
+import { scheduleForDelegateRuns } from './schedule.js';
 
 export { XNNPACK_CONSTANT_ALIGNMENT } from './run-builder.js';
 export { constantKey } from './weights.js';
@@ -75,6 +76,7 @@ export function lowerMethodToXnnpack(method: MethodGraph, context: LoweringConte
   });
   fuseActivationPatterns(method, matches);
   const quantizations = quantizationsOf(matches);
+  scheduleForDelegateRuns(method, matches);
 
   // Who reads each value: matched instructions read their operands, others everything they name.
   const readers = new Map<number, number[]>();

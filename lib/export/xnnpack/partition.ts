@@ -6,6 +6,7 @@ import { QUANTIZED_RANGES } from '../quantize.js';
 import { padsByDim } from '../shape.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
 import {
+  MAX_CONCATENATE_INPUTS,
   type BinaryCode,
   type ConstantPadding,
   type ConvolutionGeometry,
@@ -54,11 +55,11 @@ export type MatchedOp =
   | { readonly kind: 'leakyRelu'; readonly slope: number; readonly input: number; readonly out: number }
   /** ELU; `zeroToPositive` adds +0 after it, so -0 comes out as +0 (Selu's exponential branch takes x <= 0). */
   | { readonly kind: 'elu'; readonly alpha: number; readonly zeroToPositive: boolean; readonly input: number; readonly out: number }
-  /** PReLU over a constant slope: one value, or one per channel of an NCHW tensor (dim 1) or of the last dim. */
+  /** PReLU over a constant slope of `slopeShape`, which broadcasts to the input's shape as ONNX's PRelu broadcasts it. */
   | {
       readonly kind: 'prelu';
       readonly slope: Float32Array;
-      readonly channelDim: number | undefined;
+      readonly slopeShape: readonly number[];
       readonly input: number;
       readonly out: number;
     }
@@ -72,8 +73,20 @@ export type MatchedOp =
   | { readonly kind: 'absorbed'; readonly out: number }
   /** relu, clamp and hardtanh: output bounds, which fold into the producing node when it takes bounds. */
   | { readonly kind: 'clamp'; readonly min: number; readonly max: number; readonly input: number; readonly out: number }
-  /** mean over the last dim, dims kept: a sum by a fully connected node with unit weights, divided by the count. */
-  | { readonly kind: 'meanLastDim'; readonly input: number; readonly out: number }
+  /**
+   * A mean over one block of adjacent dims, the input seen as [outer, size,
+   * inner] (dims kept or dropped alike): the last dims (inner 1), or outer 1.
+   * (amax stays portable: XNNPACK's max pooling flushes a subnormal maximum
+   * to 0, where onnxruntime keeps it.)
+   */
+  | {
+      readonly kind: 'mean';
+      readonly outer: number;
+      readonly size: number;
+      readonly inner: number;
+      readonly input: number;
+      readonly out: number;
+    }
   /** 2-D max or average pooling of an NCHW tensor; `unread` is an output of the kernel the delegate does not produce. */
   | {
       readonly kind: 'pool2d';
@@ -113,6 +126,14 @@ export type MatchedOp =
   /** select_copy: a slice one wide along `dim`, then that dim dropped. */
   | { readonly kind: 'select'; readonly dim: number; readonly index: number; readonly input: number; readonly out: number }
   | { readonly kind: 'concatenate'; readonly axis: number; readonly inputs: readonly number[]; readonly out: number }
+  /** index_select by constant positions: runs of consecutive positions along `axis`, each a slice, joined in order. */
+  | {
+      readonly kind: 'gather';
+      readonly axis: number;
+      readonly pieces: readonly { readonly start: number; readonly length: number }[];
+      readonly input: number;
+      readonly out: number;
+    }
   | ({ readonly kind: 'constantPad'; readonly input: number; readonly out: number } & ConstantPadding);
 
 const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set([
@@ -124,6 +145,7 @@ const DATA_MOVEMENT: ReadonlySet<MatchedOp['kind']> = new Set([
   'slice',
   'select',
   'concatenate',
+  'gather',
   'constantPad',
   'repeatPixels',
 ]);
@@ -210,6 +232,39 @@ class Matcher {
   isOne(index: number): boolean {
     return this.number(index) === 1;
   }
+
+  /** The values of an int64 constant tensor. */
+  constantInts(index: number): number[] | undefined {
+    const node = this.tensor(index);
+    if (node?.origin.kind !== 'constant' || node.dtype !== 'int64') return undefined;
+    const bytes = node.origin.constant.bytes;
+    return Array.from(new BigInt64Array(bytes.slice().buffer), Number);
+  }
+}
+
+/**
+ * The input of a reduction over `axes` (every dim when empty) seen as
+ * [outer, size, inner], when the reduced dims are adjacent. A dim whose size
+ * changes per call may only be a row of a mean over the static last dim
+ * (the rows of a fully connected node), with the dims kept.
+ */
+function reducedBlock(
+  m: Matcher,
+  input: number,
+  axes: readonly number[] | undefined,
+  rowsMayVary: boolean,
+): { outer: number; size: number; inner: number } | undefined {
+  const shape = m.shape(input);
+  if (axes === undefined) return undefined;
+  const reduced =
+    axes.length === 0 ? shape.map((_, d) => d) : [...new Set(axes.map((d) => (d < 0 ? d + shape.length : d)))].sort((x, y) => x - y);
+  const first = reduced[0] ?? 0;
+  const last = reduced[reduced.length - 1] ?? -1;
+  if (reduced.some((d, i) => d !== first + i || d < 0 || d >= shape.length)) return undefined;
+  const dynamic = m.tensor(input)?.dynamicDims ?? [];
+  if (dynamic.length > 0 && !(rowsMayVary && shape.length >= 2 && first === shape.length - 1 && !dynamic.includes(first))) return undefined;
+  const product = (dims: readonly number[]): number => dims.reduce((p, d) => p * d, 1);
+  return { outer: product(shape.slice(0, first)), size: product(shape.slice(first, last + 1)), inner: product(shape.slice(last + 1)) };
 }
 
 const BINARY_CODES: Readonly<Record<string, BinaryCode>> = {
@@ -228,6 +283,9 @@ const UNARY_CODES: Readonly<Record<string, UnaryCode>> = {
   neg: NodeUnion.XNNNegate,
   exp: NodeUnion.XNNExp,
   log: NodeUnion.XNNLog,
+  rsqrt: NodeUnion.XNNReciprocalSquareRoot,
+  sin: NodeUnion.XNNSin,
+  cos: NodeUnion.XNNCos,
 };
 
 /**
@@ -259,7 +317,9 @@ export function matchInstruction(
       if (m.constant(self) && perm.length === 2 && perm[0] === 1 && perm[1] === 0) return { kind: 'weightTranspose', source: self, out };
       return { kind: 'transpose', perm, input: self, out };
     }
-    case 'view_copy.out': {
+    case 'view_copy.out':
+    case 'unsqueeze_copy.out':
+    case 'squeeze_copy.dims_out': {
       const [self, , out] = a as [number, number, number];
       // The delegate infers at most one dim of the new shape.
       return allFloat(self, out) && (m.tensor(out)?.dynamicDims?.length ?? 0) <= 1 ? { kind: 'reshape', input: self, out } : undefined;
@@ -403,18 +463,37 @@ export function matchInstruction(
     }
     case 'mean.out': {
       const [self, dims, keepdim, dtype, out] = a as [number, number, number, number, number];
-      const rank = m.float32(self) ? m.shape(self).length : 0;
-      const axes = m
-        .intList(dims)
-        ?.map((d) => (d < 0 ? d + rank : d))
-        .sort();
       const keep = method.values[keepdim];
-      if (!allFloat(self, out) || rank === 0 || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool' || !keep.value)
-        return undefined;
-      if (rank === 4 && axes?.length === 2 && axes[0] === 2 && axes[1] === 3) return { kind: 'globalAvgPool', input: self, out };
-      // Rows of a matrix or more: a fully connected node wants a batch of rows.
-      if (rank >= 2 && axes?.length === 1 && axes[0] === rank - 1) return { kind: 'meanLastDim', input: self, out };
-      return undefined;
+      if (!allFloat(self, out) || method.values[dtype]?.kind !== 'null' || keep?.kind !== 'bool') return undefined;
+      const rank = m.shape(self).length;
+      const axes = m.intList(dims)?.map((d) => (d < 0 ? d + rank : d));
+      if (keep.value && rank === 4 && axes?.length === 2 && axes.includes(2) && axes.includes(3)) {
+        return { kind: 'globalAvgPool', input: self, out };
+      }
+      const block = reducedBlock(m, self, axes, keep.value);
+      // A sum along rows by a fully connected node, or down columns (one matrix of them) by a batch matrix product.
+      if (block === undefined || (block.size > 1 && block.inner > 1 && block.outer > 1)) return undefined;
+      return { kind: 'mean', ...block, input: self, out };
+    }
+    case 'index_select.out': {
+      const [self, dim, index, out] = a as [number, number, number, number];
+      const positions = m.constantInts(index);
+      const rank = allFloat(self, out) ? m.shape(self).length : 0;
+      const d = m.int(dim);
+      if (positions === undefined || d === undefined || rank === 0 || (m.tensor(self)?.dynamicDims?.length ?? 0) > 0) return undefined;
+      const axis = d < 0 ? d + rank : d;
+      const size = m.shape(self)[axis]!;
+      const pieces: { start: number; length: number }[] = [];
+      for (const raw of positions) {
+        const p = raw < 0 ? raw + size : raw;
+        if (!(p >= 0 && p < size)) return undefined;
+        const last = pieces[pieces.length - 1];
+        if (last !== undefined && last.start + last.length === p) last.length++;
+        else pieces.push({ start: p, length: 1 });
+      }
+      // As many runs as one Concatenate node joins; a longer gather stays one portable kernel.
+      if (pieces.length === 0 || pieces.length > MAX_CONCATENATE_INPUTS) return undefined;
+      return { kind: 'gather', axis, pieces, input: self, out };
     }
     case 'max_pool2d_with_indices.out':
     case 'avg_pool2d.out': {
@@ -472,7 +551,10 @@ export function matchInstruction(
     case 'abs.out':
     case 'neg.out':
     case 'exp.out':
-    case 'log.out': {
+    case 'log.out':
+    case 'rsqrt.out':
+    case 'sin.out':
+    case 'cos.out': {
       const [self, out] = a as [number, number];
       return allFloat(self, out) ? { kind: 'unary', code: UNARY_CODES[op]!, input: self, out } : undefined;
     }

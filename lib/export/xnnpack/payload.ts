@@ -148,7 +148,10 @@ export type UnaryCode =
   | NodeUnion.XNNAbs
   | NodeUnion.XNNNegate
   | NodeUnion.XNNExp
-  | NodeUnion.XNNLog;
+  | NodeUnion.XNNLog
+  | NodeUnion.XNNReciprocalSquareRoot
+  | NodeUnion.XNNSin
+  | NodeUnion.XNNCos;
 
 export type PoolingCode = NodeUnion.XNNMaxPooling2d | NodeUnion.XNNAvgPooling2d;
 

@@ -20,6 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wLayout,
 } from './llama-8da4w.js';
+import { LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
 import type { ExampleReference } from './reference.js';
 
 /** A tokenizer's vocabulary, for an example that can take it: its size and the tokens that begin and end a sequence. */
@@ -35,6 +36,12 @@ export interface ExampleVariant {
   readonly layout?: string;
   /** The vocabulary the program is to have (examples with `takesVocabulary` only). */
   readonly vocabulary?: ExampleVocabulary;
+  /** SpinQuant's rotation before each down projection, as `--use_spin_quant native` writes it (examples with `takesTransforms` only). */
+  readonly hadamard?: boolean;
+  /** int8 KV caches and custom_quantized_sdpa, as `--quantize_kv_cache` writes them (examples with `takesTransforms` only). */
+  readonly quantizeKvCache?: boolean;
+  /** One of the example's `families`, the model whose operators it writes; the first is the default. */
+  readonly family?: string;
 }
 
 export interface ExampleInfo {
@@ -48,6 +55,10 @@ export interface ExampleInfo {
   readonly layouts?: readonly { readonly name: string; readonly methods: readonly string[] }[];
   /** Set when `build` can size the program to a tokenizer's vocabulary. */
   readonly takesVocabulary?: true;
+  /** Set when `build` takes the variant's `hadamard` and `quantizeKvCache`. */
+  readonly takesTransforms?: true;
+  /** Model families `build` can write (the variant's `family`), the default first. */
+  readonly families?: readonly string[];
   build(preset?: string, variant?: ExampleVariant): ProgramBuilder;
   reference(): ExampleReference;
   /** Set when the program only means something lowered (its linears are 8da4w): it is always written with XNNPACK. */
@@ -116,13 +127,25 @@ export const LARGE_EXAMPLES = {
           'the caches as mutable buffers (mem_id 2), and the constant methods export_llama writes: get_max_seq_len, get_max_context_len, get_vocab_size, get_bos_id, get_eos_ids, get_n_layers, use_kv_cache, enable_dynamic_shape, use_sdpa_with_kv_cache',
         ],
       },
+      {
+        name: 'optimum',
+        methods: [
+          "forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]: optimum-executorch's text-generation export, one position per token",
+          'the caches as mutable buffers (mem_id 2), and the constant methods optimum-executorch writes: get_dtype, get_bos_id, get_eos_id, get_eos_ids, get_head_dim, get_n_kv_heads, get_n_layers, get_vocab_size, get_max_batch_size, get_max_seq_len (the cache length), use_kv_cache, use_sdpa_with_kv_cache, enable_dynamic_shape',
+        ],
+      },
     ],
     takesVocabulary: true,
+    takesTransforms: true,
+    families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
-      const config = preset === undefined ? LLAMA : llama8da4wPreset(preset);
-      const { layout, vocabulary } = variant;
+      const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
+      const { layout, vocabulary, hadamard, quantizeKvCache, family } = variant;
+      const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
+        ...(hadamard !== undefined && { hadamard }),
+        ...(quantizeKvCache !== undefined && { quantizeKvCache }),
         ...(vocabulary !== undefined && {
           bosId: vocabulary.bosId ?? null,
           eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId],
@@ -179,14 +202,30 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     const { size } = variant.vocabulary;
     if (!Number.isSafeInteger(size) || size < 1) throw new EtnaError('INVALID_INPUT', `example '${name}': a vocabulary of ${size} tokens`);
   }
+  const families = info.families ?? [];
+  if (variant.family !== undefined && !families.includes(variant.family)) {
+    const known = families.length === 0 ? 'it has one' : `available: ${families.join(', ')}`;
+    throw new EtnaError('INVALID_INPUT', `example '${name}' has no family '${variant.family}' (${known})`);
+  }
+  if ((variant.hadamard !== undefined || variant.quantizeKvCache !== undefined) && info.takesTransforms !== true)
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `example '${name}' takes no export_llama transformations; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesTransforms === true).join(', ')} do`,
+    );
   return info.build(preset, variant);
 }
 
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, ...exportOptions } = options ?? {};
-  const variant = { ...(layout !== undefined && { layout }), ...(vocabulary !== undefined && { vocabulary }) };
+  const { preset, layout, vocabulary, hadamard, quantizeKvCache, family, ...exportOptions } = options ?? {};
+  const variant = {
+    ...(family !== undefined && { family }),
+    ...(layout !== undefined && { layout }),
+    ...(vocabulary !== undefined && { vocabulary }),
+    ...(hadamard !== undefined && { hadamard }),
+    ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+  };
   return buildExample(name, preset, variant).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
 }
 
@@ -232,9 +271,12 @@ export {
   Llama8da4wReference,
   llama8da4wSession,
 } from './llama-8da4w.js';
+export { isLlama8da4wFamily, LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
+export type { Llama8da4wFamily } from './llama-families.js';
 export type {
   Llama8da4wArithmetic,
   Llama8da4wBuildOptions,
+  Llama8da4wTransforms,
   Llama8da4wConfig,
   Llama8da4wLayout,
   Llama8da4wLayerWeights,

@@ -8,7 +8,10 @@
 // constant methods export_llama writes beside it (LLAMA_8DA4W_METADATA):
 //   forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]
 // where n is 1, or 1 to prefillLength with a bounded prefill (export_llama's
-// `--enable_dynamic_shape`).
+// `--enable_dynamic_shape`). 'optimum', as optimum-executorch's
+// text-generation export writes it: one position per token, and its
+// constant methods (OPTIMUM_METADATA):
+//   forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]
 // The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
 // 1 to 128 tokens (a bounded dynamic dim, as export_llama's
 // `--enable_dynamic_shape`) and returns the last position's logits only, as
@@ -19,9 +22,11 @@
 // XNNPACK delegate, the token embedding is 4-bit
 // (`quantized_decomposed::embedding_4bit.dtype_out`), keys and values go into
 // caches in shared state with `llama::update_cache`, and attention is
-// `llama::custom_sdpa` masked causally from start_pos.
+// `llama::custom_sdpa` masked causally from start_pos. Two build options add
+// export_llama's transformations (llama-transforms.ts): `hadamard`
+// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
 import { EtnaError } from '../../errors.js';
-import type { ConstantTensor, MethodGraph, SharedBuffer, TensorValue } from '../../export/graph.js';
+import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
 import {
@@ -32,6 +37,36 @@ import {
   quantizeInt4Groups,
   type Int4GroupWeights,
 } from '../../export/quantize.js';
+import {
+  defaultBosId,
+  defaultEosIds,
+  embeddingScale,
+  emitRmsNorm,
+  emitRope,
+  gatesWithGelu,
+  geluTanh,
+  hasQkNorm,
+  hasSandwichNorms,
+  normOffset,
+  ropeRows,
+  rotatesHalves,
+  tiesEmbeddings,
+  type Llama8da4wFamily,
+} from './llama-families.js';
+import {
+  checkHadamardWidth,
+  emitFloatAttention,
+  emitHadamard,
+  emitQuantizedAttention,
+  hadamardRows,
+  int8RoundTripRows,
+  quantizedCache,
+  quantizedCacheInit,
+  resetQuantizedCache,
+  rotatedWeight,
+  type QuantizedCache,
+} from './llama-transforms.js';
+import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
 export interface Llama8da4wConfig {
@@ -52,6 +87,8 @@ export interface Llama8da4wConfig {
   readonly normEps: number;
   readonly ropeTheta: number;
   readonly seed: number;
+  /** The operator mix (llama-families.ts): 'llama' (the default) or 'qwen3'. */
+  readonly family?: Llama8da4wFamily | undefined;
 }
 
 export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
@@ -130,6 +167,12 @@ export interface Llama8da4wLayerWeights {
   readonly w1: Float32Array;
   readonly w3: Float32Array;
   readonly w2: Float32Array;
+  /** Per-head RMSNorm weights [headDim] of the queries and keys (families with them: qwen3). */
+  readonly qNorm?: Float32Array;
+  readonly kNorm?: Float32Array;
+  /** RMSNorm weights [modelDim] of the attention's and the MLP's outputs (families with them: gemma3). */
+  readonly postAttentionNorm?: Float32Array;
+  readonly postFfnNorm?: Float32Array;
 }
 
 export interface Llama8da4wWeights {
@@ -137,6 +180,7 @@ export interface Llama8da4wWeights {
   readonly tokenEmbedding: Float32Array;
   readonly layers: readonly Llama8da4wLayerWeights[];
   readonly finalNorm: Float32Array;
+  /** The output projection [vocab, modelDim]: the token embedding itself when the family ties them. */
   readonly output: Float32Array;
 }
 
@@ -146,23 +190,34 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
   const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
-  const norm = (): Float32Array => Float32Array.from(random.uniform(d, 0.2), (v) => 1 + v);
+  // Around 1 as the norms scale: weight, or (1 + weight) in a family whose norms add 1.
+  const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 - normOffset(C.family) + v);
+  // Tied, the embedding is scaled as the projection it also is; at 1 the residual would keep repeating the input token.
+  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / embeddingScale(C.family, d) : 1);
+  const layers = Array.from({ length: C.layers }, () => ({
+    attentionNorm: norm(),
+    wq: linear(d, d),
+    wk: linear(kv, d),
+    wv: linear(kv, d),
+    wo: linear(d, d),
+    ffnNorm: norm(),
+    w1: linear(C.hiddenDim, d),
+    w3: linear(C.hiddenDim, d),
+    w2: linear(d, C.hiddenDim),
+  }));
+  const finalNorm = norm();
+  const output = tiesEmbeddings(C.family) ? tokenEmbedding : linear(C.vocab, d);
+  // Drawn last, so the weights every family shares are the same draws.
+  const extraNorms = (): Partial<Llama8da4wLayerWeights> => ({
+    ...(hasQkNorm(C.family) && { qNorm: norm(headDim(C)), kNorm: norm(headDim(C)) }),
+    ...(hasSandwichNorms(C.family) && { postAttentionNorm: norm(), postFfnNorm: norm() }),
+  });
   return {
     config,
-    tokenEmbedding: random.uniform(C.vocab * d, 1),
-    layers: Array.from({ length: C.layers }, () => ({
-      attentionNorm: norm(),
-      wq: linear(d, d),
-      wk: linear(kv, d),
-      wv: linear(kv, d),
-      wo: linear(d, d),
-      ffnNorm: norm(),
-      w1: linear(C.hiddenDim, d),
-      w3: linear(C.hiddenDim, d),
-      w2: linear(d, C.hiddenDim),
-    })),
-    finalNorm: norm(),
-    output: linear(C.vocab, d),
+    tokenEmbedding,
+    layers: layers.map((layer) => ({ ...layer, ...extraNorms() })),
+    finalNorm,
+    output,
   };
 }
 
@@ -216,21 +271,41 @@ interface LayerConstants {
   w1: ConstantTensor;
   w3: ConstantTensor;
   w2: ConstantTensor;
-  keyCache: SharedBuffer;
-  valueCache: SharedBuffer;
+  qkNorms: { readonly q: ConstantTensor; readonly k: ConstantTensor } | undefined;
+  postNorms: { readonly attention: ConstantTensor; readonly ffn: ConstantTensor } | undefined;
+  caches: LayerCaches;
 }
 
+/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache). */
+type LayerCaches =
+  | { readonly kind: 'float32'; readonly key: SharedBuffer; readonly value: SharedBuffer }
+  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache };
+
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
-export type Llama8da4wLayout = 'prefill-decode' | 'forward';
-export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode', 'forward'];
+export type Llama8da4wLayout = 'prefill-decode' | 'forward' | 'optimum';
+export const LLAMA_8DA4W_LAYOUTS: readonly Llama8da4wLayout[] = ['prefill-decode', 'forward', 'optimum'];
 
 export interface Llama8da4wBuildOptions {
   /** Default 'prefill-decode'. */
   readonly layout?: Llama8da4wLayout;
-  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1, as export_llama); null writes no such method. */
+  /** The begin-of-sequence token the forward layout's `get_bos_id` names (default 1 as export_llama, none for qwen3); null writes no such method. */
   readonly bosId?: number | null;
   /** The end tokens its `get_eos_ids` names (default [2], as export_llama); [] writes no such method. */
   readonly eosIds?: readonly number[];
+  /** SpinQuant's rotation before each down projection (export_llama `--use_spin_quant native`); hiddenDim must be a power of two. */
+  readonly hadamard?: boolean;
+  /** int8 KV caches read by custom_quantized_sdpa (export_llama `--quantize_kv_cache`). */
+  readonly quantizeKvCache?: boolean;
+}
+
+/** The options that change what the model computes, which its reference takes too. */
+export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache'>;
+
+/** w2 as stored: rotated to take the transformed activations when `hadamard` is set. */
+function downProjection(w: Llama8da4wLayerWeights, C: Llama8da4wConfig, transforms: Llama8da4wTransforms): Float32Array {
+  if (transforms.hadamard !== true) return w.w2;
+  checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
+  return rotatedWeight(w.w2, C.hiddenDim);
 }
 
 /** The constant methods export_llama writes beside `forward`, in the order it lists them. */
@@ -255,8 +330,8 @@ export function llama8da4wMetadata(
   C: Llama8da4wConfig,
   options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
 ): Record<string, (number | boolean)[]> {
-  const bosId = options.bosId === undefined ? 1 : options.bosId;
-  const eosIds = options.eosIds ?? [2];
+  const bosId = options.bosId === undefined ? defaultBosId(C.family) : options.bosId;
+  const eosIds = options.eosIds ?? defaultEosIds(C.family);
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
     if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
       throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
@@ -278,11 +353,44 @@ export function llama8da4wMetadata(
   return values;
 }
 
-/** Adds a method with no inputs returning these ints or bools, as export_llama writes its metadata. */
-export function addConstantMethod(program: ProgramBuilder, name: string, values: readonly (number | boolean)[]): void {
+/**
+ * What optimum-executorch's text-generation export writes beside `forward`
+ * (its `save_config_to_constant_methods`): `get_max_seq_len` is the cache's
+ * length, and there is no `get_max_context_len`; `get_head_dim` is a float.
+ */
+export function optimumMetadata(
+  C: Llama8da4wConfig,
+  options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
+): Record<string, (number | boolean)[]> {
+  const { get_bos_id, get_eos_ids, get_vocab_size, get_n_layers } = llama8da4wMetadata(C, options);
+  const values: Record<string, (number | boolean)[] | undefined> = {
+    get_dtype: [6],
+    get_bos_id,
+    get_eos_id: get_eos_ids?.slice(0, 1),
+    get_eos_ids,
+    get_head_dim: [headDim(C)],
+    get_n_kv_heads: [C.kvHeads],
+    get_n_layers,
+    get_vocab_size,
+    get_max_batch_size: [1],
+    get_max_seq_len: [C.context],
+    use_kv_cache: [true],
+    use_sdpa_with_kv_cache: [true],
+    enable_dynamic_shape: [C.prefillBounded === true],
+  };
+  return Object.fromEntries(Object.entries(values).filter((entry): entry is [string, (number | boolean)[]] => entry[1] !== undefined));
+}
+
+/**
+ * Adds a method with no inputs returning these values, as export_llama writes
+ * its metadata: ints and bools, and floats where `floats` names the method.
+ */
+export function addConstantMethod(program: ProgramBuilder, name: string, values: readonly (number | boolean)[], floats = false): void {
   program.method(name, (m) => {
     for (const value of values) {
-      const index = m.graph.addValue(typeof value === 'boolean' ? { kind: 'bool', value } : { kind: 'int', value: BigInt(value) });
+      const index = m.graph.addValue(
+        typeof value === 'boolean' ? { kind: 'bool', value } : floats ? { kind: 'double', value } : { kind: 'int', value: BigInt(value) },
+      );
       m.graph.outputs.push(index);
       m.graph.outputNames.push(`output_${m.graph.outputNames.length}`);
     }
@@ -298,8 +406,10 @@ export function buildLlama8da4w(
   if (!LLAMA_8DA4W_LAYOUTS.includes(layout))
     throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w layout '${String(layout)}' (available: ${LLAMA_8DA4W_LAYOUTS.join(', ')})`);
   const twoMethods = layout === 'prefill-decode';
-  // Checked before anything is built, so a bad token id costs nothing.
-  const metadata = twoMethods ? undefined : llama8da4wMetadata(C, options);
+  // Checked before anything is built, so a bad token id or width costs nothing.
+  const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
+  if (options.hadamard === true) checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
+  const quantizeKvCache = options.quantizeKvCache === true;
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -328,9 +438,20 @@ export function buildLlama8da4w(
         Array.from({ length: C.prefillLength }, (_, i) => i),
       )
     : undefined;
-  const emptyCache = twoMethods
-    ? program.constant('empty_cache', 'float32', [1, C.context, C.kvHeads, hd], new Float32Array(C.context * kv))
-    : undefined;
+  const cacheShape = [1, C.context, C.kvHeads, hd] as const;
+  const emptyCache =
+    twoMethods && !quantizeKvCache ? program.constant('empty_cache', 'float32', cacheShape, new Float32Array(C.context * kv)) : undefined;
+  const emptyQuantizedCache = twoMethods && quantizeKvCache ? quantizedCacheInit(program, cacheShape) : undefined;
+  const caches = (l: number): LayerCaches => {
+    const name = (which: 'k' | 'v'): string => `layers.${l}.attention.${which}_cache`;
+    return quantizeKvCache
+      ? { kind: 'int8', key: quantizedCache(program, name('k'), cacheShape), value: quantizedCache(program, name('v'), cacheShape) }
+      : {
+          kind: 'float32',
+          key: program.sharedBuffer(name('k'), 'float32', cacheShape),
+          value: program.sharedBuffer(name('v'), 'float32', cacheShape),
+        };
+  };
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
     wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
@@ -340,11 +461,28 @@ export function buildLlama8da4w(
     ffnNorm: vector(`layers.${l}.ffn_norm.weight`, w.ffnNorm),
     w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
     w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
-    w2: linear(`layers.${l}.feed_forward.w2.weight`, w.w2, d, C.hiddenDim),
-    keyCache: program.sharedBuffer(`layers.${l}.attention.k_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
-    valueCache: program.sharedBuffer(`layers.${l}.attention.v_cache`, 'float32', [1, C.context, C.kvHeads, hd]),
+    w2: linear(`layers.${l}.feed_forward.w2.weight`, downProjection(w, C, options), d, C.hiddenDim),
+    qkNorms:
+      w.qNorm === undefined || w.kNorm === undefined
+        ? undefined
+        : { q: vector(`layers.${l}.attention.q_norm_fn.weight`, w.qNorm), k: vector(`layers.${l}.attention.k_norm_fn.weight`, w.kNorm) },
+    postNorms:
+      w.postAttentionNorm === undefined || w.postFfnNorm === undefined
+        ? undefined
+        : {
+            attention: vector(`layers.${l}.post_attention_norm.weight`, w.postAttentionNorm),
+            ffn: vector(`layers.${l}.post_ffn_norm.weight`, w.postFfnNorm),
+          },
+    caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
+  if (
+    layers.some(
+      (layer) => hasQkNorm(C.family) !== (layer.qkNorms !== undefined) || hasSandwichNorms(C.family) !== (layer.postNorms !== undefined),
+    )
+  )
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the layers' norms are not those of the ${C.family ?? 'llama'} family`);
+  // A tied output is quantized again from the embedding's float matrix, as an 8da4w linear of its own.
   const output = linear('output.weight', weights.output, C.vocab, d);
 
   const pass = (
@@ -360,23 +498,13 @@ export function buildLlama8da4w(
     g.addKernelCall('aten::_local_scalar_dense', [startPos.index, start]);
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
-    const rmsNorm = (x: TensorValue, weight: ConstantTensor, rows = length): TensorValue => {
-      const meanSquare = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
-      const inverse = g.addTensor('float32', [rows, 1]);
-      m.kernel('aten::rsqrt.out', [m.add(meanSquare, C.normEps), inverse]);
-      return m.mul(m.mul(x, inverse), weight);
-    };
+    const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps, normOffset(C.family));
     const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
     const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
-    // Pairs (x[2i], x[2i+1]) rotate by position * theta_i.
-    const rotate = (x: TensorValue, heads: number): TensorValue => {
-      const pairs = m.reshape(x, [length, heads, hd / 2, 2]);
-      const even = m.reshape(m.slice(pairs, 3, 0, 1), [length, heads, hd / 2]);
-      const odd = m.reshape(m.slice(pairs, 3, 1, 2), [length, heads, hd / 2]);
-      const rotatedEven = m.sub(m.mul(even, cos), m.mul(odd, sin));
-      const rotatedOdd = m.add(m.mul(even, sin), m.mul(odd, cos));
-      return m.reshape(m.cat([m.unsqueeze(rotatedEven, 3), m.unsqueeze(rotatedOdd, 3)], 3), [1, length, heads, hd]);
+    // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
+    const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined): TensorValue => {
+      const perHead = m.reshape(x, [length, heads, hd]);
+      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), cos, sin, rotatesHalves(C.family));
     };
 
     const embedded = g.addTensor('float32', [1, length, d]);
@@ -391,35 +519,23 @@ export function buildLlama8da4w(
       embedded.index,
       embedded.index,
     ]);
-    let x = m.reshape(embedded, [length, d]);
+    const scale = embeddingScale(C.family, d);
+    let x = scale === 1 ? m.reshape(embedded, [length, d]) : m.mul(m.reshape(embedded, [length, d]), scale);
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
-      const q = rotate(m.linear(h, layer.wq), C.heads);
-      const k = rotate(m.linear(h, layer.wk), C.kvHeads);
+      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q);
+      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
-      for (const [update, cache] of [
-        [k, layer.keyCache],
-        [v, layer.valueCache],
-      ] as const) {
-        const placeholder = g.addTensor('float32', [1]);
-        g.addKernelCall('llama::update_cache.out', [update.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
-      }
-      const attention = g.addTensor('float32', [1, length, C.heads, hd]);
-      g.addKernelCall('llama::custom_sdpa.out', [
-        q.index,
-        m.use(layer.keyCache).index,
-        m.use(layer.valueCache).index,
-        start,
-        g.addValue({ kind: 'null' }),
-        g.addValue({ kind: 'double', value: 0 }),
-        g.addValue({ kind: 'bool', value: true }),
-        g.addValue({ kind: 'null' }),
-        attention.index,
-        attention.index,
-      ]);
-      x = m.add(x, m.linear(m.reshape(attention, [length, d]), layer.wo));
+      const attention =
+        layer.caches.kind === 'int8'
+          ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
+          : emitFloatAttention(m, layer.caches, q, k, v, start);
+      const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
+      x = m.add(x, post(m.linear(m.reshape(attention, [length, d]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
-      x = m.add(x, m.linear(m.mul(m.silu(m.linear(h2, layer.w1)), m.linear(h2, layer.w3)), layer.w2));
+      const gate = m.linear(h2, layer.w1);
+      const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), m.linear(h2, layer.w3));
+      x = m.add(x, post(m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2), layer.postNorms?.ffn));
     }
     if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
     // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
@@ -427,15 +543,26 @@ export function buildLlama8da4w(
     const last = g.addTensor('float32', [d]);
     m.kernel('aten::select_copy.int_out', [x, { int: 0 }, { int: -1 }, last]);
     const lastRow = m.reshape(last, [1, d]);
-    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm, 1), output), [1, 1, C.vocab]);
+    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm), output), [1, 1, C.vocab]);
   };
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
 
-  /** (tokens [1, 1..prefillLength], start [1]) -> logits: one call over any number of tokens up to the bound. */
-  const boundedPass = (m: MethodBuilder, tokenName: string, startName: string, logits: 'all' | 'last'): TensorValue => {
+  /**
+   * (tokens [1, 1..prefillLength], start [1] or positions [1..prefillLength]) -> logits: one call over any number of
+   * tokens up to the bound. Given every token's position, the first is the start (the runner counts up from it).
+   */
+  const boundedPass = (
+    m: MethodBuilder,
+    tokenName: string,
+    startName: string,
+    logits: 'all' | 'last',
+    eachPosition = false,
+  ): TensorValue => {
     const tokens = m.input(tokenName, 'int64', [1, C.prefillLength]);
-    const start = m.input(startName, 'int64', [1]);
+    const position = m.input(startName, 'int64', [eachPosition ? C.prefillLength : 1]);
+    if (eachPosition) m.graph.markDynamic(position.index, [0]);
+    const start = eachPosition ? m.slice(position, 0, 0, 1) : position;
     // Positions start..start+n-1 for any n: a running count over the tokens' shape, so they follow its length.
     const firstInstruction = m.graph.instructions.length;
     const count = m.graph.addTensor('int64', [1, C.prefillLength]);
@@ -448,18 +575,20 @@ export function buildLlama8da4w(
   };
 
   if (!twoMethods) {
+    const optimum = layout === 'optimum';
+    const [tokenName, positionName] = optimum ? ['input_ids', 'cache_position'] : ['tokens', 'input_pos'];
     program.method('forward', (m) => {
       let logits: TensorValue;
-      if (C.prefillBounded === true) logits = boundedPass(m, 'tokens', 'input_pos', 'last');
+      if (C.prefillBounded === true) logits = boundedPass(m, tokenName, positionName, 'last', optimum);
       else {
-        const tokens = m.input('tokens', 'int64', [1, 1]);
-        const position = m.input('input_pos', 'int64', [1]);
+        const tokens = m.input(tokenName, 'int64', [1, 1]);
+        const position = m.input(positionName, 'int64', [1]);
         logits = pass(m, tokens, position, position, 1, 'all');
       }
       // export_llama keeps h[:, -1, :], so its logits are [1, vocab].
       m.output({ logits: m.reshape(logits, [1, C.vocab]) });
     });
-    for (const [name, values] of Object.entries(metadata!)) addConstantMethod(program, name, values);
+    for (const [name, values] of Object.entries(metadata!)) addConstantMethod(program, name, values, name === 'get_head_dim');
     return program;
   }
 
@@ -479,50 +608,17 @@ export function buildLlama8da4w(
     m.output({ logits: pass(m, token, pos, pos, 1, 'all') });
   });
   program.method('reset', (m) => {
-    for (const layer of layers) {
-      m.copyInto(layer.keyCache, emptyCache!);
-      m.copyInto(layer.valueCache, emptyCache!);
-    }
-  });
-  return program;
-}
-
-/**
- * Marks the prefill's varying length on every tensor computed from the
- * tokens (instructions from `firstInstruction` on, values before `valueEnd`):
- * an out tensor of an instruction that reads a varying tensor varies too, at
- * its dim 0 ([n, ...]) or dim 1 ([1, n, ...]), and a view_copy to it infers
- * that dim (-1). A tensor is an instruction's out when that instruction is the
- * first to name it, as the builder emits them.
- */
-function markPrefillLength(graph: MethodGraph, tokens: number, length: number, valueEnd: number, firstInstruction: number): void {
-  const varying = new Set([tokens]);
-  const named = new Set([tokens]);
-  const tensorArgs = (args: readonly number[]): number[] =>
-    args.flatMap((index) => {
-      const value = graph.value(index);
-      return value.kind === 'tensor' ? [index] : value.kind === 'tensorList' ? [...value.items] : [];
-    });
-  graph.instructions.forEach((instruction, at) => {
-    const tensors = tensorArgs(instruction.args);
-    const outs = new Set(tensors.filter((t) => !named.has(t) && graph.tensorNode(t).origin.kind === 'activation'));
-    tensors.forEach((t) => named.add(t));
-    if (at < firstInstruction || !tensors.some((t) => !outs.has(t) && varying.has(t))) return;
-    for (const out of outs) {
-      const { shape } = graph.tensorNode(out);
-      const dim = shape.length >= 2 && shape[0] === 1 && shape[1] === length ? 1 : shape[0] === length ? 0 : -1;
-      if (out >= valueEnd || dim < 0) continue;
-      graph.markDynamic(out, [dim]);
-      varying.add(out);
-      if (instruction.kind === 'kernel' && instruction.name === 'aten::view_copy') {
-        const sizes = graph.value(instruction.args[1]!);
-        if (sizes.kind !== 'intList') throw new EtnaError('INTERNAL', 'view_copy sizes are not an int list');
-        const items = [...sizes.items];
-        items[dim] = graph.addValue({ kind: 'int', value: -1n });
-        graph.values[instruction.args[1]!] = { kind: 'intList', items };
+    for (const { caches } of layers) {
+      if (caches.kind === 'int8') {
+        resetQuantizedCache(m, caches.key, emptyQuantizedCache!);
+        resetQuantizedCache(m, caches.value, emptyQuantizedCache!);
+      } else {
+        m.copyInto(caches.key, emptyCache!);
+        m.copyInto(caches.value, emptyCache!);
       }
     }
   });
+  return program;
 }
 
 // ------------------------------------------------------------------ reference
@@ -560,13 +656,13 @@ function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32
   return y;
 }
 
-function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number): Float32Array {
+function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number, offset: number): Float32Array {
   const y = new Float32Array(x.length);
   for (let r = 0; r < rows; r++) {
     let sum = 0;
     for (let i = 0; i < d; i++) sum += x[r * d + i]! ** 2;
     const inverse = 1 / Math.sqrt(sum / d + eps);
-    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * weight[i]!;
+    for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * Math.fround(offset + weight[i]!);
   }
   return y;
 }
@@ -585,6 +681,7 @@ export class Llama8da4wReference extends DecoderReference {
   constructor(
     readonly weights: Llama8da4wWeights = createLlama8da4wWeights(),
     arithmetic: Llama8da4wArithmetic = '8da4w',
+    private readonly transforms: Llama8da4wTransforms = {},
   ) {
     const C = weights.config;
     const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
@@ -607,7 +704,7 @@ export class Llama8da4wReference extends DecoderReference {
       wo: quantized(w.wo, d, d),
       w1: quantized(w.w1, C.hiddenDim, d),
       w3: quantized(w.w3, C.hiddenDim, d),
-      w2: quantized(w.w2, d, C.hiddenDim),
+      w2: quantized(downProjection(w, C, transforms), d, C.hiddenDim),
     }));
     this.output = quantized(weights.output, C.vocab, d);
   }
@@ -616,21 +713,12 @@ export class Llama8da4wReference extends DecoderReference {
     return llama8da4wSession(this.weights.config);
   }
 
-  private rotate(x: Float32Array, rows: number, heads: number, start: number): void {
-    const hd = headDim(this.weights.config);
-    const half = hd / 2;
-    for (let t = 0; t < rows; t++) {
-      for (let h = 0; h < heads; h++) {
-        for (let i = 0; i < half; i++) {
-          const at = (t * heads + h) * hd + 2 * i;
-          const [even, odd] = [x[at]!, x[at + 1]!];
-          const cos = this.rope.cos[(start + t) * half + i]!;
-          const sin = this.rope.sin[(start + t) * half + i]!;
-          x[at] = even * cos - odd * sin;
-          x[at + 1] = even * sin + odd * cos;
-        }
-      }
-    }
+  /** Each head of x [rows, heads, headDim] RMS-normed when the family does, then rotated, in place. */
+  private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined): void {
+    const C = this.weights.config;
+    const hd = headDim(C);
+    if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps, normOffset(C.family)));
+    ropeRows(x, { rows, heads, headDim: hd }, start, this.rope, rotatesHalves(C.family));
   }
 
   protected pass(tokens: readonly number[], start: number): Float32Array {
@@ -641,16 +729,23 @@ export class Llama8da4wReference extends DecoderReference {
     const kv = C.kvHeads * hd;
     const x = new Float32Array(rows * d);
     tokens.forEach((token, t) => x.set(this.embedding.subarray(token * d, (token + 1) * d), t * d));
+    const scale = embeddingScale(C.family, d);
+    if (scale !== 1) for (let i = 0; i < x.length; i++) x[i]! *= scale;
+    const norm = (y: Float32Array, weight: Float32Array): Float32Array => rmsNormRows(y, rows, d, weight, C.normEps, normOffset(C.family));
+    const post = (y: Float32Array, weight: Float32Array | undefined): Float32Array => (weight === undefined ? y : norm(y, weight));
     this.weights.layers.forEach((w, l) => {
       const layer = this.layers[l]!;
-      const h = rmsNormRows(x, rows, d, w.attentionNorm, C.normEps);
+      const h = norm(x, w.attentionNorm);
       const q = linear8da4w(h, rows, layer.wq);
       const k = linear8da4w(h, rows, layer.wk);
       const v = linear8da4w(h, rows, layer.wv);
-      this.rotate(q, rows, C.heads, start);
-      this.rotate(k, rows, C.kvHeads, start);
-      this.keyCaches[l]!.set(k, start * kv);
-      this.valueCaches[l]!.set(v, start * kv);
+      this.rotate(q, rows, C.heads, start, w.qNorm);
+      this.rotate(k, rows, C.kvHeads, start, w.kNorm);
+      // An int8 cache holds each (position, head) row as its codes give it back; the query is quantized alike.
+      const int8 = this.transforms.quantizeKvCache === true;
+      if (int8) q.set(int8RoundTripRows(q, hd));
+      this.keyCaches[l]!.set(int8 ? int8RoundTripRows(k, hd) : k, start * kv);
+      this.valueCaches[l]!.set(int8 ? int8RoundTripRows(v, hd) : v, start * kv);
       const attention = new Float32Array(rows * d);
       for (let t = 0; t < rows; t++) {
         const visible = start + t + 1;
@@ -670,16 +765,18 @@ export class Llama8da4wReference extends DecoderReference {
           }
         }
       }
-      const attended = linear8da4w(attention, rows, layer.wo);
+      const attended = post(linear8da4w(attention, rows, layer.wo), w.postAttentionNorm);
       for (let i = 0; i < x.length; i++) x[i]! += attended[i]!;
-      const h2 = rmsNormRows(x, rows, d, w.ffnNorm, C.normEps);
+      const h2 = norm(x, w.ffnNorm);
       const gate = linear8da4w(h2, rows, layer.w1);
       const up = linear8da4w(h2, rows, layer.w3);
-      for (let i = 0; i < gate.length; i++) gate[i] = (gate[i]! / (1 + Math.exp(-gate[i]!))) * up[i]!;
-      const down = linear8da4w(gate, rows, layer.w2);
+      const activation = gatesWithGelu(C.family) ? geluTanh : (v: number): number => v / (1 + Math.exp(-v));
+      for (let i = 0; i < gate.length; i++) gate[i] = activation(gate[i]!) * up[i]!;
+      if (this.transforms.hadamard === true) gate.set(hadamardRows(gate, C.hiddenDim));
+      const down = post(linear8da4w(gate, rows, layer.w2), w.postFfnNorm);
       for (let i = 0; i < x.length; i++) x[i]! += down[i]!;
     });
-    return linear8da4w(rmsNormRows(x, rows, d, this.weights.finalNorm, C.normEps), rows, this.output);
+    return linear8da4w(norm(x, this.weights.finalNorm), rows, this.output);
   }
 }
 

@@ -658,24 +658,52 @@ void prelu_span(const float* x, float* y, size_t n, const float* slope, bool one
 
 }  // namespace
 
-// ONNX's PRelu, x < 0 ? x * slope : x, with one slope or one per channel of
-// the last dim. -0 is not below 0, so it stays -0 whatever the slope (XNNPACK
-// multiplies it by the slope), and NaN stays NaN.
+// ONNX's PRelu, x < 0 ? x * slope : x, the slope broadcast against x from
+// its last dim. -0 is not below 0, so it stays -0 whatever the slope
+// (XNNPACK multiplies it by the slope), and NaN stays NaN.
+//
+// x's dims collapse into segments, innermost first, each either read under
+// one slope (the slope broadcasts there) or walking the slope's elements in
+// order; the innermost segment is the run prelu_span takes at once.
 Status prelu_kernel(const EtnaKernelCall& call) {
   constexpr size_t kSpan = 4096;  // elements per piece of work under one slope
   const Shape& shape = call.shapes[call.node.outputs[0]];
+  const Shape& slope_shape = call.shapes[call.node.inputs[1]];
   const size_t count = shape.numel();
-  const bool one_slope = call.shapes[call.node.inputs[1]].numel() == 1;
-  // One slope: spans of the flat tensor; one per channel: rows of the last dim.
-  const size_t row = one_slope ? std::min(count, kSpan) : (shape.rank == 0 ? 1 : shape.dims[shape.rank - 1]);
-  if (count == 0 || row == 0) return Status::ok();
+  if (count == 0) return Status::ok();
+  size_t sizes[kMaxRank] = {}, strides[kMaxRank] = {};  // per segment; stride 0 where the slope broadcasts
+  size_t segments = 0, slope_step = 1;
+  // prelu_shape: a slope of more than one element has at most x's rank.
+  const size_t missing = slope_shape.numel() == 1 ? shape.rank : shape.rank - slope_shape.rank;
+  for (size_t d = shape.rank; d-- > 0;) {
+    const size_t size = shape.dims[d];
+    const size_t stride = d >= missing && slope_shape.dims[d - missing] != 1 ? slope_step : 0;
+    if (d >= missing) slope_step *= slope_shape.dims[d - missing];
+    if (size == 1) continue;
+    const bool joins = segments > 0 && (stride == 0 ? strides[segments - 1] == 0
+                                                    : strides[segments - 1] != 0 &&
+                                                          stride == strides[segments - 1] * sizes[segments - 1]);
+    if (joins) {
+      sizes[segments - 1] *= size;
+    } else {
+      sizes[segments] = size;
+      strides[segments++] = stride;
+    }
+  }
+  const size_t run = segments == 0 ? 1 : sizes[0];
+  const bool one_slope = segments == 0 || strides[0] == 0;
+  // One slope over a run: pieces of kSpan elements; one slope per element: whole runs.
+  const size_t piece = one_slope ? std::min(run, kSpan) : run;
+  const size_t pieces_per_run = divide_up(run, piece);
   const float* input = static_cast<const float*>(call.data[call.node.inputs[0]]);
   const float* slope = static_cast<const float*>(call.data[call.node.inputs[1]]);
   float* output = static_cast<float*>(call.data[call.node.outputs[0]]);
-  for_row_runs(call.threadpool, divide_up(count, row), row * sizeof(float), [&](size_t first, size_t end) {
-    for (size_t r = first; r < end; ++r) {
-      const size_t begin = r * row;
-      prelu_span(input + begin, output + begin, std::min(row, count - begin), slope, one_slope);
+  for_row_runs(call.threadpool, count / run * pieces_per_run, piece * sizeof(float), [&](size_t first, size_t end) {
+    for (size_t p = first; p < end; ++p) {
+      const size_t r = p / pieces_per_run, begin = r * run + p % pieces_per_run * piece;
+      size_t offset = 0;
+      for (size_t s = 1, rest = r; s < segments; rest /= sizes[s++]) offset += rest % sizes[s] * strides[s];
+      prelu_span(input + begin, output + begin, std::min(piece, r * run + run - begin), slope + offset, one_slope);
     }
   });
   return Status::ok();

@@ -35,6 +35,6 @@ Status tanh_kernel(const EtnaKernelCall& call);
 Status exp_kernel(const EtnaKernelCall& call);
 Status sin_kernel(const EtnaKernelCall& call);
 Status cos_kernel(const EtnaKernelCall& call);
-Status prelu_kernel(const EtnaKernelCall& call);  // input 1: one slope, or one per channel of the last dim
+Status prelu_kernel(const EtnaKernelCall& call);  // input 1: the slope, broadcast against input 0
 
 }  // namespace etna::xnn

@@ -1,8 +1,5 @@
 #include "backends/xnnpack/node_types.h"
 
-#include <cmath>
-#include <cstring>
-
 #include "backends/xnnpack/dynamic_linear.h"
 #include "backends/xnnpack/nan_keeping_kernels.h"
 #include "backends/xnnpack/etna_kernels.h"
@@ -23,7 +20,7 @@ constexpr uint32_t kKeepDimsFlag = 0x40;  // newer XNNPACK only; the linked rele
 // A node the linked XNNPACK defines in a subgraph; its flags pass through.
 constexpr NodeTypeInfo subgraph(NodeType type, const char* name, int8_t inputs, int8_t outputs, DatatypeRule datatypes,
                                 Read read, ShapeRule shape, const char* define_name, Define define) {
-  return {type,  name,   Engine::kSubgraph, inputs,  outputs, kAnyFlags, datatypes, nullptr, -1, read,
+  return {type,  name,   Engine::kSubgraph, inputs,  outputs, kAnyFlags, datatypes, nullptr, read,
           shape, define, define_name,       nullptr, nullptr};
 }
 
@@ -51,30 +48,20 @@ xnn_status define_clamped_binary(const DefineCall& c) {
   return kDefine(c.subgraph, c.node.output_min, c.node.output_max, c.in[0], c.in[1], c.out[0], c.node.flags);
 }
 
-// PReLU: input 1 is expanded to one slope per channel when defined.
-constexpr NodeTypeInfo with_channel_slope(NodeTypeInfo info, int8_t input) {
-  info.channel_slope_input = input;
-  return info;
-}
-
 // A node run as a module-shared XNNPACK operator (packed_operator.cpp).
 constexpr NodeTypeInfo packed(NodeType type, const char* name, int64_t allowed_flags, DatatypeRule datatypes, Read read,
                               ShapeRule shape) {
-  return {type,      name,    Engine::kPackedOperator,
-          3,         1,       allowed_flags,
-          datatypes, nullptr, -1,
-          read,      shape,   nullptr,
-          nullptr,   nullptr, nullptr};
+  return {
+      type,    name,   Engine::kPackedOperator, 3, 1, allowed_flags, datatypes, nullptr, read, shape, nullptr, nullptr,
+      nullptr, nullptr};
 }
 
 // A node etna runs itself (etna_kernels.cpp).
 constexpr NodeTypeInfo etna_kernel(NodeType type, const char* name, int8_t inputs, int64_t allowed_flags,
                                    DatatypeRule datatypes, Read read, ShapeRule shape, Run run) {
-  return {type,      name,    Engine::kEtnaKernel,
-          inputs,    1,       allowed_flags,
-          datatypes, nullptr, -1,
-          read,      shape,   nullptr,
-          nullptr,   run,     nullptr};
+  return {
+      type, name,   Engine::kEtnaKernel, inputs, 1, allowed_flags, datatypes, nullptr, read, shape, nullptr, nullptr,
+      run,  nullptr};
 }
 
 // A subgraph node that runs as etna's kernel `run` when `when` holds.
@@ -86,22 +73,6 @@ constexpr NodeTypeInfo as_etna_kernel_when(NodeTypeInfo info, bool (*when)(const
 
 bool converts_to_qdint8(const Graph& graph, const Node& node) {
   return graph.values[node.outputs[0]].datatype == Datatype::qdint8;
-}
-
-// XNNPACK's PReLU multiplies every input with the sign bit set by its slope,
-// -0 included; ONNX's keeps -0 (it is not below 0). The two agree when every
-// slope is a finite number without the sign bit (-0 * s is then -0); any
-// other slope runs etna's kernel. Read while the delegate is built, when the
-// constant's bytes are at hand (without them, the exact kernel).
-bool slope_moves_negative_zero(const Graph& graph, const Node& node) {
-  const ByteSpan bytes = graph.values[node.inputs[1]].constant;
-  if (!bytes.data || bytes.size < sizeof(float)) return true;
-  for (size_t offset = 0; offset + sizeof(float) <= bytes.size; offset += sizeof(float)) {
-    float slope;
-    std::memcpy(&slope, bytes.data + offset, sizeof slope);
-    if (std::signbit(slope) || !std::isfinite(slope)) return true;
-  }
-  return false;
 }
 
 // An fp32 subgraph node whose XNNPACK kernel turns NaN into a bound: the
@@ -135,7 +106,6 @@ constexpr NodeTypeInfo rejected(NodeType type, const char* name, Read read, cons
           kAnyFlags,
           DatatypeRule::kUnsupported,
           reason,
-          -1,
           read,
           nullptr,
           nullptr,
@@ -256,10 +226,9 @@ constexpr NodeTypeInfo kNodeTypes[] = {
              define_unary_with<&Node::alpha, xnn_define_elu>),
     subgraph(T::kAbs, "XNNAbs", 1, 1, R::kFloat, read_unary_node, same_shape_as_input, "xnn_define_abs",
              define_unary<xnn_define_abs>),
-    as_etna_kernel_when(with_channel_slope(subgraph(T::kPRelu, "XNNPReLU", 2, 1, R::kFloatSlope, read_binary_node,
-                                                    prelu_shape, "xnn_define_prelu", define_binary<xnn_define_prelu>),
-                                           1),
-                        slope_moves_negative_zero, prelu_kernel),
+    // Etna's, not XNNPACK's: ONNX's and PyTorch's x < 0 ? x * slope : x to the bit, -0 (which XNNPACK
+    // multiplies by a negative slope) and subnormals (which it flushes) included, and any broadcast slope.
+    etna_kernel(T::kPRelu, "XNNPReLU", 2, kAnyFlags, R::kFloatSlope, read_binary_node, prelu_shape, prelu_kernel),
     etna_kernel(T::kConcatenate2, "XNNConcatenate2", 2, kAnyFlags, R::kMovable, read_concatenate_node,
                 concatenate_shape, concatenate_kernel),
     etna_kernel(T::kConcatenate3, "XNNConcatenate3", 3, kAnyFlags, R::kMovable, read_concatenate_node,

@@ -75,8 +75,7 @@ struct NodeTypeInfo {
   int8_t outputs;         // exact output count; -1 when not checked
   int64_t allowed_flags;  // flag bits the node may set; -1 for any
   DatatypeRule datatypes;
-  const char* unsupported;     // why the node is rejected (DatatypeRule::kUnsupported)
-  int8_t channel_slope_input;  // input expanded to one value per channel when defined; -1 for none
+  const char* unsupported;  // why the node is rejected (DatatypeRule::kUnsupported)
   // The serialized table (XNode union member) into `node`.
   Status (*read)(const void* table, NodeReader& reader, Node& node);
   // Output shapes from input shapes; nullptr when the node has no rule.
@@ -87,8 +86,7 @@ struct NodeTypeInfo {
   // kEtnaKernel: runs the node.
   Status (*run)(const EtnaKernelCall& call);
   // A node of another engine runs as the etna kernel `run` when this holds
-  // (Convert to qdint8, which the linked XNNPACK lacks; PReLU whose slopes XNNPACK
-  // would turn -0 into +0 with); nullptr for never.
+  // (Convert to qdint8, which the linked XNNPACK lacks); nullptr for never.
   bool (*etna_kernel_when)(const Graph& graph, const Node& node);
   // fp32 nodes whose XNNPACK kernels turn NaN into a bound: the kernel the
   // delegate's NaN-keeping variant runs instead (nan_keeping_kernels.h);

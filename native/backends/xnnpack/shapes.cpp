@@ -363,14 +363,19 @@ class ShapeRules {
     return set_out(0, out);
   }
 
+  // The slope broadcasts against the input from its last dim (ExecuTorch
+  // writes one slope, or one per element of the last dim).
   Status prelu() {
     const Shape& input = in(0);
+    const Shape& slope = in(1);
     if (input.rank < 1) return shape_error(node_, "input has rank 0");
-    const size_t slope = in(1).numel();
-    if (slope != 1 && slope != input.dims[input.rank - 1]) {
-      return shape_error(node_, "slope " + in(1).to_string() + " matches neither 1 nor the " +
-                                    std::to_string(input.dims[input.rank - 1]) + " channels");
+    const bool single = slope.numel() == 1;
+    bool fits = single || slope.rank <= input.rank;
+    for (size_t d = 0; fits && !single && d < slope.rank; ++d) {
+      const size_t size = slope.dims[slope.rank - 1 - d];
+      fits = size == 1 || size == input.dims[input.rank - 1 - d];
     }
+    if (!fits) return shape_error(node_, "slope " + slope.to_string() + " does not broadcast to " + input.to_string());
     return set_out(0, input);
   }
 

@@ -26,7 +26,7 @@ std::vector<Shape> declared_shapes(const Graph& graph);
 
 // The rows' shape rules (node_types.cpp), spec section 6.
 Status broadcast_shape(ShapeCall& call);      // numpy-style broadcast of two inputs
-Status prelu_shape(ShapeCall& call);          // the input's; slope of 1 or one per channel
+Status prelu_shape(ShapeCall& call);          // the input's; the slope broadcasts to it
 Status softmax_shape(ShapeCall& call);        // the input's, rank >= 1
 Status same_shape_as_input(ShapeCall& call);  // elementwise
 Status fully_connected_shape(ShapeCall& call);

@@ -83,40 +83,12 @@ class StageBuilder {
     return ids_[index];
   }
 
-  // PReLU needs one slope per channel; a single broadcast slope is expanded.
-  Result<uint32_t> channel_slope(const Node& node, uint32_t index) {
-    const Shape& input = shapes_[node.inputs[0]];
-    const size_t channels = input.dims[input.rank - 1];
-    if (shapes_[index].numel() == channels && shapes_[index].rank == 1) return id_of(index, node);
-    const float* slope = static_cast<const float*>(constant_data_[index]);
-    if (!slope) return make_error(ErrorCode::kInternal, node.describe() + ": slope is not bound");
-    // Allocation failure is an error value, not an exception: channels come from the input shape.
-    std::unique_ptr<float, FreeDeleter> expanded(
-        static_cast<float*>(std::calloc(channels + kReadPadding / sizeof(float), sizeof(float))));
-    if (!expanded) {
-      return make_error(ErrorCode::kInternal, node.describe() + ": out of memory expanding the slope to " +
-                                                  std::to_string(channels) + " channels");
-    }
-    const bool single = shapes_[index].numel() == 1;
-    for (size_t c = 0; c < channels; ++c) expanded.get()[c] = single ? slope[0] : slope[c];
-    const size_t dims[1] = {channels};
-    uint32_t id = kInvalidId;
-    const xnn_status status = xnn_define_tensor_value(subgraph_.get(), xnn_datatype_fp32, 1, dims, expanded.get(),
-                                                      XNN_INVALID_VALUE_ID, 0, &id);
-    if (status != xnn_status_success) {
-      return xnnpack_error(node.describe() + " slope", "xnn_define_tensor_value", status, ErrorCode::kInvalidProgram);
-    }
-    result_.owned.push_back(std::move(expanded));
-    return id;
-  }
-
   Status define_node(const Node& node) {
     const NodeTypeInfo& info = node_type_info(node.type);
     if (!info.define) return make_error(ErrorCode::kInternal, node.describe() + " is not an XNNPACK subgraph node");
     std::vector<uint32_t> in;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      auto id = static_cast<int>(i) == info.channel_slope_input ? channel_slope(node, node.inputs[i])
-                                                                : id_of(node.inputs[i], node);
+      auto id = id_of(node.inputs[i], node);
       if (!id) return id.error();
       in.push_back(*id);
     }

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -27,13 +26,8 @@ struct SubgraphStage {
 // Lists the stage's external values (in first-use order).
 void collect_stage_externals(const Graph& graph, SubgraphStage& stage);
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
 struct StageRuntime {
   RuntimePtr runtime;
-  std::vector<std::unique_ptr<float, FreeDeleter>> owned;  // data the runtime references (expanded PReLU slopes)
 };
 
 // Defines the stage's values and nodes at `shapes` and creates the runtime.

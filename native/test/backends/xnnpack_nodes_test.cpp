@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 
 #include "backend_test_support.h"
 #include "backends/xnnpack/node_types.h"
@@ -113,15 +115,16 @@ TEST(XnnpackNodes, PReluPerChannelAndBroadcastSlope) {
   EXPECT_TRUE(close_to(r[1], e1));
 }
 
-// ONNX's PRelu bit for bit: -0 is not below 0, so it stays -0 under any
-// slope; NaN stays NaN; -inf times a slope of 0 is NaN. Slopes that would
-// turn -0 into +0 or NaN under XNNPACK's kernel (negative, -0, infinite,
-// NaN) run etna's; positive finite ones XNNPACK's, with the same results.
+// ONNX's PRelu bit for bit, on etna's kernel for every slope: -0 is not
+// below 0, so it stays -0 under any slope (XNNPACK's kernel multiplies it by
+// the slope); NaN stays NaN; -inf times a slope of 0 is NaN; a subnormal
+// input or product is kept (XNNPACK's kernels run with them flushed to 0).
 TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float tiny = std::numeric_limits<float>::denorm_min();
   const std::vector<std::vector<float>> slope_sets = {
       {0.1f, 0.0f, 2.0f, 0.5f}, {0.1f, -0.5f, 2.0f, 0.5f}, {-0.0f, 1.0f, 1.0f, 1.0f}, {inf, 0.5f, nan, 0.0f}, {-0.25f}};
-  const std::vector<float> xv = {-0.0f, 0.0f, -1.5f, 2.0f, nan, -inf, inf, -3.0f, -0.0f, -0.0f, -0.0f, -2.0f};
+  const std::vector<float> xv = {-0.0f, 0.0f, -1.5f, 2.0f, nan, -inf, inf, -3.0f, -0.0f, -4 * tiny, -1e-38f, -2.0f};
   for (const auto& slopes : slope_sets) {
     auto build = [&](PayloadBuilder& b) {
       const uint32_t x = b.input({3, 4}, 0);
@@ -133,10 +136,7 @@ TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
     const auto payload = inspected.finish(Layout::kConstantRegion, 2);
     auto parsed = xnn::parse_payload(ByteSpan{payload.data(), payload.size()}, inspected.lookup());
     ASSERT_TRUE(parsed);
-    const bool exact_zero =
-        std::all_of(slopes.begin(), slopes.end(), [](float v) { return std::isfinite(v) && !std::signbit(v); });
-    EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]),
-              exact_zero ? xnn::Engine::kSubgraph : xnn::Engine::kEtnaKernel);
+    EXPECT_EQ(xnn::engine_for(parsed->graph, parsed->graph.nodes[0]), xnn::Engine::kEtnaKernel);
 
     PayloadBuilder b;
     build(b);
@@ -152,6 +152,68 @@ TEST(XnnpackNodes, PReluKeepsNegativeZeroForEverySlope) {
         EXPECT_EQ(std::signbit(r[0][i]), std::signbit(expected)) << "element " << i;
       }
     }
+  }
+}
+
+// A slope broadcast against the input from its last dim, along any dims (how
+// the ONNX importer writes PRelu whose slopes are not one per element of the
+// last dim), bit for bit ONNX's x < 0 ? x * slope : x, with -0, NaN,
+// infinities and subnormals among the inputs.
+TEST(XnnpackNodes, PReluSlopeBroadcastAlongAnyDims) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int64_t> sizes = {2, 3, 4, 5};
+  const std::vector<std::vector<uint32_t>> slope_dims = {{3, 1, 1},    {4, 1},    {3, 1, 5},    {3, 4, 5}, {2, 1, 1, 1},
+                                                         {1, 3, 1, 1}, {1, 1, 1}, {2, 3, 4, 5}, {1, 5},    {1, 1, 5}};
+  std::vector<float> xv = pseudo_random(120, 9, 3.0f);
+  const float specials[] = {-0.0f, 0.0f, nan, -inf, inf, -3 * std::numeric_limits<float>::denorm_min(), -1e-38f, -0.0f};
+  for (size_t i = 0; i < 120; i += 15) xv[i] = specials[i / 15];
+  for (const auto& dims : slope_dims) {
+    size_t count = 1;
+    for (uint32_t d : dims) count *= d;
+    for (bool negative : {false, true}) {
+      std::string label = "slope";
+      for (uint32_t d : dims) label += " " + std::to_string(d);
+      SCOPED_TRACE(label + (negative ? ", some negative" : ", positive"));
+      std::vector<float> slopes = pseudo_random(count, static_cast<uint32_t>(count + 3), 1.0f);
+      for (size_t k = 0; k < count; ++k) slopes[k] = std::fabs(slopes[k]) * ((negative && k % 2 == 0) ? -1.0f : 1.0f);
+      PayloadBuilder b;
+      const uint32_t x = b.input({2, 3, 4, 5}, 0);
+      b.binary(NodeUnion::XNNPReLU, x, b.constant(dims, slopes), b.output({2, 3, 4, 5}, 1));
+      auto r = run_graph(b, {{sizes, xv}}, {{sizes}});
+      ASSERT_EQ(r.size(), 1u);
+      for (size_t i = 0; i < 120; ++i) {
+        // The slope element of x's element i: its index along each slope dim, right-aligned.
+        size_t rest = i, at = 0, step = 1;
+        for (size_t d = 0; d < 4; ++d) {
+          const size_t size = static_cast<size_t>(sizes[3 - d]), index = rest % size;
+          rest /= size;
+          if (d < dims.size() && dims[dims.size() - 1 - d] != 1) at += index * step;
+          if (d < dims.size()) step *= dims[dims.size() - 1 - d];
+        }
+        const float expected = xv[i] < 0.0f ? xv[i] * slopes[at] : xv[i];
+        uint32_t want, got;
+        std::memcpy(&want, &expected, 4);
+        std::memcpy(&got, &r[0][i], 4);
+        EXPECT_EQ(got, want) << "element " << i << " (x = " << xv[i] << ")";
+      }
+    }
+  }
+}
+
+// A slope that does not broadcast to the input is refused when the delegate
+// is made, naming both shapes.
+TEST(XnnpackNodes, PReluRefusesASlopeThatDoesNotBroadcast) {
+  for (const std::vector<uint32_t>& dims : std::vector<std::vector<uint32_t>>{{4}, {3, 2}, {2, 2, 3, 4, 5}}) {
+    size_t count = 1;
+    for (uint32_t d : dims) count *= d;
+    PayloadBuilder b;
+    const uint32_t x = b.input({2, 3, 4, 5}, 0);
+    b.binary(NodeUnion::XNNPReLU, x, b.constant(dims, std::vector<float>(count, 0.5f)), b.output({2, 3, 4, 5}, 1));
+    const auto payload = b.finish(Layout::kConstantRegion, 2);
+    xnn::XnnpackModuleContext context(BackendOptions{});
+    auto delegate = make_delegate(payload, context, b.lookup());
+    ASSERT_FALSE(delegate);
+    EXPECT_NE(delegate.error().message.find("does not broadcast to"), std::string::npos) << delegate.error().message;
   }
 }
 

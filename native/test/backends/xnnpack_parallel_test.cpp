@@ -375,6 +375,27 @@ TEST(XnnpackParallelKernels, DataMovementSplitsRowsAndBlocks) {
   }
 }
 
+// PReLU splits its runs: one slope over spans of a long run, one per element
+// over whole rows, and runs of a slope broadcast along middle dims.
+TEST(XnnpackParallelKernels, PReluSplitsRunsOfEverySlopeShape) {
+  const std::vector<int64_t> sizes = {2, 16, 48, 40};
+  for (const std::vector<uint32_t>& dims :
+       std::vector<std::vector<uint32_t>>{{1}, {40}, {16, 1, 1}, {48, 1}, {16, 1, 40}, {2, 1, 48, 1}}) {
+    size_t count = 1;
+    for (uint32_t d : dims) count *= d;
+    SCOPED_TRACE("slope of " + std::to_string(count) + " elements, rank " + std::to_string(dims.size()));
+    TestGraph g;
+    std::vector<float> slopes = pseudo_random(count, 12, 1.0f);
+    for (float& v : slopes) v = -std::fabs(v);  // negative: etna's kernel for every shape
+    g.inputs.push_back({sizes, pseudo_random(count_of(sizes), 13, 2.0f)});
+    g.output_sizes = sizes;
+    const uint32_t x = g.builder.input(u32(sizes), 0);
+    g.builder.binary(NodeUnion::XNNPReLU, x, g.builder.constant(dims, slopes), g.builder.output(u32(sizes), 1));
+    g.payload = g.builder.finish(Layout::kConstantRegion, 2);
+    expect_same_bits_on_any_threads(g);
+  }
+}
+
 struct PoolDeleter {
   void operator()(pthreadpool_t pool) const { pthreadpool_destroy(pool); }
 };

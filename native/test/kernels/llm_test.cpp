@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "core/thread_pool.h"
+#include "attention_test_support.h"
 #include "kernel_test_support.h"
 #include "kernels/attention.h"
 
@@ -22,8 +23,6 @@ namespace {
 using kernels::attention_path_name;
 using kernels::AttentionPath;
 using kernels::available_attention_paths;
-using kernels::clear_forced_attention_path;
-using kernels::force_attention_path;
 
 struct AttentionCase {
   int64_t batch, sequence, heads, kv_heads, head_dim, capacity, start_pos;
@@ -251,21 +250,6 @@ TEST(CustomSdpa, RefusesBadShapes) {
 // even small shapes split into single row blocks), against the double
 // reference, and bit for bit the same whatever the thread count.
 
-// An attention path, and optionally the finest split, for one scope.
-class ForcedAttention {
- public:
-  ForcedAttention(AttentionPath path, bool fine_split) {
-    force_attention_path(path);
-    force_fine_split(fine_split);
-  }
-  ~ForcedAttention() {
-    clear_forced_attention_path();
-    force_fine_split(false);
-  }
-  ForcedAttention(const ForcedAttention&) = delete;
-  ForcedAttention& operator=(const ForcedAttention&) = delete;
-};
-
 struct SdpaInputs {
   AttentionCase c;
   std::vector<float> q, k, v;
@@ -308,26 +292,6 @@ std::vector<float> run_sdpa(const SdpaInputs& in, pthreadpool_t pool) {
   const Status status = run_custom_sdpa(q, k, v, c.start_pos, mask, c.causal, in.scale, out, pool);
   EXPECT_TRUE(is_ok(status));
   return values_of<float>(out);
-}
-
-// NaN where the reference has NaN, the same infinity where it has one, and
-// within `tolerance` elsewhere.
-void expect_matches(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance,
-                    const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    if (std::isnan(expected[i])) {
-      ASSERT_TRUE(std::isnan(actual[i])) << what << ": element " << i << " is " << actual[i] << ", expected NaN";
-    } else if (std::isinf(expected[i])) {
-      ASSERT_EQ(actual[i], expected[i]) << what << ": element " << i;
-    } else {
-      ASSERT_NEAR(actual[i], expected[i], tolerance) << what << ": element " << i;
-    }
-  }
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // On every path: the reference on one thread, the portable path's bits, and
