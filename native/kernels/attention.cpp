@@ -293,14 +293,11 @@ bool cpu_has_avx2() { return false; }
 // -1: no forced path.
 std::atomic<int> forced_path{-1};
 
-#ifdef ETNA_ATTENTION_X86
-// Elsewhere the portable path is the only one.
 AttentionPath active_path() {
   const int forced = forced_path.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<AttentionPath>(forced);
   return cpu_has_avx2() ? AttentionPath::kAvx2 : AttentionPath::kPortable;
 }
-#endif
 
 // How one call cuts its work: units of up to kRowBlock query rows of one
 // (batch, head), in that order, and each unit's scratch.
