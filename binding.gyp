@@ -18,6 +18,10 @@
       ],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++1y", "-std=gnu++17"],
       "cflags_cc": ["-std=c++17", "-fexceptions", "-Wall", "-Wextra"],
+      # As CMakeLists.txt: no implicit multiply-adds where the CPU has them (aarch64).
+      "conditions": [
+        ["target_arch not in ('x64', 'ia32')", { "cflags_cc": ["-ffp-contract=off", "-Wno-psabi"] }]
+      ],
       "libraries": ["-lXNNPACK", "-lpthreadpool", "-lpthread"]
     }
   ]

@@ -1,5 +1,6 @@
 # Shared by the scripts that make Debian roots with debootstrap and run
-# commands inside them (cleanroom.sh, debian13.sh). Source it; needs root.
+# commands inside them (cleanroom.sh, debian13.sh, test-arm64-node.sh). Source
+# it; needs root.
 
 debian_root_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
@@ -30,18 +31,31 @@ ensure_commands() {
     || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
 }
 
-# make_debian_root SUITE DIR: a minimal root (debootstrap, variant minbase) in
-# DIR, unless a finished one is already there. The log goes to DIR.log.
+# make_debian_root SUITE DIR [ARCH [PACKAGE,...]]: a minimal root
+# (debootstrap, variant minbase) in DIR, unless a finished one is already
+# there; for ARCH (this machine's by default), with the PACKAGEs and what they
+# depend on. A root of another architecture is unpacked here and configured
+# inside itself (debootstrap --foreign, then --second-stage in a chroot), which
+# needs the kernel to run its programs through QEMU (binfmt_misc, see
+# scripts/build-arm64.sh). The log goes to DIR.log.
 make_debian_root() {
-  local suite=$1 dir=$2
+  local suite=$1 dir=$2 arch=${3:-$(dpkg --print-architecture)} packages=${4:-}
   [ -x "$dir/usr/bin/env" ] && return 0
   ensure_commands debootstrap
   mkdir -p "$(dirname "$dir")"
-  local partial="$dir.partial"
+  local partial="$dir.partial" options=(--variant=minbase --arch="$arch")
+  [ -z "$packages" ] || options+=(--include="$packages")
+  local foreign=false
+  [ "$arch" = "$(dpkg --print-architecture)" ] || { foreign=true; options+=(--foreign); }
   rm -rf "$partial"
-  echo "$(basename "$0"): debootstrap $suite (minbase) into $dir; this takes a few minutes once" >&2
-  debootstrap --variant=minbase "$suite" "$partial" "$(debian_mirror)" > "$dir.log" 2>&1 \
+  echo "$(basename "$0"): debootstrap $suite ($arch, minbase) into $dir; this takes a few minutes once" >&2
+  debootstrap "${options[@]}" "$suite" "$partial" "$(debian_mirror)" > "$dir.log" 2>&1 \
     || debian_root_die "debootstrap failed; see $dir.log"
+  if $foreign; then
+    # In a private mount namespace: the /proc and /sys the second stage mounts vanish with it.
+    unshare --mount --propagation private -- chroot "$partial" /debootstrap/debootstrap --second-stage >> "$dir.log" 2>&1 \
+      || debian_root_die "debootstrap's second stage failed; see $dir.log"
+  fi
   # Only a finished root takes the final name, so an interrupted run starts over.
   mv "$partial" "$dir"
 }

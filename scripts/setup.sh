@@ -43,17 +43,8 @@ if [ "${1:-}" = "--list" ]; then
   exit 0
 fi
 
-missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "etna setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+. scripts/apt-packages.sh
+install_missing_packages "etna setup" "${wanted[@]}"
 
 case "${1:-}" in --system | --native) exit 0 ;; esac
 

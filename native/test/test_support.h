@@ -2,9 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -48,7 +50,21 @@ inline std::shared_ptr<const Program> load_program(const std::string& name) {
   return program ? *program : nullptr;
 }
 
-// Threads of this process now (entries of /proc/self/task).
+// Polls `done` for up to ten seconds; true once it holds.
+template <typename Condition>
+bool eventually(Condition done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+// Threads of this process now (entries of /proc/self/task). The kernel may
+// list a thread a moment after it was joined (under QEMU's user-mode
+// emulation, for milliseconds): a count expected to fall after a join is
+// waited for with eventually().
 inline size_t process_threads() {
   size_t count = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -61,9 +77,11 @@ inline size_t process_threads() {
 // process_threads() once any thread the runtime starts with the process's
 // first thread of its own is there: under ThreadSanitizer, creating a thread
 // also starts the sanitizer's background thread, which must not count as one
-// the code under test added.
+// the code under test added; and once that first thread is gone from the list.
 inline size_t settled_process_threads() {
-  std::thread([] {}).join();
+  std::string task;
+  std::thread([&] { task = "/proc/self/task/" + std::to_string(syscall(SYS_gettid)); }).join();
+  eventually([&] { return !std::filesystem::exists(task); });
   return process_threads();
 }
 

@@ -29,7 +29,7 @@ const MARKERS: Record<string, number> = {
   'docs/cli.md': 7,
   'docs/electron.md': 3,
   'docs/errors.md': 0,
-  'docs/install.md': 4,
+  'docs/install.md': 6,
   'docs/kernels.md': 0,
   'docs/llm.md': 3,
   'docs/memory-planning.md': 0,

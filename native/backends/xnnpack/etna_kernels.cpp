@@ -116,9 +116,8 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   const size_t row_in = in_strides_by_out[row_dim];
   const size_t col_in = in_strides_by_out[rank - 1];
   const size_t row_out = out_strides[row_dim];
-  bool tiles_in_registers = false;
 #ifdef ETNA_KERNELS_X86
-  tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
+  const bool tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
 #endif
   // The dims other than row_dim and the innermost, as a shape to count blocks in.
   Shape block_shape;

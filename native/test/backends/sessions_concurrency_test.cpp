@@ -348,6 +348,8 @@ TEST(SessionsConcurrency, SixtyFourModulesShareOneProcessPool) {
   expect_modules_match_at_once(modules, kModules, 6, kConvolution, conv.expected[0]);
   modules.clear();
   EXPECT_EQ(ThreadPools::process().shared_pools(), 0u);
+  // The worker is joined, and listed a moment longer.
+  test::eventually([&] { return test::process_threads() == threads_before; });
   EXPECT_EQ(test::process_threads(), threads_before);
 }
 

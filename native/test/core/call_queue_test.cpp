@@ -18,10 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.h"
+
 namespace etna {
 namespace {
 
 using namespace std::chrono_literals;
+using test::eventually;
 
 // A gate tasks wait at until the test opens it.
 class Gate {
@@ -65,17 +68,6 @@ class CountingTask : public CallQueue::Task {
   int id_;
   Gate* gate_;
 };
-
-// Polls `done` for up to ten seconds; true once it holds.
-template <typename Condition>
-bool eventually(Condition done) {
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 // Submits task `id`, held at `gate`, and waits until it runs: it then keeps a
 // thread busy until the gate opens.
