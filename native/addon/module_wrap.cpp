@@ -444,8 +444,11 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
       if (!status) throw make_js_error(env, status.error());
       return env.Undefined();
     }
-    auto operation = [module = std::move(module), save_layout = std::move(save_layout), bytes, size = view.size] {
-      return run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, size);
+    // Shared, not an optional moved into the lambda: GCC 12 then warns of a layout used uninitialized.
+    std::shared_ptr<const StateLayout> layout =
+        save_layout ? std::make_shared<const StateLayout>(std::move(*save_layout)) : nullptr;
+    auto operation = [module = std::move(module), layout = std::move(layout), bytes, size = view.size] {
+      return run_state_operation(*module, layout.get(), bytes, size);
     };
     auto job = std::make_unique<StateJob>(std::move(operation), Napi::Persistent(info[0].As<Napi::Object>()));
     return addon_data(env).call_runner->submit(env, std::move(job), false);
