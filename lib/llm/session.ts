@@ -341,8 +341,7 @@ export class LlmSession {
       );
     }
     const kept = position as number;
-    const state = this.module.methodMeta(this.model.metadata.decode.name).state;
-    const ranges = cacheRanges(state, this.model.metadata, kept);
+    const ranges = this.cacheRows(kept);
     // A prefix cut short has no pending token, nor the text its last tokens spelled.
     const place =
       kept === cached
@@ -369,8 +368,7 @@ export class LlmSession {
     try {
       const forked = await this.model.session();
       try {
-        const state = this.module.methodMeta(this.model.metadata.decode.name).state;
-        await this.module.copyStateTo(forked.module, { ranges: cacheRanges(state, this.model.metadata, place.tokens.length) });
+        await this.module.copyStateTo(forked.module, { ranges: this.cacheRows(place.tokens.length) });
       } catch (error) {
         await forked.dispose();
         throw toEtnaError(error);
@@ -404,6 +402,11 @@ export class LlmSession {
     } finally {
       this.busy = false;
     }
+  }
+
+  // The state's bytes a session at `position` holds: what a save carries and a fork copies.
+  private cacheRows(position: number): [number, number][] {
+    return cacheRanges(this.module.methodMeta(this.model.metadata.decode.name).state, this.model.metadata, position);
   }
 
   // Saving and forking read the cache: they need a live session that is not generating.

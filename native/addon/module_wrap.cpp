@@ -240,31 +240,27 @@ StateLayout snapshot_layout(Napi::Env env, Module& module, const Napi::Value& va
   return std::move(*layout);
 }
 
-// Saves into or restores from `bytes` on the thread it is called on.
-Status run_state_operation(Module& module, const StateLayout* save_layout, uint8_t* bytes, size_t size) {
+// A state operation (saveState, restoreState, copyStateTo), with any
+// exception it throws as kInternal: none may leave the addon.
+using StateOperation = std::function<Status()>;
+
+Status run_guarded(const StateOperation& operation) {
   try {
-    return save_layout ? module.save_state(*save_layout, bytes, size) : module.restore_state(bytes, size);
+    return operation();
   } catch (const std::exception& e) {
     return make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
   }
 }
 
-// A state operation (saveState, restoreState, copyStateTo) on a call thread.
-// What it reads or writes is held alive by the operation's captures and by
-// `keep_alive` (a snapshot's JS array, which only the caller's module uses
-// until the promise settles).
+// A state operation on a call thread. What it reads or writes is held alive
+// by the operation's captures and by `keep_alive` (a snapshot's JS array,
+// which only the caller's module uses until the promise settles).
 class StateJob : public CallRunner::Job {
  public:
-  StateJob(std::function<Status()> operation, Napi::ObjectReference keep_alive)
+  StateJob(StateOperation operation, Napi::ObjectReference keep_alive)
       : operation_(std::move(operation)), keep_alive_(std::move(keep_alive)) {}
 
-  void run() override {
-    try {
-      status_ = operation_();
-    } catch (const std::exception& e) {
-      status_ = make_error(ErrorCode::kInternal, std::string("internal error: ") + e.what());
-    }
-  }
+  void run() override { status_ = run_guarded(operation_); }
 
   void settle(Napi::Env env, Napi::Promise::Deferred& deferred) override {
     if (!status_) {
@@ -275,10 +271,23 @@ class StateJob : public CallRunner::Job {
   }
 
  private:
-  std::function<Status()> operation_;
+  StateOperation operation_;
   Napi::ObjectReference keep_alive_;
   Status status_ = make_error(ErrorCode::kInternal, "etna:state did not run");
 };
+
+// Runs `operation` now (`sync`: undefined, or a thrown error) or on a call
+// thread (a promise).
+Napi::Value start_state_operation(Napi::Env env, bool sync, StateOperation operation,
+                                  Napi::ObjectReference keep_alive) {
+  if (sync) {
+    Status status = run_guarded(operation);
+    if (!status) throw make_js_error(env, status.error());
+    return env.Undefined();
+  }
+  auto job = std::make_unique<StateJob>(std::move(operation), std::move(keep_alive));
+  return addon_data(env).call_runner->submit(env, std::move(job), false);
+}
 
 }  // namespace
 
@@ -434,24 +443,16 @@ Napi::Value ModuleWrap::state_operation(const Napi::CallbackInfo& info, bool sav
     std::shared_ptr<Module> module = live_module(env);
     // An ArrayBuffer or a view: an object, which an asynchronous job keeps alive.
     const ByteSpan view = bytes_argument(info, save ? "saveState" : "restoreState");
-    std::optional<StateLayout> save_layout;
-    if (save) save_layout = snapshot_layout(env, *module, info[2]);
+    // Shared by the operation, which a call thread may run later.
+    std::shared_ptr<const StateLayout> save_layout;
+    if (save) save_layout = std::make_shared<const StateLayout>(snapshot_layout(env, *module, info[2]));
     // The JS array is writable memory of the caller's; view_bytes only reads.
     auto* bytes = const_cast<uint8_t*>(view.data);
     const bool sync = info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
-    if (sync) {
-      Status status = run_state_operation(*module, save_layout ? &*save_layout : nullptr, bytes, view.size);
-      if (!status) throw make_js_error(env, status.error());
-      return env.Undefined();
-    }
-    // Shared, not an optional moved into the lambda: GCC 12 then warns of a layout used uninitialized.
-    std::shared_ptr<const StateLayout> layout =
-        save_layout ? std::make_shared<const StateLayout>(std::move(*save_layout)) : nullptr;
-    auto operation = [module = std::move(module), layout = std::move(layout), bytes, size = view.size] {
-      return run_state_operation(*module, layout.get(), bytes, size);
+    auto operation = [module = std::move(module), save_layout = std::move(save_layout), bytes, size = view.size] {
+      return save_layout ? module->save_state(*save_layout, bytes, size) : module->restore_state(bytes, size);
     };
-    auto job = std::make_unique<StateJob>(std::move(operation), Napi::Persistent(info[0].As<Napi::Object>()));
-    return addon_data(env).call_runner->submit(env, std::move(job), false);
+    return start_state_operation(env, sync, std::move(operation), Napi::Persistent(info[0].As<Napi::Object>()));
   });
 }
 
@@ -468,14 +469,8 @@ Napi::Value ModuleWrap::copy_state_to(const Napi::CallbackInfo& info) {
     auto operation = [source = std::move(source), target = std::move(target), ranges = std::move(ranges)] {
       return source->copy_state_to(*target, ranges);
     };
-    if (sync) {
-      Status status = operation();
-      if (!status) throw make_js_error(env, status.error());
-      return env.Undefined();
-    }
     // Both modules are held by the operation; there is no JS array to keep.
-    auto job = std::make_unique<StateJob>(std::move(operation), Napi::ObjectReference());
-    return addon_data(env).call_runner->submit(env, std::move(job), false);
+    return start_state_operation(env, sync, std::move(operation), Napi::ObjectReference());
   });
 }
 
