@@ -10,9 +10,9 @@
 # emulated, and whose resident-set bounds would count QEMU's own cache of
 # translated code.
 #
-# The root (debootstrap, with trixie's Node.js 20) is made once in
-# build-arm64/root and kept; each run works in an overlay over it, so the root
-# stays as made. Debian 13 for its Node.js: vitest needs 20.19 or later, and
+# The root is the arm64 clean room's base (scripts/cleanroom.sh: Debian 13
+# with its Node.js 20), made once and kept; each run works in an overlay over
+# it, so the root stays as made. Debian 13 for its Node.js: vitest needs 20.19 or later, and
 # Debian 12 has 18. The addon links Debian 12's XNNPACK, pthreadpool and cpuinfo
 # (the build's sysroot), which run on Debian 13's C and C++ runtimes, as the
 # x86-64 prebuild's bundled copies do.
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 started=$(date +%s)
 bash scripts/build-arm64.sh
 out=$PWD/build-arm64
-make_debian_root trixie "$out/root" arm64 nodejs
+root=$(bash scripts/cleanroom.sh base arm64)
 
 version=$(node -p "require('rolldown/package.json').version")
 binding=$out/node_modules/@rolldown/binding-linux-arm64-gnu
@@ -51,7 +51,7 @@ mkdir -p build/Release  # where the arm64 addon is mounted
 # The checkout is read-only there: --configLoader runner, as vite's default
 # loader writes the bundled config into node_modules/.vite-temp; --no-cache,
 # as vitest keeps its cache in node_modules/.vite.
-run_in_root --overlay "$out/root" "$run/upper" "$run/work" \
+run_in_root --overlay "$root" "$run/upper" "$run/work" \
   --bind "$PWD" /src/etna --bind "$out/Release" /src/etna/build/Release \
   --bind "$out/sysroot/usr/lib/aarch64-linux-gnu" /opt/etna/lib --bind "$out/node_modules" /opt/etna/node_modules \
   --bind-writable "$run/report" /opt/etna/report \

@@ -23,6 +23,9 @@ export const SUITES = [
   { name: 'fuzz', file: 'build-fuzz/run-results.txt', read: readLines },
   { name: 'cleanroom', file: 'build/test-results/cleanroom.xml', read: readJunit },
   { name: 'debian13', file: 'build-debian13/build-native/ctest-junit.xml', read: readJunit },
+  { name: 'arm64-native-max', file: 'build-arm64/native/gtest-results-max', read: readJunit },
+  { name: 'arm64-native-cortex-a72', file: 'build-arm64/native/gtest-results-cortex-a72', read: readJunit },
+  { name: 'arm64-vitest', file: 'build-arm64/vitest-results.json', read: readVitest },
 ];
 
 /** One result: a test's name and whether it passed, failed or was skipped. */
@@ -30,7 +33,14 @@ function result(name, status) {
   return { name, status };
 }
 
-// ctest's and node:test's JUnit files: one <testcase> per test; ctest marks
+// The text of a result file, or of every .xml file in a result folder (GoogleTest writes one per program).
+function readResults(file) {
+  if (!fs.statSync(file).isDirectory()) return fs.readFileSync(file, 'utf8');
+  const names = fs.readdirSync(file).filter((name) => name.endsWith('.xml'));
+  return names.map((name) => fs.readFileSync(path.join(file, name), 'utf8')).join('\n');
+}
+
+// ctest's, GoogleTest's and node:test's JUnit files: one <testcase> per test; ctest marks
 // status="fail" / "notrun", node:test nests <failure> or <skipped>.
 function readJunit(text) {
   const results = [];
@@ -86,7 +96,7 @@ function allowedSkips() {
 
 function main(argv) {
   if (argv.includes('--reset')) {
-    for (const suite of SUITES) fs.rmSync(path.join(repoRoot, suite.file), { force: true });
+    for (const suite of SUITES) fs.rmSync(path.join(repoRoot, suite.file), { recursive: true, force: true });
     return 0;
   }
   const onlyIndex = argv.indexOf('--only');
@@ -101,7 +111,7 @@ function main(argv) {
       problems.push(`${suite.name}: no results at ${suite.file} (did the suite run?)`);
       continue;
     }
-    const results = suite.read(fs.readFileSync(file, 'utf8'));
+    const results = suite.read(readResults(file));
     const count = (status) => results.filter((entry) => entry.status === status).length;
     const counts = { passed: count('passed'), failed: count('failed'), skipped: count('skipped') };
     for (const key of Object.keys(totals)) totals[key] += counts[key];
