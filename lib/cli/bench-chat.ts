@@ -22,6 +22,7 @@ export const BENCH_CHAT: Command = {
       { name: 'question-tokens', value: 'N', help: "each request's own tokens, and a second turn's (default 32)" },
       { name: 'reply-tokens', value: 'N', help: 'tokens each reply generates (default 8)' },
       { name: 'conversations', value: 'N', help: 'conversations handed between replicas (default 5)' },
+      { name: 'quantize-kv-cache', help: 'int8 KV caches with per-token scales, as --quantize_kv_cache exports them' },
       { name: 'redis', value: 'URL', help: 'a Redis server to use (default: a redis-server of its own, on a free port)' },
       JSON_REPORT_OPTION,
     ],
@@ -36,6 +37,7 @@ export const BENCH_CHAT: Command = {
       questionTokens: args.integer('question-tokens', 32, 1),
       replyTokens: args.integer('reply-tokens', 8, 1),
       conversations: args.integer('conversations', 5, 1),
+      quantizeKvCache: args.flag('quantize-kv-cache'),
       ...(redis !== undefined && { redis }),
       log: (line) => process.stderr.write(`${line}\n`),
     });

@@ -34,6 +34,24 @@ describe('etna bench chat', () => {
     expect(text).toMatch(/restored \/ full +\d+\.\d{3}$/);
   }, 120_000);
 
+  it('hands over int8 KV caches, their scales and zero points, in under a third of the fp32 bytes', async () => {
+    const report = await runChatBench({
+      preset: 'small',
+      threads: 1,
+      requests: 1,
+      systemTokens: 64,
+      questionTokens: 8,
+      replyTokens: 2,
+      conversations: 1,
+      quantizeKvCache: true,
+    });
+    // The bench itself throws when a restored conversation replies otherwise than a full prefill.
+    expect(report.handOff.restored[0]!.cachedTokens).toBe(64 + 8 + 1);
+    expect(report.snapshotBytesPerToken).toBeGreaterThan(0);
+    expect(report.snapshotBytesPerToken).toBeLessThan((2 * 2 * 2 * 32 * 4) / 3);
+    expect(formatChatReport(report)).toMatch(/^etna bench chat: llama-8da4w small \(int8 KV caches\), 1 thread\(s\)/);
+  }, 120_000);
+
   it('refuses a conversation the preset cannot hold, in one line', () => {
     const result = runCli(['bench', 'chat', '--preset', 'small', '--system-tokens', '300']);
     expect(result.status).toBe(1);

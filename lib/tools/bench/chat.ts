@@ -31,6 +31,8 @@ export interface ChatBenchOptions {
   readonly replyTokens: number;
   /** Conversations handed from one replica to another. */
   readonly conversations: number;
+  /** Int8 KV caches with per-token scales (`--quantize_kv_cache`): a quarter of the state to hand over. */
+  readonly quantizeKvCache?: boolean;
   /** A Redis server to use; default: one of the bench's own (redis-server must be installed). */
   readonly redis?: string;
   readonly log?: (line: string) => void;
@@ -115,7 +117,7 @@ export async function runChatBench(options: ChatBenchOptions): Promise<ChatBench
     );
   }
   log(`writing llama-8da4w at ${options.preset} ...`);
-  const llm = await loadWordLlama(config, options.threads);
+  const llm = await loadWordLlama(config, options.threads, { quantizeKvCache: options.quantizeKvCache === true });
   const random = new Lcg(7);
   const ids = (count: number): number[] => Array.from({ length: count }, () => Math.floor(random.next() * config.vocab));
   const servers: LlmServer[] = [];
@@ -215,7 +217,7 @@ export function formatChatReport(report: ChatBenchReport): string {
   const restored = firstToken(report.handOff.restored);
   const snapshotTokens = median(report.handOff.restored.map((reply) => reply.cachedTokens));
   return [
-    `etna bench chat: llama-8da4w ${report.preset}, ${report.threads} thread(s), load average ${report.loadAverage.toFixed(1)}; medians`,
+    `etna bench chat: llama-8da4w ${report.preset}${options.quantizeKvCache === true ? ' (int8 KV caches)' : ''}, ${report.threads} thread(s), load average ${report.loadAverage.toFixed(1)}; medians`,
     `snapshot: ${(report.snapshotBytesPerToken / 1024).toFixed(1)} KiB per cached token`,
     '',
     `${options.requests} requests sharing a ${options.systemTokens}-token system prompt (+${options.questionTokens} each), ` +
