@@ -21,6 +21,7 @@ export const BENCH_ZOO: Command = {
       { name: 'calls', value: 'N', help: 'timed calls per model after the warm-up (default 20; entries with their own count keep it)' },
       { name: 'warmup', value: 'N', help: 'untimed calls before them (default 3)' },
       { name: 'cache', value: 'DIR', help: 'folder for the fetched packages (default bench/cache/zoo)' },
+      { name: 'profile', help: 'after the timed calls, profile one etna call per model and list its KernelCalls between DelegateCalls' },
       JSON_REPORT_OPTION,
     ],
     notes: `models: ${ZOO_MODELS.map((m) => m.name).join(', ')}`,
@@ -40,6 +41,7 @@ export const BENCH_ZOO: Command = {
       iterations: args.integer('calls', 20, 1),
       warmup: args.integer('warmup', 3, 0),
       ...(args.string('cache') !== undefined && { cacheDir: args.string('cache') }),
+      profile: args.flag('profile'),
       log: (line) => process.stderr.write(`${line}\n`),
     });
     console.log(

@@ -2,7 +2,15 @@
 // logic on synthetic rows. Nothing here fetches a model.
 import { describe, expect, it } from 'vitest';
 
-import { formatZooTable, ZOO_MATCH_TOLERANCE, zooMatchLabel, zooMedianRatio, type ZooRow } from '../../lib/tools/bench/zoo.js';
+import type { ProfileEvent } from '../../lib/profile.js';
+import {
+  formatZooTable,
+  kernelsBetweenDelegates,
+  ZOO_MATCH_TOLERANCE,
+  zooMatchLabel,
+  zooMedianRatio,
+  type ZooRow,
+} from '../../lib/tools/bench/zoo.js';
 import { ZOO_KINDS, ZOO_MODELS, zooListProblems, type ZooModel } from '../../lib/tools/bench/zoo-models.js';
 
 describe('the corpus list', () => {
@@ -82,5 +90,71 @@ describe('the table and the median', () => {
     expect(table[7]).toBe('| f | OCR | p@1.0.0 | ok | load INVALID_PROGRAM | - | - | - |');
     expect(table).toContain('6 models: 4 ran, 2 failed; median etna / onnxruntime over the 4 that ran: 2.00x');
     expect(table).toContain("- c: import: UNSUPPORTED_OPERATOR: node 'q' (DynamicQuantizeLinear): no lowering");
+  });
+});
+
+describe('KernelCalls between DelegateCalls', () => {
+  const step = (call: number, index: number, category: 'kernel' | 'delegate' | 'instruction', name: string): ProfileEvent => ({
+    name,
+    category,
+    method: 'forward',
+    call,
+    startUs: call * 1000 + index,
+    durationUs: 1,
+    depth: 2,
+    index,
+    module: 1,
+  });
+  const callEvent = (call: number): ProfileEvent => ({ ...step(call, -1, 'kernel', 'forward'), category: 'call', depth: 1 });
+
+  it('counts only the kernels with a delegate call before and after them, by operator', () => {
+    const events = [
+      callEvent(0),
+      step(0, 0, 'kernel', 'aten::full.out'),
+      step(0, 1, 'delegate', 'XnnpackBackend'),
+      step(0, 2, 'kernel', 'aten::index.Tensor_out'),
+      step(0, 3, 'instruction', 'MoveCall'),
+      step(0, 4, 'kernel', 'aten::index.Tensor_out'),
+      step(0, 5, 'delegate', 'XnnpackBackend'),
+      step(0, 6, 'kernel', 'aten::lt.Scalar_out'),
+      step(0, 7, 'delegate', 'XnnpackBackend'),
+      step(0, 8, 'kernel', 'aten::argmax.out'),
+    ];
+    expect(kernelsBetweenDelegates(events)).toEqual({ 'aten::index.Tensor_out': 2, 'aten::lt.Scalar_out': 1 });
+  });
+
+  it('reads the first call only, in instruction order', () => {
+    const events = [
+      callEvent(4),
+      step(4, 2, 'delegate', 'XnnpackBackend'),
+      step(4, 0, 'delegate', 'XnnpackBackend'),
+      step(4, 1, 'kernel', 'aten::mul.out'),
+      callEvent(5),
+      step(5, 0, 'delegate', 'XnnpackBackend'),
+      step(5, 1, 'kernel', 'aten::add.out'),
+      step(5, 2, 'delegate', 'XnnpackBackend'),
+    ];
+    expect(kernelsBetweenDelegates(events)).toEqual({ 'aten::mul.out': 1 });
+  });
+
+  it('finds none with fewer than two delegate calls or none between them', () => {
+    expect(kernelsBetweenDelegates([])).toEqual({});
+    expect(
+      kernelsBetweenDelegates([callEvent(0), step(0, 0, 'kernel', 'a'), step(0, 1, 'delegate', 'X'), step(0, 2, 'kernel', 'b')]),
+    ).toEqual({});
+    expect(kernelsBetweenDelegates([callEvent(0), step(0, 0, 'delegate', 'X'), step(0, 1, 'delegate', 'X')])).toEqual({});
+  });
+
+  it('lists each profiled model under the table, sorted by operator', () => {
+    const rows: ZooRow[] = [
+      row('a', { relative: 0, ratio: 1, delegateSplits: { 'aten::where.self_out': 1, 'aten::index.Tensor_out': 3 } }),
+      row('b', { relative: 0, ratio: 1, delegateSplits: {} }),
+      row('c', { relative: 0, ratio: 1 }),
+    ];
+    const table = formatZooTable({ rows, medianRatio: 1, tolerance: ZOO_MATCH_TOLERANCE }).split('\n');
+    const at = table.indexOf('KernelCalls between two DelegateCalls (one profiled call):');
+    expect(at).toBeGreaterThan(0);
+    expect(table.slice(at + 1)).toEqual(['- a: aten::index.Tensor_out x3, aten::where.self_out x1', '- b: none']);
+    expect(formatZooTable({ rows: [rows[2]!], medianRatio: 1, tolerance: ZOO_MATCH_TOLERANCE })).not.toContain('KernelCalls');
   });
 });

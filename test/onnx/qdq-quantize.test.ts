@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 
 import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { Module, Tensor } from '../../lib/index.js';
+import { constFromProto, toNumbers } from '../../lib/onnx/constant.js';
 import { importOnnx, importOnnxGraph, readOnnxModel } from '../../lib/onnx/index.js';
 import { relativeDifference } from '../../lib/tools/bench/onnx-graphs.js';
 import { quantizeStatic } from '../../lib/tools/bench/qdq-quantize.js';
@@ -86,5 +87,57 @@ describe('static quantization of a float network (the corpus tool)', () => {
       await module.dispose();
       expect(relativeDifference(actual, expected), xnnpack ? 'XNNPACK' : 'portable').toBeLessThanOrEqual(1e-6);
     }
+  });
+
+  // One 1x1 Conv of two output channels over an opset-9 graph whose Squeeze keeps its axes as an attribute.
+  const CONV_SHAPE = [1, 2, 4, 4];
+  function convNetwork(weights: number[], before: 'none' | 'overflow'): Uint8Array {
+    const overflow = [
+      { op: 'Mul', inputs: ['x', 'big'], outputs: ['x1'] },
+      { op: 'Mul', inputs: ['x1', 'big'], outputs: ['x2'] },
+    ];
+    return writeOnnxModel(
+      {
+        nodes: [
+          ...(before === 'overflow' ? overflow : []),
+          { op: 'Conv', inputs: [before === 'overflow' ? 'x2' : 'x', 'w'], outputs: ['c'], attributes: { kernel_shape: { ints: [1, 1] } } },
+          { op: 'ReduceMean', inputs: ['c'], outputs: ['m'], attributes: { axes: { ints: [2, 3] }, keepdims: { int: 1 } } },
+          { op: 'Squeeze', inputs: ['m'], outputs: ['y'], attributes: { axes: { ints: [2, 3] } } },
+        ],
+        inputs: [{ name: 'x', shape: CONV_SHAPE }],
+        outputs: [{ name: 'y', shape: [1, 2] }],
+        initializers: [
+          { name: 'w', dims: [2, 2, 1, 1], float32: Float32Array.from(weights) },
+          { name: 'big', dims: [], float32: Float32Array.from([1e30]) },
+        ],
+      },
+      9,
+    );
+  }
+
+  it('gives a channel whose weights are all below float32 normal range the scale 1, as quantize_static does', async () => {
+    // 1e-40 is a float32 subnormal: scale 1e-40 / 127 would be too, which XNNPACK rejects.
+    const bytes = await quantizeStatic(ort, convNetwork([1e-40, -1e-40, 0.5, -0.25], 'none'), { x: CONV_SHAPE });
+    const model = readOnnxModel(bytes);
+    const scale = model.graph.initializers.find((t) => t.name === 'c_weight_scale')!;
+    expect(toNumbers(constFromProto(scale, 'scale'))).toEqual([1, Math.fround(0.5 / 127)]);
+    expect(model.graph.nodes.find((n) => n.opType === 'Squeeze')!.inputs).toHaveLength(2);
+
+    const next = seededUniform(5);
+    const x = Float32Array.from({ length: 32 }, () => next(-1, 1));
+    const session = await ort.InferenceSession.create(bytes, { intraOpNumThreads: 1 });
+    const expected = (await session.run({ x: new ort.Tensor('float32', x, CONV_SHAPE) })).y!.data as Float32Array;
+    await session.release();
+    const module = await Module.load(importOnnx(bytes).bytes);
+    const actual = (await module.run('forward', { x: Tensor.float32(CONV_SHAPE, Array.from(x)) })).y!.toArray() as Float32Array;
+    await module.dispose();
+    expect(relativeDifference(actual, expected)).toBeLessThanOrEqual(1e-6);
+  });
+
+  it('rejects a product input whose calibration range reached infinity, naming the tensor', async () => {
+    await expect(quantizeStatic(ort, convNetwork([1, 0, 0, 1], 'overflow'), { x: CONV_SHAPE })).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      message: expect.stringMatching(/tensor 'x2' reached (-)?Infinity in calibration/),
+    });
   });
 });

@@ -4,7 +4,7 @@
 //
 // As quantize_static (MinMax calibration, QDQ format, int8 activations and
 // weights, per-channel weights, dedicated QDQ pairs) after its pre-processing:
-// - the graph is upgraded to opset 13 (Clip and Slice attributes become
+// - the graph is upgraded to opset 13 (Clip, Slice, Squeeze and Unsqueeze attributes become
 //   inputs), Constant nodes become initializers, and a BatchNormalization
 //   reading a Conv's only result folds into that Conv's weights and bias;
 // - every Conv (2-D), MatMul (2-D constant right matrix) and Gemm with
@@ -16,7 +16,9 @@
 //   int32 at input scale x weight scale;
 // - activations are int8, asymmetric: the range [min(0, min), max(0, max)]
 //   over the calibration runs (onnxruntime on seeded inputs uniform in
-//   [-1, 1)), scale range / 255, zero point round(-128 - min / scale).
+//   [-1, 1)), scale range / 255, zero point round(-128 - min / scale);
+// - a scale below float32's smallest normal number becomes 1 with zero point
+//   0, and a range that reached ±Inf is an error.
 // Everything else stays float between DequantizeLinear and QuantizeLinear.
 import type * as Ort from 'onnxruntime-node';
 
@@ -36,6 +38,8 @@ const INT8_MIN = -128;
 const INT8_MAX = 127;
 const WEIGHT_MAX = 127;
 const CALIBRATION_RUNS = 8;
+/** float32's smallest normal number: quantize_static takes any smaller scale as 1, with zero point 0. */
+const SMALLEST_SCALE = 1.1754943508222875e-38;
 /** Ops whose opset 9 to 12 forms read the same at opset 13 once Clip's and Slice's attributes are inputs. */
 const SAME_AT_OPSET_13: ReadonlySet<string> = new Set([
   'Conv',
@@ -59,6 +63,11 @@ const SAME_AT_OPSET_13: ReadonlySet<string> = new Set([
   'Transpose',
   'Flatten',
   'Identity',
+  'ReduceMean',
+  'Pow',
+  'Sqrt',
+  'Resize',
+  'ConvTranspose',
 ]);
 
 interface Node {
@@ -118,6 +127,10 @@ function prepare(bytes: Uint8Array): { nodes: Node[]; constants: Map<string, Con
       const axes = intsAttribute(node, 'axes') ?? starts.map((_, i) => i);
       const list = (values: number[]): string => constant(fromNumbers('int64', [values.length], values));
       node.inputs = [node.inputs[0]!, list(starts), list(ends), list(axes)];
+      node.attributes = [];
+    } else if (opset < QDQ_OPSET && (node.op === 'Squeeze' || node.op === 'Unsqueeze')) {
+      const axes = intsAttribute(node, 'axes');
+      node.inputs = axes === undefined ? [node.inputs[0]!] : [node.inputs[0]!, constant(fromNumbers('int64', [axes.length], axes))];
       node.attributes = [];
     } else if (opset < QDQ_OPSET && !SAME_AT_OPSET_13.has(node.op) && !(node.op === 'Softmax' || node.op === 'Slice')) {
       throw new EtnaError('UNSUPPORTED_OPERATOR', `qdq: ${node.op} at opset ${opset} is not upgraded to opset ${QDQ_OPSET} here`);
@@ -267,7 +280,9 @@ function writeModel(
 function activationParameters(low: number, high: number): { scale: number; zeroPoint: number } {
   const rmin = Math.min(low, 0);
   const rmax = Math.max(high, 0);
-  const scale = rmax === rmin ? 1 : Math.fround((rmax - rmin) / (INT8_MAX - INT8_MIN));
+  const exact = (rmax - rmin) / (INT8_MAX - INT8_MIN);
+  if (exact < SMALLEST_SCALE) return { scale: 1, zeroPoint: 0 };
+  const scale = Math.fround(exact);
   return { scale, zeroPoint: Math.max(INT8_MIN, Math.min(INT8_MAX, roundHalfEven(INT8_MIN - rmin / scale))) };
 }
 
@@ -333,6 +348,15 @@ export async function quantizeStatic(
     }
   } finally {
     await session.release();
+  }
+  for (const [name, [low, high]] of ranges) {
+    // An infinite range would make an infinite scale, which no runtime takes.
+    if (!Number.isFinite(low) || !Number.isFinite(high)) {
+      throw new EtnaError(
+        'INVALID_INPUT',
+        `qdq: tensor '${name}' reached ${Number.isFinite(low) ? high : low} in calibration on seeded inputs`,
+      );
+    }
   }
 
   const parameters = new Map<string, { scale: string; zeroPoint: string; value: { scale: number; zeroPoint: number } }>();
@@ -412,7 +436,7 @@ function quantizeWeights(product: Product, constants: Map<string, ConstTensor>, 
   values.forEach((v, i) => {
     largest[channelOf(i)] = Math.max(largest[channelOf(i)]!, Math.abs(v));
   });
-  const scales = largest.map((m) => (m === 0 ? 1 : Math.fround(m / WEIGHT_MAX)));
+  const scales = largest.map((m) => (m / WEIGHT_MAX < SMALLEST_SCALE ? 1 : Math.fround(m / WEIGHT_MAX)));
   const codes = values.map((v, i) => Math.max(-WEIGHT_MAX, Math.min(WEIGHT_MAX, roundHalfEven(v / scales[channelOf(i)]!))));
   const base = node.outputs[0]!;
   const axisAttribute: OnnxAttribute = { name: 'axis', type: 2, i: BigInt(axis), floats: [], ints: [], strings: [] };

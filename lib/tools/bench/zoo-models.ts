@@ -51,7 +51,9 @@ export interface ZooModel {
   /**
    * `qdq`: the row runs the package's float model quantized statically in
    * onnxruntime's QDQ form (qdq-quantize.ts), calibrated on seeded inputs at
-   * `shapes`, since no package ships such a model.
+   * `shapes`, since no package ships such a model. (PP-OCRv4's detector is
+   * not among them: in its calibration on those inputs one activation reaches
+   * +Inf, which no scale covers.)
    */
   readonly derive?: 'qdq';
 }
@@ -86,27 +88,51 @@ const PPOCR_CLS: ZooModel = {
   sizes: 'the text-line crop PP-OCR feeds its direction classifier',
 };
 
+const PPOCR_DET: ZooModel = {
+  name: 'ppocr-det',
+  kind: 'text detection',
+  package: OCR,
+  license: 'MIT',
+  source: { file: 'assets/ch_PP-OCRv4_det_infer.onnx' },
+  shapes: { x: [1, 3, 320, 320] },
+  sizes: 'a 320x320 page (sides multiples of 32, as DBNet needs)',
+};
+
+const PPOCR_REC: ZooModel = {
+  name: 'ppocr-rec',
+  kind: 'OCR',
+  package: OCR,
+  license: 'MIT',
+  source: { file: 'assets/ch_PP-OCRv4_rec_infer.onnx' },
+  shapes: { x: [1, 3, 48, 320] },
+  sizes: 'one text line, 48 high and 320 wide',
+};
+
+const OWW_MELSPECTROGRAM: ZooModel = {
+  name: 'oww-melspectrogram',
+  kind: 'speech features',
+  package: WAKEWORD,
+  license: 'MIT',
+  source: { file: 'models/melspectrogram.onnx' },
+  shapes: { input: [1, 1280] },
+  sizes: 'the 80 ms of 16 kHz audio openWakeWord feeds per step',
+};
+
+const OWW_EMBEDDING: ZooModel = {
+  name: 'oww-embedding',
+  kind: 'audio embedding',
+  package: WAKEWORD,
+  license: 'MIT',
+  source: { file: 'models/embedding_model.onnx' },
+  shapes: { input_1: [1, 76, 32, 1] },
+  sizes: 'one window of 76 mel frames, batch 1',
+};
+
 export const ZOO_MODELS: readonly ZooModel[] = [
   PPOCR_CLS,
   { ...PPOCR_CLS, name: 'ppocr-cls-qdq', derive: 'qdq' },
-  {
-    name: 'ppocr-det',
-    kind: 'text detection',
-    package: OCR,
-    license: 'MIT',
-    source: { file: 'assets/ch_PP-OCRv4_det_infer.onnx' },
-    shapes: { x: [1, 3, 320, 320] },
-    sizes: 'a 320x320 page (sides multiples of 32, as DBNet needs)',
-  },
-  {
-    name: 'ppocr-rec',
-    kind: 'OCR',
-    package: OCR,
-    license: 'MIT',
-    source: { file: 'assets/ch_PP-OCRv4_rec_infer.onnx' },
-    shapes: { x: [1, 3, 48, 320] },
-    sizes: 'one text line, 48 high and 320 wide',
-  },
+  PPOCR_DET,
+  PPOCR_REC,
   {
     name: 'isnet-quint8',
     kind: 'segmentation',
@@ -186,24 +212,8 @@ export const ZOO_MODELS: readonly ZooModel[] = [
     shapes: SILERO_STEP,
     sizes: `${SILERO_SIZES} (float16 weights behind float32 inputs)`,
   },
-  {
-    name: 'oww-melspectrogram',
-    kind: 'speech features',
-    package: WAKEWORD,
-    license: 'MIT',
-    source: { file: 'models/melspectrogram.onnx' },
-    shapes: { input: [1, 1280] },
-    sizes: 'the 80 ms of 16 kHz audio openWakeWord feeds per step',
-  },
-  {
-    name: 'oww-embedding',
-    kind: 'audio embedding',
-    package: WAKEWORD,
-    license: 'MIT',
-    source: { file: 'models/embedding_model.onnx' },
-    shapes: { input_1: [1, 76, 32, 1] },
-    sizes: 'one window of 76 mel frames, batch 1',
-  },
+  OWW_MELSPECTROGRAM,
+  OWW_EMBEDDING,
   wakeWord('oww-alexa', 'models/alexa_v0.1.onnx'),
   wakeWord('oww-hey-jarvis', 'models/hey_jarvis_v0.1.onnx'),
   wakeWord('oww-hey-mycroft', 'models/hey_mycroft_v0.1.onnx'),
@@ -213,6 +223,9 @@ export const ZOO_MODELS: readonly ZooModel[] = [
   wakeWord('oww-hello-deepa', 'models/hello_deepa.onnx', WAKEWORD_JS, 'Apache-2.0'),
   wakeWord('oww-hello-deepa-old', 'models/hello_deepa_old.onnx', WAKEWORD_JS, 'Apache-2.0'),
   wakeWord('oww-namaste-deepa', 'models/namaste_deepa.onnx', WAKEWORD_JS, 'Apache-2.0'),
+  { ...PPOCR_REC, name: 'ppocr-rec-qdq', derive: 'qdq' },
+  { ...OWW_MELSPECTROGRAM, name: 'oww-melspectrogram-qdq', derive: 'qdq' },
+  { ...OWW_EMBEDDING, name: 'oww-embedding-qdq', derive: 'qdq' },
 ];
 
 /**

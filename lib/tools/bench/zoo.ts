@@ -14,6 +14,7 @@ import type * as Ort from 'onnxruntime-node';
 import type { DType } from '../../dtypes.js';
 import { EtnaError, toEtnaError } from '../../errors.js';
 import { Module } from '../../module.js';
+import type { ProfileEvent } from '../../profile.js';
 import { Tensor } from '../../tensor.js';
 import { importOnnx, readOnnxModel } from '../../onnx/index.js';
 import { dtypeFromOnnx } from '../../onnx/dtype.js';
@@ -46,6 +47,11 @@ export interface ZooRow {
   /** etna p50 / onnxruntime p50. */
   ratio?: number;
   calls?: { delegate: number; kernel: number };
+  /**
+   * With `profile`: the KernelCalls of one profiled call that sit between two
+   * DelegateCalls (each one splits the delegated work), counted by operator.
+   */
+  delegateSplits?: Record<string, number>;
 }
 
 export interface ZooReport {
@@ -151,11 +157,31 @@ function failure(stage: ZooStage, error: unknown): NonNullable<ZooRow['failure']
   return { stage, code: e.code, message: e.message.split('\n')[0]!.slice(0, 300) };
 }
 
-/** One corpus entry through fetch, import, load, onnxruntime and the timed calls. */
+/**
+ * The KernelCalls of the first call in `events` that have a DelegateCall
+ * somewhere before and after them in the method's instruction order, counted
+ * by operator name. Instructions that are neither (moves, jumps, frees) are
+ * not counted and do not end a split.
+ */
+export function kernelsBetweenDelegates(events: readonly ProfileEvent[]): Record<string, number> {
+  const first = events.find((e) => e.category === 'call')?.call;
+  const steps = events
+    .filter((e) => e.call === first && (e.category === 'kernel' || e.category === 'delegate'))
+    .sort((a, b) => a.index - b.index);
+  const delegates = steps.flatMap((e, at) => (e.category === 'delegate' ? [at] : []));
+  const counts: Record<string, number> = {};
+  if (delegates.length < 2) return counts;
+  for (const step of steps.slice(delegates[0]! + 1, delegates[delegates.length - 1])) {
+    if (step.category === 'kernel') counts[step.name] = (counts[step.name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** One corpus entry through fetch, import, load, onnxruntime and the timed calls (then one profiled call with `profile`). */
 export async function runZooModel(
   ort: typeof Ort,
   model: ZooModel,
-  options: { cacheDir: string; iterations: number; warmup: number; log?: (line: string) => void },
+  options: { cacheDir: string; iterations: number; warmup: number; profile?: boolean; log?: (line: string) => void },
 ): Promise<ZooRow> {
   const row: ZooRow = { name: model.name, kind: model.kind, package: model.package };
   let bytes: Uint8Array;
@@ -223,6 +249,12 @@ export async function runZooModel(
       row.etnaP50Ms = timing.etnaP50Ms;
       row.onnxruntimeP50Ms = timing.onnxruntimeP50Ms;
       row.ratio = timing.ratio;
+      if (options.profile === true) {
+        // After the timed calls, so profiling never weighs on the ratio.
+        module.startProfiling();
+        etnaRun();
+        row.delegateSplits = kernelsBetweenDelegates(module.endProfiling());
+      }
     } catch (error) {
       return { ...row, failure: failure('run', error) };
     }
@@ -278,6 +310,15 @@ export function formatZooTable(report: Pick<ZooReport, 'rows' | 'medianRatio' | 
       `median etna / onnxruntime over the ${ran} that ran: ${report.medianRatio === null ? '-' : `${report.medianRatio.toFixed(2)}x`}`,
   );
   for (const row of failed) lines.push(`- ${row.name}: ${row.failure!.stage}: ${row.failure!.code}: ${row.failure!.message}`);
+  const profiled = report.rows.filter((r) => r.delegateSplits !== undefined);
+  if (profiled.length > 0) {
+    lines.push('', 'KernelCalls between two DelegateCalls (one profiled call):');
+    for (const row of profiled) {
+      const splits = Object.entries(row.delegateSplits!).sort(([a], [b]) => a.localeCompare(b));
+      const text = splits.length === 0 ? 'none' : splits.map(([op, n]) => `${op} x${n}`).join(', ');
+      lines.push(`- ${row.name}: ${text}`);
+    }
+  }
   return lines.join('\n');
 }
 
@@ -286,6 +327,8 @@ export interface ZooOptions {
   iterations?: number;
   warmup?: number;
   cacheDir?: string;
+  /** Profile one etna call per model after the timed ones and list the KernelCalls between DelegateCalls. */
+  profile?: boolean;
   log?: (line: string) => void;
 }
 
@@ -305,7 +348,15 @@ export async function runZoo(ort: typeof Ort, options: ZooOptions = {}): Promise
   const rows: ZooRow[] = [];
   for (const model of models) {
     options.log?.(`${model.name}...`);
-    rows.push(await runZooModel(ort, model, { cacheDir, iterations, warmup, ...(options.log !== undefined && { log: options.log }) }));
+    rows.push(
+      await runZooModel(ort, model, {
+        cacheDir,
+        iterations,
+        warmup,
+        profile: options.profile === true,
+        ...(options.log !== undefined && { log: options.log }),
+      }),
+    );
   }
   return { threads: 1, iterations, warmup, tolerance: ZOO_MATCH_TOLERANCE, rows, medianRatio: zooMedianRatio(rows) };
 }
