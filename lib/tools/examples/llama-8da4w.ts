@@ -51,9 +51,11 @@ import {
   geluTanh,
   hasQkNorm,
   hasSandwichNorms,
+  isSlidingLayer,
   normOffset,
   ropeRows,
   rotatesHalves,
+  slidingWindow,
   tiesEmbeddings,
   type Llama8da4wFamily,
 } from './llama-families.js';
@@ -62,13 +64,17 @@ import {
   emitFloatAttention,
   emitHadamard,
   emitQuantizedAttention,
+  emitRingStep,
   hadamardRows,
   int8RoundTripRows,
   quantizedCache,
   quantizedCacheInit,
   resetQuantizedCache,
+  ringPositions,
   rotatedWeight,
   type QuantizedCache,
+  type QuantizedCacheInit,
+  type RingPositions,
 } from './llama-transforms.js';
 import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
@@ -95,6 +101,8 @@ export interface Llama8da4wConfig {
   readonly family?: Llama8da4wFamily | undefined;
   /** Each head's width when it is not modelDim / heads (Gemma 3's 256): q has heads * headDim outputs, k and v kvHeads * headDim. */
   readonly headDim?: number | undefined;
+  /** The positions a sliding-window layer's query sees, its own included (gemma3: 512). */
+  readonly slidingWindow?: number | undefined;
 }
 
 export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
@@ -296,10 +304,11 @@ interface LayerConstants {
   caches: LayerCaches;
 }
 
-/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache). */
-type LayerCaches =
+/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache), rings in sliding-window layers. */
+type LayerCaches = (
   | { readonly kind: 'float32'; readonly key: SharedBuffer; readonly value: SharedBuffer }
-  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache };
+  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache }
+) & { readonly rows: number; readonly ring: RingPositions | undefined };
 
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
 export type Llama8da4wLayout = 'prefill-decode' | 'forward' | 'optimum';
@@ -472,20 +481,55 @@ export function buildLlama8da4w(
         Array.from({ length: C.prefillLength }, (_, i) => i),
       )
     : undefined;
-  const cacheShape = [1, C.context, C.kvHeads, hd] as const;
-  const emptyCache =
-    twoMethods && !quantizeKvCache ? program.constant('empty_cache', 'float32', cacheShape, new Float32Array(C.context * kv)) : undefined;
-  const emptyQuantizedCache = twoMethods && quantizeKvCache ? quantizedCacheInit(program, cacheShape) : undefined;
+  // A sliding-window layer's cache is a ring of 2 * window rows (llama-transforms.ts), the others one row per position.
+  const window = slidingWindow(C);
+  if (window !== undefined && C.prefillLength > window)
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `llama-8da4w: a prefill of ${C.prefillLength} tokens does not fit the sliding window of ${window} (a chunk must not overwrite rows it still sees)`,
+    );
+  // What the two-method layout's reset copies back, one set per cache length.
+  const empties = new Map<number, { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined }>();
+  const emptyOf = (rows: number): { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined } => {
+    let empty = empties.get(rows);
+    if (empty === undefined) {
+      const shape = [1, rows, C.kvHeads, hd] as const;
+      const name = rows === C.context ? 'empty_cache' : 'empty_ring_cache';
+      empty = {
+        float: twoMethods && !quantizeKvCache ? program.constant(name, 'float32', shape, new Float32Array(rows * kv)) : undefined,
+        int8: twoMethods && quantizeKvCache ? quantizedCacheInit(program, shape, name) : undefined,
+      };
+      empties.set(rows, empty);
+    }
+    return empty;
+  };
   const caches = (l: number): LayerCaches => {
     const name = (which: 'k' | 'v'): string => `layers.${l}.attention.${which}_cache`;
+    const sliding = window !== undefined && isSlidingLayer(C.family, l);
+    const rows = sliding ? 2 * window : C.context;
+    const cacheShape = [1, rows, C.kvHeads, hd] as const;
+    emptyOf(rows);
+    const ring = sliding ? ringPositions(program, `layers.${l}.attention.cache_positions`, window) : undefined;
     return quantizeKvCache
-      ? { kind: 'int8', key: quantizedCache(program, name('k'), cacheShape), value: quantizedCache(program, name('v'), cacheShape) }
+      ? {
+          kind: 'int8',
+          key: quantizedCache(program, name('k'), cacheShape),
+          value: quantizedCache(program, name('v'), cacheShape),
+          rows,
+          ring,
+        }
       : {
           kind: 'float32',
           key: program.sharedBuffer(name('k'), 'float32', cacheShape),
           value: program.sharedBuffer(name('v'), 'float32', cacheShape),
+          rows,
+          ring,
         };
   };
+  const emptyPositions =
+    window === undefined || !twoMethods
+      ? undefined
+      : program.constant('empty_cache_positions', 'int64', [2 * window], new BigInt64Array(2 * window));
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
     wq: linear(`layers.${l}.attention.wq.weight`, w.wq, qDim, d),
@@ -569,10 +613,11 @@ export function buildLlama8da4w(
       const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q, layer.rope);
       const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k, layer.rope);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
+      const ring = layer.caches.ring === undefined ? undefined : emitRingStep(m, layer.caches.ring, m.reshape(positions, [length]), start);
       const attention =
         layer.caches.kind === 'int8'
-          ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
-          : emitFloatAttention(m, layer.caches, q, k, v, start);
+          ? emitQuantizedAttention(m, layer.caches, q, k, v, start, ring)
+          : emitFloatAttention(m, layer.caches, q, k, v, start, ring);
       const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
       x = m.add(x, post(m.linear(m.reshape(attention, [length, qDim]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
@@ -652,13 +697,15 @@ export function buildLlama8da4w(
   });
   program.method('reset', (m) => {
     for (const { caches } of layers) {
+      const empty = emptyOf(caches.rows);
       if (caches.kind === 'int8') {
-        resetQuantizedCache(m, caches.key, emptyQuantizedCache!);
-        resetQuantizedCache(m, caches.value, emptyQuantizedCache!);
+        resetQuantizedCache(m, caches.key, empty.int8!);
+        resetQuantizedCache(m, caches.value, empty.int8!);
       } else {
-        m.copyInto(caches.key, emptyCache!);
-        m.copyInto(caches.value, emptyCache!);
+        m.copyInto(caches.key, empty.float!);
+        m.copyInto(caches.value, empty.float!);
       }
+      if (caches.ring !== undefined) m.copyInto(caches.ring.positions, emptyPositions!);
     }
   });
   return program;
@@ -798,20 +845,23 @@ export class Llama8da4wReference extends DecoderReference {
       this.keyCaches[l]!.set(int8 ? int8RoundTripRows(k, hd) : k, start * kv);
       this.valueCaches[l]!.set(int8 ? int8RoundTripRows(v, hd) : v, start * kv);
       const attention = new Float32Array(rows * C.heads * hd);
+      const window = isSlidingLayer(C.family, l) ? slidingWindow(C) : undefined;
       for (let t = 0; t < rows; t++) {
         const visible = start + t + 1;
+        // A sliding-window layer's query sees the last `window` positions, its own included.
+        const first = window === undefined ? 0 : Math.max(0, visible - window);
         const scores = new Float32Array(visible);
         for (let head = 0; head < C.heads; head++) {
           const kvHead = Math.floor(head / (C.heads / C.kvHeads));
-          for (let c = 0; c < visible; c++) {
+          for (let c = first; c < visible; c++) {
             let dot = 0;
             for (let i = 0; i < hd; i++) dot += q[(t * C.heads + head) * hd + i]! * this.keyCaches[l]![c * kv + kvHead * hd + i]!;
             scores[c] = dot / Math.sqrt(hd);
           }
-          softmaxInPlace(scores, 0, visible);
+          softmaxInPlace(scores, first, visible - first);
           for (let i = 0; i < hd; i++) {
             let sum = 0;
-            for (let c = 0; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
+            for (let c = first; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
             attention[(t * C.heads + head) * hd + i] = sum;
           }
         }

@@ -21,10 +21,12 @@
 //   (Gemma 3 1B, 4B and 12B), not modelDim / heads: the query projection has
 //   heads * 256 outputs and the output projection as many inputs. Gemma 3
 //   makes five of every six layers sliding-window layers (window 512, rope
-//   theta 1e4) and the sixth global (rope theta 1e6); the example writes both
-//   kinds, each with its rope theta, within the window (context at most 512),
-//   where the window masks nothing. Its attention scale 1/sqrt(head_dim) is
-//   Gemma 3's query_pre_attn_scalar where that equals head_dim (1B, 4B, 12B).
+//   theta 1e4) and the sixth global (rope theta 1e6): a sliding layer keeps
+//   its keys and values in a ring of 2 * window rows (optimum-executorch's
+//   hybrid cache: CustomRingKVCache, update_cache_with_indices, custom_sdpa
+//   under a mask; window = min(512, context), as HybridCache sizes it), a
+//   global layer one row per position. Its attention scale 1/sqrt(head_dim)
+//   is Gemma 3's query_pre_attn_scalar where that equals head_dim (1B, 4B, 12B).
 // - 'phi4' (Phi-4-mini as export_llama writes it, examples/models/phi_4_mini):
 //   the checkpoint's fused qkv_proj and gate_up_proj are split by rows into
 //   wq, wk, wv and w1, w3 (the converter's split), so the graph has Llama's
@@ -60,9 +62,10 @@ interface FamilyShape {
   readonly normEps: number;
   readonly ropeTheta: number;
   readonly headDim?: number | undefined;
+  readonly slidingWindow?: number | undefined;
 }
 
-/** Gemma 3's sliding window: the example's layers attend within it. */
+/** Gemma 3's sliding window (1B; 1024 in 4B and larger). */
 const GEMMA3_WINDOW = 512;
 /** Gemma 3's head_dim (1B, 4B and 12B), whatever the model width. */
 export const GEMMA3_HEAD_DIM = 256;
@@ -76,11 +79,6 @@ const PHI4_MAX_POSITIONS = 131_072;
 export function withFamily<C extends FamilyShape>(config: C, family: string): C {
   if (!isLlama8da4wFamily(family))
     throw new EtnaError('INVALID_INPUT', `unknown llama-8da4w family '${family}' (available: ${LLAMA_8DA4W_FAMILIES.join(', ')})`);
-  if (family === 'gemma3' && config.context > GEMMA3_WINDOW)
-    throw new EtnaError(
-      'INVALID_INPUT',
-      `llama-8da4w: the gemma3 family is written within its sliding window: a context of at most ${GEMMA3_WINDOW} (got ${config.context})`,
-    );
   // export_llama's table has 2 * max_context_len rows (the params set ffn_dim_multiplier); past 4096 it takes the long factors.
   if (family === 'phi4' && 2 * config.context > PHI4_ORIGINAL_CONTEXT)
     throw new EtnaError(
@@ -91,7 +89,14 @@ export function withFamily<C extends FamilyShape>(config: C, family: string): C 
     case 'qwen3':
       return { ...config, family, ropeTheta: 1_000_000, normEps: 1e-6 };
     case 'gemma3':
-      return { ...config, family, ropeTheta: 1_000_000, normEps: 1e-6, headDim: GEMMA3_HEAD_DIM };
+      return {
+        ...config,
+        family,
+        ropeTheta: 1_000_000,
+        normEps: 1e-6,
+        headDim: GEMMA3_HEAD_DIM,
+        slidingWindow: config.slidingWindow ?? GEMMA3_WINDOW,
+      };
     case 'phi4':
       return { ...config, family, ropeTheta: 10_000, normEps: 1e-5 };
     case 'smollm2':
@@ -154,6 +159,28 @@ export function defaultEosIds(family: Family, vocab = Number.POSITIVE_INFINITY):
 
 /** Gemma 3's layer kinds: five sliding-window layers, then one global, repeating. */
 export const isGlobalLayer = (family: Family, layer: number): boolean => family === 'gemma3' && (layer + 1) % 6 === 0;
+export const isSlidingLayer = (family: Family, layer: number): boolean => family === 'gemma3' && !isGlobalLayer(family, layer);
+
+/**
+ * The window of the config's sliding-window layers, if it has any: its
+ * slidingWindow, or the context when that is shorter (a sliding layer's
+ * cache, as transformers' HybridCache sizes it, is min(window, context)).
+ */
+export function slidingWindow(config: {
+  readonly family?: Family;
+  readonly layers: number;
+  readonly context: number;
+  readonly slidingWindow?: number | undefined;
+}): number | undefined {
+  if (
+    config.slidingWindow === undefined ||
+    !Array.from({ length: config.layers }, (_, l) => isSlidingLayer(config.family, l)).some(Boolean)
+  )
+    return undefined;
+  if (!Number.isSafeInteger(config.slidingWindow) || config.slidingWindow < 1)
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: a sliding window of ${config.slidingWindow} positions`);
+  return Math.min(config.slidingWindow, config.context);
+}
 
 /** The rope theta of layer `layer`: Gemma 3's sliding-window layers have their own. */
 export function layerRopeTheta(config: { readonly family?: Family; readonly ropeTheta: number }, layer: number): number {
