@@ -32,6 +32,7 @@ import {
   headDim,
   LLAMA_8DA4W_CONFIG,
   llama8da4wMetadata,
+  pairsToHalves,
   LLAMA_8DA4W_PRESETS,
   Llama8da4wReference,
   type Llama8da4wLayout,
@@ -221,6 +222,19 @@ describe('the phi4 family', () => {
 });
 
 describe('the smollm2 family', () => {
+  it("is written in the optimum layout as transformers' Llama: halves rotated, on q and k rows in transformers' order", () => {
+    // One head of 6 at position 2, in Meta's order (pairs): rotated as pairs, then put in transformers' order, it is
+    // what the rows put in transformers' order give rotated as halves.
+    const tables = familyRopeTables('smollm2', 6, 3, 100_000);
+    const meta = Float32Array.from([0.5, -1, 2, 0.25, -3, 1.5]);
+    const rotatedPairs = Float32Array.from(meta);
+    ropeRows(rotatedPairs, { rows: 1, heads: 1, headDim: 6 }, 2, tables, false);
+    const halves = pairsToHalves(meta, 1, 6, 1);
+    expect(Array.from(halves)).toEqual([0.5, 2, -3, -1, 0.25, 1.5]);
+    ropeRows(halves, { rows: 1, heads: 1, headDim: 6 }, 2, tables, true);
+    Array.from(halves).forEach((v, i) => expect(v).toBeCloseTo(pairsToHalves(rotatedPairs, 1, 6, 1)[i]!, 6));
+  });
+
   it("is Llama's graph with SmolLM2's config: tied embeddings, rope theta 1e5, interleaved pairs", () => {
     const weights = createLlama8da4wWeights(SMOLLM2);
     expect(weights.output).toBe(weights.tokenEmbedding);

@@ -9,8 +9,9 @@
 //   forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]
 // where n is 1, or 1 to prefillLength with a bounded prefill (export_llama's
 // `--enable_dynamic_shape`). 'optimum', as optimum-executorch's
-// text-generation export writes it: one position per token, and its
-// constant methods (OPTIMUM_METADATA):
+// text-generation export writes it: one position per token, its constant
+// methods (OPTIMUM_METADATA), and transformers' RoPE over halves, q and k
+// rows in transformers' order:
 //   forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]
 // The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
 // 1 to 128 tokens (a bounded dynamic dim, as export_llama's
@@ -327,6 +328,25 @@ export interface Llama8da4wBuildOptions {
   readonly quantizeKvCache?: boolean;
 }
 
+/**
+ * Rows [heads * headDim, inFeatures] of q or k in Meta's order (row 2i + j of
+ * a head: pair i, part j) put in transformers' order (row j * headDim/2 + i),
+ * where rotating halves computes what rotating pairs did.
+ */
+export function pairsToHalves(w: Float32Array, heads: number, headDim: number, inFeatures: number): Float32Array {
+  const out = new Float32Array(w.length);
+  const half = headDim / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      for (let j = 0; j < 2; j++) {
+        const from = (h * headDim + 2 * i + j) * inFeatures;
+        out.set(w.subarray(from, from + inFeatures), (h * headDim + j * half + i) * inFeatures);
+      }
+    }
+  }
+  return out;
+}
+
 /** The options that change what the model computes, which its reference takes too. */
 export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache'>;
 
@@ -444,6 +464,12 @@ export function buildLlama8da4w(
   const hd = headDim(C);
   const kv = C.kvHeads * hd;
   const qDim = C.heads * hd;
+  // optimum-executorch writes transformers' graph: RoPE over halves, on q and k rows in transformers' order. A
+  // family whose export_llama graph rotates pairs (its converter permutes the checkpoint into Meta's order) gets
+  // its rows back in that order there: the same function.
+  const transformersOrder = layout === 'optimum' && !rotatesHalves(C.family);
+  const halves = rotatesHalves(C.family) || transformersOrder;
+  const headRows = (w: Float32Array, heads: number): Float32Array => (transformersOrder ? pairsToHalves(w, heads, hd, d) : w);
   const linear = (name: string, data: Float32Array, out: number, inFeatures: number): ConstantTensor =>
     program.linear8da4wWeight(name, [out, inFeatures], data, { groupSize: C.groupSize });
   const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, 'float32', [data.length], data);
@@ -532,8 +558,8 @@ export function buildLlama8da4w(
       : program.constant('empty_cache_positions', 'int64', [2 * window], new BigInt64Array(2 * window));
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
-    wq: linear(`layers.${l}.attention.wq.weight`, w.wq, qDim, d),
-    wk: linear(`layers.${l}.attention.wk.weight`, w.wk, kv, d),
+    wq: linear(`layers.${l}.attention.wq.weight`, headRows(w.wq, C.heads), qDim, d),
+    wk: linear(`layers.${l}.attention.wk.weight`, headRows(w.wk, C.kvHeads), kv, d),
     wv: linear(`layers.${l}.attention.wv.weight`, w.wv, kv, d),
     wo: linear(`layers.${l}.attention.wo.weight`, w.wo, d, qDim),
     rope: ropeOf(l),
@@ -591,7 +617,7 @@ export function buildLlama8da4w(
     // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
     const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined, rope: LayerConstants['rope']): TensorValue => {
       const perHead = m.reshape(x, [length, heads, hd]);
-      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), at(rope.cos), at(rope.sin), rotatesHalves(C.family));
+      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), at(rope.cos), at(rope.sin), halves);
     };
 
     const embedded = g.addTensor('float32', [1, length, d]);
