@@ -222,6 +222,22 @@ describe('the phi4 family', () => {
 });
 
 describe('the smollm2 family', () => {
+  it("at SmolLM2-135M's shape (one of its 30 layers): nine query heads on three key/value heads, greedy tokens equal the reference", {
+    timeout: 120_000,
+  }, async () => {
+    const config = withFamily({ ...LLAMA_8DA4W_PRESETS['smollm2-135m-shape'], layers: 1 }, 'smollm2');
+    expect([config.heads, config.kvHeads, headDim(config), config.vocab]).toEqual([9, 3, 64, 49_152]);
+    const weights = createLlama8da4wWeights(config);
+    const bytes = buildLlama8da4w(weights, { layout: 'forward' }).toPte({ xnnpack: true });
+    const tokenizer = loadTokenizer(new TextEncoder().encode(byteTokenizerJson({ vocab: config.vocab })));
+    const llm = await Llm.load(bytes, { tokenizer });
+    const prompt = Array.from({ length: 40 }, (_, i) => (i * 89 + 7) % config.vocab);
+    const result = await llm.generate(prompt, { temperature: 0, maxNewTokens: 8, ignoreEos: true });
+    expect(result.tokens).toEqual(referenceGreedy(prompt, 8, config, new Llama8da4wReference(weights)));
+    expect(new Set(result.tokens).size).toBeGreaterThan(1);
+    await llm.dispose();
+  });
+
   it("is written in the optimum layout as transformers' Llama: halves rotated, on q and k rows in transformers' order", () => {
     // One head of 6 at position 2, in Meta's order (pairs): rotated as pairs, then put in transformers' order, it is
     // what the rows put in transformers' order give rotated as halves.

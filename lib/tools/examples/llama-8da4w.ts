@@ -153,6 +153,18 @@ export const LLAMA_8DA4W_PRESETS = {
     context: 2048,
     ropeTheta: 500000,
   },
+  /** The shape of SmolLM2-135M (nine query heads on three key/value heads, a 49152-token vocabulary); `--family smollm2` ties and ropes it as SmolLM2 does. */
+  'smollm2-135m-shape': {
+    ...LLAMA_8DA4W_CONFIG,
+    ...BOUNDED_PREFILL,
+    layers: 30,
+    modelDim: 576,
+    heads: 9,
+    kvHeads: 3,
+    hiddenDim: 1536,
+    vocab: 49152,
+    context: 2048,
+  },
 } as const satisfies Record<string, Llama8da4wConfig>;
 
 export type Llama8da4wPreset = keyof typeof LLAMA_8DA4W_PRESETS;
