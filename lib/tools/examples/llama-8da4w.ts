@@ -240,8 +240,9 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   };
   // Around 1 as the norms scale: weight, or (1 + weight) in a family whose norms add 1.
   const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 - normOffset(C.family) + v);
-  // Tied, the embedding is scaled as the projection it also is (logits of about unit spread, as Llama's own output
-  // projection gives); at 1 the residual would keep repeating the input token.
+  // Tied, the embedding is drawn as the projection it also is (bound sqrt(3 / d)); at 1 the residual would keep
+  // repeating the input token. Gemma 3's is drawn smaller by the square root of its sqrt(d) multiplier: embedded rows
+  // of RMS d^(-1/4), small beside the layers' normed outputs, and logits still far enough apart for greedy decoding.
   const tokenEmbedding = random.uniform(
     C.vocab * d,
     tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / Math.sqrt(embeddingScale(C.family, d)) : 1,

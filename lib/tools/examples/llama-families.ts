@@ -184,7 +184,7 @@ export function slidingWindow(config: {
 
 /** The rope theta of layer `layer`: Gemma 3's sliding-window layers have their own. */
 export function layerRopeTheta(config: { readonly family?: Family; readonly ropeTheta: number }, layer: number): number {
-  return config.family === 'gemma3' && !isGlobalLayer(config.family, layer) ? GEMMA3_LOCAL_ROPE_THETA : config.ropeTheta;
+  return isSlidingLayer(config.family, layer) ? GEMMA3_LOCAL_ROPE_THETA : config.ropeTheta;
 }
 
 /** The dims of each head the rotary embedding turns: the first int(0.75 * headDim) in Phi-4-mini, all of them elsewhere. */
