@@ -52,7 +52,7 @@ export const EXPORT_EXAMPLE: Command = {
       {
         name: 'family',
         value: 'NAME',
-        help: "write the example as one model family's operators (llama-8da4w: llama; qwen3: per-head q/k RMSNorm, rotate_half RoPE, tied embeddings, no BOS; gemma3: those, with (1 + weight) norms, a sqrt(d) embedding scale, a GELU-tanh gate and post-attention / post-MLP norms)",
+        help: "write the example as one model family's operators (llama-8da4w: llama; qwen3: per-head q/k RMSNorm, rotate_half RoPE, tied embeddings, no BOS; gemma3: those, with (1 + weight) norms, a sqrt(d) embedding scale, a GELU-tanh gate, post-attention / post-MLP norms, head_dim 256 and a global layer after five sliding-window ones (ring caches); phi4: fused projections split, partial rotate_half RoPE with LongRoPE's attention factor, tied embeddings; smollm2: Llama's graph, tied embeddings, rope theta 1e5)",
       },
       {
         name: 'hadamard',

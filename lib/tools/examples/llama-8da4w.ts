@@ -9,8 +9,9 @@
 //   forward(tokens int64[1,n], input_pos int64[1]) -> logits float32[1,vocab]
 // where n is 1, or 1 to prefillLength with a bounded prefill (export_llama's
 // `--enable_dynamic_shape`). 'optimum', as optimum-executorch's
-// text-generation export writes it: one position per token, and its
-// constant methods (OPTIMUM_METADATA):
+// text-generation export writes it: one position per token, its constant
+// methods (OPTIMUM_METADATA), and transformers' RoPE over halves, q and k
+// rows in transformers' order:
 //   forward(input_ids int64[1,n], cache_position int64[n]) -> logits float32[1,vocab]
 // The presets (LLAMA_8DA4W_PRESETS) are real model shapes whose prefill takes
 // 1 to 128 tokens (a bounded dynamic dim, as export_llama's
@@ -40,6 +41,10 @@ import {
 import {
   defaultBosId,
   defaultEosIds,
+  familyRopeTables,
+  fusesProjections,
+  layerRopeTheta,
+  rotaryDim,
   embeddingScale,
   emitRmsNorm,
   emitRope,
@@ -47,9 +52,11 @@ import {
   geluTanh,
   hasQkNorm,
   hasSandwichNorms,
+  isSlidingLayer,
   normOffset,
   ropeRows,
   rotatesHalves,
+  slidingWindow,
   tiesEmbeddings,
   type Llama8da4wFamily,
 } from './llama-families.js';
@@ -58,13 +65,17 @@ import {
   emitFloatAttention,
   emitHadamard,
   emitQuantizedAttention,
+  emitRingStep,
   hadamardRows,
   int8RoundTripRows,
   quantizedCache,
   quantizedCacheInit,
   resetQuantizedCache,
+  ringPositions,
   rotatedWeight,
   type QuantizedCache,
+  type QuantizedCacheInit,
+  type RingPositions,
 } from './llama-transforms.js';
 import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
@@ -87,8 +98,12 @@ export interface Llama8da4wConfig {
   readonly normEps: number;
   readonly ropeTheta: number;
   readonly seed: number;
-  /** The operator mix (llama-families.ts): 'llama' (the default) or 'qwen3'. */
+  /** The operator mix (llama-families.ts): 'llama' (the default), 'qwen3', 'gemma3', 'phi4' or 'smollm2'. */
   readonly family?: Llama8da4wFamily | undefined;
+  /** Each head's width when it is not modelDim / heads (Gemma 3's 256): q has heads * headDim outputs, k and v kvHeads * headDim. */
+  readonly headDim?: number | undefined;
+  /** The positions a sliding-window layer's query sees, its own included (gemma3: 512). */
+  readonly slidingWindow?: number | undefined;
 }
 
 export const LLAMA_8DA4W_CONFIG: Llama8da4wConfig = {
@@ -138,6 +153,18 @@ export const LLAMA_8DA4W_PRESETS = {
     context: 2048,
     ropeTheta: 500000,
   },
+  /** The shape of SmolLM2-135M (nine query heads on three key/value heads, a 49152-token vocabulary); `--family smollm2` ties and ropes it as SmolLM2 does. */
+  'smollm2-135m-shape': {
+    ...LLAMA_8DA4W_CONFIG,
+    ...BOUNDED_PREFILL,
+    layers: 30,
+    modelDim: 576,
+    heads: 9,
+    kvHeads: 3,
+    hiddenDim: 1536,
+    vocab: 49152,
+    context: 2048,
+  },
 } as const satisfies Record<string, Llama8da4wConfig>;
 
 export type Llama8da4wPreset = keyof typeof LLAMA_8DA4W_PRESETS;
@@ -153,7 +180,7 @@ export function llama8da4wPreset(name: string): Llama8da4wConfig {
   return LLAMA_8DA4W_PRESETS[name];
 }
 
-export const headDim = (C: Llama8da4wConfig): number => C.modelDim / C.heads;
+export const headDim = (C: Llama8da4wConfig): number => C.headDim ?? C.modelDim / C.heads;
 
 /** Float weights [out, in] of the linears, before quantization. */
 export interface Llama8da4wLayerWeights {
@@ -189,20 +216,43 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   const random = new SeededRandom(C.seed);
   const d = C.modelDim;
   const kv = C.kvHeads * headDim(C);
+  const qDim = C.heads * headDim(C);
   const linear = (out: number, inFeatures: number): Float32Array => random.uniform(out * inFeatures, Math.sqrt(3 / inFeatures));
+  // A fused matrix [sum of outs, in] split by rows, as Phi-4-mini's converter splits qkv_proj and gate_up_proj.
+  const splitRows = (outs: readonly number[], inFeatures: number): Float32Array[] => {
+    const fused = linear(
+      outs.reduce((a, b) => a + b),
+      inFeatures,
+    );
+    let row = 0;
+    return outs.map((out) => fused.subarray(inFeatures * row, inFeatures * (row += out)));
+  };
+  // Drawn in the same order either way: a fused matrix's rows are the separate matrices' draws, one after another.
+  const attention = (): Pick<Llama8da4wLayerWeights, 'wq' | 'wk' | 'wv'> => {
+    const [wq, wk, wv] = fusesProjections(C.family) ? splitRows([qDim, kv, kv], d) : [linear(qDim, d), linear(kv, d), linear(kv, d)];
+    return { wq: wq!, wk: wk!, wv: wv! };
+  };
+  const gateUp = (): Pick<Llama8da4wLayerWeights, 'w1' | 'w3'> => {
+    const [w1, w3] = fusesProjections(C.family)
+      ? splitRows([C.hiddenDim, C.hiddenDim], d)
+      : [linear(C.hiddenDim, d), linear(C.hiddenDim, d)];
+    return { w1: w1!, w3: w3! };
+  };
   // Around 1 as the norms scale: weight, or (1 + weight) in a family whose norms add 1.
   const norm = (width = d): Float32Array => Float32Array.from(random.uniform(width, 0.2), (v) => 1 - normOffset(C.family) + v);
-  // Tied, the embedding is scaled as the projection it also is; at 1 the residual would keep repeating the input token.
-  const tokenEmbedding = random.uniform(C.vocab * d, tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / embeddingScale(C.family, d) : 1);
+  // Tied, the embedding is drawn as the projection it also is (bound sqrt(3 / d)); at 1 the residual would keep
+  // repeating the input token. Gemma 3's is drawn smaller by the square root of its sqrt(d) multiplier: embedded rows
+  // of RMS d^(-1/4), small beside the layers' normed outputs, and logits still far enough apart for greedy decoding.
+  const tokenEmbedding = random.uniform(
+    C.vocab * d,
+    tiesEmbeddings(C.family) ? Math.sqrt(3 / d) / Math.sqrt(embeddingScale(C.family, d)) : 1,
+  );
   const layers = Array.from({ length: C.layers }, () => ({
     attentionNorm: norm(),
-    wq: linear(d, d),
-    wk: linear(kv, d),
-    wv: linear(kv, d),
-    wo: linear(d, d),
+    ...attention(),
+    wo: linear(d, qDim),
     ffnNorm: norm(),
-    w1: linear(C.hiddenDim, d),
-    w3: linear(C.hiddenDim, d),
+    ...gateUp(),
     w2: linear(d, C.hiddenDim),
   }));
   const finalNorm = norm();
@@ -221,19 +271,9 @@ export function createLlama8da4wWeights(config: Llama8da4wConfig = LLAMA_8DA4W_C
   };
 }
 
-/** cos and sin tables [context, headDim / 2] of the rotary embedding, in float32. */
-export function ropeTables(C: Llama8da4wConfig): { cos: Float32Array; sin: Float32Array } {
-  const half = headDim(C) / 2;
-  const cos = new Float32Array(C.context * half);
-  const sin = new Float32Array(C.context * half);
-  for (let p = 0; p < C.context; p++) {
-    for (let i = 0; i < half; i++) {
-      const angle = p * Math.fround(1 / C.ropeTheta ** ((2 * i) / headDim(C)));
-      cos[p * half + i] = Math.cos(angle);
-      sin[p * half + i] = Math.sin(angle);
-    }
-  }
-  return { cos, sin };
+/** cos and sin tables [context, rotary / 2] of the rotary embedding at rope theta `theta`, in float32 (llama-families.ts). */
+export function ropeTables(C: Llama8da4wConfig, theta = C.ropeTheta): { cos: Float32Array; sin: Float32Array } {
+  return familyRopeTables(C.family, rotaryDim(C.family, headDim(C)), C.context, theta);
 }
 
 /** float16 bits of a bf16 value: exact, as long as it is a normal float16. */
@@ -273,13 +313,16 @@ interface LayerConstants {
   w2: ConstantTensor;
   qkNorms: { readonly q: ConstantTensor; readonly k: ConstantTensor } | undefined;
   postNorms: { readonly attention: ConstantTensor; readonly ffn: ConstantTensor } | undefined;
+  /** The cos and sin tables of the layer's rope theta. */
+  rope: { readonly cos: ConstantTensor; readonly sin: ConstantTensor };
   caches: LayerCaches;
 }
 
-/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache). */
-type LayerCaches =
+/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache), rings in sliding-window layers. */
+type LayerCaches = (
   | { readonly kind: 'float32'; readonly key: SharedBuffer; readonly value: SharedBuffer }
-  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache };
+  | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache }
+) & { readonly rows: number; readonly ring: RingPositions | undefined };
 
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
 export type Llama8da4wLayout = 'prefill-decode' | 'forward' | 'optimum';
@@ -296,6 +339,25 @@ export interface Llama8da4wBuildOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches read by custom_quantized_sdpa (export_llama `--quantize_kv_cache`). */
   readonly quantizeKvCache?: boolean;
+}
+
+/**
+ * Rows [heads * headDim, inFeatures] of q or k in Meta's order (row 2i + j of
+ * a head: pair i, part j) put in transformers' order (row j * headDim/2 + i),
+ * where rotating halves computes what rotating pairs did.
+ */
+export function pairsToHalves(w: Float32Array, heads: number, headDim: number, inFeatures: number): Float32Array {
+  const out = new Float32Array(w.length);
+  const half = headDim / 2;
+  for (let h = 0; h < heads; h++) {
+    for (let i = 0; i < half; i++) {
+      for (let j = 0; j < 2; j++) {
+        const from = (h * headDim + 2 * i + j) * inFeatures;
+        out.set(w.subarray(from, from + inFeatures), (h * headDim + j * half + i) * inFeatures);
+      }
+    }
+  }
+  return out;
 }
 
 /** The options that change what the model computes, which its reference takes too. */
@@ -330,8 +392,8 @@ export function llama8da4wMetadata(
   C: Llama8da4wConfig,
   options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
 ): Record<string, (number | boolean)[]> {
-  const bosId = options.bosId === undefined ? defaultBosId(C.family) : options.bosId;
-  const eosIds = options.eosIds ?? defaultEosIds(C.family);
+  const bosId = options.bosId === undefined ? defaultBosId(C.family, C.vocab) : options.bosId;
+  const eosIds = options.eosIds ?? defaultEosIds(C.family, C.vocab);
   for (const id of [...(bosId === null ? [] : [bosId]), ...eosIds]) {
     if (!Number.isInteger(id) || id < 0 || id >= C.vocab)
       throw new EtnaError('INVALID_INPUT', `llama-8da4w: token ${id} named as BOS or EOS is outside the vocabulary 0..${C.vocab - 1}`);
@@ -414,6 +476,13 @@ export function buildLlama8da4w(
   const d = C.modelDim;
   const hd = headDim(C);
   const kv = C.kvHeads * hd;
+  const qDim = C.heads * hd;
+  // optimum-executorch writes transformers' graph: RoPE over halves, on q and k rows in transformers' order. A
+  // family whose export_llama graph rotates pairs (its converter permutes the checkpoint into Meta's order) gets
+  // its rows back in that order there: the same function.
+  const transformersOrder = layout === 'optimum' && !rotatesHalves(C.family);
+  const halves = rotatesHalves(C.family) || transformersOrder;
+  const headRows = (w: Float32Array, heads: number): Float32Array => (transformersOrder ? pairsToHalves(w, heads, hd, d) : w);
   const linear = (name: string, data: Float32Array, out: number, inFeatures: number): ConstantTensor =>
     program.linear8da4wWeight(name, [out, inFeatures], data, { groupSize: C.groupSize });
   const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, 'float32', [data.length], data);
@@ -426,9 +495,22 @@ export function buildLlama8da4w(
     [C.vocab, d / C.groupSize],
     Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16),
   );
-  const rope = ropeTables(C);
-  const cosTable = program.constant('rope.cos', 'float32', [C.context, hd / 2], rope.cos);
-  const sinTable = program.constant('rope.sin', 'float32', [C.context, hd / 2], rope.sin);
+  // One pair of tables per rope theta the layers use (Gemma 3's sliding-window layers have their own).
+  const ropeConstants = new Map<number, { cos: ConstantTensor; sin: ConstantTensor }>();
+  const ropeOf = (layer: number): { cos: ConstantTensor; sin: ConstantTensor } => {
+    const theta = layerRopeTheta(C, layer);
+    const known = ropeConstants.get(theta);
+    if (known !== undefined) return known;
+    const tables = ropeTables(C, theta);
+    const prefix = theta === C.ropeTheta ? 'rope' : 'rope_local';
+    const shape = [C.context, tables.cos.length / C.context];
+    const made = {
+      cos: program.constant(`${prefix}.cos`, 'float32', shape, tables.cos),
+      sin: program.constant(`${prefix}.sin`, 'float32', shape, tables.sin),
+    };
+    ropeConstants.set(theta, made);
+    return made;
+  };
   // Only the two-method layout has a fixed-length chunk and a reset.
   const chunkOffsets = twoMethods
     ? program.constant(
@@ -438,26 +520,62 @@ export function buildLlama8da4w(
         Array.from({ length: C.prefillLength }, (_, i) => i),
       )
     : undefined;
-  const cacheShape = [1, C.context, C.kvHeads, hd] as const;
-  const emptyCache =
-    twoMethods && !quantizeKvCache ? program.constant('empty_cache', 'float32', cacheShape, new Float32Array(C.context * kv)) : undefined;
-  const emptyQuantizedCache = twoMethods && quantizeKvCache ? quantizedCacheInit(program, cacheShape) : undefined;
+  // A sliding-window layer's cache is a ring of 2 * window rows (llama-transforms.ts), the others one row per position.
+  const window = slidingWindow(C);
+  if (window !== undefined && C.prefillLength > window)
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `llama-8da4w: a prefill of ${C.prefillLength} tokens does not fit the sliding window of ${window} (a chunk must not overwrite rows it still sees)`,
+    );
+  // What the two-method layout's reset copies back, one set per cache length.
+  const empties = new Map<number, { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined }>();
+  const emptyOf = (rows: number): { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined } => {
+    let empty = empties.get(rows);
+    if (empty === undefined) {
+      const shape = [1, rows, C.kvHeads, hd] as const;
+      const name = rows === C.context ? 'empty_cache' : 'empty_ring_cache';
+      empty = {
+        float: twoMethods && !quantizeKvCache ? program.constant(name, 'float32', shape, new Float32Array(rows * kv)) : undefined,
+        int8: twoMethods && quantizeKvCache ? quantizedCacheInit(program, shape, name) : undefined,
+      };
+      empties.set(rows, empty);
+    }
+    return empty;
+  };
   const caches = (l: number): LayerCaches => {
     const name = (which: 'k' | 'v'): string => `layers.${l}.attention.${which}_cache`;
+    const sliding = window !== undefined && isSlidingLayer(C.family, l);
+    const rows = sliding ? 2 * window : C.context;
+    const cacheShape = [1, rows, C.kvHeads, hd] as const;
+    emptyOf(rows);
+    const ring = sliding ? ringPositions(program, `layers.${l}.attention.cache_positions`, window) : undefined;
     return quantizeKvCache
-      ? { kind: 'int8', key: quantizedCache(program, name('k'), cacheShape), value: quantizedCache(program, name('v'), cacheShape) }
+      ? {
+          kind: 'int8',
+          key: quantizedCache(program, name('k'), cacheShape),
+          value: quantizedCache(program, name('v'), cacheShape),
+          rows,
+          ring,
+        }
       : {
           kind: 'float32',
           key: program.sharedBuffer(name('k'), 'float32', cacheShape),
           value: program.sharedBuffer(name('v'), 'float32', cacheShape),
+          rows,
+          ring,
         };
   };
+  const emptyPositions =
+    window === undefined || !twoMethods
+      ? undefined
+      : program.constant('empty_cache_positions', 'int64', [2 * window], new BigInt64Array(2 * window));
   const layers: LayerConstants[] = weights.layers.map((w, l) => ({
     attentionNorm: vector(`layers.${l}.attention_norm.weight`, w.attentionNorm),
-    wq: linear(`layers.${l}.attention.wq.weight`, w.wq, d, d),
-    wk: linear(`layers.${l}.attention.wk.weight`, w.wk, kv, d),
+    wq: linear(`layers.${l}.attention.wq.weight`, headRows(w.wq, C.heads), qDim, d),
+    wk: linear(`layers.${l}.attention.wk.weight`, headRows(w.wk, C.kvHeads), kv, d),
     wv: linear(`layers.${l}.attention.wv.weight`, w.wv, kv, d),
-    wo: linear(`layers.${l}.attention.wo.weight`, w.wo, d, d),
+    wo: linear(`layers.${l}.attention.wo.weight`, w.wo, d, qDim),
+    rope: ropeOf(l),
     ffnNorm: vector(`layers.${l}.ffn_norm.weight`, w.ffnNorm),
     w1: linear(`layers.${l}.feed_forward.w1.weight`, w.w1, C.hiddenDim, d),
     w3: linear(`layers.${l}.feed_forward.w3.weight`, w.w3, C.hiddenDim, d),
@@ -499,12 +617,20 @@ export function buildLlama8da4w(
     const int = (value: number): number => g.addValue({ kind: 'int', value: BigInt(value) });
 
     const rmsNorm = (x: TensorValue, weight: ConstantTensor): TensorValue => emitRmsNorm(m, x, weight, C.normEps, normOffset(C.family));
-    const cos = m.reshape(m.embedding(cosTable, positions), [length, 1, hd / 2]);
-    const sin = m.reshape(m.embedding(sinTable, positions), [length, 1, hd / 2]);
+    // Each table's rows at the positions, looked up once per pass.
+    const angles = new Map<ConstantTensor, TensorValue>();
+    const at = (table: ConstantTensor): TensorValue => {
+      let rows = angles.get(table);
+      if (rows === undefined) {
+        rows = m.reshape(m.embedding(table, positions), [length, 1, table.shape[1]!]);
+        angles.set(table, rows);
+      }
+      return rows;
+    };
     // Heads [length, heads, hd], each RMS-normed first when the family does (q_norm, k_norm), then rotated.
-    const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined): TensorValue => {
+    const rotate = (x: TensorValue, heads: number, norm: ConstantTensor | undefined, rope: LayerConstants['rope']): TensorValue => {
       const perHead = m.reshape(x, [length, heads, hd]);
-      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), cos, sin, rotatesHalves(C.family));
+      return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), at(rope.cos), at(rope.sin), halves);
     };
 
     const embedded = g.addTensor('float32', [1, length, d]);
@@ -523,15 +649,16 @@ export function buildLlama8da4w(
     let x = scale === 1 ? m.reshape(embedded, [length, d]) : m.mul(m.reshape(embedded, [length, d]), scale);
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
-      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q);
-      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k);
+      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q, layer.rope);
+      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k, layer.rope);
       const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
+      const ring = layer.caches.ring === undefined ? undefined : emitRingStep(m, layer.caches.ring, m.reshape(positions, [length]), start);
       const attention =
         layer.caches.kind === 'int8'
-          ? emitQuantizedAttention(m, layer.caches, q, k, v, start)
-          : emitFloatAttention(m, layer.caches, q, k, v, start);
+          ? emitQuantizedAttention(m, layer.caches, q, k, v, start, ring)
+          : emitFloatAttention(m, layer.caches, q, k, v, start, ring);
       const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
-      x = m.add(x, post(m.linear(m.reshape(attention, [length, d]), layer.wo), layer.postNorms?.attention));
+      x = m.add(x, post(m.linear(m.reshape(attention, [length, qDim]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
       const gate = m.linear(h2, layer.w1);
       const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), m.linear(h2, layer.w3));
@@ -609,13 +736,15 @@ export function buildLlama8da4w(
   });
   program.method('reset', (m) => {
     for (const { caches } of layers) {
+      const empty = emptyOf(caches.rows);
       if (caches.kind === 'int8') {
-        resetQuantizedCache(m, caches.key, emptyQuantizedCache!);
-        resetQuantizedCache(m, caches.value, emptyQuantizedCache!);
+        resetQuantizedCache(m, caches.key, empty.int8!);
+        resetQuantizedCache(m, caches.value, empty.int8!);
       } else {
-        m.copyInto(caches.key, emptyCache!);
-        m.copyInto(caches.value, emptyCache!);
+        m.copyInto(caches.key, empty.float!);
+        m.copyInto(caches.value, empty.float!);
       }
+      if (caches.ring !== undefined) m.copyInto(caches.ring.positions, emptyPositions!);
     }
   });
   return program;
@@ -674,7 +803,8 @@ function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Ar
  */
 export class Llama8da4wReference extends DecoderReference {
   private readonly embedding: Float32Array;
-  private readonly rope: { cos: Float32Array; sin: Float32Array };
+  /** Each layer's cos and sin tables (layers of one rope theta share them). */
+  private readonly ropes: { cos: Float32Array; sin: Float32Array }[];
   private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
   private readonly output: QuantizedLinear;
 
@@ -688,6 +818,7 @@ export class Llama8da4wReference extends DecoderReference {
     super('llama-8da4w', C, caches(), caches());
     const d = C.modelDim;
     const kv = C.kvHeads * headDim(C);
+    const qDim = C.heads * headDim(C);
     const float = arithmetic === 'float';
     const quantized = (data: Float32Array, out: number, inFeatures: number): QuantizedLinear => ({
       out,
@@ -696,12 +827,17 @@ export class Llama8da4wReference extends DecoderReference {
       float,
     });
     this.embedding = float ? weights.tokenEmbedding : dequantizeInt4Groups(quantizedEmbedding(weights));
-    this.rope = ropeTables(C);
+    const tables = new Map<number, { cos: Float32Array; sin: Float32Array }>();
+    this.ropes = weights.layers.map((_, l) => {
+      const theta = layerRopeTheta(C, l);
+      if (!tables.has(theta)) tables.set(theta, ropeTables(C, theta));
+      return tables.get(theta)!;
+    });
     this.layers = weights.layers.map((w) => ({
-      wq: quantized(w.wq, d, d),
+      wq: quantized(w.wq, qDim, d),
       wk: quantized(w.wk, kv, d),
       wv: quantized(w.wv, kv, d),
-      wo: quantized(w.wo, d, d),
+      wo: quantized(w.wo, d, qDim),
       w1: quantized(w.w1, C.hiddenDim, d),
       w3: quantized(w.w3, C.hiddenDim, d),
       w2: quantized(downProjection(w, C, transforms), d, C.hiddenDim),
@@ -713,12 +849,13 @@ export class Llama8da4wReference extends DecoderReference {
     return llama8da4wSession(this.weights.config);
   }
 
-  /** Each head of x [rows, heads, headDim] RMS-normed when the family does, then rotated, in place. */
-  private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined): void {
+  /** Each head of layer `layer`'s x [rows, heads, headDim] RMS-normed when the family does, then rotated, in place. */
+  private rotate(x: Float32Array, rows: number, heads: number, start: number, norm: Float32Array | undefined, layer: number): void {
     const C = this.weights.config;
     const hd = headDim(C);
     if (norm !== undefined) x.set(rmsNormRows(x, rows * heads, hd, norm, C.normEps, normOffset(C.family)));
-    ropeRows(x, { rows, heads, headDim: hd }, start, this.rope, rotatesHalves(C.family));
+    const shape = { rows, heads, headDim: hd, rotary: rotaryDim(C.family, hd) };
+    ropeRows(x, shape, start, this.ropes[layer]!, rotatesHalves(C.family));
   }
 
   protected pass(tokens: readonly number[], start: number): Float32Array {
@@ -739,28 +876,31 @@ export class Llama8da4wReference extends DecoderReference {
       const q = linear8da4w(h, rows, layer.wq);
       const k = linear8da4w(h, rows, layer.wk);
       const v = linear8da4w(h, rows, layer.wv);
-      this.rotate(q, rows, C.heads, start, w.qNorm);
-      this.rotate(k, rows, C.kvHeads, start, w.kNorm);
+      this.rotate(q, rows, C.heads, start, w.qNorm, l);
+      this.rotate(k, rows, C.kvHeads, start, w.kNorm, l);
       // An int8 cache holds each (position, head) row as its codes give it back; the query is quantized alike.
       const int8 = this.transforms.quantizeKvCache === true;
       if (int8) q.set(int8RoundTripRows(q, hd));
       this.keyCaches[l]!.set(int8 ? int8RoundTripRows(k, hd) : k, start * kv);
       this.valueCaches[l]!.set(int8 ? int8RoundTripRows(v, hd) : v, start * kv);
-      const attention = new Float32Array(rows * d);
+      const attention = new Float32Array(rows * C.heads * hd);
+      const window = isSlidingLayer(C.family, l) ? slidingWindow(C) : undefined;
       for (let t = 0; t < rows; t++) {
         const visible = start + t + 1;
+        // A sliding-window layer's query sees the last `window` positions, its own included.
+        const first = window === undefined ? 0 : Math.max(0, visible - window);
         const scores = new Float32Array(visible);
         for (let head = 0; head < C.heads; head++) {
           const kvHead = Math.floor(head / (C.heads / C.kvHeads));
-          for (let c = 0; c < visible; c++) {
+          for (let c = first; c < visible; c++) {
             let dot = 0;
             for (let i = 0; i < hd; i++) dot += q[(t * C.heads + head) * hd + i]! * this.keyCaches[l]![c * kv + kvHead * hd + i]!;
             scores[c] = dot / Math.sqrt(hd);
           }
-          softmaxInPlace(scores, 0, visible);
+          softmaxInPlace(scores, first, visible - first);
           for (let i = 0; i < hd; i++) {
             let sum = 0;
-            for (let c = 0; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
+            for (let c = first; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
             attention[(t * C.heads + head) * hd + i] = sum;
           }
         }

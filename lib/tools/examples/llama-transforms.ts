@@ -13,7 +13,12 @@
 //   `quantize_per_token` and `llama::update_cache`, and read by
 //   `llama::custom_quantized_sdpa` with the query quantized the same way.
 // Beside them, the plain attention the second replaces (update_cache into
-// float32 caches, custom_sdpa).
+// float32 caches, custom_sdpa), and the ring-buffer caches of sliding-window
+// layers (RingKVCache, as optimum-executorch's hybrid cache and export_llama's
+// `--local_global_attention` write them): 2 * window rows written at
+// position % (2 * window) with `llama::update_cache_with_indices`, the
+// position each row holds kept in an int64 buffer, and attention under a mask
+// that shows a query the rows of the last `window` positions up to its own.
 import { EtnaError } from '../../errors.js';
 import { dtypeInfo } from '../../export/dtype.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
@@ -92,13 +97,17 @@ export interface QuantizedCacheInit {
   readonly zeroPoints: ConstantTensor;
 }
 
-export function quantizedCacheInit(program: ProgramBuilder, shape: readonly [number, number, number, number]): QuantizedCacheInit {
+export function quantizedCacheInit(
+  program: ProgramBuilder,
+  shape: readonly [number, number, number, number],
+  name = 'empty_cache',
+): QuantizedCacheInit {
   const rows = shape[0] * shape[1] * shape[2];
   const perRow = [shape[0], shape[1], shape[2], 1];
   return {
-    codes: program.constant('empty_cache_codes', 'int8', shape, new Int8Array(rows * shape[3])),
-    scales: program.constant('empty_cache_scales', 'float32', perRow, new Float32Array(rows).fill(1)),
-    zeroPoints: program.constant('empty_cache_zero_points', 'int8', perRow, new Int8Array(rows).fill(1)),
+    codes: program.constant(`${name}_codes`, 'int8', shape, new Int8Array(rows * shape[3])),
+    scales: program.constant(`${name}_scales`, 'float32', perRow, new Float32Array(rows).fill(1)),
+    zeroPoints: program.constant(`${name}_zero_points`, 'int8', perRow, new Int8Array(rows).fill(1)),
   };
 }
 
@@ -124,18 +133,96 @@ function quantizePerToken(m: MethodBuilder, x: TensorValue): { codes: TensorValu
   return { codes, scales: m.cast(scales, 'float32'), zeroPoints: m.cast(zeroPoints, 'int8') };
 }
 
-/** llama::update_cache.out of each (rows, cache) pair at `start` (a value the call reads at run time). */
-function updateCaches(m: MethodBuilder, pairs: readonly (readonly [TensorValue, SharedBuffer])[], start: number): void {
+/** A sliding-window layer's ring: its window, and the position each of the 2 * window cache rows holds (-1: none). */
+export interface RingPositions {
+  readonly window: number;
+  /** int64 [2 * window] */
+  readonly positions: SharedBuffer;
+}
+
+/** What CachePositionsManager registers: positions of 0, which the first call (at position 0) marks empty. */
+export function ringPositions(program: ProgramBuilder, name: string, window: number): RingPositions {
+  return { window, positions: program.sharedBuffer(name, 'int64', [2 * window], new BigInt64Array(2 * window)) };
+}
+
+/** Where a pass writes into a ring, and what each query may see there. */
+export interface RingStep {
+  /** int64 [1, length]: the rows the pass's positions go to */
+  readonly indices: TensorValue;
+  /** float32 [length, 2 * window]: 0 where a query sees a row, -inf elsewhere */
+  readonly mask: TensorValue;
+}
+
+/**
+ * CachePositionsManager's update and _create_causal_mask_for_ring_buffer for
+ * the pass's positions [length] starting at `start`: rows at index >= start
+ * are marked empty first (a sequence starting again), then each position
+ * goes to row position % (2 * window). A query at p sees the rows holding
+ * p - window < position <= p. The remainder is p - floor(p / (2 * window)) *
+ * 2 * window (the exporter's `%` is aten::remainder, which etna's kernel set
+ * computes this way).
+ */
+export function emitRingStep(m: MethodBuilder, ring: RingPositions, positions: TensorValue, start: number): RingStep {
+  const g = m.graph;
+  const rows = 2 * ring.window;
+  const [length] = positions.shape as [number];
+  const quotient = g.addTensor('int64', [length]);
+  m.kernel('aten::div.Scalar_mode_out', [positions, { int: rows }, { string: 'floor' }, quotient]);
+  const indices = m.sub(positions, m.mul(quotient, rows));
+  // where(arange(rows) < start_pos, cache_positions, -1)
+  const rowNumbers = m.graph.addTensor('int64', [rows]);
+  m.kernel('aten::arange.start_out', [{ int: 0 }, { int: rows }, { int: 1 }, rowNumbers]);
+  const kept = g.addTensor('bool', [rows]);
+  g.addKernelCall('aten::lt.Scalar_out', [rowNumbers.index, start, kept.index, kept.index]);
+  const emptied = g.addTensor('int64', [rows]);
+  const none = g.addTensor('int64', [rows]);
+  m.kernel('aten::full.out', [{ intList: [rows] }, { int: -1 }, none]);
+  m.kernel('aten::where.self_out', [kept, ring.positions, none, emptied]);
+  m.copyInto(ring.positions, emptied);
+  m.indexPutInPlace(ring.positions, [indices], positions);
+  // delta = query position - row position; seen where the row holds one and 0 <= delta < window.
+  const delta = m.sub(m.reshape(positions, [length, 1]), ring.positions);
+  const compare = (name: string, a: TensorValue | SharedBuffer, b: number): TensorValue => {
+    const out = g.addTensor('bool', a.shape);
+    m.kernel(name, [a, { int: b }, out]);
+    return out;
+  };
+  const both = (a: TensorValue, b: TensorValue): TensorValue => {
+    const out = g.addTensor('bool', [length, rows]);
+    m.kernel('aten::logical_and.out', [a, b, out]);
+    return out;
+  };
+  const holds = compare('aten::ge.Scalar_out', ring.positions, 0);
+  const seen = both(both(holds, compare('aten::ge.Scalar_out', delta, 0)), compare('aten::lt.Scalar_out', delta, ring.window));
+  const filled = (value: number): TensorValue => {
+    const out = g.addTensor('float32', [1]);
+    m.kernel('aten::full.out', [{ intList: [1] }, { double: value }, out]);
+    return out;
+  };
+  const mask = g.addTensor('float32', [length, rows]);
+  m.kernel('aten::where.self_out', [seen, filled(0), filled(Number.NEGATIVE_INFINITY), mask]);
+  return { indices: m.unsqueeze(indices, 0), mask };
+}
+
+/** llama::update_cache.out of each (rows, cache) pair at `start` (a value the call reads at run time), or update_cache_with_indices into a ring. */
+function updateCaches(
+  m: MethodBuilder,
+  pairs: readonly (readonly [TensorValue, SharedBuffer])[],
+  start: number,
+  ring: RingStep | undefined,
+): void {
   for (const [rows, cache] of pairs) {
     const placeholder = m.graph.addTensor(rows.dtype, [1]);
-    m.graph.addKernelCall('llama::update_cache.out', [rows.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
+    const operands = [rows.index, m.use(cache).index, start, ...(ring === undefined ? [] : [ring.indices.index])];
+    const name = ring === undefined ? 'llama::update_cache.out' : 'llama::update_cache_with_indices.out';
+    m.graph.addKernelCall(name, [...operands, placeholder.index, placeholder.index]);
   }
 }
 
 /**
  * `name`(query, key, value, start_pos, attn_mask=None, dropout_p=0, is_causal=True, scale=None, ...rest, out)
  * into a new float32 tensor shaped as the query. start_pos is a value the call reads at run time, so the
- * arguments go in as value indices.
+ * arguments go in as value indices. Over a ring, the mask decides alone: start_pos 0, attn_mask, is_causal false.
  */
 function emitCausalAttention(
   m: MethodBuilder,
@@ -143,16 +230,23 @@ function emitCausalAttention(
   [query, key, value]: readonly [TensorValue, SharedBuffer, SharedBuffer],
   start: number,
   rest: readonly number[],
+  ring: RingStep | undefined,
 ): TensorValue {
   const g = m.graph;
   const out = g.addTensor('float32', query.shape);
   const none = (): number => g.addValue({ kind: 'null' });
-  const options = [none(), g.addValue({ kind: 'double', value: 0 }), g.addValue({ kind: 'bool', value: true }), none()];
-  g.addKernelCall(name, [...[query, key, value].map((t) => m.use(t).index), start, ...options, ...rest, out.index, out.index]);
+  const startPos = ring === undefined ? start : g.addValue({ kind: 'int', value: 0n });
+  const options = [
+    ring === undefined ? none() : ring.mask.index,
+    g.addValue({ kind: 'double', value: 0 }),
+    g.addValue({ kind: 'bool', value: ring === undefined }),
+    none(),
+  ];
+  g.addKernelCall(name, [...[query, key, value].map((t) => m.use(t).index), startPos, ...options, ...rest, out.index, out.index]);
   return out;
 }
 
-/** Writes k and v [1, length, kvHeads, headDim] into float32 caches at `start`, then custom_sdpa over them. */
+/** Writes k and v [1, length, kvHeads, headDim] into float32 caches at `start` (or a ring's rows), then custom_sdpa over them. */
 export function emitFloatAttention(
   m: MethodBuilder,
   caches: { readonly key: SharedBuffer; readonly value: SharedBuffer },
@@ -160,6 +254,7 @@ export function emitFloatAttention(
   k: TensorValue,
   v: TensorValue,
   start: number,
+  ring?: RingStep,
 ): TensorValue {
   updateCaches(
     m,
@@ -168,14 +263,16 @@ export function emitFloatAttention(
       [v, caches.value],
     ],
     start,
+    ring,
   );
-  return emitCausalAttention(m, 'llama::custom_sdpa.out', [q, caches.key, caches.value], start, []);
+  return emitCausalAttention(m, 'llama::custom_sdpa.out', [q, caches.key, caches.value], start, [], ring);
 }
 
 /**
  * Writes k and v [1, length, kvHeads, headDim] into the int8 caches at
  * `start` and attends q [1, length, heads, headDim] over them, causally from
- * `start`: QuantizedKVCache then QuantizedSDPA, op for op. Returns float32
+ * `start`: QuantizedKVCache then QuantizedSDPA, op for op (into a ring's
+ * rows, under its mask, as QuantizedRingKVCache). Returns float32
  * [1, length, heads, headDim].
  */
 export function emitQuantizedAttention(
@@ -185,6 +282,7 @@ export function emitQuantizedAttention(
   k: TensorValue,
   v: TensorValue,
   start: number,
+  ring?: RingStep,
 ): TensorValue {
   for (const [rows, cache] of [
     [k, caches.key],
@@ -199,16 +297,21 @@ export function emitQuantizedAttention(
         [quantized.zeroPoints, cache.zeroPoints],
       ],
       start,
+      ring,
     );
   }
   const query = quantizePerToken(m, q);
   const { key, value } = caches;
   const parameters = [query.zeroPoints, query.scales, key.zeroPoints, key.scales, value.zeroPoints, value.scales];
   const isSeqAtDim2 = m.graph.addValue({ kind: 'bool', value: false });
-  return emitCausalAttention(m, 'llama::custom_quantized_sdpa.out', [query.codes, key.codes, value.codes], start, [
-    ...parameters.map((t) => m.use(t).index),
-    isSeqAtDim2,
-  ]);
+  return emitCausalAttention(
+    m,
+    'llama::custom_quantized_sdpa.out',
+    [query.codes, key.codes, value.codes],
+    start,
+    [...parameters.map((t) => m.use(t).index), isSeqAtDim2],
+    ring,
+  );
 }
 
 /**
