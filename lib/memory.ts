@@ -90,6 +90,13 @@ export interface MemoryReport {
    * (`sharedPackedWeightBytes`) and the pooled arena and workspace.
    */
   sharedBytes: number;
+  /**
+   * The part of `ownedBytes` in pages of its own arenas that nothing has
+   * written yet, which costs no memory until it is: a state arena is reserved
+   * whole at load, and a KV cache fills as the session runs. The module
+   * reports `ownedBytes - untouchedBytes` to V8 as external memory.
+   */
+  untouchedBytes: number;
   /** Per method: the constant bytes it reads (methods may read the same constants; `constantBytes` counts them once). */
   methods: { name: string; constantBytes: number }[];
 }

@@ -160,6 +160,7 @@ Napi::Object to_js(Napi::Env env, const MemoryReport& report) {
   out.Set("pooledWorkspaceBytes", Napi::Number::New(env, static_cast<double>(report.pooled_workspace_bytes)));
   out.Set("ownedBytes", Napi::Number::New(env, static_cast<double>(report.owned_bytes)));
   out.Set("sharedBytes", Napi::Number::New(env, static_cast<double>(report.shared_bytes)));
+  out.Set("untouchedBytes", Napi::Number::New(env, static_cast<double>(report.untouched_bytes)));
   Napi::Array methods = Napi::Array::New(env, report.methods.size());
   for (uint32_t i = 0; i < report.methods.size(); ++i) {
     Napi::Object entry = Napi::Object::New(env);

@@ -327,14 +327,23 @@ ModuleWrap::~ModuleWrap() {
   if (accounting_) accounting_->release(Env());
 }
 
+// What a module costs now: its own bytes but the pages of its arenas that no
+// call has touched. A session's KV cache is reserved whole at load and filled
+// as it runs; telling V8 the whole reservation at every load made it collect
+// garbage at almost every session or fork of a large model.
+static uint64_t resident_owned_bytes(const Module& module) {
+  const MemoryReport report = module.memory_report();
+  return report.owned_bytes - report.untouched_bytes;
+}
+
 ModuleWrap::Accounting::Accounting(Napi::Env env, const Module& module) : called_(module.method_names().size(), false) {
-  external_.report(env, module.memory_report().owned_bytes);
+  external_.report(env, resident_owned_bytes(module));
 }
 
 void ModuleWrap::Accounting::after_call(Napi::Env env, const Module& module, size_t method) {
   if (called_[method] || external_.released()) return;
   called_[method] = true;
-  external_.report(env, module.memory_report().owned_bytes);
+  external_.report(env, resident_owned_bytes(module));
 }
 
 Napi::Value ModuleWrap::load_module(const Napi::CallbackInfo& info) {

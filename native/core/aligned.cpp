@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace etna {
 namespace {
@@ -100,6 +102,27 @@ void free_aligned_block(void* data) {
   } else {
     std::free(header.base);
   }
+}
+
+size_t block_resident_bytes(const void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return 0;
+  BlockHeader header;
+  std::memcpy(&header, static_cast<const uint8_t*>(data) - sizeof(BlockHeader), sizeof(header));
+  if (header.mapped_length == 0) return bytes;
+  const uintptr_t page = page_size();
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  std::vector<unsigned char> pages((end - begin + page - 1) / page);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, pages.data()) != 0) return bytes;
+  size_t resident = 0;
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if ((pages[i] & 1) == 0) continue;
+    // The part of page i inside [data, data + bytes).
+    const uintptr_t from = std::max(begin + i * page, reinterpret_cast<uintptr_t>(data));
+    const uintptr_t to = std::min(begin + (i + 1) * page, end);
+    resident += static_cast<size_t>(to - from);
+  }
+  return resident;
 }
 
 bool maps_large_blocks() { return kMapLargeBlocks; }

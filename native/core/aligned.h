@@ -29,6 +29,11 @@ constexpr size_t kMappedBlockMin = size_t{256} * 1024;
 void* allocate_aligned_block(size_t bytes, size_t alignment, bool zeroed);
 // Frees a block of allocate_aligned_block; null does nothing.
 void free_aligned_block(void* data);
+// How many of the `bytes` bytes at `data`, inside a block of
+// allocate_aligned_block, sit in pages the process has touched: a mapped
+// block's untouched pages cost nothing yet (mincore tells which are
+// resident); a heap block counts whole.
+size_t block_resident_bytes(const void* data, size_t bytes);
 // Whether large blocks are mappings of their own: false in builds with
 // AddressSanitizer, which watches malloc'd blocks only.
 bool maps_large_blocks();

@@ -27,6 +27,8 @@ class Arena {
 
   uint8_t* data() const { return block_.get(); }
   size_t size() const { return size_; }
+  // The bytes in pages touched so far (block_resident_bytes in aligned.h).
+  size_t resident_bytes() const { return block_resident_bytes(data(), size_); }
 
  private:
   Arena(std::unique_ptr<uint8_t, AlignedFree> block, size_t size) : block_(std::move(block)), size_(size) {}

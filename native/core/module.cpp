@@ -554,6 +554,7 @@ MemoryReport Module::memory_report() const {
         report.arenas.push_back(entry);
         report.planned_bytes += entry.bytes;
         if (entry.pooled) report.pooled_arena_bytes = entry.bytes;
+        if (arena != nullptr) report.untouched_bytes += arena->size() - arena->resident_bytes();
         it = seen.find(arena);
       }
       report.arenas[it->second].methods.push_back(method_names_[m]);

@@ -83,6 +83,9 @@ struct MemoryReport {
   uint64_t pooled_workspace_bytes = 0;
   uint64_t owned_bytes = 0;
   uint64_t shared_bytes = 0;
+  // Of owned_bytes, the module's own arenas' bytes in pages no call has
+  // touched yet: reserved, but costing no memory.
+  uint64_t untouched_bytes = 0;
   std::vector<MethodConstantReport> methods;
 };
 

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { exportExample, KV_DECODER_CONFIG, kvDecoderSession, type ExampleCall } from '../../lib/tools/examples/index.js';
+import { buildKvDecoder, createKvDecoderWeights } from '../../lib/tools/examples/kv-decoder.js';
 import { Module, Program, Tensor } from '../../lib/index.js';
 
 const bytes = exportExample('kv-decoder', { xnnpack: true });
@@ -111,6 +112,22 @@ describe('sessions over one Program', () => {
     expect(both.ownedBytes).toBe(state.bytes);
     expect(both.sharedBytes).toBe(both.packedWeightBytes + both.pooledArenaBytes + both.pooledWorkspaceBytes);
     await Promise.all([module.dispose(), second.dispose()]);
+  });
+
+  it('reserve their state at load and cost its pages only as calls write them', async () => {
+    // Eight layers: an 8 MiB state, of which at most the first huge page is touched at load.
+    const deep = buildKvDecoder(createKvDecoderWeights({ ...KV_DECODER_CONFIG, layers: 8 })).export({ xnnpack: true }).bytes;
+    const module = await Module.load(Program.load(deep), { shareMemoryArenas: true });
+    const atLoad = module.memoryReport();
+    const state = atLoad.arenas.find((arena) => arena.memoryId === 2)!;
+    expect(state.bytes).toBeGreaterThanOrEqual(8 * 2 ** 20);
+    expect(atLoad.untouchedBytes).toBeGreaterThan(state.bytes / 2);
+    expect(atLoad.untouchedBytes).toBeLessThanOrEqual(state.bytes);
+    await module.execute('prefill', [Tensor.int64([1, 8], [1, 2, 3, 4, 5, 6, 7, 8]), Tensor.int64([1], [0])]);
+    const afterPrefill = module.memoryReport();
+    expect(afterPrefill.untouchedBytes).toBeLessThan(atLoad.untouchedBytes);
+    expect(afterPrefill.ownedBytes).toBe(atLoad.ownedBytes);
+    await module.dispose();
   });
 
   it("'state' and unshared modules keep their own arenas and workspaces", async () => {

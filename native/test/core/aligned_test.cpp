@@ -92,6 +92,29 @@ TEST(AlignedAllocation, AFreedLargeBlockGivesItsPagesBackAtOnce) {
   }
 }
 
+TEST(AlignedAllocation, ResidentBytesCountOnlyTouchedPagesOfAMappedBlock) {
+  AlignedAllocation small = allocate_aligned(1000);
+  ASSERT_NE(small.data, nullptr);
+  EXPECT_EQ(block_resident_bytes(small.data.get(), 1000), 1000u);  // a heap block counts whole
+  AlignedAllocation block = allocate_aligned(32 * MiB, Fill::kZero);
+  ASSERT_NE(block.data, nullptr);
+  if (!maps_large_blocks()) {
+    EXPECT_EQ(block_resident_bytes(block.data.get(), 32 * MiB), 32 * MiB);
+    return;
+  }
+  // The block's header sits in its first page, so at most one huge page is in.
+  const size_t fresh = block_resident_bytes(block.data.get(), 32 * MiB);
+  EXPECT_LE(fresh, 2 * MiB);
+  std::memset(block.data.get() + 20 * MiB, 1, 3 * MiB);
+  const size_t touched = block_resident_bytes(block.data.get(), 32 * MiB);
+  EXPECT_GE(touched, fresh + 3 * MiB);
+  EXPECT_LE(touched, fresh + 3 * MiB + 4 * MiB);  // rounded out to huge pages at most
+  // A range that starts and ends inside pages counts only its own bytes.
+  EXPECT_EQ(block_resident_bytes(block.data.get() + 20 * MiB + 100, MiB), MiB);
+  std::memset(block.data.get(), 2, block.capacity);
+  EXPECT_EQ(block_resident_bytes(block.data.get(), block.capacity), block.capacity);
+}
+
 TEST(AlignedAllocation, HugePageAdviceLeavesTheBytesAsTheyWere) {
   // Advice over ranges that hold no whole huge page, that start and end
   // inside one, and over a zeroed block: the bytes read the same after.
