@@ -29,7 +29,7 @@ import {
 /**
  * The llama family's graph in a 16-bit activation dtype, operator by
  * operator: products and sums of two operands in float32, RMSNorm's mean
- * summed in float64 as the kernel does, rsqrt and SiLU in float32, each
+ * summed and divided in float32 as the kernel does, rsqrt and SiLU in float32, each
  * result rounded into the dtype; the delegates' linears and custom_sdpa in
  * float32 on the rounded values, their results rounded on the way out.
  */
@@ -97,9 +97,10 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     const eps = f(this.weights.config.normEps);
     const y = new Float32Array(x.length);
     for (let row = 0; row < rows; row++) {
+      // mean sums and divides in float32, rounding once.
       let sum = 0;
-      for (let i = 0; i < d; i++) sum += r(f(x[row * d + i]! * x[row * d + i]!));
-      const inverse = r(f(1 / f(Math.sqrt(r(f(r(sum / d) + eps))))));
+      for (let i = 0; i < d; i++) sum = f(sum + r(f(x[row * d + i]! * x[row * d + i]!)));
+      const inverse = r(f(1 / f(Math.sqrt(r(f(r(f(sum / d)) + eps))))));
       for (let i = 0; i < d; i++) y[row * d + i] = r(f(r(f(x[row * d + i]! * inverse)) * weight[i]!));
     }
     return y;
