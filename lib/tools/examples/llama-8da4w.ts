@@ -24,7 +24,8 @@
 // caches in shared state with `llama::update_cache`, and attention is
 // `llama::custom_sdpa` masked causally from start_pos. Two build options add
 // export_llama's transformations (llama-transforms.ts): `hadamard`
-// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
+// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`);
+// `dtype` writes export_llama's `-d bf16` / `-d fp16` graph (llama-16bit.ts).
 import { EtnaError } from '../../errors.js';
 import { dtypeInfo } from '../../export/dtype.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
