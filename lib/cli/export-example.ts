@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 
 import { loadTokenizer } from '../llm/tokenizer.js';
 import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName, type ExampleVocabulary } from '../tools/examples/index.js';
+import { ACTIVATION_DTYPE_NAMES, activationDtype, isActivationDtypeName } from '../tools/examples/activation-dtype.js';
 import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from '../format.js';
 
@@ -62,6 +63,12 @@ export const EXPORT_EXAMPLE: Command = {
         name: 'quantize-kv-cache',
         help: "keep the KV caches in int8 with per-position scales and zero points, read by custom_quantized_sdpa, as export_llama's --quantize_kv_cache writes them (llama-8da4w)",
       },
+      {
+        name: 'dtype',
+        short: 'd',
+        value: 'DTYPE',
+        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w)",
+      },
     ],
     notes: examplesList(),
   },
@@ -74,6 +81,7 @@ export const EXPORT_EXAMPLE: Command = {
       vocabFrom: args.string('vocab-from'),
       hadamard: args.flag('hadamard'),
       quantizeKvCache: args.flag('quantize-kv-cache'),
+      dtype: args.string('dtype'),
     }),
 };
 
@@ -96,6 +104,8 @@ export interface ExportExampleOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches (examples that take export_llama's transformations). */
   readonly quantizeKvCache?: boolean;
+  /** The activation dtype, export_llama's `-d`: fp32, bf16 or fp16 (examples that take one). */
+  readonly dtype?: string | undefined;
 }
 
 export function runExportExample(name: string, out: string, options: ExportExampleOptions = {}): number {
@@ -136,6 +146,17 @@ export function runExportExample(name: string, out: string, options: ExportExamp
       `example '${name}' takes no export_llama transformations; --hadamard and --quantize-kv-cache apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
     );
   }
+  if (options.dtype !== undefined) {
+    if (exampleInfo(name).takesDtype !== true)
+      return reportUsageError(
+        EXPORT_EXAMPLE.spec,
+        `example '${name}' is written in float32 only; --dtype applies to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesDtype === true).join(', ')}`,
+      );
+    if (!isActivationDtypeName(options.dtype))
+      return reportUsageError(EXPORT_EXAMPLE.spec, `unknown dtype '${options.dtype}' (available: ${ACTIVATION_DTYPE_NAMES.join(', ')})`);
+    if (activationDtype(options.dtype) !== 'float32' && (hadamard || quantizeKvCache))
+      return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype} is written without --hadamard and --quantize-kv-cache`);
+  }
   let vocabulary: ExampleVocabulary | undefined;
   if (options.vocabFrom !== undefined) {
     const tokenizer = loadTokenizer(options.vocabFrom);
@@ -149,6 +170,7 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard && { hadamard }),
     ...(quantizeKvCache && { quantizeKvCache }),
+    ...(options.dtype !== undefined && { dtype: options.dtype }),
   });
   writeFileSync(out, bytes);
   const details = [
@@ -159,6 +181,7 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
     ...(hadamard ? ['Hadamard-rotated feed-forwards'] : []),
     ...(quantizeKvCache ? ['int8 KV caches'] : []),
+    ...(options.dtype !== undefined ? [`${activationDtype(options.dtype)} activations`] : []),
   ];
   console.log(`wrote ${out} (${details.join(', ')}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);
   return 0;

@@ -51,7 +51,13 @@ export interface StepMethod {
   readonly positions: 'start' | 'each';
   /** Bytes of the logits output at its upper-bound shape. */
   readonly logitsBytes: number;
+  /** The logits' dtype: float32, or the 16-bit float export_llama's `-d bf16` / `-d fp16` leaves them in (widened to float32 for sampling). */
+  readonly logitsDtype: LogitsDtype;
 }
+
+export type LogitsDtype = 'float32' | 'bfloat16' | 'float16';
+const LOGITS_DTYPES: readonly string[] = ['float32', 'bfloat16', 'float16'] satisfies LogitsDtype[];
+const isLogitsDtype = (dtype: string | undefined): dtype is LogitsDtype => dtype !== undefined && LOGITS_DTYPES.includes(dtype);
 
 export interface LlmMetadata {
   /** 'forward': export_llama's single method; 'prefill-decode': two methods sharing the cache at mem_id 2. */
@@ -118,7 +124,7 @@ function describeShape(value: ValueDescription): string {
 function stepMethod(method: MethodDescription, vocab: number | undefined): StepMethod & { vocab: number } {
   const at = `method '${method.name}'`;
   const expected =
-    'expected (tokens int64[1, n], start_pos int64[1] or cache_position int64[n]) -> logits float32[1, n, vocab] or [1, vocab]';
+    'expected (tokens int64[1, n], start_pos int64[1] or cache_position int64[n]) -> logits float32 (or bfloat16, float16)[1, n, vocab] or [1, vocab]';
   if (method.inputs.length !== 2) refuse(`${at} takes ${method.inputs.length} input(s); ${expected}`);
   const [tokens, position] = method.inputs as [ValueDescription, ValueDescription];
   if (tokens.kind !== 'tensor' || tokens.dtype !== 'int64' || tokens.shape?.length !== 2 || tokens.shape[0] !== 1) {
@@ -139,7 +145,7 @@ function stepMethod(method: MethodDescription, vocab: number | undefined): StepM
   if (
     logits === undefined ||
     logits.kind !== 'tensor' ||
-    logits.dtype !== 'float32' ||
+    !isLogitsDtype(logits.dtype) ||
     shape.length < 2 ||
     shape.length > 3 ||
     shape[0] !== 1
@@ -159,6 +165,7 @@ function stepMethod(method: MethodDescription, vocab: number | undefined): StepM
     positionInput: position,
     positions: each ? 'each' : 'start',
     logitsBytes: logits.nbytes ?? 0,
+    logitsDtype: logits.dtype,
     vocab: logitsVocab,
   };
 }

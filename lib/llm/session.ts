@@ -5,6 +5,7 @@
 import { describeValue, EtnaError, toEtnaError } from '../errors.js';
 import { largeBytes, snapshotBytes, type Module } from '../module.js';
 import { asyncDisposeSymbol, checkOptionKeys } from '../program.js';
+import { float16ToNumber } from '../dtypes.js';
 import { Tensor } from '../tensor.js';
 import { TextStream } from './detokenizer.js';
 import { Generation } from './generation.js';
@@ -50,7 +51,9 @@ export class StepRunner {
   /** The token ids in the cache, in position order. */
   readonly tokens: number[] = [];
   // One logits array per method, reused by every call: the method's output is copied into it once.
-  private readonly logits = new Map<string, Float32Array>();
+  private readonly logits = new Map<string, Float32Array | Uint16Array>();
+  // 16-bit logits widened to float32, one array per method.
+  private readonly widened = new Map<string, Float32Array>();
 
   constructor(
     private readonly module: Module,
@@ -118,21 +121,41 @@ export class StepRunner {
     );
     this.tokens.push(...tokens);
     const logits = outputs[0];
-    const isLogits = logits instanceof Tensor && logits.data instanceof Float32Array;
+    const isLogits = logits instanceof Tensor && logits.dtype === method.logitsDtype;
     if (!isLogits || logits.data.length % vocabSize !== 0 || logits.data.length === 0) {
       throw new EtnaError('INTERNAL', `method '${method.name}' returned ${describeValue(logits)} where logits were expected`);
     }
     // [1, n, vocab] rows for every token, or [1, vocab] / [1, 1, vocab] for the last one only: the last row is the one to sample.
-    return logits.data.subarray(logits.data.length - vocabSize);
+    const row = logits.data.subarray(logits.data.length - vocabSize);
+    if (row instanceof Float32Array) return row;
+    if (row instanceof Uint16Array) return this.widen(method, row);
+    throw new EtnaError('INTERNAL', `method '${method.name}' returned ${describeValue(logits)} where logits were expected`);
   }
 
-  private logitsBuffer(method: StepMethod): Float32Array {
+  private logitsBuffer(method: StepMethod): Float32Array | Uint16Array {
     let buffer = this.logits.get(method.name);
     if (buffer === undefined) {
-      buffer = new Float32Array(method.logitsBytes / Float32Array.BYTES_PER_ELEMENT);
+      const elements = method.logitsBytes / (method.logitsDtype === 'float32' ? 4 : 2);
+      buffer = method.logitsDtype === 'float32' ? new Float32Array(elements) : new Uint16Array(elements);
       this.logits.set(method.name, buffer);
     }
     return buffer;
+  }
+
+  /** A row of 16-bit logits as float32 (exact: every bfloat16 and float16 is a float32). */
+  private widen(method: StepMethod, row: Uint16Array): Float32Array {
+    let out = this.widened.get(method.name);
+    if (out?.length !== row.length) {
+      out = new Float32Array(row.length);
+      this.widened.set(method.name, out);
+    }
+    if (method.logitsDtype === 'bfloat16') {
+      const bits = new Uint32Array(out.buffer, out.byteOffset, out.length);
+      for (let i = 0; i < row.length; i++) bits[i] = row[i]! << 16;
+    } else {
+      for (let i = 0; i < row.length; i++) out[i] = float16ToNumber(row[i]!);
+    }
+    return out;
   }
 }
 

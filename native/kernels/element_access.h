@@ -246,9 +246,14 @@ inline T wrapping_mul(T a, T b) {
   }
 }
 
+// Floats flip the sign bit (-(+0) is -0, as in PyTorch; 0 - (+0) would be +0).
 template <typename T>
 inline T wrapping_neg(T a) {
-  return wrapping_sub(T(0), a);
+  if constexpr (std::is_floating_point_v<T>) {
+    return -a;
+  } else {
+    return wrapping_sub(T(0), a);
+  }
 }
 
 }  // namespace etna::kernels

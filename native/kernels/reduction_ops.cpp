@@ -31,8 +31,11 @@ Status check_result_dtype(const OpArgs& op, const std::optional<ScalarType>& dty
 }
 
 // Sums (or averages) the reduced elements of self into out, reading self
-// converted to the accumulator type of out's dtype (double for every float
-// dtype, so float16/bfloat16 results are rounded once).
+// converted to the accumulator type of out's dtype: float for float16 and
+// bfloat16 (PyTorch and ExecuTorch sum and divide those in float32, so a
+// row past the 16-bit range still averages to a finite value, and one past
+// float32's overflows as theirs does), double for the other float dtypes;
+// each result is rounded once when stored.
 Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMaxTensorRank>& mask, bool keepdim,
                 Tensor& out, bool average) {
   const ReductionLayout layout = make_reduction_layout(self, mask, keepdim);
@@ -67,7 +70,8 @@ Status sum_into(const OpArgs& op, const Tensor& self, const std::array<bool, kMa
         write(result, static_cast<int64_t>(i), value);
       }
     };
-    if (floating) run(TypeTag<double>{});
+    if (is_16bit_float_dtype(out.dtype())) run(TypeTag<float>{});
+    else if (floating) run(TypeTag<double>{});
     else run(TypeTag<int64_t>{});
   });
   return Status::ok();

@@ -97,7 +97,14 @@ Status relu_out(KernelArgs args) {
   return same_dtype_unary_kernel(args, [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
 }
 Status abs_out(KernelArgs args) {
-  return same_dtype_unary_kernel(args, [](auto x) { return x < decltype(x)(0) ? wrapping_neg(x) : x; });
+  return same_dtype_unary_kernel(args, [](auto x) {
+    // fabs clears the sign of -0 too, as PyTorch's abs does.
+    if constexpr (std::is_floating_point_v<decltype(x)>) {
+      return std::fabs(x);
+    } else {
+      return x < decltype(x)(0) ? wrapping_neg(x) : x;
+    }
+  });
 }
 
 Status logical_not_out(KernelArgs args) {

@@ -20,6 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wLayout,
 } from './llama-8da4w.js';
+import { activationDtype } from './activation-dtype.js';
 import { LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
 import type { ExampleReference } from './reference.js';
 
@@ -42,6 +43,8 @@ export interface ExampleVariant {
   readonly quantizeKvCache?: boolean;
   /** One of the example's `families`, the model whose operators it writes; the first is the default. */
   readonly family?: string;
+  /** The activation dtype, export_llama's `-d` (fp32, bf16, fp16; examples with `takesDtype` only). */
+  readonly dtype?: string;
 }
 
 export interface ExampleInfo {
@@ -57,6 +60,8 @@ export interface ExampleInfo {
   readonly takesVocabulary?: true;
   /** Set when `build` takes the variant's `hadamard` and `quantizeKvCache`. */
   readonly takesTransforms?: true;
+  /** Set when `build` takes the variant's `dtype`. */
+  readonly takesDtype?: true;
   /** Model families `build` can write (the variant's `family`), the default first. */
   readonly families?: readonly string[];
   build(preset?: string, variant?: ExampleVariant): ProgramBuilder;
@@ -137,15 +142,17 @@ export const LARGE_EXAMPLES = {
     ],
     takesVocabulary: true,
     takesTransforms: true,
+    takesDtype: true,
     families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
       const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
-      const { layout, vocabulary, hadamard, quantizeKvCache, family } = variant;
+      const { layout, vocabulary, hadamard, quantizeKvCache, family, dtype } = variant;
       const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
         ...(hadamard !== undefined && { hadamard }),
         ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+        ...(dtype !== undefined && { dtype: activationDtype(dtype) }),
         ...(vocabulary !== undefined && {
           bosId: vocabulary.bosId ?? null,
           eosIds: vocabulary.eosId === undefined ? [] : [vocabulary.eosId],
@@ -212,19 +219,25 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
       'INVALID_INPUT',
       `example '${name}' takes no export_llama transformations; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesTransforms === true).join(', ')} do`,
     );
+  if (variant.dtype !== undefined && info.takesDtype !== true)
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `example '${name}' is written in float32 only; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesDtype === true).join(', ')} take an activation dtype`,
+    );
   return info.build(preset, variant);
 }
 
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, hadamard, quantizeKvCache, family, ...exportOptions } = options ?? {};
+  const { preset, layout, vocabulary, hadamard, quantizeKvCache, family, dtype, ...exportOptions } = options ?? {};
   const variant = {
     ...(family !== undefined && { family }),
     ...(layout !== undefined && { layout }),
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard !== undefined && { hadamard }),
     ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+    ...(dtype !== undefined && { dtype }),
   };
   return buildExample(name, preset, variant).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
 }

@@ -25,8 +25,10 @@
 // caches in shared state with `llama::update_cache`, and attention is
 // `llama::custom_sdpa` masked causally from start_pos. Two build options add
 // export_llama's transformations (llama-transforms.ts): `hadamard`
-// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`).
+// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`);
+// `dtype` writes export_llama's `-d bf16` / `-d fp16` graph (llama-16bit.ts).
 import { EtnaError } from '../../errors.js';
+import { dtypeInfo } from '../../export/dtype.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import { ProgramBuilder } from '../../export/program-builder.js';
@@ -77,6 +79,7 @@ import {
   type QuantizedCacheInit,
   type RingPositions,
 } from './llama-transforms.js';
+import { activationDtype, storedAs, type ActivationDtype } from './activation-dtype.js';
 import { markPrefillLength } from './prefill-length.js';
 import { int64Tensor, DecoderReference, SeededRandom, softmaxInPlace, type ExampleCall } from './reference.js';
 
@@ -294,7 +297,7 @@ function packEmbeddingRows(q: Int4GroupWeights): Uint8Array {
 }
 
 /** The 4-bit token embedding table: the same group quantization as the linears, scales stored as float16. */
-function quantizedEmbedding(weights: Llama8da4wWeights): Int4GroupWeights {
+export function quantizedEmbedding(weights: Llama8da4wWeights): Int4GroupWeights {
   const C = weights.config;
   return quantizeInt4Groups(weights.tokenEmbedding, C.vocab, C.modelDim, C.groupSize);
 }
@@ -339,6 +342,8 @@ export interface Llama8da4wBuildOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches read by custom_quantized_sdpa (export_llama `--quantize_kv_cache`). */
   readonly quantizeKvCache?: boolean;
+  /** The activation dtype (export_llama `-d`, default float32); 16-bit dtypes convert around the float32 delegates (llama-16bit.ts). */
+  readonly dtype?: ActivationDtype;
 }
 
 /**
@@ -472,6 +477,9 @@ export function buildLlama8da4w(
   const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
   if (options.hadamard === true) checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
   const quantizeKvCache = options.quantizeKvCache === true;
+  const dtype = activationDtype(options.dtype ?? 'float32');
+  if (dtype !== 'float32' && (options.hadamard === true || quantizeKvCache))
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --hadamard and --quantize-kv-cache`);
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -485,7 +493,8 @@ export function buildLlama8da4w(
   const headRows = (w: Float32Array, heads: number): Float32Array => (transformersOrder ? pairsToHalves(w, heads, hd, d) : w);
   const linear = (name: string, data: Float32Array, out: number, inFeatures: number): ConstantTensor =>
     program.linear8da4wWeight(name, [out, inFeatures], data, { groupSize: C.groupSize });
-  const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, 'float32', [data.length], data);
+  // Parameters and buffers are stored in the activation dtype, as the exporter casts the model to it.
+  const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, dtype, [data.length], storedAs(dtype, data));
 
   const embedding = quantizedEmbedding(weights);
   const embeddingCodes = program.constant('tok_embeddings.weight', 'uint8', [C.vocab, d / 2], packEmbeddingRows(embedding));
@@ -505,8 +514,8 @@ export function buildLlama8da4w(
     const prefix = theta === C.ropeTheta ? 'rope' : 'rope_local';
     const shape = [C.context, tables.cos.length / C.context];
     const made = {
-      cos: program.constant(`${prefix}.cos`, 'float32', shape, tables.cos),
-      sin: program.constant(`${prefix}.sin`, 'float32', shape, tables.sin),
+      cos: program.constant(`${prefix}.cos`, dtype, shape, storedAs(dtype, tables.cos)),
+      sin: program.constant(`${prefix}.sin`, dtype, shape, storedAs(dtype, tables.sin)),
     };
     ropeConstants.set(theta, made);
     return made;
@@ -633,7 +642,7 @@ export function buildLlama8da4w(
       return emitRope(m, norm === undefined ? perHead : rmsNorm(perHead, norm), at(rope.cos), at(rope.sin), halves);
     };
 
-    const embedded = g.addTensor('float32', [1, length, d]);
+    const embedded = g.addTensor(dtype, [1, length, d]);
     g.addKernelCall('quantized_decomposed::embedding_4bit.dtype_out', [
       m.use(embeddingCodes).index,
       m.use(embeddingScales).index,
@@ -641,36 +650,47 @@ export function buildLlama8da4w(
       int(-8),
       int(7),
       tokens.index,
-      int(6),
+      int(dtypeInfo(dtype).scalarType),
       embedded.index,
       embedded.index,
     ]);
     const scale = embeddingScale(C.family, d);
     let x = scale === 1 ? m.reshape(embedded, [length, d]) : m.mul(m.reshape(embedded, [length, d]), scale);
+    // In a 16-bit dtype, what the float32 delegates and custom_sdpa read is converted on the way in (once per
+    // tensor, so the linears sharing an input stay in one delegate) and their results rounded on the way out.
+    const asFloat32 = new Map<TensorValue, TensorValue>();
+    const toFloat32 = (y: TensorValue): TensorValue => {
+      if (y.dtype === 'float32') return y;
+      const converted = asFloat32.get(y) ?? m.cast(y, 'float32');
+      asFloat32.set(y, converted);
+      return converted;
+    };
+    const fromFloat32 = (y: TensorValue): TensorValue => (dtype === 'float32' ? y : m.cast(y, dtype));
+    const linear = (y: TensorValue, weight: ConstantTensor): TensorValue => fromFloat32(m.linear(toFloat32(y), weight));
     for (const layer of layers) {
       const h = rmsNorm(x, layer.attentionNorm);
-      const q = rotate(m.linear(h, layer.wq), C.heads, layer.qkNorms?.q, layer.rope);
-      const k = rotate(m.linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k, layer.rope);
-      const v = m.reshape(m.linear(h, layer.wv), [1, length, C.kvHeads, hd]);
+      const q = rotate(linear(h, layer.wq), C.heads, layer.qkNorms?.q, layer.rope);
+      const k = rotate(linear(h, layer.wk), C.kvHeads, layer.qkNorms?.k, layer.rope);
+      const v = m.reshape(linear(h, layer.wv), [1, length, C.kvHeads, hd]);
       const ring = layer.caches.ring === undefined ? undefined : emitRingStep(m, layer.caches.ring, m.reshape(positions, [length]), start);
       const attention =
         layer.caches.kind === 'int8'
           ? emitQuantizedAttention(m, layer.caches, q, k, v, start, ring)
-          : emitFloatAttention(m, layer.caches, q, k, v, start, ring);
+          : fromFloat32(emitFloatAttention(m, layer.caches, toFloat32(q), toFloat32(k), toFloat32(v), start, ring));
       const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
-      x = m.add(x, post(m.linear(m.reshape(attention, [length, qDim]), layer.wo), layer.postNorms?.attention));
+      x = m.add(x, post(linear(m.reshape(attention, [length, qDim]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
-      const gate = m.linear(h2, layer.w1);
-      const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), m.linear(h2, layer.w3));
-      x = m.add(x, post(m.linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2), layer.postNorms?.ffn));
+      const gate = linear(h2, layer.w1);
+      const hidden = m.mul(gatesWithGelu(C.family) ? m.gelu(gate, 'tanh') : m.silu(gate), linear(h2, layer.w3));
+      x = m.add(x, post(linear(options.hadamard === true ? emitHadamard(m, hidden) : hidden, layer.w2), layer.postNorms?.ffn));
     }
-    if (logits === 'all') return m.reshape(m.linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
+    if (logits === 'all') return m.reshape(linear(rmsNorm(x, finalNorm), output), [1, length, C.vocab]);
     // h[:, -1, :] as export_llama takes it: index -1 follows the call's length.
     lengthEnd = g.values.length;
-    const last = g.addTensor('float32', [d]);
+    const last = g.addTensor(dtype, [d]);
     m.kernel('aten::select_copy.int_out', [x, { int: 0 }, { int: -1 }, last]);
     const lastRow = m.reshape(last, [1, d]);
-    return m.reshape(m.linear(rmsNorm(lastRow, finalNorm), output), [1, 1, C.vocab]);
+    return m.reshape(linear(rmsNorm(lastRow, finalNorm), output), [1, 1, C.vocab]);
   };
   // Values created before this index may carry the prefill's length (see markPrefillLength).
   let lengthEnd = 0;
@@ -752,7 +772,7 @@ export function buildLlama8da4w(
 
 // ------------------------------------------------------------------ reference
 
-interface QuantizedLinear {
+export interface QuantizedLinear {
   readonly out: number;
   readonly in: number;
   readonly weight: Float32Array;
@@ -771,7 +791,7 @@ export type Llama8da4wArithmetic = '8da4w' | 'float';
  * 4-bit weights, as the delegate computes; in float arithmetic, the float
  * activations times the weights as given.
  */
-function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32Array {
+export function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): Float32Array {
   const y = new Float32Array(rows * w.out);
   for (let r = 0; r < rows; r++) {
     const input = x.subarray(r * w.in, (r + 1) * w.in);

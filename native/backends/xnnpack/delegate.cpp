@@ -8,7 +8,9 @@
 #include "backends/xnnpack/etna_kernels.h"
 #include "backends/xnnpack/rewrites.h"
 #include "backends/xnnpack/shapes.h"
+#include "core/bf16.h"
 #include "core/parallel.h"
+#include "kernels/real_elements.h"
 
 namespace etna::xnn {
 namespace {
@@ -24,6 +26,7 @@ bool dtype_matches(Datatype datatype, ScalarType dtype, bool argmax_index) {
   switch (datatype) {
     case Datatype::fp32: return dtype == ScalarType::kFloat;
     case Datatype::fp16: return dtype == ScalarType::kHalf;
+    case Datatype::bf16: return dtype == ScalarType::kBFloat16;
     case Datatype::qint8: return dtype == ScalarType::kChar || dtype == ScalarType::kQInt8;
     case Datatype::quint8: return dtype == ScalarType::kByte || dtype == ScalarType::kQUInt8;
     case Datatype::qint32: return dtype == ScalarType::kInt || dtype == ScalarType::kQInt32;
@@ -87,6 +90,34 @@ std::string stage_name(const Graph& graph, Engine engine, const std::vector<size
   return name;
 }
 
+// Bytes per element of the caller's tensor for an external value.
+size_t argument_element_size(const Value& value) { return datatype_size(argument_datatype_of(value)); }
+
+// A bf16 or fp16 argument's elements as fp32 (exact), and fp32 results rounded
+// into one (to nearest even; NaN stays NaN, overflow becomes infinity).
+void widen_16bit(Datatype type, const void* from, float* to, size_t count) {
+  const auto* bits = static_cast<const uint16_t*>(from);
+  for (size_t i = 0; i < count; ++i) {
+    to[i] = type == Datatype::bf16 ? bfloat16_to_float(bits[i]) : kernels::half_to_float(bits[i]);
+  }
+}
+void narrow_16bit(Datatype type, const float* from, void* to, size_t count) {
+  auto* bits = static_cast<uint16_t*>(to);
+  for (size_t i = 0; i < count; ++i) {
+    bits[i] = type == Datatype::bf16 ? float_to_bfloat16(from[i]) : kernels::float_to_half(from[i]);
+  }
+}
+
+// Whether a bf16 or fp16 buffer holds a NaN or an infinity (all exponent bits set).
+bool has_16bit_specials(Datatype type, const void* data, size_t count) {
+  const uint16_t exponent = type == Datatype::bf16 ? 0x7F80u : 0x7C00u;
+  const auto* bits = static_cast<const uint16_t*>(data);
+  for (size_t i = 0; i < count; ++i) {
+    if ((bits[i] & exponent) == exponent) return true;
+  }
+  return false;
+}
+
 std::string arg_name(const Graph& graph, uint32_t index, const char* role) {
   return std::string("arg ") + std::to_string(graph.values[index].external_id) + " (" + role + " " +
          graph.describe_value(index) + ")";
@@ -134,6 +165,7 @@ Error XnnpackDelegate::error(ErrorCode code, const std::string& message) const {
 }
 
 Status XnnpackDelegate::check(Graph& graph) {
+  compute_16bit_externals_in_fp32(graph);
   ETNA_TRY(check_graph(graph));
   // Declared shapes must be consistent before anything packs or indexes by
   // them. Node by node, so the first inconsistent node is the one named.
@@ -257,7 +289,8 @@ Status XnnpackDelegate::build_stages(XnnpackModuleContext& context,
   for (size_t v = 0; v < value_count; ++v) {
     const Value& value = graph_.values[v];
     if (value.producer < 0) continue;
-    copy_out_[v] = value.is_output && !value.consumers.empty();
+    // A 16-bit output is computed in the workspace and rounded into the caller's tensor.
+    copy_out_[v] = value.is_output && (!value.consumers.empty() || value.argument_datatype != Datatype::invalid);
     workspace_value_[v] = !value.is_output || copy_out_[v];
   }
   // A reshape of a delegate input that only etna's kernels read can be the
@@ -412,10 +445,10 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecord
       return error(ErrorCode::kInvalidInput, arg_name(graph_, index, role) + " is not a tensor");
     }
     Tensor& tensor = arg->to_tensor();
-    if (!dtype_matches(value.datatype, tensor.dtype(), argmax_index_[index])) {
+    if (!dtype_matches(argument_datatype_of(value), tensor.dtype(), argmax_index_[index])) {
       return error(ErrorCode::kInvalidInput, arg_name(graph_, index, role) + " has dtype " +
                                                  std::string(dtype_name(tensor.dtype())) + ", expected " +
-                                                 datatype_name(value.datatype) + " data");
+                                                 datatype_name(argument_datatype_of(value)) + " data");
     }
     return &tensor;
   };
@@ -427,7 +460,7 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecord
     auto shape = physical_shape(**tensor, graph_.values[index].shape, [&] { return arg_name(graph_, index, "input"); });
     if (!shape) return error(shape.error().code, shape.error().message);
     // Checked before a plan is built for the shape: the bytes must exist.
-    const size_t bytes = shape->numel() * datatype_size(graph_.values[index].datatype);
+    const size_t bytes = shape->numel() * argument_element_size(graph_.values[index]);
     if (bytes && (!(*tensor)->data() || (*tensor)->capacity() < bytes)) {
       return error(ErrorCode::kInvalidInput, arg_name(graph_, index, "input") + " has " +
                                                  std::to_string((*tensor)->data() ? (*tensor)->capacity() : 0) +
@@ -449,8 +482,13 @@ Status XnnpackDelegate::execute(EValue* const* args, size_t count, ProfileRecord
 
 bool XnnpackDelegate::inputs_not_finite(const ShapePlan& plan, EValue* const* args) const {
   for (uint32_t index : graph_.inputs) {
-    if (graph_.values[index].datatype != Datatype::fp32) continue;
-    const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const Value& value = graph_.values[index];
+    const Tensor& tensor = args[value.external_id]->to_tensor();
+    if (value.argument_datatype != Datatype::invalid) {
+      if (has_16bit_specials(value.argument_datatype, tensor.data(), plan.shapes[index].numel())) return true;
+      continue;
+    }
+    if (value.datatype != Datatype::fp32) continue;
     const FloatSpecials found = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel());
     if (found.nan || found.infinity) return true;
   }
@@ -461,8 +499,13 @@ bool XnnpackDelegate::may_hide_nan(const ShapePlan& plan, EValue* const* args) c
   bool suspect = made_nan_;
   for (uint32_t index : graph_.outputs) {
     if (suspect) break;
-    if (graph_.values[index].datatype != Datatype::fp32 || argmax_index_[index]) continue;
-    const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
+    const Value& value = graph_.values[index];
+    const Tensor& tensor = args[value.external_id]->to_tensor();
+    if (value.argument_datatype != Datatype::invalid) {
+      suspect = has_16bit_specials(value.argument_datatype, tensor.data(), plan.shapes[index].numel());
+      continue;
+    }
+    if (value.datatype != Datatype::fp32 || argmax_index_[index]) continue;
     // An infinity may be a clamped NaN; a NaN may be one XNNPACK made where
     // the answer is a number (its sigmoid of a huge input).
     const FloatSpecials found = float_specials(static_cast<const float*>(tensor.data()), plan.shapes[index].numel());
@@ -494,11 +537,13 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
 
   // Inputs XNNPACK reads may be over-read by XNN_EXTRA_BYTES; caller buffers
   // without that slack are staged into the workspace.
+  // A 16-bit input is always staged: widened to fp32 there.
   size_t staging_bytes = 0;
   for (uint32_t index : graph_.inputs) {
     const Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
     const size_t bytes = plan.shapes[index].numel() * datatype_size(graph_.values[index].datatype);
-    if (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES) {
+    const bool widened = graph_.values[index].argument_datatype != Datatype::invalid;
+    if (widened || (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES)) {
       staging_bytes += round_up(bytes + kReadPadding, kWorkspaceAlignment);
     }
   }
@@ -517,9 +562,14 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
     Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
     const size_t bytes = plan.shapes[index].numel() * datatype_size(graph_.values[index].datatype);
     data_[index] = tensor.data();
-    if (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES) {
+    const Datatype widened = graph_.values[index].argument_datatype;
+    if (widened != Datatype::invalid || (read_by_xnnpack_[index] && tensor.capacity() < bytes + XNN_EXTRA_BYTES)) {
       uint8_t* staged = base + staging_cursor;
-      if (bytes) std::memcpy(staged, tensor.data(), bytes);
+      if (widened != Datatype::invalid) {
+        widen_16bit(widened, tensor.data(), reinterpret_cast<float*>(staged), plan.shapes[index].numel());
+      } else if (bytes) {
+        std::memcpy(staged, tensor.data(), bytes);
+      }
       data_[index] = staged;
       staging_cursor += round_up(bytes + kReadPadding, kWorkspaceAlignment);
     }
@@ -533,7 +583,7 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
     Status resized = resize_to_physical(tensor, plan.shapes[index], what);
     if (!resized) return error(resized.error().code, resized.error().message);
     const size_t bytes =
-        plan.shapes[index].numel() * std::max(tensor.element_size(), datatype_size(graph_.values[index].datatype));
+        plan.shapes[index].numel() * std::max(tensor.element_size(), argument_element_size(graph_.values[index]));
     if (bytes && (!tensor.data() || tensor.capacity() < bytes)) {
       return error(ErrorCode::kInvalidInput, what() + " has " + std::to_string(tensor.data() ? tensor.capacity() : 0) +
                                                  " bytes of room, needs " + std::to_string(bytes));
@@ -597,7 +647,10 @@ Status XnnpackDelegate::run(ShapePlan& plan, EValue* const* args, ProfileRecorde
   for (uint32_t index : graph_.outputs) {
     Tensor& tensor = args[graph_.values[index].external_id]->to_tensor();
     const size_t count = plan.shapes[index].numel();
-    if (copy_out_[index] && count) {
+    const Datatype narrowed = graph_.values[index].argument_datatype;
+    if (copy_out_[index] && count && narrowed != Datatype::invalid) {
+      narrow_16bit(narrowed, static_cast<const float*>(data_[index]), tensor.data(), count);
+    } else if (copy_out_[index] && count) {
       std::memcpy(tensor.data(), data_[index], count * datatype_size(graph_.values[index].datatype));
     }
     // XNNPACK writes argmax indices as uint32; widen in place, last first.

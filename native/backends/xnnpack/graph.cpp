@@ -15,13 +15,18 @@ size_t datatype_size(Datatype type) {
     case Datatype::fp32:
     case Datatype::qint32:
     case Datatype::qcint32: return 4;
-    case Datatype::fp16: return 2;
+    case Datatype::fp16:
+    case Datatype::bf16: return 2;
     case Datatype::qint8:
     case Datatype::quint8:
     case Datatype::qcint8:
     case Datatype::qdint8: return 1;
     default: return 0;
   }
+}
+
+Datatype argument_datatype_of(const Value& value) {
+  return value.argument_datatype != Datatype::invalid ? value.argument_datatype : value.datatype;
 }
 
 bool is_four_bit(Datatype type) { return type == Datatype::qcint4 || type == Datatype::qbint4; }
@@ -56,7 +61,10 @@ std::string Node::describe() const { return "node " + std::to_string(index) + " 
 std::string Graph::describe_value(uint32_t index) const {
   if (index >= values.size()) return "value index " + std::to_string(index);
   const Value& value = values[index];
-  return "value " + std::to_string(value.id) + " (" + datatype_name(value.datatype) + value.shape.to_string() + ")";
+  const std::string computed =
+      value.argument_datatype == Datatype::invalid ? "" : ", computed in " + datatype_name(value.datatype);
+  return "value " + std::to_string(value.id) + " (" + datatype_name(argument_datatype_of(value)) +
+         value.shape.to_string() + computed + ")";
 }
 
 }  // namespace etna::xnn

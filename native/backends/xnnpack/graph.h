@@ -85,8 +85,8 @@ std::string node_type_name(uint8_t code);
 inline std::string node_type_name(NodeType type) { return node_type_name(static_cast<uint8_t>(type)); }
 // "fp32"; "code 77" for codes outside the enum.
 std::string datatype_name(Datatype type);
-// Bytes per element for the datatypes the linked XNNPACK knows (0..7) and
-// qdint8 (1); 0 otherwise (4-bit types pack two elements per byte).
+// Bytes per element for the datatypes the linked XNNPACK knows (0..7),
+// qdint8 (1) and bf16 (2); 0 otherwise (4-bit types pack two elements per byte).
 size_t datatype_size(Datatype type);
 // Whether a datatype holds two 4-bit values per byte (qcint4, qbint4).
 bool is_four_bit(Datatype type);
@@ -170,10 +170,18 @@ struct Value {
   bool is_input = false;
   bool is_output = false;
   uint32_t external_id = kInvalidId;  // index into the DelegateCall args
+  // bf16 or fp16 for an external value declared so that the delegate computes
+  // in fp32 (datatype): converted from the caller's tensor on the way in,
+  // rounded into it on the way out (compute_16bit_externals_in_fp32).
+  Datatype argument_datatype = Datatype::invalid;
 
   int producer = -1;                // node index; -1 for inputs, constants, unused values
   std::vector<uint32_t> consumers;  // node indices, ascending, may repeat
 };
+
+// The datatype of the caller's tensor for an external value: its
+// argument_datatype when set, its datatype otherwise.
+Datatype argument_datatype_of(const Value& value);
 
 struct Node {
   size_t index = 0;

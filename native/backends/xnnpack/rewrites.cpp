@@ -30,4 +30,32 @@ std::vector<bool> fold_transposes_into_matmuls(Graph& graph) {
   return folded;
 }
 
+void compute_16bit_externals_in_fp32(Graph& graph) {
+  const size_t count = graph.values.size();
+  // Values a Convert reads or writes, and values a data movement node moves
+  // (which takes fp16 as it is).
+  std::vector<bool> converted(count, false);
+  std::vector<bool> moved(count, false);
+  for (const Node& node : graph.nodes) {
+    const DatatypeRule rule = node_type_info(node.type).datatypes;
+    if (rule != DatatypeRule::kConversion && rule != DatatypeRule::kMovable) continue;
+    std::vector<bool>& marks = rule == DatatypeRule::kConversion ? converted : moved;
+    for (uint32_t index : node.inputs) {
+      if (index < count) marks[index] = true;
+    }
+    for (uint32_t index : node.outputs) {
+      if (index < count) marks[index] = true;
+    }
+  }
+  for (size_t v = 0; v < count; ++v) {
+    Value& value = graph.values[v];
+    const bool sixteen_bit = value.datatype == Datatype::bf16 || value.datatype == Datatype::fp16;
+    if (!sixteen_bit || value.is_constant || !(value.is_input || value.is_output)) continue;
+    const bool taken_as_is = converted[v] || (value.datatype == Datatype::fp16 && moved[v]);
+    if (taken_as_is || value.quant.kind != Quantization::Kind::kNone) continue;
+    value.argument_datatype = value.datatype;
+    value.datatype = Datatype::fp32;
+  }
+}
+
 }  // namespace etna::xnn

@@ -706,5 +706,95 @@ TEST(KernelHalf, SumAndMeanAccumulateWideAndRoundOnce) {
                 rounded(ScalarType::kBFloat16, static_cast<float>((static_cast<double>(x[3]) + x[4] + x[5]) / 3))}));
 }
 
+// The operators export_llama's -d bf16 / -d fp16 graphs run outside their
+// delegates (RMSNorm, rotary embedding, the SiLU gate, residual adds), on
+// NaN, the infinities, signed zeros and subnormals: each result is the
+// float32 formula rounded once, bit for bit, with -0 and NaN kept.
+TEST(KernelHalf, LlamaGraphOperatorsKeepSpecialsAndSubnormals) {
+  TensorStore store;
+  for (ScalarType dtype : kSixteenBit) {
+    const bool brain = dtype == ScalarType::kBFloat16;
+    const float tiny = brain ? bfloat16_to_float(0x0001) : kernels::half_to_float(0x0001);
+    const float largest_subnormal = brain ? bfloat16_to_float(0x007F) : kernels::half_to_float(0x03FF);
+    const std::vector<float> x = {kNan, kInf, -kInf, -0.0f, 0.0f, tiny, largest_subnormal, 1.5f, -2.75f, 1e-3f};
+    const std::vector<float> y = {1.0f, -kInf, -kInf, -0.0f, -0.0f, tiny, -largest_subnormal, 0.5f, 3.0f, -1e-3f};
+    const auto n = static_cast<int64_t>(x.size());
+    Tensor& a = make_16bit(store, dtype, {n}, x);
+    Tensor& b = make_16bit(store, dtype, {n}, y);
+    const auto av = floats_of(a);
+    const auto bv = floats_of(b);
+    // Bit-exact, NaN matching any NaN.
+    auto expect_bits = [&](const Tensor& out, const std::vector<float>& expected, const char* what) {
+      const auto got = bits_of(out);
+      for (size_t i = 0; i < expected.size(); ++i) {
+        if (std::isnan(expected[i])) {
+          EXPECT_TRUE(std::isnan(floats_of(out)[i])) << what << " element " << i << " " << dtype_name(dtype);
+        } else {
+          EXPECT_EQ(got[i], round_bits(dtype, expected[i])) << what << " element " << i << " " << dtype_name(dtype);
+        }
+      }
+    };
+    auto each = [&](auto formula) {
+      std::vector<float> out;
+      for (size_t i = 0; i < av.size(); ++i) out.push_back(formula(av[i], bv[i]));
+      return out;
+    };
+
+    Tensor& product = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_binary("aten::mul.out", a, b, product)));
+    expect_bits(product, each([](float p, float q) { return p * q; }), "mul");  // tiny * tiny underflows to +0
+
+    Tensor& sum = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_binary("aten::add.out", a, b, int64_t{1}, sum)));
+    expect_bits(sum, each([](float p, float q) { return p + q; }), "add");  // -0 + -0 = -0, inf - inf = NaN
+
+    Tensor& difference = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_binary("aten::sub.out", a, b, int64_t{1}, difference)));
+    expect_bits(difference, each([](float p, float q) { return p - q; }), "sub");
+
+    // RMSNorm's epsilon: a Double Scalar, converted to float.
+    Tensor& shifted = store.make_empty(dtype, {n});
+    Args add_eps;
+    add_eps.tensor(a).real(1e-5).integer(1).tensor(shifted).same_as(3);
+    ASSERT_TRUE(is_ok(run_kernel("aten::add.Scalar_out", add_eps)));
+    expect_bits(shifted, each([](float p, float) { return p + 1e-5f; }), "add.Scalar");
+
+    Tensor& inverse = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_unary("aten::rsqrt.out", a, inverse)));
+    expect_bits(inverse, each([](float p, float) { return 1.0f / std::sqrt(p); }), "rsqrt");  // rsqrt(-0) = -inf
+    EXPECT_EQ(floats_of(inverse)[3], -kInf);
+
+    Tensor& gated = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_unary("aten::silu.out", a, gated)));
+    expect_bits(gated, each([](float p, float) { return p * (1.0f / (1.0f + std::exp(-p))); }), "silu");
+    EXPECT_EQ(bits_of(gated)[3], 0x8000);  // silu(-0) = -0
+
+    Tensor& negated = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_unary("aten::neg.out", a, negated)));
+    expect_bits(negated, each([](float p, float) { return -p; }), "neg");
+    EXPECT_EQ(bits_of(negated)[4], 0x8000);  // -(+0) = -0
+
+    Tensor& magnitude = store.make_empty(dtype, {n});
+    ASSERT_TRUE(is_ok(run_unary("aten::abs.out", a, magnitude)));
+    expect_bits(magnitude, each([](float p, float) { return std::fabs(p); }), "abs");
+    EXPECT_EQ(bits_of(magnitude)[3], 0x0000);  // |-0| = +0
+
+    // mean sums and divides in float: a row of the largest finite values
+    // averages to itself in float16 (a float16 running sum would overflow)
+    // and overflows past float32's range in bfloat16, as PyTorch's does.
+    const float largest = brain ? bfloat16_to_float(0x7F7F) : 65504.0f;
+    Tensor& rows = make_16bit(store, dtype, {4, 2}, {largest, largest, tiny, tiny, kInf, 1.0f, kNan, 1.0f});
+    Tensor& means = store.make_empty(dtype, {4, 1});
+    Args mean;
+    mean.tensor(rows).ints({-1}).boolean(true).none().tensor(means).same_as(4);
+    ASSERT_TRUE(is_ok(run_kernel("aten::mean.out", mean)));
+    const auto averaged = floats_of(means);
+    EXPECT_EQ(averaged[0], brain ? kInf : largest) << dtype_name(dtype);
+    EXPECT_EQ(averaged[1], tiny) << dtype_name(dtype);
+    EXPECT_EQ(averaged[2], kInf) << dtype_name(dtype);
+    EXPECT_TRUE(std::isnan(averaged[3])) << dtype_name(dtype);
+  }
+}
+
 }  // namespace
 }  // namespace etna::kernel_test
