@@ -89,18 +89,17 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     return values.map(this.round);
   }
 
-  /** mul(x, x), mean(-1, keepdim), add(eps), rsqrt, mul(x, that), mul(weight): each rounded. */
+  /** The normalisation in float32 (ExecuTorch's `_norm(x.float())`), rounded once to the dtype, then mul(weight), rounded. */
   private rmsNorm(x: Float32Array, rows: number, weight: Float32Array): Float32Array {
     const r = this.round;
     const f = Math.fround;
     const d = weight.length;
-    const eps = f(this.weights.config.normEps);
+    const eps = this.weights.config.normEps;
     const y = new Float32Array(x.length);
     for (let row = 0; row < rows; row++) {
-      // mean sums and divides in float32, rounding once.
       let sum = 0;
-      for (let i = 0; i < d; i++) sum = f(sum + r(f(x[row * d + i]! * x[row * d + i]!)));
-      const inverse = r(f(1 / f(Math.sqrt(r(f(r(f(sum / d)) + eps))))));
+      for (let i = 0; i < d; i++) sum += x[row * d + i]! ** 2;
+      const inverse = 1 / Math.sqrt(sum / d + eps);
       for (let i = 0; i < d; i++) y[row * d + i] = r(f(r(f(x[row * d + i]! * inverse)) * weight[i]!));
     }
     return y;

@@ -252,11 +252,15 @@ export function emitRope(m: MethodBuilder, x: TensorValue, cos: TensorValue, sin
 
 /** RMSNorm over x's last dim, times `weight` (plus `offset`): x * rsqrt(mean(x^2) + eps) * (offset + weight). */
 export function emitRmsNorm(m: MethodBuilder, x: TensorValue, weight: ConstantTensor, eps: number, offset: number): TensorValue {
-  const meanSquare = m.graph.addTensor(x.dtype, [...x.shape.slice(0, -1), 1]);
-  m.kernel('aten::mean.out', [m.mul(x, x), { intList: [-1] }, { bool: true }, null, meanSquare]);
-  const inverse = m.graph.addTensor(x.dtype, meanSquare.shape);
+  // As ExecuTorch's RMSNorm: `_norm(x.float()).type_as(x) * weight`, the
+  // normalisation in float32 whatever the activations' dtype.
+  const wide = x.dtype === 'float32' ? x : m.cast(x, 'float32');
+  const meanSquare = m.graph.addTensor('float32', [...wide.shape.slice(0, -1), 1]);
+  m.kernel('aten::mean.out', [m.mul(wide, wide), { intList: [-1] }, { bool: true }, null, meanSquare]);
+  const inverse = m.graph.addTensor('float32', meanSquare.shape);
   m.kernel('aten::rsqrt.out', [m.add(meanSquare, eps), inverse]);
-  return m.mul(m.mul(x, inverse), offset === 0 ? weight : m.add(weight, offset));
+  const normed = m.mul(wide, inverse);
+  return m.mul(x.dtype === 'float32' ? normed : m.cast(normed, x.dtype), offset === 0 ? weight : m.add(weight, offset));
 }
 
 /**
