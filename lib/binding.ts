@@ -91,7 +91,7 @@ export interface NativeModule {
 export interface NativeCpuInfo {
   arch: string;
   features: string[];
-  paths: { dynamicLinear: string; attention: string; nanScan: string; transposes: string; fp32Kernels: string };
+  paths: { dynamicLinear: string; attention: string; nanScan: string; transposes: string; matmul: string; fp32Functions: string };
 }
 
 /** A .ptd file's tensors as the runtime's own parser reads them. */

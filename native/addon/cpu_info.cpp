@@ -25,8 +25,11 @@ Napi::Value cpu_info(const Napi::CallbackInfo& info) {
     paths.Set("dynamicLinear", xnn::dot_path_name(dot_path));
     paths.Set("attention", kernels::attention_path_name(kernels::active_attention_path()));
     paths.Set("nanScan", xnn::float_specials_path());
-    paths.Set("transposes", xnn::path_has_avx2(dot_path) ? "avx2" : xnn::path_has_neon(dot_path) ? "neon" : "scalar");
-    paths.Set("fp32Kernels", xnn::path_has_avx2(dot_path) ? "avx2" : "scalar");
+    // The fp32 etna kernels follow the dot-product path's instruction set.
+    const char* data_path = xnn::path_has_avx2(dot_path) ? "avx2" : xnn::path_has_neon(dot_path) ? "neon" : "scalar";
+    paths.Set("transposes", data_path);
+    paths.Set("matmul", data_path);
+    paths.Set("fp32Functions", xnn::path_has_avx2(dot_path) ? "avx2" : "scalar");
     result.Set("paths", paths);
     return result;
   });

@@ -10,7 +10,7 @@ import { runCli } from '../helpers/cli.js';
 interface CpuJson {
   arch: string;
   features: string[];
-  paths: { dynamicLinear: string; attention: string; nanScan: string; transposes: string; fp32Kernels: string };
+  paths: { dynamicLinear: string; attention: string; nanScan: string; transposes: string; matmul: string; fp32Functions: string };
 }
 
 const X86_FEATURES = ['avx2', 'fma', 'avx512f', 'avx512bw', 'avx512vl', 'avx512vnni'];
@@ -26,7 +26,8 @@ function expectedPaths(arch: string, has: (feature: string) => boolean): CpuJson
       attention: has('avx2') ? 'avx2' : 'portable',
       nanScan: has('avx2') ? 'avx2' : 'scalar',
       transposes: avx2 ? 'avx2' : 'scalar',
-      fp32Kernels: avx2 ? 'avx2' : 'scalar',
+      matmul: avx2 ? 'avx2' : 'scalar',
+      fp32Functions: avx2 ? 'avx2' : 'scalar',
     };
   }
   const neon = has('asimd');
@@ -37,7 +38,8 @@ function expectedPaths(arch: string, has: (feature: string) => boolean): CpuJson
     attention: neon ? 'neon' : 'portable',
     nanScan: neon ? 'neon' : 'scalar',
     transposes: neon ? 'neon' : 'scalar',
-    fp32Kernels: 'scalar',
+    matmul: neon ? 'neon' : 'scalar',
+    fp32Functions: 'scalar',
   };
 }
 

@@ -84,8 +84,12 @@ TEST(XnnpackEtnaKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
   const size_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const size_t ks[] = {1, 7, 8, 32, 33, 130};
   const size_t ns[] = {1, 5, 8, 15, 16, 17, 32, 40};
+  // The scalar path's products (it runs first), which every path but the
+  // fused AVX2 one gives bit for bit.
+  std::vector<std::vector<float>> scalar_products;
   for (xnn::DotPath path : xnn::available_dot_paths()) {
     const ForcedPath forced(path);
+    size_t product = 0;
     for (size_t m : ms)
       for (size_t k : ks)
         for (size_t n : ns) {
@@ -100,6 +104,12 @@ TEST(XnnpackEtnaKernels, MatmulEveryPathEveryLayoutMatchesDoubleSums) {
             std::vector<float> c(m * n + n, kSentinel);
             xnn::matmul_f32(a.data(), transposed ? bt.data() : b.data(), c.data(), m, k, n, transposed);
             EXPECT_TRUE(close_to(std::vector<float>(c.begin(), c.begin() + m * n), want, 1e-5f));
+            if (path == xnn::DotPath::kScalar) {
+              scalar_products.push_back(c);
+            } else if (!xnn::path_has_avx2(path)) {
+              EXPECT_EQ(c, scalar_products.at(product)) << "not the scalar path's bits";
+            }
+            ++product;
             for (size_t i = m * n; i < c.size(); ++i) ASSERT_EQ(c[i], kSentinel) << "written past c at " << i;
             // The same rows `gap` elements further apart, NaN between them:
             // the same bits, and nothing outside the rows is read.
