@@ -27,7 +27,7 @@ void clear_forced_dot_path();
 // vector code needs (VNNI is only chosen alongside them).
 inline bool path_has_avx2(DotPath path) { return path == DotPath::kAvx2 || path == DotPath::kAvx512Vnni; }
 // Whether `path` is one of the arm64 NEON ones, which the etna kernels' NEON
-// data movement (transposes) runs with.
+// transposes and matrix multiply run with.
 inline bool path_has_neon(DotPath path) {
   return path == DotPath::kNeon || path == DotPath::kNeonDot || path == DotPath::kNeonI8mm;
 }
