@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
   const auto qd8 = qd8_conv(g, qd8_builder);
   const double fp32_ms = time_delegate(fp32, fp32_builder, g, rounds);
   std::printf("1x%ux%ux%u, 3x3, %u -> %u: fp32 %.3f ms\n", g.channels, g.size, g.size, g.channels, g.channels, fp32_ms);
-  for (xnn::DotPath path : {xnn::DotPath::kAvx512Vnni, xnn::DotPath::kAvx2, xnn::DotPath::kScalar}) {
-    if (!xnn::dot_path_available(path)) continue;
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     xnn::force_dot_path(path);
     const double qd8_ms = time_delegate(qd8, qd8_builder, g, rounds);
     xnn::clear_forced_dot_path();

@@ -89,11 +89,9 @@ int main(int argc, char** argv) {
   const int threads = argc > 4 ? std::max(1, std::atoi(argv[4])) : 1;
   std::printf("best dot-product path on this CPU: %s; %d thread(s), %s time\n",
               xnn::dot_path_name(xnn::active_dot_path()), threads, threads > 1 ? "wall" : "CPU");
-  std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath path : {xnn::DotPath::kAvx512Vnni, xnn::DotPath::kAvx2}) {
-    if (xnn::dot_path_available(path)) paths.push_back(path);
-  }
-  if (paths.empty()) paths.push_back(xnn::DotPath::kScalar);
+  // The vector paths, else the portable one.
+  std::vector<xnn::DotPath> paths = xnn::available_dot_paths();
+  if (paths.size() > 1) paths.erase(paths.begin());
   struct Layer {
     const char* name;
     size_t group;  // 0: per-channel 8-bit

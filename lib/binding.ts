@@ -87,6 +87,13 @@ export interface NativeModule {
   dispose(): void;
 }
 
+/** What `cpuInfo()` reports; paths are names such as 'avx2', 'neon-i8mm', 'scalar'. */
+export interface NativeCpuInfo {
+  arch: string;
+  features: string[];
+  paths: { dynamicLinear: string; attention: string; nanScan: string; transposes: string; matmul: string; fp32Functions: string };
+}
+
 /** A .ptd file's tensors as the runtime's own parser reads them. */
 export interface NativeExternalData {
   segments: number;
@@ -105,6 +112,8 @@ export interface NativeAddon {
   adviseHugePages(bytes: ArrayBuffer | ArrayBufferView): void;
   /** Now on the clock of profile events, in microseconds. */
   profileClock(): number;
+  /** The CPU's architecture and vector features, and the path each kernel family chose (`etna inspect --cpu`). */
+  cpuInfo(): NativeCpuInfo;
   /**
    * Reads and verifies a path or bytes (copied before it returns) on libuv's
    * thread pool, then loads the module; `program` is set unless one was given.

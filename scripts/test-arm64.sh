@@ -23,5 +23,10 @@ for cpu in max cortex-a72; do
   tests=$(cat "$dir/gtest-results-$cpu"/*.xml | grep -c '<testcase ' || true)
   skipped=$(cat "$dir/gtest-results-$cpu"/*.xml | grep -c '<testcase [^>]*result="skipped"' || true)
   echo "test-arm64: $cpu: $tests tests passed ($skipped skipped) in $(($(date +%s) - started)) s"
+  # The kernel paths the tests compared on this CPU (KernelPaths records them).
+  for key in cpu_features dot_paths attention_paths; do
+    value=$(cat "$dir/gtest-results-$cpu"/*.xml | grep -o "name=\"$key\" value=\"[^\"]*\"\|$key=\"[^\"]*\"" | head -n 1 | sed 's/.*"\(.*\)"$/\1/' || true)
+    echo "test-arm64: $cpu: $key: ${value:-(not recorded)}"
+  done
   [ "$skipped" -eq 0 ] || exit 1
 done

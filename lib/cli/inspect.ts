@@ -2,10 +2,12 @@
 // the tensors of an external data file.
 import fs from 'node:fs';
 
+import type { NativeCpuInfo } from '../binding.js';
 import { formatBytes, table } from '../format.js';
+import { native } from '../native.js';
 import { Program } from '../program.js';
 import type { ProgramDescription, ValueDescription } from '../program-types.js';
-import type { Command, CommandSpec } from './command.js';
+import { type Command, type CommandSpec, UsageError } from './command.js';
 import { isExternalData, readExternalData, type ExternalDataDescription } from './external-data.js';
 import { formatValue } from './format.js';
 
@@ -120,15 +122,33 @@ export function externalDataText(file: string, fileSize: number, description: Ex
   ].join('\n');
 }
 
+/** `etna inspect --cpu`: the CPU's vector features and each kernel family's path, a line each. */
+export function cpuText(info: NativeCpuInfo): string {
+  return [
+    `cpu: ${info.arch}, features: ${info.features.join(' ') || '(none)'}`,
+    table(Object.entries(info.paths).map(([family, path]) => [`  ${family}`, path])),
+  ].join('\n');
+}
+
 const INSPECT_SPEC: CommandSpec = {
   name: 'inspect',
-  synopsis: 'FILE',
-  brief: "describe a .pte program (methods, IO, operators, memory plan) or list a .ptd file's tensors",
+  synopsis: '[FILE]',
+  brief: "describe a .pte program (methods, IO, operators, memory plan), list a .ptd file's tensors, or the CPU's kernels",
   summary:
     'Verifies a .pte program without running it and describes its methods, inputs, outputs,\n' +
-    'operators, delegates and memory plans; for a .ptd external data file, lists its tensors.',
-  options: [{ name: 'json', help: 'print one JSON object' }],
+    'operators, delegates and memory plans; for a .ptd external data file, lists its tensors.\n' +
+    "With --cpu (and no FILE), reports the CPU's vector features and the path each kernel family runs on.",
+  options: [
+    { name: 'json', help: 'print one JSON object' },
+    { name: 'cpu', help: "report the CPU's features and kernel paths instead of a file" },
+  ],
 };
+
+function runInspectCpu(json: boolean): number {
+  const info = native().cpuInfo();
+  console.log(json ? JSON.stringify(info, null, 2) : cpuText(info));
+  return 0;
+}
 
 export function runInspect(file: string, json: boolean): number {
   if (isExternalData(fileStart(file))) {
@@ -143,4 +163,15 @@ export function runInspect(file: string, json: boolean): number {
   return 0;
 }
 
-export const INSPECT: Command = { spec: INSPECT_SPEC, run: (args) => runInspect(args.positionals[0]!, args.flag('json')) };
+export const INSPECT: Command = {
+  spec: INSPECT_SPEC,
+  run: (args) => {
+    const file = args.positionals[0];
+    if (args.flag('cpu')) {
+      if (file !== undefined) throw new UsageError('--cpu takes no FILE');
+      return runInspectCpu(args.flag('json'));
+    }
+    if (file === undefined) throw new UsageError('expected a FILE (or --cpu)');
+    return runInspect(file, args.flag('json'));
+  },
+};

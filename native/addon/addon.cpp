@@ -3,6 +3,7 @@
 
 #include "addon_data.h"
 #include "backends/registry.h"
+#include "cpu_info.h"
 #include "external_data.h"
 #include "huge_pages.h"
 #include "kernels/registry.h"
@@ -22,6 +23,7 @@ Napi::Object init_etna(Napi::Env env, Napi::Object exports) {
   etna::addon::ModuleWrap::init(env, exports);
   etna::addon::init_external_data(env, exports);
   etna::addon::init_huge_pages(env, exports);
+  etna::addon::init_cpu_info(env, exports);
   return exports;
 }
 

@@ -15,7 +15,12 @@
 #define ETNA_ATTENTION_X86 1
 #include <immintrin.h>
 #define ETNA_AVX2 __attribute__((target("avx2")))
+#elif defined(__aarch64__)
+#define ETNA_ATTENTION_NEON 1
+#include <arm_neon.h>
 #endif
+
+#include "core/cpu_features.h"
 
 namespace etna::kernels {
 namespace {
@@ -279,24 +284,194 @@ struct Avx2Ops {
   }
 };
 
-bool cpu_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
+#endif  // ETNA_ATTENTION_X86
+
+#ifdef ETNA_ATTENTION_NEON
+
+// ---------------------------------------------------------------------------
+// NEON path (arm64), bit for bit the portable one in the AVX2 path's way:
+// lanes over four keys (scores, from the transposed tile) or four elements of
+// head_dim (values), never along a sum; separate multiplies and adds (the
+// build does not contract them).
+
+// scores[at .. at + 4) = dots * scale [+ mask].
+inline void store_scores_neon(float32x4_t dots, float scale, const float* mask_row, int64_t at, float* scores) {
+  float32x4_t score = vmulq_n_f32(dots, scale);
+  if (mask_row != nullptr) score = vaddq_f32(score, vld1q_f32(mask_row + at));
+  vst1q_f32(scores + at, score);
 }
 
-#else
+// softmax_exp on 4 lanes, the same operations in the same order.
+inline float32x4_t softmax_exp_neon(float32x4_t y) {
+  const uint32x4_t in_range = vcgeq_f32(y, vdupq_n_f32(kExpFloor));
+  const uint32x4_t is_nan = vmvnq_u32(vceqq_f32(y, y));
+  const float32x4_t nan_lanes = vreinterpretq_f32_u32(vandq_u32(is_nan, vreinterpretq_u32_f32(y)));
+  // Lanes out of range compute e^0, then give way.
+  const float32x4_t x = vreinterpretq_f32_u32(vandq_u32(in_range, vreinterpretq_u32_f32(y)));
+  const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, kLog2e));
+  const float32x4_t r = vsubq_f32(vsubq_f32(x, vmulq_n_f32(n, kLn2High)), vmulq_n_f32(n, kLn2Low));
+  float32x4_t p = vdupq_n_f32(kExpTaylor[0]);
+  for (size_t i = 1; i < sizeof kExpTaylor / sizeof kExpTaylor[0]; ++i) {
+    p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(kExpTaylor[i]));
+  }
+  const int32x4_t two_to_n = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+  return vbslq_f32(in_range, vmulq_f32(p, vreinterpretq_f32_s32(two_to_n)), nan_lanes);
+}
 
-bool cpu_has_avx2() { return false; }
+struct NeonOps {
+  static constexpr bool kPacksKeys = true;
 
-#endif  // ETNA_ATTENTION_X86
+  // PortableOps::softmax eight scores at a time (two registers: lanes 0..3
+  // and 4..7 of kSumLanes): the maximum is exact in any order, and fmaxnm
+  // keeps the other side for a NaN score, as the portable compare does.
+  static float softmax(float* scores, int64_t count) {
+    const int64_t whole = count / kSumLanes * kSumLanes;
+    const float32x4_t lowest = vdupq_n_f32(-std::numeric_limits<float>::infinity());
+    float32x4_t maxima[2] = {lowest, lowest};
+    for (int64_t c = 0; c < whole; c += kSumLanes) {
+      for (int h = 0; h < 2; ++h) maxima[h] = vmaxnmq_f32(vld1q_f32(scores + c + 4 * h), maxima[h]);
+    }
+    float lanes[kSumLanes];
+    vst1q_f32(lanes, maxima[0]);
+    vst1q_f32(lanes + 4, maxima[1]);
+    const float max_score =
+        greatest(scores, whole, count, greatest(lanes, 0, kSumLanes, -std::numeric_limits<float>::infinity()));
+    const float32x4_t subtrahend = vdupq_n_f32(max_score);
+    float32x4_t sums[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    for (int64_t c = 0; c < whole; c += kSumLanes) {
+      for (int h = 0; h < 2; ++h) {
+        const float32x4_t e = softmax_exp_neon(vsubq_f32(vld1q_f32(scores + c + 4 * h), subtrahend));
+        vst1q_f32(scores + c + 4 * h, e);
+        sums[h] = vaddq_f32(sums[h], e);
+      }
+    }
+    vst1q_f32(lanes, sums[0]);
+    vst1q_f32(lanes + 4, sums[1]);
+    exp_into_lanes(scores, whole, count, max_score, lanes);
+    return add_lanes(lanes);
+  }
+
+  // packed[d * width + i] = key (tile + i)'s element d, for keys [tile, end):
+  // 4 x 4 blocks transposed in registers, the edges one by one.
+  static void pack_keys(const float* keys, int64_t kv_stride, int64_t tile, int64_t end, int64_t dim, int64_t width,
+                        float* packed) {
+    const int64_t whole_dims = dim / 4 * 4;
+    int64_t c = tile;
+    for (; c + 4 <= end; c += 4) {
+      const float* k = keys + c * kv_stride;
+      float* column = packed + (c - tile);
+      for (int64_t d = 0; d < whole_dims; d += 4) {
+        const float32x4_t r0 = vld1q_f32(k + d), r1 = vld1q_f32(k + kv_stride + d);
+        const float32x4_t r2 = vld1q_f32(k + 2 * kv_stride + d), r3 = vld1q_f32(k + 3 * kv_stride + d);
+        // t0 = [r0[0] r1[0] r0[2] r1[2]], t1 = [r0[1] r1[1] r0[3] r1[3]], t2, t3 likewise for r2, r3.
+        const float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1));
+        const float64x2_t t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1));
+        const float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3));
+        const float64x2_t t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+        float* at = column + d * width;
+        vst1q_f32(at, vreinterpretq_f32_f64(vzip1q_f64(t0, t2)));
+        vst1q_f32(at + width, vreinterpretq_f32_f64(vzip1q_f64(t1, t3)));
+        vst1q_f32(at + 2 * width, vreinterpretq_f32_f64(vzip2q_f64(t0, t2)));
+        vst1q_f32(at + 3 * width, vreinterpretq_f32_f64(vzip2q_f64(t1, t3)));
+      }
+      for (int i = 0; i < 4; ++i) {
+        for (int64_t d = whole_dims; d < dim; ++d) column[d * width + i] = k[i * kv_stride + d];
+      }
+    }
+    for (; c < end; ++c) {
+      const float* k = keys + c * kv_stride;
+      float* column = packed + (c - tile);
+      for (int64_t d = 0; d < dim; ++d) column[d * width] = k[d];
+    }
+  }
+
+  static void score_keys(const float* q, const float* keys, int64_t kv_stride, const float* packed, int64_t width,
+                         int64_t tile, int64_t begin, int64_t end, int64_t dim, float scale, const float* mask_row,
+                         float* scores) {
+    int64_t c = begin;
+    for (; c + 16 <= end; c += 16) {
+      const float* column = packed + (c - tile);
+      float32x4_t a[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+      for (int64_t d = 0; d < dim; ++d) {
+        const float* row = column + d * width;
+        for (int j = 0; j < 4; ++j) a[j] = vaddq_f32(a[j], vmulq_n_f32(vld1q_f32(row + 4 * j), q[d]));
+      }
+      for (int j = 0; j < 4; ++j) store_scores_neon(a[j], scale, mask_row, c + 4 * j, scores);
+    }
+    for (; c + 4 <= end; c += 4) {
+      const float* column = packed + (c - tile);
+      float32x4_t a = vdupq_n_f32(0.0f);
+      for (int64_t d = 0; d < dim; ++d) a = vaddq_f32(a, vmulq_n_f32(vld1q_f32(column + d * width), q[d]));
+      store_scores_neon(a, scale, mask_row, c, scores);
+    }
+    PortableOps::score_keys(q, keys, kv_stride, nullptr, 0, 0, c, end, dim, scale, mask_row, scores);
+  }
+
+  // acc[d] += p[c] * v[c][d] for c in order; up to eight vectors of head_dim
+  // at a time in registers, the last elements (head_dim % 4) one by one.
+  static void accumulate_values(const float* probabilities, const float* values, int64_t kv_stride, int64_t begin,
+                                int64_t end, int64_t dim, float* acc) {
+    const int64_t vectors = dim / 4;
+    for (int64_t first = 0; first < vectors; first += 8) {
+      const int64_t count = std::min<int64_t>(8, vectors - first);
+      float32x4_t sums[8];
+      for (int64_t j = 0; j < count; ++j) sums[j] = vld1q_f32(acc + (first + j) * 4);
+      if (count == 8) {
+        for (int64_t c = begin; c < end; ++c) {
+          const float weight = probabilities[c];
+          const float* v = values + c * kv_stride + first * 4;
+          for (int j = 0; j < 8; ++j) sums[j] = vaddq_f32(sums[j], vmulq_n_f32(vld1q_f32(v + j * 4), weight));
+        }
+      } else {
+        for (int64_t c = begin; c < end; ++c) {
+          const float weight = probabilities[c];
+          const float* v = values + c * kv_stride + first * 4;
+          for (int64_t j = 0; j < count; ++j) sums[j] = vaddq_f32(sums[j], vmulq_n_f32(vld1q_f32(v + j * 4), weight));
+        }
+      }
+      for (int64_t j = 0; j < count; ++j) vst1q_f32(acc + (first + j) * 4, sums[j]);
+    }
+    for (int64_t c = begin; c < end; ++c) {
+      const float weight = probabilities[c];
+      const float* v = values + c * kv_stride;
+      for (int64_t d = vectors * 4; d < dim; ++d) acc[d] += weight * v[d];
+    }
+  }
+};
+
+#endif  // ETNA_ATTENTION_NEON
 
 // -1: no forced path.
 std::atomic<int> forced_path{-1};
 
+bool cpu_runs(AttentionPath path) {
+  switch (path) {
+    case AttentionPath::kPortable: return true;
+#ifdef ETNA_ATTENTION_X86
+    case AttentionPath::kAvx2: return cpu_features().avx2;
+#else
+    case AttentionPath::kAvx2: return false;
+#endif
+#ifdef ETNA_ATTENTION_NEON
+    case AttentionPath::kNeon: return cpu_features().asimd;
+#else
+    case AttentionPath::kNeon: return false;
+#endif
+  }
+  return false;
+}
+
+AttentionPath best_path() {
+  for (AttentionPath path : {AttentionPath::kAvx2, AttentionPath::kNeon}) {
+    if (cpu_runs(path)) return path;
+  }
+  return AttentionPath::kPortable;
+}
+
 AttentionPath active_path() {
   const int forced = forced_path.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<AttentionPath>(forced);
-  return cpu_has_avx2() ? AttentionPath::kAvx2 : AttentionPath::kPortable;
+  return best_path();
 }
 
 // How one call cuts its work: units of up to kRowBlock query rows of one
@@ -418,12 +593,18 @@ Status attend(const AttentionProblem& p, pthreadpool_t pool) {
 #ifdef ETNA_ATTENTION_X86
   if (active_path() == AttentionPath::kAvx2) return attend_on<Avx2Ops>(p, pool);
 #endif
+#ifdef ETNA_ATTENTION_NEON
+  if (active_path() == AttentionPath::kNeon) return attend_on<NeonOps>(p, pool);
+#endif
   return attend_on<PortableOps>(p, pool);
 }
 
 float softmax_in_place(float* scores, int64_t count) {
 #ifdef ETNA_ATTENTION_X86
   if (active_path() == AttentionPath::kAvx2) return Avx2Ops::softmax(scores, count);
+#endif
+#ifdef ETNA_ATTENTION_NEON
+  if (active_path() == AttentionPath::kNeon) return NeonOps::softmax(scores, count);
 #endif
   return PortableOps::softmax(scores, count);
 }
@@ -434,13 +615,16 @@ const char* attention_path_name(AttentionPath path) {
   switch (path) {
     case AttentionPath::kPortable: return "portable";
     case AttentionPath::kAvx2: return "avx2";
+    case AttentionPath::kNeon: return "neon";
   }
   return "unknown";
 }
 
 std::vector<AttentionPath> available_attention_paths() {
-  std::vector<AttentionPath> paths{AttentionPath::kPortable};
-  if (cpu_has_avx2()) paths.push_back(AttentionPath::kAvx2);
+  std::vector<AttentionPath> paths;
+  for (AttentionPath path : {AttentionPath::kPortable, AttentionPath::kAvx2, AttentionPath::kNeon}) {
+    if (cpu_runs(path)) paths.push_back(path);
+  }
   return paths;
 }
 

@@ -1,12 +1,12 @@
 // The arithmetic of llama:: attention (llm_ops.cpp checks the arguments):
 // softmax(q k^T * scale [+ mask]) v over a KV cache, tiled, vectorized where
-// the CPU allows (AVX2, chosen at run time; portable code otherwise)
+// the CPU allows (AVX2 or NEON, chosen at run time; portable code otherwise)
 // and split over the call's thread pool by (batch, head, block of query rows).
 //
 // Every output row is computed by one thread with one order of operations,
 // whatever the number of threads or the blocks the rows fall in, so results
-// do not depend on the thread count; and both paths use the same order (the
-// vector one runs its lanes over keys, or over head_dim, never along a sum),
+// do not depend on the thread count; and every path uses the same order (the
+// vector ones run their lanes over keys, or over head_dim, never along a sum),
 // so they give the same bits as each other and as the scalar kernel before
 // them.
 #pragma once
@@ -41,7 +41,7 @@ struct AttentionProblem {
 Status attend(const AttentionProblem& p, pthreadpool_t pool);
 
 // scores[0 .. count) = e^(score - max) in place (softmax_exp each), returning
-// their sum, on the active path (both give the same bits). A NaN score is
+// their sum, on the active path (all give the same bits). A NaN score is
 // skipped by the max and makes the sum NaN.
 float softmax_in_place(float* scores, int64_t count);
 
@@ -49,7 +49,7 @@ float softmax_in_place(float* scores, int64_t count);
 // 2 ulp of e^y down to -87, 0 below (and for -inf), NaN for NaN.
 float softmax_exp(float y);
 
-enum class AttentionPath : uint8_t { kPortable, kAvx2 };
+enum class AttentionPath : uint8_t { kPortable, kAvx2, kNeon };
 
 const char* attention_path_name(AttentionPath path);
 // The path calls take now: the forced one, else the best this CPU runs.

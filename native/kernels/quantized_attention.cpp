@@ -12,6 +12,9 @@
 #define ETNA_QUANTIZED_ATTENTION_X86 1
 #include <immintrin.h>
 #define ETNA_AVX2 __attribute__((target("avx2")))
+#elif defined(__aarch64__)
+#define ETNA_QUANTIZED_ATTENTION_NEON 1
+#include <arm_neon.h>
 #endif
 
 namespace etna::kernels {
@@ -180,6 +183,76 @@ struct Avx2Ops {
 
 #endif  // ETNA_QUANTIZED_ATTENTION_X86
 
+#ifdef ETNA_QUANTIZED_ATTENTION_NEON
+
+// PortableOps on NEON (arm64): the int32 dot products eight elements at a
+// time (exact in any order), and 32 elements of head_dim of the values at a
+// time, each float of acc getting the same multiply and add, key after key.
+struct NeonOps {
+  static void score_keys(const ShiftedQuery& q, const KvRows& keys, int64_t count, int64_t dim, const float* mask_row,
+                         float* scores) {
+    const int64_t whole = dim / 8 * 8;
+    for (int64_t c = 0; c < count; ++c) {
+      const int8_t* k = keys.row(c);
+      int32x4_t sums[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+      for (int64_t d = 0; d < whole; d += 8) {
+        const int16x8_t wide_k = vmovl_s8(vld1_s8(k + d));
+        const int16x8_t wide_q = vld1q_s16(q.values + d);
+        sums[0] = vmlal_s16(sums[0], vget_low_s16(wide_q), vget_low_s16(wide_k));
+        sums[1] = vmlal_high_s16(sums[1], wide_q, wide_k);
+      }
+      int32_t dot = vaddvq_s32(vaddq_s32(sums[0], sums[1]));
+      for (int64_t d = whole; d < dim; ++d) dot += static_cast<int32_t>(q.values[d]) * k[d];
+      scores[c] = score_of(dot, q, keys, c, mask_row);
+    }
+  }
+
+  // acc[first, first + 4 n) for n = kVectors, or `vectors` when kVectors is 0.
+  template <int kVectors>
+  static void accumulate_block(const float* probabilities, const KvRows& values, int64_t count, int64_t first,
+                               int64_t vectors, float* acc) {
+    const int64_t n = kVectors > 0 ? kVectors : vectors;
+    float32x4_t sums[8];
+    for (int64_t j = 0; j < n; ++j) sums[j] = vld1q_f32(acc + first + j * 4);
+    for (int64_t c = 0; c < count; ++c) {
+      const float weight = probabilities[c] * values.scale(c);
+      const int32x4_t zero_point = vdupq_n_s32(values.zero_point(c));
+      const int8_t* v = values.row(c) + first;
+      for (int64_t j = 0; j < n; j += 2) {
+        const int16x8_t wide = vmovl_s8(vld1_s8(v + j * 4));
+        const int32x4_t shifted[2] = {vsubq_s32(vmovl_s16(vget_low_s16(wide)), zero_point),
+                                      vsubq_s32(vmovl_high_s16(wide), zero_point)};
+        for (int64_t h = 0; h < 2; ++h) {
+          sums[j + h] = vaddq_f32(sums[j + h], vmulq_n_f32(vcvtq_f32_s32(shifted[h]), weight));
+        }
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) vst1q_f32(acc + first + j * 4, sums[j]);
+  }
+
+  static void accumulate_values(const float* probabilities, const KvRows& values, int64_t count, int64_t dim,
+                                float* acc) {
+    const int64_t whole = dim / 8 * 8;
+    for (int64_t first = 0; first < whole; first += 32) {
+      const int64_t vectors = std::min<int64_t>(8, (whole - first) / 4);
+      if (vectors == 8) {
+        accumulate_block<8>(probabilities, values, count, first, vectors, acc);
+      } else {
+        accumulate_block<0>(probabilities, values, count, first, vectors, acc);
+      }
+    }
+    if (whole == dim) return;
+    for (int64_t c = 0; c < count; ++c) {
+      const float weight = probabilities[c] * values.scale(c);
+      const int32_t zero_point = values.zero_point(c);
+      const int8_t* v = values.row(c);
+      for (int64_t d = whole; d < dim; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
+    }
+  }
+};
+
+#endif  // ETNA_QUANTIZED_ATTENTION_NEON
+
 int64_t keys_seen(const QuantizedAttentionProblem& p, int64_t row) {
   return p.causal ? p.start_pos + row + 1 : p.visible;
 }
@@ -254,6 +327,9 @@ Status attend_quantized(const QuantizedAttentionProblem& p, pthreadpool_t pool) 
   if (p.batch == 0 || p.sequence == 0 || p.heads == 0 || p.head_dim == 0) return Status::ok();
 #ifdef ETNA_QUANTIZED_ATTENTION_X86
   if (active_attention_path() == AttentionPath::kAvx2) return attend_on<Avx2Ops>(p, pool);
+#endif
+#ifdef ETNA_QUANTIZED_ATTENTION_NEON
+  if (active_attention_path() == AttentionPath::kNeon) return attend_on<NeonOps>(p, pool);
 #endif
   return attend_on<PortableOps>(p, pool);
 }

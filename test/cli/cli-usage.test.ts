@@ -58,9 +58,10 @@ describe('etna --help and usage', () => {
   });
 
   it('a missing argument prints the usage and exits 2', () => {
-    const result = runCli(['inspect']);
+    const result = runCli(['run']);
     expect(result.status).toBe(2);
-    expect(result.stderr).toMatch(/^etna inspect: expected 1 argument \(FILE\), got 0\n\nusage: etna inspect FILE/);
+    expect(result.stderr).toMatch(/^etna run: expected 1 argument \(FILE\), got 0\n\nusage: etna run FILE/);
+    expect(runCli(['inspect']).stderr).toMatch(/^etna inspect: expected a FILE \(or --cpu\)\n\nusage: etna inspect \[FILE\]/);
     expect(runCli(['import-onnx', 'model.onnx']).stderr).toMatch(/^etna import-onnx: missing -o OUT\.pte\n\nusage:/);
   });
 

@@ -1,7 +1,9 @@
 #include "backends/xnnpack/dot_path.h"
 
 #include <atomic>
-#include <initializer_list>
+#include <iterator>
+
+#include "core/cpu_features.h"
 
 namespace etna::xnn {
 namespace {
@@ -9,30 +11,33 @@ namespace {
 // -1: no forced path.
 std::atomic<int> forced_path{-1};
 
-// Whether the CPU (and, for AVX-512, the OS's saved register state: the
-// compiler's CPU check requires both) runs `path`. The one place that asks
-// the CPU.
+// Best first.
+constexpr DotPath kPreference[] = {DotPath::kAvx512Vnni, DotPath::kAvx2, DotPath::kNeonI8mm,
+                                   DotPath::kNeonDot,    DotPath::kNeon, DotPath::kScalar};
+
 bool cpu_runs(DotPath path) {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const bool vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.avx2 && f.fma;
   switch (path) {
     case DotPath::kScalar: return true;
     case DotPath::kAvx2: return avx2;
-    case DotPath::kAvx512Vnni: return vnni;
+    case DotPath::kAvx512Vnni: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+    case DotPath::kNeon: return f.asimd;
+    case DotPath::kNeonDot: return f.asimd && f.dotprod;
+    // Single rows take the dot-product kernels on this path too.
+    case DotPath::kNeonI8mm: return f.asimd && f.dotprod && f.i8mm;
   }
   return false;
-#else
-  return path == DotPath::kScalar;
-#endif
 }
 
 DotPath best_available_path() {
-  for (DotPath path : {DotPath::kAvx512Vnni, DotPath::kAvx2}) {
-    if (cpu_runs(path)) return path;
-  }
-  return DotPath::kScalar;
+  static const DotPath best = [] {
+    for (DotPath path : kPreference) {
+      if (cpu_runs(path)) return path;
+    }
+    return DotPath::kScalar;
+  }();
+  return best;
 }
 
 }  // namespace
@@ -47,11 +52,22 @@ const char* dot_path_name(DotPath path) {
     case DotPath::kScalar: return "scalar";
     case DotPath::kAvx2: return "avx2";
     case DotPath::kAvx512Vnni: return "avx512vnni";
+    case DotPath::kNeon: return "neon";
+    case DotPath::kNeonDot: return "neon-dotprod";
+    case DotPath::kNeonI8mm: return "neon-i8mm";
   }
   return "unknown";
 }
 
 bool dot_path_available(DotPath path) { return cpu_runs(path); }
+
+std::vector<DotPath> available_dot_paths() {
+  std::vector<DotPath> paths;
+  for (auto it = std::rbegin(kPreference); it != std::rend(kPreference); ++it) {
+    if (cpu_runs(*it)) paths.push_back(*it);
+  }
+  return paths;
+}
 
 void force_dot_path(DotPath path) { forced_path.store(static_cast<int>(path), std::memory_order_relaxed); }
 void clear_forced_dot_path() { forced_path.store(-1, std::memory_order_relaxed); }

@@ -131,6 +131,15 @@ const PathKernels& path_kernels(DotPath path) {
     case DotPath::kAvx2:
     case DotPath::kAvx512Vnni: break;
 #endif
+#if defined(__aarch64__)
+    case DotPath::kNeon: return kNeonKernels;
+    case DotPath::kNeonDot: return kNeonDotKernels;
+    case DotPath::kNeonI8mm: return kNeonI8mmKernels;
+#else
+    case DotPath::kNeon:
+    case DotPath::kNeonDot:
+    case DotPath::kNeonI8mm: break;
+#endif
   }
   return kScalarKernels;
 }

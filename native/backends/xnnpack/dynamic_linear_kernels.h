@@ -1,8 +1,8 @@
 // The kernels of DynamicLinear (dynamic_linear.h) per dot-product path, and
 // the one place that picks them: path_kernels. The portable kernels and row
 // quantization are in dynamic_linear_kernels.cpp, the x86 ones (AVX2, AVX-512
-// VNNI) in dynamic_linear_x86.cpp; another instruction set's kernels would be
-// a sibling file with its own PathKernels.
+// VNNI) in dynamic_linear_x86.cpp, the arm64 ones (NEON, dot products, 8-bit
+// matrix multiplies) in dynamic_linear_arm.cpp.
 //
 // Every path computes the same int32 block sums and combines them in the same
 // order (dot_rows_scalar says which), so all paths give bit-identical outputs.
@@ -60,6 +60,11 @@ extern const PathKernels kScalarKernels;
 #if defined(__x86_64__) || defined(__i386__)
 extern const PathKernels kAvx2Kernels;
 extern const PathKernels kAvx512VnniKernels;
+#endif
+#if defined(__aarch64__)
+extern const PathKernels kNeonKernels;
+extern const PathKernels kNeonDotKernels;
+extern const PathKernels kNeonI8mmKernels;
 #endif
 
 }  // namespace etna::xnn::dynamic_linear_detail

@@ -16,6 +16,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ETNA_KERNELS_X86 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNA_KERNELS_NEON 1
 #endif
 
 namespace etna::xnn {
@@ -92,11 +95,38 @@ __attribute__((target("avx2"))) size_t interleave3_avx2(const float* const colum
 
 #endif  // ETNA_KERNELS_X86
 
+#ifdef ETNA_KERNELS_NEON
+
+// The whole 4 x 4 tiles of out[i * out_stride + j] = in[j * in_stride + i]
+// (i < rows, j < cols), in NEON registers (transpose pairs of lanes, then
+// pairs of halves); returns how many rows and columns they cover.
+std::pair<size_t, size_t> transpose_tiles_neon(const float* in, size_t in_stride, float* out, size_t out_stride,
+                                               size_t rows, size_t cols) {
+  const size_t whole_rows = rows / 4 * 4, whole_cols = cols / 4 * 4;
+  for (size_t i = 0; i < whole_rows; i += 4) {
+    for (size_t j = 0; j < whole_cols; j += 4) {
+      const float* from = in + j * in_stride + i;
+      const float32x4_t r0 = vld1q_f32(from), r1 = vld1q_f32(from + in_stride);
+      const float32x4_t r2 = vld1q_f32(from + 2 * in_stride), r3 = vld1q_f32(from + 3 * in_stride);
+      const float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1)), t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1));
+      const float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3)), t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+      float* to = out + i * out_stride + j;
+      vst1q_f32(to, vreinterpretq_f32_f64(vzip1q_f64(t0, t2)));
+      vst1q_f32(to + out_stride, vreinterpretq_f32_f64(vzip1q_f64(t1, t3)));
+      vst1q_f32(to + 2 * out_stride, vreinterpretq_f32_f64(vzip2q_f64(t0, t2)));
+      vst1q_f32(to + 3 * out_stride, vreinterpretq_f32_f64(vzip2q_f64(t1, t3)));
+    }
+  }
+  return {whole_rows, whole_cols};
+}
+
+#endif  // ETNA_KERNELS_NEON
+
 // Moves 2-D tiles: rows along the output dim whose input stride is smallest
 // (the input's contiguous dim), columns along the output's innermost dim, so
 // reads and writes both stay within a few cache lines per tile. When that
 // input dim is contiguous (stride 1), 4-byte elements move as 8 x 8 register
-// tiles with AVX2, and few columns (an NCHW image of 3 channels to NHWC) as
+// tiles with AVX2 (4 x 4 with NEON), and few columns (an NCHW image of 3 channels to NHWC) as
 // one strided pass per column. Large transposes split their blocks (and the
 // rows of each, in whole tiles) over the pool.
 template <typename Element>
@@ -118,6 +148,8 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
   const size_t row_out = out_strides[row_dim];
 #ifdef ETNA_KERNELS_X86
   const bool tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_avx2(active_dot_path());
+#elif defined(ETNA_KERNELS_NEON)
+  const bool tiles_in_registers = sizeof(Element) == 4 && row_in == 1 && path_has_neon(active_dot_path());
 #endif
   // The dims other than row_dim and the innermost, as a shape to count blocks in.
   Shape block_shape;
@@ -163,6 +195,12 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
       if (tiles_in_registers) {
         std::tie(done_rows, done_cols) =
             transpose_tiles_avx2(reinterpret_cast<const float*>(in_block), col_in, reinterpret_cast<float*>(out_block),
+                                 row_out, run_count, cols);
+      }
+#elif defined(ETNA_KERNELS_NEON)
+      if (tiles_in_registers) {
+        std::tie(done_rows, done_cols) =
+            transpose_tiles_neon(reinterpret_cast<const float*>(in_block), col_in, reinterpret_cast<float*>(out_block),
                                  row_out, run_count, cols);
       }
 #endif

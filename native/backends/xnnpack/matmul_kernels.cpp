@@ -9,6 +9,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ETNA_MATMUL_X86 1
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define ETNA_MATMUL_NEON 1
 #endif
 
 namespace etna::xnn {
@@ -240,6 +243,108 @@ void matmul_avx2(const float* a, const float* b, size_t b_stride, size_t readabl
 
 #endif  // ETNA_MATMUL_X86
 
+#ifdef ETNA_MATMUL_NEON
+
+// The portable loops on NEON, with their bits: lanes run over output columns,
+// and each output is the same chain of separate multiplies and adds in k
+// order, from 0 (the build does not fuse them).
+
+// matmul_transposed_b_scalar: four columns (rows of b) a vector, their
+// elements turned into lanes by 4 x 4 transposes; kRows rows of a share each
+// transpose.
+template <size_t kRows>
+void transposed_rows_neon(const float* a, size_t k, const float* b, size_t b_stride, float* c, size_t c_stride,
+                          size_t n) {
+  const size_t whole_k = k / 4 * 4;
+  size_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* b0 = b + j * b_stride;
+    float32x4_t sums[kRows];
+    for (size_t r = 0; r < kRows; ++r) sums[r] = vdupq_n_f32(0.0f);
+    for (size_t p = 0; p < whole_k; p += 4) {
+      const float32x4_t r0 = vld1q_f32(b0 + p), r1 = vld1q_f32(b0 + b_stride + p);
+      const float32x4_t r2 = vld1q_f32(b0 + 2 * b_stride + p), r3 = vld1q_f32(b0 + 3 * b_stride + p);
+      const float64x2_t t0 = vreinterpretq_f64_f32(vtrn1q_f32(r0, r1)), t1 = vreinterpretq_f64_f32(vtrn2q_f32(r0, r1));
+      const float64x2_t t2 = vreinterpretq_f64_f32(vtrn1q_f32(r2, r3)), t3 = vreinterpretq_f64_f32(vtrn2q_f32(r2, r3));
+      // column[l]: element p + l of the four rows of b.
+      const float32x4_t column[4] = {
+          vreinterpretq_f32_f64(vzip1q_f64(t0, t2)), vreinterpretq_f32_f64(vzip1q_f64(t1, t3)),
+          vreinterpretq_f32_f64(vzip2q_f64(t0, t2)), vreinterpretq_f32_f64(vzip2q_f64(t1, t3))};
+      for (size_t r = 0; r < kRows; ++r) {
+        const float* x = a + r * k + p;
+        for (size_t l = 0; l < 4; ++l) sums[r] = vaddq_f32(sums[r], vmulq_n_f32(column[l], x[l]));
+      }
+    }
+    for (size_t r = 0; r < kRows; ++r) {
+      float lanes[4];
+      vst1q_f32(lanes, sums[r]);
+      const float* a_row = a + r * k;
+      for (size_t p = whole_k; p < k; ++p) {
+        for (size_t l = 0; l < 4; ++l) lanes[l] += a_row[p] * b0[l * b_stride + p];
+      }
+      std::copy(lanes, lanes + 4, c + r * c_stride + j);
+    }
+  }
+  for (; j < n; ++j) {
+    const float* b_row = b + j * b_stride;
+    for (size_t r = 0; r < kRows; ++r) {
+      const float* a_row = a + r * k;
+      float sum = 0;
+      for (size_t p = 0; p < k; ++p) sum += a_row[p] * b_row[p];
+      c[r * c_stride + j] = sum;
+    }
+  }
+}
+
+// matmul_plain_b_scalar: sixteen (then four) columns of kRows rows held in
+// registers over the whole k loop.
+template <size_t kRows>
+void plain_rows_neon(const float* a, size_t k, const float* b, size_t b_stride, float* c, size_t c_stride, size_t n) {
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    float32x4_t sums[kRows][4];
+    for (auto& row : sums) row[0] = row[1] = row[2] = row[3] = vdupq_n_f32(0.0f);
+    for (size_t p = 0; p < k; ++p) {
+      const float* b_row = b + p * b_stride + j;
+      const float32x4_t y[4] = {vld1q_f32(b_row), vld1q_f32(b_row + 4), vld1q_f32(b_row + 8), vld1q_f32(b_row + 12)};
+      for (size_t r = 0; r < kRows; ++r) {
+        const float x = a[r * k + p];
+        for (size_t v = 0; v < 4; ++v) sums[r][v] = vaddq_f32(sums[r][v], vmulq_n_f32(y[v], x));
+      }
+    }
+    for (size_t r = 0; r < kRows; ++r) {
+      for (size_t v = 0; v < 4; ++v) vst1q_f32(c + r * c_stride + j + 4 * v, sums[r][v]);
+    }
+  }
+  for (; j + 4 <= n; j += 4) {
+    float32x4_t sums[kRows];
+    for (size_t r = 0; r < kRows; ++r) sums[r] = vdupq_n_f32(0.0f);
+    for (size_t p = 0; p < k; ++p) {
+      const float32x4_t y = vld1q_f32(b + p * b_stride + j);
+      for (size_t r = 0; r < kRows; ++r) sums[r] = vaddq_f32(sums[r], vmulq_n_f32(y, a[r * k + p]));
+    }
+    for (size_t r = 0; r < kRows; ++r) vst1q_f32(c + r * c_stride + j, sums[r]);
+  }
+  for (; j < n; ++j) {
+    for (size_t r = 0; r < kRows; ++r) {
+      float sum = 0;
+      for (size_t p = 0; p < k; ++p) sum += a[r * k + p] * b[p * b_stride + j];
+      c[r * c_stride + j] = sum;
+    }
+  }
+}
+
+void matmul_neon(const float* a, const float* b, size_t b_stride, float* c, size_t c_stride, size_t m, size_t k,
+                 size_t n, bool transposed_b) {
+  const auto rows4 = transposed_b ? transposed_rows_neon<4> : plain_rows_neon<4>;
+  const auto rows1 = transposed_b ? transposed_rows_neon<1> : plain_rows_neon<1>;
+  size_t i = 0;
+  for (; i + 4 <= m; i += 4) rows4(a + i * k, k, b, b_stride, c + i * c_stride, c_stride, n);
+  for (; i < m; ++i) rows1(a + i * k, k, b, b_stride, c + i * c_stride, c_stride, n);
+}
+
+#endif  // ETNA_MATMUL_NEON
+
 }  // namespace
 
 void matmul_f32_part(const float* a, const float* b, size_t b_stride, float* c, size_t m, size_t k, size_t n,
@@ -257,6 +362,11 @@ void matmul_f32_part(const float* a, const float* b, size_t b_stride, float* c, 
     // may run at once.
     thread_local std::vector<float> panel, scratch;
     matmul_avx2(a, b, b_stride, n - col_begin, c, n, rows, k, cols, transposed_b, panel, scratch);
+    return;
+  }
+#elif defined(ETNA_MATMUL_NEON)
+  if (path_has_neon(active_dot_path())) {
+    matmul_neon(a, b, b_stride, c, n, rows, k, cols, transposed_b);
     return;
   }
 #endif

@@ -1,7 +1,8 @@
 // The fp32 matrix multiply behind the XNNBatchMatrixMultiply etna kernel.
 // AVX2 + FMA register tiles when the CPU has them (chosen at run time, as the
-// build targets no particular CPU), portable loops otherwise. Paths may round
-// differently (fused multiply-adds) but each output is summed in k order.
+// build targets no particular CPU), NEON on arm64, portable loops otherwise.
+// The AVX2 path rounds differently (fused multiply-adds); NEON gives the
+// portable loops' bits. Each output is summed in k order on every path.
 #pragma once
 
 #include <cstddef>

@@ -6,10 +6,13 @@
 #include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 #include <vector>
 
 #include "backends/xnnpack/output_bounds.h"
+#include "core/cpu_features.h"
 
 namespace etna::xnn {
 namespace {
@@ -150,6 +153,25 @@ __attribute__((target("avx2"))) FloatSpecials float_specials_avx2(const float* d
   found.infinity |= !_mm256_testz_si256(inf, inf);
   return found;
 }
+#elif defined(__aarch64__)
+#define ETNA_SPECIALS_NEON 1
+// float_specials_avx2's masks, four lanes a register.
+FloatSpecials float_specials_neon(const float* data, size_t count) {
+  const uint32x4_t magnitude = vdupq_n_u32(kMagnitudeBits), infinity = vdupq_n_u32(kInfinityBits);
+  uint32x4_t nan = vdupq_n_u32(0), inf = nan;
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    for (size_t k = 0; k < 16; k += 4) {
+      const uint32x4_t bits = vandq_u32(vreinterpretq_u32_f32(vld1q_f32(data + i + k)), magnitude);
+      nan = vorrq_u32(nan, vcgtq_u32(bits, infinity));
+      inf = vorrq_u32(inf, vceqq_u32(bits, infinity));
+    }
+  }
+  FloatSpecials found = float_specials_scalar(data + i, count - i);
+  found.nan |= vmaxvq_u32(nan) != 0;
+  found.infinity |= vmaxvq_u32(inf) != 0;
+  return found;
+}
 #endif
 
 }  // namespace
@@ -173,12 +195,43 @@ FloatSpecials float_specials_scalar(const float* data, size_t count) {
   return {nan != 0, inf != 0};
 }
 
-FloatSpecials float_specials(const float* data, size_t count) {
+namespace {
+
+// The one choice of float_specials' kernel.
+enum class ScanPath : uint8_t { kScalar, kAvx2, kNeon };
+
+ScanPath scan_path() {
 #ifdef ETNA_SPECIALS_X86
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return float_specials_avx2(data, count);
+  if (cpu_features().avx2) return ScanPath::kAvx2;
 #endif
+#ifdef ETNA_SPECIALS_NEON
+  if (cpu_features().asimd) return ScanPath::kNeon;
+#endif
+  return ScanPath::kScalar;
+}
+
+}  // namespace
+
+FloatSpecials float_specials(const float* data, size_t count) {
+  switch (scan_path()) {
+#ifdef ETNA_SPECIALS_X86
+    case ScanPath::kAvx2: return float_specials_avx2(data, count);
+#endif
+#ifdef ETNA_SPECIALS_NEON
+    case ScanPath::kNeon: return float_specials_neon(data, count);
+#endif
+    default: break;
+  }
   return float_specials_scalar(data, count);
+}
+
+const char* float_specials_path() {
+  switch (scan_path()) {
+    case ScanPath::kScalar: return "scalar";
+    case ScanPath::kAvx2: return "avx2";
+    case ScanPath::kNeon: return "neon";
+  }
+  return "unknown";
 }
 
 Status nan_keeping_binary_kernel(const EtnaKernelCall& call) {

@@ -27,13 +27,15 @@ Status nan_keeping_average_pooling_kernel(const EtnaKernelCall& call);
 Status nan_keeping_global_average_pooling_kernel(const EtnaKernelCall& call);
 
 // What `count` floats hold besides numbers. Scanned before and after every
-// fast call of a delegate that loses NaN, so it runs at memory speed (AVX2
-// when the CPU has it; float_specials_scalar is the same answer without).
+// fast call of a delegate that loses NaN, so it runs at memory speed (AVX2 or
+// NEON when the CPU has it; float_specials_scalar is the same answer without).
 struct FloatSpecials {
   bool nan = false;
   bool infinity = false;
 };
 FloatSpecials float_specials(const float* data, size_t count);
 FloatSpecials float_specials_scalar(const float* data, size_t count);
+// The kernel float_specials runs on this CPU: "avx2", "neon" or "scalar".
+const char* float_specials_path();
 
 }  // namespace etna::xnn

@@ -384,14 +384,4 @@ inline std::vector<std::vector<float>> run_graph(PayloadBuilder& builder, const 
   return results;
 }
 
-// The dot-product paths this CPU has (the scalar one always), for tests that
-// run every path.
-inline std::vector<xnn::DotPath> available_paths() {
-  std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
-    if (xnn::dot_path_available(p)) paths.push_back(p);
-  }
-  return paths;
-}
-
 }  // namespace etna::test

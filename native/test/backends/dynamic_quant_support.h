@@ -60,20 +60,11 @@ inline std::vector<float> run_on_path(const std::vector<uint8_t>& payload, const
   return output.to_vector();
 }
 
-// Every dot-product path this CPU can run.
-inline std::vector<xnn::DotPath> available_dot_paths() {
-  std::vector<xnn::DotPath> paths;
-  for (xnn::DotPath p : {xnn::DotPath::kScalar, xnn::DotPath::kAvx2, xnn::DotPath::kAvx512Vnni}) {
-    if (xnn::dot_path_available(p)) paths.push_back(p);
-  }
-  return paths;
-}
-
 // `run` on every path: close to `expected`, and bit-identical across paths.
 inline void expect_same_on_every_path(const std::function<std::vector<float>(xnn::DotPath)>& run,
                                       const std::vector<float>& expected, float tolerance) {
   std::vector<float> first;
-  for (xnn::DotPath path : available_dot_paths()) {
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const auto actual = run(path);
     EXPECT_TRUE(close_to(actual, expected, tolerance));

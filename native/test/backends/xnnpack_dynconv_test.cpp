@@ -220,7 +220,7 @@ TEST(XnnpackDynamicConv, EachImageHasItsOwnScale) {
   for (size_t i = 0; i < per_image; ++i) x.push_back(x[i] * 100.0f);
   const auto per_image_reference = reference(c, m, x);
   ASSERT_FALSE(close_to(reference(c, m, x, true), per_image_reference, 1e-2f));
-  for (xnn::DotPath path : available_dot_paths()) {
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     EXPECT_TRUE(close_to(run_case(c, m, x, path), per_image_reference, 2e-5f)) << xnn::dot_path_name(path);
   }
 }

@@ -221,16 +221,17 @@ TEST(XnnpackDynamicQuant, BlockwiseFourBitScaleSources) {
 }
 
 TEST(XnnpackDynamicQuant, BlockwiseGroupSizesAndLargerTiles) {
-  // 19 rows: a task's tile of 16 (eight at a time on VNNI, four on AVX2), then
-  // three single rows. Groups of 8 and 16 run on VNNI and the portable path
-  // (AVX2 falls back to the latter).
+  // 19 rows: a task's tile of 16 (eight at a time on VNNI, four on AVX2 and
+  // NEON), then three single rows (a pair and one on i8mm). Groups of 8 and 16
+  // run on VNNI, NEON and the portable path (AVX2 falls back to the latter).
   for (size_t group : {8u, 16u, 32u, 64u, 128u}) check_case(make_case(19, 256, 21, Weights::kQb4Bf16, group));
 }
 
 TEST(XnnpackDynamicQuant, RowAndChannelRemaindersOfTheVectorTiles) {
   // Vector paths take rows eight (VNNI, two groups of 8 channels at a time)
-  // or four at a time, then four, and single rows with channels in runs of
-  // four groups: batches and widths that leave every remainder.
+  // or four at a time, then four, then pairs (i8mm), and single rows with
+  // channels in runs of two or four groups: batches and widths that leave
+  // every remainder.
   for (size_t rows : {1u, 2u, 4u, 5u, 7u, 8u, 13u, 15u}) {
     for (size_t out : {8u, 16u, 33u, 40u, 52u}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out));
@@ -283,7 +284,7 @@ TEST(XnnpackDynamicQuant, AllZeroRowGivesExactlyTheBias) {
     std::vector<float> x = pseudo_random(c.rows * c.in, 3, 2.0f);
     std::fill(x.begin(), x.begin() + static_cast<long>(c.in), 0.0f);
     const auto expected = reference(c, m, x);
-    for (xnn::DotPath path : available_dot_paths()) {
+    for (xnn::DotPath path : xnn::available_dot_paths()) {
       SCOPED_TRACE(xnn::dot_path_name(path));
       const auto y = run_case(c, m, x, path);
       ASSERT_EQ(y.size(), c.rows * c.out);
@@ -305,7 +306,7 @@ TEST(XnnpackDynamicQuant, NonFiniteRowsGiveNaN) {
   const auto expected = reference(c, m, finite);
   x[c.in + 3] = NAN;
   x[2 * c.in + 7] = INFINITY;
-  for (xnn::DotPath path : available_dot_paths()) {
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const auto y = run_case(c, m, x, path);
     ASSERT_EQ(y.size(), c.rows * c.out);
@@ -333,7 +334,7 @@ TEST(XnnpackDynamicQuant, LowNibbleIsTheEvenElement) {
   m.w = {3, -5};
   m.scales = {0.5f};
   EXPECT_EQ(pack_nibbles(m.w, 1, 2), std::vector<uint8_t>{0x3B});
-  for (xnn::DotPath path : available_dot_paths()) {
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     const auto y = run_case(c, m, {1.0f, 0.0f}, path);
     ASSERT_EQ(y.size(), 1u);
     EXPECT_FLOAT_EQ(y[0], 1.5f) << xnn::dot_path_name(path);

@@ -88,7 +88,7 @@ std::vector<float> run_graph(const TestGraph& g, int threads, xnn::DotPath path,
 // finely as the shapes allow, the same bits as on one thread, every output
 // written.
 void expect_same_bits_on_any_threads(const TestGraph& g) {
-  for (xnn::DotPath path : available_paths()) {
+  for (xnn::DotPath path : xnn::available_dot_paths()) {
     SCOPED_TRACE(xnn::dot_path_name(path));
     const std::vector<float> single = run_graph(g, 1, path, false);
     ASSERT_FALSE(single.empty());
