@@ -29,7 +29,7 @@ Napi::Value cpu_info(const Napi::CallbackInfo& info) {
     const char* data_path = xnn::path_has_avx2(dot_path) ? "avx2" : xnn::path_has_neon(dot_path) ? "neon" : "scalar";
     paths.Set("transposes", data_path);
     paths.Set("matmul", data_path);
-    paths.Set("fp32Functions", xnn::path_has_avx2(dot_path) ? "avx2" : "scalar");
+    paths.Set("fp32Functions", data_path);
     result.Set("paths", paths);
     return result;
   });

@@ -39,7 +39,7 @@ function expectedPaths(arch: string, has: (feature: string) => boolean): CpuJson
     nanScan: neon ? 'neon' : 'scalar',
     transposes: neon ? 'neon' : 'scalar',
     matmul: neon ? 'neon' : 'scalar',
-    fp32Functions: 'scalar',
+    fp32Functions: neon ? 'neon' : 'scalar',
   };
 }
 

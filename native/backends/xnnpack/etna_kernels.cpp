@@ -120,6 +120,18 @@ std::pair<size_t, size_t> transpose_tiles_neon(const float* in, size_t in_stride
   return {whole_rows, whole_cols};
 }
 
+// out[3 * i + j] = columns[j][i] for i < count / 4 * 4: three planes of an
+// image into pixels, 4 at a time by NEON's interleaving store. Returns the
+// pixels done.
+size_t interleave3_neon(const float* const columns[3], float* out, size_t count) {
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const float32x4x3_t pixels = {{vld1q_f32(columns[0] + i), vld1q_f32(columns[1] + i), vld1q_f32(columns[2] + i)}};
+    vst3q_f32(out + 3 * i, pixels);
+  }
+  return i;
+}
+
 #endif  // ETNA_KERNELS_NEON
 
 // Moves 2-D tiles: rows along the output dim whose input stride is smallest
@@ -182,6 +194,13 @@ void transpose_elements(const Element* input, Element* output, const Shape& out_
                                   reinterpret_cast<const float*>(in_block + col_in),
                                   reinterpret_cast<const float*>(in_block + 2 * col_in)};
         done = interleave3_avx2(planes, reinterpret_cast<float*>(out_block), run_count);
+      }
+#elif defined(ETNA_KERNELS_NEON)
+      if (tiles_in_registers && cols == 3 && row_out == 3) {
+        const float* planes[3] = {reinterpret_cast<const float*>(in_block),
+                                  reinterpret_cast<const float*>(in_block + col_in),
+                                  reinterpret_cast<const float*>(in_block + 2 * col_in)};
+        done = interleave3_neon(planes, reinterpret_cast<float*>(out_block), run_count);
       }
 #endif
       for (size_t j = 0; j < cols; ++j) {
@@ -585,6 +604,132 @@ __attribute__((target("avx2,fma"))) void map_halves_avx2(const float* input, flo
 
 #endif  // ETNA_KERNELS_X86
 
+#ifdef ETNA_KERNELS_NEON
+
+// The NEON forms of the AVX2 functions above: the same reductions,
+// polynomials and special cases, 4 float lanes (2 double lanes) at a time,
+// so both stay within the same bounds of the exact functions.
+
+inline float32x4_t exp_nonpositive_neon(float32x4_t y) {
+  y = vmaxq_f32(y, vdupq_n_f32(-87.0f));
+  const float32x4_t n = vrndnq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)));
+  float32x4_t r = vfmsq_f32(y, n, vdupq_n_f32(0.693145751953125f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187045e-06f));
+  float32x4_t p = vdupq_n_f32(1.0f / 720);
+  for (const float c : {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f}) p = vfmaq_f32(vdupq_n_f32(c), p, r);
+  const int32x4_t two_to_n = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
+  return vmulq_f32(p, vreinterpretq_f32_s32(two_to_n));
+}
+
+void gelu_neon(const float* input, float* output, size_t count) {
+  const uint32x4_t sign_bit = vdupq_n_u32(0x80000000u);
+  const float32x4_t one = vdupq_n_f32(1.0f);
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const float32x4_t x = vld1q_f32(input + i);
+    const float32x4_t z = vmulq_f32(x, vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t magnitude = vabsq_f32(z);
+    const float32x4_t t = vdivq_f32(one, vfmaq_f32(one, magnitude, vdupq_n_f32(0.3275911f)));
+    float32x4_t q = vdupq_n_f32(1.061405429f);
+    for (const float c : {-1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f})
+      q = vfmaq_f32(vdupq_n_f32(c), q, t);
+    q = vmulq_f32(q, t);
+    const float32x4_t tail = exp_nonpositive_neon(vnegq_f32(vmulq_f32(magnitude, magnitude)));
+    const uint32x4_t erf_bits =
+        vorrq_u32(vreinterpretq_u32_f32(vfmsq_f32(one, q, tail)), vandq_u32(vreinterpretq_u32_f32(z), sign_bit));
+    const float32x4_t erf = vreinterpretq_f32_u32(erf_bits);
+    vst1q_f32(output + i, vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), x), vaddq_f32(one, erf)));
+  }
+  for (; i < count; ++i) output[i] = gelu(input[i]);
+}
+
+inline float64x2_t exp_double_neon(float64x2_t y) {
+  const float64x2_t shifter = vdupq_n_f64(6755399441055744.0);
+  const float64x2_t shifted = vfmaq_f64(shifter, y, vdupq_n_f64(1.4426950408889634));
+  const float64x2_t n = vsubq_f64(shifted, shifter);
+  float64x2_t r = vfmsq_f64(y, n, vdupq_n_f64(6.93147180369123816490e-01));
+  r = vfmsq_f64(r, n, vdupq_n_f64(1.90821492927058770002e-10));
+  float64x2_t p = vdupq_n_f64(1.0 / 39916800);
+  for (const double c :
+       {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0}) {
+    p = vfmaq_f64(vdupq_n_f64(c), p, r);
+  }
+  const int64x2_t two_to_n = vshlq_n_s64(vaddq_s64(vreinterpretq_s64_f64(shifted), vdupq_n_s64(1023)), 52);
+  return vmulq_f64(p, vreinterpretq_f64_s64(two_to_n));
+}
+
+// `half` on each double pair of 4 floats, rounded back to float.
+template <typename Half>
+inline float32x4_t in_double_neon(float32x4_t x, Half half) {
+  return vcvt_high_f32_f64(vcvt_f32_f64(half(vcvt_f64_f32(vget_low_f32(x)))), half(vcvt_high_f64_f32(x)));
+}
+
+inline float64x2_t tanh_magnitude_neon(float64x2_t magnitude) {
+  const float64x2_t a = vminq_f64(vdupq_n_f64(20.0), magnitude);
+  const float64x2_t e = exp_double_neon(vaddq_f64(a, a));
+  const float64x2_t one = vdupq_n_f64(1.0);
+  return vdivq_f64(vsubq_f64(e, one), vaddq_f64(e, one));
+}
+
+void tanh_neon(const float* input, float* output, size_t count) {
+  const uint32x4_t sign_bit = vdupq_n_u32(0x80000000u);
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const float32x4_t x = vld1q_f32(input + i);
+    const float32x4_t magnitude = vabsq_f32(x);
+    const float32x4_t t = in_double_neon(magnitude, tanh_magnitude_neon);
+    const float32x4_t signed_t =
+        vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(t), vandq_u32(vreinterpretq_u32_f32(x), sign_bit)));
+    vst1q_f32(output + i, vbslq_f32(vcltq_f32(magnitude, vdupq_n_f32(0x1p-12f)), x, signed_t));
+  }
+  for (; i < count; ++i) output[i] = std::tanh(input[i]);
+}
+
+inline float64x2_t exp_held_neon(float64x2_t x) {
+  return exp_double_neon(vmaxq_f64(vdupq_n_f64(-110.0), vminq_f64(vdupq_n_f64(90.0), x)));
+}
+
+inline float64x2_t log_double_neon(float64x2_t x) {
+  const uint64x2_t bits = vreinterpretq_u64_f64(x);
+  const float64x2_t two_52 = vdupq_n_f64(4503599627370496.0);
+  const float64x2_t biased =
+      vsubq_f64(vreinterpretq_f64_u64(vorrq_u64(vshrq_n_u64(bits, 52), vreinterpretq_u64_f64(two_52))), two_52);
+  float64x2_t k = vsubq_f64(biased, vdupq_n_f64(1023.0));
+  float64x2_t m = vreinterpretq_f64_u64(
+      vorrq_u64(vandq_u64(bits, vdupq_n_u64(0x000fffffffffffffULL)), vdupq_n_u64(0x3ff0000000000000ULL)));
+  const uint64x2_t above = vcgtq_f64(m, vdupq_n_f64(1.4142135623730951));
+  m = vbslq_f64(above, vmulq_f64(m, vdupq_n_f64(0.5)), m);
+  k = vbslq_f64(above, vaddq_f64(k, vdupq_n_f64(1.0)), k);
+  const float64x2_t one = vdupq_n_f64(1.0);
+  const float64x2_t s = vdivq_f64(vsubq_f64(m, one), vaddq_f64(m, one));
+  const float64x2_t s2 = vmulq_f64(s, s);
+  float64x2_t p = vdupq_n_f64(1.0 / 17);
+  for (const double c : {1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0}) {
+    p = vfmaq_f64(vdupq_n_f64(c), p, s2);
+  }
+  return vfmaq_f64(vmulq_f64(vaddq_f64(s, s), p), k, vdupq_n_f64(0.6931471805599453));
+}
+
+inline float32x4_t log_neon4(float32x4_t x) {
+  float32x4_t y = in_double_neon(x, log_double_neon);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float32x4_t zero = vdupq_n_f32(0.0f);
+  y = vbslq_f32(vceqq_f32(x, zero), vdupq_n_f32(-inf), y);
+  y = vbslq_f32(vcltq_f32(x, zero), vdupq_n_f32(std::numeric_limits<float>::quiet_NaN()), y);
+  y = vbslq_f32(vceqq_f32(x, vdupq_n_f32(inf)), x, y);
+  return vbslq_f32(vceqq_f32(x, x), y, x);  // NaN passes through
+}
+
+// Runs `four` (4 floats in, 4 out) over the whole groups of 4; the tail through `scalar`.
+template <typename Four, typename Scalar>
+void map_fours_neon(const float* input, float* output, size_t count, Four four, Scalar scalar) {
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) vst1q_f32(output + i, four(vld1q_f32(input + i)));
+  for (; i < count; ++i) output[i] = scalar(input[i]);
+}
+
+#endif  // ETNA_KERNELS_NEON
+
 }  // namespace
 
 Status transpose_kernel(const EtnaKernelCall& call) {
@@ -634,8 +779,9 @@ float exp_scalar(float x) { return std::exp(x); }
 float log_scalar(float x) { return std::log(x); }
 float tanh_scalar(float x) { return std::tanh(x); }
 
-// A whole-tensor fp32 map with AVX2 (nullptr where the build has none).
-using FloatMapAvx2 = void (*)(const float* input, float* output, size_t count);
+// A whole-tensor fp32 map with the build's vector instructions, AVX2 or NEON
+// (nullptr where the build has none).
+using FloatMapVector = void (*)(const float* input, float* output, size_t count);
 
 #ifdef ETNA_KERNELS_X86
 __attribute__((target("avx2,fma"))) void exp_avx2(const float* input, float* output, size_t count) {
@@ -646,31 +792,43 @@ __attribute__((target("avx2,fma"))) void log_avx2(const float* input, float* out
   map_halves_avx2(
       input, output, count, [](__m128 x) __attribute__((target("avx2,fma"))) { return log_half_avx2(x); }, log_scalar);
 }
-#define ETNA_AVX2_MAP(name) name##_avx2
+#define ETNA_VECTOR_MAP(name) name##_avx2
+bool vector_maps_active() { return path_has_avx2(active_dot_path()); }
+#elif defined(ETNA_KERNELS_NEON)
+void exp_neon(const float* input, float* output, size_t count) {
+  map_fours_neon(
+      input, output, count, [](float32x4_t x) { return in_double_neon(x, exp_held_neon); }, exp_scalar);
+}
+void log_neon(const float* input, float* output, size_t count) {
+  map_fours_neon(input, output, count, log_neon4, log_scalar);
+}
+#define ETNA_VECTOR_MAP(name) name##_neon
+bool vector_maps_active() { return path_has_neon(active_dot_path()); }
 #else
-#define ETNA_AVX2_MAP(name) nullptr
+#define ETNA_VECTOR_MAP(name) nullptr
+bool vector_maps_active() { return false; }
 #endif
 
-// The AVX2 map where the CPU has it, else `scalar` element by element.
+// The vector map where the CPU's path has it, else `scalar` element by element.
 template <typename Scalar>
-Status map_floats_fastest(const EtnaKernelCall& call, FloatMapAvx2 avx2, Scalar scalar) {
-  if (avx2 && path_has_avx2(active_dot_path())) {
-    avx2(static_cast<const float*>(call.data[call.node.inputs[0]]),
-         static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
+Status map_floats_fastest(const EtnaKernelCall& call, FloatMapVector vector, Scalar scalar) {
+  if (vector && vector_maps_active()) {
+    vector(static_cast<const float*>(call.data[call.node.inputs[0]]),
+           static_cast<float*>(call.data[call.node.outputs[0]]), call.shapes[call.node.outputs[0]].numel());
     return Status::ok();
   }
   return map_floats(call, scalar);
 }
 
-// Exp, Log and Tanh: with AVX2, in double 8 lanes at a time, within 1 ulp;
-// otherwise the C library's expf, logf and tanhf.
-Status exp_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(exp), exp_scalar); }
-Status log_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(log), log_scalar); }
-Status tanh_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(tanh), tanh_scalar); }
+// Exp, Log and Tanh: with AVX2 or NEON, in double, within 1 ulp; otherwise
+// the C library's expf, logf and tanhf.
+Status exp_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_VECTOR_MAP(exp), exp_scalar); }
+Status log_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_VECTOR_MAP(log), log_scalar); }
+Status tanh_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_VECTOR_MAP(tanh), tanh_scalar); }
 // Exact (erf) form; the tanh approximation differs by up to ~1e-3. With
-// AVX2, erf is approximated to float precision (gelu_avx2).
-Status gelu_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_AVX2_MAP(gelu), gelu); }
-#undef ETNA_AVX2_MAP
+// AVX2 or NEON, erf is approximated to float precision (gelu_avx2).
+Status gelu_kernel(const EtnaKernelCall& call) { return map_floats_fastest(call, ETNA_VECTOR_MAP(gelu), gelu); }
+#undef ETNA_VECTOR_MAP
 namespace {
 
 // PReLU over n elements with `slope` (one value, or one per element). A
