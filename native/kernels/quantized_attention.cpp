@@ -76,11 +76,17 @@ struct PortableOps {
   // acc[d] += p[c] * sv[c] * (v[c][d] - zv[c]) for c in order.
   static void accumulate_values(const float* probabilities, const KvRows& values, int64_t count, int64_t dim,
                                 float* acc) {
+    accumulate_dims(probabilities, values, count, 0, dim, acc);
+  }
+
+  // acc[d] for d in [from, to): the vector paths finish the dims past their last whole vector here.
+  static void accumulate_dims(const float* probabilities, const KvRows& values, int64_t count, int64_t from, int64_t to,
+                              float* acc) {
     for (int64_t c = 0; c < count; ++c) {
       const float weight = probabilities[c] * values.scale(c);
       const int32_t zero_point = values.zero_point(c);
       const int8_t* v = values.row(c);
-      for (int64_t d = 0; d < dim; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
+      for (int64_t d = from; d < to; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
     }
   }
 };
@@ -171,13 +177,7 @@ struct Avx2Ops {
         accumulate_block<0>(probabilities, values, count, first, vectors, acc);
       }
     }
-    if (whole == dim) return;
-    for (int64_t c = 0; c < count; ++c) {
-      const float weight = probabilities[c] * values.scale(c);
-      const int32_t zero_point = values.zero_point(c);
-      const int8_t* v = values.row(c);
-      for (int64_t d = whole; d < dim; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
-    }
+    PortableOps::accumulate_dims(probabilities, values, count, whole, dim, acc);
   }
 };
 
@@ -241,13 +241,7 @@ struct NeonOps {
         accumulate_block<0>(probabilities, values, count, first, vectors, acc);
       }
     }
-    if (whole == dim) return;
-    for (int64_t c = 0; c < count; ++c) {
-      const float weight = probabilities[c] * values.scale(c);
-      const int32_t zero_point = values.zero_point(c);
-      const int8_t* v = values.row(c);
-      for (int64_t d = whole; d < dim; ++d) acc[d] += weight * static_cast<float>(v[d] - zero_point);
-    }
+    PortableOps::accumulate_dims(probabilities, values, count, whole, dim, acc);
   }
 };
 

@@ -338,28 +338,27 @@ void over_groups(const PackedView& w, const uint8_t* const* rows, const int32_t*
   for (size_t g = 0; g < w.padded_out / kColumns; g += kGroups) kTile(w, rows, zero_points, g, sums);
 }
 
+// Four rows at a time over one group, then single rows over two groups.
+template <auto kFourRows, auto kOneRow>
+void dot_rows_by_four(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
+                      float* sums) {
+  size_t r = 0;
+  for (; r + 4 <= row_count; r += 4) over_groups<1, kFourRows>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+  for (; r < row_count; ++r) over_groups<2, kOneRow>(w, rows + r, zero_points + r, sums + r * w.padded_out);
+}
+
 template <bool kFourBit>
 void dot_rows_neon(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                    float* sums) {
-  size_t r = 0;
-  for (; r + 4 <= row_count; r += 4) {
-    over_groups<1, dot_rows_neon_tile<kFourBit, 4, 1>>(w, rows + r, zero_points + r, sums + r * w.padded_out);
-  }
-  for (; r < row_count; ++r) {
-    over_groups<2, dot_rows_neon_tile<kFourBit, 1, 2>>(w, rows + r, zero_points + r, sums + r * w.padded_out);
-  }
+  dot_rows_by_four<dot_rows_neon_tile<kFourBit, 4, 1>, dot_rows_neon_tile<kFourBit, 1, 2>>(w, rows, zero_points,
+                                                                                           row_count, sums);
 }
 
 template <bool kFourBit>
 void dot_rows_udot(const PackedView& w, const uint8_t* const* rows, const int32_t* zero_points, size_t row_count,
                    float* sums) {
-  size_t r = 0;
-  for (; r + 4 <= row_count; r += 4) {
-    over_groups<1, dot_rows_udot_tile<kFourBit, 4, 1>>(w, rows + r, zero_points + r, sums + r * w.padded_out);
-  }
-  for (; r < row_count; ++r) {
-    over_groups<2, dot_rows_udot_tile<kFourBit, 1, 2>>(w, rows + r, zero_points + r, sums + r * w.padded_out);
-  }
+  dot_rows_by_four<dot_rows_udot_tile<kFourBit, 4, 1>, dot_rows_udot_tile<kFourBit, 1, 2>>(w, rows, zero_points,
+                                                                                           row_count, sums);
 }
 
 template <bool kFourBit>
