@@ -20,6 +20,7 @@ import {
   createLlama8da4wWeights,
   LLAMA_8DA4W_CONFIG as C,
   Llama8da4wReference,
+  type Llama8da4wBuildOptions,
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
 import { runCli } from '../helpers/cli.js';
@@ -175,6 +176,14 @@ describe('etna export-example llama-8da4w --output-8da8w --embedding-8bit', () =
     expect(dtype.stderr).toMatch(/--dtype bf16 is written without --output-8da8w and --embedding-8bit/);
     expect(runExportExample('kv-decoder', out, { output8da8w: true })).toBe(2);
     expect(fs.existsSync(out)).toBe(false);
+    // Options from untyped callers: a value the example does not write is named.
+    const untyped = (options: Record<string, unknown>): Llama8da4wBuildOptions => options as Llama8da4wBuildOptions;
+    expect(() => buildLlama8da4w(createLlama8da4wWeights(), untyped({ embeddingBits: 2 }))).toThrow(
+      /the token embedding is written in 4 or 8 bits, not 2/,
+    );
+    expect(() => new Llama8da4wReference(createLlama8da4wWeights(), '8da4w', untyped({ outputQuantization: '8da2w' }))).toThrow(
+      /unknown output quantization '8da2w' \(available: 8da4w, 8da8w\)/,
+    );
     expect(() => buildLlama8da4w(createLlama8da4wWeights(), { dtype: 'float16', outputQuantization: '8da8w' })).toThrow(
       /float16 activations are written without --output-8da8w and --embedding-8bit/,
     );
