@@ -64,6 +64,14 @@ export const EXPORT_EXAMPLE: Command = {
         help: "keep the KV caches in int8 with per-position scales and zero points, read by custom_quantized_sdpa, as export_llama's --quantize_kv_cache writes them (llama-8da4w)",
       },
       {
+        name: 'output-8da8w',
+        help: "quantize the output projection to 8-bit weights with one scale per row (int8 dynamic activations), as export_llama's --preq_mode 8da4w_output_8da8w writes the quantized Llama 3.2 checkpoints (llama-8da4w)",
+      },
+      {
+        name: 'embedding-8bit',
+        help: "store the token embedding as 8-bit codes with one scale per row, read by quantized_decomposed::embedding_byte, as export_llama's --preq_embedding_quantize 8,0 writes it (llama-8da4w)",
+      },
+      {
         name: 'dtype',
         short: 'd',
         value: 'DTYPE',
@@ -81,6 +89,8 @@ export const EXPORT_EXAMPLE: Command = {
       vocabFrom: args.string('vocab-from'),
       hadamard: args.flag('hadamard'),
       quantizeKvCache: args.flag('quantize-kv-cache'),
+      output8da8w: args.flag('output-8da8w'),
+      embedding8bit: args.flag('embedding-8bit'),
       dtype: args.string('dtype'),
     }),
 };
@@ -104,6 +114,10 @@ export interface ExportExampleOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches (examples that take export_llama's transformations). */
   readonly quantizeKvCache?: boolean;
+  /** The output projection in 8-bit per-channel weights (examples that take export_llama's transformations). */
+  readonly output8da8w?: boolean;
+  /** The token embedding in 8 bits, read by embedding_byte (examples that take export_llama's transformations). */
+  readonly embedding8bit?: boolean;
   /** The activation dtype, export_llama's `-d`: fp32, bf16 or fp16 (examples that take one). */
   readonly dtype?: string | undefined;
 }
@@ -140,10 +154,12 @@ export function runExportExample(name: string, out: string, options: ExportExamp
   }
   const hadamard = options.hadamard === true;
   const quantizeKvCache = options.quantizeKvCache === true;
-  if ((hadamard || quantizeKvCache) && exampleInfo(name).takesTransforms !== true) {
+  const output8da8w = options.output8da8w === true;
+  const embedding8bit = options.embedding8bit === true;
+  if ((hadamard || quantizeKvCache || output8da8w || embedding8bit) && exampleInfo(name).takesTransforms !== true) {
     return reportUsageError(
       EXPORT_EXAMPLE.spec,
-      `example '${name}' takes no export_llama transformations; --hadamard and --quantize-kv-cache apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
+      `example '${name}' takes no export_llama transformations; --hadamard, --quantize-kv-cache, --output-8da8w and --embedding-8bit apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
     );
   }
   if (options.dtype !== undefined) {
@@ -156,6 +172,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
       return reportUsageError(EXPORT_EXAMPLE.spec, `unknown dtype '${options.dtype}' (available: ${ACTIVATION_DTYPE_NAMES.join(', ')})`);
     if (activationDtype(options.dtype) !== 'float32' && (hadamard || quantizeKvCache))
       return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype} is written without --hadamard and --quantize-kv-cache`);
+    if (activationDtype(options.dtype) !== 'float32' && (output8da8w || embedding8bit))
+      return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype} is written without --output-8da8w and --embedding-8bit`);
   }
   let vocabulary: ExampleVocabulary | undefined;
   if (options.vocabFrom !== undefined) {
@@ -170,6 +188,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard && { hadamard }),
     ...(quantizeKvCache && { quantizeKvCache }),
+    ...(output8da8w && { outputQuantization: '8da8w' as const }),
+    ...(embedding8bit && { embeddingBits: 8 as const }),
     ...(options.dtype !== undefined && { dtype: options.dtype }),
   });
   writeFileSync(out, bytes);
@@ -181,6 +201,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
     ...(hadamard ? ['Hadamard-rotated feed-forwards'] : []),
     ...(quantizeKvCache ? ['int8 KV caches'] : []),
+    ...(output8da8w ? ['8da8w output projection'] : []),
+    ...(embedding8bit ? ['8-bit token embedding'] : []),
     ...(options.dtype !== undefined ? [`${activationDtype(options.dtype)} activations`] : []),
   ];
   console.log(`wrote ${out} (${details.join(', ')}${xnnpack ? ', lowered to XNNPACK' : ''}, ${formatBytes(bytes.byteLength)})`);

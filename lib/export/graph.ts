@@ -6,7 +6,7 @@
 import { EtnaError } from '../errors.js';
 import type { DType } from './dtype.js';
 import { dtypeInfo } from './dtype.js';
-import type { Int4GroupWeights } from './quantize.js';
+import type { Int4GroupWeights, Int8ChannelWeights } from './quantize.js';
 import { formatShape, numel, type Shape } from './shape.js';
 import type { NonTensorValue } from './writer.js';
 
@@ -23,6 +23,8 @@ export class ConstantTensor {
     readonly bytes: Uint8Array,
     /** Set for 8da4w linear weights: `bytes` are their dequantized values, the XNNPACK lowering writes these codes. */
     readonly int4Groups?: Int4GroupWeights,
+    /** Set for 8da8w linear weights: `bytes` are their dequantized values, the XNNPACK lowering writes these codes. */
+    readonly int8Channels?: Int8ChannelWeights,
   ) {}
 
   get nbytes(): number {

@@ -7,7 +7,13 @@ import { ConstantTensor, MethodGraph, ProgramGraph, SharedBuffer } from './graph
 import { runLoweringPasses, type LoweringPass } from './lowering.js';
 import { MethodBuilder } from './method-builder.js';
 import { planProgram, type PlannerOptions, type ProgramMemoryPlan } from './planner.js';
-import { DEFAULT_8DA4W_GROUP_SIZE, dequantizeInt4Groups, quantizeInt4Groups } from './quantize.js';
+import {
+  DEFAULT_8DA4W_GROUP_SIZE,
+  dequantizeInt4Groups,
+  dequantizeInt8Channels,
+  quantizeInt4Groups,
+  quantizeInt8Channels,
+} from './quantize.js';
 import { checkShape, numel, type Shape } from './shape.js';
 import { serializePte, type PteLayout, type PteProgram, type PteWriteOptions } from './writer.js';
 import { xnnpackLowering, type XnnpackLoweringOptions } from './xnnpack/lowering.js';
@@ -83,6 +89,25 @@ export class ProgramBuilder {
     const values = dequantizeInt4Groups(quantized);
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, quantized));
+  }
+
+  /**
+   * Declares the weight [out, in] of an 8da8w linear (int8 dynamic
+   * activations, 8-bit weights with one scale per output channel), as
+   * export_llama's `--preq_mode 8da4w_output_8da8w` writes the output layer.
+   * The XNNPACK lowering writes that linear as a per-token int8 Convert
+   * feeding a FullyConnected over qcint8 codes; without it the linear runs
+   * in float32 on the dequantized weights.
+   */
+  linear8da8wWeight(name: string, shape: readonly [number, number], data: ArrayLike<number>): ConstantTensor {
+    this.checkOpen();
+    const what = `constant '${name}'`;
+    this.checkName(name, 'constant', this.constantNames);
+    const [outFeatures, inFeatures] = checkShape(shape, what) as [number, number];
+    const quantized = quantizeInt8Channels(data, outFeatures, inFeatures);
+    const values = dequantizeInt8Channels(quantized);
+    const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+    return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, undefined, quantized));
   }
 
   /**

@@ -103,6 +103,60 @@ export function dequantizeInt4Groups(q: Int4GroupWeights): Float32Array {
   return out;
 }
 
+/**
+ * 8-bit per-channel weights [out, in]: export_llama's 8da8w output layer
+ * (`--preq_mode 8da4w_output_8da8w`) and its 8-bit token embedding
+ * (`--preq_embedding_quantize 8,0`). Symmetric, as torchao's int8 per-axis
+ * mapping: scale = max|row| / 127.5 (at least float32 epsilon), codes in
+ * [-128, 127]; the scales stay float32.
+ */
+export interface Int8ChannelWeights {
+  readonly outFeatures: number;
+  readonly inFeatures: number;
+  /** Signed codes, row-major [out, in]. */
+  readonly codes: Int8Array;
+  /** One float32 scale per output channel (row). */
+  readonly scales: Float32Array;
+}
+
+/** Quantizes float weights [out, in] to 8-bit codes with one scale per row. */
+export function quantizeInt8Channels(weight: ArrayLike<number>, outFeatures: number, inFeatures: number): Int8ChannelWeights {
+  if (weight.length !== outFeatures * inFeatures) {
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `8-bit per-channel: expected ${outFeatures * inFeatures} weights for [${outFeatures}, ${inFeatures}], got ${weight.length}`,
+    );
+  }
+  const [low, high] = QUANTIZED_RANGES.int8;
+  const codes = new Int8Array(outFeatures * inFeatures);
+  const scales = new Float32Array(outFeatures);
+  for (let n = 0; n < outFeatures; n++) {
+    const start = n * inFeatures;
+    let maxAbs = 0;
+    for (let k = 0; k < inFeatures; k++) {
+      const w = Math.fround(weight[start + k]!);
+      if (!Number.isFinite(w)) throw new EtnaError('INVALID_INPUT', `8-bit per-channel: weight [${n}, ${k}] is ${w}`);
+      maxAbs = Math.max(maxAbs, Math.abs(w));
+    }
+    const scale = Math.max(Math.fround(maxAbs / 127.5), FLOAT32_EPSILON);
+    for (let k = 0; k < inFeatures; k++) {
+      const code = roundHalfEven(Math.fround(Math.fround(weight[start + k]!) / scale));
+      codes[start + k] = Math.min(high, Math.max(low, code));
+    }
+    scales[n] = scale;
+  }
+  return { outFeatures, inFeatures, codes, scales };
+}
+
+/** The float32 weights [out, in] an 8-bit per-channel layer computes with: code * scale. */
+export function dequantizeInt8Channels(q: Int8ChannelWeights): Float32Array {
+  const out = new Float32Array(q.codes.length);
+  for (let n = 0; n < q.outFeatures; n++) {
+    for (let k = 0; k < q.inFeatures; k++) out[n * q.inFeatures + k] = q.codes[n * q.inFeatures + k]! * q.scales[n]!;
+  }
+  return out;
+}
+
 /** export_llama's 4-bit layout: code + 8, two per byte, the even element in the low nibble, rows padded to whole bytes. */
 export function packInt4Rows(q: Int4GroupWeights): Uint8Array {
   const rowBytes = Math.ceil(q.inFeatures / 2);

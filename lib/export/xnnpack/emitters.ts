@@ -252,6 +252,16 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
       b.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: result(b, fused, op.out), flags: 0 }, fused.minMax);
       return;
     }
+    const int8 = weight.kind === 'constant' && !op.filterIsTransposed ? weight.constant.int8Channels : undefined;
+    if (int8 !== undefined) {
+      // 8da8w: the same per-token int8 activations, then 8-bit weights with one scale per output channel.
+      const quantized = b.addValue({ dims: b.method.tensorNode(op.input).shape, role: 'internal', quantization: { kind: 'perToken' } });
+      b.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input: b.operand(op.input), output: quantized });
+      const filter = b.quantizedConstant(int8.codes, [int8.outFeatures, int8.inFeatures], int8.scales, 0);
+      const bias = op.bias === undefined ? INVALID_VALUE_ID : b.operand(op.bias);
+      b.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: result(b, fused, op.out), flags: 0 }, fused.minMax);
+      return;
+    }
     const input = b.operand(op.input);
     const filter = b.weightOperand(op.filter);
     const bias = op.bias === undefined ? INVALID_VALUE_ID : b.weightOperand(op.bias);

@@ -18,7 +18,9 @@ import {
   LLAMA_8DA4W_PRESET_NAMES,
   llama8da4wPreset,
   Llama8da4wReference,
+  type EmbeddingBits,
   type Llama8da4wLayout,
+  type OutputQuantization,
 } from './llama-8da4w.js';
 import { activationDtype } from './activation-dtype.js';
 import { LLAMA_8DA4W_FAMILIES, withFamily } from './llama-families.js';
@@ -41,6 +43,10 @@ export interface ExampleVariant {
   readonly hadamard?: boolean;
   /** int8 KV caches and custom_quantized_sdpa, as `--quantize_kv_cache` writes them (examples with `takesTransforms` only). */
   readonly quantizeKvCache?: boolean;
+  /** The output projection as 8-bit per-channel weights ('8da8w', `--preq_mode 8da4w_output_8da8w`) or 4-bit groups ('8da4w'; examples with `takesTransforms` only). */
+  readonly outputQuantization?: OutputQuantization;
+  /** The token embedding in 8 bits (embedding_byte, `--preq_embedding_quantize 8,0`) or 4 (examples with `takesTransforms` only). */
+  readonly embeddingBits?: EmbeddingBits;
   /** One of the example's `families`, the model whose operators it writes; the first is the default. */
   readonly family?: string;
   /** The activation dtype, export_llama's `-d` (fp32, bf16, fp16; examples with `takesDtype` only). */
@@ -58,7 +64,7 @@ export interface ExampleInfo {
   readonly layouts?: readonly { readonly name: string; readonly methods: readonly string[] }[];
   /** Set when `build` can size the program to a tokenizer's vocabulary. */
   readonly takesVocabulary?: true;
-  /** Set when `build` takes the variant's `hadamard` and `quantizeKvCache`. */
+  /** Set when `build` takes the variant's `hadamard`, `quantizeKvCache`, `outputQuantization` and `embeddingBits`. */
   readonly takesTransforms?: true;
   /** Set when `build` takes the variant's `dtype`. */
   readonly takesDtype?: true;
@@ -146,12 +152,14 @@ export const LARGE_EXAMPLES = {
     families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
       const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
-      const { layout, vocabulary, hadamard, quantizeKvCache, family, dtype } = variant;
+      const { layout, vocabulary, hadamard, quantizeKvCache, outputQuantization, embeddingBits, family, dtype } = variant;
       const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
         ...(hadamard !== undefined && { hadamard }),
         ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+        ...(outputQuantization !== undefined && { outputQuantization }),
+        ...(embeddingBits !== undefined && { embeddingBits }),
         ...(dtype !== undefined && { dtype: activationDtype(dtype) }),
         ...(vocabulary !== undefined && {
           bosId: vocabulary.bosId ?? null,
@@ -214,7 +222,8 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     const known = families.length === 0 ? 'it has one' : `available: ${families.join(', ')}`;
     throw new EtnaError('INVALID_INPUT', `example '${name}' has no family '${variant.family}' (${known})`);
   }
-  if ((variant.hadamard !== undefined || variant.quantizeKvCache !== undefined) && info.takesTransforms !== true)
+  const transforms = [variant.hadamard, variant.quantizeKvCache, variant.outputQuantization, variant.embeddingBits];
+  if (transforms.some((option) => option !== undefined) && info.takesTransforms !== true)
     throw new EtnaError(
       'INVALID_INPUT',
       `example '${name}' takes no export_llama transformations; only ${ALL_EXAMPLE_NAMES.filter((n) => ALL_EXAMPLES[n].takesTransforms === true).join(', ')} do`,
@@ -230,13 +239,16 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, hadamard, quantizeKvCache, family, dtype, ...exportOptions } = options ?? {};
+  const { preset, layout, vocabulary, hadamard, quantizeKvCache, outputQuantization, embeddingBits, family, dtype, ...exportOptions } =
+    options ?? {};
   const variant = {
     ...(family !== undefined && { family }),
     ...(layout !== undefined && { layout }),
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard !== undefined && { hadamard }),
     ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+    ...(outputQuantization !== undefined && { outputQuantization }),
+    ...(embeddingBits !== undefined && { embeddingBits }),
     ...(dtype !== undefined && { dtype }),
   };
   return buildExample(name, preset, variant).toPte(info.xnnpackOnly === true ? { ...exportOptions, xnnpack: true } : exportOptions);
@@ -295,6 +307,8 @@ export type {
   Llama8da4wLayerWeights,
   Llama8da4wPreset,
   Llama8da4wWeights,
+  EmbeddingBits,
+  OutputQuantization,
 } from './llama-8da4w.js';
 export { erf, float32Tensor, gelu, int64Tensor, SeededRandom } from './reference.js';
 export type { ExampleCall, ExampleReference, LinearWeights, NormWeights, ReferenceTensor } from './reference.js';

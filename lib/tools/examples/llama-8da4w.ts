@@ -26,6 +26,9 @@
 // `llama::custom_sdpa` masked causally from start_pos. Two build options add
 // export_llama's transformations (llama-transforms.ts): `hadamard`
 // (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`);
+// two write the quantized Llama 3.2 checkpoints' layout (`--preq_mode
+// 8da4w_output_8da8w --preq_embedding_quantize 8,0`): `outputQuantization:
+// '8da8w'` and `embeddingBits: 8` (`quantized_decomposed::embedding_byte`);
 // `dtype` writes export_llama's `-d bf16` / `-d fp16` graph (llama-16bit.ts).
 import { EtnaError } from '../../errors.js';
 import { dtypeInfo } from '../../export/dtype.js';
@@ -35,10 +38,15 @@ import { ProgramBuilder } from '../../export/program-builder.js';
 import {
   bf16Value,
   dequantizeInt4Groups,
+  dequantizeInt8Channels,
+  INT4_MAX,
   INT4_MIN,
+  QUANTIZED_RANGES,
   perTokenInt8Row,
   quantizeInt4Groups,
+  quantizeInt8Channels,
   type Int4GroupWeights,
+  type Int8ChannelWeights,
 } from '../../export/quantize.js';
 import {
   defaultBosId,
@@ -296,6 +304,12 @@ function packEmbeddingRows(q: Int4GroupWeights): Uint8Array {
   return bytes;
 }
 
+/** The 8-bit token embedding table (embedding_byte): one float32 scale per row, as `--preq_embedding_quantize 8,0`. */
+export function byteEmbedding(weights: Llama8da4wWeights): Int8ChannelWeights {
+  const C = weights.config;
+  return quantizeInt8Channels(weights.tokenEmbedding, C.vocab, C.modelDim);
+}
+
 /** The 4-bit token embedding table: the same group quantization as the linears, scales stored as float16. */
 export function quantizedEmbedding(weights: Llama8da4wWeights): Int4GroupWeights {
   const C = weights.config;
@@ -303,6 +317,32 @@ export function quantizedEmbedding(weights: Llama8da4wWeights): Int4GroupWeights
 }
 
 // ------------------------------------------------------------------ program
+
+/** The token embedding's codes and scales: 4-bit groups (embedding_4bit) or 8-bit rows (embedding_byte). */
+function embeddingConstants(
+  program: ProgramBuilder,
+  weights: Llama8da4wWeights,
+  byteTable: boolean,
+): { embeddingCodes: ConstantTensor; embeddingScales: ConstantTensor } {
+  const C = weights.config;
+  if (byteTable) {
+    const table = byteEmbedding(weights);
+    return {
+      embeddingCodes: program.constant('tok_embeddings.weight', 'int8', [C.vocab, C.modelDim], table.codes),
+      embeddingScales: program.constant('tok_embeddings.scales', 'float32', [C.vocab], table.scales),
+    };
+  }
+  const embedding = quantizedEmbedding(weights);
+  return {
+    embeddingCodes: program.constant('tok_embeddings.weight', 'uint8', [C.vocab, C.modelDim / 2], packEmbeddingRows(embedding)),
+    embeddingScales: program.constant(
+      'tok_embeddings.scales',
+      'float16',
+      [C.vocab, C.modelDim / C.groupSize],
+      Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16),
+    ),
+  };
+}
 
 interface LayerConstants {
   attentionNorm: ConstantTensor;
@@ -344,7 +384,16 @@ export interface Llama8da4wBuildOptions {
   readonly quantizeKvCache?: boolean;
   /** The activation dtype (export_llama `-d`, default float32); 16-bit dtypes convert around the float32 delegates (llama-16bit.ts). */
   readonly dtype?: ActivationDtype;
+  /** The output projection's weights: 4-bit groups as the other linears ('8da4w', the default), or 8-bit per channel ('8da8w', `--preq_mode 8da4w_output_8da8w`). */
+  readonly outputQuantization?: OutputQuantization;
+  /** The token embedding's bits: 4 (embedding_4bit, groups of groupSize; the default) or 8 (embedding_byte, one scale per row, `--preq_embedding_quantize 8,0`). */
+  readonly embeddingBits?: EmbeddingBits;
 }
+
+export type OutputQuantization = '8da4w' | '8da8w';
+export type EmbeddingBits = 4 | 8;
+export const OUTPUT_QUANTIZATIONS: readonly OutputQuantization[] = ['8da4w', '8da8w'];
+export const EMBEDDING_BITS: readonly EmbeddingBits[] = [4, 8];
 
 /**
  * Rows [heads * headDim, inFeatures] of q or k in Meta's order (row 2i + j of
@@ -366,7 +415,21 @@ export function pairsToHalves(w: Float32Array, heads: number, headDim: number, i
 }
 
 /** The options that change what the model computes, which its reference takes too. */
-export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache'>;
+export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache' | 'outputQuantization' | 'embeddingBits'>;
+
+/** Checks the quantization options before anything is built. */
+function checkQuantizationOptions(options: Llama8da4wTransforms): void {
+  if (options.outputQuantization !== undefined && !OUTPUT_QUANTIZATIONS.includes(options.outputQuantization))
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `llama-8da4w: unknown output quantization '${String(options.outputQuantization)}' (available: ${OUTPUT_QUANTIZATIONS.join(', ')})`,
+    );
+  if (options.embeddingBits !== undefined && !EMBEDDING_BITS.includes(options.embeddingBits))
+    throw new EtnaError(
+      'INVALID_INPUT',
+      `llama-8da4w: the token embedding is written in ${EMBEDDING_BITS.join(' or ')} bits, not ${String(options.embeddingBits)}`,
+    );
+}
 
 /** w2 as stored: rotated to take the transformed activations when `hadamard` is set. */
 function downProjection(w: Llama8da4wLayerWeights, C: Llama8da4wConfig, transforms: Llama8da4wTransforms): Float32Array {
@@ -476,10 +539,14 @@ export function buildLlama8da4w(
   // Checked before anything is built, so a bad token id or width costs nothing.
   const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
   if (options.hadamard === true) checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
+  checkQuantizationOptions(options);
+  const byteEmbeddingTable = options.embeddingBits === 8;
   const quantizeKvCache = options.quantizeKvCache === true;
   const dtype = activationDtype(options.dtype ?? 'float32');
   if (dtype !== 'float32' && (options.hadamard === true || quantizeKvCache))
     throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --hadamard and --quantize-kv-cache`);
+  if (dtype !== 'float32' && (options.outputQuantization === '8da8w' || byteEmbeddingTable))
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --output-8da8w and --embedding-8bit`);
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -496,14 +563,7 @@ export function buildLlama8da4w(
   // Parameters and buffers are stored in the activation dtype, as the exporter casts the model to it.
   const vector = (name: string, data: Float32Array): ConstantTensor => program.constant(name, dtype, [data.length], storedAs(dtype, data));
 
-  const embedding = quantizedEmbedding(weights);
-  const embeddingCodes = program.constant('tok_embeddings.weight', 'uint8', [C.vocab, d / 2], packEmbeddingRows(embedding));
-  const embeddingScales = program.constant(
-    'tok_embeddings.scales',
-    'float16',
-    [C.vocab, d / C.groupSize],
-    Uint16Array.from(embedding.scalesBf16, float16BitsOfBf16),
-  );
+  const { embeddingCodes, embeddingScales } = embeddingConstants(program, weights, byteEmbeddingTable);
   // One pair of tables per rope theta the layers use (Gemma 3's sliding-window layers have their own).
   const ropeConstants = new Map<number, { cos: ConstantTensor; sin: ConstantTensor }>();
   const ropeOf = (layer: number): { cos: ConstantTensor; sin: ConstantTensor } => {
@@ -609,8 +669,11 @@ export function buildLlama8da4w(
     )
   )
     throw new EtnaError('INVALID_INPUT', `llama-8da4w: the layers' norms are not those of the ${C.family ?? 'llama'} family`);
-  // A tied output is quantized again from the embedding's float matrix, as an 8da4w linear of its own.
-  const output = linear('output.weight', weights.output, C.vocab, d);
+  // A tied output is quantized again from the embedding's float matrix, as a linear of its own.
+  const output =
+    options.outputQuantization === '8da8w'
+      ? program.linear8da8wWeight('output.weight', [C.vocab, d], weights.output)
+      : linear('output.weight', weights.output, C.vocab, d);
 
   const pass = (
     m: MethodBuilder,
@@ -643,12 +706,12 @@ export function buildLlama8da4w(
     };
 
     const embedded = g.addTensor(dtype, [1, length, d]);
-    g.addKernelCall('quantized_decomposed::embedding_4bit.dtype_out', [
+    g.addKernelCall(`quantized_decomposed::${byteEmbeddingTable ? 'embedding_byte' : 'embedding_4bit'}.dtype_out`, [
       m.use(embeddingCodes).index,
       m.use(embeddingScales).index,
       g.addValue({ kind: 'null' }),
-      int(-8),
-      int(7),
+      int(byteEmbeddingTable ? QUANTIZED_RANGES.int8[0] : INT4_MIN),
+      int(byteEmbeddingTable ? QUANTIZED_RANGES.int8[1] : INT4_MAX),
       tokens.index,
       int(dtypeInfo(dtype).scalarType),
       embedded.index,
@@ -846,7 +909,12 @@ export class Llama8da4wReference extends DecoderReference {
       weight: float ? data : dequantizeInt4Groups(quantizeInt4Groups(data, out, inFeatures, C.groupSize)),
       float,
     });
-    this.embedding = float ? weights.tokenEmbedding : dequantizeInt4Groups(quantizedEmbedding(weights));
+    checkQuantizationOptions(transforms);
+    this.embedding = float
+      ? weights.tokenEmbedding
+      : transforms.embeddingBits === 8
+        ? dequantizeInt8Channels(byteEmbedding(weights))
+        : dequantizeInt4Groups(quantizedEmbedding(weights));
     const tables = new Map<number, { cos: Float32Array; sin: Float32Array }>();
     this.ropes = weights.layers.map((_, l) => {
       const theta = layerRopeTheta(C, l);
@@ -862,7 +930,10 @@ export class Llama8da4wReference extends DecoderReference {
       w3: quantized(w.w3, C.hiddenDim, d),
       w2: quantized(downProjection(w, C, transforms), d, C.hiddenDim),
     }));
-    this.output = quantized(weights.output, C.vocab, d);
+    this.output =
+      transforms.outputQuantization === '8da8w' && !float
+        ? { out: C.vocab, in: d, weight: dequantizeInt8Channels(quantizeInt8Channels(weights.output, C.vocab, d)), float }
+        : quantized(weights.output, C.vocab, d);
   }
 
   session(): ExampleCall[] {
