@@ -20,6 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
+import { decodeLogits as decode, prefillLogits as prefill } from '../helpers/example-calls.js';
 import { argmax, worstDifference } from '../helpers/logits.js';
 
 // As test/export/llama-8da4w.test.ts: float32 summation order differs from the reference, so now and then one
@@ -35,16 +36,6 @@ const PROMPT = [3, 141, 59, 26, 53, 58, 97, 93];
 const STEPS = 32;
 
 const last = (logits: Float32Array): Float32Array => logits.subarray((C.prefillLength - 1) * C.vocab);
-
-async function prefill(module: Module, tokens: readonly number[]): Promise<Float32Array> {
-  const [out] = await module.execute('prefill', [Tensor.int64([1, tokens.length], [...tokens]), Tensor.int64([1], [0])]);
-  return (out as Tensor).data as Float32Array;
-}
-
-async function decode(module: Module, token: number, pos: number): Promise<Float32Array> {
-  const [out] = await module.execute('decode', [Tensor.int64([1, 1], [token]), Tensor.int64([1], [pos])]);
-  return (out as Tensor).data as Float32Array;
-}
 
 /** Prefill then greedy decode steps on the program and the reference; each step's worst logit difference. */
 async function greedyAgainstReference(transforms: Llama8da4wTransforms): Promise<{ prefill: number; steps: number[] }> {

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { runExportExample } from '../../lib/cli/export-example.js';
 import { dequantizeInt8Channels, quantizeInt8Channels } from '../../lib/export/quantize.js';
-import { Module, Tensor } from '../../lib/index.js';
+import { Module } from '../../lib/index.js';
 import { Llm, loadTokenizer } from '../../lib/llm/index.js';
 import { Program } from '../../lib/program.js';
 import {
@@ -24,6 +24,7 @@ import {
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
 import { runCli } from '../helpers/cli.js';
+import { decodeLogits as decode, prefillLogits as prefill } from '../helpers/example-calls.js';
 import { argmax, worstDifference } from '../helpers/logits.js';
 import { byteTokenizerJson, llamaProgram, referenceGreedy } from './helpers.js';
 
@@ -43,16 +44,6 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etna-llama-preq-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const last = (logits: Float32Array): Float32Array => logits.subarray((C.prefillLength - 1) * C.vocab);
-
-async function prefill(module: Module, tokens: readonly number[]): Promise<Float32Array> {
-  const [out] = await module.execute('prefill', [Tensor.int64([1, tokens.length], [...tokens]), Tensor.int64([1], [0])]);
-  return (out as Tensor).data as Float32Array;
-}
-
-async function decode(module: Module, token: number, pos: number): Promise<Float32Array> {
-  const [out] = await module.execute('decode', [Tensor.int64([1, 1], [token]), Tensor.int64([1], [pos])]);
-  return (out as Tensor).data as Float32Array;
-}
 
 describe('8-bit per-channel quantization', () => {
   it('maps each row onto [-128, 127] with scale max|w| / 127.5, rounding half to even', () => {
