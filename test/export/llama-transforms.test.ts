@@ -20,7 +20,7 @@ import {
   Llama8da4wReference,
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
-import { decodeLogits as decode, prefillLogits as prefill } from '../helpers/example-calls.js';
+import { decodeLogits as decode, greedyDecodeDifferences, prefillLogits as prefill } from '../helpers/example-calls.js';
 import { argmax, worstDifference } from '../helpers/logits.js';
 
 // As test/export/llama-8da4w.test.ts: float32 summation order differs from the reference, so now and then one
@@ -44,17 +44,9 @@ async function greedyAgainstReference(transforms: Llama8da4wTransforms): Promise
   const reference = new Llama8da4wReference(weights, '8da4w', transforms);
   const logits = await prefill(module, PROMPT);
   const expected = reference.prefill(PROMPT, 0);
-  const steps: number[] = [];
-  let token = argmax(last(logits));
+  const token = argmax(last(logits));
   expect(token).toBe(argmax(last(expected)));
-  for (let step = 0; step < STEPS; step++) {
-    const pos = C.prefillLength + step;
-    const want = reference.decode(token, pos);
-    const got = await decode(module, token, pos);
-    steps.push(worstDifference(got, want));
-    expect(argmax(got), `step ${step}`).toBe(argmax(want));
-    token = argmax(got);
-  }
+  const steps = await greedyDecodeDifferences(module, reference, token, C.prefillLength, STEPS);
   await module.dispose();
   return { prefill: worstDifference(logits, expected), steps };
 }

@@ -1,6 +1,9 @@
 // Running an example's calls on a module, as the state tests compare them.
+import { expect } from 'vitest';
+
 import { type Module, Tensor } from '../../lib/index.js';
 import type { ExampleCall } from '../../lib/tools/examples/index.js';
+import { argmax, worstDifference } from './logits.js';
 
 /** Each call's float outputs, in order: what a session of the example gives. */
 export async function outputsOf(module: Module, calls: readonly ExampleCall[]): Promise<number[][][]> {
@@ -22,4 +25,27 @@ export async function prefillLogits(module: Module, tokens: readonly number[]): 
 export async function decodeLogits(module: Module, token: number, position: number): Promise<Float32Array> {
   const [out] = await module.execute('decode', [Tensor.int64([1, 1], [token]), Tensor.int64([1], [position])]);
   return (out as Tensor).data as Float32Array;
+}
+
+/**
+ * `steps` greedy decode steps from `token` at `position` on the program and
+ * on `reference`, each step's greedy token checked equal; each step's worst
+ * logit difference.
+ */
+export async function greedyDecodeDifferences(
+  module: Module,
+  reference: { decode(token: number, position: number): Float32Array },
+  token: number,
+  position: number,
+  steps: number,
+): Promise<number[]> {
+  const differences: number[] = [];
+  for (let step = 0; step < steps; step++) {
+    const want = reference.decode(token, position + step);
+    const got = await decodeLogits(module, token, position + step);
+    differences.push(worstDifference(got, want));
+    expect(argmax(got), `step ${step}`).toBe(argmax(want));
+    token = argmax(got);
+  }
+  return differences;
 }
