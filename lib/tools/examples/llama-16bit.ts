@@ -18,6 +18,7 @@ import { DecoderReference, softmaxInPlace, type ExampleCall } from './reference.
 import {
   createLlama8da4wWeights,
   headDim,
+  inverseRms,
   linear8da4w,
   llama8da4wSession,
   quantizedEmbedding,
@@ -97,9 +98,7 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     const eps = this.weights.config.normEps;
     const y = new Float32Array(x.length);
     for (let row = 0; row < rows; row++) {
-      let sum = 0;
-      for (let i = 0; i < d; i++) sum += x[row * d + i]! ** 2;
-      const inverse = 1 / Math.sqrt(sum / d + eps);
+      const inverse = inverseRms(x, row * d, d, eps);
       for (let i = 0; i < d; i++) y[row * d + i] = r(f(r(f(x[row * d + i]! * inverse)) * weight[i]!));
     }
     return y;

@@ -868,12 +868,17 @@ export function linear8da4w(x: Float32Array, rows: number, w: QuantizedLinear): 
   return y;
 }
 
+/** RMSNorm's 1 / sqrt(mean(x^2) + eps) of the `d` values of x from `start`, in double. */
+export function inverseRms(x: Float32Array, start: number, d: number, eps: number): number {
+  let sum = 0;
+  for (let i = 0; i < d; i++) sum += x[start + i]! ** 2;
+  return 1 / Math.sqrt(sum / d + eps);
+}
+
 function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Array, eps: number, offset: number): Float32Array {
   const y = new Float32Array(x.length);
   for (let r = 0; r < rows; r++) {
-    let sum = 0;
-    for (let i = 0; i < d; i++) sum += x[r * d + i]! ** 2;
-    const inverse = 1 / Math.sqrt(sum / d + eps);
+    const inverse = inverseRms(x, r * d, d, eps);
     for (let i = 0; i < d; i++) y[r * d + i] = x[r * d + i]! * inverse * Math.fround(offset + weight[i]!);
   }
   return y;
