@@ -27,13 +27,15 @@ namespace etna {
 constexpr size_t kTasksPerThread = 4;
 
 // The least work worth a task of its own, per kind of kernel, in the units
-// its caller counts: about 5 to 30 microseconds on one core of the machine
-// measured in docs/xnnpack.md, well above what handing a task to a spinning
-// worker costs (about a microsecond).
+// its caller counts: about 3 to 30 microseconds on one core of the machine
+// measured in docs/xnnpack.md, above what handing a task to a spinning
+// worker costs (1 to 2 microseconds). Copies and row quantization split from
+// 64 KiB and 16 Ki values: a Llama prefill's [128 x 768] rows then take both
+// threads (docs/performance.md).
 constexpr size_t kMinTaskIntegerMacs = size_t{1} << 18;  // int8 x int8/int4 multiply-adds (quantized linear, conv)
 constexpr size_t kMinTaskFloatMacs = size_t{1} << 16;    // fp32 multiply-adds (matmul, attention)
-constexpr size_t kMinTaskBytes = size_t{1} << 18;        // bytes moved (transposes, copies)
-constexpr size_t kMinTaskElements = size_t{1} << 16;     // fp32 values quantized per row
+constexpr size_t kMinTaskBytes = size_t{1} << 16;        // bytes moved (transposes, copies)
+constexpr size_t kMinTaskElements = size_t{1} << 14;     // fp32 values quantized per row
 
 // Threads a call on `pool` runs on, the caller included; 1 without a pool.
 inline size_t pool_threads(pthreadpool_t pool) { return pool ? pthreadpool_get_threads_count(pool) : 1; }

@@ -271,6 +271,32 @@ const NodeTypeInfo& node_type_info(NodeType type) { return kNodeTypes[static_cas
 
 Engine engine_for(NodeType type) { return node_type_info(type).engine; }
 
+bool is_elementwise(NodeType type) {
+  switch (type) {
+    case NodeType::kAdd:
+    case NodeType::kSubtract:
+    case NodeType::kMultiply:
+    case NodeType::kDiv:
+    case NodeType::kMinimum:
+    case NodeType::kMaximum:
+    case NodeType::kClamp:
+    case NodeType::kSigmoid:
+    case NodeType::kFloor:
+    case NodeType::kCeiling:
+    case NodeType::kConvert:
+    case NodeType::kSquareRoot:
+    case NodeType::kSquare:
+    case NodeType::kNegate:
+    case NodeType::kAbs:
+    case NodeType::kHardswish:
+    case NodeType::kLeakyRelu:
+    case NodeType::kElu:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Engine engine_for(const Graph& graph, const Node& node) {
   const NodeTypeInfo& info = node_type_info(node.type);
   return info.etna_kernel_when && info.etna_kernel_when(graph, node) ? Engine::kEtnaKernel : info.engine;

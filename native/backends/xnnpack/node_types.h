@@ -103,6 +103,9 @@ const NodeTypeInfo& node_type_info(NodeType type);
 
 // The engine of the type's row.
 Engine engine_for(NodeType type);
+// Whether XNNPACK runs the type as an elementwise operator (unary, binary with
+// broadcasting, clamp, convert): what decides a stage's threads (delegate.cpp).
+bool is_elementwise(NodeType type);
 // The engine this node runs on (its row's, unless the row's etna_kernel_when holds).
 Engine engine_for(const Graph& graph, const Node& node);
 
