@@ -132,4 +132,39 @@ describe('Concat on the XNNPACK delegate', () => {
       expect(Math.abs(actual[i]! - e), `element ${i}`).toBeLessThanOrEqual(1e-4 * Math.abs(e) + 1e-6),
     );
   });
+
+  it('a Pad between convolutions (channels and pixels, as converted TensorFlow models pad) stays channels-last', async () => {
+    const next = seededUniform(23);
+    const floats = (n: number): Float32Array => Float32Array.from({ length: n }, () => next(-0.5, 0.5));
+    const model = writeOnnxModel(
+      {
+        nodes: [
+          { op: 'Conv', inputs: ['x', 'w0'], outputs: ['a'], attributes: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } },
+          { op: 'Pad', inputs: ['a', 'pads'], outputs: ['p'] },
+          { op: 'Conv', inputs: ['p', 'w1'], outputs: ['y'], attributes: { kernel_shape: { ints: [1, 1] } } },
+        ],
+        inputs: [{ name: 'x', shape: [1, 3, 8, 8] }],
+        outputs: [{ name: 'y', shape: [1, 2, 11, 9] }],
+        initializers: [
+          { name: 'w0', dims: [4, 3, 3, 3], float32: floats(108) },
+          { name: 'w1', dims: [2, 6, 1, 1], float32: floats(12) },
+          // NCHW: 2 channels before, 1 row before and 2 after, 1 column after.
+          { name: 'pads', dims: [8], int64: [0, 2, 1, 0, 0, 0, 2, 1] },
+        ],
+      },
+      17,
+    );
+    expect(importOnnx(model).calls).toEqual({ delegate: 1, kernel: 0 });
+    const types = delegateNodeTypes(model);
+    // Into channels-last at the input and out of it at the output only: the pad moves to NHWC's dims.
+    expect(types.filter((type) => type === NodeUnion.XNNStaticTranspose)).toHaveLength(2);
+    expect(types.filter((type) => type === NodeUnion.XNNStaticConstantPad)).toHaveLength(1);
+    const x = feedsOf([[1, 3, 8, 8]], 6).x0!;
+    x.data.set([0.5, -0.5, 0.25, 0.75, -0.75, 1]);
+    const { etna, onnxruntime } = await float32Bits(model, { x });
+    const actual = new Float32Array(etna.buffer, etna.byteOffset, etna.length);
+    new Float32Array(onnxruntime.buffer, onnxruntime.byteOffset, onnxruntime.length).forEach((e, i) =>
+      expect(Math.abs(actual[i]! - e), `element ${i}`).toBeLessThanOrEqual(1e-4 * Math.abs(e) + 1e-6),
+    );
+  });
 });

@@ -12,10 +12,12 @@ import { constFromProto, decodeModel, decodeTensor, importOnnx, type ConstTensor
 export const NODE_TEST_ROOT = process.env.ETNA_ONNX_TESTDATA ?? '/usr/share/libonnx-testdata/data/node';
 export const haveNodeTests = fs.existsSync(path.join(NODE_TEST_ROOT, 'test_abs', 'model.onnx'));
 
-/** The op types of suite v1 (77): the Silero/RNN core plus ops that lower to the portable set. */
+/** The op types of suite v1 (79): the Silero/RNN core plus ops that lower to the portable set. */
 export const SUITE_OPS: ReadonlySet<string> = new Set([
   'LayerNormalization',
   'ArgMax',
+  'TopK',
+  'GatherND',
   'MaxPool',
   'AveragePool',
   'Concat',

@@ -10,8 +10,12 @@ import { importOnnx, importOnnxGraph } from '../../lib/onnx/index.js';
 import { payloadNodeTypes } from '../helpers/xnnpack-payload.js';
 
 /** The dtypes a feed may have, and their arrays. */
-const ARRAYS = { float32: Float32Array, uint8: Uint8Array, int8: Int8Array, int32: Int32Array } as const;
+const ARRAYS = { float32: Float32Array, uint8: Uint8Array, int8: Int8Array, int32: Int32Array, int64: BigInt64Array } as const;
 type FeedDtype = keyof typeof ARRAYS;
+
+function feedArray(dtype: FeedDtype, data: ArrayLike<number>): Float32Array | Uint8Array | Int8Array | Int32Array | BigInt64Array {
+  return dtype === 'int64' ? BigInt64Array.from(Array.from(data), (v) => BigInt(v)) : ARRAYS[dtype].from(data);
+}
 
 /** A feed's ONNX element type code (ONNX_DTYPE_CODES), shape and values. */
 export type Feeds = Record<string, { type: number; shape: number[]; data: ArrayLike<number> }>;
@@ -30,7 +34,7 @@ export async function runOrt(model: Uint8Array, feeds: Feeds): Promise<Record<st
   const ortFeeds = Object.fromEntries(
     Object.entries(feeds).map(([name, f]) => {
       const dtype = dtypeOf(f.type);
-      return [name, new ort.Tensor(dtype, ARRAYS[dtype].from(f.data), f.shape)];
+      return [name, new ort.Tensor(dtype, feedArray(dtype, f.data), f.shape)];
     }),
   );
   const outputs = await session.run(ortFeeds);

@@ -407,6 +407,24 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
     emitConcatenate(b, op.axis, inputs, result(b, fused, op.out));
   },
   constantPad: (b, op, fused) => {
+    if (op.before.length === 4 && b.staysChannelsLast([{ value: op.input }], op.out)) {
+      // The padding of each NCHW dim moves to where that dim sits channels-last.
+      const nhwc = (amounts: readonly number[]): number[] => {
+        const out = [0, 0, 0, 0];
+        amounts.forEach((amount, d) => (out[NHWC_POSITION_OF_NCHW_DIM[d]!] = amount));
+        return out;
+      };
+      const input = b.operandChannelsLast(op.input);
+      b.emit({
+        kind: 'constantPad',
+        before: nhwc(op.before),
+        after: nhwc(op.after),
+        value: op.value,
+        input,
+        output: b.defineChannelsLast(op.out),
+      });
+      return;
+    }
     const input = b.operand(op.input);
     b.emit({ kind: 'constantPad', before: op.before, after: op.after, value: op.value, input, output: result(b, fused, op.out) });
   },

@@ -8,14 +8,14 @@ import { elu, gelu, hardSigmoid, hardSwish, leakyRelu, mish, prelu, selu, softma
 import type { OpHandler } from './common.js';
 import { conv, convTranspose } from './conv.js';
 import { binaryArith, cast, clip, comparison, logicalNot, pow, reciprocal, sign, unaryKernel, variadic, whereOp } from './elementwise.js';
-import { concat, gather, pad, sliceOp, split } from './indexing.js';
+import { concat, gather, gatherNd, pad, sliceOp, split } from './indexing.js';
 import { gemm, matmul } from './matmul.js';
 import { batchNorm, instanceNorm, layerNorm } from './norm.js';
 import { globalPool, pool } from './pool.js';
 import { dequantizeLinear, quantizedProduct, quantizeLinear } from './qdq.js';
 import { convInteger, dynamicQuantizeLinear, matMulInteger } from './quantized.js';
 import { gru, lstm } from './recurrent.js';
-import { argReduce, reduceHandler } from './reduce.js';
+import { argReduce, reduceHandler, topK } from './reduce.js';
 import { resize } from './resize.js';
 import {
   constantOfShape,
@@ -87,6 +87,7 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   Pad: pad,
   Slice: sliceOp,
   Gather: gather,
+  GatherND: gatherNd,
   Concat: concat,
   Unsqueeze: unsqueeze,
   Squeeze: squeeze,
@@ -116,6 +117,7 @@ export const OP_HANDLERS: Readonly<Record<string, OpHandler>> = {
   ReduceLogSumExp: reduceHandler('logsumexp', 18),
   ArgMax: argReduce('argmax'),
   ArgMin: argReduce('argmin'),
+  TopK: topK,
   BatchNormalization: batchNorm,
   InstanceNormalization: instanceNorm,
   LayerNormalization: layerNorm,

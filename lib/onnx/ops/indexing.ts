@@ -1,10 +1,11 @@
-// Operators that pick, join or pad along axes: Slice, Gather, Concat,
-// Split and Pad.
+// Operators that pick, join or pad along axes: Slice, Gather, GatherND,
+// Concat, Split and Pad.
 import { numel } from '../../shape.js';
 import { elementAt, toNumbers } from '../constant.js';
 import { dtypeOf, shapeOf, type NodeView, type OnnxValue } from '../context.js';
 import { normalizeAxis } from '../fold.js';
-import { arith, cat, constantPad, indexSelect, reshape, slice } from './common.js';
+import { arith, cat, compare, constantPad, indexSelect, reshape, slice, where } from './common.js';
+import { reduceKernel } from './reduce.js';
 
 export function pad(node: NodeView): OnnxValue[] {
   const { ctx } = node;
@@ -139,6 +140,66 @@ export function gather(node: NodeView): OnnxValue[] {
     selectedShape,
   );
   return [reshape(ctx, selected, outShape)];
+}
+
+/**
+ * GatherND (batch_dims 0 and more): each index row [i_0 .. i_m-1] picks
+ * data[b.., i_0, .., i_m-1, ...]. The rows become positions in data viewed
+ * with its batch and indexed dims flattened (a negative index counts from its
+ * dim's end, as ONNX allows), and one index_select gathers them.
+ */
+export function gatherNd(node: NodeView): OnnxValue[] {
+  const { ctx } = node;
+  const data = node.input(0);
+  const indices = node.input(1);
+  const shape = shapeOf(data);
+  const indexShape = shapeOf(indices);
+  const batch = node.int('batch_dims', 0);
+  if (dtypeOf(indices) !== 'int64') node.invalid(`indices are ${dtypeOf(indices)}, not int64`);
+  const m = indexShape.at(-1);
+  if (indexShape.length === 0 || m === undefined) node.invalid('indices is a scalar; GatherND needs index rows');
+  if (!Number.isInteger(batch) || batch < 0 || batch >= Math.min(shape.length, indexShape.length)) {
+    node.invalid(`batch_dims ${batch} is outside [0, ${Math.min(shape.length, indexShape.length) - 1}]`);
+  }
+  if (batch + m > shape.length) node.invalid(`index rows of ${m} with batch_dims ${batch} exceed data of rank ${shape.length}`);
+  if (shape.slice(0, batch).some((d, i) => d !== indexShape[i])) node.invalid('the batch dims of data and indices differ');
+  const indexed = shape.slice(batch, batch + m);
+  const rows = numel(indexShape.slice(0, -1));
+  const perBatch = rows / Math.max(1, numel(shape.slice(0, batch)));
+  // Strides of the flattened (batch, indexed) dims: a batch's rows start at batch * numel(indexed).
+  const strides = indexed.map((_, j) => numel(indexed.slice(j + 1)));
+  const flatRows = reshape(ctx, indices, [rows, m]);
+  const wrapped = where(
+    ctx,
+    node,
+    compare(ctx, node, 'lt', flatRows, ctx.constant('int64', [], [0])),
+    arith(ctx, node, 'add', flatRows, ctx.constant('int64', [m], indexed)),
+    flatRows,
+  );
+  // An index outside its dim adds the whole flattened size, so that index_select refuses the row
+  // rather than pick another element.
+  const total = ctx.constant('int64', [], [numel(shape.slice(0, batch + m))]);
+  const outside = (x: OnnxValue): OnnxValue =>
+    where(ctx, node, compare(ctx, node, 'ge', wrapped, ctx.constant('int64', [m], indexed)), total, x);
+  const terms = where(
+    ctx,
+    node,
+    compare(ctx, node, 'lt', wrapped, ctx.constant('int64', [], [0])),
+    total,
+    outside(arith(ctx, node, 'mul', wrapped, ctx.constant('int64', [m], strides))),
+  );
+  let position = reduceKernel(ctx, 'sum', terms, [1], false);
+  if (batch > 0) {
+    const offsets = Array.from({ length: rows }, (_, r) => Math.floor(r / perBatch) * numel(indexed));
+    position = arith(ctx, node, 'add', position, ctx.constant('int64', [rows], offsets));
+  }
+  const rest = shape.slice(batch + m);
+  const flatData = reshape(ctx, data, [numel(shape.slice(0, batch + m)), ...rest]);
+  const picked = ctx.emit('aten::index_select.out', [ctx.tensor(flatData), { int: 0 }, ctx.tensor(position)], dtypeOf(data), [
+    rows,
+    ...rest,
+  ]);
+  return [reshape(ctx, picked, [...indexShape.slice(0, -1), ...rest])];
 }
 
 export function concat(node: NodeView): OnnxValue[] {

@@ -1,5 +1,5 @@
-// Reductions (ReduceSum ... ReduceLogSumExp) and ArgMax/ArgMin.
-import { dtypeOf, shapeOf, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
+// Reductions (ReduceSum ... ReduceLogSumExp), ArgMax/ArgMin and TopK.
+import { dtypeOf, shapeOf, tensorValue, type ImportContext, type NodeView, type OnnxValue } from '../context.js';
 import { normalizeAxis } from '../fold.js';
 import { arith, compare, indexSelect, reshape, unary, where, zeroOf, type OpHandler } from './common.js';
 
@@ -86,3 +86,44 @@ export function argReduce(kind: 'argmax' | 'argmin'): OpHandler {
     return [y];
   };
 }
+
+/**
+ * TopK as `aten::topk.values`: K from the attribute (opset 1 to 9) or a
+ * constant input. Results come sorted, which ONNX allows when `sorted` is 0,
+ * and equal values keep ascending index order, as ONNX asks; NaN counts as
+ * the largest value, as in PyTorch (onnxruntime's comparison leaves where
+ * NaN lands open).
+ */
+export const topK: OpHandler = (node) => {
+  const { ctx } = node;
+  const x = node.input(0);
+  const shape = shapeOf(x);
+  if (shape.length === 0) node.invalid('input is a scalar; TopK needs at least one axis');
+  const axis = normalizeAxis(node.int('axis', -1), shape.length);
+  let k: number;
+  if (node.opset < 10) {
+    k = node.int('k', -1);
+  } else {
+    const given = node.constInts(1, 'K') ?? node.invalid('input K is missing');
+    if (given.length !== 1) node.invalid(`K holds ${given.length} values, not one`);
+    k = given[0]!;
+  }
+  if (!Number.isInteger(k) || k < 0 || k > shape[axis]!)
+    node.invalid(`K ${k} is outside [0, ${shape[axis]}] for axis ${axis} of ${JSON.stringify(shape)}`);
+  const outShape = shape.map((d, i) => (i === axis ? k : d));
+  const values = ctx.out(dtypeOf(x), outShape);
+  const indices = ctx.out('int64', outShape);
+  const g = ctx.m.graph;
+  const results = g.addValue({ kind: 'tensorList', items: [values.index, indices.index] });
+  g.addKernelCall('aten::topk.values', [
+    ctx.m.use(ctx.tensor(x)).index,
+    g.addValue({ kind: 'int', value: BigInt(k) }),
+    g.addValue({ kind: 'int', value: BigInt(axis) }),
+    g.addValue({ kind: 'bool', value: node.int('largest', 1) !== 0 }),
+    g.addValue({ kind: 'bool', value: node.int('sorted', 1) !== 0 }),
+    values.index,
+    indices.index,
+    results,
+  ]);
+  return [tensorValue(values), tensorValue(indices)];
+};

