@@ -397,9 +397,8 @@ pthreadpool_t XnnpackDelegate::stage_pool(const Stage& stage, const std::vector<
   // nothing broadcasts) or into 4 KiB blocks: a second thread only adds
   // hand-offs. Measured on a 128-token Llama prefill at 2 threads, such
   // stages took 1.2 to 3.3x their one-thread time (docs/performance.md).
-  const bool elementwise_only =
-      std::all_of(stage.subgraph.nodes.begin(), stage.subgraph.nodes.end(),
-                  [&](size_t index) { return is_elementwise(graph_.nodes[index].type); });
+  const bool elementwise_only = std::all_of(stage.subgraph.nodes.begin(), stage.subgraph.nodes.end(),
+                                            [&](size_t index) { return is_elementwise(graph_.nodes[index].type); });
   if (elementwise_only) return nullptr;
   size_t bytes = 0;  // what the subgraph's nodes write
   for (size_t index : stage.subgraph.nodes) {

@@ -290,10 +290,8 @@ bool is_elementwise(NodeType type) {
     case NodeType::kAbs:
     case NodeType::kHardswish:
     case NodeType::kLeakyRelu:
-    case NodeType::kElu:
-      return true;
-    default:
-      return false;
+    case NodeType::kElu: return true;
+    default: return false;
   }
 }
 
