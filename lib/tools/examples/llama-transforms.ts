@@ -162,18 +162,16 @@ export interface RingStep {
  * CachePositionsManager's update and _create_causal_mask_for_ring_buffer for
  * the pass's positions [length] starting at `start`: rows at index >= start
  * are marked empty first (a sequence starting again), then each position
- * goes to row position % (2 * window). A query at p sees the rows holding
- * p - window < position <= p. The remainder is p - floor(p / (2 * window)) *
- * 2 * window (the exporter's `%` is aten::remainder, which etna's kernel set
- * computes this way).
+ * goes to row position % (2 * window), `aten::remainder.Scalar_out` as the
+ * exporter writes the `%`. A query at p sees the rows holding
+ * p - window < position <= p.
  */
 export function emitRingStep(m: MethodBuilder, ring: RingPositions, positions: TensorValue, start: number): RingStep {
   const g = m.graph;
   const rows = 2 * ring.window;
   const [length] = positions.shape as [number];
-  const quotient = g.addTensor('int64', [length]);
-  m.kernel('aten::div.Scalar_mode_out', [positions, { int: rows }, { string: 'floor' }, quotient]);
-  const indices = m.sub(positions, m.mul(quotient, rows));
+  const indices = g.addTensor('int64', [length]);
+  m.kernel('aten::remainder.Scalar_out', [positions, { int: rows }, indices]);
   // where(arange(rows) < start_pos, cache_positions, -1)
   const rowNumbers = m.graph.addTensor('int64', [rows]);
   m.kernel('aten::arange.start_out', [{ int: 0 }, { int: rows }, { int: 1 }, rowNumbers]);
