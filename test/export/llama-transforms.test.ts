@@ -29,6 +29,7 @@ import {
 } from '../../lib/tools/examples/llama-8da4w.js';
 import { staticInt8RoundTrip } from '../../lib/tools/examples/llama-transforms.js';
 import { decodeLogits as decode, greedyDecodeDifferences, prefillLogits as prefill } from '../helpers/example-calls.js';
+import { runCli } from '../helpers/cli.js';
 import { argmax, worstDifference } from '../helpers/logits.js';
 import { byteTokenizerJson, llamaProgram, referenceGreedy } from '../llm/helpers.js';
 
@@ -309,6 +310,41 @@ describe('llama-8da4w with static int8 KV caches', () => {
       expect(() => runExportExample('llama-8da4w', out, { staticQuantizeKvCache: true, staticQuantizeKvCacheScale: 0 })).toThrow(
         /finite and positive, got 0/,
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the command line takes the flags and refuses a scale that is not a finite positive number', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etna-llama-transforms-'));
+    try {
+      const out = join(dir, 'llama.pte');
+      const written = runCli([
+        'export-example',
+        'llama-8da4w',
+        out,
+        '--static-quantize-kv-cache',
+        '--static-quantize-kv-cache-scale',
+        '0.05',
+      ]);
+      expect(written.status, written.stderr).toBe(0);
+      expect(written.stdout).toContain('static int8 KV caches (scale 0.05)');
+      expect(readFileSync(out).byteLength).toBeGreaterThan(0);
+      for (const scale of ['0', '-0.1', 'NaN', 'Infinity', 'abc']) {
+        const refused = runCli([
+          'export-example',
+          'llama-8da4w',
+          out,
+          '--static-quantize-kv-cache',
+          '--static-quantize-kv-cache-scale',
+          scale,
+        ]);
+        expect(refused.status, scale).not.toBe(0);
+        expect(refused.stderr).toContain('--static-quantize-kv-cache-scale takes a finite positive scale');
+      }
+      const alone = runCli(['export-example', 'llama-8da4w', out, '--static-quantize-kv-cache-scale', '0.05']);
+      expect(alone.status).not.toBe(0);
+      expect(alone.stderr).toContain('without the static int8 KV caches');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
