@@ -24,6 +24,7 @@ import {
   buildLlama8da4w,
   createLlama8da4wWeights,
   LLAMA_8DA4W_CONFIG as C,
+  LLAMA_8DA4W_PRESETS,
   Llama8da4wReference,
   type Llama8da4wTransforms,
 } from '../../lib/tools/examples/llama-8da4w.js';
@@ -342,12 +343,29 @@ describe('llama-8da4w with static int8 KV caches', () => {
         expect(refused.status, scale).not.toBe(0);
         expect(refused.stderr).toContain('--static-quantize-kv-cache-scale takes a finite positive scale');
       }
+      // A preset's bounded prefill becomes export_llama's static shapes: `forward` over one token a call.
+      const preset = join(dir, 'small.pte');
+      expect(
+        runCli(['export-example', 'llama-8da4w', preset, '--preset', 'small', '--layout', 'forward', '--static-quantize-kv-cache']).status,
+      ).toBe(0);
+      expect(readFileSync(preset).byteLength).toBeGreaterThan(0);
       const alone = runCli(['export-example', 'llama-8da4w', out, '--static-quantize-kv-cache-scale', '0.05']);
       expect(alone.status).not.toBe(0);
       expect(alone.stderr).toContain('without the static int8 KV caches');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("Llm.generate over a preset written in export_llama's forward layout gives the reference greedy tokens", async () => {
+    const bytes = exportExample('llama-8da4w', { preset: 'small', layout: 'forward', staticQuantizeKvCache: true });
+    const config = { ...LLAMA_8DA4W_PRESETS.small, prefillBounded: false };
+    const tokenizer = loadTokenizer(new TextEncoder().encode(byteTokenizerJson({ vocab: config.vocab })));
+    const llm = await Llm.load(bytes, { tokenizer });
+    const prompt = Array.from({ length: 12 }, (_, i) => (i * 37 + 5) % config.vocab);
+    const reference = new Llama8da4wReference(createLlama8da4wWeights(config), '8da4w', STATIC);
+    expect((await llm.generate(prompt, { temperature: 0, maxNewTokens: 8 })).tokens).toEqual(referenceGreedy(prompt, 8, config, reference));
+    await llm.dispose();
   });
 
   it('refuses the scales and layouts export_llama refuses', () => {

@@ -155,9 +155,11 @@ export const LARGE_EXAMPLES = {
     takesDtype: true,
     families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
-      const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
       const { layout, vocabulary, hadamard, quantizeKvCache, outputQuantization, embeddingBits, family, dtype } = variant;
       const { staticQuantizeKvCache, staticQuantizeKvCacheScale } = variant;
+      const preshaped = preset === undefined ? LLAMA : llama8da4wPreset(preset);
+      // export_llama writes the static int8 caches with static shapes: a preset's prefill then takes its full length.
+      const sized = staticQuantizeKvCache === true ? { ...preshaped, prefillBounded: false } : preshaped;
       const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
