@@ -64,6 +64,15 @@ export const EXPORT_EXAMPLE: Command = {
         help: "keep the KV caches in int8 with per-position scales and zero points, read by custom_quantized_sdpa, as export_llama's --quantize_kv_cache writes them (llama-8da4w)",
       },
       {
+        name: 'static-quantize-kv-cache',
+        help: "keep the KV caches in int8 with one fixed scale per head column, dequantized whole for attention.py's SDPA, as export_llama's --static_quantize_kv_cache writes them (llama-8da4w; static shapes, no sliding-window family, fp32)",
+      },
+      {
+        name: 'static-quantize-kv-cache-scale',
+        value: 'S',
+        help: 'the scale of those caches, finite and positive (default 1/127), as --static_quantize_kv_cache_scale',
+      },
+      {
         name: 'output-8da8w',
         help: "quantize the output projection to 8-bit weights with one scale per row (int8 dynamic activations), as export_llama's --preq_mode 8da4w_output_8da8w writes the quantized Llama 3.2 checkpoints (llama-8da4w)",
       },
@@ -89,6 +98,8 @@ export const EXPORT_EXAMPLE: Command = {
       vocabFrom: args.string('vocab-from'),
       hadamard: args.flag('hadamard'),
       quantizeKvCache: args.flag('quantize-kv-cache'),
+      staticQuantizeKvCache: args.flag('static-quantize-kv-cache'),
+      staticQuantizeKvCacheScale: args.number('static-quantize-kv-cache-scale', (value) => value > 0, 'a finite positive scale'),
       output8da8w: args.flag('output-8da8w'),
       embedding8bit: args.flag('embedding-8bit'),
       dtype: args.string('dtype'),
@@ -114,6 +125,10 @@ export interface ExportExampleOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches (examples that take export_llama's transformations). */
   readonly quantizeKvCache?: boolean;
+  /** int8 KV caches with fixed per-column scales (examples that take export_llama's transformations). */
+  readonly staticQuantizeKvCache?: boolean;
+  /** Their scale (default 1 / 127). */
+  readonly staticQuantizeKvCacheScale?: number | undefined;
   /** The output projection in 8-bit per-channel weights (examples that take export_llama's transformations). */
   readonly output8da8w?: boolean;
   /** The token embedding in 8 bits, read by embedding_byte (examples that take export_llama's transformations). */
@@ -154,12 +169,17 @@ export function runExportExample(name: string, out: string, options: ExportExamp
   }
   const hadamard = options.hadamard === true;
   const quantizeKvCache = options.quantizeKvCache === true;
+  const staticQuantizeKvCache = options.staticQuantizeKvCache === true;
+  const staticScale = options.staticQuantizeKvCacheScale;
   const output8da8w = options.output8da8w === true;
   const embedding8bit = options.embedding8bit === true;
-  if ((hadamard || quantizeKvCache || output8da8w || embedding8bit) && exampleInfo(name).takesTransforms !== true) {
+  if (
+    (hadamard || quantizeKvCache || staticQuantizeKvCache || output8da8w || embedding8bit) &&
+    exampleInfo(name).takesTransforms !== true
+  ) {
     return reportUsageError(
       EXPORT_EXAMPLE.spec,
-      `example '${name}' takes no export_llama transformations; --hadamard, --quantize-kv-cache, --output-8da8w and --embedding-8bit apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
+      `example '${name}' takes no export_llama transformations; --hadamard, --quantize-kv-cache, --static-quantize-kv-cache, --output-8da8w and --embedding-8bit apply to ${ALL_EXAMPLE_NAMES.filter((n) => exampleInfo(n).takesTransforms === true).join(', ')}`,
     );
   }
   if (options.dtype !== undefined) {
@@ -188,6 +208,8 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard && { hadamard }),
     ...(quantizeKvCache && { quantizeKvCache }),
+    ...(staticQuantizeKvCache && { staticQuantizeKvCache }),
+    ...(staticScale !== undefined && { staticQuantizeKvCacheScale: staticScale }),
     ...(output8da8w && { outputQuantization: '8da8w' as const }),
     ...(embedding8bit && { embeddingBits: 8 as const }),
     ...(options.dtype !== undefined && { dtype: options.dtype }),
@@ -201,6 +223,7 @@ export function runExportExample(name: string, out: string, options: ExportExamp
     ...(vocabulary !== undefined ? [`vocabulary of ${vocabulary.size} tokens`] : []),
     ...(hadamard ? ['Hadamard-rotated feed-forwards'] : []),
     ...(quantizeKvCache ? ['int8 KV caches'] : []),
+    ...(staticQuantizeKvCache ? [`static int8 KV caches (scale ${staticScale ?? '1/127'})`] : []),
     ...(output8da8w ? ['8da8w output projection'] : []),
     ...(embedding8bit ? ['8-bit token embedding'] : []),
     ...(options.dtype !== undefined ? [`${activationDtype(options.dtype)} activations`] : []),

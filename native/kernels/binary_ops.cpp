@@ -1,6 +1,6 @@
 // Elementwise operators with two or three operands: arithmetic, comparisons,
-// logical and bitwise operators, maximum/minimum, where, masked_fill and pow. Operands broadcast; the result dtype
-// follows PyTorch's type promotion and is converted to the out tensor's dtype.
+// logical and bitwise operators, remainder, maximum/minimum, where, masked_fill and pow. Operands broadcast; the result
+// dtype follows PyTorch's type promotion and is converted to the out tensor's dtype.
 
 #include <cmath>
 #include <limits>
@@ -205,6 +205,50 @@ Status divide(const OpArgs& op, bool other_is_tensor, bool has_mode) {
     });
   }
   if (divided_by_zero) return op.input_error("integer division by zero");
+  return Status::ok();
+}
+
+// --- remainder ---------------------------------------------------------------------
+
+// PyTorch's remainder: the sign of the divisor. Floats take fmod's result and
+// add b when it is nonzero and its sign differs from b's, so NaN and a zero
+// divisor give NaN, -0 stays -0, and a finite a over an infinite b of the
+// other sign gives that infinity.
+template <typename C>
+C remainder_floating(C a, C b) {
+  C mod = std::fmod(a, b);
+  if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
+  return mod;
+}
+
+int64_t remainder_integers(int64_t a, int64_t b, bool& divided_by_zero) {
+  if (b == 0) {
+    divided_by_zero = true;
+    return 0;
+  }
+  if (b == -1) return 0;  // also where a % b would overflow
+  int64_t mod = a % b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
+  return mod;
+}
+
+Status remainder(const OpArgs& op, bool other_is_tensor) {
+  ETNA_KERNEL_ASSIGN(BinaryCall call, read_binary_call(op, "other", other_is_tensor));
+  if (call.result == ScalarType::kBool) return op.program_error("remainder is not defined for bool operands");
+  ETNA_TRY(op.expect_castable(call.result, *call.out));
+  ETNA_TRY(prepare_binary_output(op, *call.self, call.other, *call.out));
+  if (is_floating_dtype(call.result)) {
+    visit_compute_type(call.result, [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      apply_binary<C, C>(*call.self, call.other, *call.out, [](C a, C b) { return remainder_floating(a, b); });
+    });
+    return Status::ok();
+  }
+  bool divided_by_zero = false;
+  apply_binary<int64_t, int64_t>(*call.self, call.other, *call.out, [&divided_by_zero](int64_t a, int64_t b) {
+    return remainder_integers(a, b, divided_by_zero);
+  });
+  if (divided_by_zero) return op.input_error("integer remainder by zero (ZeroDivisionError)");
   return Status::ok();
 }
 
@@ -430,6 +474,8 @@ Status div_out(KernelArgs args) { return divide(OpArgs(args), true, false); }
 Status div_scalar_out(KernelArgs args) { return divide(OpArgs(args), false, false); }
 Status div_out_mode(KernelArgs args) { return divide(OpArgs(args), true, true); }
 Status div_scalar_mode_out(KernelArgs args) { return divide(OpArgs(args), false, true); }
+Status remainder_tensor_out(KernelArgs args) { return remainder(OpArgs(args), true); }
+Status remainder_scalar_out(KernelArgs args) { return remainder(OpArgs(args), false); }
 
 #define ETNA_COMPARE_KERNELS(name, kind)                                                      \
   Status name##_scalar_out(KernelArgs args) { return comparison(OpArgs(args), false, kind); } \
@@ -468,6 +514,8 @@ void register_binary_kernels(KernelRegistry& registry) {
   registry.add({"aten::div.Scalar_out", 4, div_scalar_out});
   registry.add({"aten::div.out_mode", 5, div_out_mode});
   registry.add({"aten::div.Scalar_mode_out", 5, div_scalar_mode_out});
+  registry.add({"aten::remainder.Tensor_out", 4, remainder_tensor_out});
+  registry.add({"aten::remainder.Scalar_out", 4, remainder_scalar_out});
   registry.add({"aten::eq.Scalar_out", 4, eq_scalar_out});
   registry.add({"aten::eq.Tensor_out", 4, eq_tensor_out});
   registry.add({"aten::ne.Scalar_out", 4, ne_scalar_out});

@@ -41,14 +41,16 @@ Status ceil_out(KernelArgs args) {
   return rounding_kernel(args, [](auto x) { return std::ceil(x); });
 }
 
-// Halves go to the even neighbour (round(2.5) = 2), as in ONNX and PyTorch.
+// Halves go to the even neighbour (round(2.5) = 2), as in ONNX and PyTorch;
+// what rounds to zero keeps x's sign (round(-0.3) = -0).
 Status round_out(KernelArgs args) {
   return rounding_kernel(args, [](auto x) {
-    const auto down = std::floor(x);
-    const auto fraction = x - down;
-    if (fraction > decltype(x)(0.5)) return down + 1;
-    if (fraction < decltype(x)(0.5)) return down;
-    return std::fmod(down, decltype(x)(2)) == 0 ? down : down + 1;
+    using T = decltype(x);
+    const T down = std::floor(x);
+    const T fraction = x - down;
+    T rounded = down;
+    if (fraction > T(0.5) || (fraction == T(0.5) && std::fmod(down, T(2)) != 0)) rounded = down + 1;
+    return std::isnan(x) || std::isinf(x) ? x : std::copysign(rounded, x);
   });
 }
 

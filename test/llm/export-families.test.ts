@@ -155,6 +155,15 @@ describe('the gemma3 family', () => {
     expect(windowed.slidingWindow).toBe(512);
     const long = buildLlama8da4w(createLlama8da4wWeights({ ...windowed, layers: 1 }), { layout: 'forward' });
     expect(long.programGraph.sharedBuffers.find((b) => b.name === 'layers.0.attention.k_cache')?.shape).toEqual([1, 1024, 2, 256]);
+    // Each sliding layer's row is position % (2 * window), aten::remainder.Scalar_out as the exporter writes the `%`.
+    const [forward] = program.export().program.methods;
+    const names = forward!.instructions.flatMap((instruction) =>
+      instruction.kind === 'kernel'
+        ? [`${forward!.operators[instruction.opIndex]!.name}.${forward!.operators[instruction.opIndex]!.overload}`]
+        : [],
+    );
+    expect(names.filter((name) => name === 'aten::remainder.Scalar_out')).toHaveLength(5);
+    expect(names).not.toContain('aten::div.Scalar_mode_out');
   });
 
   it('refuses a prefill longer than the window: a chunk would overwrite rows its first queries still see', () => {

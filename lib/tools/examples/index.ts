@@ -43,6 +43,10 @@ export interface ExampleVariant {
   readonly hadamard?: boolean;
   /** int8 KV caches and custom_quantized_sdpa, as `--quantize_kv_cache` writes them (examples with `takesTransforms` only). */
   readonly quantizeKvCache?: boolean;
+  /** int8 KV caches with fixed per-column scales, as `--static_quantize_kv_cache` writes them (examples with `takesTransforms` only). */
+  readonly staticQuantizeKvCache?: boolean;
+  /** Their scale, `--static_quantize_kv_cache_scale` (default 1 / 127). */
+  readonly staticQuantizeKvCacheScale?: number;
   /** The output projection as 8-bit per-channel weights ('8da8w', `--preq_mode 8da4w_output_8da8w`) or 4-bit groups ('8da4w'; examples with `takesTransforms` only). */
   readonly outputQuantization?: OutputQuantization;
   /** The token embedding in 8 bits (embedding_byte, `--preq_embedding_quantize 8,0`) or 4 (examples with `takesTransforms` only). */
@@ -64,7 +68,7 @@ export interface ExampleInfo {
   readonly layouts?: readonly { readonly name: string; readonly methods: readonly string[] }[];
   /** Set when `build` can size the program to a tokenizer's vocabulary. */
   readonly takesVocabulary?: true;
-  /** Set when `build` takes the variant's `hadamard`, `quantizeKvCache`, `outputQuantization` and `embeddingBits`. */
+  /** Set when `build` takes the variant's `hadamard`, `quantizeKvCache`, `staticQuantizeKvCache`, `outputQuantization` and `embeddingBits`. */
   readonly takesTransforms?: true;
   /** Set when `build` takes the variant's `dtype`. */
   readonly takesDtype?: true;
@@ -151,13 +155,18 @@ export const LARGE_EXAMPLES = {
     takesDtype: true,
     families: LLAMA_8DA4W_FAMILIES,
     build: (preset?: string, variant: ExampleVariant = {}) => {
-      const sized = preset === undefined ? LLAMA : llama8da4wPreset(preset);
       const { layout, vocabulary, hadamard, quantizeKvCache, outputQuantization, embeddingBits, family, dtype } = variant;
+      const { staticQuantizeKvCache, staticQuantizeKvCacheScale } = variant;
+      const preshaped = preset === undefined ? LLAMA : llama8da4wPreset(preset);
+      // export_llama writes the static int8 caches with static shapes: a preset's prefill then takes its full length.
+      const sized = staticQuantizeKvCache === true ? { ...preshaped, prefillBounded: false } : preshaped;
       const config = family === undefined ? sized : withFamily(sized, family);
       return buildLlama8da4w(createLlama8da4wWeights(vocabulary === undefined ? config : { ...config, vocab: vocabulary.size }), {
         ...(layout !== undefined && { layout: layout as Llama8da4wLayout }),
         ...(hadamard !== undefined && { hadamard }),
         ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+        ...(staticQuantizeKvCache !== undefined && { staticQuantizeKvCache }),
+        ...(staticQuantizeKvCacheScale !== undefined && { staticQuantizeKvCacheScale }),
         ...(outputQuantization !== undefined && { outputQuantization }),
         ...(embeddingBits !== undefined && { embeddingBits }),
         ...(dtype !== undefined && { dtype: activationDtype(dtype) }),
@@ -222,7 +231,14 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
     const known = families.length === 0 ? 'it has one' : `available: ${families.join(', ')}`;
     throw new EtnaError('INVALID_INPUT', `example '${name}' has no family '${variant.family}' (${known})`);
   }
-  const transforms = [variant.hadamard, variant.quantizeKvCache, variant.outputQuantization, variant.embeddingBits];
+  const transforms = [
+    variant.hadamard,
+    variant.quantizeKvCache,
+    variant.staticQuantizeKvCache,
+    variant.staticQuantizeKvCacheScale,
+    variant.outputQuantization,
+    variant.embeddingBits,
+  ];
   if (transforms.some((option) => option !== undefined) && info.takesTransforms !== true)
     throw new EtnaError(
       'INVALID_INPUT',
@@ -239,14 +255,28 @@ export function buildExample(name: string, preset?: string, variant: ExampleVari
 /** The example as .pte bytes. */
 export function exportExample(name: string, options?: ExportOptions & { readonly preset?: string } & ExampleVariant): Uint8Array {
   const info = exampleInfo(name);
-  const { preset, layout, vocabulary, hadamard, quantizeKvCache, outputQuantization, embeddingBits, family, dtype, ...exportOptions } =
-    options ?? {};
+  const {
+    preset,
+    layout,
+    vocabulary,
+    hadamard,
+    quantizeKvCache,
+    staticQuantizeKvCache,
+    staticQuantizeKvCacheScale,
+    outputQuantization,
+    embeddingBits,
+    family,
+    dtype,
+    ...exportOptions
+  } = options ?? {};
   const variant = {
     ...(family !== undefined && { family }),
     ...(layout !== undefined && { layout }),
     ...(vocabulary !== undefined && { vocabulary }),
     ...(hadamard !== undefined && { hadamard }),
     ...(quantizeKvCache !== undefined && { quantizeKvCache }),
+    ...(staticQuantizeKvCache !== undefined && { staticQuantizeKvCache }),
+    ...(staticQuantizeKvCacheScale !== undefined && { staticQuantizeKvCacheScale }),
     ...(outputQuantization !== undefined && { outputQuantization }),
     ...(embeddingBits !== undefined && { embeddingBits }),
     ...(dtype !== undefined && { dtype }),

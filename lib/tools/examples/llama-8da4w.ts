@@ -25,7 +25,9 @@
 // caches in shared state with `llama::update_cache`, and attention is
 // `llama::custom_sdpa` masked causally from start_pos. Two build options add
 // export_llama's transformations (llama-transforms.ts): `hadamard`
-// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`);
+// (`--use_spin_quant native`) and `quantizeKvCache` (`--quantize_kv_cache`),
+// or `staticQuantizeKvCache` (`--static_quantize_kv_cache`, attention.py's
+// SDPA over int8 caches with fixed scales);
 // two write the quantized Llama 3.2 checkpoints' layout (`--preq_mode
 // 8da4w_output_8da8w --preq_embedding_quantize 8,0`): `outputQuantization:
 // '8da8w'` and `embeddingBits: 8` (`quantized_decomposed::embedding_byte`);
@@ -71,11 +73,14 @@ import {
   type Llama8da4wFamily,
 } from './llama-families.js';
 import {
+  causalMask,
   checkHadamardWidth,
+  checkStaticKvCacheScale,
   emitFloatAttention,
   emitHadamard,
   emitQuantizedAttention,
   emitRingStep,
+  emitStaticQuantizedAttention,
   hadamardRows,
   int8RoundTripRows,
   quantizedCache,
@@ -83,9 +88,13 @@ import {
   resetQuantizedCache,
   ringPositions,
   rotatedWeight,
+  STATIC_KV_CACHE_SCALE,
+  staticInt8RoundTrip,
+  staticQuantizedCache,
   type QuantizedCache,
   type QuantizedCacheInit,
   type RingPositions,
+  type StaticQuantizedCache,
 } from './llama-transforms.js';
 import { activationDtype, storedAs, type ActivationDtype } from './activation-dtype.js';
 import { markPrefillLength } from './prefill-length.js';
@@ -361,10 +370,14 @@ interface LayerConstants {
   caches: LayerCaches;
 }
 
-/** A layer's key and value caches: float32 (update_cache, custom_sdpa) or int8 (quantizeKvCache), rings in sliding-window layers. */
+/**
+ * A layer's key and value caches: float32 (update_cache, custom_sdpa), int8 (quantizeKvCache) or static int8
+ * (staticQuantizeKvCache), rings in sliding-window layers.
+ */
 type LayerCaches = (
   | { readonly kind: 'float32'; readonly key: SharedBuffer; readonly value: SharedBuffer }
   | { readonly kind: 'int8'; readonly key: QuantizedCache; readonly value: QuantizedCache }
+  | { readonly kind: 'static'; readonly key: StaticQuantizedCache; readonly value: StaticQuantizedCache }
 ) & { readonly rows: number; readonly ring: RingPositions | undefined };
 
 /** 'prefill-decode': two methods sharing the caches at mem_id 2; 'forward': export_llama's single method with its metadata. */
@@ -382,6 +395,13 @@ export interface Llama8da4wBuildOptions {
   readonly hadamard?: boolean;
   /** int8 KV caches read by custom_quantized_sdpa (export_llama `--quantize_kv_cache`). */
   readonly quantizeKvCache?: boolean;
+  /**
+   * int8 caches with one fixed scale per head column, dequantized whole for attention.py's SDPA (export_llama
+   * `--static_quantize_kv_cache`, which writes `forward` over one token and use_sdpa_with_kv_cache false).
+   */
+  readonly staticQuantizeKvCache?: boolean;
+  /** Those caches' scale (`--static_quantize_kv_cache_scale`; default 1 / 127): finite and positive. */
+  readonly staticQuantizeKvCacheScale?: number;
   /** The activation dtype (export_llama `-d`, default float32); 16-bit dtypes convert around the float32 delegates (llama-16bit.ts). */
   readonly dtype?: ActivationDtype;
   /** The output projection's weights: 4-bit groups as the other linears ('8da4w', the default), or 8-bit per channel ('8da8w', `--preq_mode 8da4w_output_8da8w`). */
@@ -415,7 +435,24 @@ export function pairsToHalves(w: Float32Array, heads: number, headDim: number, i
 }
 
 /** The options that change what the model computes, which its reference takes too. */
-export type Llama8da4wTransforms = Pick<Llama8da4wBuildOptions, 'hadamard' | 'quantizeKvCache' | 'outputQuantization' | 'embeddingBits'>;
+export type Llama8da4wTransforms = Pick<
+  Llama8da4wBuildOptions,
+  'hadamard' | 'quantizeKvCache' | 'staticQuantizeKvCache' | 'staticQuantizeKvCacheScale' | 'outputQuantization' | 'embeddingBits'
+>;
+
+/** The static int8 caches' scale when the options ask for them (checked as export_llama checks it), else undefined. */
+function staticKvCacheScale(options: Llama8da4wTransforms): number | undefined {
+  if (options.staticQuantizeKvCache !== true) {
+    if (options.staticQuantizeKvCacheScale !== undefined)
+      throw new EtnaError('INVALID_INPUT', 'llama-8da4w: a static KV cache scale is given without the static int8 KV caches');
+    return undefined;
+  }
+  if (options.quantizeKvCache === true)
+    throw new EtnaError('INVALID_INPUT', 'llama-8da4w: the KV caches are quantized per token or statically, not both');
+  const scale = options.staticQuantizeKvCacheScale ?? STATIC_KV_CACHE_SCALE;
+  checkStaticKvCacheScale(scale);
+  return scale;
+}
 
 /** Checks the quantization options before anything is built. */
 function checkQuantizationOptions(options: Llama8da4wTransforms): void {
@@ -429,6 +466,7 @@ function checkQuantizationOptions(options: Llama8da4wTransforms): void {
       'INVALID_INPUT',
       `llama-8da4w: the token embedding is written in ${EMBEDDING_BITS.join(' or ')} bits, not ${String(options.embeddingBits)}`,
     );
+  staticKvCacheScale(options);
 }
 
 /** w2 as stored: rotated to take the transformed activations when `hadamard` is set. */
@@ -458,7 +496,7 @@ export const LLAMA_8DA4W_METADATA = [
  */
 export function llama8da4wMetadata(
   C: Llama8da4wConfig,
-  options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds'> = {},
+  options: Pick<Llama8da4wBuildOptions, 'bosId' | 'eosIds' | 'staticQuantizeKvCache'> = {},
 ): Record<string, (number | boolean)[]> {
   const bosId = options.bosId === undefined ? defaultBosId(C.family, C.vocab) : options.bosId;
   const eosIds = options.eosIds ?? defaultEosIds(C.family, C.vocab);
@@ -474,7 +512,7 @@ export function llama8da4wMetadata(
     get_n_layers: [C.layers],
     get_vocab_size: [C.vocab],
     use_kv_cache: [true],
-    use_sdpa_with_kv_cache: [true],
+    use_sdpa_with_kv_cache: [options.staticQuantizeKvCache !== true],
     enable_dynamic_shape: [C.prefillBounded === true],
   };
   // A vocabulary without such tokens gets no method, so the runner asks the tokenizer, as it does for a program without one.
@@ -527,6 +565,17 @@ export function addConstantMethod(program: ProgramBuilder, name: string, values:
   });
 }
 
+/** What export_llama takes with --static_quantize_kv_cache: static shapes, no ring caches, float32 here. */
+function checkStaticKvCacheLayout(C: Llama8da4wConfig, layout: Llama8da4wLayout, dtype: ActivationDtype): void {
+  const refuse = (what: string): never => {
+    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the static int8 KV caches are written without ${what}`);
+  };
+  if (C.prefillBounded === true) refuse('a dynamic prefill length (export_llama requires static shapes)');
+  if (slidingWindow(C) !== undefined) refuse(`the ${C.family ?? 'llama'} family's sliding-window ring caches`);
+  if (layout === 'optimum') refuse("optimum-executorch's layout");
+  if (dtype !== 'float32') refuse(`${dtype} activations`);
+}
+
 export function buildLlama8da4w(
   weights: Llama8da4wWeights = createLlama8da4wWeights(),
   options: Llama8da4wBuildOptions = {},
@@ -542,7 +591,9 @@ export function buildLlama8da4w(
   checkQuantizationOptions(options);
   const byteEmbeddingTable = options.embeddingBits === 8;
   const quantizeKvCache = options.quantizeKvCache === true;
+  const staticScale = staticKvCacheScale(options);
   const dtype = activationDtype(options.dtype ?? 'float32');
+  if (staticScale !== undefined) checkStaticKvCacheLayout(C, layout, dtype);
   if (dtype !== 'float32' && (options.hadamard === true || quantizeKvCache))
     throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --hadamard and --quantize-kv-cache`);
   if (dtype !== 'float32' && (options.outputQuantization === '8da8w' || byteEmbeddingTable))
@@ -597,15 +648,20 @@ export function buildLlama8da4w(
       `llama-8da4w: a prefill of ${C.prefillLength} tokens does not fit the sliding window of ${window} (a chunk must not overwrite rows it still sees)`,
     );
   // What the two-method layout's reset copies back, one set per cache length.
-  const empties = new Map<number, { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined }>();
-  const emptyOf = (rows: number): { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined } => {
+  type EmptyCaches = { float: ConstantTensor | undefined; int8: QuantizedCacheInit | undefined; codes: ConstantTensor | undefined };
+  const empties = new Map<number, EmptyCaches>();
+  const emptyOf = (rows: number): EmptyCaches => {
     let empty = empties.get(rows);
     if (empty === undefined) {
       const shape = [1, rows, C.kvHeads, hd] as const;
       const name = rows === C.context ? 'empty_cache' : 'empty_ring_cache';
       empty = {
-        float: twoMethods && !quantizeKvCache ? program.constant(name, 'float32', shape, new Float32Array(rows * kv)) : undefined,
+        float:
+          twoMethods && !quantizeKvCache && staticScale === undefined
+            ? program.constant(name, 'float32', shape, new Float32Array(rows * kv))
+            : undefined,
         int8: twoMethods && quantizeKvCache ? quantizedCacheInit(program, shape, name) : undefined,
+        codes: twoMethods && staticScale !== undefined ? program.constant(name, 'int8', shape, new Int8Array(rows * kv)) : undefined,
       };
       empties.set(rows, empty);
     }
@@ -618,6 +674,14 @@ export function buildLlama8da4w(
     const cacheShape = [1, rows, C.kvHeads, hd] as const;
     emptyOf(rows);
     const ring = sliding ? ringPositions(program, `layers.${l}.attention.cache_positions`, window) : undefined;
+    if (staticScale !== undefined)
+      return {
+        kind: 'static',
+        key: staticQuantizedCache(program, name('k'), cacheShape, staticScale),
+        value: staticQuantizedCache(program, name('v'), cacheShape, staticScale),
+        rows,
+        ring,
+      };
     return quantizeKvCache
       ? {
           kind: 'int8',
@@ -663,6 +727,8 @@ export function buildLlama8da4w(
     caches: caches(l),
   }));
   const finalNorm = vector('norm.weight', weights.finalNorm);
+  // attention.py's SDPA reads its rows of the causal mask, self.mask[input_pos].
+  const mask = staticScale === undefined ? undefined : causalMask(program, C.context);
   if (
     layers.some(
       (layer) => hasQkNorm(C.family) !== (layer.qkNorms !== undefined) || hasSandwichNorms(C.family) !== (layer.postNorms !== undefined),
@@ -737,9 +803,20 @@ export function buildLlama8da4w(
       const v = m.reshape(linear(h, layer.wv), [1, length, C.kvHeads, hd]);
       const ring = layer.caches.ring === undefined ? undefined : emitRingStep(m, layer.caches.ring, m.reshape(positions, [length]), start);
       const attention =
-        layer.caches.kind === 'int8'
-          ? emitQuantizedAttention(m, layer.caches, q, k, v, start, ring)
-          : fromFloat32(emitFloatAttention(m, layer.caches, toFloat32(q), toFloat32(k), toFloat32(v), start, ring));
+        layer.caches.kind === 'static'
+          ? emitStaticQuantizedAttention(
+              m,
+              layer.caches,
+              mask!,
+              m.reshape(q, [1, length, C.heads, hd]),
+              m.reshape(k, [1, length, C.kvHeads, hd]),
+              v,
+              m.reshape(positions, [length]),
+              start,
+            )
+          : layer.caches.kind === 'int8'
+            ? emitQuantizedAttention(m, layer.caches, q, k, v, start, ring)
+            : fromFloat32(emitFloatAttention(m, layer.caches, toFloat32(q), toFloat32(k), toFloat32(v), start, ring));
       const post = (y: TensorValue, norm: ConstantTensor | undefined): TensorValue => (norm === undefined ? y : rmsNorm(y, norm));
       x = m.add(x, post(linear(m.reshape(attention, [length, qDim]), layer.wo), layer.postNorms?.attention));
       const h2 = rmsNorm(x, layer.ffnNorm);
@@ -823,6 +900,9 @@ export function buildLlama8da4w(
       if (caches.kind === 'int8') {
         resetQuantizedCache(m, caches.key, empty.int8!);
         resetQuantizedCache(m, caches.value, empty.int8!);
+      } else if (caches.kind === 'static') {
+        m.copyInto(caches.key.codes, empty.codes!);
+        m.copyInto(caches.value.codes, empty.codes!);
       } else {
         m.copyInto(caches.key, empty.float!);
         m.copyInto(caches.value, empty.float!);
@@ -895,6 +975,8 @@ export class Llama8da4wReference extends DecoderReference {
   private readonly ropes: { cos: Float32Array; sin: Float32Array }[];
   private readonly layers: { [K in 'wq' | 'wk' | 'wv' | 'wo' | 'w1' | 'w3' | 'w2']: QuantizedLinear }[];
   private readonly output: QuantizedLinear;
+  /** The static int8 caches' scale, when the model has them. */
+  private readonly staticScale: number | undefined;
 
   constructor(
     readonly weights: Llama8da4wWeights = createLlama8da4wWeights(),
@@ -915,6 +997,7 @@ export class Llama8da4wReference extends DecoderReference {
       float,
     });
     checkQuantizationOptions(transforms);
+    this.staticScale = staticKvCacheScale(transforms);
     this.embedding = float
       ? weights.tokenEmbedding
       : transforms.embeddingBits === 8
@@ -1000,6 +1083,11 @@ export class Llama8da4wReference extends DecoderReference {
             attention[(t * C.heads + head) * hd + i] = sum;
           }
         }
+      }
+      // A static int8 cache attends over the call's own rows as they are and keeps them as its codes give them back.
+      if (this.staticScale !== undefined) {
+        this.keyCaches[l]!.set(staticInt8RoundTrip(k, this.staticScale), start * kv);
+        this.valueCaches[l]!.set(staticInt8RoundTrip(v, this.staticScale), start * kv);
       }
       const attended = post(linear8da4w(attention, rows, layer.wo), w.postAttentionNorm);
       for (let i = 0; i < x.length; i++) x[i]! += attended[i]!;

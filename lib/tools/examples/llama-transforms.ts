@@ -1,4 +1,4 @@
-// Two of export_llama's source transformations, as the llama-8da4w example
+// Three of export_llama's source transformations, as the llama-8da4w example
 // writes them (and its reference computes them):
 // - SpinQuant's native rotation (`--use_spin_quant native`; option
 //   `hadamard`): `llama::fast_hadamard_transform` on the feed-forward's
@@ -12,6 +12,11 @@
 //   head, written by `choose_qparams_per_token_asymmetric`,
 //   `quantize_per_token` and `llama::update_cache`, and read by
 //   `llama::custom_quantized_sdpa` with the query quantized the same way.
+// - The static quantized KV cache (`--static_quantize_kv_cache`; option
+//   `staticQuantizeKvCache`): int8 caches with one fixed float32 scale per
+//   column of a head, written from div, round, clamp and a cast, read back
+//   whole into float32 by attention.py's SDPA (no custom_sdpa: export_llama
+//   takes this cache without --use_sdpa_with_kv_cache).
 // Beside them, the plain attention the second replaces (update_cache into
 // float32 caches, custom_sdpa), and the ring-buffer caches of sliding-window
 // layers (RingKVCache, as optimum-executorch's hybrid cache and export_llama's
@@ -157,18 +162,16 @@ export interface RingStep {
  * CachePositionsManager's update and _create_causal_mask_for_ring_buffer for
  * the pass's positions [length] starting at `start`: rows at index >= start
  * are marked empty first (a sequence starting again), then each position
- * goes to row position % (2 * window). A query at p sees the rows holding
- * p - window < position <= p. The remainder is p - floor(p / (2 * window)) *
- * 2 * window (the exporter's `%` is aten::remainder, which etna's kernel set
- * computes this way).
+ * goes to row position % (2 * window), `aten::remainder.Scalar_out` as the
+ * exporter writes the `%`. A query at p sees the rows holding
+ * p - window < position <= p.
  */
 export function emitRingStep(m: MethodBuilder, ring: RingPositions, positions: TensorValue, start: number): RingStep {
   const g = m.graph;
   const rows = 2 * ring.window;
   const [length] = positions.shape as [number];
-  const quotient = g.addTensor('int64', [length]);
-  m.kernel('aten::div.Scalar_mode_out', [positions, { int: rows }, { string: 'floor' }, quotient]);
-  const indices = m.sub(positions, m.mul(quotient, rows));
+  const indices = g.addTensor('int64', [length]);
+  m.kernel('aten::remainder.Scalar_out', [positions, { int: rows }, indices]);
   // where(arange(rows) < start_pos, cache_positions, -1)
   const rowNumbers = m.graph.addTensor('int64', [rows]);
   m.kernel('aten::arange.start_out', [{ int: 0 }, { int: rows }, { int: 1 }, rowNumbers]);
@@ -326,4 +329,119 @@ export function int8RoundTripRows(rows: Float32Array, width: number): Float32Arr
     for (let i = 0; i < width; i++) out[at + i] = scale * (codes[i]! - zeroPoint);
   }
   return out;
+}
+
+// ------------------------------------------------------------------ static int8 caches
+
+/** export_llama's default `--static_quantize_kv_cache_scale`: 1 / 127, so values in [-1, 1] fill the int8 range. */
+export const STATIC_KV_CACHE_SCALE = 1 / 127;
+
+/** Refuses what export_llama refuses: a static KV cache scale must be finite and positive. */
+export function checkStaticKvCacheScale(scale: number): void {
+  if (typeof scale !== 'number' || !Number.isFinite(scale) || scale <= 0)
+    throw new EtnaError('INVALID_INPUT', `static KV cache: the scale must be finite and positive, got ${String(scale)}`);
+}
+
+/**
+ * One static-qparams cache (keys or values), as StaticQuantizedKVCache
+ * registers it: int8 codes in shared state, and a float32 scale per column
+ * of a head, fixed at export.
+ */
+export interface StaticQuantizedCache {
+  /** int8 [1, rows, kvHeads, headDim] */
+  readonly codes: SharedBuffer;
+  /** float32 [1, 1, 1, headDim] */
+  readonly scales: ConstantTensor;
+}
+
+export function staticQuantizedCache(
+  program: ProgramBuilder,
+  name: string,
+  shape: readonly [number, number, number, number],
+  scale: number,
+): StaticQuantizedCache {
+  checkStaticKvCacheScale(scale);
+  return {
+    codes: program.sharedBuffer(name, 'int8', shape),
+    scales: program.constant(`${name}_scales`, 'float32', [1, 1, 1, shape[3]], new Float32Array(shape[3]).fill(scale)),
+  };
+}
+
+/** The model's causal mask [context, context]: 0 where a query at the row's position sees the column's, -inf elsewhere. */
+export function causalMask(program: ProgramBuilder, context: number): ConstantTensor {
+  const data = new Float32Array(context * context);
+  for (let row = 0; row < context; row++) data.fill(Number.NEGATIVE_INFINITY, row * context + row + 1, (row + 1) * context);
+  return program.constant('mask', 'float32', [context, context], data);
+}
+
+/**
+ * StaticQuantizedKVCache.update then attention.py's SDPA, op for op, for the
+ * rows k and v [1, length, kvHeads, headDim] at `start` and the query q
+ * [1, length, heads, headDim]: the rows quantized as
+ * clamp(round(x / scales), -128, 127).to(int8) and written into the int8
+ * caches with llama::update_cache; the whole caches dequantized
+ * (int8.to(float32) * scales) into temporaries that then take the call's
+ * float rows; keys and values repeated per query head; then
+ * scaled_dot_product_attention as it decomposes (q and k each times
+ * sqrt(1 / sqrt(headDim)), bmm, + mask[positions], softmax, bmm). Returns
+ * float32 [1, length, heads, headDim].
+ */
+export function emitStaticQuantizedAttention(
+  m: MethodBuilder,
+  caches: { readonly key: StaticQuantizedCache; readonly value: StaticQuantizedCache },
+  mask: ConstantTensor,
+  q: TensorValue,
+  k: TensorValue,
+  v: TensorValue,
+  positions: TensorValue,
+  start: number,
+): TensorValue {
+  const g = m.graph;
+  const [, length, heads, headDim] = q.shape as [number, number, number, number];
+  const [, rows, kvHeads] = caches.key.codes.shape as [number, number, number, number];
+  const update = (values: TensorValue, cache: TensorValue | SharedBuffer): void => {
+    const placeholder = g.addTensor(values.dtype, [1]);
+    g.addKernelCall('llama::update_cache.out', [values.index, m.use(cache).index, start, placeholder.index, placeholder.index]);
+  };
+  const floats = ([values, cache]: readonly [TensorValue, StaticQuantizedCache]): TensorValue => {
+    const rounded = g.addTensor('float32', values.shape);
+    m.kernel('aten::round.out', [m.div(values, cache.scales), rounded]);
+    const clamped = g.addTensor('float32', values.shape);
+    m.kernel('aten::clamp.out', [rounded, { int: -128 }, { int: 127 }, clamped]);
+    update(m.cast(clamped, 'int8'), cache.codes);
+    const dequantized = m.mul(m.cast(cache.codes, 'float32'), cache.scales);
+    update(values, dequantized);
+    return dequantized;
+  };
+  const [keys, values] = (
+    [
+      [k, caches.key],
+      [v, caches.value],
+    ] as const
+  ).map(floats) as [TensorValue, TensorValue];
+  // repeat_interleave(heads / kvHeads, dim=1) over [1, kvHeads, rows, headDim].
+  const perQueryHead = (x: TensorValue): TensorValue => {
+    const byHead = m.unsqueeze(m.transpose(x, 1, 2), 2);
+    return m.reshape(m.expand(byHead, [1, kvHeads, heads / kvHeads, rows, headDim]), [1, heads, rows, headDim]);
+  };
+  const factor = Math.sqrt(1 / Math.sqrt(headDim));
+  const query = m.mul(m.transpose(q, 1, 2), factor);
+  const keysT = m.mul(m.transpose(perQueryHead(keys), 2, 3), factor);
+  const rowsMask = g.addTensor('float32', [length, rows]);
+  const indices = g.addValue({ kind: 'optionalTensorList', items: [positions.index] });
+  g.addKernelCall('aten::index.Tensor_out', [m.use(mask).index, indices, rowsMask.index, rowsMask.index]);
+  const weights = m.softmax(m.add(m.matmul(query, keysT), rowsMask), -1);
+  return m.transpose(m.matmul(weights, perQueryHead(values)), 1, 2);
+}
+
+/** What a static int8 cache gives back for `values`: clamp(round(x / scale), -128, 127) * scale, in float32 as the graph computes it. */
+export function staticInt8RoundTrip(values: Float32Array, scale: number): Float32Array {
+  const s = Math.fround(scale);
+  return values.map((x) => {
+    const quotient = Math.fround(x / s);
+    const down = Math.floor(quotient);
+    const fraction = quotient - down;
+    const rounded = fraction > 0.5 || (fraction === 0.5 && down % 2 !== 0) ? down + 1 : down;
+    return Math.fround(Math.min(127, Math.max(-128, rounded)) * s);
+  });
 }

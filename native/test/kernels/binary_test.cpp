@@ -230,6 +230,94 @@ TEST(KernelBinary, IntegerDivisionByZeroAndBadModeAreErrors) {
   EXPECT_TRUE(fails_with(run_kernel("aten::div.out_mode", mode), {"rounding_mode", "round"}));
 }
 
+TEST(KernelBinary, IntegerRemainderTakesTheDivisorsSign) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({8}, {7, -7, 7, -7, 6, 0, std::numeric_limits<int64_t>::min(), -9});
+  Tensor& b = store.make<int64_t>({8}, {3, 3, -3, -3, 3, -5, -1, 4});
+  Tensor& out = store.make_empty(ScalarType::kLong, {8});
+  Args args;
+  args.tensor(a).tensor(b).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Tensor_out", args)));
+  EXPECT_EQ(values_of<int64_t>(out), (std::vector<int64_t>{1, 2, -2, -1, 0, 0, 0, 3}));
+  // An int64 position modulo a ring's length, as the sliding-window caches compute it; int32 keeps its dtype.
+  Tensor& positions = store.make<int32_t>({5}, {0, 5, 9, 10, -1});
+  Tensor& rows = store.make_empty(ScalarType::kInt, {5});
+  Args scalar;
+  scalar.tensor(positions).integer(10).tensor(rows).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Scalar_out", scalar)));
+  EXPECT_EQ(values_of<int32_t>(rows), (std::vector<int32_t>{0, 5, 9, 0, 9}));
+  Tensor& small = store.make<int8_t>({2}, {-128, 127});
+  Tensor& small_out = store.make_empty(ScalarType::kChar, {2});
+  Args negative;
+  negative.tensor(small).integer(-3).tensor(small_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Scalar_out", negative)));
+  EXPECT_EQ(values_of<int8_t>(small_out), (std::vector<int8_t>{-2, -2}));
+}
+
+TEST(KernelBinary, IntegerRemainderByZeroIsAnError) {
+  TensorStore store;
+  Tensor& a = store.make<int64_t>({2}, {1, 2});
+  Tensor& b = store.make<int64_t>({2}, {1, 0});
+  Tensor& out = store.make_empty(ScalarType::kLong, {2});
+  Args args;
+  args.tensor(a).tensor(b).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::remainder.Tensor_out", args), {"aten::remainder.Tensor_out", "by zero"}));
+  Args scalar;
+  scalar.tensor(a).integer(0).tensor(out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::remainder.Scalar_out", scalar), {"aten::remainder.Scalar_out", "by zero"}));
+  Tensor& flags = store.make<bool>({2}, {true, false});
+  Tensor& flags_out = store.make_empty(ScalarType::kBool, {2});
+  Args bools;
+  bools.tensor(flags).tensor(flags).tensor(flags_out).same_as(2);
+  EXPECT_TRUE(fails_with(run_kernel("aten::remainder.Tensor_out", bools), {"aten::remainder.Tensor_out", "bool"}));
+}
+
+TEST(KernelBinary, FloatRemainderAsPyTorchsFmodRule) {
+  TensorStore store;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a_values = {7.5f, -7.5f, 7.5f, -7.5f, 4.0f, -4.0f, -0.0f,
+                                       0.0f, -1.0f, 1.0f, 1.0f,  inf,  nan,   5.0f};
+  const std::vector<float> b_values = {2.0f,  2.0f, -2.0f, -2.0f, -2.0f, 2.0f, 2.0f,
+                                       -2.0f, inf,  inf,   0.0f,  2.0f,  2.0f, nan};
+  Tensor& a = store.make<float>({14}, a_values);
+  Tensor& b = store.make<float>({14}, b_values);
+  Tensor& out = store.make_empty(ScalarType::kFloat, {14});
+  Args args;
+  args.tensor(a).tensor(b).tensor(out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Tensor_out", args)));
+  const auto got = values_of<float>(out);
+  EXPECT_EQ(got[0], 1.5f);
+  EXPECT_EQ(got[1], 0.5f);
+  EXPECT_EQ(got[2], -0.5f);
+  EXPECT_EQ(got[3], -1.5f);
+  // A zero remainder keeps fmod's sign (a's), not the divisor's.
+  EXPECT_EQ(got[4], 0.0f);
+  EXPECT_FALSE(std::signbit(got[4]));
+  EXPECT_EQ(got[5], 0.0f);
+  EXPECT_TRUE(std::signbit(got[5]));
+  EXPECT_TRUE(std::signbit(got[6]));
+  EXPECT_FALSE(std::signbit(got[7]));
+  // A finite a over an infinite b: a itself, or b where their signs differ.
+  EXPECT_EQ(got[8], inf);
+  EXPECT_EQ(got[9], 1.0f);
+  for (size_t i : {10, 11, 12, 13}) EXPECT_TRUE(std::isnan(got[i])) << i;
+  // A double Scalar divisor over an int64 tensor promotes to float32.
+  Tensor& ints = store.make<int64_t>({3}, {5, -5, 3});
+  Tensor& float_out = store.make_empty(ScalarType::kFloat, {3});
+  Args scalar;
+  scalar.tensor(ints).real(1.5).tensor(float_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Scalar_out", scalar)));
+  EXPECT_EQ(values_of<float>(float_out), (std::vector<float>{0.5f, 1.0f, 0.0f}));
+  Tensor& wide = store.make<double>({2}, {-1e-20, 1e300});
+  Tensor& wide_out = store.make_empty(ScalarType::kDouble, {2});
+  Args doubles;
+  doubles.tensor(wide).real(3.0).tensor(wide_out).same_as(2);
+  ASSERT_TRUE(is_ok(run_kernel("aten::remainder.Scalar_out", doubles)));
+  EXPECT_EQ(values_of<double>(wide_out)[0], 3.0);  // -1e-20 + 3 rounds to 3, as PyTorch's
+  EXPECT_EQ(values_of<double>(wide_out)[1], std::fmod(1e300, 3.0));
+}
+
 TEST(KernelBinary, ComparisonsScalarAndTensor) {
   TensorStore store;
   Tensor& a = store.make<float>({4}, {0, 1, 2, 3});

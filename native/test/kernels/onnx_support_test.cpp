@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include "kernel_test_support.h"
 
@@ -16,6 +17,23 @@ TEST(KernelOnnxSupport, FloorCeilRoundOnFloats) {
   ASSERT_TRUE(is_ok(run_unary("aten::round.out", self, out)));
   // Halves round to even.
   EXPECT_EQ(values_of<float>(out), (std::vector<float>{-2, -2, -0.0f, 0, 2, 2, 3, -2}));
+  EXPECT_TRUE(std::signbit(values_of<float>(out)[2]));
+}
+
+TEST(KernelOnnxSupport, RoundKeepsTheSignOfZeroAndPassesNanAndInfinity) {
+  TensorStore store;
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor& self = store.make<float>({6}, {-0.3f, -0.0f, 0.4f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  Tensor& out = store.make_empty(ScalarType::kFloat, {6});
+  ASSERT_TRUE(is_ok(run_unary("aten::round.out", self, out)));
+  const auto got = values_of<float>(out);
+  EXPECT_EQ(got[0], 0.0f);
+  EXPECT_TRUE(std::signbit(got[0]));
+  EXPECT_TRUE(std::signbit(got[1]));
+  EXPECT_FALSE(std::signbit(got[2]));
+  EXPECT_EQ(got[3], inf);
+  EXPECT_EQ(got[4], -inf);
+  EXPECT_TRUE(std::isnan(got[5]));
 }
 
 TEST(KernelOnnxSupport, RoundingKeepsIntegersAndRejectsBool) {
