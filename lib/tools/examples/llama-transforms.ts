@@ -57,6 +57,34 @@ export function hadamardRows(values: ArrayLike<number>, width: number): Float64A
   return out;
 }
 
+/**
+ * hadamardRows as llama::fast_hadamard_transform computes it in a 16-bit
+ * dtype (float16; ExecuTorch's Half): every butterfly's sum and difference
+ * rounded by `round`, and the normalization's constants 2^(k/2), sqrt(2), their
+ * product and its reciprocal rounded too, then each element's product.
+ */
+export function roundedHadamardRows(values: Float32Array, width: number, round: (value: number) => number): Float32Array {
+  checkHadamardWidth(width, 'row width');
+  const out = Float32Array.from(values);
+  const log2 = Math.round(Math.log2(width));
+  const root = round(round(2 ** Math.floor(log2 / 2)) * (log2 % 2 === 1 ? round(Math.SQRT2) : 1));
+  const inverse = round(1 / root);
+  for (let row = 0; row < out.length; row += width) {
+    for (let step = 1; step < width; step *= 2) {
+      for (let block = row; block < row + width; block += 2 * step) {
+        for (let i = block; i < block + step; i++) {
+          const x = out[i]!;
+          const y = out[i + step]!;
+          out[i] = round(x + y);
+          out[i + step] = round(x - y);
+        }
+      }
+    }
+    if (width > 1) for (let i = row; i < row + width; i++) out[i] = round(out[i]! * inverse);
+  }
+  return out;
+}
+
 /** A weight [out, in] stored for a rotated input: W H (each row transformed, H being symmetric), in float32. */
 export function rotatedWeight(weight: Float32Array, inFeatures: number): Float32Array {
   return Float32Array.from(hadamardRows(weight, inFeatures));
