@@ -84,7 +84,8 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     private readonly transforms: Pick<Llama8da4wTransforms, 'hadamard' | 'quantizeKvCache'> = {},
   ) {
     const C = weights.config;
-    if (dtype === 'float32') throw new EtnaError('INVALID_INPUT', 'the rounding reference computes a 16-bit dtype; float32 has Llama8da4wReference');
+    if (dtype === 'float32')
+      throw new EtnaError('INVALID_INPUT', 'the rounding reference computes a 16-bit dtype; float32 has Llama8da4wReference');
     const conflict = activationDtypeConflict(dtype, transforms);
     if (conflict !== undefined) throw new EtnaError('INVALID_INPUT', `llama-8da4w: ${conflict}`);
     const caches = (): Float32Array[] => weights.layers.map(() => new Float32Array(C.context * C.kvHeads * headDim(C)));
@@ -93,7 +94,8 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     this.round = round;
     const rounded = (values: Float32Array): Float32Array => Float32Array.from(values, round);
     const offset = normOffset(C.family);
-    const norm = (values: Float32Array): Float32Array => (offset === 0 ? rounded(values) : Float32Array.from(values, (v) => round(offset + round(v))));
+    const norm = (values: Float32Array): Float32Array =>
+      offset === 0 ? rounded(values) : Float32Array.from(values, (v) => round(offset + round(v)));
     const optionalNorm = (values: Float32Array | undefined): Float32Array | undefined => (values === undefined ? undefined : norm(values));
     const d = C.modelDim;
     const kv = C.kvHeads * headDim(C);

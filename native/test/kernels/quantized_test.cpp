@@ -202,7 +202,8 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
 }
 
 // 16-bit rows stored from `values` (exact in both formats).
-Tensor& sixteen_bit(TensorStore& store, ScalarType dtype, std::vector<int64_t> sizes, const std::vector<float>& values) {
+Tensor& sixteen_bit(TensorStore& store, ScalarType dtype, std::vector<int64_t> sizes,
+                    const std::vector<float>& values) {
   Tensor& t = store.make_empty(dtype, std::move(sizes));
   auto* bits = static_cast<uint16_t*>(t.data());
   for (size_t i = 0; i < values.size(); ++i)
@@ -243,14 +244,15 @@ PerTokenResult quantize_rows(TensorStore& store, Tensor& input) {
 TEST(PerToken, SixteenBitRowsAreWidenedToFloat32) {
   const float inf = std::numeric_limits<float>::infinity();
   // Rows exact in float16 and bfloat16: a hand-worked one, -0 beside +0, and rows holding ±Inf and NaN.
-  const std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, -0.0f, 0.0f, -0.0f, 2.0f, -1.0f, 0.25f,
-                                inf,  -inf, 1.0f, 0.5f, 1.0f, std::nanf(""), -2.0f, 4.0f, 0.5f, -0.0f};
+  const std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, -0.0f, 0.0f,          -0.0f, 2.0f, -1.0f, 0.25f,
+                                inf,   -inf, 1.0f, 0.5f, 1.0f,  std::nanf(""), -2.0f, 4.0f, 0.5f,  -0.0f};
   TensorStore store;
   const PerTokenResult wide = quantize_rows(store, store.make<float>({4, 5}, x));
   // Row 0: range [-1, 3] -> scale 4/255, zero point nearbyint(127 - 191.25) = -64, as the float32 test above.
   EXPECT_DOUBLE_EQ(wide.scales[0], 4.0 / 255.0);
   EXPECT_EQ(wide.zero_points[0], -64);
-  EXPECT_EQ(std::vector<int8_t>(wide.codes.begin(), wide.codes.begin() + 5), (std::vector<int8_t>{-128, -64, 127, -32, -64}));
+  EXPECT_EQ(std::vector<int8_t>(wide.codes.begin(), wide.codes.begin() + 5),
+            (std::vector<int8_t>{-128, -64, 127, -32, -64}));
   // Row 1 spans [-1, 2]: -0 and +0 both land on the zero point.
   EXPECT_EQ(wide.codes[5], wide.zero_points[1]);
   EXPECT_EQ(wide.codes[6], wide.zero_points[1]);
