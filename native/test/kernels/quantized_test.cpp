@@ -154,6 +154,20 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::dequantize_per_channel.out", refused), {"must hold 3"}));
 }
 
+// quantize_per_token.out of `input` into int8 `codes` over [-128, 127].
+Status quantize_per_token_int8(Tensor& input, Tensor& scales, Tensor& zero_points, Tensor& codes) {
+  Args quantize;
+  quantize.tensor(input)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(-128)
+      .integer(127)
+      .dtype(ScalarType::kChar)
+      .tensor(codes)
+      .same_as(6);
+  return run_kernel("quantized_decomposed::quantize_per_token.out", quantize);
+}
+
 TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   TensorStore store;
   std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, 1.2f, 2.0f};
@@ -173,16 +187,7 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   EXPECT_EQ(values_of<int64_t>(zero_points), (std::vector<int64_t>{-64, -128}));
 
   Tensor& q = store.make_empty(ScalarType::kChar, {2, 3});
-  Args quantize;
-  quantize.tensor(input)
-      .tensor(scales)
-      .tensor(zero_points)
-      .integer(-128)
-      .integer(127)
-      .dtype(ScalarType::kChar)
-      .tensor(q)
-      .same_as(6);
-  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
+  ASSERT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, q)));
   EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{-128, -64, 127, -64, 25, 127}));
 
   Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3});
@@ -228,16 +233,7 @@ PerTokenResult quantize_rows(TensorStore& store, Tensor& input) {
   choose.tensors(outs);
   EXPECT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams_per_token_asymmetric.out", choose)));
   Tensor& codes = store.make_empty(ScalarType::kChar, shape_of(input));
-  Args quantize;
-  quantize.tensor(input)
-      .tensor(scales)
-      .tensor(zero_points)
-      .integer(-128)
-      .integer(127)
-      .dtype(ScalarType::kChar)
-      .tensor(codes)
-      .same_as(6);
-  EXPECT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
+  EXPECT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, codes)));
   return {values_of<double>(scales), values_of<int64_t>(zero_points), values_of<int8_t>(codes)};
 }
 
@@ -282,16 +278,7 @@ TEST(PerToken, SixteenBitQuantizeRoundsTheWidenedProductOnce) {
   Tensor& scales = store.make<double>({1, 1}, {0.001});
   Tensor& zero_points = store.make<int64_t>({1, 1}, {0});
   Tensor& codes = store.make_empty(ScalarType::kChar, {1, 3});
-  Args quantize;
-  quantize.tensor(input)
-      .tensor(scales)
-      .tensor(zero_points)
-      .integer(-128)
-      .integer(127)
-      .dtype(ScalarType::kChar)
-      .tensor(codes)
-      .same_as(6);
-  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
+  ASSERT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, codes)));
   const auto expected = static_cast<int8_t>(std::nearbyint((1.0f / 0.001f) * stored));
   EXPECT_EQ(values_of<int8_t>(codes), (std::vector<int8_t>{expected, 0, static_cast<int8_t>(-expected)}));
 
