@@ -76,7 +76,7 @@ export const EXPORT_EXAMPLE: Command = {
         name: 'dtype',
         short: 'd',
         value: 'DTYPE',
-        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w)",
+        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w; with --quantize-kv-cache too, with --hadamard in fp16 only)",
       },
     ],
     notes: examplesList(),
