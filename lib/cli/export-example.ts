@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { loadTokenizer } from '../llm/tokenizer.js';
 import { ALL_EXAMPLE_NAMES, exampleInfo, exportExample, isAnyExampleName, type ExampleVocabulary } from '../tools/examples/index.js';
 import { ACTIVATION_DTYPE_NAMES, activationDtype, isActivationDtypeName } from '../tools/examples/activation-dtype.js';
+import { activationDtypeConflict } from '../tools/examples/llama-8da4w.js';
 import { reportUsageError, usage, type Command } from './command.js';
 import { formatBytes } from '../format.js';
 
@@ -84,7 +85,7 @@ export const EXPORT_EXAMPLE: Command = {
         name: 'dtype',
         short: 'd',
         value: 'DTYPE',
-        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w)",
+        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w; with --quantize-kv-cache too, with --hadamard in fp16 only)",
       },
     ],
     notes: examplesList(),
@@ -190,10 +191,12 @@ export function runExportExample(name: string, out: string, options: ExportExamp
       );
     if (!isActivationDtypeName(options.dtype))
       return reportUsageError(EXPORT_EXAMPLE.spec, `unknown dtype '${options.dtype}' (available: ${ACTIVATION_DTYPE_NAMES.join(', ')})`);
-    if (activationDtype(options.dtype) !== 'float32' && (hadamard || quantizeKvCache))
-      return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype} is written without --hadamard and --quantize-kv-cache`);
-    if (activationDtype(options.dtype) !== 'float32' && (output8da8w || embedding8bit))
-      return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype} is written without --output-8da8w and --embedding-8bit`);
+    const conflict = activationDtypeConflict(activationDtype(options.dtype), {
+      hadamard,
+      ...(output8da8w && { outputQuantization: '8da8w' as const }),
+      ...(embedding8bit && { embeddingBits: 8 as const }),
+    });
+    if (conflict !== undefined) return reportUsageError(EXPORT_EXAMPLE.spec, `--dtype ${options.dtype}: ${conflict}`);
   }
   let vocabulary: ExampleVocabulary | undefined;
   if (options.vocabFrom !== undefined) {

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -489,13 +491,20 @@ std::pair<double, int64_t> choose_scale_and_zero_point(float min, float max, int
   } else if (initial > qmax) {
     zero_point = qmax;
   } else {
-    zero_point = static_cast<int64_t>(std::nearbyint(static_cast<float>(initial)));
+    // A NaN (a row holding NaN or infinity) becomes 0 rather than an undefined cast.
+    zero_point = convert_value<int64_t>(std::nearbyint(static_cast<float>(initial)));
   }
   return {scale, zero_point};
 }
 
+// float32 input, or float16 / bfloat16 widened to float32 (exact) first.
+// ExecuTorch's portable kernels take float32 only; export_llama's 16-bit
+// graphs with --quantize_kv_cache pass the 16-bit keys, values and queries.
 Status check_choose(const OpArgs& op, const Tensor& input, const Tensor& scale_out, const Tensor& zero_point_out) {
-  ETNA_TRY(op.expect_dtype(input, "input", ScalarType::kFloat));
+  if (input.dtype() != ScalarType::kFloat && input.dtype() != ScalarType::kHalf &&
+      input.dtype() != ScalarType::kBFloat16) {
+    return op.program_error("input must be float32, float16 or bfloat16, got " + input.describe());
+  }
   if (!is_parameter_dtype(scale_out.dtype()) || !is_parameter_dtype(zero_point_out.dtype())) {
     return op.program_error("scale_out " + scale_out.describe() + " and zero_point_out " + zero_point_out.describe() +
                             " must be float or integer tensors");
@@ -504,17 +513,31 @@ Status check_choose(const OpArgs& op, const Tensor& input, const Tensor& scale_o
   return Status::ok();
 }
 
-// Chooses parameters for `groups` consecutive runs of `width` elements.
+// Chooses parameters for `groups` consecutive runs of `width` elements; a
+// 16-bit run is widened into `widened` (width floats) first, so every dtype
+// takes the float32 path's minimum, maximum and rounding.
 void choose_groups(const Tensor& input, int64_t groups, int64_t width, int32_t qmin, int32_t qmax, Tensor& scale_out,
-                   Tensor& zero_point_out) {
-  const float* x = input.data_as<const float>();
+                   Tensor& zero_point_out, float* widened) {
+  const bool wide = input.dtype() == ScalarType::kFloat;
   for (int64_t g = 0; g < groups; ++g) {
-    const float* run = x + g * width;
+    const float* run = wide ? input.data_as<const float>() + g * width : widened;
+    if (!wide) {
+      for (int64_t i = 0; i < width; ++i) widened[i] = load_real(input.dtype(), input.data(), g * width + i);
+    }
     const auto [lo, hi] = std::minmax_element(run, run + width);
     const auto [scale, zero_point] = choose_scale_and_zero_point(*lo, *hi, qmin, qmax);
     store_parameter(scale_out, g, scale);
     store_parameter(zero_point_out, g, static_cast<double>(zero_point));
   }
+}
+
+// Room for one widened run of a 16-bit input (none for float32).
+Result<std::unique_ptr<float[]>> widening_row(const Tensor& input, int64_t width) {
+  std::unique_ptr<float[]> row;
+  if (input.dtype() == ScalarType::kFloat) return row;
+  row.reset(new (std::nothrow) float[static_cast<size_t>(std::max<int64_t>(1, width))]);
+  if (!row) return make_error(ErrorCode::kInternal, "out of memory for a widened row of " + std::to_string(width));
+  return Result<std::unique_ptr<float[]>>(std::move(row));
 }
 
 Result<std::vector<Tensor*>> out_pair(const OpArgs& op, size_t first) {
@@ -541,13 +564,14 @@ Status choose_qparams_tensor_out(KernelArgs args) {
                           "] is empty or not 32-bit");
   }
   ETNA_TRY(check_choose(op, *input, *outs[0], *outs[1]));
+  ETNA_KERNEL_ASSIGN(auto widened, widening_row(*input, static_cast<int64_t>(input->numel())));
   Shape one;
   one.rank = 1;
   one[0] = 1;
   ETNA_TRY(op.prepare_output(*outs[0], one, "scale_out"));
   ETNA_TRY(op.prepare_output(*outs[1], one, "zero_point_out"));
   choose_groups(*input, 1, static_cast<int64_t>(input->numel()), static_cast<int32_t>(quant_min),
-                static_cast<int32_t>(quant_max), *outs[0], *outs[1]);
+                static_cast<int32_t>(quant_max), *outs[0], *outs[1], widened.get());
   return Status::ok();
 }
 
@@ -562,11 +586,12 @@ Status choose_qparams_per_token_asymmetric_out(KernelArgs args) {
   (void)dtype;
   if (input->rank() == 0) return op.input_error("input must have at least one dim (tokens are rows of the last)");
   ETNA_TRY(check_choose(op, *input, *outs[0], *outs[1]));
+  ETNA_KERNEL_ASSIGN(auto widened, widening_row(*input, token_width(*input)));
   Shape per_token = Shape::of(*input);
   per_token[per_token.rank - 1] = 1;
   ETNA_TRY(op.prepare_output(*outs[0], per_token, "scale_out"));
   ETNA_TRY(op.prepare_output(*outs[1], per_token, "zero_point_out"));
-  choose_groups(*input, token_count(*input), token_width(*input), -128, 127, *outs[0], *outs[1]);
+  choose_groups(*input, token_count(*input), token_width(*input), -128, 127, *outs[0], *outs[1], widened.get());
   return Status::ok();
 }
 

@@ -156,7 +156,7 @@ describe('etna export-example llama-8da4w --output-8da8w --embedding-8bit', () =
     const out = path.join(dir, 'refused.pte');
     const dtype = runCli(['export-example', 'llama-8da4w', out, '-d', 'bf16', '--embedding-8bit']);
     expect(dtype.status).toBe(2);
-    expect(dtype.stderr).toMatch(/--dtype bf16 is written without --output-8da8w and --embedding-8bit/);
+    expect(dtype.stderr).toMatch(/--dtype bf16: bfloat16 activations are written without --output-8da8w and --embedding-8bit/);
     expect(runExportExample('kv-decoder', out, { output8da8w: true })).toBe(2);
     expect(fs.existsSync(out)).toBe(false);
     // Options from untyped callers: a value the example does not write is named.

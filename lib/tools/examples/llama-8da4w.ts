@@ -469,8 +469,26 @@ function checkQuantizationOptions(options: Llama8da4wTransforms): void {
   staticKvCacheScale(options);
 }
 
+/**
+ * Why export_llama's 16-bit `dtype` does not go with these options, or
+ * undefined when it does. ExecuTorch's fast_hadamard_transform kernel has
+ * float32 and float16 cases only; a pre-quantized checkpoint's 8-bit output
+ * and embedding (--preq_mode, --preq_embedding_quantize) come with linears
+ * export_llama builds at the checkpoint's dtype, which this example does not
+ * write. The quantized KV cache takes either 16-bit dtype: its quantize ops
+ * read the 16-bit keys, values and queries, widened.
+ */
+export function activationDtypeConflict(dtype: ActivationDtype, options: Llama8da4wTransforms): string | undefined {
+  if (dtype === 'float32') return undefined;
+  if (dtype === 'bfloat16' && options.hadamard === true)
+    return "bfloat16 activations are written without --hadamard: ExecuTorch's llama::fast_hadamard_transform kernel takes float32 and float16 only";
+  if (options.outputQuantization === '8da8w' || options.embeddingBits === 8)
+    return `${dtype} activations are written without --output-8da8w and --embedding-8bit: export_llama builds a pre-quantized checkpoint's linears in the checkpoint's dtype, a graph this example does not write`;
+  return undefined;
+}
+
 /** w2 as stored: rotated to take the transformed activations when `hadamard` is set. */
-function downProjection(w: Llama8da4wLayerWeights, C: Llama8da4wConfig, transforms: Llama8da4wTransforms): Float32Array {
+export function downProjection(w: Llama8da4wLayerWeights, C: Llama8da4wConfig, transforms: Llama8da4wTransforms): Float32Array {
   if (transforms.hadamard !== true) return w.w2;
   checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
   return rotatedWeight(w.w2, C.hiddenDim);
@@ -594,10 +612,8 @@ export function buildLlama8da4w(
   const staticScale = staticKvCacheScale(options);
   const dtype = activationDtype(options.dtype ?? 'float32');
   if (staticScale !== undefined) checkStaticKvCacheLayout(C, layout, dtype);
-  if (dtype !== 'float32' && (options.hadamard === true || quantizeKvCache))
-    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --hadamard and --quantize-kv-cache`);
-  if (dtype !== 'float32' && (options.outputQuantization === '8da8w' || byteEmbeddingTable))
-    throw new EtnaError('INVALID_INPUT', `llama-8da4w: the ${dtype} activations are written without --output-8da8w and --embedding-8bit`);
+  const conflict = activationDtypeConflict(dtype, options);
+  if (conflict !== undefined) throw new EtnaError('INVALID_INPUT', `llama-8da4w: ${conflict}`);
   const program = new ProgramBuilder();
   const d = C.modelDim;
   const hd = headDim(C);
@@ -965,6 +981,48 @@ function rmsNormRows(x: Float32Array, rows: number, d: number, weight: Float32Ar
 }
 
 /**
+ * Layer `layer`'s attention of the queries q [rows, heads, headDim] at
+ * positions start.. over the caches [context, kvHeads, headDim] holding every
+ * position up to each query's: grouped-query heads, scores scaled by
+ * 1/sqrt(headDim), a softmax over the positions the query sees (the last
+ * `window` ones, its own included, in a sliding-window layer), in double.
+ */
+export function attendCausally(
+  C: Llama8da4wConfig,
+  layer: number,
+  q: Float32Array,
+  keys: Float32Array,
+  values: Float32Array,
+  rows: number,
+  start: number,
+): Float32Array {
+  const hd = headDim(C);
+  const kv = C.kvHeads * hd;
+  const attention = new Float32Array(rows * C.heads * hd);
+  const window = isSlidingLayer(C.family, layer) ? slidingWindow(C) : undefined;
+  for (let t = 0; t < rows; t++) {
+    const visible = start + t + 1;
+    const first = window === undefined ? 0 : Math.max(0, visible - window);
+    const scores = new Float32Array(visible);
+    for (let head = 0; head < C.heads; head++) {
+      const kvHead = Math.floor(head / (C.heads / C.kvHeads));
+      for (let c = first; c < visible; c++) {
+        let dot = 0;
+        for (let i = 0; i < hd; i++) dot += q[(t * C.heads + head) * hd + i]! * keys[c * kv + kvHead * hd + i]!;
+        scores[c] = dot / Math.sqrt(hd);
+      }
+      softmaxInPlace(scores, first, visible - first);
+      for (let i = 0; i < hd; i++) {
+        let sum = 0;
+        for (let c = first; c < visible; c++) sum += scores[c]! * values[c * kv + kvHead * hd + i]!;
+        attention[(t * C.heads + head) * hd + i] = sum;
+      }
+    }
+  }
+  return attention;
+}
+
+/**
  * The same model in float32 arrays, step for step: dequantized weights, the
  * delegate's per-token activation quantization before every linear, fixed
  * caches written at each position and attention over positions <= the query's.
@@ -1062,28 +1120,7 @@ export class Llama8da4wReference extends DecoderReference {
       if (int8) q.set(int8RoundTripRows(q, hd));
       this.keyCaches[l]!.set(int8 ? int8RoundTripRows(k, hd) : k, start * kv);
       this.valueCaches[l]!.set(int8 ? int8RoundTripRows(v, hd) : v, start * kv);
-      const attention = new Float32Array(rows * C.heads * hd);
-      const window = isSlidingLayer(C.family, l) ? slidingWindow(C) : undefined;
-      for (let t = 0; t < rows; t++) {
-        const visible = start + t + 1;
-        // A sliding-window layer's query sees the last `window` positions, its own included.
-        const first = window === undefined ? 0 : Math.max(0, visible - window);
-        const scores = new Float32Array(visible);
-        for (let head = 0; head < C.heads; head++) {
-          const kvHead = Math.floor(head / (C.heads / C.kvHeads));
-          for (let c = first; c < visible; c++) {
-            let dot = 0;
-            for (let i = 0; i < hd; i++) dot += q[(t * C.heads + head) * hd + i]! * this.keyCaches[l]![c * kv + kvHead * hd + i]!;
-            scores[c] = dot / Math.sqrt(hd);
-          }
-          softmaxInPlace(scores, first, visible - first);
-          for (let i = 0; i < hd; i++) {
-            let sum = 0;
-            for (let c = first; c < visible; c++) sum += scores[c]! * this.valueCaches[l]![c * kv + kvHead * hd + i]!;
-            attention[(t * C.heads + head) * hd + i] = sum;
-          }
-        }
-      }
+      const attention = attendCausally(C, l, q, this.keyCaches[l]!, this.valueCaches[l]!, rows, start);
       // A static int8 cache attends over the call's own rows as they are and keeps them as its codes give them back.
       if (this.staticScale !== undefined) {
         this.keyCaches[l]!.set(staticInt8RoundTrip(k, this.staticScale), start * kv);

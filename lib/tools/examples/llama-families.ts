@@ -243,6 +243,12 @@ export function emitRope(m: MethodBuilder, x: TensorValue, cos: TensorValue, sin
     return m.reshape(m.cat(parts, 2), [1, length, heads, hd]);
   }
   if (2 * half !== hd) throw new EtnaError('INVALID_INPUT', 'llama-8da4w: a partial rotary embedding rotates halves');
+  // Meta's apply_rotary_emb rotates pairs in float32 (`xq.float()`, the tables widened to meet it) and rounds the
+  // result back to a 16-bit input's dtype once (`type_as`).
+  if (x.dtype !== 'float32') {
+    const wide = (t: TensorValue): TensorValue => m.cast(t, 'float32');
+    return m.cast(emitRope(m, wide(x), wide(cos), wide(sin), false), x.dtype);
+  }
   const pairs = m.reshape(x, [length, heads, half, 2]);
   const even = m.reshape(m.slice(pairs, 3, 0, 1), [length, heads, half]);
   const odd = m.reshape(m.slice(pairs, 3, 1, 2), [length, heads, half]);

@@ -38,28 +38,48 @@ export function checkHadamardWidth(width: number, what: string): void {
 }
 
 /**
- * Rows of `width` (a power of two) Walsh-Hadamard transformed in double and
- * divided by sqrt(width): H x for each row x, with H[i][j] = (-1)^popcount(i & j) / sqrt(width).
+ * Each row of `width` in `out` transformed in place: the radix-2 butterflies,
+ * stage by stage, every sum and difference passed through `round`, then every
+ * element times `inverse`, rounded too.
  */
-export function hadamardRows(values: ArrayLike<number>, width: number): Float64Array {
-  checkHadamardWidth(width, 'row width');
-  const out = Float64Array.from(values);
+function transformRows<T extends Float32Array | Float64Array>(out: T, width: number, inverse: number, round: (value: number) => number): T {
   if (out.length % width !== 0) throw new EtnaError('INVALID_INPUT', `hadamard: ${out.length} values are not rows of ${width}`);
-  const norm = 1 / Math.sqrt(width);
   for (let row = 0; row < out.length; row += width) {
     for (let step = 1; step < width; step *= 2) {
       for (let block = row; block < row + width; block += 2 * step) {
         for (let i = block; i < block + step; i++) {
           const x = out[i]!;
           const y = out[i + step]!;
-          out[i] = x + y;
-          out[i + step] = x - y;
+          out[i] = round(x + y);
+          out[i + step] = round(x - y);
         }
       }
     }
-    for (let i = row; i < row + width; i++) out[i]! *= norm;
+    for (let i = row; i < row + width; i++) out[i] = round(out[i]! * inverse);
   }
   return out;
+}
+
+/**
+ * Rows of `width` (a power of two) Walsh-Hadamard transformed in double and
+ * divided by sqrt(width): H x for each row x, with H[i][j] = (-1)^popcount(i & j) / sqrt(width).
+ */
+export function hadamardRows(values: ArrayLike<number>, width: number): Float64Array {
+  checkHadamardWidth(width, 'row width');
+  return transformRows(Float64Array.from(values), width, 1 / Math.sqrt(width), (value) => value);
+}
+
+/**
+ * hadamardRows as llama::fast_hadamard_transform computes it in a 16-bit
+ * dtype (float16; ExecuTorch's Half): every butterfly's sum and difference
+ * rounded by `round`, and the normalization's constants 2^(k/2), sqrt(2), their
+ * product and its reciprocal rounded too, then each element's product.
+ */
+export function roundedHadamardRows(values: Float32Array, width: number, round: (value: number) => number): Float32Array {
+  checkHadamardWidth(width, 'row width');
+  const log2 = Math.round(Math.log2(width));
+  const root = round(round(2 ** Math.floor(log2 / 2)) * (log2 % 2 === 1 ? round(Math.SQRT2) : 1));
+  return transformRows(Float32Array.from(values), width, round(1 / root), round);
 }
 
 /** A weight [out, in] stored for a rotated input: W H (each row transformed, H being symmetric), in float32. */

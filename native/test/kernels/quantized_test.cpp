@@ -3,6 +3,7 @@
 // and the 16-bit float conversions they rely on.
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/bf16.h"
@@ -153,6 +154,20 @@ TEST(PerChannel, QuantizesAndDequantizesAlongAxis) {
   EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::dequantize_per_channel.out", refused), {"must hold 3"}));
 }
 
+// quantize_per_token.out of `input` into int8 `codes` over [-128, 127].
+Status quantize_per_token_int8(Tensor& input, Tensor& scales, Tensor& zero_points, Tensor& codes) {
+  Args quantize;
+  quantize.tensor(input)
+      .tensor(scales)
+      .tensor(zero_points)
+      .integer(-128)
+      .integer(127)
+      .dtype(ScalarType::kChar)
+      .tensor(codes)
+      .same_as(6);
+  return run_kernel("quantized_decomposed::quantize_per_token.out", quantize);
+}
+
 TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   TensorStore store;
   std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, 1.2f, 2.0f};
@@ -172,16 +187,7 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   EXPECT_EQ(values_of<int64_t>(zero_points), (std::vector<int64_t>{-64, -128}));
 
   Tensor& q = store.make_empty(ScalarType::kChar, {2, 3});
-  Args quantize;
-  quantize.tensor(input)
-      .tensor(scales)
-      .tensor(zero_points)
-      .integer(-128)
-      .integer(127)
-      .dtype(ScalarType::kChar)
-      .tensor(q)
-      .same_as(6);
-  ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::quantize_per_token.out", quantize)));
+  ASSERT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, q)));
   EXPECT_EQ(values_of<int8_t>(q), (std::vector<int8_t>{-128, -64, 127, -64, 25, 127}));
 
   Tensor& back = store.make_empty(ScalarType::kFloat, {2, 3});
@@ -198,6 +204,93 @@ TEST(PerToken, ChoosesQuantizesAndDequantizesEachRow) {
   ASSERT_TRUE(is_ok(run_kernel("quantized_decomposed::dequantize_per_token.out", dequantize)));
   const auto restored = values_of<float>(back);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(restored[i], x[i], s[i / 3] / 2 + 1e-6f) << "element " << i;
+}
+
+// 16-bit rows stored from `values` (exact in both formats).
+Tensor& sixteen_bit(TensorStore& store, ScalarType dtype, std::vector<int64_t> sizes,
+                    const std::vector<float>& values) {
+  Tensor& t = store.make_empty(dtype, std::move(sizes));
+  auto* bits = static_cast<uint16_t*>(t.data());
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = dtype == ScalarType::kHalf ? float_to_half(values[i]) : float_to_bfloat16(values[i]);
+  return t;
+}
+
+// choose_qparams_per_token_asymmetric then quantize_per_token of `input` [rows, width]: scales, zero points, codes.
+struct PerTokenResult {
+  std::vector<double> scales;
+  std::vector<int64_t> zero_points;
+  std::vector<int8_t> codes;
+};
+
+PerTokenResult quantize_rows(TensorStore& store, Tensor& input) {
+  const int64_t rows = input.size(0);
+  Tensor& scales = store.make_empty(ScalarType::kDouble, {rows, 1});
+  Tensor& zero_points = store.make_empty(ScalarType::kLong, {rows, 1});
+  Args choose;
+  choose.tensor(input).dtype(ScalarType::kChar).tensor(scales).tensor(zero_points);
+  std::vector<Tensor*> outs = {&scales, &zero_points};
+  choose.tensors(outs);
+  EXPECT_TRUE(is_ok(run_kernel("quantized_decomposed::choose_qparams_per_token_asymmetric.out", choose)));
+  Tensor& codes = store.make_empty(ScalarType::kChar, shape_of(input));
+  EXPECT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, codes)));
+  return {values_of<double>(scales), values_of<int64_t>(zero_points), values_of<int8_t>(codes)};
+}
+
+TEST(PerToken, SixteenBitRowsAreWidenedToFloat32) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // Rows exact in float16 and bfloat16: a hand-worked one, -0 beside +0, and rows holding ±Inf and NaN.
+  const std::vector<float> x = {-1.0f, 0.0f, 3.0f, 0.5f, -0.0f, 0.0f,          -0.0f, 2.0f, -1.0f, 0.25f,
+                                inf,   -inf, 1.0f, 0.5f, 1.0f,  std::nanf(""), -2.0f, 4.0f, 0.5f,  -0.0f};
+  TensorStore store;
+  const PerTokenResult wide = quantize_rows(store, store.make<float>({4, 5}, x));
+  // Row 0: range [-1, 3] -> scale 4/255, zero point nearbyint(127 - 191.25) = -64, as the float32 test above.
+  EXPECT_DOUBLE_EQ(wide.scales[0], 4.0 / 255.0);
+  EXPECT_EQ(wide.zero_points[0], -64);
+  EXPECT_EQ(std::vector<int8_t>(wide.codes.begin(), wide.codes.begin() + 5),
+            (std::vector<int8_t>{-128, -64, 127, -32, -64}));
+  // Row 1 spans [-1, 2]: -0 and +0 both land on the zero point.
+  EXPECT_EQ(wide.codes[5], wide.zero_points[1]);
+  EXPECT_EQ(wide.codes[6], wide.zero_points[1]);
+  // A row spanning -Inf to Inf has an infinite scale, so a zero inverse scale: every code is the zero point, 0
+  // (0 * ±Inf is NaN, which converts to 0).
+  EXPECT_TRUE(std::isinf(wide.scales[2]));
+  EXPECT_EQ(wide.zero_points[2], 0);
+  EXPECT_EQ(std::vector<int8_t>(wide.codes.begin() + 10, wide.codes.begin() + 15), (std::vector<int8_t>(5, 0)));
+  for (ScalarType dtype : {ScalarType::kHalf, ScalarType::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const PerTokenResult narrow = quantize_rows(store, sixteen_bit(store, dtype, {4, 5}, x));
+    ASSERT_EQ(narrow.scales.size(), wide.scales.size());
+    for (size_t r = 0; r < wide.scales.size(); ++r) {
+      EXPECT_TRUE(narrow.scales[r] == wide.scales[r] || (std::isnan(narrow.scales[r]) && std::isnan(wide.scales[r])))
+          << "row " << r;
+    }
+    EXPECT_EQ(narrow.zero_points, wide.zero_points);
+    EXPECT_EQ(narrow.codes, wide.codes);
+  }
+}
+
+TEST(PerToken, SixteenBitQuantizeRoundsTheWidenedProductOnce) {
+  // 0.1 is not exact in bfloat16: the kernel quantizes the stored value, inverse scale times it in float32.
+  TensorStore store;
+  const float stored = bfloat16_to_float(float_to_bfloat16(0.1f));
+  Tensor& input = sixteen_bit(store, ScalarType::kBFloat16, {1, 3}, {0.1f, -0.0f, -0.1f});
+  Tensor& scales = store.make<double>({1, 1}, {0.001});
+  Tensor& zero_points = store.make<int64_t>({1, 1}, {0});
+  Tensor& codes = store.make_empty(ScalarType::kChar, {1, 3});
+  ASSERT_TRUE(is_ok(quantize_per_token_int8(input, scales, zero_points, codes)));
+  const auto expected = static_cast<int8_t>(std::nearbyint((1.0f / 0.001f) * stored));
+  EXPECT_EQ(values_of<int8_t>(codes), (std::vector<int8_t>{expected, 0, static_cast<int8_t>(-expected)}));
+
+  Tensor& ints = store.make<int32_t>({1, 3}, {1, 2, 3});
+  Tensor& scale_out = store.make_empty(ScalarType::kDouble, {1, 1});
+  Tensor& zero_point_out = store.make_empty(ScalarType::kLong, {1, 1});
+  Args refused;
+  refused.tensor(ints).dtype(ScalarType::kChar).tensor(scale_out).tensor(zero_point_out);
+  std::vector<Tensor*> outs = {&scale_out, &zero_point_out};
+  refused.tensors(outs);
+  EXPECT_TRUE(fails_with(run_kernel("quantized_decomposed::choose_qparams_per_token_asymmetric.out", refused),
+                         {"float32, float16 or bfloat16"}));
 }
 
 TEST(ChooseQparams, PerTensorSpansRangeIncludingZero) {
