@@ -15,7 +15,10 @@
 // float32 and float64 compute in their own type. float16 follows ExecuTorch's
 // Half type, which computes each operation in float and rounds it to float16,
 // except where an expression starts from a float (a 28-sum whose first term
-// is +x[0] runs in float and rounds once at the end).
+// is +x[0] runs in float and rounds once at the end). ExecuTorch's kernel has
+// no bfloat16 case; bfloat16 here computes as that kernel's template would
+// with its BFloat16 type, which behaves as Half does: each operation in float,
+// rounded to bfloat16.
 
 #include <cmath>
 #include <cstring>
@@ -60,6 +63,15 @@ struct DoubleArith {
 struct HalfArith {
   using Value = float;
   static float round(float x) { return half_to_float(float_to_half(x)); }
+  static float widen(uint16_t bits) { return half_to_float(bits); }
+  static uint16_t narrow(float x) { return float_to_half(x); }
+};
+// bfloat16 likewise.
+struct BFloat16Arith {
+  using Value = float;
+  static float round(float x) { return bfloat16_to_float(float_to_bfloat16(x)); }
+  static float widen(uint16_t bits) { return bfloat16_to_float(bits); }
+  static uint16_t narrow(float x) { return float_to_bfloat16(x); }
 };
 
 // In-place transform of `n` = 2^log2_n elements, normalized.
@@ -123,14 +135,15 @@ void transform_rows(Stored* data, int64_t rows, int64_t width, int64_t power, in
   for (int64_t r = 0; r < rows; ++r) transform_row<A>(data + r * width, power, log2_power, times_28);
 }
 
-// float16 rows are widened into `row` (width floats), transformed, narrowed back.
-void transform_half_rows(uint16_t* data, int64_t rows, int64_t width, int64_t power, int log2_power, bool times_28,
-                         float* row) {
+// 16-bit rows are widened into `row` (width floats), transformed, narrowed back.
+template <typename A>
+void transform_16bit_rows(uint16_t* data, int64_t rows, int64_t width, int64_t power, int log2_power, bool times_28,
+                          float* row) {
   for (int64_t r = 0; r < rows; ++r) {
     uint16_t* bits = data + r * width;
-    for (int64_t i = 0; i < width; ++i) row[i] = half_to_float(bits[i]);
-    transform_row<HalfArith>(row, power, log2_power, times_28);
-    for (int64_t i = 0; i < width; ++i) bits[i] = float_to_half(row[i]);
+    for (int64_t i = 0; i < width; ++i) row[i] = A::widen(bits[i]);
+    transform_row<A>(row, power, log2_power, times_28);
+    for (int64_t i = 0; i < width; ++i) bits[i] = A::narrow(row[i]);
   }
 }
 
@@ -140,8 +153,9 @@ Status fast_hadamard_transform_out(KernelArgs args) {
   ETNA_KERNEL_ASSIGN(Tensor * mat, op.input(0, "mat"));
   ETNA_KERNEL_ASSIGN(Tensor * out, op.output(1, "out"));
   const ScalarType dtype = mat->dtype();
-  if (dtype != ScalarType::kFloat && dtype != ScalarType::kDouble && dtype != ScalarType::kHalf) {
-    return op.program_error("mat must be float32, float64 or float16, got " + mat->describe());
+  const bool sixteen_bit = dtype == ScalarType::kHalf || dtype == ScalarType::kBFloat16;
+  if (dtype != ScalarType::kFloat && dtype != ScalarType::kDouble && !sixteen_bit) {
+    return op.program_error("mat must be float32, float64, float16 or bfloat16, got " + mat->describe());
   }
   ETNA_TRY(op.expect_dtype(*out, "out", dtype));
   const int64_t width = mat->rank() == 0 ? 1 : mat->size(mat->rank() - 1);
@@ -151,11 +165,10 @@ Status fast_hadamard_transform_out(KernelArgs args) {
     return op.input_error("mat " + mat->describe() + ": the last dim must be a power of 2 or 28 times one, got " +
                           std::to_string(width));
   }
-  std::unique_ptr<float[]> half_row;
-  if (dtype == ScalarType::kHalf && mat->numel() > 0) {
-    half_row.reset(new (std::nothrow) float[static_cast<size_t>(width)]);
-    if (!half_row)
-      return make_error(ErrorCode::kInternal, "out of memory for a float16 row of " + std::to_string(width));
+  std::unique_ptr<float[]> wide_row;
+  if (sixteen_bit && mat->numel() > 0) {
+    wide_row.reset(new (std::nothrow) float[static_cast<size_t>(width)]);
+    if (!wide_row) return make_error(ErrorCode::kInternal, "out of memory for a 16-bit row of " + std::to_string(width));
   }
   ETNA_TRY(op.prepare_output(*out, Shape::of(*mat)));
   if (mat->numel() == 0) return Status::ok();
@@ -170,8 +183,13 @@ Status fast_hadamard_transform_out(KernelArgs args) {
     case ScalarType::kDouble:
       transform_rows<DoubleArith>(out->data_as<double>(), rows, width, power, log2_power, times_28);
       return Status::ok();
+    case ScalarType::kHalf:
+      transform_16bit_rows<HalfArith>(out->data_as<uint16_t>(), rows, width, power, log2_power, times_28,
+                                      wide_row.get());
+      return Status::ok();
     default:
-      transform_half_rows(out->data_as<uint16_t>(), rows, width, power, log2_power, times_28, half_row.get());
+      transform_16bit_rows<BFloat16Arith>(out->data_as<uint16_t>(), rows, width, power, log2_power, times_28,
+                                          wide_row.get());
       return Status::ok();
   }
 }

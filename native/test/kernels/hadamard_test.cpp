@@ -174,6 +174,48 @@ TEST(FastHadamardTransform, Float16RoundsEachOperation) {
   }
 }
 
+// bfloat16 rounds every operation to bfloat16, as float16 rounds to float16.
+// [1, 1]: sqrt(2) rounds to 1.4140625 and 1 / that to 0.70703125 in
+// bfloat16 too, so the result is the float16 one; [3, 1]: 4 / 1.4140625 =
+// 2.8287... rounds to 2.828125 (float32: 2.82842708).
+TEST(FastHadamardTransform, BFloat16RoundsEachOperation) {
+  TensorStore store;
+  Tensor& mat = store.make_empty(ScalarType::kBFloat16, {2, 2});
+  auto* bits = static_cast<uint16_t*>(mat.data());
+  const float values[] = {1.0f, 1.0f, 3.0f, 1.0f};
+  for (int i = 0; i < 4; ++i) bits[i] = float_to_bfloat16(values[i]);
+  Tensor& out = store.make_empty(ScalarType::kBFloat16, {2, 2});
+  ASSERT_TRUE(is_ok(run_hadamard(mat, out)));
+  const auto got = values_of<uint16_t>(out);
+  EXPECT_EQ(bfloat16_to_float(got[0]), 1.4140625f);
+  EXPECT_EQ(bfloat16_to_float(got[1]), 0.0f);
+  EXPECT_EQ(bfloat16_to_float(got[2]), 2.828125f);
+  EXPECT_EQ(bfloat16_to_float(got[3]), 1.4140625f);
+
+  // Wider rows stay within bfloat16's precision of the reference; NaN and infinities pass through as float's do.
+  Lcg rng(9);
+  auto x = rng.floats(3 * 56);
+  Tensor& wide = store.make_empty(ScalarType::kBFloat16, {3, 56});
+  std::vector<double> rounded;
+  for (size_t i = 0; i < x.size(); ++i) {
+    static_cast<uint16_t*>(wide.data())[i] = float_to_bfloat16(x[i]);
+    rounded.push_back(bfloat16_to_float(float_to_bfloat16(x[i])));
+  }
+  Tensor& wide_out = store.make_empty(ScalarType::kBFloat16, {3, 56});
+  ASSERT_TRUE(is_ok(run_hadamard(wide, wide_out)));
+  const auto expected = reference(rounded, 56);
+  const auto wide_bits = values_of<uint16_t>(wide_out);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(bfloat16_to_float(wide_bits[i]), expected[i], 0.25) << "element " << i;
+  }
+  Tensor& special = store.make_empty(ScalarType::kBFloat16, {4});
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), 1.0f, 2.0f, 3.0f};
+  for (int i = 0; i < 4; ++i) static_cast<uint16_t*>(special.data())[i] = float_to_bfloat16(specials[i]);
+  Tensor& special_out = store.make_empty(ScalarType::kBFloat16, {4});
+  ASSERT_TRUE(is_ok(run_hadamard(special, special_out)));
+  for (uint16_t b : values_of<uint16_t>(special_out)) EXPECT_TRUE(std::isnan(bfloat16_to_float(b)));
+}
+
 // A bounded out takes each call's shape: the transform follows the rows given.
 TEST(FastHadamardTransform, DynamicRowsResizeOut) {
   TensorStore store;
@@ -218,9 +260,9 @@ TEST(FastHadamardTransform, RefusesOtherWidthsAndDtypesWithoutWriting) {
   const Status int_status = run_hadamard(ints, int_out);
   ASSERT_FALSE(int_status.is_ok());
   EXPECT_EQ(int_status.error().code, ErrorCode::kInvalidProgram);
-  Tensor& bf16 = store.make_empty(ScalarType::kBFloat16, {4});
-  Tensor& bf16_out = store.make_empty(ScalarType::kBFloat16, {4});
-  EXPECT_TRUE(fails_with(run_hadamard(bf16, bf16_out), {"float32, float64 or float16"}));
+  Tensor& bools = store.make_empty(ScalarType::kBool, {4});
+  Tensor& bool_out = store.make_empty(ScalarType::kBool, {4});
+  EXPECT_TRUE(fails_with(run_hadamard(bools, bool_out), {"float32, float64, float16 or bfloat16"}));
   Tensor& floats = store.make<float>({4}, {1, 2, 3, 4});
   Tensor& double_out = store.make_empty(ScalarType::kDouble, {4});
   EXPECT_TRUE(fails_with(run_hadamard(floats, double_out), {"out"}));
