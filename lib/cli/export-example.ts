@@ -85,7 +85,7 @@ export const EXPORT_EXAMPLE: Command = {
         name: 'dtype',
         short: 'd',
         value: 'DTYPE',
-        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w; with --quantize-kv-cache too, with --hadamard in fp16 only)",
+        help: "activations in fp32 (the default), bf16 or fp16, as export_llama's -d writes them: the operators outside the XNNPACK delegates in that dtype, converted to and from float32 around the delegates and custom_sdpa (llama-8da4w; with --quantize-kv-cache and --hadamard too)",
       },
     ],
     notes: examplesList(),

@@ -168,7 +168,8 @@ Status fast_hadamard_transform_out(KernelArgs args) {
   std::unique_ptr<float[]> wide_row;
   if (sixteen_bit && mat->numel() > 0) {
     wide_row.reset(new (std::nothrow) float[static_cast<size_t>(width)]);
-    if (!wide_row) return make_error(ErrorCode::kInternal, "out of memory for a 16-bit row of " + std::to_string(width));
+    if (!wide_row)
+      return make_error(ErrorCode::kInternal, "out of memory for a 16-bit row of " + std::to_string(width));
   }
   ETNA_TRY(op.prepare_output(*out, Shape::of(*mat)));
   if (mat->numel() == 0) return Status::ok();

@@ -14,7 +14,7 @@
 // from the 16-bit values themselves (choose_qparams_per_token_asymmetric and
 // quantize_per_token widen them), and custom_quantized_sdpa's float32 result
 // goes to the output projection as it is. SpinQuant's rotation
-// (fast_hadamard_transform) runs in float16, rounding every butterfly. The
+// (fast_hadamard_transform) runs in the dtype, rounding every butterfly. The
 // logits come out in the 16-bit dtype.
 //
 // The reference below computes the same graph op by op: each operator's

@@ -471,17 +471,16 @@ function checkQuantizationOptions(options: Llama8da4wTransforms): void {
 
 /**
  * Why export_llama's 16-bit `dtype` does not go with these options, or
- * undefined when it does. ExecuTorch's fast_hadamard_transform kernel has
- * float32 and float16 cases only; a pre-quantized checkpoint's 8-bit output
- * and embedding (--preq_mode, --preq_embedding_quantize) come with linears
+ * undefined when it does. A pre-quantized checkpoint's 8-bit output and
+ * embedding (--preq_mode, --preq_embedding_quantize) come with linears
  * export_llama builds at the checkpoint's dtype, which this example does not
  * write. The quantized KV cache takes either 16-bit dtype: its quantize ops
- * read the 16-bit keys, values and queries, widened.
+ * read the 16-bit keys, values and queries, widened; so does the Hadamard
+ * rotation (etna's kernel rounds each butterfly to the dtype; ExecuTorch's
+ * has no bfloat16 case).
  */
 export function activationDtypeConflict(dtype: ActivationDtype, options: Llama8da4wTransforms): string | undefined {
   if (dtype === 'float32') return undefined;
-  if (dtype === 'bfloat16' && options.hadamard === true)
-    return "bfloat16 activations are written without --hadamard: ExecuTorch's llama::fast_hadamard_transform kernel takes float32 and float16 only";
   if (options.outputQuantization === '8da8w' || options.embeddingBits === 8)
     return `${dtype} activations are written without --output-8da8w and --embedding-8bit: export_llama builds a pre-quantized checkpoint's linears in the checkpoint's dtype, a graph this example does not write`;
   return undefined;
