@@ -8,7 +8,7 @@ import { NodeUnion } from '../../lib/generated/xnnpack/xnnpack_generated.js';
 import { importOnnx } from '../../lib/onnx/index.js';
 import { writeOnnxModel, type OnnxGraphInitializer, type OnnxGraphNode } from '../../lib/tools/onnx-emitter/graph-writer.js';
 import { seededUniform } from '../../lib/tools/onnx-emitter/paddle-style.js';
-import { delegateNodeTypes, expectSameBits, float32Bits, type Float32Feeds } from './engines.js';
+import { delegateNodeTypes, expectCloseBits, expectSameBits, float32Bits, type Float32Feeds } from './engines.js';
 
 const BASE = [2, 3, 4, 5] as const;
 const CONCATENATE_TYPES: ReadonlySet<NodeUnion> = new Set([
@@ -127,10 +127,7 @@ describe('Concat on the XNNPACK delegate', () => {
     const x = feedsOf([[1, 3, 8, 8]], 5).x0!;
     x.data.set([0.5, -0.5, 0.25, 0.75, -0.75, 1]);
     const { etna, onnxruntime } = await float32Bits(model, { x });
-    const actual = new Float32Array(etna.buffer, etna.byteOffset, etna.length);
-    new Float32Array(onnxruntime.buffer, onnxruntime.byteOffset, onnxruntime.length).forEach((e, i) =>
-      expect(Math.abs(actual[i]! - e), `element ${i}`).toBeLessThanOrEqual(1e-4 * Math.abs(e) + 1e-6),
-    );
+    expectCloseBits(etna, onnxruntime, 1e-4);
   });
 
   it('a Pad between convolutions (channels and pixels, as converted TensorFlow models pad) stays channels-last', async () => {
@@ -162,9 +159,6 @@ describe('Concat on the XNNPACK delegate', () => {
     const x = feedsOf([[1, 3, 8, 8]], 6).x0!;
     x.data.set([0.5, -0.5, 0.25, 0.75, -0.75, 1]);
     const { etna, onnxruntime } = await float32Bits(model, { x });
-    const actual = new Float32Array(etna.buffer, etna.byteOffset, etna.length);
-    new Float32Array(onnxruntime.buffer, onnxruntime.byteOffset, onnxruntime.length).forEach((e, i) =>
-      expect(Math.abs(actual[i]! - e), `element ${i}`).toBeLessThanOrEqual(1e-4 * Math.abs(e) + 1e-6),
-    );
+    expectCloseBits(etna, onnxruntime, 1e-4);
   });
 });

@@ -77,6 +77,15 @@ export async function float32Bits(
 }
 
 /** The same bits in every element; the first that differs is named, in hex. */
+/** float32 outputs as raw bits (float32Bits) within `relative` of onnxruntime's, plus 1e-6. */
+export function expectCloseBits(actual: Uint32Array, expected: Uint32Array, relative: number): void {
+  expect(actual.length).toBe(expected.length);
+  const values = new Float32Array(actual.buffer, actual.byteOffset, actual.length);
+  new Float32Array(expected.buffer, expected.byteOffset, expected.length).forEach((e, i) =>
+    expect(Math.abs(values[i]! - e), `element ${i}`).toBeLessThanOrEqual(relative * Math.abs(e) + 1e-6),
+  );
+}
+
 export function expectSameBits(actual: Uint32Array, expected: Uint32Array): void {
   expect(actual.length).toBe(expected.length);
   const at = actual.findIndex((a, i) => a !== expected[i]);
