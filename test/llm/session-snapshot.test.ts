@@ -124,13 +124,16 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     // The original is untouched by its forks.
     expect(base.position).toBe(system.length + 1);
     // While forks copy its cache, nothing may change it; reading it (save) is fine.
+    const saved = await base.save();
     const pendingFork = base.fork();
     expect((await rejection(base.generate([5], greedy).result)).message).toBe(
       'generate: this session is being forked; await the fork first',
     );
     expect(() => base.reset()).toThrow(/^reset: this session is being forked/);
-    expect((await rejection(base.restore(await base.save()))).message).toMatch(/^restore: this session is being forked/);
+    expect((await rejection(base.restore(saved))).message).toMatch(/^restore: this session is being forked/);
+    const reading = base.save();
     const late = await pendingFork;
+    expect((await reading).byteLength).toBe(saved.byteLength);
     expect(late.tokens).toEqual(base.tokens);
     await Promise.all([base.dispose(), late.dispose(), ...forks.map((fork) => fork.dispose())]);
     await llm.dispose();
