@@ -45,15 +45,25 @@ const now = (): number => performance.now();
 export class Llm {
   private disposed = false;
   /**
-   * One module made ahead for the next `session()` (and so the next
+   * One module loaded ahead for the next `session()` (and so the next
    * `fork()`, `generate()` or `chat()`) to take, so that none of them waits
-   * for a module to load: taking it starts the next one. Its arenas are
-   * untouched until a session uses it, so it holds little memory (its
-   * `memoryReport().untouchedBytes` is nearly all of its arenas). Disposed
-   * with the Llm; undefined when its load failed (the next session then
-   * loads a module itself, and reports the error).
+   * for a module to load: taking it starts loading the next one. Until a
+   * fork has run, its arenas stay untouched and it holds little memory (its
+   * `memoryReport().untouchedBytes` is nearly all of its arenas); see
+   * forkRows. Disposed with the Llm; undefined when its load failed (the
+   * next session then loads a module itself, and reports the error).
    */
   private spare: Promise<Module | undefined> | undefined;
+  /**
+   * The state's bytes the latest fork copied. Once a session has been
+   * forked, the module loaded ahead has the pages under them faulted in
+   * (with their bytes unchanged), off the path of the fork that takes it:
+   * the fork's copy then writes into memory in place, and costs what copying
+   * its rows does, where fresh pages would be zeroed first, whole huge pages
+   * of them, twice the rows' bytes when the rows fill half of each cache.
+   * What it costs: one session's rows in memory while the module waits.
+   */
+  private forkRows: readonly (readonly [number, number])[] | undefined;
   /**
    * Whether a text prompt that starts a context (`generate()`, the first
    * turn of a session, `complete()`) gets one BOS token by default: the
@@ -185,10 +195,24 @@ export class Llm {
     return new LlmSession(this, module, now() - started);
   }
 
+  /** @internal The new session of a fork that copies `rows` of the state into it. */
+  forkSession(rows: readonly (readonly [number, number])[]): Promise<LlmSession> {
+    this.forkRows = rows;
+    return this.session();
+  }
+
   // Starts loading the module the next session will take, unless one is on its way.
   private makeSpare(): void {
     if (this.disposed || this.spare !== undefined) return;
-    this.spare = Module.load(this.program, this.moduleOptions).catch(() => undefined);
+    const rows = this.forkRows;
+    this.spare = Module.load(this.program, this.moduleOptions).then(
+      async (module) => {
+        // Not faulted in, the pages are faulted by the copy: only slower.
+        if (rows !== undefined) await module.populateState({ ranges: rows }).catch(() => undefined);
+        return module;
+      },
+      () => undefined,
+    );
   }
 
   /**

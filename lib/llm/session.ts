@@ -38,6 +38,8 @@ export interface SessionModel {
   readonly unsampled: readonly (readonly [number, number])[];
   /** A new session with an empty cache (`Llm.session`). */
   session(): Promise<LlmSession>;
+  /** A new session with an empty cache, that a fork copies `rows` of the state into (`Llm.forkSession`). */
+  forkSession(rows: readonly (readonly [number, number])[]): Promise<LlmSession>;
 }
 
 // ------------------------------------------------------------------ steps
@@ -389,9 +391,10 @@ export class LlmSession {
     const place = { tokens: this.steps.tokens, pending: this.pending, tail: this.tail };
     this.forks++;
     try {
-      const forked = await this.model.session();
+      const ranges = this.cacheRows(place.tokens.length);
+      const forked = await this.model.forkSession(ranges);
       try {
-        await this.module.copyStateTo(forked.module, { ranges: this.cacheRows(place.tokens.length) });
+        await this.module.copyStateTo(forked.module, { ranges });
       } catch (error) {
         await forked.dispose();
         throw toEtnaError(error);
