@@ -186,19 +186,35 @@ export class Llm {
 
   /** A new conversation with an empty cache. */
   async session(): Promise<LlmSession> {
+    const session = await this.takeSession();
+    this.makeSpare();
+    return session;
+  }
+
+  /**
+   * @internal The new session of a fork, which `fill` copies `rows` of the
+   * state into; the next module starts loading once it has, so as not to
+   * compete with the copy.
+   */
+  async forkSession(rows: readonly (readonly [number, number])[], fill: (session: LlmSession) => Promise<void>): Promise<LlmSession> {
+    this.forkRows = rows;
+    const session = await this.takeSession();
+    try {
+      await fill(session);
+    } finally {
+      this.makeSpare();
+    }
+    return session;
+  }
+
+  // A session on the module loaded ahead, or on one loaded now when there is none.
+  private async takeSession(): Promise<LlmSession> {
     if (this.disposed) throw new EtnaError('DISPOSED', 'Llm has been disposed');
     const started = now();
     const spare = this.spare;
     this.spare = undefined;
     const module = (await spare) ?? (await Module.load(this.program, this.moduleOptions));
-    this.makeSpare();
     return new LlmSession(this, module, now() - started);
-  }
-
-  /** @internal The new session of a fork that copies `rows` of the state into it. */
-  forkSession(rows: readonly (readonly [number, number])[]): Promise<LlmSession> {
-    this.forkRows = rows;
-    return this.session();
   }
 
   // Starts loading the module the next session will take, unless one is on its way.

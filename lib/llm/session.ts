@@ -38,8 +38,8 @@ export interface SessionModel {
   readonly unsampled: readonly (readonly [number, number])[];
   /** A new session with an empty cache (`Llm.session`). */
   session(): Promise<LlmSession>;
-  /** A new session with an empty cache, that a fork copies `rows` of the state into (`Llm.forkSession`). */
-  forkSession(rows: readonly (readonly [number, number])[]): Promise<LlmSession>;
+  /** A new session with an empty cache, that `fill` copies `rows` of a forked session's state into (`Llm.forkSession`). */
+  forkSession(rows: readonly (readonly [number, number])[], fill: (session: LlmSession) => Promise<void>): Promise<LlmSession>;
 }
 
 // ------------------------------------------------------------------ steps
@@ -392,13 +392,14 @@ export class LlmSession {
     this.forks++;
     try {
       const ranges = this.cacheRows(place.tokens.length);
-      const forked = await this.model.forkSession(ranges);
-      try {
-        await this.module.copyStateTo(forked.module, { ranges });
-      } catch (error) {
-        await forked.dispose();
-        throw toEtnaError(error);
-      }
+      const forked = await this.model.forkSession(ranges, async (target) => {
+        try {
+          await this.module.copyStateTo(target.module, { ranges });
+        } catch (error) {
+          await target.dispose();
+          throw toEtnaError(error);
+        }
+      });
       forked.steps.adopt(place.tokens);
       forked.pending = place.pending;
       forked.tail = place.tail;
