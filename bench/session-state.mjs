@@ -2,9 +2,10 @@
 // seeded weights): how long a prompt of N tokens takes to prefill, and how
 // long saving, restoring (into a new session, and into one kept) and forking
 // a session at position N take, and a fork against a plain copy of the cache
-// rows it holds; how many bytes the snapshot holds against
-// the cache rows it carries; and how much of a later request's prompt
-// `complete()` skips on a fork.
+// rows it holds (a fork as a server makes one, when a request comes in, and
+// one right after another, which waits for the module loaded ahead); how
+// many bytes the snapshot holds against the cache rows it carries; and how
+// much of a later request's prompt `complete()` skips on a fork.
 //
 //   node bench/session-state.mjs [--preset stories110m] [--tokens 512] [--threads 1] [--repeats 5]
 //
@@ -45,6 +46,7 @@ const save = [];
 const restore = [];
 const restoreInPlace = [];
 const fork = [];
+const forkAgain = [];
 const rowCopy = [];
 const firstToken = { full: [], forked: [] };
 let snapshotBytes = 0;
@@ -60,18 +62,23 @@ for (let r = 0; r < repeats; r++) {
   restore.push(restored.ms);
   // A session a server keeps, taking a conversation in: no module to load.
   restoreInPlace.push((await timed(() => restored.result.restore(saved.result))).ms);
-  const forked = await timed(() => session.fork());
-  fork.push(forked.ms);
+  // A request that forks comes in a while after the last session was made
+  // (nothing runs in the background meanwhile).
+  await new Promise((resolve) => setTimeout(resolve, 200));
   // What fork() is held to: copying the rows it holds into memory not touched before.
   const rowsCopied = await timed(() => largeBytes(rowBytes).set(saved.result.subarray(saved.result.byteLength - rowBytes)));
   rowCopy.push(rowsCopied.ms);
+  const forked = await timed(() => session.fork());
+  fork.push(forked.ms);
+  const again = await timed(() => session.fork());
+  forkAgain.push(again.ms);
   // A later request that starts with the same prompt: on the fork, only its new tokens run.
   const next = [...prompt, 1, 2, 3, 4];
   const full = await llm.generate(next, greedy);
   const onFork = await forked.result.complete(next, greedy);
   firstToken.full.push(full.stats.timeToFirstTokenMs);
   firstToken.forked.push(onFork.stats.timeToFirstTokenMs);
-  await Promise.all([session.dispose(), restored.result.dispose(), forked.result.dispose()]);
+  await Promise.all([session.dispose(), restored.result.dispose(), forked.result.dispose(), again.result.dispose()]);
 }
 const p = median(prefill);
 const rows = (label, ms) =>
@@ -83,6 +90,7 @@ rows('llm.restoreSession() (new session)', median(restore));
 rows('session.restore() (kept session)', median(restoreInPlace));
 rows('save + restore (kept session)', median(save) + median(restoreInPlace));
 rows('session.fork()', median(fork));
+rows('session.fork() right after another', median(forkAgain));
 rows('copy of the cache rows (new memory)', median(rowCopy));
 console.log(`fork / copy of its rows: ${(median(fork) / median(rowCopy)).toFixed(2)}x`);
 console.log(

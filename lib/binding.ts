@@ -84,6 +84,8 @@ export interface NativeModule {
   restoreState(snapshot: Uint8Array, sync: true): undefined;
   /** Copies the state (or its `ranges`) into `target`'s, a module of the same program; both idle. */
   copyStateTo(target: NativeModule, sync: false, ranges?: number[]): Promise<void>;
+  /** Faults in the pages under the state (or its `ranges`), leaving their bytes as they are; idle. */
+  populateState(sync: false, ranges?: number[]): Promise<void>;
   dispose(): void;
 }
 

@@ -421,6 +421,22 @@ export class Module {
     }
   }
 
+  /**
+   * @internal Faults in the pages under the state's `ranges` (or the whole
+   * state) once every call made before this has run, leaving their bytes as
+   * they are: a later copy or restore into them takes no page fault. What a
+   * module loaded ahead of a fork does off the fork's path.
+   */
+  populateState(options: CopyStateOptions = {}): Promise<void> {
+    try {
+      this.checkLive('cannot populate the state');
+      const ranges = flatRanges(options, ['ranges'], 'populateState');
+      return this.enqueue(() => this.handle.populateState(false, ranges));
+    } catch (error) {
+      return Promise.reject(toEtnaError(error));
+    }
+  }
+
   /** `restoreState` on the calling thread. Meant for small states and scripts. */
   restoreStateSync(snapshot: ArrayBuffer | ArrayBufferView): void {
     this.checkIdle('restore the state');
@@ -650,7 +666,7 @@ const SAVE_STATE_OPTIONS: readonly (keyof SaveStateOptions)[] = ['ranges', 'into
 function flatRanges(
   options: SaveStateOptions,
   keys: readonly string[] = SAVE_STATE_OPTIONS,
-  what: 'saveState' | 'copyStateTo' = 'saveState',
+  what: 'saveState' | 'copyStateTo' | 'populateState' = 'saveState',
 ): number[] | undefined {
   checkOptionKeys(options, keys, what);
   const { ranges } = options;

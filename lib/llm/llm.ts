@@ -45,6 +45,26 @@ const now = (): number => performance.now();
 export class Llm {
   private disposed = false;
   /**
+   * One module loaded ahead for the next `session()` (and so the next
+   * `fork()`, `generate()` or `chat()`) to take, so that none of them waits
+   * for a module to load: taking it starts loading the next one. Until a
+   * fork has run, its arenas stay untouched and it holds little memory (its
+   * `memoryReport().untouchedBytes` is nearly all of its arenas); see
+   * forkRows. Disposed with the Llm; undefined when its load failed (the
+   * next session then loads a module itself, and reports the error).
+   */
+  private spare: Promise<Module | undefined> | undefined;
+  /**
+   * The state's bytes the latest fork copied. Once a session has been
+   * forked, the module loaded ahead has the pages under them faulted in
+   * (with their bytes unchanged), off the path of the fork that takes it:
+   * the fork's copy then writes into memory in place, and costs what copying
+   * its rows does, where fresh pages would be zeroed first, whole huge pages
+   * of them, twice the rows' bytes when the rows fill half of each cache.
+   * What it costs: one session's rows in memory while the module waits.
+   */
+  private forkRows: readonly (readonly [number, number])[] | undefined;
+  /**
    * Whether a text prompt that starts a context (`generate()`, the first
    * turn of a session, `complete()`) gets one BOS token by default: the
    * model has one (`metadata.bosId`) and the tokenizer adds it to a text
@@ -166,10 +186,49 @@ export class Llm {
 
   /** A new conversation with an empty cache. */
   async session(): Promise<LlmSession> {
+    const session = await this.takeSession();
+    this.makeSpare();
+    return session;
+  }
+
+  /**
+   * @internal The new session of a fork, which `fill` copies `rows` of the
+   * state into; the next module starts loading once it has, so as not to
+   * compete with the copy.
+   */
+  async forkSession(rows: readonly (readonly [number, number])[], fill: (session: LlmSession) => Promise<void>): Promise<LlmSession> {
+    this.forkRows = rows;
+    const session = await this.takeSession();
+    try {
+      await fill(session);
+    } finally {
+      this.makeSpare();
+    }
+    return session;
+  }
+
+  // A session on the module loaded ahead, or on one loaded now when there is none.
+  private async takeSession(): Promise<LlmSession> {
     if (this.disposed) throw new EtnaError('DISPOSED', 'Llm has been disposed');
     const started = now();
-    const module = await Module.load(this.program, this.moduleOptions);
+    const spare = this.spare;
+    this.spare = undefined;
+    const module = (await spare) ?? (await Module.load(this.program, this.moduleOptions));
     return new LlmSession(this, module, now() - started);
+  }
+
+  // Starts loading the module the next session will take, unless one is on its way.
+  private makeSpare(): void {
+    if (this.disposed || this.spare !== undefined) return;
+    const rows = this.forkRows;
+    this.spare = Module.load(this.program, this.moduleOptions).then(
+      async (module) => {
+        // Not faulted in, the pages are faulted by the copy: only slower.
+        if (rows !== undefined) await module.populateState({ ranges: rows }).catch(() => undefined);
+        return module;
+      },
+      () => undefined,
+    );
   }
 
   /**
@@ -205,6 +264,9 @@ export class Llm {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
+    const spare = this.spare;
+    this.spare = undefined;
+    await (await spare)?.dispose();
     if (this.ownsProgram) this.program.dispose();
   }
 

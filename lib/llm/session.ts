@@ -38,6 +38,8 @@ export interface SessionModel {
   readonly unsampled: readonly (readonly [number, number])[];
   /** A new session with an empty cache (`Llm.session`). */
   session(): Promise<LlmSession>;
+  /** A new session with an empty cache, that `fill` copies `rows` of a forked session's state into (`Llm.forkSession`). */
+  forkSession(rows: readonly (readonly [number, number])[], fill: (session: LlmSession) => Promise<void>): Promise<LlmSession>;
 }
 
 // ------------------------------------------------------------------ steps
@@ -389,13 +391,15 @@ export class LlmSession {
     const place = { tokens: this.steps.tokens, pending: this.pending, tail: this.tail };
     this.forks++;
     try {
-      const forked = await this.model.session();
-      try {
-        await this.module.copyStateTo(forked.module, { ranges: this.cacheRows(place.tokens.length) });
-      } catch (error) {
-        await forked.dispose();
-        throw toEtnaError(error);
-      }
+      const ranges = this.cacheRows(place.tokens.length);
+      const forked = await this.model.forkSession(ranges, async (target) => {
+        try {
+          await this.module.copyStateTo(target.module, { ranges });
+        } catch (error) {
+          await target.dispose();
+          throw toEtnaError(error);
+        }
+      });
       forked.steps.adopt(place.tokens);
       forked.pending = place.pending;
       forked.tail = place.tail;

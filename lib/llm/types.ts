@@ -12,7 +12,7 @@ export interface GenerationStats {
   generatedTokens: number;
   /** Loading the program and reading its metadata (`Llm.load`). */
   loadMs: number;
-  /** Loading this generation's module over the program (0 for a later turn of a session). */
+  /** Waiting for this generation's module over the program: its load, or less when one was loaded ahead (0 for a later turn of a session). */
   sessionLoadMs: number;
   /** Encoding the prompt into tokens. */
   encodeMs: number;

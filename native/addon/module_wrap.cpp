@@ -302,6 +302,7 @@ void ModuleWrap::init(Napi::Env env, Napi::Object exports) {
                                         InstanceMethod<&ModuleWrap::save_state>("saveState"),
                                         InstanceMethod<&ModuleWrap::restore_state>("restoreState"),
                                         InstanceMethod<&ModuleWrap::copy_state_to>("copyStateTo"),
+                                        InstanceMethod<&ModuleWrap::populate_state>("populateState"),
                                         InstanceMethod<&ModuleWrap::dispose>("dispose"),
                                     });
   addon_data(env).module_constructor = Napi::Persistent(ctor);
@@ -479,6 +480,19 @@ Napi::Value ModuleWrap::copy_state_to(const Napi::CallbackInfo& info) {
       return source->copy_state_to(*target, ranges);
     };
     // Both modules are held by the operation; there is no JS array to keep.
+    return start_state_operation(env, sync, std::move(operation), Napi::ObjectReference());
+  });
+}
+
+Napi::Value ModuleWrap::populate_state(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guard(env, [&]() -> Napi::Value {
+    std::shared_ptr<Module> module = live_module(env);
+    std::vector<ByteRange> ranges = snapshot_layout(env, *module, info[1]).ranges;
+    const bool sync = info[0].IsBoolean() && info[0].As<Napi::Boolean>().Value();
+    auto operation = [module = std::move(module), ranges = std::move(ranges)] {
+      return module->populate_state(ranges);
+    };
     return start_state_operation(env, sync, std::move(operation), Napi::ObjectReference());
   });
 }

@@ -65,6 +65,7 @@ class ModuleWrap : public Napi::ObjectWrap<ModuleWrap> {
   // when sync: the state's bytes (all, or those ranges) into the target's.
   // The caller calls it only when both modules are idle.
   Napi::Value copy_state_to(const Napi::CallbackInfo& info);
+  Napi::Value populate_state(const Napi::CallbackInfo& info);
   Napi::Value dispose(const Napi::CallbackInfo& info);
 
   std::shared_ptr<Module> live_module(Napi::Env env) const;

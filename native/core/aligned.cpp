@@ -138,6 +138,21 @@ void advise_huge_pages(void* data, size_t bytes) {
 #endif
 }
 
+void populate_pages(void* data, size_t bytes) {
+  if (data == nullptr || bytes == 0) return;
+  const uintptr_t page = page_size();
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t end = first + bytes;
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t begin = first & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  for (uintptr_t at = first; at < end; at = (at & ~(page - 1)) + page) {
+    volatile uint8_t* byte = reinterpret_cast<volatile uint8_t*>(at);
+    *byte = *byte;
+  }
+}
+
 AlignedAllocation allocate_aligned(size_t bytes, Fill fill) {
   AlignedAllocation out;
   const size_t blocks = bytes == 0 ? 1 : (bytes - 1) / kAllocationAlignment + 1;

@@ -524,6 +524,17 @@ Status Module::copy_state_to(Module& target, const std::vector<ByteRange>& range
   return Status::ok();
 }
 
+Status Module::populate_state(const std::vector<ByteRange>& ranges) {
+  auto layout = state_layout(ranges);
+  if (!layout) return layout.error();
+  auto lease = lease_state();
+  if (!lease) return lease.error();
+  for (const ByteRange& range : ranges) {
+    if (range.size > 0) populate_pages(lease->arena_ + range.offset, range.size);
+  }
+  return Status::ok();
+}
+
 MemoryReport Module::memory_report() const {
   MemoryReport report;
   report.mode = sharing_ == ArenaSharing::kOn ? "shared" : sharing_ == ArenaSharing::kState ? "state" : "unshared";

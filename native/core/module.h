@@ -164,6 +164,11 @@ class Module {
   // program); no snapshot in between. Takes both call leases. kInvalidInput
   // for another layout or for `target` being this module.
   Status copy_state_to(Module& target, const std::vector<ByteRange>& ranges);
+  // Faults in the pages under `ranges` of the state (checked against the
+  // arena) and leaves the bytes as they are (populate_pages): the writes of
+  // a later copy or restore into them then take no page fault. Takes the
+  // call lease.
+  Status populate_state(const std::vector<ByteRange>& ranges);
 
  private:
   // The call lease, held to read or write the state arena between calls.

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 
 import { Module, Program, Tensor } from '../../lib/index.js';
 import { exportExample, GRU_STREAM_CONFIG, KV_DECODER_CONFIG, kvDecoderSession } from '../../lib/tools/examples/index.js';
+import { buildKvDecoder, createKvDecoderWeights } from '../../lib/tools/examples/kv-decoder.js';
 import { LLAMA_8DA4W_CONFIG } from '../../lib/tools/examples/llama-8da4w.js';
 import { outputsOf } from '../helpers/example-calls.js';
 import { rejection } from '../helpers/errors.js';
@@ -101,5 +102,37 @@ describe('copyStateTo', () => {
     expect((await rejection(source.copyStateTo(target))).code).toBe('DISPOSED');
     await Promise.all([source.dispose(), gru.dispose(), llama.dispose(), twin.dispose()]);
     expect((await rejection(source.copyStateTo(gru))).code).toBe('DISPOSED');
+  });
+});
+
+describe('populateState', () => {
+  it('faults in the pages under the ranges and leaves their bytes; bad ranges and a disposed module are refused', async () => {
+    // Eight layers: an 8 MiB state, whose first and last tensors lie in different huge pages.
+    const program = Program.load(
+      buildKvDecoder(createKvDecoderWeights({ ...KV_DECODER_CONFIG, layers: 8 })).export({ xnnpack: true }).bytes,
+    );
+    const source = await Module.load(program, { shareMemoryArenas: true });
+    await outputsOf(source, kvCalls.slice(0, 3));
+    const state = source.methodMeta('decode').state;
+    const first: [number, number] = [state[0]!.offset, state[0]!.bytes];
+    const last: [number, number] = [state.at(-1)!.offset, state.at(-1)!.bytes];
+    const held = await source.saveState({ ranges: [first] });
+    // Two modules holding the same state, its first tensor written; one of them will be populated.
+    const [module, reference] = await Promise.all([0, 1].map(() => Module.load(program, { shareMemoryArenas: true })));
+    await Promise.all([module!.restoreState(held), reference!.restoreState(held)]);
+    const untouched = module!.memoryReport().untouchedBytes;
+    await module!.populateState({ ranges: [last] });
+    const afterLast = module!.memoryReport().untouchedBytes;
+    expect(afterLast).toBeLessThanOrEqual(untouched - last[1]);
+    await module!.populateState();
+    expect(module!.memoryReport().untouchedBytes).toBeLessThan(afterLast);
+    expect(same(await module!.saveState(), await reference!.saveState())).toBe(true);
+    expect(same(await module!.saveState({ ranges: [first] }), held)).toBe(true);
+
+    expect((await rejection(module!.populateState({ ranges: [[0, 1e12]] }))).code).toBe('INVALID_INPUT');
+    expect((await rejection(module!.populateState({ ranges: [[-1, 2]] }))).message).toMatch(/^populateState: ranges must be/);
+    await Promise.all([source.dispose(), module!.dispose(), reference!.dispose()]);
+    expect((await rejection(module!.populateState())).code).toBe('DISPOSED');
+    program.dispose();
   });
 });

@@ -2,12 +2,13 @@
 // on another Llm over the same program, or forked; each goes on exactly as the
 // session it came from would have. The snapshot holds the cache rows the
 // session filled, not the whole cache.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 
+import { Module } from '../../lib/index.js';
 import { Llm, loadTokenizer } from '../../lib/llm/index.js';
 import { cacheRanges } from '../../lib/llm/snapshot.js';
 import { LLAMA_8DA4W_CONFIG } from '../../lib/tools/examples/llama-8da4w.js';
-import { rejection } from '../helpers/errors.js';
+import { rejection, thrown } from '../helpers/errors.js';
 import { byteTokenizerJson, llamaProgram } from './helpers.js';
 
 const tokenizer = loadTokenizer(new TextEncoder().encode(byteTokenizerJson()));
@@ -124,16 +125,63 @@ describe('LlmSession.save and Llm.restoreSession', () => {
     // The original is untouched by its forks.
     expect(base.position).toBe(system.length + 1);
     // While forks copy its cache, nothing may change it; reading it (save) is fine.
+    const saved = await base.save();
     const pendingFork = base.fork();
     expect((await rejection(base.generate([5], greedy).result)).message).toBe(
       'generate: this session is being forked; await the fork first',
     );
     expect(() => base.reset()).toThrow(/^reset: this session is being forked/);
-    expect((await rejection(base.restore(await base.save()))).message).toMatch(/^restore: this session is being forked/);
+    expect((await rejection(base.restore(saved))).message).toMatch(/^restore: this session is being forked/);
+    const reading = base.save();
     const late = await pendingFork;
+    expect((await reading).byteLength).toBe(saved.byteLength);
     expect(late.tokens).toEqual(base.tokens);
     await Promise.all([base.dispose(), late.dispose(), ...forks.map((fork) => fork.dispose())]);
     await llm.dispose();
+  });
+
+  it('fork and session take a module loaded ahead: untouched until a fork, then with the rows a fork copies in memory; disposed with the Llm', async () => {
+    const loaded: Module[] = [];
+    const load = Module.load.bind(Module);
+    const spy = vi.spyOn(Module, 'load').mockImplementation(async (...args) => {
+      const module = await load(...args);
+      loaded.push(module);
+      return module;
+    });
+    try {
+      const llm = await Llm.load(llamaBytes, { tokenizer });
+      expect(loaded).toHaveLength(1); // the metadata's, disposed
+      const base = await llm.session();
+      const first = await base.generate(system, { temperature: 0, maxNewTokens: 1 });
+      await vi.waitFor(() => expect(loaded).toHaveLength(3));
+      const untouched = (module: Module): number => module.memoryReport().untouchedBytes;
+      const stateBytes = loaded[2]!.memoryReport().arenas.find((arena) => arena.memoryId === 2)!.bytes;
+      // Loaded ahead with no fork yet: no page of its state is in memory but the one its block's header sits in.
+      expect(untouched(loaded[2]!)).toBeGreaterThan(stateBytes - 4096);
+
+      const forked = await base.fork();
+      // The fork took it; the one loaded next has the rows a fork copies in memory.
+      await vi.waitFor(() => expect(loaded).toHaveLength(4));
+      const rows = cacheRanges(loaded[3]!.methodMeta('decode').state, llm.metadata, base.tokens.length);
+      const rowBytes = rows.reduce((sum, [, size]) => sum + size, 0);
+      await vi.waitFor(() => expect(untouched(loaded[3]!)).toBeLessThanOrEqual(stateBytes - rowBytes));
+      // ... and its bytes as a new module's: a fork from it holds the original's, a session from it nothing.
+      const again = await base.fork();
+      expect(Buffer.compare(await again.save(), await base.save())).toBe(0);
+      await forked.generate([1, 2, 3], greedy);
+      expect(Buffer.compare(await again.save(), await base.save())).toBe(0);
+      const fresh = await llm.session();
+      expect((await fresh.generate(system, { temperature: 0, maxNewTokens: 1 })).tokens).toEqual(first.tokens);
+      expect((await again.generate([9], greedy)).tokens).toEqual((await base.generate([9], greedy)).tokens);
+
+      await Promise.all([base.dispose(), forked.dispose(), again.dispose(), fresh.dispose()]);
+      await llm.dispose();
+      // Every module it loaded, the one loaded ahead included, is disposed.
+      for (const module of loaded) expect(thrown(() => module.memoryReport()).code).toBe('DISPOSED');
+      await expect(llm.session()).rejects.toThrow('Llm has been disposed');
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('refuse snapshots that are cut short, not a session, or from another program, and make no session', async () => {

@@ -132,5 +132,26 @@ TEST(AlignedAllocation, HugePageAdviceLeavesTheBytesAsTheyWere) {
   EXPECT_EQ(block.data.get()[block.capacity - 1], 3);
 }
 
+TEST(AlignedAllocation, PopulatedPagesAreResidentWithTheirBytesUnchanged) {
+  populate_pages(nullptr, 10);
+  std::vector<uint8_t> small(1000, 5);
+  populate_pages(small.data() + 1, small.size() - 1);
+  EXPECT_EQ(std::count(small.begin(), small.end(), 5), 1000);
+  AlignedAllocation block = allocate_aligned(32 * MiB, Fill::kZero);
+  ASSERT_NE(block.data, nullptr);
+  uint8_t* data = block.data.get();
+  // Bytes written at both ends of the range, and one past each end.
+  const size_t from = 5 * MiB + 100, to = 13 * MiB + 7;
+  for (size_t at : {from - 1, from, to - 1, to}) data[at] = static_cast<uint8_t>(at % 251 + 1);
+  const size_t before = block_resident_bytes(data, 32 * MiB);
+  populate_pages(data + from, to - from);
+  EXPECT_EQ(block_resident_bytes(data + from, to - from), to - from);
+  if (maps_large_blocks()) {
+    EXPECT_GT(block_resident_bytes(data, 32 * MiB), before);
+  }
+  for (size_t at : {from - 1, from, to - 1, to}) EXPECT_EQ(data[at], at % 251 + 1) << at;
+  EXPECT_EQ(std::count(data + from + 1, data + to - 1, 0), static_cast<std::ptrdiff_t>(to - from - 2));
+}
+
 }  // namespace
 }  // namespace etna
