@@ -44,9 +44,9 @@ void advise_huge_pages(void* data, size_t bytes);
 // Faults in the pages of [data, data + bytes) for writing and leaves their
 // bytes as they are, so that the writes that follow take no page fault: a
 // huge page for each huge page the range touches where the block asked for
-// them. MADV_POPULATE_WRITE where the kernel has it (Linux 5.14), else a
-// read and write back of one byte per page; nobody may write the range
-// meanwhile.
+// them. MADV_POPULATE_WRITE where the kernel has it (Linux 5.14), then a
+// read and write back of one byte per page (what faults them in where
+// madvise did not); nobody may write the range meanwhile.
 void populate_pages(void* data, size_t bytes);
 
 struct AlignedFree {
