@@ -13,6 +13,8 @@ import {
   dequantizeInt8Channels,
   quantizeInt4Groups,
   quantizeInt8Channels,
+  type Int4GroupWeights,
+  type Int8ChannelWeights,
 } from './quantize.js';
 import { checkShape, numel, type Shape } from './shape.js';
 import { serializePte, type PteLayout, type PteProgram, type PteWriteOptions } from './writer.js';
@@ -81,14 +83,10 @@ export class ProgramBuilder {
     data: ArrayLike<number>,
     options: { groupSize?: number } = {},
   ): ConstantTensor {
-    this.checkOpen();
-    const what = `constant '${name}'`;
-    this.checkName(name, 'constant', this.constantNames);
-    const [outFeatures, inFeatures] = checkShape(shape, what) as [number, number];
-    const quantized = quantizeInt4Groups(data, outFeatures, inFeatures, options.groupSize ?? DEFAULT_8DA4W_GROUP_SIZE);
-    const values = dequantizeInt4Groups(quantized);
-    const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-    return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, quantized));
+    return this.quantizedLinearWeight(name, shape, (outFeatures, inFeatures) => {
+      const int4 = quantizeInt4Groups(data, outFeatures, inFeatures, options.groupSize ?? DEFAULT_8DA4W_GROUP_SIZE);
+      return { values: dequantizeInt4Groups(int4), int4 };
+    });
   }
 
   /**
@@ -100,14 +98,26 @@ export class ProgramBuilder {
    * in float32 on the dequantized weights.
    */
   linear8da8wWeight(name: string, shape: readonly [number, number], data: ArrayLike<number>): ConstantTensor {
+    return this.quantizedLinearWeight(name, shape, (outFeatures, inFeatures) => {
+      const int8 = quantizeInt8Channels(data, outFeatures, inFeatures);
+      return { values: dequantizeInt8Channels(int8), int8 };
+    });
+  }
+
+  // A quantized linear's weight constant: the float32 values its codes stand
+  // for, which the float path computes with, and the codes the XNNPACK
+  // lowering writes.
+  private quantizedLinearWeight(
+    name: string,
+    shape: readonly [number, number],
+    quantize: (outFeatures: number, inFeatures: number) => { values: Float32Array; int4?: Int4GroupWeights; int8?: Int8ChannelWeights },
+  ): ConstantTensor {
     this.checkOpen();
-    const what = `constant '${name}'`;
     this.checkName(name, 'constant', this.constantNames);
-    const [outFeatures, inFeatures] = checkShape(shape, what) as [number, number];
-    const quantized = quantizeInt8Channels(data, outFeatures, inFeatures);
-    const values = dequantizeInt8Channels(quantized);
+    const [outFeatures, inFeatures] = checkShape(shape, `constant '${name}'`) as [number, number];
+    const { values, int4, int8 } = quantize(outFeatures, inFeatures);
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
-    return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, undefined, quantized));
+    return this.addConstant(new ConstantTensor(this, name, 'float32', [outFeatures, inFeatures], bytes, int4, int8));
   }
 
   /**
