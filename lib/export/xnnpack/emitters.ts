@@ -3,7 +3,7 @@
 // several ops together (an 8-bit product, a batch matmul over a transpose).
 import { EtnaError } from '../../errors.js';
 import { NodeUnion } from '../../generated/xnnpack/xnnpack_generated.js';
-import { packInt4Rows } from '../quantize.js';
+import { packInt4Rows, type Int4GroupWeights, type Int8ChannelWeights } from '../quantize.js';
 import type { MatchedOp } from './partition.js';
 import {
   BATCH_MATMUL_TRANSPOSE_B,
@@ -38,6 +38,38 @@ function result(b: RunBuilder, fused: FusedClamp, out: number): number {
 
 function emitConvert(b: RunBuilder, op: Extract<MatchedOp, { kind: 'quantize' | 'dequantize' }>): void {
   b.elementwise(op.input, op.out, (input, output) => b.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output }));
+}
+
+/**
+ * The codes a linear's constant weight carries: 4-bit groups with bf16 scales
+ * (8da4w) or 8-bit rows with one scale each (8da8w); undefined for a float
+ * linear.
+ */
+function quantizedCodes(
+  b: RunBuilder,
+  op: Extract<MatchedOp, { kind: 'fullyConnected' }>,
+): { readonly int4: Int4GroupWeights } | { readonly int8: Int8ChannelWeights } | undefined {
+  const weight = b.method.tensorNode(op.filter).origin;
+  if (weight.kind !== 'constant' || op.filterIsTransposed) return undefined;
+  const { int4Groups: int4, int8Channels: int8 } = weight.constant;
+  if (int4 !== undefined) return { int4 };
+  if (int8 !== undefined) return { int8 };
+  return undefined;
+}
+
+/** The delegate constant of those codes. */
+function quantizedFilter(b: RunBuilder, codes: { readonly int4: Int4GroupWeights } | { readonly int8: Int8ChannelWeights }): number {
+  if ('int8' in codes) {
+    const { int8 } = codes;
+    return b.quantizedConstant(int8.codes, [int8.outFeatures, int8.inFeatures], int8.scales, 0);
+  }
+  const { int4 } = codes;
+  const packed = packInt4Rows(int4);
+  return b.constantValue(constantKey(packed), packed, [int4.outFeatures, int4.inFeatures], {
+    kind: 'int4Groups',
+    groupSize: int4.groupSize,
+    scalesBf16: int4.scalesBf16,
+  });
 }
 
 /**
@@ -231,33 +263,13 @@ const OP_EMITTERS: { readonly [K in MatchedOp['kind']]: Emitter<K> } = {
     });
   },
   fullyConnected: (b, op, fused) => {
-    const weight = b.method.tensorNode(op.filter).origin;
-    const int4 = weight.kind === 'constant' && !op.filterIsTransposed ? weight.constant.int4Groups : undefined;
-    if (int4 !== undefined) {
-      // 8da4w as export_llama writes it: per-token int8 activations, then 4-bit group-quantized weights.
+    const codes = quantizedCodes(b, op);
+    if (codes !== undefined) {
+      // 8da4w and 8da8w as export_llama writes them: per-token int8 activations, then the quantized weights.
       const input = b.operand(op.input);
-      const quantized = b.addValue({
-        dims: b.method.tensorNode(op.input).shape,
-        role: 'internal',
-        quantization: { kind: 'perToken' },
-      });
-      b.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output: quantized });
-      const codes = packInt4Rows(int4);
-      const filter = b.constantValue(constantKey(codes), codes, [int4.outFeatures, int4.inFeatures], {
-        kind: 'int4Groups',
-        groupSize: int4.groupSize,
-        scalesBf16: int4.scalesBf16,
-      });
-      const bias = op.bias === undefined ? INVALID_VALUE_ID : b.operand(op.bias);
-      b.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: result(b, fused, op.out), flags: 0 }, fused.minMax);
-      return;
-    }
-    const int8 = weight.kind === 'constant' && !op.filterIsTransposed ? weight.constant.int8Channels : undefined;
-    if (int8 !== undefined) {
-      // 8da8w: the same per-token int8 activations, then 8-bit weights with one scale per output channel.
       const quantized = b.addValue({ dims: b.method.tensorNode(op.input).shape, role: 'internal', quantization: { kind: 'perToken' } });
-      b.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input: b.operand(op.input), output: quantized });
-      const filter = b.quantizedConstant(int8.codes, [int8.outFeatures, int8.inFeatures], int8.scales, 0);
+      b.emit({ kind: 'unary', code: NodeUnion.XNNConvert, input, output: quantized });
+      const filter = quantizedFilter(b, codes);
       const bias = op.bias === undefined ? INVALID_VALUE_ID : b.operand(op.bias);
       b.emit({ kind: 'fullyConnected', input: quantized, filter, bias, output: result(b, fused, op.out), flags: 0 }, fused.minMax);
       return;
