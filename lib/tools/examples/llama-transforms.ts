@@ -29,7 +29,7 @@ import { dtypeInfo } from '../../export/dtype.js';
 import type { ConstantTensor, SharedBuffer, TensorValue } from '../../export/graph.js';
 import type { MethodBuilder } from '../../export/method-builder.js';
 import type { ProgramBuilder } from '../../export/program-builder.js';
-import { perTokenAsymmetricInt8 } from '../../export/quantize.js';
+import { perTokenAsymmetricInt8, roundHalfEven } from '../../export/quantize.js';
 
 /** The widths the example's rotation takes: powers of two (ExecuTorch's kernel also takes 28 times one). */
 export function checkHadamardWidth(width: number, what: string): void {
@@ -457,11 +457,5 @@ export function emitStaticQuantizedAttention(
 /** What a static int8 cache gives back for `values`: clamp(round(x / scale), -128, 127) * scale, in float32 as the graph computes it. */
 export function staticInt8RoundTrip(values: Float32Array, scale: number): Float32Array {
   const s = Math.fround(scale);
-  return values.map((x) => {
-    const quotient = Math.fround(x / s);
-    const down = Math.floor(quotient);
-    const fraction = quotient - down;
-    const rounded = fraction > 0.5 || (fraction === 0.5 && down % 2 !== 0) ? down + 1 : down;
-    return Math.fround(Math.min(127, Math.max(-128, rounded)) * s);
-  });
+  return values.map((x) => Math.fround(Math.min(127, Math.max(-128, roundHalfEven(Math.fround(x / s)))) * s));
 }
