@@ -34,12 +34,12 @@ import {
   linear8da4w,
   llama8da4wSession,
   quantizedEmbedding,
-  ropeTables,
+  layerRopeTables,
   type Llama8da4wTransforms,
   type Llama8da4wWeights,
   type QuantizedLinear,
 } from './llama-8da4w.js';
-import { embeddingScale, gatesWithGelu, layerRopeTheta, normOffset, rotaryDim, rotatesHalves } from './llama-families.js';
+import { embeddingScale, gatesWithGelu, normOffset, rotaryDim, rotatesHalves } from './llama-families.js';
 import { int8RoundTripRows, roundedHadamardRows } from './llama-transforms.js';
 
 /** A layer's norm weights as the graph multiplies by them: stored in the dtype, (1 + weight) rounded in a family that adds 1. */
@@ -108,15 +108,7 @@ export class Llama8da4wRoundedReference extends DecoderReference {
     });
     // embedding_4bit computes code * scale in float32 and rounds it into the dtype.
     this.embedding = rounded(dequantizeInt4Groups(quantizedEmbedding(weights)));
-    const tables = new Map<number, { cos: Float32Array; sin: Float32Array }>();
-    this.ropes = weights.layers.map((_, l) => {
-      const theta = layerRopeTheta(C, l);
-      if (!tables.has(theta)) {
-        const exact = ropeTables(C, theta);
-        tables.set(theta, { cos: rounded(exact.cos), sin: rounded(exact.sin) });
-      }
-      return tables.get(theta)!;
-    });
+    this.ropes = layerRopeTables(C, rounded);
     this.norms = weights.layers.map((w) => ({
       attention: norm(w.attentionNorm),
       ffn: norm(w.ffnNorm),

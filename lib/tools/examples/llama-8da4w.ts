@@ -296,6 +296,28 @@ export function ropeTables(C: Llama8da4wConfig, theta = C.ropeTheta): { cos: Flo
   return familyRopeTables(C.family, rotaryDim(C.family, headDim(C)), C.context, theta);
 }
 
+/**
+ * Each layer's cos and sin tables, one pair per rope theta the layers use
+ * (Gemma 3's sliding-window layers have their own), each table passed
+ * through `stored` (a reference's rounding into its dtype).
+ */
+export function layerRopeTables(
+  C: Llama8da4wConfig,
+  stored: (table: Float32Array) => Float32Array = (table) => table,
+): { cos: Float32Array; sin: Float32Array }[] {
+  const tables = new Map<number, { cos: Float32Array; sin: Float32Array }>();
+  return Array.from({ length: C.layers }, (_, l) => {
+    const theta = layerRopeTheta(C, l);
+    let pair = tables.get(theta);
+    if (pair === undefined) {
+      const exact = ropeTables(C, theta);
+      pair = { cos: stored(exact.cos), sin: stored(exact.sin) };
+      tables.set(theta, pair);
+    }
+    return pair;
+  });
+}
+
 /** float16 bits of a bf16 value: exact, as long as it is a normal float16. */
 function float16BitsOfBf16(bits: number): number {
   const exponent = ((bits >> 7) & 0xff) - 127 + 15;
@@ -454,8 +476,8 @@ function staticKvCacheScale(options: Llama8da4wTransforms): number | undefined {
   return scale;
 }
 
-/** Checks the quantization options before anything is built. */
-function checkQuantizationOptions(options: Llama8da4wTransforms): void {
+/** Checks the quantization options before anything is built; returns the static int8 caches' scale when they are asked for. */
+function checkQuantizationOptions(options: Llama8da4wTransforms): number | undefined {
   if (options.outputQuantization !== undefined && !OUTPUT_QUANTIZATIONS.includes(options.outputQuantization))
     throw new EtnaError(
       'INVALID_INPUT',
@@ -466,7 +488,7 @@ function checkQuantizationOptions(options: Llama8da4wTransforms): void {
       'INVALID_INPUT',
       `llama-8da4w: the token embedding is written in ${EMBEDDING_BITS.join(' or ')} bits, not ${String(options.embeddingBits)}`,
     );
-  staticKvCacheScale(options);
+  return staticKvCacheScale(options);
 }
 
 /**
@@ -605,10 +627,9 @@ export function buildLlama8da4w(
   // Checked before anything is built, so a bad token id or width costs nothing.
   const metadata = twoMethods ? undefined : layout === 'optimum' ? optimumMetadata(C, options) : llama8da4wMetadata(C, options);
   if (options.hadamard === true) checkHadamardWidth(C.hiddenDim, 'llama-8da4w hiddenDim');
-  checkQuantizationOptions(options);
+  const staticScale = checkQuantizationOptions(options);
   const byteEmbeddingTable = options.embeddingBits === 8;
   const quantizeKvCache = options.quantizeKvCache === true;
-  const staticScale = staticKvCacheScale(options);
   const dtype = activationDtype(options.dtype ?? 'float32');
   if (staticScale !== undefined) checkStaticKvCacheLayout(C, layout, dtype);
   const conflict = activationDtypeConflict(dtype, options);
@@ -1053,19 +1074,13 @@ export class Llama8da4wReference extends DecoderReference {
       weight: float ? data : dequantizeInt4Groups(quantizeInt4Groups(data, out, inFeatures, C.groupSize)),
       float,
     });
-    checkQuantizationOptions(transforms);
-    this.staticScale = staticKvCacheScale(transforms);
+    this.staticScale = checkQuantizationOptions(transforms);
     this.embedding = float
       ? weights.tokenEmbedding
       : transforms.embeddingBits === 8
         ? dequantizeInt8Channels(byteEmbedding(weights))
         : dequantizeInt4Groups(quantizedEmbedding(weights));
-    const tables = new Map<number, { cos: Float32Array; sin: Float32Array }>();
-    this.ropes = weights.layers.map((_, l) => {
-      const theta = layerRopeTheta(C, l);
-      if (!tables.has(theta)) tables.set(theta, ropeTables(C, theta));
-      return tables.get(theta)!;
-    });
+    this.ropes = layerRopeTables(C);
     this.layers = weights.layers.map((w) => ({
       wq: quantized(w.wq, qDim, d),
       wk: quantized(w.wk, kv, d),
