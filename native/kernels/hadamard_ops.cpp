@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "kernels/kernel_groups.h"
@@ -165,12 +164,7 @@ Status fast_hadamard_transform_out(KernelArgs args) {
     return op.input_error("mat " + mat->describe() + ": the last dim must be a power of 2 or 28 times one, got " +
                           std::to_string(width));
   }
-  std::unique_ptr<float[]> wide_row;
-  if (sixteen_bit && mat->numel() > 0) {
-    wide_row.reset(new (std::nothrow) float[static_cast<size_t>(width)]);
-    if (!wide_row)
-      return make_error(ErrorCode::kInternal, "out of memory for a 16-bit row of " + std::to_string(width));
-  }
+  ETNA_KERNEL_ASSIGN(auto wide_row, widening_row(dtype, mat->numel() > 0 ? width : 0));
   ETNA_TRY(op.prepare_output(*out, Shape::of(*mat)));
   if (mat->numel() == 0) return Status::ok();
   if (out->data() != mat->data()) std::memcpy(out->data(), mat->data(), mat->nbytes());

@@ -18,7 +18,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -531,15 +530,6 @@ void choose_groups(const Tensor& input, int64_t groups, int64_t width, int32_t q
   }
 }
 
-// Room for one widened run of a 16-bit input (none for float32).
-Result<std::unique_ptr<float[]>> widening_row(const Tensor& input, int64_t width) {
-  std::unique_ptr<float[]> row;
-  if (input.dtype() == ScalarType::kFloat) return row;
-  row.reset(new (std::nothrow) float[static_cast<size_t>(std::max<int64_t>(1, width))]);
-  if (!row) return make_error(ErrorCode::kInternal, "out of memory for a widened row of " + std::to_string(width));
-  return Result<std::unique_ptr<float[]>>(std::move(row));
-}
-
 Result<std::vector<Tensor*>> out_pair(const OpArgs& op, size_t first) {
   ETNA_KERNEL_ASSIGN(Tensor * scale_out, op.output(first, "scale_out"));
   ETNA_KERNEL_ASSIGN(Tensor * zero_point_out, op.output(first + 1, "zero_point_out"));
@@ -564,7 +554,7 @@ Status choose_qparams_tensor_out(KernelArgs args) {
                           "] is empty or not 32-bit");
   }
   ETNA_TRY(check_choose(op, *input, *outs[0], *outs[1]));
-  ETNA_KERNEL_ASSIGN(auto widened, widening_row(*input, static_cast<int64_t>(input->numel())));
+  ETNA_KERNEL_ASSIGN(auto widened, widening_row(input->dtype(), static_cast<int64_t>(input->numel())));
   Shape one;
   one.rank = 1;
   one[0] = 1;
@@ -586,7 +576,7 @@ Status choose_qparams_per_token_asymmetric_out(KernelArgs args) {
   (void)dtype;
   if (input->rank() == 0) return op.input_error("input must have at least one dim (tokens are rows of the last)");
   ETNA_TRY(check_choose(op, *input, *outs[0], *outs[1]));
-  ETNA_KERNEL_ASSIGN(auto widened, widening_row(*input, token_width(*input)));
+  ETNA_KERNEL_ASSIGN(auto widened, widening_row(input->dtype(), token_width(*input)));
   Shape per_token = Shape::of(*input);
   per_token[per_token.rank - 1] = 1;
   ETNA_TRY(op.prepare_output(*outs[0], per_token, "scale_out"));

@@ -5,12 +5,17 @@
 // float64, which rounds.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <string>
 
 #include "core/bf16.h"
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace etna::kernels {
 
@@ -74,6 +79,18 @@ inline void store_real(ScalarType type, void* base, int64_t index, float value) 
     case ScalarType::kBFloat16: static_cast<uint16_t*>(base)[index] = float_to_bfloat16(value); break;
     default: static_cast<float*>(base)[index] = value; break;
   }
+}
+
+// Room for one row of `width` elements of a float16 or bfloat16 tensor
+// widened to float, for kernels that run 16-bit input on their float path;
+// null for other dtypes, which they read in place.
+inline Result<std::unique_ptr<float[]>> widening_row(ScalarType type, int64_t width) {
+  std::unique_ptr<float[]> row;
+  if (type != ScalarType::kHalf && type != ScalarType::kBFloat16)
+    return Result<std::unique_ptr<float[]>>(std::move(row));
+  row.reset(new (std::nothrow) float[static_cast<size_t>(std::max<int64_t>(1, width))]);
+  if (!row) return make_error(ErrorCode::kInternal, "out of memory for a widened row of " + std::to_string(width));
+  return Result<std::unique_ptr<float[]>>(std::move(row));
 }
 
 }  // namespace etna::kernels
